@@ -90,7 +90,7 @@ def edgeshare_flatbuffer_library(name, srcs, deps = [], visibility = None):
     )
     native.genrule(
         name = name + "_cc_gen",
-        srcs = [name + "_includes"],
+        srcs = [src, name + "_includes"],
         outs = [base + "_generated.h"],
         tools = [flatc],
         cmd = ("$(location {flatc}) --cpp --gen-object-api --keep-prefix --include-prefix edgeshare " +
@@ -105,7 +105,7 @@ def edgeshare_flatbuffer_library(name, srcs, deps = [], visibility = None):
     )
     native.genrule(
         name = name + "_py_gen",
-        srcs = [name + "_includes"],
+        srcs = [src, name + "_includes"],
         outs = [base + "_generated.py"],
         tools = [flatc],
         cmd = ("$(location {flatc}) --python --gen-object-api --gen-onefile --gen-all " +
