@@ -1,0 +1,62 @@
+// EValue: one value of a method: a Tensor, an int, a double, a bool, an int list, or none.
+//
+// Kernels and delegates get their arguments as EValues. An EValue never owns memory (an int list
+// points into the program's flatbuffer), so it is trivially copyable and never allocates.
+//
+//   if (!arg.is_tensor()) return Error::InvalidArgument;
+//   Tensor& t = arg.to_tensor();
+
+#ifndef EDGESHARE_RUNTIME_CORE_EVALUE_H_
+#define EDGESHARE_RUNTIME_CORE_EVALUE_H_
+
+#include <cstdint>
+
+#include "edgeshare/runtime/core/span.h"
+#include "edgeshare/runtime/core/tensor.h"
+
+namespace edgeshare {
+namespace runtime {
+
+class EValue {
+ public:
+  enum class Tag : uint8_t { None, Int, Double, Bool, IntList, Tensor };
+
+  EValue() = default;
+  explicit EValue(int64_t v) : tag_(Tag::Int) { payload_.i = v; }
+  explicit EValue(double v) : tag_(Tag::Double) { payload_.d = v; }
+  explicit EValue(bool v) : tag_(Tag::Bool) { payload_.b = v; }
+  explicit EValue(Span<const int64_t> v) : tag_(Tag::IntList) { payload_.list = v; }
+  explicit EValue(const Tensor& t) : tag_(Tag::Tensor) { payload_.tensor = t; }
+
+  Tag tag() const { return tag_; }
+  bool is_none() const { return tag_ == Tag::None; }
+  bool is_int() const { return tag_ == Tag::Int; }
+  bool is_double() const { return tag_ == Tag::Double; }
+  bool is_bool() const { return tag_ == Tag::Bool; }
+  bool is_int_list() const { return tag_ == Tag::IntList; }
+  bool is_tensor() const { return tag_ == Tag::Tensor; }
+
+  // Accessors require the matching tag; check it first.
+  int64_t to_int() const { return payload_.i; }
+  double to_double() const { return payload_.d; }
+  bool to_bool() const { return payload_.b; }
+  Span<const int64_t> to_int_list() const { return payload_.list; }
+  Tensor& to_tensor() { return payload_.tensor; }
+  const Tensor& to_tensor() const { return payload_.tensor; }
+
+ private:
+  Tag tag_ = Tag::None;
+  union Payload {
+    Payload() : i(0) {}
+    int64_t i;
+    double d;
+    bool b;
+    Span<const int64_t> list;
+    Tensor tensor;
+  } payload_;
+};
+
+}  // namespace runtime
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_RUNTIME_CORE_EVALUE_H_
