@@ -1,0 +1,91 @@
+// Method: one loaded method of a Program, ready to run: memory-planned values, constants, kernel
+// calls and delegate calls.
+//
+// Everything is allocated, resolved and initialised at load; execute() only runs the instructions
+// (kernels and delegates must not allocate either). Inputs live in the method's planned memory:
+// copy into them with set_input(), or write in place through input(i).
+//
+//   ES_RETURN_IF_ERROR(method.set_input(0, Tensor(ScalarType::Float, {4, 256}, data)));
+//   ES_RETURN_IF_ERROR(method.execute());
+//   ES_ASSIGN_OR_RETURN(Tensor out, method.output(0));   // valid until the next execute()
+//
+// Errors: set_input gives InvalidArgument for a wrong dtype or shape; execute passes on a kernel's
+// or delegate's error with the instruction named.
+// Thread-safety: one thread at a time per Method; two Methods (of one Program or two) may run on
+// two threads at once. Move-only; destroying it releases its delegates and memory.
+
+#ifndef EDGESHARE_RUNTIME_EXECUTOR_METHOD_H_
+#define EDGESHARE_RUNTIME_EXECUTOR_METHOD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgeshare/runtime/backend/backend.h"
+#include "edgeshare/runtime/core/evalue.h"
+#include "edgeshare/runtime/core/freeable_buffer.h"
+#include "edgeshare/runtime/core/named_data_map.h"
+#include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/kernels/kernel_registry.h"
+
+namespace edgeshare {
+namespace runtime {
+
+class Method {
+ public:
+  Method(Method&&) noexcept = default;
+  Method& operator=(Method&&) = delete;
+  Method(const Method&) = delete;
+  ~Method();
+
+  const char* name() const { return name_.c_str(); }
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return outputs_.size(); }
+
+  // A view of input i's planned memory, to fill in place. Errors: OutOfRange, InvalidArgument for
+  // a non-tensor input.
+  Result<Tensor> input(size_t index) const;
+  // Copies `value` into input i. Errors: OutOfRange; InvalidArgument if dtype or sizes differ.
+  Status set_input(size_t index, const Tensor& value);
+  // Output i after execute(). Errors: OutOfRange, InvalidArgument for a non-tensor output.
+  Result<Tensor> output(size_t index) const;
+
+  Status execute();
+
+ private:
+  friend class Program;
+  struct Instruction {
+    KernelFn kernel = nullptr;  // null for a delegate call
+    size_t delegate = 0;
+    size_t args_begin = 0;
+    size_t args_count = 0;
+    const char* what = "";  // the operator or backend name, for messages
+  };
+  struct Delegate {
+    const BackendInterface* backend = nullptr;
+    DelegateHandle* handle = nullptr;
+  };
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const;
+  };
+
+  Method() = default;
+
+  std::string name_;
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> buffers_;
+  std::vector<FreeableBuffer> constants_;
+  std::unique_ptr<NamedDataMap> data_map_;
+  std::vector<EValue> values_;
+  std::vector<EValue*> args_;
+  std::vector<Instruction> instructions_;
+  std::vector<Delegate> delegates_;
+  std::vector<size_t> inputs_;
+  std::vector<size_t> outputs_;
+};
+
+}  // namespace runtime
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_RUNTIME_EXECUTOR_METHOD_H_
