@@ -1,0 +1,119 @@
+// GraphBuilder: test-only helper that writes XNNPACK delegate graphs (xnnpack_graph.fbs) with the
+// generated FlatBuffers builder API, the way the exporter's blobs look.
+//
+//   GraphBuilder g;
+//   uint32_t x = g.input({5, 64});
+//   uint32_t w = g.named("layers.0.weight", {32, 64}, map.add("layers.0.weight", weights));
+//   uint32_t y = g.output({5, 32});
+//   g.node(schema::OpKind_FULLY_CONNECTED, {x, w}, {y});
+//   std::vector<uint8_t> blob = g.build();
+//
+// Inputs and outputs get io_index in the order they are added. Nothing is validated here: tests
+// build broken graphs on purpose. Not thread-safe; owns nothing beyond its own vectors.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_GRAPH_BUILDER_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_GRAPH_BUILDER_H_
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/xnnpack_graph_generated.h"
+#include "edgeshare/runtime/core/named_data_map.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+class GraphBuilder {
+ public:
+  uint32_t input(std::vector<uint32_t> dims) {
+    return add(schema::ValueKind_INPUT, std::move(dims), num_inputs_++);
+  }
+  uint32_t output(std::vector<uint32_t> dims) {
+    return add(schema::ValueKind_OUTPUT, std::move(dims), num_outputs_++);
+  }
+  uint32_t intermediate(std::vector<uint32_t> dims) {
+    return add(schema::ValueKind_INTERMEDIATE, std::move(dims), 0);
+  }
+  uint32_t named(const std::string& key, std::vector<uint32_t> dims,
+                 const runtime::Digest& digest) {
+    uint32_t id = add(schema::ValueKind_CONSTANT, std::move(dims), 0);
+    values_[id].key = key;
+    values_[id].digest.assign(digest.bytes.begin(), digest.bytes.end());
+    return id;
+  }
+  uint32_t inline_constant(std::vector<uint32_t> dims, const std::vector<float>& data) {
+    uint32_t id = add(schema::ValueKind_CONSTANT, std::move(dims), 0);
+    values_[id].inline_data.resize(data.size() * sizeof(float));
+    std::memcpy(values_[id].inline_data.data(), data.data(), values_[id].inline_data.size());
+    return id;
+  }
+  void node(schema::OpKind op, std::vector<uint32_t> inputs, std::vector<uint32_t> outputs,
+            float output_min = -std::numeric_limits<float>::infinity(),
+            float output_max = std::numeric_limits<float>::infinity(), float alpha = 0.0f) {
+    nodes_.push_back(Node{op, std::move(inputs), std::move(outputs), output_min, output_max, alpha});
+  }
+
+  // Raw access for tests that corrupt a value on purpose.
+  void set_dtype(uint32_t id, int8_t dtype) { values_[id].dtype = dtype; }
+  void set_io_index(uint32_t id, uint32_t io_index) { values_[id].io_index = io_index; }
+
+  std::vector<uint8_t> build(uint32_t version = 1) const {
+    flatbuffers::FlatBufferBuilder fbb;
+    std::vector<flatbuffers::Offset<schema::Value>> values;
+    for (const Value& v : values_) {
+      values.push_back(schema::CreateValueDirect(
+          fbb, v.kind, static_cast<edgeshare::schema::ScalarType>(v.dtype), &v.dims, v.io_index,
+          v.key.empty() ? nullptr : v.key.c_str(), v.digest.empty() ? nullptr : &v.digest,
+          v.inline_data.empty() ? nullptr : &v.inline_data));
+    }
+    std::vector<flatbuffers::Offset<schema::Node>> nodes;
+    for (const Node& n : nodes_) {
+      nodes.push_back(schema::CreateNodeDirect(fbb, n.op, &n.inputs, &n.outputs, n.output_min,
+                                               n.output_max, n.alpha));
+    }
+    auto graph = schema::CreateGraphDirect(fbb, version, &values, &nodes, num_inputs_,
+                                           num_outputs_);
+    schema::FinishGraphBuffer(fbb, graph);
+    return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  }
+
+ private:
+  struct Value {
+    schema::ValueKind kind;
+    int8_t dtype = edgeshare::schema::ScalarType_FLOAT;
+    std::vector<uint32_t> dims;
+    uint32_t io_index = 0;
+    std::string key;
+    std::vector<uint8_t> digest;
+    std::vector<uint8_t> inline_data;
+  };
+  struct Node {
+    schema::OpKind op;
+    std::vector<uint32_t> inputs;
+    std::vector<uint32_t> outputs;
+    float output_min;
+    float output_max;
+    float alpha;
+  };
+  uint32_t add(schema::ValueKind kind, std::vector<uint32_t> dims, uint32_t io_index) {
+    Value v;
+    v.kind = kind;
+    v.dims = std::move(dims);
+    v.io_index = io_index;
+    values_.push_back(std::move(v));
+    return static_cast<uint32_t>(values_.size() - 1);
+  }
+
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  uint32_t num_inputs_ = 0;
+  uint32_t num_outputs_ = 0;
+};
+
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_GRAPH_BUILDER_H_

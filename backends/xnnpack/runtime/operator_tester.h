@@ -1,0 +1,323 @@
+// Fluent testers for the XNNPACK delegate's operators, in the shape of XNNPACK's own operator
+// testers: configure one node, Test() builds its graph, loads it as TWO delegate handles (two
+// "programs"), runs both against a naive C++ reference, and checks the weights cache's counters
+// for the chosen sharing mode.
+//
+//   LinearTester().input_channels(64).output_channels(32).batch_size(5).has_bias(true)
+//       .share_weights(true).Test();
+//   BinaryTester(schema::OpKind_ADD).a_shape({2, 3, 4}).b_shape({4}).b_named(true).Test();
+//   UnaryTester(schema::OpKind_ELU).shape({3, 7}).alpha(0.5f).share_weights(false).Test();
+//
+// Uses gtest assertions; leaves weight sharing on and the cache empty when it returns.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_OPERATOR_TESTER_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_OPERATOR_TESTER_H_
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/graph_builder.h"
+#include "edgeshare/backends/xnnpack/runtime/in_memory_data_map.h"
+#include "edgeshare/backends/xnnpack/runtime/test_delegate.h"
+#include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+inline std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+inline void expect_near_relative(const std::vector<float>& got, const std::vector<float>& want,
+                                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float tolerance = 1e-4f * std::max(1.0f, std::fabs(want[i]));
+    ASSERT_NEAR(got[i], want[i], tolerance) << what << " at element " << i;
+  }
+}
+
+inline size_t numel_of(const std::vector<uint32_t>& dims) {
+  size_t n = 1;
+  for (uint32_t d : dims) n *= d;
+  return n;
+}
+
+inline std::vector<int32_t> to_int_dims(const std::vector<uint32_t>& dims) {
+  return std::vector<int32_t>(dims.begin(), dims.end());
+}
+
+// Loads `blob` twice over `map`, runs both handles on `input`, compares with `want`, and checks the
+// cache counters: each named key fetched once with sharing (twice without), `packs_per_handle`
+// packs once with sharing, and the cache empty after both handles go.
+inline void run_two_handles(const std::vector<uint8_t>& blob, const InMemoryDataMap& map,
+                            const std::vector<std::string>& named_keys, size_t packs_per_handle,
+                            bool share, const std::vector<HostTensor>& inputs,
+                            const std::vector<uint32_t>& output_dims,
+                            const std::vector<float>& want) {
+  set_weight_sharing(share);
+  reset_weights_cache_counters();
+  {
+    auto first = TestDelegate::init(blob, &map, "program_a");
+    ASSERT_TRUE(first.ok()) << first.status().message();
+    auto second = TestDelegate::init(blob, &map, "program_b");
+    ASSERT_TRUE(second.ok()) << second.status().message();
+
+    WeightsCacheStats stats = process_weights_cache_stats();
+    const size_t copies = share ? 1 : 2;
+    for (const std::string& key : named_keys) {
+      EXPECT_EQ(stats.named_data_fetches[key], copies) << "fetches of " << key;
+      EXPECT_EQ(map.get_data_calls(key), copies) << "get_data calls for " << key;
+    }
+    EXPECT_EQ(stats.packs, packs_per_handle * copies);
+    EXPECT_EQ(stats.num_packed_entries, packs_per_handle * copies);
+    if (share) {
+      EXPECT_GE(stats.cache_hits, packs_per_handle);
+    }
+    EXPECT_TRUE(stats.unpacked_data_names.empty());
+
+    for (TestDelegate* d : {&*first, &*second}) {
+      std::vector<HostTensor> in = inputs;
+      std::vector<HostTensor*> in_ptrs;
+      for (HostTensor& t : in) in_ptrs.push_back(&t);
+      HostTensor out{to_int_dims(output_dims), std::vector<float>(numel_of(output_dims), NAN)};
+      // Twice: the second run must not depend on state left by the first.
+      for (int run = 0; run < 2; ++run) {
+        auto status = d->run(in_ptrs, {&out});
+        ASSERT_TRUE(status.ok()) << status.message();
+        expect_near_relative(out.data, want, share ? "shared" : "private");
+      }
+    }
+  }
+  WeightsCacheStats after = process_weights_cache_stats();
+  EXPECT_EQ(after.num_packed_entries, 0u);
+  EXPECT_TRUE(after.packed_data_names.empty());
+  EXPECT_TRUE(after.retained_data_names.empty());
+  // Every buffer the delegate fetched was given back (packed ones right after packing).
+  EXPECT_EQ(map.live_buffers(), 0u);
+  set_weight_sharing(true);
+}
+
+class LinearTester {
+ public:
+  LinearTester& input_channels(size_t n) { input_channels_ = n; return *this; }
+  LinearTester& output_channels(size_t n) { output_channels_ = n; return *this; }
+  LinearTester& batch_size(size_t n) { batch_dims_ = {static_cast<uint32_t>(n)}; return *this; }
+  // Leading dimensions of a rank > 2 input, e.g. {2, 3} for x [2, 3, in].
+  LinearTester& batch_dims(std::vector<uint32_t> dims) { batch_dims_ = dims; return *this; }
+  LinearTester& has_bias(bool b) { has_bias_ = b; return *this; }
+  LinearTester& share_weights(bool b) { share_ = b; return *this; }
+  LinearTester& output_range(float lo, float hi) { min_ = lo; max_ = hi; return *this; }
+
+  void Test() const {
+    InMemoryDataMap map("foundation.ptd");
+    const std::vector<float> w = random_floats(output_channels_ * input_channels_, -1, 1, 1);
+    const std::vector<float> b = random_floats(output_channels_, -1, 1, 2);
+    GraphBuilder g;
+    std::vector<uint32_t> x_dims = batch_dims_, y_dims = batch_dims_;
+    x_dims.push_back(input_channels_);
+    y_dims.push_back(output_channels_);
+    const uint32_t x = g.input(x_dims);
+    const uint32_t wid = g.named("linear.weight",
+                                 {static_cast<uint32_t>(output_channels_),
+                                  static_cast<uint32_t>(input_channels_)},
+                                 map.add("linear.weight", w));
+    std::vector<uint32_t> ins = {x, wid};
+    std::vector<std::string> keys = {"linear.weight"};
+    if (has_bias_) {
+      ins.push_back(g.named("linear.bias", {static_cast<uint32_t>(output_channels_)},
+                            map.add("linear.bias", b)));
+      keys.push_back("linear.bias");
+    }
+    const uint32_t y = g.output(y_dims);
+    g.node(schema::OpKind_FULLY_CONNECTED, ins, {y}, min_, max_);
+
+    const size_t batch = numel_of(batch_dims_);
+    const std::vector<float> input = random_floats(batch * input_channels_, -1, 1, 3);
+    std::vector<float> want(batch * output_channels_);
+    for (size_t n = 0; n < batch; ++n) {
+      for (size_t o = 0; o < output_channels_; ++o) {
+        double acc = has_bias_ ? b[o] : 0.0;
+        for (size_t i = 0; i < input_channels_; ++i) {
+          acc += double(input[n * input_channels_ + i]) * w[o * input_channels_ + i];
+        }
+        want[n * output_channels_ + o] = std::min(max_, std::max(min_, float(acc)));
+      }
+    }
+    run_two_handles(g.build(), map, keys, /*packs_per_handle=*/1, share_,
+                    {HostTensor{to_int_dims(x_dims), input}}, y_dims, want);
+  }
+
+ private:
+  size_t input_channels_ = 1;
+  size_t output_channels_ = 1;
+  std::vector<uint32_t> batch_dims_ = {1};
+  bool has_bias_ = true;
+  bool share_ = true;
+  float min_ = -std::numeric_limits<float>::infinity();
+  float max_ = std::numeric_limits<float>::infinity();
+};
+
+class BinaryTester {
+ public:
+  explicit BinaryTester(schema::OpKind op) : op_(op) {}
+  BinaryTester& a_shape(std::vector<uint32_t> s) { a_ = s; return *this; }
+  BinaryTester& b_shape(std::vector<uint32_t> s) { b_ = s; return *this; }
+  // b as a named constant from the data map (retained by the cache) instead of an input.
+  BinaryTester& b_named(bool v) { b_named_ = v; return *this; }
+  // b as an inline constant in the graph.
+  BinaryTester& b_inline(bool v) { b_inline_ = v; return *this; }
+  BinaryTester& share_weights(bool v) { share_ = v; return *this; }
+  BinaryTester& output_range(float lo, float hi) { min_ = lo; max_ = hi; return *this; }
+
+  void Test() const {
+    std::vector<uint32_t> out_dims(std::max(a_.size(), b_.size()), 1);
+    for (size_t i = 0; i < out_dims.size(); ++i) {
+      const uint32_t da = i < a_.size() ? a_[a_.size() - 1 - i] : 1;
+      const uint32_t db = i < b_.size() ? b_[b_.size() - 1 - i] : 1;
+      out_dims[out_dims.size() - 1 - i] = std::max(da, db);
+    }
+    const std::vector<float> a = random_floats(numel_of(a_), -2, 2, 4);
+    // Divisors away from zero.
+    const std::vector<float> b = random_floats(numel_of(b_), 0.5f, 2, 5);
+    InMemoryDataMap map("adapter.ptd");
+    GraphBuilder g;
+    const uint32_t ia = g.input(a_);
+    uint32_t ib;
+    std::vector<std::string> keys;
+    std::vector<HostTensor> inputs = {HostTensor{to_int_dims(a_), a}};
+    if (b_named_) {
+      ib = g.named("scale", b_, map.add("scale", b));
+      keys.push_back("scale");
+    } else if (b_inline_) {
+      ib = g.inline_constant(b_, b);
+    } else {
+      ib = g.input(b_);
+      inputs.push_back(HostTensor{to_int_dims(b_), b});
+    }
+    const uint32_t y = g.output(out_dims);
+    g.node(op_, {ia, ib}, {y}, min_, max_);
+
+    const size_t n = numel_of(out_dims);
+    std::vector<float> want(n);
+    std::vector<size_t> index(out_dims.size());
+    for (size_t flat = 0; flat < n; ++flat) {
+      size_t rem = flat;
+      for (size_t d = out_dims.size(); d-- > 0;) {
+        index[d] = rem % out_dims[d];
+        rem /= out_dims[d];
+      }
+      auto offset = [&](const std::vector<uint32_t>& shape) {
+        size_t off = 0;
+        for (size_t d = 0; d < shape.size(); ++d) {
+          const size_t i = index[out_dims.size() - shape.size() + d];
+          off = off * shape[d] + (shape[d] == 1 ? 0 : i);
+        }
+        return off;
+      };
+      const float va = a[offset(a_)], vb = b[offset(b_)];
+      float r = 0;
+      switch (op_) {
+        case schema::OpKind_ADD: r = va + vb; break;
+        case schema::OpKind_SUBTRACT: r = va - vb; break;
+        case schema::OpKind_MULTIPLY: r = va * vb; break;
+        case schema::OpKind_DIVIDE: r = va / vb; break;
+        case schema::OpKind_MAXIMUM: r = std::max(va, vb); break;
+        default: r = std::min(va, vb); break;
+      }
+      want[flat] = std::min(max_, std::max(min_, r));
+    }
+    run_two_handles(g.build(), map, keys, /*packs_per_handle=*/0, share_, inputs, out_dims,
+                    want);
+  }
+
+ private:
+  schema::OpKind op_;
+  std::vector<uint32_t> a_ = {4};
+  std::vector<uint32_t> b_ = {4};
+  bool b_named_ = false;
+  bool b_inline_ = false;
+  bool share_ = true;
+  float min_ = -std::numeric_limits<float>::infinity();
+  float max_ = std::numeric_limits<float>::infinity();
+};
+
+class UnaryTester {
+ public:
+  explicit UnaryTester(schema::OpKind op) : op_(op) {}
+  UnaryTester& shape(std::vector<uint32_t> s) { shape_ = s; return *this; }
+  // COPY only: the reshaped output.
+  UnaryTester& output_shape(std::vector<uint32_t> s) { out_shape_ = s; return *this; }
+  UnaryTester& alpha(float a) { alpha_ = a; return *this; }
+  UnaryTester& share_weights(bool v) { share_ = v; return *this; }
+  UnaryTester& output_range(float lo, float hi) { min_ = lo; max_ = hi; return *this; }
+
+  void Test() const {
+    const bool non_negative = op_ == schema::OpKind_SQRT;
+    const std::vector<float> x = random_floats(numel_of(shape_), non_negative ? 0 : -4, 4, 6);
+    const std::vector<uint32_t> out_dims = out_shape_.empty() ? shape_ : out_shape_;
+    InMemoryDataMap map("unused.ptd");
+    GraphBuilder g;
+    const uint32_t in = g.input(shape_);
+    const uint32_t y = g.output(out_dims);
+    g.node(op_, {in}, {y}, min_, max_, alpha_);
+
+    std::vector<float> want(x.size());
+    const size_t row = shape_.empty() ? 1 : shape_.back();
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float v = x[i];
+      float r = v;
+      switch (op_) {
+        case schema::OpKind_CLAMP: r = v; break;
+        case schema::OpKind_SIGMOID: r = 1.0f / (1.0f + std::exp(-v)); break;
+        case schema::OpKind_SILU: r = v / (1.0f + std::exp(-v)); break;
+        case schema::OpKind_SOFTMAX: {
+          const size_t start = i / row * row;
+          float m = -INFINITY;
+          for (size_t j = start; j < start + row; ++j) m = std::max(m, x[j]);
+          double sum = 0;
+          for (size_t j = start; j < start + row; ++j) sum += std::exp(double(x[j]) - m);
+          r = float(std::exp(double(v) - m) / sum);
+          break;
+        }
+        case schema::OpKind_HARDSWISH: r = v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) / 6.0f; break;
+        case schema::OpKind_LEAKY_RELU: r = v > 0 ? v : v * alpha_; break;
+        case schema::OpKind_ELU: r = v > 0 ? v : alpha_ * std::expm1(v); break;
+        case schema::OpKind_ABS: r = std::fabs(v); break;
+        case schema::OpKind_NEGATE: r = -v; break;
+        case schema::OpKind_SQUARE: r = v * v; break;
+        case schema::OpKind_SQRT: r = std::sqrt(v); break;
+        default: r = v; break;  // COPY
+      }
+      want[i] = std::min(max_, std::max(min_, r));
+    }
+    run_two_handles(g.build(), map, {}, /*packs_per_handle=*/0, share_,
+                    {HostTensor{to_int_dims(shape_), x}}, out_dims, want);
+  }
+
+ private:
+  schema::OpKind op_;
+  std::vector<uint32_t> shape_ = {4};
+  std::vector<uint32_t> out_shape_;
+  float alpha_ = 0.0f;
+  bool share_ = true;
+  float min_ = -std::numeric_limits<float>::infinity();
+  float max_ = std::numeric_limits<float>::infinity();
+};
+
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_OPERATOR_TESTER_H_

@@ -1,0 +1,66 @@
+// Weight sharing: the switch and the statistics of the XNNPACK delegate's weights cache, for tools
+// and tests. The cache itself (weights_cache.h) is the delegate's business; this header is all an
+// embedder needs to turn sharing off or to report what was loaded and packed.
+//
+// Sharing is on by default: every program and method in the process uses ONE cache, so a foundation
+// weight is fetched from a NamedDataMap once and packed once. Turned off, each delegate handle made
+// afterwards gets a private cache (handles already made keep the cache they were built with).
+//
+//   edgeshare::xnnpack::set_weight_sharing(true);
+//   ... load two programs over the same foundation.ptd ...
+//   WeightsCacheStats stats = edgeshare::xnnpack::process_weights_cache_stats();
+//   printf("packs=%llu hits=%llu\n", (unsigned long long)stats.packs,
+//          (unsigned long long)stats.cache_hits);
+//   for (const auto& [key, n] : stats.named_data_fetches) printf("%s fetched %zu\n", key.c_str(), n);
+//
+// Errors: none; these calls cannot fail.
+// Thread-safety: every function may be called from any thread; a stats snapshot is consistent per
+// cache (counters are read under the lock that updates them).
+// Ownership: the stats struct is a copy; it does not point into the cache.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_WEIGHT_SHARING_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_WEIGHT_SHARING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace edgeshare {
+namespace xnnpack {
+
+// A snapshot of what a weights cache (or all of them) fetched, packed and holds.
+struct WeightsCacheStats {
+  // How many times each key was fetched from a NamedDataMap (get_data), since the last reset.
+  std::map<std::string, size_t> named_data_fetches;
+  // Total bytes of those fetches.
+  uint64_t bytes_fetched = 0;
+  // Packed operators created (a fully connected op packs its weight and bias).
+  uint64_t packs = 0;
+  // Lookups answered by an already-packed entry (no fetch, no pack).
+  uint64_t cache_hits = 0;
+  // Live packed entries, and the keys (weights and biases) they were packed from, sorted.
+  size_t num_packed_entries = 0;
+  std::vector<std::string> packed_data_names;
+  // Keys whose unpacked bytes are held right now (between a fetch and free_unpacked_data()), and
+  // keys of raw constants kept alive for elementwise operands, sorted.
+  std::vector<std::string> unpacked_data_names;
+  std::vector<std::string> retained_data_names;
+};
+
+// Turns process-wide sharing on (default) or off, for handles created from now on.
+void set_weight_sharing(bool enabled);
+bool weight_sharing_enabled();
+
+// Counters summed over every cache in the process (the shared one and every private one ever made,
+// since the last reset); live entries and names summed over the caches alive right now.
+WeightsCacheStats process_weights_cache_stats();
+
+// Zeroes the process-wide counters (fetches, bytes, packs, hits); entries are untouched. For tests.
+void reset_weights_cache_counters();
+
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_WEIGHT_SHARING_H_

@@ -1,0 +1,417 @@
+#include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+namespace edgeshare {
+namespace xnnpack {
+
+using runtime::Error;
+using runtime::FreeableBuffer;
+using runtime::NamedDataMap;
+using runtime::Result;
+using runtime::Status;
+
+namespace {
+
+constexpr uint8_t kFullyConnectedF32 = 1;
+
+// Process-wide bookkeeping behind weight_sharing.h: the switch, counters summed over every cache,
+// and the set of live caches (for entry counts and names). Leaked on purpose, like the shared cache.
+struct Process {
+  std::atomic<bool> sharing{true};
+  std::mutex mutex;  // Guards everything below. Taken after a cache's lock, never before one.
+  std::map<std::string, size_t> fetches;
+  uint64_t bytes_fetched = 0;
+  uint64_t packs = 0;
+  uint64_t cache_hits = 0;
+};
+
+Process& process() {
+  static Process* p = new Process();
+  return *p;
+}
+
+// Live caches; its lock is taken BEFORE a cache's lock (stats), so it is separate from Process's.
+struct Registry {
+  std::mutex mutex;
+  std::set<const WeightsCache*> caches;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+size_t hash_combine(size_t seed, size_t value) {
+  return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
+}
+
+const char* or_inline(const std::string& key) { return key.empty() ? "<inline>" : key.c_str(); }
+
+void append_sorted_unique(std::vector<std::string>* names) {
+  std::sort(names->begin(), names->end());
+  names->erase(std::unique(names->begin(), names->end()), names->end());
+}
+
+}  // namespace
+
+size_t ConstantIdentity::numel() const {
+  size_t n = 1;
+  for (uint32_t d : dims) n *= d;
+  return n;
+}
+
+bool ConstantIdentity::operator==(const ConstantIdentity& other) const {
+  if (is_inline != other.is_inline || dtype != other.dtype || dims != other.dims) return false;
+  return is_inline ? inline_bytes == other.inline_bytes : digest == other.digest;
+}
+
+size_t WeightsCache::IdentityHash::operator()(const ConstantIdentity& identity) const {
+  size_t h = static_cast<size_t>(identity.is_inline);
+  if (identity.is_inline) {
+    // FNV-1a over the (tiny) inline bytes.
+    size_t f = 1469598103934665603ULL;
+    for (uint8_t b : identity.inline_bytes) f = (f ^ b) * 1099511628211ULL;
+    h = hash_combine(h, f);
+  } else {
+    // A SHA-256 is already uniformly spread; its first 8 bytes are a fine hash.
+    uint64_t prefix;
+    std::memcpy(&prefix, identity.digest.bytes.data(), sizeof(prefix));
+    h = hash_combine(h, static_cast<size_t>(prefix));
+  }
+  h = hash_combine(h, static_cast<size_t>(identity.dtype));
+  for (uint32_t d : identity.dims) h = hash_combine(h, d);
+  return h;
+}
+
+bool WeightsCache::PackedKey::operator==(const PackedKey& other) const {
+  return op_kind == other.op_kind && weight == other.weight && has_bias == other.has_bias &&
+         (!has_bias || bias == other.bias) && input_channels == other.input_channels &&
+         output_channels == other.output_channels;
+}
+
+size_t WeightsCache::PackedKeyHash::operator()(const PackedKey& key) const {
+  IdentityHash identity_hash;
+  size_t h = hash_combine(key.op_kind, identity_hash(key.weight));
+  h = hash_combine(h, key.has_bias ? identity_hash(key.bias) + 1 : 0);
+  h = hash_combine(h, key.input_channels);
+  return hash_combine(h, key.output_channels);
+}
+
+PackedOperator::~PackedOperator() {
+  // The last user is gone; the packed weights go with the operator.
+  if (op_ != nullptr) xnn_delete_operator(op_);
+}
+
+Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  xnn_status status = xnn_setup_fully_connected_nc_f32(op_, batch_size, input, output,
+                                                       /*threadpool=*/nullptr);
+  if (status != xnn_status_success) {
+    return Status::Format(Error::DelegateExecutionFailed,
+                          "XNNPACK fully connected setup over '%s' failed (status %d)",
+                          weight_key_.c_str(), static_cast<int>(status));
+  }
+  status = xnn_run_operator(op_, /*threadpool=*/nullptr);
+  if (status != xnn_status_success) {
+    return Status::Format(Error::DelegateExecutionFailed,
+                          "XNNPACK fully connected run over '%s' failed (status %d)",
+                          weight_key_.c_str(), static_cast<int>(status));
+  }
+  return Status();
+}
+
+WeightsCache::WeightsCache() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.caches.insert(this);
+}
+
+WeightsCache::~WeightsCache() {
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.caches.erase(this);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_unpacked_data_locked();
+  packed_.clear();
+  retained_.clear();
+}
+
+WeightsCache& WeightsCache::shared() {
+  static WeightsCache* cache = new WeightsCache();
+  return *cache;
+}
+
+Result<FreeableBuffer> WeightsCache::fetch_locked(const NamedDataMap* map, const ConstantRef& ref) {
+  const char* key = ref.key.c_str();
+  ES_CHECK_OR_RETURN_ERROR(map != nullptr, Error::InvalidArgument,
+                           "XNNPACK delegate needs named data '%s' but was given no NamedDataMap",
+                           key);
+  // The map's own record of what it holds under this key must be what the graph was built
+  // against: the same key in an unrelated file is a different weight.
+  Result<runtime::Digest> digest = map->get_digest(key);
+  if (!digest.ok()) {
+    return digest.status().WithContext("XNNPACK delegate: key '%s' in %s", key, map->name());
+  }
+  ES_CHECK_OR_RETURN_ERROR(*digest == ref.identity.digest, Error::InvalidData,
+                           "XNNPACK delegate: key '%s' in %s has a different SHA-256 than the "
+                           "delegate graph expects (wrong data file?)",
+                           key, map->name());
+  Result<FreeableBuffer> bytes = map->get_data(key);
+  if (!bytes.ok()) {
+    return bytes.status().WithContext("XNNPACK delegate: key '%s' in %s", key, map->name());
+  }
+  const size_t got = bytes->size();
+  counters_.named_data_fetches[ref.key] += 1;
+  counters_.bytes_fetched += got;
+  {
+    Process& p = process();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.fetches[ref.key] += 1;
+    p.bytes_fetched += got;
+  }
+  ES_CHECK_OR_RETURN_ERROR(bytes->data() != nullptr && got >= ref.identity.nbytes(),
+                           Error::InvalidData,
+                           "XNNPACK delegate: key '%s' in %s holds %zu bytes, the graph needs %zu",
+                           key, map->name(), got, ref.identity.nbytes());
+  return bytes;
+}
+
+void WeightsCache::count_hit_locked() {
+  counters_.cache_hits += 1;
+  Process& p = process();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.cache_hits += 1;
+}
+
+void WeightsCache::count_pack_locked() {
+  counters_.packs += 1;
+  Process& p = process();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.packs += 1;
+}
+
+Result<const void*> WeightsCache::load_unpacked_data_locked(const NamedDataMap* map,
+                                                            const ConstantRef& ref) {
+  if (ref.identity.is_inline) return static_cast<const void*>(ref.identity.inline_bytes.data());
+  // Fetched once: the same key asked twice before the buffers are freed reuses the bytes.
+  for (const Unpacked& u : unpacked_) {
+    if (u.key == ref.key) return u.buffer.data();
+  }
+  ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, fetch_locked(map, ref));
+  const void* data = bytes.data();
+  unpacked_.push_back(Unpacked{ref.key, std::move(bytes)});
+  return data;
+}
+
+Result<const void*> WeightsCache::load_unpacked_data(const NamedDataMap* map,
+                                                     const ConstantRef& ref) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return load_unpacked_data_locked(map, ref);
+}
+
+void WeightsCache::free_unpacked_data_locked() {
+  // FreeableBuffer::free hands the bytes back to their loader (munmap for an mmapped file).
+  for (Unpacked& u : unpacked_) u.buffer.free();
+  unpacked_.clear();
+}
+
+void WeightsCache::free_unpacked_data() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_unpacked_data_locked();
+}
+
+Result<PackedOperator*> WeightsCache::get_or_pack_fully_connected(const NamedDataMap* map,
+                                                                  const ConstantRef& weight,
+                                                                  const ConstantRef* bias,
+                                                                  size_t input_channels,
+                                                                  size_t output_channels) {
+  PackedKey key;
+  key.op_kind = kFullyConnectedF32;
+  key.weight = weight.identity;
+  key.has_bias = bias != nullptr;
+  if (bias != nullptr) key.bias = bias->identity;
+  key.input_channels = input_channels;
+  key.output_channels = output_channels;
+
+  // The lock covers lookup, fetch and packing: a second thread asking for the same weight waits
+  // and then hits, instead of fetching and packing a second copy.
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = packed_.find(key);
+  if (it != packed_.end()) {
+    it->second->refs_ += 1;
+    count_hit_locked();
+    return it->second.get();
+  }
+
+  Result<const void*> kernel = load_unpacked_data_locked(map, weight);
+  if (!kernel.ok()) {
+    free_unpacked_data_locked();
+    return kernel.status();
+  }
+  const void* bias_data = nullptr;
+  if (bias != nullptr) {
+    Result<const void*> b = load_unpacked_data_locked(map, *bias);
+    if (!b.ok()) {
+      free_unpacked_data_locked();
+      return b.status();
+    }
+    bias_data = *b;
+  }
+
+  std::unique_ptr<PackedOperator> entry(new PackedOperator());
+  // Shared operators are created unclamped: a clamp is a property of the node using the weights,
+  // not of the weights, so clamping here would split one weight into several entries.
+  const xnn_status status = xnn_create_fully_connected_nc_f32(
+      input_channels, output_channels, /*input_stride=*/input_channels,
+      /*output_stride=*/output_channels, static_cast<const float*>(*kernel),
+      static_cast<const float*>(bias_data), -std::numeric_limits<float>::infinity(),
+      std::numeric_limits<float>::infinity(), /*flags=*/0, &entry->op_);
+  // XNNPACK copied the weights into its packed buffer: the unpacked bytes can go back now.
+  free_unpacked_data_locked();
+  ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
+                           "XNNPACK could not create the fully connected operator for weight '%s' "
+                           "[%zu x %zu] (status %d)",
+                           or_inline(weight.key), output_channels, input_channels,
+                           static_cast<int>(status));
+  count_pack_locked();
+  entry->refs_ = 1;
+  entry->input_channels_ = input_channels;
+  entry->output_channels_ = output_channels;
+  entry->weight_key_ = weight.key;
+  if (bias != nullptr) entry->bias_key_ = bias->key;
+  PackedOperator* result = entry.get();
+  packed_.emplace(std::move(key), std::move(entry));
+  return result;
+}
+
+void WeightsCache::release(PackedOperator* entry) {
+  if (entry == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = packed_.begin(); it != packed_.end(); ++it) {
+    if (it->second.get() != entry) continue;
+    if (--entry->refs_ == 0) packed_.erase(it);
+    return;
+  }
+}
+
+Result<RetainedConstant*> WeightsCache::retain_constant(const NamedDataMap* map,
+                                                        const ConstantRef& ref) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = retained_.find(ref.identity);
+  if (it != retained_.end()) {
+    it->second->refs_ += 1;
+    count_hit_locked();
+    return it->second.get();
+  }
+  ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, fetch_locked(map, ref));
+  std::unique_ptr<RetainedConstant> constant(new RetainedConstant());
+  constant->buffer_ = std::move(bytes);
+  constant->refs_ = 1;
+  constant->key_ = ref.key;
+  RetainedConstant* result = constant.get();
+  retained_.emplace(ref.identity, std::move(constant));
+  return result;
+}
+
+void WeightsCache::release(RetainedConstant* constant) {
+  if (constant == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = retained_.begin(); it != retained_.end(); ++it) {
+    if (it->second.get() != constant) continue;
+    if (--constant->refs_ == 0) retained_.erase(it);
+    return;
+  }
+}
+
+std::vector<std::string> WeightsCache::get_packed_data_names() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> names;
+  for (const auto& entry : packed_) {
+    if (!entry.second->weight_key_.empty()) names.push_back(entry.second->weight_key_);
+    if (!entry.second->bias_key_.empty()) names.push_back(entry.second->bias_key_);
+  }
+  append_sorted_unique(&names);
+  return names;
+}
+
+std::vector<std::string> WeightsCache::get_unpacked_data_names() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> names;
+  for (const Unpacked& u : unpacked_) names.push_back(u.key);
+  append_sorted_unique(&names);
+  return names;
+}
+
+size_t WeightsCache::get_num_packed_data() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return packed_.size();
+}
+
+WeightsCacheStats WeightsCache::stats() const {
+  WeightsCacheStats stats;
+  stats.packed_data_names = get_packed_data_names();
+  stats.unpacked_data_names = get_unpacked_data_names();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats.named_data_fetches = counters_.named_data_fetches;
+  stats.bytes_fetched = counters_.bytes_fetched;
+  stats.packs = counters_.packs;
+  stats.cache_hits = counters_.cache_hits;
+  stats.num_packed_entries = packed_.size();
+  for (const auto& r : retained_) stats.retained_data_names.push_back(r.second->key_);
+  append_sorted_unique(&stats.retained_data_names);
+  return stats;
+}
+
+void set_weight_sharing(bool enabled) { process().sharing.store(enabled); }
+
+bool weight_sharing_enabled() { return process().sharing.load(); }
+
+WeightsCacheStats process_weights_cache_stats() {
+  WeightsCacheStats total;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (const WeightsCache* cache : r.caches) {
+      WeightsCacheStats one = cache->stats();
+      total.num_packed_entries += one.num_packed_entries;
+      total.packed_data_names.insert(total.packed_data_names.end(),
+                                     one.packed_data_names.begin(), one.packed_data_names.end());
+      total.unpacked_data_names.insert(total.unpacked_data_names.end(),
+                                       one.unpacked_data_names.begin(),
+                                       one.unpacked_data_names.end());
+      total.retained_data_names.insert(total.retained_data_names.end(),
+                                       one.retained_data_names.begin(),
+                                       one.retained_data_names.end());
+    }
+  }
+  append_sorted_unique(&total.packed_data_names);
+  append_sorted_unique(&total.unpacked_data_names);
+  append_sorted_unique(&total.retained_data_names);
+  Process& p = process();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  total.named_data_fetches = p.fetches;
+  total.bytes_fetched = p.bytes_fetched;
+  total.packs = p.packs;
+  total.cache_hits = p.cache_hits;
+  return total;
+}
+
+void reset_weights_cache_counters() {
+  Process& p = process();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.fetches.clear();
+  p.bytes_fetched = 0;
+  p.packs = 0;
+  p.cache_hits = 0;
+}
+
+}  // namespace xnnpack
+}  // namespace edgeshare

@@ -1,0 +1,199 @@
+// WeightsCache: the XNNPACK delegate's store of packed weights, shared by every method and program.
+//
+// The XNNPACK here has no weights-cache hook, so the delegate packs weights itself: a packed entry
+// IS an XNNPACK fully connected operator (it owns its packed weights and bias). Entries are keyed by
+// what the weights are (SHA-256 digest + dtype + dims, from the delegate graph), never by key name,
+// plus the op kind and packing parameters; the key of a missing bias is an explicit "no bias".
+// Because the graph carries identities, the cache is asked BEFORE anything is fetched: a hit costs
+// no NamedDataMap call. On a miss the bytes are fetched once (load_unpacked_data), checked against
+// the map's recorded digest, packed, and given back at once (free_unpacked_data).
+//
+//   WeightsCache& cache = WeightsCache::shared();   // or a private WeightsCache
+//   ES_ASSIGN_OR_RETURN(PackedOperator* fc,
+//       cache.get_or_pack_fully_connected(map, weight_ref, &bias_ref, in_channels, out_channels));
+//   ES_RETURN_IF_ERROR(fc->run_fully_connected(batch, input, output));   // any thread
+//   cache.release(fc);                                                   // when the handle goes
+//
+// Errors: NotFound (key missing in the map), InvalidData (digest or size differ from the graph's),
+// DelegateInitFailed (XNNPACK refused to create the operator), loader errors, each naming the key.
+// Thread-safety: every member may be called from any thread. The cache's lock covers lookup, fetch
+// and packing, so two threads never pack the same entry twice; a PackedOperator serialises its own
+// setup + run under its own lock, so two handles sharing it may run on two threads.
+// Ownership: entries are reference-counted by their users (get_or_pack / retain_constant add one,
+// release drops one; the last release deletes). Pointers stay valid until that last release.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_WEIGHTS_CACHE_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_WEIGHTS_CACHE_H_
+
+#include <xnnpack.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+#include "edgeshare/runtime/core/freeable_buffer.h"
+#include "edgeshare/runtime/core/named_data_map.h"
+#include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/scalar_type.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+// What a constant is, independent of the key it is stored under. Named constants are identified by
+// digest; inline constants (tiny, carried in the graph) by their bytes.
+struct ConstantIdentity {
+  runtime::Digest digest;
+  bool is_inline = false;
+  std::vector<uint8_t> inline_bytes;
+  runtime::ScalarType dtype = runtime::ScalarType::Float;
+  std::vector<uint32_t> dims;
+
+  size_t numel() const;
+  size_t nbytes() const { return numel() * runtime::element_size(dtype); }
+  bool operator==(const ConstantIdentity& other) const;
+  bool operator!=(const ConstantIdentity& other) const { return !(*this == other); }
+};
+
+// A constant as the graph names it: its key (empty when inline) and its identity.
+struct ConstantRef {
+  std::string key;
+  ConstantIdentity identity;
+};
+
+// A packed entry: an XNNPACK fully connected operator with output range (-inf, +inf).
+class PackedOperator {
+ public:
+  PackedOperator(const PackedOperator&) = delete;
+  PackedOperator& operator=(const PackedOperator&) = delete;
+  // Deletes the operator (and so its packed weights). Only the cache deletes entries.
+  ~PackedOperator();
+
+  // setup + run under this entry's lock: the operator keeps the pointers of its last setup, so a
+  // setup from one thread must not be followed by another thread's run. Never allocates.
+  // Errors: DelegateExecutionFailed naming the weight key.
+  runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
+
+  size_t input_channels() const { return input_channels_; }
+  size_t output_channels() const { return output_channels_; }
+  const std::string& weight_key() const { return weight_key_; }
+
+ private:
+  friend class WeightsCache;
+  PackedOperator() = default;
+
+  xnn_operator_t op_ = nullptr;
+  std::mutex mutex_;
+  size_t refs_ = 0;
+  size_t input_channels_ = 0;
+  size_t output_channels_ = 0;
+  std::string weight_key_;
+  std::string bias_key_;
+};
+
+// Raw bytes of a named constant that an operator reads at every run (an elementwise operand), kept
+// alive and shared by identity until its last user releases it.
+class RetainedConstant {
+ public:
+  const float* data() const { return static_cast<const float*>(buffer_.data()); }
+  size_t size() const { return buffer_.size(); }
+
+ private:
+  friend class WeightsCache;
+  runtime::FreeableBuffer buffer_;
+  size_t refs_ = 0;
+  std::string key_;
+};
+
+class WeightsCache {
+ public:
+  WeightsCache();
+  // Deletes whatever is left (a leak elsewhere must not leak XNNPACK operators too).
+  ~WeightsCache();
+  WeightsCache(const WeightsCache&) = delete;
+  WeightsCache& operator=(const WeightsCache&) = delete;
+
+  // The process-wide cache (never destroyed, so static destructors cannot race with users).
+  static WeightsCache& shared();
+
+  // The fully connected operator for weight [out, in] and optional bias [out] (null: no bias),
+  // packed on the first request and shared afterwards. Adds one reference. Named constants are
+  // fetched from `map` only on a miss; inline ones come from their identity's bytes.
+  // Errors: see the header comment; InvalidArgument when a named constant is needed and map is null.
+  runtime::Result<PackedOperator*> get_or_pack_fully_connected(const runtime::NamedDataMap* map,
+                                                              const ConstantRef& weight,
+                                                              const ConstantRef* bias,
+                                                              size_t input_channels,
+                                                              size_t output_channels);
+  void release(PackedOperator* entry);
+
+  // The bytes of a named constant, fetched on the first request and kept until the last release.
+  runtime::Result<RetainedConstant*> retain_constant(const runtime::NamedDataMap* map,
+                                                     const ConstantRef& ref);
+  void release(RetainedConstant* constant);
+
+  // Fetches `ref` from `map` once (remembering key <-> bytes) after checking the map's digest for
+  // the key equals the graph's; returns the bytes, valid until free_unpacked_data().
+  runtime::Result<const void*> load_unpacked_data(const runtime::NamedDataMap* map,
+                                                  const ConstantRef& ref);
+  // Gives back every unpacked buffer (with an mmap loader the pages are unmapped).
+  void free_unpacked_data();
+
+  std::vector<std::string> get_packed_data_names() const;
+  std::vector<std::string> get_unpacked_data_names() const;
+  size_t get_num_packed_data() const;
+
+  // This cache's counters (since it was made) and contents.
+  WeightsCacheStats stats() const;
+
+ private:
+  struct PackedKey {
+    uint8_t op_kind = 0;
+    ConstantIdentity weight;
+    bool has_bias = false;
+    ConstantIdentity bias;
+    size_t input_channels = 0;
+    size_t output_channels = 0;
+    bool operator==(const PackedKey& other) const;
+  };
+  struct PackedKeyHash {
+    size_t operator()(const PackedKey& key) const;
+  };
+  struct IdentityHash {
+    size_t operator()(const ConstantIdentity& identity) const;
+  };
+  struct Unpacked {
+    std::string key;
+    runtime::FreeableBuffer buffer;
+  };
+  struct Counters {
+    std::map<std::string, size_t> named_data_fetches;
+    uint64_t bytes_fetched = 0;
+    uint64_t packs = 0;
+    uint64_t cache_hits = 0;
+  };
+
+  runtime::Result<runtime::FreeableBuffer> fetch_locked(const runtime::NamedDataMap* map,
+                                                        const ConstantRef& ref);
+  runtime::Result<const void*> load_unpacked_data_locked(const runtime::NamedDataMap* map,
+                                                         const ConstantRef& ref);
+  void free_unpacked_data_locked();
+  void count_hit_locked();
+  void count_pack_locked();
+
+  mutable std::mutex mutex_;
+  std::unordered_map<PackedKey, std::unique_ptr<PackedOperator>, PackedKeyHash> packed_;
+  std::unordered_map<ConstantIdentity, std::unique_ptr<RetainedConstant>, IdentityHash> retained_;
+  std::vector<Unpacked> unpacked_;
+  Counters counters_;
+};
+
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_WEIGHTS_CACHE_H_
