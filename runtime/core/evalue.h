@@ -1,4 +1,5 @@
-// EValue: one value of a method: a Tensor, an int, a double, a bool, an int list, or none.
+// EValue: one value of a method: a Tensor, an int, a double, a bool, an int list, a string (e.g.
+// gelu's approximate="tanh"), or none.
 //
 // Kernels and delegates get their arguments as EValues. An EValue never owns memory (an int list
 // points into the program's flatbuffer), so it is trivially copyable and never allocates.
@@ -19,7 +20,7 @@ namespace runtime {
 
 class EValue {
  public:
-  enum class Tag : uint8_t { None, Int, Double, Bool, IntList, Tensor };
+  enum class Tag : uint8_t { None, Int, Double, Bool, IntList, Tensor, String };
 
   EValue() = default;
   explicit EValue(int64_t v) : tag_(Tag::Int) { payload_.i = v; }
@@ -27,6 +28,8 @@ class EValue {
   explicit EValue(bool v) : tag_(Tag::Bool) { payload_.b = v; }
   explicit EValue(Span<const int64_t> v) : tag_(Tag::IntList) { payload_.list = v; }
   explicit EValue(const Tensor& t) : tag_(Tag::Tensor) { payload_.tensor = t; }
+  // The string must outlive the value (Method's strings point into the program's flatbuffer).
+  explicit EValue(const char* s) : tag_(Tag::String) { payload_.str = s; }
 
   Tag tag() const { return tag_; }
   bool is_none() const { return tag_ == Tag::None; }
@@ -35,12 +38,14 @@ class EValue {
   bool is_bool() const { return tag_ == Tag::Bool; }
   bool is_int_list() const { return tag_ == Tag::IntList; }
   bool is_tensor() const { return tag_ == Tag::Tensor; }
+  bool is_string() const { return tag_ == Tag::String; }
 
   // Accessors require the matching tag; check it first.
   int64_t to_int() const { return payload_.i; }
   double to_double() const { return payload_.d; }
   bool to_bool() const { return payload_.b; }
   Span<const int64_t> to_int_list() const { return payload_.list; }
+  const char* to_str() const { return payload_.str; }
   Tensor& to_tensor() { return payload_.tensor; }
   const Tensor& to_tensor() const { return payload_.tensor; }
 
@@ -52,6 +57,7 @@ class EValue {
     double d;
     bool b;
     Span<const int64_t> list;
+    const char* str;
     Tensor tensor;
   } payload_;
 };

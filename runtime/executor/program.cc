@@ -175,6 +175,11 @@ Status Program::build_method(const schema::ExecutionPlan* plan, const NamedDataM
                                       : Span<const int64_t>(items->data(), items->size()));
         break;
       }
+      case schema::KernelTypes_String: {
+        const auto* text = value->val_as_String()->string_val();
+        out = EValue(text == nullptr ? "" : text->c_str());
+        break;
+      }
       case schema::KernelTypes_Tensor: {
         const schema::Tensor* t = value->val_as_Tensor();
         char what[64];
