@@ -22,8 +22,9 @@ namespace fb = ::edgeshare::xnnpack::schema;
 
 namespace {
 
-// Bounds that keep size arithmetic far from overflow; no real partition comes near them.
-constexpr uint64_t kMaxNumel = uint64_t{1} << 32;
+// Bounds that keep size arithmetic far from overflow and a hostile blob from asking for absurd
+// memory: 2^28 floats (1 GiB) per value and for the whole arena.
+constexpr uint64_t kMaxNumel = uint64_t{1} << 28;
 constexpr size_t kMaxValues = size_t{1} << 20;
 // Arena slots start on 64-byte boundaries; XNNPACK may read XNN_EXTRA_BYTES past an input's end.
 constexpr size_t kSlotAlignFloats = 16;
@@ -520,6 +521,10 @@ Status XnnExecutor::build(const void* blob, size_t size, const NamedDataMap* map
                              "no node writes delegate output %u (value %u)", i, outputs_[i]);
   }
 
+  ES_CHECK_OR_RETURN_ERROR(arena_floats <= kMaxNumel, Error::InvalidProgram,
+                           "XNNPACK graph needs %zu bytes of intermediates, more than %llu",
+                           arena_floats * sizeof(float),
+                           static_cast<unsigned long long>(kMaxNumel * sizeof(float)));
   // One arena for every intermediate; sizes are static, so this is the last allocation.
   arena_.assign(arena_floats, 0.0f);
   for (size_t id = 0; id < slot_offset.size(); ++id) {
