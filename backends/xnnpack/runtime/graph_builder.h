@@ -59,6 +59,7 @@ class GraphBuilder {
   // Raw access for tests that corrupt a value on purpose.
   void set_dtype(uint32_t id, int8_t dtype) { values_[id].dtype = dtype; }
   void set_io_index(uint32_t id, uint32_t io_index) { values_[id].io_index = io_index; }
+  void set_digest(uint32_t id, std::vector<uint8_t> digest) { values_[id].digest = digest; }
 
   std::vector<uint8_t> build(uint32_t version = 1) const {
     flatbuffers::FlatBufferBuilder fbb;
