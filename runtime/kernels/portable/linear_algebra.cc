@@ -1,0 +1,144 @@
+// Portable fp32 matrix kernels: linear, addmm, mm, bmm. Straightforward loops ordered for
+// contiguous inner access; the XNNPACK delegate is where speed lives.
+
+#include <cstring>
+
+#include "edgeshare/runtime/kernels/kernel_registry.h"
+#include "edgeshare/runtime/kernels/portable/kernel_util.h"
+
+namespace edgeshare {
+namespace runtime {
+namespace portable {
+namespace {
+
+// c[m, n] = a[m, k] @ b[k, n] (b_transposed: b is [n, k]); c is overwritten.
+void matmul(const float* a, const float* b, float* c, size_t m, size_t k, size_t n,
+            bool b_transposed) {
+  if (b_transposed) {
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        float acc = 0.0f;
+        for (size_t p = 0; p < k; ++p) acc += a[i * k + p] * b[j * k + p];
+        c[i * n + j] = acc;
+      }
+    }
+    return;
+  }
+  std::memset(c, 0, m * n * sizeof(float));
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t p = 0; p < k; ++p) {
+      const float av = a[i * k + p];
+      const float* brow = b + p * n;
+      float* crow = c + i * n;
+      for (size_t j = 0; j < n; ++j) crow[j] += av * brow[j];
+    }
+  }
+}
+
+// linear(input[..., in], weight[out, in], bias?[out]) -> [..., out]
+Status linear(Args args) {
+  const char* op = "aten::linear";
+  ES_RETURN_IF_ERROR(expect_args(args, 4, op));
+  ES_ASSIGN_OR_RETURN(Tensor * input, float_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Tensor * weight, float_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(Tensor * bias, optional_float_arg(args, 2, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 3, op));
+  ES_CHECK_OR_RETURN_ERROR(weight->dim() == 2 && input->dim() >= 1, Error::InvalidProgram,
+                           "%s: weight must be 2-d", op);
+  const size_t in = static_cast<size_t>(weight->size(1));
+  const size_t outc = static_cast<size_t>(weight->size(0));
+  ES_CHECK_OR_RETURN_ERROR(static_cast<size_t>(input->size(input->dim() - 1)) == in,
+                           Error::InvalidProgram, "%s: input's last dim is not %zu", op, in);
+  const size_t rows = input->numel() / (in == 0 ? 1 : in);
+  ES_RETURN_IF_ERROR(expect_numel(*out, rows * outc, op));
+  ES_CHECK_OR_RETURN_ERROR(bias == nullptr || bias->numel() == outc, Error::InvalidProgram,
+                           "%s: bias must have %zu elements", op, outc);
+  matmul(input->data<float>(), weight->data<float>(), out->data<float>(), rows, in, outc, true);
+  if (bias != nullptr) {
+    float* y = out->data<float>();
+    const float* b = bias->data<float>();
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t j = 0; j < outc; ++j) y[r * outc + j] += b[j];
+    }
+  }
+  return Status();
+}
+
+Status check_2d(const Tensor& t, const char* op, const char* what) {
+  ES_CHECK_OR_RETURN_ERROR(t.dim() == 2, Error::InvalidProgram, "%s: %s must be 2-d", op, what);
+  return Status();
+}
+
+// mm(self[m, k], mat2[k, n]) -> [m, n]
+Status mm(Args args) {
+  const char* op = "aten::mm";
+  ES_RETURN_IF_ERROR(expect_args(args, 3, op));
+  ES_ASSIGN_OR_RETURN(Tensor * a, float_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Tensor * b, float_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 2, op));
+  ES_RETURN_IF_ERROR(check_2d(*a, op, "self"));
+  ES_RETURN_IF_ERROR(check_2d(*b, op, "mat2"));
+  ES_CHECK_OR_RETURN_ERROR(a->size(1) == b->size(0), Error::InvalidProgram,
+                           "%s: inner dims %d and %d differ", op, a->size(1), b->size(0));
+  ES_RETURN_IF_ERROR(expect_numel(*out, static_cast<size_t>(a->size(0)) * b->size(1), op));
+  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1),
+         b->size(1), false);
+  return Status();
+}
+
+// addmm(self, mat1[m, k], mat2[k, n], beta, alpha) = beta * self + alpha * mat1 @ mat2
+Status addmm(Args args) {
+  const char* op = "aten::addmm";
+  ES_RETURN_IF_ERROR(expect_args(args, 6, op));
+  ES_ASSIGN_OR_RETURN(Tensor * self, float_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Tensor * a, float_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(Tensor * b, float_arg(args, 2, op));
+  ES_ASSIGN_OR_RETURN(const double beta, scalar_arg(args, 3, op));
+  ES_ASSIGN_OR_RETURN(const double alpha, scalar_arg(args, 4, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 5, op));
+  ES_RETURN_IF_ERROR(check_2d(*a, op, "mat1"));
+  ES_RETURN_IF_ERROR(check_2d(*b, op, "mat2"));
+  ES_RETURN_IF_ERROR(check_2d(*out, op, "out"));
+  ES_CHECK_OR_RETURN_ERROR(a->size(1) == b->size(0) && out->size(0) == a->size(0) &&
+                               out->size(1) == b->size(1),
+                           Error::InvalidProgram, "%s: shapes do not match", op);
+  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1),
+         b->size(1), false);
+  const Tensor* inputs[] = {self};
+  ES_ASSIGN_OR_RETURN(Broadcast bc, Broadcast::make(*out, inputs, 1, op));
+  float* y = out->data<float>();
+  const float* s = self->data<float>();
+  const float fa = static_cast<float>(alpha);
+  const float fb = static_cast<float>(beta);
+  bc.for_each([&](size_t i, const size_t* o) { y[i] = fa * y[i] + fb * s[o[0]]; });
+  return Status();
+}
+
+// bmm(self[b, m, k], mat2[b, k, n]) -> [b, m, n]
+Status bmm(Args args) {
+  const char* op = "aten::bmm";
+  ES_RETURN_IF_ERROR(expect_args(args, 3, op));
+  ES_ASSIGN_OR_RETURN(Tensor * a, float_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Tensor * b, float_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 2, op));
+  ES_CHECK_OR_RETURN_ERROR(a->dim() == 3 && b->dim() == 3 && a->size(0) == b->size(0) &&
+                               a->size(2) == b->size(1),
+                           Error::InvalidProgram, "%s: shapes do not match", op);
+  const size_t batch = a->size(0), m = a->size(1), k = a->size(2), n = b->size(2);
+  ES_RETURN_IF_ERROR(expect_numel(*out, batch * m * n, op));
+  for (size_t i = 0; i < batch; ++i) {
+    matmul(a->data<float>() + i * m * k, b->data<float>() + i * k * n,
+           out->data<float>() + i * m * n, m, k, n, false);
+  }
+  return Status();
+}
+
+const bool registered = register_kernel("aten::linear", linear).ok() &&
+                        register_kernel("aten::mm", mm).ok() &&
+                        register_kernel("aten::addmm", addmm).ok() &&
+                        register_kernel("aten::bmm", bmm).ok();
+
+}  // namespace
+}  // namespace portable
+}  // namespace runtime
+}  // namespace edgeshare
