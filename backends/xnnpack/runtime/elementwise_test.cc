@@ -29,6 +29,15 @@ TEST_P(Elementwise, binary_broadcasts_both_ways) {
   }
 }
 
+TEST_P(Elementwise, binary_with_scalar_operands) {
+  // The exporter writes Python scalars as inline [1] constants; torch scalars are rank 0.
+  BinaryTester(schema::OpKind_MULTIPLY).a_shape({2, 3}).b_shape({1}).b_inline(true)
+      .share_weights(GetParam()).Test();
+  BinaryTester(schema::OpKind_SUBTRACT).a_shape({2, 3}).b_shape({}).b_inline(true)
+      .share_weights(GetParam()).Test();
+  BinaryTester(schema::OpKind_ADD).a_shape({}).b_shape({}).share_weights(GetParam()).Test();
+}
+
 TEST_P(Elementwise, binary_with_named_constant_fetches_it_once_when_shared) {
   BinaryTester(schema::OpKind_MULTIPLY).a_shape({4, 8}).b_shape({8}).b_named(true)
       .share_weights(GetParam()).Test();
