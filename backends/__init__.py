@@ -1,0 +1,3 @@
+"""edgeshare's backends: each subpackage holds one backend's partitioner and preprocess."""
+
+__all__ = []

@@ -1,0 +1,65 @@
+"""XnnpackPartitioner tags what the delegate runs and leaves the rest."""
+
+import torch
+from torch import nn
+
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir import to_edge
+from edgeshare.exir.demo_lora import demo_lora
+from edgeshare.exir.partition import DELEGATION_TAG
+
+
+def _tags(module, *inputs):
+    edge = to_edge(torch.export.export(module, inputs))
+    ep = edge.exported_program()
+    result = XnnpackPartitioner().partition(ep)
+    return ep, result
+
+
+def test_whole_demo_graph_is_one_partition():
+    _, adapters, inputs = demo_lora()
+    ep, result = _tags(adapters["lora_a"], *inputs)
+    assert list(result.partition_tags) == ["xnnpack_0"]
+    assert result.partition_tags["xnnpack_0"].backend_id == "XnnpackBackend"
+    calls = [n for n in ep.graph.nodes if n.op == "call_function"]
+    assert calls and all(n.meta.get(DELEGATION_TAG) == "xnnpack_0" for n in calls)
+
+
+class _Mixed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8, bias=False)
+        self.ln = nn.LayerNorm(8)
+
+    def forward(self, x):
+        y = torch.sigmoid(self.fc(x))
+        z = self.ln(y)
+        return torch.softmax(z, dim=0) + torch.softmax(z, dim=-1), x.to(torch.int32) + 1
+
+
+def test_unsupported_nodes_are_left_untagged():
+    ep, _ = _tags(_Mixed(), torch.randn(2, 8))
+    tagged = {n.target for n in ep.graph.nodes if DELEGATION_TAG in n.meta}
+    untagged = {n.target for n in ep.graph.nodes if n.op == "call_function" and DELEGATION_TAG not in n.meta}
+    aten = torch.ops.aten
+    assert aten.linear.default in tagged and aten.sigmoid.default in tagged
+    assert aten.native_layer_norm.default in untagged
+    softmaxes = [n for n in ep.graph.nodes if n.target == aten._softmax.default]
+    assert {n.args[1]: DELEGATION_TAG in n.meta for n in softmaxes} == {0: False, -1: True}
+    int_adds = [n for n in ep.graph.nodes if n.target == aten.add.Tensor and n.meta["val"].dtype == torch.int32]
+    assert int_adds and all(DELEGATION_TAG not in n.meta for n in int_adds)
+
+
+def test_linear_with_activation_input_as_weight_is_not_tagged():
+    class M(nn.Module):
+        def forward(self, x, w):
+            return torch.nn.functional.linear(x, w)
+
+    ep, result = _tags(M(), torch.randn(2, 4), torch.randn(3, 4))
+    assert not result.partition_tags
+
+
+if __name__ == "__main__":
+    import pytest
+
+    raise SystemExit(pytest.main([__file__, "-q"]))

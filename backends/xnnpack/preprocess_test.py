@@ -1,0 +1,88 @@
+"""XnnpackBackend.preprocess builds the graph blob; weights are named data with key and digest."""
+
+import hashlib
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from edgeshare.backends.xnnpack import XnnpackBackend, XnnpackPartitioner
+from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
+from edgeshare.exir import LoraDataPolicy, NamedDataError, to_edge
+from edgeshare.exir.lower import LoweredBackendModule
+from edgeshare.exir.tensor_layout import tensor_bytes
+
+
+class _Block(nn.Module):
+    def __init__(self, scale=0.5):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.nn.functional.hardtanh(self.fc(x) * self.scale, -2.0, 2.0), torch.relu(x)
+
+
+def _lowered(edge):
+    lowered = edge.to_backend(XnnpackPartitioner())
+    out = {}
+    for method in lowered.methods:
+        ep = lowered.exported_program(method)
+        out[method] = [m for m in ep.graph_module.children() if isinstance(m, LoweredBackendModule)]
+    return out
+
+
+def _graph(blob):
+    assert xfb.Graph.GraphBufferHasIdentifier(blob, 0)
+    return xfb.GraphT.InitFromObj(xfb.Graph.GetRootAs(blob, 0))
+
+
+def test_graph_has_io_constants_and_nodes():
+    module = _Block()
+    edge = to_edge(torch.export.export(module, (torch.randn(2, 4),)), data_policy=LoraDataPolicy())
+    (lowered,) = _lowered(edge)["forward"]
+    g = _graph(lowered.processed_bytes)
+    assert (g.numInputs, g.numOutputs) == (1, 2)
+    ops = [n.op for n in g.nodes]
+    assert ops == [xfb.OpKind.FULLY_CONNECTED, xfb.OpKind.MULTIPLY, xfb.OpKind.CLAMP, xfb.OpKind.CLAMP]
+    assert (g.nodes[2].outputMin, g.nodes[2].outputMax) == (-2.0, 2.0)
+    assert (g.nodes[3].outputMin, g.nodes[3].outputMax) == (0.0, math.inf)
+    weight = next(v for v in g.values if v.key == b"fc.weight")
+    assert weight.kind == xfb.ValueKind.CONSTANT and list(weight.dims) == [3, 4]
+    assert bytes(bytearray(weight.digest)) == hashlib.sha256(tensor_bytes(module.fc.weight)).digest()
+    scalar = g.values[g.nodes[1].inputs[1]]
+    assert scalar.inlineData is not None and len(scalar.inlineData) == 4
+    outputs = sorted((v.ioIndex, list(v.dims)) for v in g.values if v.kind == xfb.ValueKind.OUTPUT)
+    assert outputs == [(0, [2, 3]), (1, [2, 4])]
+    store = lowered.data_store_output
+    assert sorted(store.external_data["foundation"]) == ["fc.bias", "fc.weight"]
+
+
+def test_key_shared_by_two_methods_is_stored_once():
+    ep = torch.export.export(_Block(), (torch.randn(2, 4),))
+    edge = to_edge({"a": ep, "b": ep}, data_policy=LoraDataPolicy())
+    et = edge.to_backend(XnnpackPartitioner()).to_executorch()
+    data = et.data_files["foundation"]
+    weight = tensor_bytes(ep.state_dict["fc.weight"])
+    assert data.count(weight) == 1
+    assert weight not in et.buffer
+
+
+def test_same_key_different_bytes_across_methods_names_the_key():
+    a = torch.export.export(_Block(), (torch.randn(2, 4),))
+    b = torch.export.export(_Block(), (torch.randn(2, 4),))
+    edge = to_edge({"a": a, "b": b}, data_policy=LoraDataPolicy())
+    with pytest.raises(NamedDataError, match="'fc.(weight|bias)'"):
+        edge.to_backend(XnnpackPartitioner())
+
+
+def test_preprocess_alone_works_through_the_default_path():
+    edge = to_edge(torch.export.export(_Block(), (torch.randn(2, 4),)))
+    (lowered,) = _lowered(edge)["forward"]
+    result = XnnpackBackend.preprocess(lowered.original_module, [])
+    assert result.processed_bytes == lowered.processed_bytes
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,59 @@
+"""edgeshare's ahead-of-time pipeline: export, partition, lower, emit and serialize .pte/.ptd."""
+
+from edgeshare.exir.compile_spec import CompileSpec
+from edgeshare.exir.data_policy import (
+    CallableDataPolicy,
+    DataPlacement,
+    DataPolicy,
+    InlineDataPolicy,
+    LoraDataPolicy,
+    PatternDataPolicy,
+    canonical_name,
+)
+from edgeshare.exir.errors import (
+    AdapterMismatchError,
+    DataPlacementError,
+    ExportError,
+    LoweringError,
+    NamedDataError,
+    SerializationError,
+    UnsupportedModelError,
+)
+from edgeshare.exir.export import (
+    EdgeProgramManager,
+    ExecutorchBackendConfig,
+    ExecutorchProgramManager,
+    to_edge,
+)
+from edgeshare.exir.lower import BackendDetails, PreprocessResult
+from edgeshare.exir.named_data_store import NamedDataStore, NamedDataStoreOutput
+from edgeshare.exir.partition import DelegationSpec, PartitionResult, Partitioner
+
+__all__ = [
+    "AdapterMismatchError",
+    "BackendDetails",
+    "CallableDataPolicy",
+    "CompileSpec",
+    "DataPlacement",
+    "DataPlacementError",
+    "DataPolicy",
+    "DelegationSpec",
+    "EdgeProgramManager",
+    "ExecutorchBackendConfig",
+    "ExecutorchProgramManager",
+    "ExportError",
+    "InlineDataPolicy",
+    "LoraDataPolicy",
+    "LoweringError",
+    "NamedDataError",
+    "NamedDataStore",
+    "NamedDataStoreOutput",
+    "PartitionResult",
+    "Partitioner",
+    "PatternDataPolicy",
+    "PreprocessResult",
+    "SerializationError",
+    "UnsupportedModelError",
+    "canonical_name",
+    "to_edge",
+]

@@ -1,0 +1,105 @@
+"""The .ptd data file: writer and round-trip reader (layout in _format.py)."""
+
+import dataclasses
+import hashlib
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import flatbuffers
+
+from edgeshare.exir._serialize import _format
+from edgeshare.exir._serialize._format import FileHeader, NamedBlob, Segment
+from edgeshare.exir.errors import SerializationError
+from edgeshare.exir.tensor_layout import TensorLayout
+from edgeshare.schema import flat_tensor_generated as fb
+
+PTD_MAGIC = b"ESTD"
+PTD_FILE_IDENTIFIER = b"ESD1"
+DEFAULT_TENSOR_ALIGNMENT = 4096
+
+
+@dataclasses.dataclass
+class PtdFile:
+    """A .ptd read back.
+
+    Attributes:
+      header: the file header.
+      flat_tensor: the FlatTensor (FlatBuffers object API).
+      segments: the bytes of each segment.
+      named_data: entries by key (in file order).
+    """
+
+    header: FileHeader
+    flat_tensor: "fb.FlatTensorT"
+    segments: List[bytes]
+    named_data: Dict[str, NamedBlob]
+
+
+def serialize_ptd(
+    entries: Mapping[str, Tuple[bytes, int, Optional[TensorLayout]]],
+    tensor_alignment: int = DEFAULT_TENSOR_ALIGNMENT,
+) -> bytes:
+    """Writes a .ptd image: one segment per distinct blob, entries sorted by key.
+
+    The output depends only on the entries (not on insertion order), so the same foundation always
+    yields the same bytes.
+
+    Args:
+      entries: key -> (bytes, alignment, layout or None for opaque data).
+      tensor_alignment: the minimum alignment of every segment (raised to the largest entry
+        alignment).
+
+    Returns:
+      The file bytes.
+
+    Raises:
+      SerializationError: a bad alignment.
+    """
+    keys = sorted(entries, key=lambda k: k.encode("utf-8"))
+    segments: List[Segment] = []
+    by_content: Dict[bytes, int] = {}
+    named = []
+    for key in keys:
+        data, alignment, layout = entries[key]
+        digest = hashlib.sha256(data).digest()
+        index = by_content.get(digest)
+        if index is None:
+            index = len(segments)
+            by_content[digest] = index
+            segments.append(Segment(bytes(data), alignment))
+        named.append(_format.named_data_to_fb(fb, key, index, digest, layout))
+    alignment = _format.effective_alignment(tensor_alignment, segments)
+    placed = _format.layout_segments(segments, alignment)
+    flat = fb.FlatTensorT()
+    flat.version = _format.FORMAT_VERSION
+    flat.tensorAlignment = alignment
+    flat.segments = [fb.DataSegmentT(offset, size) for offset, size in placed]
+    flat.namedData = named
+    builder = flatbuffers.Builder(4096)
+    builder.Finish(flat.Pack(builder), file_identifier=PTD_FILE_IDENTIFIER)
+    return _format.assemble(PTD_MAGIC, bytes(builder.Output()), segments, placed, alignment)
+
+
+def deserialize_ptd(data: bytes, file_name: str = "<ptd>") -> PtdFile:
+    """Reads a .ptd image, checking header, identifier, segment bounds, key order and digests.
+
+    Args:
+      data: the file bytes.
+      file_name: names the file in errors.
+
+    Returns:
+      The parsed file.
+
+    Raises:
+      SerializationError: naming the file and the field that is wrong.
+    """
+    header = _format.read_header(data, PTD_MAGIC, file_name)
+    start = header.flatbuffer_offset
+    fb_bytes = bytes(data[start : start + header.flatbuffer_size])
+    if not fb.FlatTensor.FlatTensorBufferHasIdentifier(fb_bytes, 0):
+        raise SerializationError(f"{file_name}: flatbuffer identifier is not {PTD_FILE_IDENTIFIER!r}")
+    flat = fb.FlatTensorT.InitFromObj(fb.FlatTensor.GetRootAs(fb_bytes, 0))
+    if flat.version != _format.FORMAT_VERSION:
+        raise SerializationError(f"{file_name}: FlatTensor.version {flat.version} is not supported")
+    segments = _format.read_segments(data, header, flat.segments, flat.tensorAlignment, file_name)
+    blobs = _format.read_named_data(flat.namedData, segments, file_name)
+    return PtdFile(header, flat, segments, {b.key: b for b in blobs})

@@ -1,0 +1,95 @@
+"""The .pte program file: writer and round-trip reader (layout in _format.py)."""
+
+import dataclasses
+from typing import Dict, List, Sequence
+
+import flatbuffers
+
+from edgeshare.exir._serialize import _format
+from edgeshare.exir._serialize._format import FileHeader, NamedBlob, Segment
+from edgeshare.exir.errors import SerializationError
+from edgeshare.schema import program_generated as fb
+
+PTE_MAGIC = b"ESPT"
+PTE_FILE_IDENTIFIER = b"ESP1"
+DEFAULT_SEGMENT_ALIGNMENT = 64
+
+
+@dataclasses.dataclass
+class PteFile:
+    """A .pte read back.
+
+    Attributes:
+      header: the file header.
+      program: the Program (FlatBuffers object API).
+      segments: the bytes of each segment.
+      named_data: the program's named data by key (in file order).
+    """
+
+    header: FileHeader
+    program: "fb.ProgramT"
+    segments: List[bytes]
+    named_data: Dict[str, NamedBlob]
+
+
+def serialize_pte(
+    program: "fb.ProgramT",
+    segments: Sequence[Segment],
+    segment_alignment: int = DEFAULT_SEGMENT_ALIGNMENT,
+) -> bytes:
+    """Writes a .pte image.
+
+    Fills program.version, program.segments and program.segmentAlignment, and sorts
+    program.namedData by key.
+
+    Args:
+      program: the Program; namedData entries name indices into segments.
+      segments: the segment bytes with their required alignment.
+      segment_alignment: the minimum alignment of every segment (raised to the largest segment
+        alignment).
+
+    Returns:
+      The file bytes.
+
+    Raises:
+      SerializationError: duplicate named-data keys or a bad alignment.
+    """
+    alignment = _format.effective_alignment(segment_alignment, segments)
+    placed = _format.layout_segments(segments, alignment)
+    program.version = _format.FORMAT_VERSION
+    program.segmentAlignment = alignment
+    program.segments = [fb.DataSegmentT(offset, size) for offset, size in placed]
+    entries = sorted(program.namedData or [], key=lambda e: e.key.encode("utf-8"))
+    for a, b in zip(entries, entries[1:]):
+        if a.key == b.key:
+            raise SerializationError(f"program named data key '{a.key}' appears twice")
+    program.namedData = entries
+    builder = flatbuffers.Builder(4096)
+    builder.Finish(program.Pack(builder), file_identifier=PTE_FILE_IDENTIFIER)
+    return _format.assemble(PTE_MAGIC, bytes(builder.Output()), segments, placed, alignment)
+
+
+def deserialize_pte(data: bytes, file_name: str = "<pte>") -> PteFile:
+    """Reads a .pte image, checking header, identifier, segment bounds, key order and digests.
+
+    Args:
+      data: the file bytes.
+      file_name: names the file in errors.
+
+    Returns:
+      The parsed file.
+
+    Raises:
+      SerializationError: naming the file and the field that is wrong.
+    """
+    header = _format.read_header(data, PTE_MAGIC, file_name)
+    start = header.flatbuffer_offset
+    fb_bytes = bytes(data[start : start + header.flatbuffer_size])
+    if not fb.Program.ProgramBufferHasIdentifier(fb_bytes, 0):
+        raise SerializationError(f"{file_name}: flatbuffer identifier is not {PTE_FILE_IDENTIFIER!r}")
+    program = fb.ProgramT.InitFromObj(fb.Program.GetRootAs(fb_bytes, 0))
+    if program.version != _format.FORMAT_VERSION:
+        raise SerializationError(f"{file_name}: Program.version {program.version} is not supported")
+    segments = _format.read_segments(data, header, program.segments, program.segmentAlignment, file_name)
+    blobs = _format.read_named_data(program.namedData, segments, file_name)
+    return PteFile(header, program, segments, {b.key: b for b in blobs})

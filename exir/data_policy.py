@@ -1,0 +1,174 @@
+"""Data policies: which weight goes where (inline, the program's named data, or a .ptd tag).
+
+A policy is asked once per parameter or buffer of each method and answers with a DataPlacement
+(key + external tag) or None (not covered: the weight stays inline in the program). to_edge records
+the answer on the parameter's placeholder node (node.meta[DATA_KEY_META] and
+node.meta[EXTERNAL_TAG_META]) so that backends and the emitter store the weight under that key.
+
+Keys of data kept by the program are qualified by the method name ("forward/fc1.lora_a.weight") so
+that methods never collide; keys of external data are canonical names shared by every program.
+"""
+
+import dataclasses
+import re
+from typing import Callable, Iterable, Optional, Pattern, Sequence, Tuple, Union
+
+import torch
+
+__all__ = [
+    "CallableDataPolicy",
+    "DATA_KEY_META",
+    "DataPlacement",
+    "DataPolicy",
+    "EXTERNAL_TAG_META",
+    "InlineDataPolicy",
+    "LoraDataPolicy",
+    "PatternDataPolicy",
+    "canonical_name",
+    "program_key",
+]
+
+DATA_KEY_META = "edgeshare_data_key"
+EXTERNAL_TAG_META = "edgeshare_external_tag"
+
+# Path components LoRA wrappers insert around the wrapped layer (edgeshare's LoRALinear uses
+# "base"; PEFT uses "base_layer" and prefixes "base_model.model.").
+DEFAULT_WRAPPER_COMPONENTS: Tuple[str, ...] = ("base", "base_layer")
+DEFAULT_WRAPPER_PREFIXES: Tuple[str, ...] = ("base_model.model.",)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataPlacement:
+    """Where one weight goes.
+
+    Attributes:
+      key: the named-data key.
+      external_tag: None to keep it with the program; else the .ptd tag ("foundation").
+    """
+
+    key: str
+    external_tag: Optional[str] = None
+
+
+def program_key(method: str, name: str) -> str:
+    """The key of a weight the program keeps: "<method>/<name>"."""
+    return f"{method}/{name}"
+
+
+def canonical_name(
+    name: str,
+    wrapper_components: Iterable[str] = DEFAULT_WRAPPER_COMPONENTS,
+    wrapper_prefixes: Iterable[str] = DEFAULT_WRAPPER_PREFIXES,
+) -> str:
+    """Removes LoRA-wrapper path components from a parameter name.
+
+    "layers.0.base.weight" -> "layers.0.weight"; "base_model.model.q.base_layer.weight" -> "q.weight".
+
+    Args:
+      name: a state-dict name.
+      wrapper_components: path components to drop wherever they appear (not the last one).
+      wrapper_prefixes: prefixes to drop.
+
+    Returns:
+      The name the bare foundation model gives the same weight.
+    """
+    for prefix in wrapper_prefixes:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    parts = name.split(".")
+    drop = set(wrapper_components)
+    kept = [p for p in parts[:-1] if p not in drop] + parts[-1:]
+    return ".".join(kept)
+
+
+class DataPolicy:
+    """Decides the placement of each weight. Subclass and override place()."""
+
+    def place(self, method: str, name: str, tensor: torch.Tensor) -> Optional[DataPlacement]:
+        """Returns where a weight goes.
+
+        Args:
+          method: the method the weight belongs to.
+          name: its state-dict name in that method's module.
+          tensor: its value.
+
+        Returns:
+          A placement, or None to keep it inline in the program.
+        """
+        raise NotImplementedError
+
+    def __call__(self, method: str, name: str, tensor: torch.Tensor) -> Optional[DataPlacement]:
+        return self.place(method, name, tensor)
+
+
+class InlineDataPolicy(DataPolicy):
+    """Covers nothing: every weight stays with its program (the default of to_edge)."""
+
+    def place(self, method: str, name: str, tensor: torch.Tensor) -> Optional[DataPlacement]:
+        return None
+
+
+class CallableDataPolicy(DataPolicy):
+    """Wraps a function (method, name, tensor) -> DataPlacement | str tag | None.
+
+    A returned str is an external tag; the key is then the canonical name.
+    """
+
+    def __init__(
+        self, fn: Callable[[str, str, torch.Tensor], Union[DataPlacement, str, None]]
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"CallableDataPolicy needs a callable, got {type(fn).__name__}")
+        self._fn = fn
+
+    def place(self, method: str, name: str, tensor: torch.Tensor) -> Optional[DataPlacement]:
+        result = self._fn(method, name, tensor)
+        if result is None or isinstance(result, DataPlacement):
+            return result
+        if isinstance(result, str):
+            return DataPlacement(canonical_name(name), result)
+        raise TypeError(
+            f"data policy returned {type(result).__name__} for '{name}' in method '{method}'; "
+            "expected DataPlacement, str or None"
+        )
+
+
+class PatternDataPolicy(DataPolicy):
+    """Rules (regex, tag) tried in order against each name; the first match decides.
+
+    A rule's tag None keeps the weight with the program (key "<method>/<name>"); a tag puts it in
+    <tag>.ptd under its canonical name. Names no rule matches stay inline.
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Tuple[Union[str, Pattern[str]], Optional[str]]],
+        wrapper_components: Iterable[str] = DEFAULT_WRAPPER_COMPONENTS,
+    ) -> None:
+        self._rules = [(re.compile(p) if isinstance(p, str) else p, tag) for p, tag in rules]
+        self._wrappers = tuple(wrapper_components)
+
+    def place(self, method: str, name: str, tensor: torch.Tensor) -> Optional[DataPlacement]:
+        for pattern, tag in self._rules:
+            if pattern.search(name):
+                if tag is None:
+                    return DataPlacement(program_key(method, name), None)
+                return DataPlacement(canonical_name(name, self._wrappers), tag)
+        return None
+
+
+class LoraDataPolicy(PatternDataPolicy):
+    """The default LoRA policy.
+
+    Names containing "lora" (case-insensitive) stay with their program; every other weight goes to
+    <foundation_tag>.ptd under its canonical name (LoRA wrapper components removed).
+    """
+
+    def __init__(
+        self,
+        foundation_tag: str = "foundation",
+        adapter_pattern: str = r"(?i)lora",
+        wrapper_components: Iterable[str] = DEFAULT_WRAPPER_COMPONENTS,
+    ) -> None:
+        super().__init__([(adapter_pattern, None), (r".", foundation_tag)], wrapper_components)
+        self.foundation_tag = foundation_tag

@@ -1,0 +1,83 @@
+"""Data policies: canonical names, the LoRA default, patterns, callables, and to_edge's records."""
+
+import pytest
+import torch
+from torch import nn
+
+from edgeshare.exir import (
+    CallableDataPolicy,
+    DataPlacement,
+    DataPlacementError,
+    LoraDataPolicy,
+    PatternDataPolicy,
+    UnsupportedModelError,
+    canonical_name,
+    to_edge,
+)
+from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
+
+
+def test_canonical_name_removes_lora_wrapper_components():
+    assert canonical_name("layers.0.base.weight") == "layers.0.weight"
+    assert canonical_name("layers.0.weight") == "layers.0.weight"
+    assert canonical_name("base_model.model.q_proj.base_layer.weight") == "q_proj.weight"
+    assert canonical_name("fc.base.bias") == "fc.bias"
+    assert canonical_name("base") == "base"  # the leaf name is never dropped
+
+
+def test_lora_policy_keeps_adapters_with_the_program_and_sends_base_to_foundation():
+    policy = LoraDataPolicy()
+    t = torch.zeros(1)
+    assert policy("forward", "fc1.lora_a.weight", t) == DataPlacement("forward/fc1.lora_a.weight", None)
+    assert policy("forward", "fc1.base.weight", t) == DataPlacement("fc1.weight", "foundation")
+    assert policy("m", "fc1.bias", t) == DataPlacement("fc1.bias", "foundation")
+
+
+def test_pattern_and_callable_policies():
+    policy = PatternDataPolicy([(r"^embed", "tables"), (r"adapter", None)])
+    t = torch.zeros(1)
+    assert policy("f", "embed.weight", t) == DataPlacement("embed.weight", "tables")
+    assert policy("f", "x.adapter.w", t) == DataPlacement("f/x.adapter.w", None)
+    assert policy("f", "other.weight", t) is None  # not covered: inline
+    fn = CallableDataPolicy(lambda m, n, t: "big" if t.numel() > 4 else None)
+    assert fn("f", "a.base.w", torch.zeros(8)) == DataPlacement("a.w", "big")
+    assert fn("f", "a", torch.zeros(2)) is None
+
+
+class _Two(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def test_to_edge_records_placement_on_placeholders():
+    ep = torch.export.export(_Two(), (torch.randn(2, 4),))
+    edge = to_edge(ep, data_policy=LoraDataPolicy())
+    metas = {
+        n.meta[DATA_KEY_META]: n.meta[EXTERNAL_TAG_META]
+        for n in edge.exported_program().graph.nodes
+        if n.op == "placeholder" and DATA_KEY_META in n.meta
+    }
+    assert metas == {"a.weight": "foundation", "a.bias": "foundation", "b.weight": "foundation", "b.bias": "foundation"}
+
+
+def test_two_weights_under_one_key_is_an_error_naming_both():
+    ep = torch.export.export(_Two(), (torch.randn(2, 4),))
+    policy = CallableDataPolicy(lambda m, n, t: DataPlacement("same", "foundation") if n.endswith("weight") else None)
+    with pytest.raises(DataPlacementError, match="'a.weight' and 'b.weight'.*'same'"):
+        to_edge(ep, data_policy=policy)
+
+
+def test_dynamic_shapes_are_rejected_naming_the_method():
+    batch = torch.export.Dim("batch", min=2, max=8)
+    ep = torch.export.export(_Two(), (torch.randn(2, 4),), dynamic_shapes=({0: batch},))
+    with pytest.raises(UnsupportedModelError, match="method 'forward'.*static shapes"):
+        to_edge(ep)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,391 @@
+"""Emission: lowered programs -> a Program (FlatBuffers object API), its segments and named data.
+
+Per method, in graph order:
+  - user inputs and every tensor an instruction writes are memory-planned (memory_id 1);
+  - weights whose placement has an external tag become Tensor values with external_key (their bytes
+    go to that tag's .ptd); other weights become constant_segment tensors in the .pte;
+  - call_delegate nodes become DelegateCalls (inputs, then outputs) and their named data is merged;
+  - every other ATen node becomes a KernelCall on "aten::<name>" with overload "" for .default,
+    its schema arguments in order (defaults filled in), then its outputs;
+  - nodes computed from constants alone (e.g. aten.full) are folded into constant segments.
+"""
+
+import dataclasses
+import hashlib
+import operator
+from typing import Any, Dict, List, Tuple, Union
+
+import torch
+from torch._ops import OpOverload
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+
+from edgeshare.exir._serialize._format import Segment, named_data_to_fb
+from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
+from edgeshare.exir.errors import UnsupportedModelError
+from edgeshare.exir.lower import LoweredBackendModule, call_delegate
+from edgeshare.exir.memory_planning import PlannedTensor, plan_memory
+from edgeshare.exir.named_data_store import NamedDataStore
+from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_bytes
+from edgeshare.schema import program_generated as fb
+
+__all__ = ["EmittedProgram", "emit_program"]
+
+PLANNED_MEMORY_ID = 1
+
+
+@dataclasses.dataclass
+class EmittedProgram:
+    """The emitter's output.
+
+    Attributes:
+      program: the Program, without segments table (the serializer fills it).
+      segments: the .pte's segments (constants, delegate blobs, named data).
+      store: every named datum of the program and its data files.
+    """
+
+    program: "fb.ProgramT"
+    segments: List[Segment]
+    store: NamedDataStore
+
+
+class _Segments:
+    """The .pte's segments, deduplicated by content."""
+
+    def __init__(self) -> None:
+        self.segments: List[Segment] = []
+        self._index: Dict[Tuple[bytes, int], int] = {}
+
+    def add(self, data: bytes, alignment: int) -> int:
+        ident = (hashlib.sha256(data).digest(), len(data))
+        index = self._index.get(ident)
+        if index is None:
+            index = len(self.segments)
+            self._index[ident] = index
+            self.segments.append(Segment(data, alignment))
+        elif self.segments[index].alignment < alignment:
+            self.segments[index] = Segment(data, alignment)
+        return index
+
+
+def _tensor_value(tensor: torch.Tensor, what: str) -> "fb.TensorT":
+    t = fb.TensorT()
+    layout = TensorLayout.of(tensor, what)
+    t.scalarType = layout.scalar_type
+    t.sizes = list(layout.sizes)
+    t.dimOrder = list(layout.dim_order)
+    return t
+
+
+def _evalue(kind: int, val: Any) -> "fb.EValueT":
+    e = fb.EValueT()
+    e.valType = kind
+    e.val = val
+    return e
+
+
+def _check_static(value: Any, what: str) -> None:
+    if isinstance(value, torch.Tensor):
+        for s in value.shape:
+            if not isinstance(s, int):
+                raise UnsupportedModelError(
+                    f"{what} has a dynamic shape {tuple(value.shape)}; the runtime needs static shapes"
+                )
+
+
+class _MethodEmitter:
+    def __init__(
+        self,
+        method: str,
+        ep: ExportedProgram,
+        segments: _Segments,
+        store: NamedDataStore,
+        constant_alignment: int,
+        memory_alignment: int,
+    ) -> None:
+        self.method = method
+        self.ep = ep
+        self.segments = segments
+        self.store = store
+        self.constant_alignment = constant_alignment
+        self.memory_alignment = memory_alignment
+        self.plan = fb.ExecutionPlanT()
+        self.plan.name = method
+        self.values: List[fb.EValueT] = []
+        self.instructions: List[fb.InstructionT] = []
+        self.operators: List[Tuple[str, str]] = []
+        self.delegates: List[fb.BackendDelegateT] = []
+        self.node_values: Dict[torch.fx.Node, Union[int, Tuple[int, ...]]] = {}
+        self.planned: Dict[int, List[int]] = {}  # value index -> [nbytes, first, last]
+        self.folded: Dict[torch.fx.Node, torch.Tensor] = {}
+
+    # values -----------------------------------------------------------------------------------
+    def _add(self, e: "fb.EValueT") -> int:
+        self.values.append(e)
+        return len(self.values) - 1
+
+    def _planned_tensor(self, tensor: torch.Tensor, what: str, first_use: int) -> int:
+        _check_static(tensor, what)
+        t = _tensor_value(tensor, what)
+        t.allocation = fb.AllocationInfoT()
+        t.allocation.memoryId = PLANNED_MEMORY_ID
+        index = self._add(_evalue(fb.KernelTypes.Tensor, t))
+        nbytes = tensor.numel() * tensor.element_size()
+        self.planned[index] = [nbytes, first_use, first_use]
+        return index
+
+    def _constant_tensor(self, tensor: torch.Tensor, what: str) -> int:
+        t = _tensor_value(tensor, what)
+        t.constantSegment = self.segments.add(tensor_bytes(tensor), self.constant_alignment)
+        return self._add(_evalue(fb.KernelTypes.Tensor, t))
+
+    def _use(self, index: int) -> None:
+        if index in self.planned:
+            self.planned[index][2] = max(self.planned[index][2], len(self.instructions))
+
+    def _scalar(self, value: Any, what: str) -> int:
+        if value is None or isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+            return self._add(_evalue(fb.KernelTypes.Null, fb.NullT()))
+        if isinstance(value, bool):
+            b = fb.BoolT()
+            b.boolVal = value
+            return self._add(_evalue(fb.KernelTypes.Bool, b))
+        if isinstance(value, int):
+            i = fb.IntT()
+            i.intVal = value
+            return self._add(_evalue(fb.KernelTypes.Int, i))
+        if isinstance(value, float):
+            d = fb.DoubleT()
+            d.doubleVal = value
+            return self._add(_evalue(fb.KernelTypes.Double, d))
+        if isinstance(value, torch.dtype):
+            i = fb.IntT()
+            i.intVal = scalar_type_of(value, what)
+            return self._add(_evalue(fb.KernelTypes.Int, i))
+        if isinstance(value, (list, tuple)) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            lst = fb.IntListT()
+            lst.items = [int(v) for v in value]
+            return self._add(_evalue(fb.KernelTypes.IntList, lst))
+        raise UnsupportedModelError(f"{what}: argument {value!r} of type {type(value).__name__} is not supported")
+
+    def _arg(self, value: Any, what: str) -> int:
+        if isinstance(value, torch.fx.Node):
+            if value in self.folded:
+                index = self._constant_tensor(self.folded[value], what)
+            else:
+                index = self.node_values.get(value)
+                if not isinstance(index, int):
+                    raise UnsupportedModelError(f"{what}: argument '{value.name}' is not a single tensor")
+            self._use(index)
+            return index
+        if isinstance(value, (list, tuple)) and any(isinstance(v, torch.fx.Node) for v in value):
+            raise UnsupportedModelError(f"{what}: tensor-list arguments are not supported by the runtime")
+        return self._scalar(value, what)
+
+    # nodes ------------------------------------------------------------------------------------
+    def _placeholders(self) -> List[int]:
+        specs = {s.arg.name: s for s in self.ep.graph_signature.input_specs}
+        inputs = []
+        for node in self.ep.graph.nodes:
+            if node.op != "placeholder":
+                continue
+            spec = specs[node.name]
+            what = f"method '{self.method}', input '{node.name}'"
+            if spec.kind == InputKind.USER_INPUT:
+                val = node.meta.get("val")
+                if not isinstance(val, torch.Tensor):
+                    raise UnsupportedModelError(f"{what} is not a tensor ({type(val).__name__})")
+                index = self._planned_tensor(val, what, -1)
+                self.node_values[node] = index
+                inputs.append(index)
+            elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+                if spec.target in self.ep.state_dict:
+                    tensor = self.ep.state_dict[spec.target]
+                else:
+                    tensor = self.ep.constants[spec.target]
+                tag = node.meta.get(EXTERNAL_TAG_META)
+                if tag is not None:
+                    key = node.meta[DATA_KEY_META]
+                    layout = TensorLayout.of(tensor, what)
+                    self.store.add_named_data(key, tensor_bytes(tensor), self.constant_alignment, tag, layout)
+                    t = _tensor_value(tensor, what)
+                    t.externalKey = key
+                    self.node_values[node] = self._add(_evalue(fb.KernelTypes.Tensor, t))
+                else:
+                    self.node_values[node] = self._constant_tensor(tensor, what)
+            else:
+                raise UnsupportedModelError(f"{what}: input kind {spec.kind.name} is not supported")
+        return inputs
+
+    def _fold(self, node: torch.fx.Node) -> bool:
+        """Folds a node computed from constants alone (no placeholder feeds it)."""
+        if not isinstance(node.target, OpOverload) or node.target._schema.is_mutable:
+            return False
+        if any(a not in self.folded for a in node.all_input_nodes):
+            return False
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.numel() > 1 << 20:
+            return False
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: self.folded[a])
+        self.folded[node] = node.target(*args, **kwargs)
+        return True
+
+    def _delegate(self, node: torch.fx.Node) -> None:
+        get_attr = node.args[0]
+        module = getattr(self.ep.graph_module, get_attr.target)
+        assert isinstance(module, LoweredBackendModule)
+        what = f"method '{self.method}', delegate '{node.name}'"
+        args = [self._arg(a, what) for a in node.args[1:]]
+        outs = [self._planned_tensor(v, what, len(self.instructions)) for v in node.meta["val"]]
+        self.node_values[node] = tuple(outs)
+        delegate = fb.BackendDelegateT()
+        delegate.id = module.backend_id
+        delegate.segmentIndex = self.segments.add(module.processed_bytes, 16)
+        specs = []
+        for cs in module.compile_specs:
+            c = fb.CompileSpecT()
+            c.key = cs.key
+            c.value = list(cs.value)
+            specs.append(c)
+        delegate.compileSpecs = specs
+        if module.data_store_output is not None:
+            self.store.merge(module.data_store_output)
+        self.delegates.append(delegate)
+        call = fb.DelegateCallT()
+        call.delegateIndex = len(self.delegates) - 1
+        call.args = args + outs
+        self._instruction(fb.InstructionArguments.DelegateCall, call)
+
+    def _instruction(self, kind: int, args: Any) -> None:
+        ins = fb.InstructionT()
+        ins.instrArgsType = kind
+        ins.instrArgs = args
+        self.instructions.append(ins)
+
+    def _kernel(self, node: torch.fx.Node) -> None:
+        op: OpOverload = node.target
+        what = f"method '{self.method}', node '{node.name}' ({op})"
+        schema = op._schema
+        args = []
+        for i, arg in enumerate(schema.arguments):
+            if i < len(node.args) and not arg.kwarg_only:
+                value = node.args[i]
+            elif arg.name in node.kwargs:
+                value = node.kwargs[arg.name]
+            elif arg.has_default_value():
+                value = arg.default_value
+            else:
+                raise UnsupportedModelError(f"{what}: argument '{arg.name}' is missing")
+            args.append(self._arg(value, what))
+        val = node.meta.get("val")
+        vals = list(val) if isinstance(val, (tuple, list)) else [val]
+        outs = []
+        for v in vals:
+            if not isinstance(v, torch.Tensor):
+                raise UnsupportedModelError(f"{what}: output {v!r} is not a tensor")
+            outs.append(self._planned_tensor(v, what, len(self.instructions)))
+        self.node_values[node] = tuple(outs) if isinstance(val, (tuple, list)) else outs[0]
+        name = schema.name
+        overload = "" if op._overloadname == "default" else op._overloadname
+        if (name, overload) not in self.operators:
+            self.operators.append((name, overload))
+        call = fb.KernelCallT()
+        call.opIndex = self.operators.index((name, overload))
+        call.args = args + outs
+        self._instruction(fb.InstructionArguments.KernelCall, call)
+
+    def emit(self) -> "fb.ExecutionPlanT":
+        inputs = self._placeholders()
+        outputs: List[int] = []
+        for node in self.ep.graph.nodes:
+            if node.op in ("placeholder", "get_attr"):
+                continue
+            if node.op == "output":
+                what = f"method '{self.method}', output"
+                for out in torch.utils._pytree.tree_leaves(node.args[0]):
+                    if not isinstance(out, torch.fx.Node):
+                        raise UnsupportedModelError(f"{what} {out!r} is not a tensor")
+                    if out in self.folded:
+                        index = self._constant_tensor(self.folded[out], what)
+                    else:
+                        index = self.node_values[out]
+                    if not isinstance(index, int):
+                        raise UnsupportedModelError(f"{what} '{out.name}' is not a single tensor")
+                    outputs.append(index)
+                continue
+            if node.op != "call_function":
+                raise UnsupportedModelError(f"method '{self.method}', node '{node.name}': {node.op} is not supported")
+            if node.target is call_delegate:
+                self._delegate(node)
+            elif node.target is operator.getitem:
+                src, idx = node.args
+                if src in self.folded:
+                    continue
+                self.node_values[node] = self.node_values[src][idx]
+            elif isinstance(node.target, OpOverload):
+                if not self._fold(node):
+                    self._kernel(node)
+            else:
+                raise UnsupportedModelError(
+                    f"method '{self.method}', node '{node.name}': target {node.target} is not an ATen operator"
+                )
+        for index in outputs:
+            if index in self.planned:
+                self.planned[index][2] = len(self.instructions)
+        tensors = [PlannedTensor(i, n, f, l) for i, (n, f, l) in self.planned.items()]
+        offsets, total = plan_memory(tensors, self.memory_alignment)
+        for index, offset in offsets.items():
+            self.values[index].val.allocation.offset = offset
+        plan = self.plan
+        plan.values = self.values
+        plan.inputs = inputs
+        plan.outputs = outputs
+        plan.instructions = self.instructions
+        ops = []
+        for name, overload in self.operators:
+            o = fb.OperatorT()
+            o.name = name
+            o.overload = overload
+            ops.append(o)
+        plan.operators = ops
+        plan.delegates = self.delegates
+        plan.nonConstBufferSizes = [0, total]
+        return plan
+
+
+def emit_program(
+    programs: Dict[str, ExportedProgram],
+    constant_alignment: int = 16,
+    memory_alignment: int = 16,
+) -> EmittedProgram:
+    """Emits every method into one Program.
+
+    Args:
+      programs: method name -> lowered program.
+      constant_alignment: alignment of constant and named-data segments.
+      memory_alignment: alignment of every memory-planned tensor's offset.
+
+    Returns:
+      The Program, its segments and the named-data store (program keys are already in segments).
+
+    Raises:
+      UnsupportedModelError: naming the method and node the runtime cannot run.
+      NamedDataError: a named-data key conflicts across methods or partitions.
+    """
+    segments = _Segments()
+    store = NamedDataStore()
+    program = fb.ProgramT()
+    program.executionPlans = [
+        _MethodEmitter(m, ep, segments, store, constant_alignment, memory_alignment).emit()
+        for m, ep in programs.items()
+    ]
+    output = store.get_named_data_store_output()
+    named = []
+    for key, entry in output.pte_data.items():
+        buf = output.buffers[entry.buffer_index]
+        index = segments.add(buf.data, buf.alignment)
+        named.append(named_data_to_fb(fb, key, index, buf.digest, entry.tensor_layout))
+    program.namedData = named
+    return EmittedProgram(program, segments.segments, store)

@@ -1,0 +1,271 @@
+"""The pipeline's entry point: to_edge -> EdgeProgramManager.to_backend -> .to_executorch.
+
+    edge = to_edge({"forward": torch.export.export(model, example_inputs)}, data_policy=LoraDataPolicy())
+    edge = edge.to_backend(XnnpackPartitioner())
+    et = edge.to_executorch()
+    et.write_to_dir("out", "model")        # out/model.pte, out/foundation.ptd
+"""
+
+import dataclasses
+import os
+from typing import Dict, List, Mapping, Optional, Union
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+
+from edgeshare.exir._serialize import serialize_ptd, serialize_pte
+from edgeshare.exir.data_policy import (
+    DATA_KEY_META,
+    EXTERNAL_TAG_META,
+    DataPlacement,
+    DataPolicy,
+    InlineDataPolicy,
+    program_key,
+)
+from edgeshare.exir.emit import emit_program
+from edgeshare.exir.errors import DataPlacementError, UnsupportedModelError
+from edgeshare.exir.lower import to_backend
+from edgeshare.exir.partition import Partitioner
+from edgeshare.exir.tensor_layout import scalar_type_of, tensor_bytes
+
+__all__ = [
+    "EdgeProgramManager",
+    "ExecutorchBackendConfig",
+    "ExecutorchProgramManager",
+    "edge_decompositions",
+    "to_edge",
+]
+
+
+def edge_decompositions() -> Dict:
+    """The core-ATen decomposition table minus aten.linear (kept whole for backends)."""
+    table = torch.export.default_decompositions()
+    table.pop(torch.ops.aten.linear.default, None)
+    return table
+
+
+def _check_method_name(method: str) -> None:
+    if not isinstance(method, str):
+        raise TypeError(f"method names must be str, got {type(method).__name__}")
+    if not method or "/" in method:
+        raise UnsupportedModelError(f"method name '{method}' must be non-empty and contain no '/'")
+
+
+def _check_static_and_dtypes(method: str, ep: ExportedProgram) -> None:
+    for node in ep.graph.nodes:
+        vals = node.meta.get("val")
+        for val in vals if isinstance(vals, (tuple, list)) else [vals]:
+            if isinstance(val, torch.SymInt):
+                raise UnsupportedModelError(
+                    f"method '{method}', node '{node.name}' computes a symbolic size; the runtime needs static shapes"
+                )
+            if isinstance(val, torch.Tensor):
+                if any(not isinstance(s, int) for s in val.shape):
+                    raise UnsupportedModelError(
+                        f"method '{method}', node '{node.name}' has dynamic shape {tuple(val.shape)}; "
+                        "the runtime needs static shapes (export without dynamic_shapes)"
+                    )
+                scalar_type_of(val.dtype, f"method '{method}', node '{node.name}'")
+
+
+def _apply_data_policy(method: str, ep: ExportedProgram, policy: DataPolicy) -> None:
+    """Records each weight's key and tag on its placeholder's meta."""
+    by_key: Dict[str, str] = {}
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind not in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            continue
+        if spec.target in ep.state_dict:
+            tensor = ep.state_dict[spec.target]
+        else:
+            tensor = ep.constants[spec.target]
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        placement = None
+        if spec.kind != InputKind.CONSTANT_TENSOR:
+            placement = policy(method, spec.target, tensor)
+        if placement is None:
+            placement = DataPlacement(program_key(method, spec.target), None)
+        if not isinstance(placement, DataPlacement):
+            raise TypeError(
+                f"method '{method}': data policy returned {type(placement).__name__} for '{spec.target}'"
+            )
+        other = by_key.get(placement.key)
+        if other is not None:
+            other_tensor = ep.state_dict.get(other, ep.constants.get(other))
+            if tensor_bytes(other_tensor) != tensor_bytes(tensor) or other_tensor.shape != tensor.shape:
+                raise DataPlacementError(
+                    f"method '{method}': weights '{other}' and '{spec.target}' both map to key "
+                    f"'{placement.key}' with different values"
+                )
+        by_key[placement.key] = spec.target
+        node = placeholders[spec.arg.name]
+        node.meta[DATA_KEY_META] = placement.key
+        node.meta[EXTERNAL_TAG_META] = placement.external_tag
+
+
+def to_edge(
+    programs: Union[ExportedProgram, Mapping[str, ExportedProgram]],
+    data_policy: Optional[DataPolicy] = None,
+) -> "EdgeProgramManager":
+    """Lowers exported programs to the edge dialect (core ATen, aten.linear kept).
+
+    Args:
+      programs: one ExportedProgram (method "forward") or {method name: ExportedProgram}.
+      data_policy: decides where each weight goes; None keeps every weight in the program.
+
+    Returns:
+      An EdgeProgramManager over the decomposed methods.
+
+    Raises:
+      UnsupportedModelError: dynamic shapes, an unsupported dtype, or a bad method name, naming
+        the method and node.
+      DataPlacementError: the policy put two different weights under one key.
+      TypeError: programs is not an ExportedProgram or a dict of them.
+    """
+    if isinstance(programs, ExportedProgram):
+        programs = {"forward": programs}
+    if not isinstance(programs, Mapping) or not programs:
+        raise TypeError("to_edge needs an ExportedProgram or a non-empty {method name: ExportedProgram}")
+    policy = data_policy if data_policy is not None else InlineDataPolicy()
+    if not isinstance(policy, DataPolicy):
+        raise TypeError(f"data_policy must be a DataPolicy, got {type(policy).__name__}")
+    edge: Dict[str, ExportedProgram] = {}
+    for method, ep in programs.items():
+        _check_method_name(method)
+        if not isinstance(ep, ExportedProgram):
+            raise TypeError(f"method '{method}': expected an ExportedProgram, got {type(ep).__name__}")
+        _check_static_and_dtypes(method, ep)
+        decomposed = ep.run_decompositions(edge_decompositions())
+        _check_static_and_dtypes(method, decomposed)
+        _apply_data_policy(method, decomposed, policy)
+        edge[method] = decomposed
+    return EdgeProgramManager(edge)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutorchBackendConfig:
+    """Options of to_executorch.
+
+    Attributes:
+      segment_alignment: alignment of the .pte's segments.
+      tensor_alignment: alignment of the .ptd's segments (4096: mmap-able pages).
+      constant_alignment: alignment each constant / named datum asks for.
+      memory_alignment: alignment of memory-planned tensor offsets.
+    """
+
+    segment_alignment: int = 64
+    tensor_alignment: int = 4096
+    constant_alignment: int = 16
+    memory_alignment: int = 16
+
+
+class EdgeProgramManager:
+    """Edge programs by method name, before or after lowering."""
+
+    def __init__(self, programs: Dict[str, ExportedProgram]) -> None:
+        self._programs = dict(programs)
+
+    @property
+    def methods(self) -> List[str]:
+        """The method names, in order."""
+        return list(self._programs)
+
+    def exported_program(self, method: str = "forward") -> ExportedProgram:
+        """Returns one method's program.
+
+        Raises:
+          KeyError: no such method (the message lists the methods).
+        """
+        try:
+            return self._programs[method]
+        except KeyError:
+            raise KeyError(f"no method '{method}' (methods: {self.methods})") from None
+
+    def to_backend(
+        self, partitioner: Union[Partitioner, Mapping[str, Partitioner]]
+    ) -> "EdgeProgramManager":
+        """Delegates what the partitioner(s) tag, preprocessing all methods' partitions at once.
+
+        Args:
+          partitioner: one partitioner for every method, or {method name: partitioner}.
+
+        Returns:
+          A new manager over the lowered programs.
+
+        Raises:
+          LoweringError: naming the method, when a partitioner or backend breaks the contract.
+        """
+        if isinstance(partitioner, Partitioner):
+            partitioners = {m: partitioner for m in self._programs}
+        elif isinstance(partitioner, Mapping):
+            partitioners = dict(partitioner)
+        else:
+            raise TypeError(f"to_backend needs a Partitioner or a dict of them, got {type(partitioner).__name__}")
+        return EdgeProgramManager(to_backend(self._programs, partitioners))
+
+    def to_executorch(self, config: Optional[ExecutorchBackendConfig] = None) -> "ExecutorchProgramManager":
+        """Plans memory, emits and serializes the program and its data files.
+
+        Args:
+          config: alignment options; None for the defaults.
+
+        Returns:
+          The .pte bytes and one .ptd per external tag.
+
+        Raises:
+          UnsupportedModelError, NamedDataError: naming the method, node or key at fault.
+        """
+        config = config or ExecutorchBackendConfig()
+        emitted = emit_program(self._programs, config.constant_alignment, config.memory_alignment)
+        pte = serialize_pte(emitted.program, emitted.segments, config.segment_alignment)
+        output = emitted.store.get_named_data_store_output()
+        data_files: Dict[str, bytes] = {}
+        for tag in sorted(output.external_data):
+            entries = {
+                key: (
+                    output.buffers[e.buffer_index].data,
+                    output.buffers[e.buffer_index].alignment,
+                    e.tensor_layout,
+                )
+                for key, e in output.external_data[tag].items()
+            }
+            data_files[tag] = serialize_ptd(entries, config.tensor_alignment)
+        return ExecutorchProgramManager(pte, data_files, self.methods)
+
+
+class ExecutorchProgramManager:
+    """The serialized program and its data files.
+
+    Attributes:
+      buffer: the .pte bytes.
+      data_files: {external tag: .ptd bytes}, e.g. {"foundation": ...}.
+      methods: the method names.
+    """
+
+    def __init__(self, buffer: bytes, data_files: Dict[str, bytes], methods: List[str]) -> None:
+        self.buffer = buffer
+        self.data_files = data_files
+        self.methods = methods
+
+    def write_to_dir(self, folder: str, name: str) -> List[str]:
+        """Writes <folder>/<name>.pte and <folder>/<tag>.ptd for each data file.
+
+        Args:
+          folder: the directory (created if missing).
+          name: the program's file stem.
+
+        Returns:
+          The written paths, .pte first.
+        """
+        os.makedirs(folder, exist_ok=True)
+        paths = [os.path.join(folder, f"{name}.pte")]
+        with open(paths[0], "wb") as f:
+            f.write(self.buffer)
+        for tag, data in self.data_files.items():
+            path = os.path.join(folder, f"{tag}.ptd")
+            with open(path, "wb") as f:
+                f.write(data)
+            paths.append(path)
+        return paths

@@ -1,0 +1,80 @@
+"""End-to-end LoRA exports: foundation bytes live once, in foundation.ptd, identical across exports."""
+
+import os
+
+import pytest
+import torch
+
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir import LoraDataPolicy, to_edge
+from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
+from edgeshare.exir.demo_lora import demo_lora
+from edgeshare.exir.lora import export_lora
+from edgeshare.exir.tensor_layout import tensor_bytes
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    foundation, adapters, inputs = demo_lora()
+    out = str(tmp_path_factory.mktemp("demo"))
+    result = export_lora(foundation, adapters, inputs, out, XnnpackPartitioner())
+    return foundation, adapters, inputs, out, result
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_writes_one_pte_per_adapter_and_one_foundation(demo):
+    _, _, _, out, result = demo
+    assert sorted(os.listdir(out)) == ["foundation.ptd", "lora_a.pte", "lora_b.pte"]
+    assert result.files == {p: os.path.getsize(p) for p in result.files}
+
+
+def test_no_pte_contains_foundation_bytes(demo):
+    foundation, _, _, out, _ = demo
+    for name in ("lora_a.pte", "lora_b.pte"):
+        data = _read(os.path.join(out, name))
+        for key, tensor in foundation.state_dict().items():
+            assert tensor_bytes(tensor) not in data, (name, key)
+
+
+def test_foundation_ptd_holds_each_foundation_weight_once(demo):
+    foundation, _, _, out, result = demo
+    data = _read(os.path.join(out, "foundation.ptd"))
+    ptd = deserialize_ptd(data, "foundation.ptd")
+    state = foundation.state_dict()
+    assert sorted(ptd.named_data) == sorted(state)
+    for key, tensor in state.items():
+        raw = tensor_bytes(tensor)
+        assert ptd.named_data[key].data == raw
+        assert data.count(raw) == 1
+        assert ptd.named_data[key].tensor_layout.sizes == tuple(tensor.shape)
+    assert result.shared_bytes == sum(t.numel() * 4 for t in state.values())
+
+
+def test_pte_named_data_holds_the_adapter_weights(demo):
+    _, adapters, _, out, result = demo
+    for name, module in adapters.items():
+        pte = deserialize_pte(_read(os.path.join(out, f"{name}.pte")), f"{name}.pte")
+        lora = {k: v for k, v in module.state_dict().items() if "lora" in k}
+        assert sorted(pte.named_data) == sorted(f"forward/{k}" for k in lora)
+        for k, v in lora.items():
+            assert pte.named_data[f"forward/{k}"].data == tensor_bytes(v)
+        assert result.adapter_bytes[name] == sum(v.numel() * 4 for v in lora.values())
+
+
+def test_foundation_ptd_is_byte_identical_for_bare_foundation_and_each_adapter(demo, tmp_path):
+    foundation, adapters, inputs, out, _ = demo
+    reference = _read(os.path.join(out, "foundation.ptd"))
+    ep = torch.export.export(foundation, inputs)
+    bare = to_edge(ep, data_policy=LoraDataPolicy()).to_backend(XnnpackPartitioner()).to_executorch()
+    assert bare.data_files["foundation"] == reference
+    for name, module in adapters.items():
+        single = export_lora(foundation, {name: module}, inputs, str(tmp_path / name), XnnpackPartitioner())
+        assert _read(single.foundation_path) == reference
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

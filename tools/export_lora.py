@@ -1,0 +1,164 @@
+"""export_lora: exports LoRA variants of one foundation as .pte programs plus a shared foundation.ptd.
+
+    bazel run //tools:export_lora                         # the built-in demo -> ./edgeshare_out/
+    bazel run //tools:export_lora -- --out DIR --reference
+    bazel run //tools:export_lora -- --model my_model.py:make --methods
+
+--model names a function (path/to/file.py:function or package.module:function; relative paths
+resolve against the directory the command was run from) returning
+(foundation nn.Module, {adapter name: state dict or module}, example inputs).
+"""
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir.errors import ExportError
+from edgeshare.exir.lora import LoraExportResult, export_lora
+
+DEMO = "edgeshare.exir.demo_lora:demo_lora"
+
+
+def _user_dir() -> str:
+    return os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
+
+
+def load_model_function(spec: str) -> Callable[[], Any]:
+    """Resolves "path/to/file.py:function" or "package.module:function".
+
+    Args:
+      spec: the function's location.
+
+    Returns:
+      The function.
+
+    Raises:
+      ExportError: the file, module or function cannot be found.
+    """
+    location, sep, function = spec.rpartition(":")
+    if not sep or not location or not function:
+        raise ExportError(f"--model '{spec}' must be path/to/file.py:function or package.module:function")
+    if location.endswith(".py") or os.sep in location:
+        path = location if os.path.isabs(location) else os.path.join(_user_dir(), location)
+        if not os.path.isfile(path):
+            raise ExportError(f"--model: file '{path}' does not exist")
+        module_name = "_edgeshare_user_model_" + os.path.splitext(os.path.basename(path))[0]
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.path.insert(0, os.path.dirname(path))
+        try:
+            module_spec.loader.exec_module(module)
+        finally:
+            sys.path.pop(0)
+    else:
+        if _user_dir() not in sys.path:
+            sys.path.append(_user_dir())
+        try:
+            module = importlib.import_module(location)
+        except ImportError as e:
+            raise ExportError(f"--model: cannot import module '{location}': {e}") from e
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        raise ExportError(f"--model: '{location}' has no function '{function}'")
+    return fn
+
+
+def _unpack(result: Any, spec: str) -> Tuple[torch.nn.Module, Any, Tuple[Any, ...]]:
+    if not isinstance(result, (tuple, list)) or len(result) != 3:
+        raise ExportError(
+            f"--model {spec} must return (foundation module, {{adapter: state dict or module}}, example inputs)"
+        )
+    foundation, adapters, inputs = result
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    return foundation, adapters, tuple(inputs)
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def write_reference(result: LoraExportResult, inputs: Tuple[Any, ...], out_dir: str) -> List[str]:
+    """Writes each program's example inputs and eager outputs as float32 .npy files.
+
+    Files: <program>.<method>.input<i>.npy and <program>.<method>.output<i>.npy.
+    """
+    written = []
+    for adapter, module in result.modules.items():
+        program = os.path.splitext(os.path.basename(result.program_paths[adapter]))[0]
+        method = result.methods[adapter]
+        with torch.no_grad():
+            outputs = module(*inputs)
+        if isinstance(outputs, torch.Tensor):
+            outputs = (outputs,)
+        for kind, tensors in (("input", inputs), ("output", outputs)):
+            for i, t in enumerate(tensors):
+                path = os.path.join(out_dir, f"{program}.{method}.{kind}{i}.npy")
+                np.save(path, t.detach().to(torch.float32).numpy())
+                written.append(path)
+    return written
+
+
+def report(result: LoraExportResult, extra: Sequence[str]) -> str:
+    """A human-readable summary of what was written."""
+    lines = ["wrote:"]
+    for path, size in result.files.items():
+        lines.append(f"  {path}  {size} bytes ({_human(size)})")
+    for path in extra:
+        lines.append(f"  {path}  {os.path.getsize(path)} bytes")
+    lines.append(
+        f"shared foundation weights ({len(result.shared_keys)}, {result.shared_bytes} bytes, stored once in "
+        f"{result.foundation_path}): {', '.join(result.shared_keys)}"
+    )
+    for adapter, size in result.adapter_bytes.items():
+        lines.append(
+            f"adapter '{adapter}' (method '{result.methods[adapter]}' of {result.program_paths[adapter]}): "
+            f"{size} bytes of its own weights ({len(result.adapter_keys[adapter])} tensors)"
+        )
+    total_adapter = sum(result.adapter_bytes.values())
+    lines.append(
+        f"bytes shared: {result.shared_bytes}; bytes per adapter: {total_adapter // max(len(result.adapter_bytes), 1)}; "
+        f"without sharing the weights would take {result.shared_bytes * len(result.adapter_bytes) + total_adapter} bytes"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the tool; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="export_lora", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=None, help="output folder (default: ./edgeshare_out)")
+    parser.add_argument("--model", default=DEMO, help="path/to/file.py:function or package.module:function")
+    parser.add_argument("--methods", action="store_true", help="one multi-method .pte instead of one per adapter")
+    parser.add_argument("--name", default="lora", help="file stem of the multi-method .pte (with --methods)")
+    parser.add_argument("--reference", action="store_true", help="also write example inputs and eager outputs (.npy)")
+    args = parser.parse_args(argv)
+    out_dir = args.out or "edgeshare_out"
+    if not os.path.isabs(out_dir):
+        out_dir = os.path.join(_user_dir(), out_dir)
+    try:
+        foundation, adapters, inputs = _unpack(load_model_function(args.model)(), args.model)
+        result = export_lora(
+            foundation, adapters, inputs, out_dir, XnnpackPartitioner(),
+            multi_method=args.methods, program_name=args.name,
+        )
+        extra = write_reference(result, inputs, out_dir) if args.reference else []
+    except (ValueError, TypeError) as e:
+        print(f"export_lora: error: {e}", file=sys.stderr)
+        return 1
+    print(report(result, extra))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""export_lora: the demo files the genrule made, and the tool's own output folder handling."""
+
+import os
+
+import numpy as np
+import pytest
+
+from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
+from edgeshare.tools import export_lora
+
+
+def _demo_dir():
+    path = os.environ["EDGESHARE_LORA_A_PTE"]
+    return os.path.dirname(os.path.abspath(path))
+
+
+def test_genrule_wrote_the_demo_files():
+    folder = _demo_dir()
+    for name in ("lora_a", "lora_b"):
+        with open(os.path.join(folder, f"{name}.pte"), "rb") as f:
+            pte = deserialize_pte(f.read(), f"{name}.pte")
+        assert [p.name for p in pte.program.executionPlans] == [b"forward"]
+        x = np.load(os.path.join(folder, f"{name}.forward.input0.npy"))
+        y = np.load(os.path.join(folder, f"{name}.forward.output0.npy"))
+        assert x.shape == (4, 256) and y.shape == (4, 256)
+        assert x.dtype == np.float32 and y.dtype == np.float32
+    with open(os.path.join(folder, "foundation.ptd"), "rb") as f:
+        ptd = deserialize_ptd(f.read(), "foundation.ptd")
+    assert sorted(ptd.named_data) == [f"fc{i}.{w}" for i in (1, 2, 3) for w in ("bias", "weight")]
+
+
+def test_methods_flag_writes_one_multi_method_pte(tmp_path, capsys):
+    assert export_lora.main(["--out", str(tmp_path), "--methods", "--reference"]) == 0
+    names = sorted(os.listdir(tmp_path))
+    assert "lora.pte" in names and "foundation.ptd" in names
+    assert "lora.lora_a.input0.npy" in names and "lora.lora_b.output0.npy" in names
+    with open(tmp_path / "lora.pte", "rb") as f:
+        pte = deserialize_pte(f.read())
+    assert sorted(p.name for p in pte.program.executionPlans) == [b"lora_a", b"lora_b"]
+    assert "shared" in capsys.readouterr().out
+
+
+def test_bad_model_spec_is_a_clear_error(tmp_path, capsys):
+    assert export_lora.main(["--out", str(tmp_path), "--model", "nope.py:f"]) == 1
+    assert "nope.py" in capsys.readouterr().err
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
