@@ -37,7 +37,19 @@ Digest InMemoryDataMap::add(const std::string& key, const std::vector<float>& va
   return digest;
 }
 
+void InMemoryDataMap::count_call(const char* key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  calls_[key] += 1;
+}
+
+size_t InMemoryDataMap::calls(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = calls_.find(key);
+  return it == calls_.end() ? 0 : it->second;
+}
+
 Result<runtime::TensorLayout> InMemoryDataMap::get_tensor_layout(const char* key) const {
+  count_call(key);
   auto it = entries_.find(key);
   if (it == entries_.end()) return Status::Format(Error::NotFound, "key '%s' missing", key);
   runtime::TensorLayout layout;
@@ -53,6 +65,7 @@ void InMemoryDataMap::free_copy(void* context, const void* data, size_t size) {
 }
 
 Result<FreeableBuffer> InMemoryDataMap::get_data(const char* key) const {
+  count_call(key);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     return Status::Format(Error::NotFound, "key '%s' missing in %s", key, name_.c_str());
@@ -68,6 +81,7 @@ Result<FreeableBuffer> InMemoryDataMap::get_data(const char* key) const {
 }
 
 Status InMemoryDataMap::load_data_into(const char* key, void* dst, size_t size) const {
+  count_call(key);
   auto it = entries_.find(key);
   if (it == entries_.end()) return Status::Format(Error::NotFound, "key '%s' missing", key);
   const size_t n = it->second.values.size() * sizeof(float);
@@ -86,6 +100,7 @@ Result<const char*> InMemoryDataMap::get_key(size_t index) const {
 }
 
 Result<Digest> InMemoryDataMap::get_digest(const char* key) const {
+  count_call(key);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     return Status::Format(Error::NotFound, "key '%s' missing in %s", key, name_.c_str());

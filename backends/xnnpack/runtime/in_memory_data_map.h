@@ -50,6 +50,8 @@ class InMemoryDataMap final : public runtime::NamedDataMap {
   size_t get_data_calls() const;
   size_t get_data_calls(const std::string& key) const;
   size_t frees() const;
+  // Every call of any NamedDataMap method (get_digest and get_tensor_layout included), per key.
+  size_t calls(const std::string& key) const;
   size_t live_buffers() const;
 
  private:
@@ -65,6 +67,8 @@ class InMemoryDataMap final : public runtime::NamedDataMap {
   mutable std::mutex mutex_;
   mutable std::map<std::string, size_t> get_data_calls_;
   mutable size_t frees_ = 0;
+  mutable std::map<std::string, size_t> calls_;
+  void count_call(const char* key) const;
 };
 
 }  // namespace xnnpack

@@ -50,7 +50,8 @@ TEST(WeightsCacheThreads, two_programs_share_packed_weights_across_threads) {
   auto b = TestDelegate::init(blob_b, &map_b);
   ASSERT_TRUE(b.ok()) << b.status().message();
   ASSERT_EQ(process_weights_cache_stats().num_packed_entries, 1u);
-  ASSERT_EQ(map_b.get_data_calls("base.weight"), 0u);
+  ASSERT_EQ(map_b.calls("base.weight"), 0u);
+  ASSERT_EQ(map_b.calls("base.bias"), 0u);
 
   auto reference = [&](const std::vector<float>& x, bool with_scale) {
     std::vector<float> y(kBatch * kOut);
