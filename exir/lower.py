@@ -318,12 +318,14 @@ def _replace_partitions(ep: ExportedProgram, method: str, parts: List[_Partition
     """Returns a copy of ep with each partition replaced by a call_delegate node."""
     gm = copy.deepcopy(ep.graph_module)
     by_name = {n.name: n for n in gm.graph.nodes}
+    # An output of one partition that feeds a later one is replaced by a getitem of its call.
+    replaced: Dict[str, torch.fx.Node] = {}
     for index, (part, module) in enumerate(zip(parts, lowered)):
         attr = f"lowered_module_{index}"
         setattr(gm, attr, module)
         nodes = [by_name[n.name] for n in part.nodes]
         outputs = [by_name[n.name] for n in part.outputs]
-        runtime_inputs = [by_name[n.name] for n in part.runtime_inputs]
+        runtime_inputs = [replaced.get(n.name, by_name[n.name]) for n in part.runtime_inputs]
         with gm.graph.inserting_after(nodes[-1]):
             get = gm.graph.get_attr(attr)
         with gm.graph.inserting_after(get):
@@ -336,6 +338,7 @@ def _replace_partitions(ep: ExportedProgram, method: str, parts: List[_Partition
                 item = gm.graph.call_function(operator.getitem, (call, k))
             item.meta = {"val": out.meta["val"]}
             out.replace_all_uses_with(item, delete_user_cb=lambda u, s=set(nodes): u not in s)
+            replaced[out.name] = item
             last = item
         for node in reversed(nodes):
             if node.users:

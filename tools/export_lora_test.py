@@ -45,5 +45,38 @@ def test_bad_model_spec_is_a_clear_error(tmp_path, capsys):
     assert "nope.py" in capsys.readouterr().err
 
 
+USER_MODEL = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8, bias=False)
+
+    def forward(self, x):
+        return torch.sigmoid(self.proj(x))
+
+
+def make():
+    torch.manual_seed(0)
+    net = Net()
+    adapter = {"proj.lora_a.weight": torch.full((1, 8), 0.1), "proj.lora_b.weight": torch.full((8, 1), 0.2)}
+    return net, {"tuned": adapter}, (torch.randn(2, 8),)
+"""
+
+
+def test_model_file_resolves_against_the_users_directory(tmp_path, monkeypatch, capsys):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "user_model.py").write_text(USER_MODEL)
+    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
+    assert export_lora.main(["--model", "models/user_model.py:make", "--out", "out", "--reference"]) == 0
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "foundation.ptd", "tuned.forward.input0.npy", "tuned.forward.output0.npy", "tuned.pte",
+    ]
+    assert "proj.weight" in capsys.readouterr().out
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

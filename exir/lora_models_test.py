@@ -1,0 +1,164 @@
+"""End-to-end LoRA exports of several model shapes; in each, foundation bytes appear once across
+the whole file set, and only in foundation.ptd."""
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir import AdapterMismatchError, UnsupportedModelError
+from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
+from edgeshare.exir.lora import export_lora
+from edgeshare.exir.tensor_layout import tensor_bytes
+
+
+class Block(nn.Module):
+    """A transformer block: attention (matmul, softmax), layer norms, MLP, reshapes/permutes."""
+
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim)
+        self.o = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 2 * dim)
+        self.down = nn.Linear(2 * dim, dim)
+        with torch.no_grad():  # distinct bytes everywhere (LayerNorm starts at ones and zeros)
+            for p in self.parameters():
+                p.normal_(0.0, 0.1)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.ln1(x)
+
+        def split(y):
+            return y.reshape(b, t, self.heads, d // self.heads).permute(0, 2, 1, 3)
+
+        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
+        att = torch.softmax(q @ k.transpose(-1, -2) * (d // self.heads) ** -0.5, dim=-1)
+        y = (att @ v).permute(0, 2, 1, 3).reshape(b, t, d)
+        x = x + self.o(y)
+        return x + self.down(torch.relu(self.up(self.ln2(x))))
+
+
+class Mlp(nn.Module):
+    def __init__(self, bias=True):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 24, bias=bias)
+        self.fc2 = nn.Linear(24, 8, bias=bias)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def _adapter(model, layers, rank, seed):
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name in layers:
+        lin = model.get_submodule(name)
+        out[f"{name}.lora_a.weight"] = torch.randn(rank, lin.in_features, generator=g) * 0.1
+        out[f"{name}.lora_b.weight"] = torch.randn(lin.out_features, rank, generator=g) * 0.1
+    return out
+
+
+def _all_bytes(folder):
+    return {n: open(os.path.join(folder, n), "rb").read() for n in sorted(os.listdir(folder))}
+
+
+def _check_foundation_once(foundation, folder):
+    files = _all_bytes(folder)
+    ptd = deserialize_ptd(files["foundation.ptd"], "foundation.ptd")
+    for key, tensor in foundation.state_dict().items():
+        raw = tensor_bytes(tensor)
+        hits = {n: data.count(raw) for n, data in files.items() if raw in data}
+        assert hits == {"foundation.ptd": 1}, key
+        assert ptd.named_data[key].data == raw
+    return files
+
+
+def _export(tmp_path, foundation, adapters, inputs, **kw):
+    torch.manual_seed(0)
+    out = str(tmp_path)
+    result = export_lora(foundation, adapters, inputs, out, XnnpackPartitioner(), **kw)
+    return result, _check_foundation_once(foundation, out)
+
+
+def test_lora_transformer_block_is_partially_delegated(tmp_path):
+    torch.manual_seed(0)
+    block = Block().eval()
+    adapters = {"a": _adapter(block, ["q", "v"], 4, 1), "b": _adapter(block, ["q", "k", "o"], 2, 2)}
+    result, files = _export(tmp_path, block, adapters, (torch.randn(1, 6, 32),), alpha=8.0)
+    pte = deserialize_pte(files["a.pte"])
+    (plan,) = pte.program.executionPlans
+    ops = {o.name.decode() for o in plan.operators}
+    assert {"aten::native_layer_norm", "aten::bmm"} <= ops
+    assert plan.delegates and plan.nonConstBufferSizes[1] > 0
+    for value in plan.values:
+        t = value.val
+        if value.valType == 6 and t.allocation is not None and t.constantSegment == -1 and not t.externalKey:
+            assert t.allocation.memoryId == 1 and t.allocation.offset % 16 == 0
+    # layer-norm weights stay outside the delegate and are external constants
+    external = {v.val.externalKey.decode() for v in plan.values if v.valType == 6 and v.val.externalKey}
+    assert {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"} <= external
+    assert result.adapter_keys["a"] == sorted(f"forward/{l}.{w}.weight" for l in ("q", "v") for w in ("lora_a", "lora_b"))
+
+
+def test_subset_of_layers_bias_less_and_ranks_1_2_4(tmp_path):
+    torch.manual_seed(0)
+    mlp = Mlp(bias=False).eval()
+    adapters = {f"r{r}": _adapter(mlp, ["fc1"] if r != 2 else ["fc1", "fc2"], r, r) for r in (1, 2, 4)}
+    result, files = _export(tmp_path, mlp, adapters, (torch.randn(3, 16),))
+    assert sorted(files) == ["foundation.ptd", "r1.pte", "r2.pte", "r4.pte"]
+    assert result.adapter_bytes["r1"] == (16 + 24) * 4
+    assert result.adapter_bytes["r4"] == 4 * (16 + 24) * 4
+
+
+def test_one_multi_method_pte_with_two_adapters(tmp_path):
+    torch.manual_seed(0)
+    mlp = Mlp().eval()
+    adapters = {"first": _adapter(mlp, ["fc1", "fc2"], 2, 1), "second": _adapter(mlp, ["fc2"], 4, 2)}
+    result, files = _export(tmp_path, mlp, adapters, (torch.randn(3, 16),), multi_method=True, program_name="both")
+    assert sorted(files) == ["both.pte", "foundation.ptd"]
+    pte = deserialize_pte(files["both.pte"])
+    assert [p.name for p in pte.program.executionPlans] == [b"first", b"second"]
+    assert set(result.methods.values()) == {"first", "second"}
+    assert all(k.startswith(("first/", "second/")) for k in pte.named_data)
+
+
+def test_adapter_that_does_not_fit_names_the_layer(tmp_path):
+    mlp = Mlp()
+    bad = _adapter(mlp, ["fc1"], 2, 1)
+    bad["fc1.lora_b.weight"] = torch.zeros(5, 2)
+    with pytest.raises(AdapterMismatchError, match="adapter 'x'.*'fc1'"):
+        export_lora(mlp, {"x": bad}, (torch.randn(3, 16),), str(tmp_path), XnnpackPartitioner())
+    with pytest.raises(AdapterMismatchError, match="'nope' is not an nn.Linear"):
+        export_lora(mlp, {"x": {"nope.lora_a.weight": torch.zeros(1, 1), "nope.lora_b.weight": torch.zeros(1, 1)}},
+                    (torch.randn(3, 16),), str(tmp_path), XnnpackPartitioner())
+
+
+def test_models_without_parameters_or_untraceable_are_clear_errors(tmp_path):
+    class Empty(nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    with pytest.raises(UnsupportedModelError, match="no parameters"):
+        export_lora(Empty(), {"a": {}}, (torch.randn(2),), str(tmp_path), XnnpackPartitioner())
+
+    class Untraceable(Mlp):
+        def forward(self, x):
+            if x.sum() > 0:  # data-dependent control flow
+                return self.fc1(x)
+            return self.fc1(-x)
+
+    with pytest.raises(UnsupportedModelError, match="adapter 'a' could not be exported by torch.export"):
+        export_lora(Untraceable(), {"a": _adapter(Mlp(), ["fc1"], 1, 1)}, (torch.randn(3, 16),), str(tmp_path),
+                    XnnpackPartitioner())
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
