@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -143,6 +144,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--name", default="lora", help="file stem of the multi-method .pte (with --methods)")
     parser.add_argument("--reference", action="store_true", help="also write example inputs and eager outputs (.npy)")
     args = parser.parse_args(argv)
+    # torch's own deprecation noise from deep-copying graphs; not actionable by users of this tool.
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
     out_dir = args.out or "edgeshare_out"
     if not os.path.isabs(out_dir):
         out_dir = os.path.join(_user_dir(), out_dir)
