@@ -1,0 +1,167 @@
+// Feeds thousands of broken .pte and .ptd files to Program::load, load_method, execute and the .ptd
+// reader. Every file that does not load must give an Error; nothing may crash or read out of bounds
+// (run under --config=asan to make the second half of that promise checkable).
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "edgeshare/runtime/data_loader/buffer_data_loader.h"
+#include "edgeshare/runtime/data_loader/file_data_loader.h"
+#include "edgeshare/runtime/executor/program.h"
+#include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
+#include "edgeshare/runtime/named_data/merged_data_map.h"
+
+namespace edgeshare {
+namespace runtime {
+namespace {
+
+std::vector<uint8_t> ReadAll(const char* env) {
+  const char* path = std::getenv(env);
+  auto loader = FileDataLoader::from(path != nullptr ? path : "");
+  EXPECT_TRUE(loader.ok()) << loader.status().message();
+  std::vector<uint8_t> bytes(loader.ok() ? loader->size() : 0);
+  if (loader.ok()) EXPECT_TRUE(loader->load_into(0, bytes.size(), bytes.data()).ok());
+  return bytes;
+}
+
+// One mutation of `bytes`: bit flips, a truncation, a header field set to a huge or small value,
+// or a random 4-byte word inside the flatbuffer set to an extreme.
+std::vector<uint8_t> Mutate(const std::vector<uint8_t>& bytes, std::mt19937& rng) {
+  std::vector<uint8_t> out = bytes;
+  std::uniform_int_distribution<size_t> any(0, bytes.size() - 1);
+  switch (rng() % 5) {
+    case 0: {
+      const int flips = 1 + rng() % 8;
+      for (int i = 0; i < flips; ++i) out[any(rng)] ^= static_cast<uint8_t>(1u << (rng() % 8));
+      break;
+    }
+    case 1:
+      out.resize(any(rng));
+      break;
+    case 2: {
+      // A header field: the u64 offsets and sizes at 16..48.
+      const size_t field = 16 + 8 * (rng() % 4);
+      const uint64_t values[] = {0, 1, 47, 48, bytes.size(), bytes.size() + 1, UINT64_MAX,
+                                 UINT64_MAX / 2, static_cast<uint64_t>(rng())};
+      const uint64_t v = values[rng() % (sizeof(values) / sizeof(values[0]))];
+      std::memcpy(out.data() + field, &v, 8);
+      break;
+    }
+    default: {
+      // A word inside the flatbuffer (offsets, vector lengths, indices, sizes).
+      const size_t at = 48 + (rng() % (std::min<size_t>(bytes.size(), 65536) - 52)) / 4 * 4;
+      const uint32_t values[] = {0, 1, 0x7fffffff, 0xffffffff, 0x80000000, 4096,
+                                 static_cast<uint32_t>(rng())};
+      const uint32_t v = values[rng() % (sizeof(values) / sizeof(values[0]))];
+      if (at + 4 <= out.size()) std::memcpy(out.data() + at, &v, 4);
+      break;
+    }
+  }
+  return out;
+}
+
+constexpr int kIterations = 2000;
+
+TEST(HardeningTest, MutatedProgramsFailWithAnErrorNeverACrash) {
+  const std::vector<uint8_t> pte = ReadAll("LORA_A_PTE");
+  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  ASSERT_FALSE(pte.empty());
+  BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
+  auto foundation = FlatTensorDataMap::load(&ptd_loader);
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  std::vector<float> input(4 * 256, 0.5f);
+
+  std::mt19937 rng(1234);
+  int loaded = 0;
+  int ran = 0;
+  for (int i = 0; i < kIterations; ++i) {
+    const std::vector<uint8_t> bytes = Mutate(pte, rng);
+    BufferDataLoader loader(bytes.data(), bytes.size(), "mutated.pte");
+    Result<Program> program = Program::load(&loader);
+    if (!program.ok()) {
+      EXPECT_NE(program.error(), Error::Ok);
+      EXPECT_GT(std::strlen(program.status().message()), 0u);
+      continue;
+    }
+    ++loaded;
+    for (size_t m = 0; m < program->num_methods(); ++m) {
+      Result<const char*> name = program->get_method_name(m);
+      ASSERT_TRUE(name.ok());
+      Result<Method> method = program->load_method(*name, &*foundation);
+      if (!method.ok()) continue;
+      if (method->num_inputs() == 1) {
+        (void)method->set_input(0, Tensor(ScalarType::Float, {4, 256}, input.data()));
+      }
+      ++ran;
+      (void)method->execute();
+    }
+  }
+  // The mutations must not all be caught by the first check: some files load, some run.
+  RecordProperty("loaded", loaded);
+  RecordProperty("ran", ran);
+}
+
+TEST(HardeningTest, MutatedDataFilesFailWithAnErrorNeverACrash) {
+  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  ASSERT_FALSE(ptd.empty());
+  std::mt19937 rng(5678);
+  for (int i = 0; i < kIterations; ++i) {
+    // Mutations concentrate on the header and flatbuffer, where the structure lives.
+    std::vector<uint8_t> head(ptd.begin(), ptd.begin() + std::min<size_t>(ptd.size(), 8192));
+    std::vector<uint8_t> bytes = Mutate(head, rng);
+    if (bytes.size() == head.size()) bytes.insert(bytes.end(), ptd.begin() + head.size(), ptd.end());
+    BufferDataLoader loader(bytes.data(), bytes.size(), "mutated.ptd");
+    Result<FlatTensorDataMap> map = FlatTensorDataMap::load(&loader);
+    if (!map.ok()) {
+      EXPECT_GT(std::strlen(map.status().message()), 0u);
+      continue;
+    }
+    for (size_t k = 0; k < map->get_num_keys(); ++k) {
+      Result<const char*> key = map->get_key(k);
+      ASSERT_TRUE(key.ok());
+      Result<FreeableBuffer> data = map->get_data(*key);
+      Result<TensorLayout> layout = map->get_tensor_layout(*key);
+      if (data.ok() && layout.ok()) {
+        EXPECT_EQ(data->size(), layout->nbytes());
+      }
+    }
+  }
+}
+
+TEST(HardeningTest, DuplicateKeysAcrossFilesAreRejected) {
+  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  BufferDataLoader first_loader(ptd.data(), ptd.size(), "foundation.ptd");
+  BufferDataLoader second_loader(ptd.data(), ptd.size(), "copy_of_foundation.ptd");
+  auto first = FlatTensorDataMap::load(&first_loader);
+  auto second = FlatTensorDataMap::load(&second_loader);
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto merged = MergedDataMap::create({&*first, &*second});
+  ASSERT_FALSE(merged.ok());
+  EXPECT_EQ(merged.error(), Error::AlreadyExists);
+  EXPECT_NE(std::strstr(merged.status().message(), "copy_of_foundation.ptd"), nullptr);
+}
+
+TEST(HardeningTest, LoadDataIntoRefusesASmallDestination) {
+  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  BufferDataLoader loader(ptd.data(), ptd.size(), "foundation.ptd");
+  auto map = FlatTensorDataMap::load(&loader);
+  ASSERT_TRUE(map.ok());
+  ASSERT_GT(map->get_num_keys(), 0u);
+  const char* key = *map->get_key(0);
+  auto layout = map->get_tensor_layout(key);
+  ASSERT_TRUE(layout.ok());
+  std::vector<uint8_t> dst(layout->nbytes());
+  EXPECT_EQ(map->load_data_into(key, dst.data(), dst.size() - 1).code(), Error::InvalidArgument);
+  EXPECT_TRUE(map->load_data_into(key, dst.data(), dst.size()).ok());
+  EXPECT_EQ(map->get_tensor_layout("no.such.key").error(), Error::NotFound);
+  EXPECT_EQ(map->get_key(map->get_num_keys()).error(), Error::OutOfRange);
+}
+
+}  // namespace
+}  // namespace runtime
+}  // namespace edgeshare

@@ -1,0 +1,140 @@
+// Program and Method on the real demo files the exporter writes at build time (//tools:demo_lora_files).
+
+#include "edgeshare/runtime/executor/program.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "edgeshare/runtime/data_loader/buffer_data_loader.h"
+#include "edgeshare/runtime/data_loader/file_data_loader.h"
+#include "edgeshare/runtime/named_data/data_file.h"
+#include "edgeshare/tools/npy.h"
+
+namespace edgeshare {
+namespace runtime {
+namespace {
+
+std::string Fixture(const char* env) {
+  const char* path = std::getenv(env);
+  return path != nullptr ? path : "";
+}
+
+std::vector<uint8_t> ReadAll(const std::string& path) {
+  auto loader = FileDataLoader::from(path.c_str());
+  EXPECT_TRUE(loader.ok()) << loader.status().message();
+  std::vector<uint8_t> bytes(loader->size());
+  EXPECT_TRUE(loader->load_into(0, bytes.size(), bytes.data()).ok());
+  return bytes;
+}
+
+TEST(ProgramTest, ListsMethodsAndOwnsItsNamedData) {
+  auto loader = FileDataLoader::from(Fixture("LORA_A_PTE").c_str());
+  ASSERT_TRUE(loader.ok()) << loader.status().message();
+  auto program = Program::load(&*loader);
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  ASSERT_EQ(program->num_methods(), 1u);
+  EXPECT_STREQ(*program->get_method_name(0), "forward");
+  EXPECT_EQ(program->get_method_name(1).error(), Error::OutOfRange);
+  // The adapter weights travel with the program.
+  ASSERT_NE(program->named_data(), nullptr);
+  EXPECT_GT(program->named_data()->get_num_keys(), 0u);
+  EXPECT_EQ(program->load_method("backward").error(), Error::NotFound);
+}
+
+TEST(ProgramTest, MissingDataFileIsAnErrorNamingTheKey) {
+  auto loader = FileDataLoader::from(Fixture("LORA_A_PTE").c_str());
+  ASSERT_TRUE(loader.ok());
+  auto program = Program::load(&*loader);
+  ASSERT_TRUE(program.ok());
+  auto method = program->load_method("forward", nullptr);
+  ASSERT_FALSE(method.ok());
+  EXPECT_EQ(method.error(), Error::NotFound);
+  const std::string message = method.status().message();
+  EXPECT_NE(message.find("failed to load method 'forward'"), std::string::npos) << message;
+  EXPECT_NE(message.find("key '"), std::string::npos) << message;
+}
+
+TEST(ProgramTest, RunsForwardAndMatchesTheExportersReference) {
+  auto loader = FileDataLoader::from(Fixture("LORA_A_PTE").c_str());
+  ASSERT_TRUE(loader.ok());
+  auto program = Program::load(&*loader);
+  ASSERT_TRUE(program.ok());
+  auto foundation = DataFile::open(Fixture("FOUNDATION_PTD").c_str());
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  auto method = program->load_method("forward", &(*foundation)->map());
+  ASSERT_TRUE(method.ok()) << method.status().message();
+  auto input = tools::read_npy(Fixture("LORA_A_INPUT"));
+  auto expected = tools::read_npy(Fixture("LORA_A_OUTPUT"));
+  ASSERT_TRUE(input.ok() && expected.ok());
+  ASSERT_TRUE(method->set_input(0, input->tensor()).ok());
+  ASSERT_TRUE(method->execute().ok());
+  auto out = method->output(0);
+  ASSERT_TRUE(out.ok());
+  ASSERT_EQ(out->numel() * 4, expected->data.size());
+  const float* want = reinterpret_cast<const float*>(expected->data.data());
+  for (size_t i = 0; i < out->numel(); ++i) {
+    ASSERT_NEAR(out->data<float>()[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << i;
+  }
+}
+
+TEST(ProgramTest, SetInputChecksShapeAndType) {
+  auto loader = FileDataLoader::from(Fixture("LORA_A_PTE").c_str());
+  ASSERT_TRUE(loader.ok());
+  auto program = Program::load(&*loader);
+  ASSERT_TRUE(program.ok());
+  auto foundation = DataFile::open(Fixture("FOUNDATION_PTD").c_str());
+  ASSERT_TRUE(foundation.ok());
+  auto method = program->load_method("forward", &(*foundation)->map());
+  ASSERT_TRUE(method.ok()) << method.status().message();
+  std::vector<float> data(4 * 256);
+  Status wrong_shape = method->set_input(0, Tensor(ScalarType::Float, {256, 4}, data.data()));
+  EXPECT_EQ(wrong_shape.code(), Error::InvalidArgument);
+  EXPECT_NE(std::strstr(wrong_shape.message(), "[4, 256]"), nullptr) << wrong_shape.message();
+  EXPECT_EQ(method->set_input(0, Tensor(ScalarType::Int, {4, 256}, data.data())).code(),
+            Error::InvalidArgument);
+  EXPECT_EQ(method->set_input(1, Tensor(ScalarType::Float, {4, 256}, data.data())).code(),
+            Error::OutOfRange);
+}
+
+TEST(ProgramTest, CorruptHeadersAreErrorsNamingTheFile) {
+  std::vector<uint8_t> bytes = ReadAll(Fixture("LORA_A_PTE"));
+  {
+    std::vector<uint8_t> bad = bytes;
+    bad[0] = 'X';
+    BufferDataLoader loader(bad.data(), bad.size(), "bad_magic.pte");
+    auto program = Program::load(&loader);
+    EXPECT_EQ(program.error(), Error::InvalidProgram);
+    EXPECT_NE(std::strstr(program.status().message(), "bad_magic.pte"), nullptr);
+  }
+  {
+    BufferDataLoader loader(bytes.data(), 47, "short.pte");
+    EXPECT_EQ(Program::load(&loader).error(), Error::InvalidProgram);
+  }
+  {
+    BufferDataLoader loader(bytes.data(), bytes.size() - 1, "truncated.pte");
+    EXPECT_EQ(Program::load(&loader).error(), Error::InvalidProgram);
+  }
+  {
+    std::vector<uint8_t> bad = bytes;
+    bad[4] = 99;  // format version
+    BufferDataLoader loader(bad.data(), bad.size(), "future.pte");
+    auto program = Program::load(&loader);
+    EXPECT_EQ(program.error(), Error::InvalidProgram);
+    EXPECT_NE(std::strstr(program.status().message(), "version"), nullptr);
+  }
+  {
+    // A .ptd is not a .pte.
+    std::vector<uint8_t> ptd = ReadAll(Fixture("FOUNDATION_PTD"));
+    BufferDataLoader loader(ptd.data(), ptd.size(), "foundation.ptd");
+    EXPECT_EQ(Program::load(&loader).error(), Error::InvalidProgram);
+  }
+}
+
+}  // namespace
+}  // namespace runtime
+}  // namespace edgeshare
