@@ -1,0 +1,133 @@
+// The headline promise on real files: two LoRA programs exported over one foundation, loaded in one
+// process, fetch and pack every foundation weight once, and both compute what torch computed.
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+#include "edgeshare/runtime/data_loader/file_data_loader.h"
+#include "edgeshare/runtime/executor/program.h"
+#include "edgeshare/runtime/named_data/data_file.h"
+#include "edgeshare/tools/npy.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace {
+
+using runtime::DataFile;
+using runtime::FileDataLoader;
+using runtime::Method;
+using runtime::Program;
+
+const char* Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+struct Loaded {
+  std::unique_ptr<FileDataLoader> loader;
+  std::unique_ptr<Program> program;
+};
+
+Loaded Load(const char* path) {
+  Loaded out;
+  auto loader = FileDataLoader::from(path);
+  EXPECT_TRUE(loader.ok()) << loader.status().message();
+  out.loader = std::make_unique<FileDataLoader>(std::move(loader).get());
+  auto program = Program::load(out.loader.get());
+  EXPECT_TRUE(program.ok()) << program.status().message();
+  out.program = std::make_unique<Program>(std::move(program).get());
+  return out;
+}
+
+void ExpectMatchesReference(Method& method, const char* input_env, const char* output_env) {
+  auto input = tools::read_npy(Env(input_env));
+  auto expected = tools::read_npy(Env(output_env));
+  ASSERT_TRUE(input.ok() && expected.ok());
+  ASSERT_TRUE(method.set_input(0, input->tensor()).ok());
+  ASSERT_TRUE(method.execute().ok());
+  auto out = method.output(0);
+  ASSERT_TRUE(out.ok());
+  ASSERT_EQ(out->nbytes(), expected->data.size());
+  const float* want = reinterpret_cast<const float*>(expected->data.data());
+  for (size_t i = 0; i < out->numel(); ++i) {
+    ASSERT_NEAR(out->data<float>()[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i])) << i;
+  }
+}
+
+// Foundation keys are the .ptd's keys; the programs keep only adapter keys.
+std::vector<std::string> FoundationKeys(const DataFile& file) {
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < file.map().get_num_keys(); ++i) keys.push_back(*file.map().get_key(i));
+  return keys;
+}
+
+TEST(LoraSharingTest, TwoProgramsFetchAndPackTheFoundationOnce) {
+  set_weight_sharing(true);
+  reset_weights_cache_counters();
+  auto foundation = DataFile::open(Env("FOUNDATION_PTD"));
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  const std::vector<std::string> keys = FoundationKeys(**foundation);
+  ASSERT_EQ(keys.size(), 6u);  // fc1..fc3, weight and bias each
+
+  Loaded a = Load(Env("LORA_A_PTE"));
+  Loaded b = Load(Env("LORA_B_PTE"));
+  {
+    auto method_a = a.program->load_method("forward", &(*foundation)->map());
+    ASSERT_TRUE(method_a.ok()) << method_a.status().message();
+    const WeightsCacheStats after_a = process_weights_cache_stats();
+    auto method_b = b.program->load_method("forward", &(*foundation)->map());
+    ASSERT_TRUE(method_b.ok()) << method_b.status().message();
+    const WeightsCacheStats after_b = process_weights_cache_stats();
+
+    for (const std::string& key : keys) {
+      ASSERT_EQ(after_b.named_data_fetches.count(key), 1u) << key;
+      EXPECT_EQ(after_b.named_data_fetches.at(key), 1u) << key << " fetched more than once";
+    }
+    // Loading the second program fetched only its adapter, never a foundation byte.
+    uint64_t foundation_bytes = 0;
+    for (const std::string& key : keys) foundation_bytes += (*(*foundation)->map().get_tensor_layout(key.c_str())).nbytes();
+    EXPECT_LT(after_b.bytes_fetched - after_a.bytes_fetched, foundation_bytes / 10);
+    // Packed foundation entries equal the foundation's linear layers, not twice that.
+    const size_t foundation_linears = 3;
+    const size_t adapter_matrices_per_program = 6;
+    EXPECT_EQ(after_b.cache_hits - after_a.cache_hits, foundation_linears);
+    EXPECT_EQ(after_b.num_packed_entries, foundation_linears + 2 * adapter_matrices_per_program);
+    EXPECT_EQ(after_b.packs, foundation_linears + 2 * adapter_matrices_per_program);
+    // Nothing unpacked is held after init: the mmapped foundation pages were given back.
+    EXPECT_TRUE(after_b.unpacked_data_names.empty());
+
+    ExpectMatchesReference(*method_a, "LORA_A_INPUT", "LORA_A_OUTPUT");
+    ExpectMatchesReference(*method_b, "LORA_B_INPUT", "LORA_B_OUTPUT");
+  }
+  // Both methods are gone: every packed entry was released.
+  EXPECT_EQ(process_weights_cache_stats().num_packed_entries, 0u);
+}
+
+TEST(LoraSharingTest, WithSharingOffEachProgramPacksItsOwnFoundation) {
+  set_weight_sharing(false);
+  reset_weights_cache_counters();
+  auto foundation = DataFile::open(Env("FOUNDATION_PTD"));
+  ASSERT_TRUE(foundation.ok());
+  Loaded a = Load(Env("LORA_A_PTE"));
+  Loaded b = Load(Env("LORA_B_PTE"));
+  {
+    auto method_a = a.program->load_method("forward", &(*foundation)->map());
+    auto method_b = b.program->load_method("forward", &(*foundation)->map());
+    ASSERT_TRUE(method_a.ok() && method_b.ok());
+    const WeightsCacheStats stats = process_weights_cache_stats();
+    EXPECT_EQ(stats.named_data_fetches.at("fc1.weight"), 2u);
+    EXPECT_EQ(stats.cache_hits, 0u);
+    ExpectMatchesReference(*method_b, "LORA_B_INPUT", "LORA_B_OUTPUT");
+  }
+  set_weight_sharing(true);
+}
+
+}  // namespace
+}  // namespace xnnpack
+}  // namespace edgeshare
