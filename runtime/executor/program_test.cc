@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -133,6 +134,53 @@ TEST(ProgramTest, CorruptHeadersAreErrorsNamingTheFile) {
     BufferDataLoader loader(ptd.data(), ptd.size(), "foundation.ptd");
     EXPECT_EQ(Program::load(&loader).error(), Error::InvalidProgram);
   }
+}
+
+TEST(ProgramTest, TwoMethodsOfOneProgramRunOnTwoThreads) {
+  auto loader = FileDataLoader::from(Fixture("LORA_A_PTE").c_str());
+  ASSERT_TRUE(loader.ok());
+  auto program = Program::load(&*loader);
+  ASSERT_TRUE(program.ok());
+  auto foundation = DataFile::open(Fixture("FOUNDATION_PTD").c_str());
+  ASSERT_TRUE(foundation.ok());
+  // Two loaded instances of "forward": separate planned memory, shared packed weights.
+  auto first = program->load_method("forward", &(*foundation)->map());
+  auto second = program->load_method("forward", &(*foundation)->map());
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto input = tools::read_npy(Fixture("LORA_A_INPUT"));
+  auto expected = tools::read_npy(Fixture("LORA_A_OUTPUT"));
+  ASSERT_TRUE(input.ok() && expected.ok());
+  const float* want = reinterpret_cast<const float*>(expected->data.data());
+  auto worker = [&](Method* method, std::vector<float> scale, int* mismatches) {
+    // Each thread runs a different input (scaled), so crossed buffers would show.
+    std::vector<float> x(input->data.size() / 4);
+    const float* base = reinterpret_cast<const float*>(input->data.data());
+    for (int iteration = 0; iteration < 200; ++iteration) {
+      const bool plain = scale[iteration % scale.size()] == 1.0f;
+      for (size_t i = 0; i < x.size(); ++i) x[i] = base[i] * scale[iteration % scale.size()];
+      if (!method->set_input(0, Tensor(ScalarType::Float, {4, 256}, x.data())).ok() ||
+          !method->execute().ok()) {
+        ++*mismatches;
+        continue;
+      }
+      if (!plain) continue;
+      const float* y = method->output(0)->data<float>();
+      for (size_t i = 0; i < method->output(0)->numel(); ++i) {
+        if (std::fabs(y[i] - want[i]) > 1e-4f + 1e-4f * std::fabs(want[i])) {
+          ++*mismatches;
+          break;
+        }
+      }
+    }
+  };
+  int mismatches_a = 0;
+  int mismatches_b = 0;
+  std::thread a(worker, &*first, std::vector<float>{1.0f, 2.0f}, &mismatches_a);
+  std::thread b(worker, &*second, std::vector<float>{-3.0f, 1.0f}, &mismatches_b);
+  a.join();
+  b.join();
+  EXPECT_EQ(mismatches_a, 0);
+  EXPECT_EQ(mismatches_b, 0);
 }
 
 }  // namespace
