@@ -1,7 +1,7 @@
 // run: loads every given program in one process over the given data files, runs each method once,
 // and reports outputs, latency and what the XNNPACK weights cache fetched and packed.
 //
-//   bazel run //tools:run -- --program lora_a.pte --program lora_b.pte --data foundation.ptd \
+//   bazel run //tools:run -- --program lora_a.pte --program lora_b.pte --data foundation.ptd
 //       [--inputs x.npy[,y.npy]] [--outputs DIR] [--stats-json FILE] [--no-share] [--iterations N]
 //
 // Without --inputs every input is filled with seeded values in [-1, 1). --outputs writes
