@@ -67,6 +67,13 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   return parts;
 }
 
+// Under `bazel run` the tool starts in its runfiles; relative paths mean the user's directory.
+std::string UserPath(const std::string& path) {
+  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || dir == nullptr) return path;
+  return std::string(dir) + "/" + path;
+}
+
 Result<Options> ParseArgs(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
@@ -77,17 +84,19 @@ Result<Options> ParseArgs(int argc, char** argv) {
     };
     if (arg == "--program") {
       ES_ASSIGN_OR_RETURN(std::string v, value("--program"));
-      options.programs.push_back(v);
+      options.programs.push_back(UserPath(v));
     } else if (arg == "--data") {
       ES_ASSIGN_OR_RETURN(std::string v, value("--data"));
-      options.data_files.push_back(v);
+      options.data_files.push_back(UserPath(v));
     } else if (arg == "--inputs") {
       ES_ASSIGN_OR_RETURN(std::string v, value("--inputs"));
-      options.inputs = SplitCommas(v);
+      for (const std::string& input : SplitCommas(v)) options.inputs.push_back(UserPath(input));
     } else if (arg == "--outputs") {
-      ES_ASSIGN_OR_RETURN(options.outputs_dir, value("--outputs"));
+      ES_ASSIGN_OR_RETURN(std::string v, value("--outputs"));
+      options.outputs_dir = UserPath(v);
     } else if (arg == "--stats-json") {
-      ES_ASSIGN_OR_RETURN(options.stats_json, value("--stats-json"));
+      ES_ASSIGN_OR_RETURN(std::string v, value("--stats-json"));
+      options.stats_json = UserPath(v);
     } else if (arg == "--no-share") {
       options.share = false;
     } else if (arg == "--iterations") {
