@@ -3,18 +3,20 @@
     ./bazelw run -c opt //bench:lora -- [--json FILE] [--models demo,reference] [--repeats N]
 
 For each model (the demo of exir/demo_lora.py, and a reference transformer-style model) it exports
-8 LoRA programs over one foundation.ptd for T=1 tokens, and one program for T=32 (the foundation.ptd
-is byte-identical, so one copy serves both), then runs bench/lora_runner, the C++ runtime with the
-XNNPACK delegate, once per configuration in a fresh process:
+8 LoRA programs over one foundation.ptd for T=1 tokens, one for T=32, and the bare foundation (no
+adapter) for both as a baseline; every export writes a byte-identical foundation.ptd, so one copy
+serves all. Then it runs bench/lora_runner (the C++ runtime with the XNNPACK delegate) once per
+configuration in a fresh process:
 
 - 1 program; 2 and 8 programs with the weights cache's sharing on and off: RSS growth (VmRSS after
-  loading minus VmRSS before opening anything), peak (VmHWM), load time of each program;
-- 1 program, T=1 and T=32: forward latency (median of K runs after warm-up, 1 thread: the delegate
-  has no threadpool, so 2 threads are not measured);
+  loading minus VmRSS before opening anything), the same after malloc_trim, peak (VmHWM), and the
+  load time of each program;
+- 1 program (and the bare foundation) at T=1 and T=32: forward latency, the median of K runs after
+  warm-up, 1 thread (the delegate has no threadpool, so 2 threads are not measured);
 
-and times torch eager on the same LoRA model (torch.set_num_threads(1)). Every configuration is
-repeated --repeats times, round-robin, and the median is reported. It prints a table and, with
---json, writes {"demo": {...}, "reference": {...}} (keys: see REQUIRED_KEYS and the table).
+and times torch eager on the same models with torch.set_num_threads(1). Every configuration is
+repeated --repeats times, round-robin, and medians are reported. It prints a table and the JSON
+({"demo": {...}, "reference": {...}}; REQUIRED_KEYS and more), and writes the JSON to --json FILE.
 """
 
 import argparse
@@ -38,7 +40,8 @@ from torch import nn
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir.demo_lora import demo_lora, make_adapter
-from edgeshare.exir.lora import LoRALinear, LoraExportResult, export_lora
+from edgeshare.exir import LoraDataPolicy, to_edge
+from edgeshare.exir.lora import LoRALinear, LoraExportResult, export_lora, export_method
 
 __all__ = [
     "REQUIRED_KEYS",
@@ -189,7 +192,7 @@ def reference_model(blocks: int = 4, d_model: int = 1024, d_ff: int = 2048) -> B
         foundation=foundation,
         adapters=adapters,
         make_input=_seeded_input(d_model, 100),
-        iterations_b32=5,
+        iterations_b32=10,
     )
 
 
@@ -285,20 +288,38 @@ def torch_latency_ms(module: nn.Module, x: torch.Tensor, iterations: int, warmup
 
 @dataclasses.dataclass
 class Exported:
-    """The files of one model: NUM_ADAPTERS programs for T=1, one for T=32, one foundation."""
+    """The files of one model, all over one foundation.ptd.
+
+    Attributes:
+      foundation: the shared .ptd.
+      programs_b1: NUM_ADAPTERS LoRA programs for T=1.
+      program_b32: the first adapter's program for T=32.
+      bare_b1, bare_b32: the foundation alone (no adapter) for T=1 and T=32, as a baseline.
+      export_s: seconds the exports took.
+      result_b1: what export_lora wrote for T=1 (sizes, eager modules).
+    """
 
     foundation: str
     programs_b1: List[str]
     program_b32: str
+    bare_b1: str
+    bare_b32: str
     export_s: float
     result_b1: LoraExportResult
 
 
+def _same_foundation(model: BenchModel, reference: str, other: str) -> None:
+    if not filecmp.cmp(reference, other, shallow=False):
+        raise BenchError(f"{model.name}: {other} differs from {reference}")
+    os.remove(other)  # One copy serves every program.
+
+
 def export_model(model: BenchModel, out_dir: str) -> Exported:
-    """Exports model's programs for T=1 (all adapters) and T=32 (the first adapter).
+    """Exports model's LoRA programs for T=1 (every adapter) and T=32 (the first adapter), and the
+    bare foundation for both, all over the T=1 export's foundation.ptd.
 
     Raises:
-      BenchError: the T=32 export wrote a different foundation.ptd than the T=1 export.
+      BenchError: another export wrote a different foundation.ptd than the T=1 export.
     """
     start = time.perf_counter()
     names = list(model.adapters)
@@ -307,13 +328,21 @@ def export_model(model: BenchModel, out_dir: str) -> Exported:
     first = names[0]
     b32 = export_lora(model.foundation, {first: model.adapters[first]}, (model.make_input(32),),
                       os.path.join(out_dir, "t32"), XnnpackPartitioner())
-    if not filecmp.cmp(b1.foundation_path, b32.foundation_path, shallow=False):
-        raise BenchError(f"{model.name}: foundation.ptd differs between the T=1 and T=32 exports")
-    os.remove(b32.foundation_path)  # One copy serves both.
+    _same_foundation(model, b1.foundation_path, b32.foundation_path)
+    bare: Dict[int, str] = {}
+    for tokens in (1, 32):
+        folder = os.path.join(out_dir, f"bare_t{tokens}")
+        ep = export_method(model.foundation, (model.make_input(tokens),), f"{model.name} foundation")
+        edge = to_edge({"forward": ep}, data_policy=LoraDataPolicy()).to_backend(XnnpackPartitioner())
+        paths = edge.to_executorch().write_to_dir(folder, "foundation_only")
+        bare[tokens] = paths[0]
+        _same_foundation(model, b1.foundation_path, os.path.join(folder, "foundation.ptd"))
     return Exported(
         foundation=b1.foundation_path,
         programs_b1=[b1.program_paths[n] for n in names],
         program_b32=b32.program_paths[first],
+        bare_b1=bare[1],
+        bare_b32=bare[32],
         export_s=time.perf_counter() - start,
         result_b1=b1,
     )
@@ -327,14 +356,6 @@ def _mib(kib: float) -> float:
     return kib / 1024.0
 
 
-def _growth_mb(report: Dict[str, Any]) -> float:
-    return _mib(report["rss_loaded_kib"] - report["rss_before_kib"])
-
-
-def _peak_mb(report: Dict[str, Any]) -> float:
-    return _mib(report["hwm_loaded_kib"] - report["rss_before_kib"])
-
-
 def _ratio(a: float, b: float) -> float:
     return a / b if b and not math.isnan(a) and not math.isnan(b) else float("nan")
 
@@ -342,7 +363,7 @@ def _ratio(a: float, b: float) -> float:
 def bench_model(
     model: BenchModel,
     work_dir: str,
-    repeats: int = 3,
+    repeats: int = 5,
     iterations_b1: int = 50,
     iterations_b32: Optional[int] = None,
     warmup: int = 3,
@@ -350,84 +371,107 @@ def bench_model(
 ) -> Dict[str, Any]:
     """Exports and measures one model; returns its figures (REQUIRED_KEYS and more).
 
+    Every configuration runs in a fresh lora_runner process, `repeats` times, round-robin (so that
+    slow phases of a noisy machine hit every configuration alike); figures are medians.
+
     Args:
       model: what to measure.
       work_dir: where its files go.
-      repeats: fresh processes per configuration (the median is reported).
-      iterations_b1: timed runs at T=1 (runtime and torch).
-      iterations_b32: timed runs at T=32 (None: the model's own default).
+      repeats: fresh processes per configuration.
+      iterations_b1: timed runs at T=1 per process (runtime), and per repeat (torch).
+      iterations_b32: the same at T=32 (None: the model's own default).
       warmup: untimed runs before them.
       log: progress messages.
     """
     n32 = model.iterations_b32 if iterations_b32 is None else iterations_b32
-    log(f"[{model.name}] exporting {len(model.adapters)} programs (T=1) and 1 (T=32)")
+    log(f"[{model.name}] exporting {len(model.adapters)} LoRA programs (T=1), 1 (T=32) and the bare foundation")
     exported = export_model(model, work_dir)
-    log(f"[{model.name}] exported in {exported.export_s:.1f} s; measuring")
+    log(f"[{model.name}] exported in {exported.export_s:.1f} s; measuring ({repeats} repeats)")
     data = exported.foundation
     programs = exported.programs_b1
+    # name -> (programs, sharing, timed runs, tokens); "1" also gives the T=1 latency.
     configs = {
-        "1": (programs[:1], True),
-        "2_shared": (programs[:2], True),
-        "2_unshared": (programs[:2], False),
-        "8_shared": (programs[:NUM_ADAPTERS], True),
-        "8_unshared": (programs[:NUM_ADAPTERS], False),
+        "1": (programs[:1], True, iterations_b1),
+        "2_shared": (programs[:2], True, 0),
+        "2_unshared": (programs[:2], False, 0),
+        "8_shared": (programs[:NUM_ADAPTERS], True, 0),
+        "8_unshared": (programs[:NUM_ADAPTERS], False, 0),
+        "1_b32": ([exported.program_b32], True, n32),
+        "foundation": ([exported.bare_b1], True, iterations_b1),
+        "foundation_b32": ([exported.bare_b32], True, n32),
     }
     runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in configs}
-    latency_b1: List[float] = []
-    latency_b32: List[float] = []
     for _ in range(repeats):
-        for name, (paths, share) in configs.items():
-            runs[name].append(run_runner(paths, data, share))
-        latency_b1 += run_runner(programs[:1], data, iterations=iterations_b1, warmup=warmup)["latency_ms"]
-        latency_b32 += run_runner([exported.program_b32], data, iterations=n32, warmup=warmup)["latency_ms"]
+        for name, (paths, share, iterations) in configs.items():
+            runs[name].append(run_runner(paths, data, share, iterations, warmup))
 
     module = exported.result_b1.modules[next(iter(model.adapters))]
-    torch_b1 = torch_latency_ms(module, model.make_input(1), iterations_b1 * repeats, warmup)
-    torch_b32 = torch_latency_ms(module, model.make_input(32), n32 * repeats, warmup)
+    torch_ms = {
+        (what, tokens): torch_latency_ms(m, model.make_input(tokens), n * repeats, warmup)
+        for what, m in (("lora", module), ("foundation", model.foundation))
+        for tokens, n in ((1, iterations_b1), (32, n32))
+    }
 
-    def rss(name: str) -> float:
-        return _median([_growth_mb(r) for r in runs[name]])
+    def over(name: str, key: str, rest: str = "rss_before_kib") -> float:
+        return _median([_mib(r[key] - r[rest]) for r in runs[name]])
 
-    def peak(name: str) -> float:
-        return _median([_peak_mb(r) for r in runs[name]])
+    def latency(name: str) -> List[float]:
+        return [ms for r in runs[name] for ms in r["latency_ms"]]
 
-    def load_ms(index: int, share: bool) -> List[float]:
-        return [r["load_ms"][index] for rs in runs.values() for r in rs
-                if r["sharing"] == share and len(r["load_ms"]) > index]
+    def steps(name: str) -> List[float]:
+        count = len(runs[name][0]["rss_after_kib"])
+        return [round(_median([_mib(r["rss_after_kib"][i] - r["rss_before_kib"]) for r in runs[name]]), 3)
+                for i in range(count)]
 
-    firsts = [r["data_open_ms"] + r["load_ms"][0] for rs in runs.values() for r in rs]
-    rest_shared = [ms for r in runs["8_shared"] for ms in r["load_ms"][1:]]
-    rest_unshared = [ms for r in runs["8_unshared"] for ms in r["load_ms"][1:]]
+    lora_runs = [r for name in ("1", "2_shared", "2_unshared", "8_shared", "8_unshared") for r in runs[name]]
+
+    def second_load(share: bool) -> List[float]:
+        return [r["load_ms"][1] for r in lora_runs if r["sharing"] == share and len(r["load_ms"]) > 1]
+
     sizes = exported.result_b1
-    adapter_mb = _median([b / MIB for b in sizes.adapter_bytes.values()])
     out: Dict[str, Any] = {
         "description": model.description,
-        "rss_mb_1": rss("1"),
-        "rss_mb_2_shared": rss("2_shared"),
-        "rss_mb_2_unshared": rss("2_unshared"),
-        "rss_mb_8_shared": rss("8_shared"),
-        "rss_mb_8_unshared": rss("8_unshared"),
-        "peak_mb_1": peak("1"),
-        "peak_mb_2_shared": peak("2_shared"),
-        "peak_mb_2_unshared": peak("2_unshared"),
-        "peak_mb_8_shared": peak("8_shared"),
-        "peak_mb_8_unshared": peak("8_unshared"),
-        "load_ms_first": _median(firsts),
-        "load_ms_second_shared": _median(load_ms(1, True)),
-        "load_ms_second_unshared": _median(load_ms(1, False)),
-        "load_ms_rest_shared": _median(rest_shared),
-        "load_ms_rest_unshared": _median(rest_unshared),
-        "data_open_ms": _median([r["data_open_ms"] for rs in runs.values() for r in rs]),
-        "latency_ms_b1": _median(latency_b1),
-        "latency_ms_b32": _median(latency_b32),
-        "latency_ms_b1_min": min(latency_b1),
-        "latency_ms_b32_min": min(latency_b32),
-        "torch_latency_ms_b1": _median(torch_b1),
-        "torch_latency_ms_b32": _median(torch_b32),
+        "rss_mb_1": over("1", "rss_loaded_kib"),
+        "rss_mb_2_shared": over("2_shared", "rss_loaded_kib"),
+        "rss_mb_2_unshared": over("2_unshared", "rss_loaded_kib"),
+        "rss_mb_8_shared": over("8_shared", "rss_loaded_kib"),
+        "rss_mb_8_unshared": over("8_unshared", "rss_loaded_kib"),
+        "rss_mb_foundation_only": over("foundation", "rss_loaded_kib"),
+        "rss_mb_1_b32": over("1_b32", "rss_loaded_kib"),
+        "rss_mb_1_after_run": over("1", "rss_ran_kib"),
+        "rss_mb_1_b32_after_run": over("1_b32", "rss_ran_kib"),
+        "rss_mb_steps_8_shared": steps("8_shared"),
+        "rss_mb_steps_8_unshared": steps("8_unshared"),
+        "rss_trimmed_mb_1": over("1", "rss_trimmed_kib"),
+        "rss_trimmed_mb_8_shared": over("8_shared", "rss_trimmed_kib"),
+        "rss_trimmed_mb_8_unshared": over("8_unshared", "rss_trimmed_kib"),
+        "rss_file_mb_8_shared": over("8_shared", "rss_file_loaded_kib", "rss_file_before_kib"),
+        "peak_mb_1": over("1", "hwm_loaded_kib"),
+        "peak_mb_2_shared": over("2_shared", "hwm_loaded_kib"),
+        "peak_mb_2_unshared": over("2_unshared", "hwm_loaded_kib"),
+        "peak_mb_8_shared": over("8_shared", "hwm_loaded_kib"),
+        "peak_mb_8_unshared": over("8_unshared", "hwm_loaded_kib"),
+        "load_ms_first": _median([r["data_open_ms"] + r["load_ms"][0] for r in lora_runs]),
+        "load_ms_second_shared": _median(second_load(True)),
+        "load_ms_second_unshared": _median(second_load(False)),
+        "load_ms_rest_shared": _median([ms for r in runs["8_shared"] for ms in r["load_ms"][1:]]),
+        "load_ms_rest_unshared": _median([ms for r in runs["8_unshared"] for ms in r["load_ms"][1:]]),
+        "load_ms_foundation_only": _median([r["data_open_ms"] + r["load_ms"][0] for r in runs["foundation"]]),
+        "data_open_ms": _median([r["data_open_ms"] for r in lora_runs]),
+        "latency_ms_b1": _median(latency("1")),
+        "latency_ms_b32": _median(latency("1_b32")),
+        "latency_ms_b1_min": min(latency("1")),
+        "latency_ms_b32_min": min(latency("1_b32")),
+        "latency_ms_b1_foundation_only": _median(latency("foundation")),
+        "latency_ms_b32_foundation_only": _median(latency("foundation_b32")),
+        "torch_latency_ms_b1": _median(torch_ms[("lora", 1)]),
+        "torch_latency_ms_b32": _median(torch_ms[("lora", 32)]),
+        "torch_latency_ms_b1_foundation_only": _median(torch_ms[("foundation", 1)]),
+        "torch_latency_ms_b32_foundation_only": _median(torch_ms[("foundation", 32)]),
         "threads": 1,
         "foundation_mb": sizes.shared_bytes / MIB,
         "foundation_file_mb": os.path.getsize(data) / MIB,
-        "adapter_mb": adapter_mb,
+        "adapter_mb": _median([b / MIB for b in sizes.adapter_bytes.values()]),
         "program_file_mb": _median([os.path.getsize(p) / MIB for p in programs]),
         "packed_entries_8_shared": runs["8_shared"][0]["packed_entries"],
         "packed_entries_8_unshared": runs["8_unshared"][0]["packed_entries"],
@@ -439,23 +483,32 @@ def bench_model(
         "iterations_b1": iterations_b1,
         "iterations_b32": n32,
     }
+    extra = NUM_ADAPTERS - 1
     out["rss_2_shared_over_unshared"] = _ratio(out["rss_mb_2_shared"], out["rss_mb_2_unshared"])
     out["rss_8_shared_over_unshared"] = _ratio(out["rss_mb_8_shared"], out["rss_mb_8_unshared"])
     out["rss_8_shared_over_1"] = _ratio(out["rss_mb_8_shared"], out["rss_mb_1"])
     out["rss_8_unshared_over_1"] = _ratio(out["rss_mb_8_unshared"], out["rss_mb_1"])
-    out["rss_mb_per_extra_program_shared"] = (out["rss_mb_8_shared"] - out["rss_mb_1"]) / (NUM_ADAPTERS - 1)
-    out["rss_mb_per_extra_program_unshared"] = (out["rss_mb_8_unshared"] - out["rss_mb_1"]) / (NUM_ADAPTERS - 1)
+    out["rss_mb_per_extra_program_shared"] = (out["rss_mb_8_shared"] - out["rss_mb_1"]) / extra
+    out["rss_mb_per_extra_program_unshared"] = (out["rss_mb_8_unshared"] - out["rss_mb_1"]) / extra
+    out["rss_trimmed_mb_per_extra_program_shared"] = (out["rss_trimmed_mb_8_shared"] - out["rss_trimmed_mb_1"]) / extra
     out["load_second_shared_over_first"] = _ratio(out["load_ms_second_shared"], out["load_ms_first"])
     out["load_second_shared_over_unshared"] = _ratio(out["load_ms_second_shared"], out["load_ms_second_unshared"])
     out["latency_b1_over_torch"] = _ratio(out["latency_ms_b1"], out["torch_latency_ms_b1"])
     out["latency_b32_over_torch"] = _ratio(out["latency_ms_b32"], out["torch_latency_ms_b32"])
+    out["latency_b1_foundation_only_over_torch"] = _ratio(
+        out["latency_ms_b1_foundation_only"], out["torch_latency_ms_b1_foundation_only"])
+    out["latency_b32_foundation_only_over_torch"] = _ratio(
+        out["latency_ms_b32_foundation_only"], out["torch_latency_ms_b32_foundation_only"])
+    out["lora_latency_overhead_b32"] = _ratio(out["latency_ms_b32"], out["latency_ms_b32_foundation_only"])
+    out["torch_lora_latency_overhead_b32"] = _ratio(
+        out["torch_latency_ms_b32"], out["torch_latency_ms_b32_foundation_only"])
     out["not_measured"] = dict(NOT_MEASURED)
     return out
 
 
 def run_bench(
     models: Sequence[str],
-    repeats: int = 3,
+    repeats: int = 5,
     iterations_b1: int = 50,
     iterations_b32: Optional[int] = None,
     warmup: int = 3,
@@ -491,7 +544,7 @@ def run_bench(
 # Report
 
 TABLE = (
-    ("RSS growth, MiB", None),
+    ("RSS growth, MiB (T=1 programs)", None),
     ("  1 program", "rss_mb_1"),
     ("  2 programs, shared", "rss_mb_2_shared"),
     ("  2 programs, unshared", "rss_mb_2_unshared"),
@@ -500,6 +553,8 @@ TABLE = (
     ("  8 shared / 8 unshared", "rss_8_shared_over_unshared"),
     ("  per extra program, shared", "rss_mb_per_extra_program_shared"),
     ("  per extra program, unshared", "rss_mb_per_extra_program_unshared"),
+    ("  the same after malloc_trim, shared", "rss_trimmed_mb_per_extra_program_shared"),
+    ("  bare foundation, no adapter", "rss_mb_foundation_only"),
     ("  peak, 8 programs, shared", "peak_mb_8_shared"),
     ("  peak, 8 programs, unshared", "peak_mb_8_unshared"),
     ("Load, ms", None),
@@ -516,6 +571,9 @@ TABLE = (
     ("  runtime, T=32", "latency_ms_b32"),
     ("  torch eager, T=32", "torch_latency_ms_b32"),
     ("  runtime / torch, T=32", "latency_b32_over_torch"),
+    ("  bare foundation: runtime, T=32", "latency_ms_b32_foundation_only"),
+    ("  bare foundation: torch, T=32", "torch_latency_ms_b32_foundation_only"),
+    ("  bare foundation: runtime / torch", "latency_b32_foundation_only_over_torch"),
     ("Sizes, MiB", None),
     ("  foundation weights (shared)", "foundation_mb"),
     ("  adapter weights per program", "adapter_mb"),
@@ -576,7 +634,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="lora", description=__doc__.split("\n")[0])
     parser.add_argument("--json", default=None, help="write the figures to this file")
     parser.add_argument("--models", default="demo,reference", help="comma-separated: demo, reference")
-    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per configuration")
+    parser.add_argument("--repeats", type=int, default=5, help="fresh processes per configuration")
     parser.add_argument("--iterations", type=int, default=50, help="timed runs at T=1")
     parser.add_argument("--iterations-b32", type=int, default=None, help="timed runs at T=32 (default per model)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")

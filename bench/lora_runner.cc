@@ -1,23 +1,30 @@
-// lora_runner: one measurement of the LoRA benchmark, in a fresh process. bench/lora.py runs it once
-// per configuration so that RSS, load times and the weights cache start from nothing every time.
+// lora_runner: one measurement of the LoRA benchmark, in a fresh process. bench/lora.py runs it
+// once per configuration so that RSS, load times and the weights cache start from nothing.
 //
 //   lora_runner --data foundation.ptd --program a.pte [--program b.pte ...] [--no-share]
 //               [--warmup W] [--iterations K]
 //
 // It reads VmRSS before opening anything, opens the data files (DataFile::open), loads every
 // program (FileDataLoader + Program::load + load_method of each method) one after another, and
-// reads VmRSS after each. With --iterations K > 0 it then runs the first program's first method W
-// times untimed and K times timed (seeded inputs). Last, it destroys everything and reads VmRSS
-// again. It prints ONE JSON line on stdout:
+// reads VmRSS after each, then again after malloc_trim(0) (what the programs hold, without the
+// allocator's free pages). With --iterations K > 0 it then runs the first program's first method
+// W times untimed and K times timed (seeded inputs) and reads VmRSS again. Last, it destroys
+// everything and reads VmRSS once more. It prints ONE JSON line on stdout:
 //
 //   {"sharing": true, "programs": 2, "rss_before_kib": ..., "data_open_ms": ...,
 //    "load_ms": [..per program..], "rss_after_kib": [..per program..], "rss_loaded_kib": ...,
-//    "rss_anon_loaded_kib": ..., "rss_file_loaded_kib": ..., "hwm_kib": ...,
+//    "rss_anon_before_kib": ..., "rss_file_before_kib": ..., "rss_anon_loaded_kib": ...,
+//    "rss_file_loaded_kib": ..., "hwm_loaded_kib": ..., "rss_trimmed_kib": ..., "rss_ran_kib": ...,
 //    "rss_released_kib": ..., "latency_ms": [..K samples..], "packs": ..., "cache_hits": ...,
-//    "bytes_fetched": ..., "packed_entries": ..., "data_files_open": ...}
+//    "bytes_fetched": ..., "packed_entries": ..., "packed_entries_released": ...,
+//    "data_files_open": ...}
 //
-// All memory figures are KiB as /proc/self/status gives them. An error is one line on stderr and
-// exit status 1.
+// Memory figures are KiB as /proc/self/status gives them. hwm_loaded_kib is VmHWM after loading:
+// the kernel folds the current RSS into it when it is read or memory is unmapped, so a peak given
+// back in other ways (brk shrink, madvise) may be missed: it is a lower bound of the peak.
+// An error is one line on stderr and exit status 1.
+
+#include <malloc.h>
 
 #include <chrono>
 #include <cstdio>
@@ -134,7 +141,8 @@ Result<MemoryKib> ReadMemory() {
 }
 
 double MillisecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  return std::chrono::duration<double, std::milli>(elapsed).count();
 }
 
 // Seeded inputs in [-1, 1): a fixed LCG, the same numbers as tools/run.
@@ -187,11 +195,11 @@ Result<std::vector<double>> MeasureLatency(Method& method, int warmup, int itera
   return samples;
 }
 
-void PrintList(const char* key, const std::vector<double>& values, const char* format) {
+// Prints "key": [v0, v1, ...] with `digits` decimals.
+void PrintList(const char* key, const std::vector<double>& values, int digits) {
   std::printf("\"%s\": [", key);
   for (size_t i = 0; i < values.size(); ++i) {
-    std::printf(i ? ", " : "");
-    std::printf(format, values[i]);
+    std::printf("%s%.*f", i ? ", " : "", digits, values[i]);
   }
   std::printf("]");
 }
@@ -232,12 +240,19 @@ Status Run(const Options& options) {
   const xnnpack::WeightsCacheStats stats = xnnpack::process_weights_cache_stats();
   const size_t files_open = DataFile::open_count();
 
+  // What the allocator keeps of freed memory (unpacked bytes fetched then released after packing)
+  // counts in VmRSS; RSS after malloc_trim is the memory the loaded programs really hold
+  // (read before running: execution touches planned memory for the first time).
+  ::malloc_trim(0);
+  ES_ASSIGN_OR_RETURN(const MemoryKib trimmed, ReadMemory());
+
   std::vector<double> latency_ms;
   if (options.iterations > 0) {
     ES_ASSIGN_OR_RETURN(latency_ms,
                         MeasureLatency(loaded.front().methods.front(), options.warmup,
                                        options.iterations));
   }
+  ES_ASSIGN_OR_RETURN(const MemoryKib ran, ReadMemory());
 
   loaded.clear();
   external.reset();
@@ -248,22 +263,25 @@ Status Run(const Options& options) {
   std::printf("{\"sharing\": %s, \"programs\": %zu, \"rss_before_kib\": %ld, ",
               options.share ? "true" : "false", options.programs.size(), before.rss);
   std::printf("\"data_open_ms\": %.4f, ", data_open_ms);
-  PrintList("load_ms", load_ms, "%.4f");
+  PrintList("load_ms", load_ms, 4);
   std::printf(", ");
-  PrintList("rss_after_kib", rss_after_kib, "%.0f");
-  std::printf(", \"rss_loaded_kib\": %ld, \"rss_anon_before_kib\": %ld, \"rss_file_before_kib\": %ld",
-              after_load.rss, before.anon, before.file);
-  std::printf(", \"rss_anon_loaded_kib\": %ld, \"rss_file_loaded_kib\": %ld, \"hwm_kib\": %ld",
-              after_load.anon, after_load.file, released.hwm);
-  std::printf(", \"hwm_loaded_kib\": %ld, \"rss_released_kib\": %ld, ", after_load.hwm,
-              released.rss);
-  PrintList("latency_ms", latency_ms, "%.5f");
+  PrintList("rss_after_kib", rss_after_kib, 0);
+  std::printf(", \"rss_loaded_kib\": %ld, \"rss_anon_before_kib\": %ld", after_load.rss,
+              before.anon);
+  std::printf(", \"rss_file_before_kib\": %ld", before.file);
+  std::printf(", \"rss_anon_loaded_kib\": %ld, \"rss_file_loaded_kib\": %ld", after_load.anon,
+              after_load.file);
+  std::printf(", \"hwm_loaded_kib\": %ld, \"rss_trimmed_kib\": %ld, \"rss_ran_kib\": %ld",
+              after_load.hwm, trimmed.rss, ran.rss);
+  std::printf(", \"rss_released_kib\": %ld, ", released.rss);
+  PrintList("latency_ms", latency_ms, 5);
   std::printf(", \"packs\": %llu, \"cache_hits\": %llu, \"bytes_fetched\": %llu",
               static_cast<unsigned long long>(stats.packs),
               static_cast<unsigned long long>(stats.cache_hits),
               static_cast<unsigned long long>(stats.bytes_fetched));
-  std::printf(", \"packed_entries\": %zu, \"packed_entries_released\": %zu, \"data_files_open\": %zu}\n",
-              stats.num_packed_entries, released_stats.num_packed_entries, files_open);
+  std::printf(", \"packed_entries\": %zu, \"packed_entries_released\": %zu",
+              stats.num_packed_entries, released_stats.num_packed_entries);
+  std::printf(", \"data_files_open\": %zu}\n", files_open);
   return Status();
 }
 
