@@ -158,6 +158,10 @@ class _MethodEmitter:
             d = fb.DoubleT()
             d.doubleVal = value
             return self._add(_evalue(fb.KernelTypes.Double, d))
+        if isinstance(value, str):  # e.g. gelu's approximate="tanh"
+            text = fb.StringT()
+            text.stringVal = value
+            return self._add(_evalue(fb.KernelTypes.String, text))
         if isinstance(value, torch.dtype):
             i = fb.IntT()
             i.intVal = scalar_type_of(value, what)

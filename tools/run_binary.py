@@ -79,7 +79,8 @@ def run_programs(
         paths = []
         for i, array in enumerate(inputs):
             path = os.path.join(work, f"input{i}.npy")
-            np.save(path, np.ascontiguousarray(array))
+            # Not np.ascontiguousarray: it turns a rank-0 array into shape (1,).
+            np.save(path, np.require(array, requirements="C"))
             paths.append(path)
         args += ["--inputs", ",".join(paths)]
     out_dir = os.path.join(work, "outputs")
