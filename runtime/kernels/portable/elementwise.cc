@@ -34,35 +34,57 @@ inline float apply(Binary op, float a, float b) {
   return 0.0f;
 }
 
-// out = self (op) alpha * other, other a tensor or a number; `has_alpha` for add/sub's signature.
+// One operand of a binary op: a float tensor or a number.
+struct Operand {
+  const Tensor* tensor = nullptr;
+  float value = 0.0f;
+};
+
+Result<Operand> operand(Args args, size_t i, const char* name) {
+  ES_CHECK_OR_RETURN_ERROR(i < args.size(), Error::InvalidProgram, "%s: missing argument %zu",
+                           name, i);
+  Operand o;
+  if (args[i]->is_tensor()) {
+    ES_ASSIGN_OR_RETURN(Tensor * t, float_arg(args, i, name));
+    o.tensor = t;
+  } else {
+    ES_ASSIGN_OR_RETURN(const double v, scalar_arg(args, i, name));
+    o.value = static_cast<float>(v);
+  }
+  return o;
+}
+
+// out = self (op) alpha * other (reverse, for rsub: out = other (op) alpha * self). Either operand
+// may be a number (the edge dialect writes `2 - x` as sub.Tensor(2, x)), not both.
 Status binary(Args args, Binary op, bool has_alpha, bool reverse, const char* name) {
   ES_RETURN_IF_ERROR(expect_args(args, has_alpha ? 4 : 3, name));
-  ES_ASSIGN_OR_RETURN(Tensor * self, float_arg(args, 0, name));
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, args.size() - 1, name));
+  ES_ASSIGN_OR_RETURN(const Operand self, operand(args, 0, name));
+  ES_ASSIGN_OR_RETURN(const Operand other, operand(args, 1, name));
+  ES_CHECK_OR_RETURN_ERROR(self.tensor != nullptr || other.tensor != nullptr,
+                           Error::InvalidProgram, "%s: needs at least one tensor operand", name);
   float alpha = 1.0f;
   if (has_alpha) {
     ES_ASSIGN_OR_RETURN(const double a, scalar_arg(args, 2, name));
     alpha = static_cast<float>(a);
   }
-  const float* x = self->data<float>();
+  // lhs (op) alpha * rhs
+  const Operand& lhs = reverse ? other : self;
+  const Operand& rhs = reverse ? self : other;
+  const Tensor* inputs[2];
+  size_t count = 0;
+  if (lhs.tensor != nullptr) inputs[count++] = lhs.tensor;
+  if (rhs.tensor != nullptr) inputs[count++] = rhs.tensor;
+  ES_ASSIGN_OR_RETURN(Broadcast b, Broadcast::make(*out, inputs, count, name));
+  const float* l = lhs.tensor != nullptr ? lhs.tensor->data<float>() : &lhs.value;
+  const float* r = rhs.tensor != nullptr ? rhs.tensor->data<float>() : &rhs.value;
+  const size_t li = lhs.tensor != nullptr ? 0 : Broadcast::kMaxInputs;
+  const size_t ri = rhs.tensor != nullptr ? count - 1 : Broadcast::kMaxInputs;
   float* y = out->data<float>();
-  if (args[1]->is_tensor()) {
-    ES_ASSIGN_OR_RETURN(Tensor * other, float_arg(args, 1, name));
-    const Tensor* inputs[] = {self, other};
-    ES_ASSIGN_OR_RETURN(Broadcast b, Broadcast::make(*out, inputs, 2, name));
-    const float* z = other->data<float>();
-    b.for_each([&](size_t i, const size_t* o) {
-      const float rhs = alpha * z[o[1]];
-      y[i] = reverse ? apply(op, rhs, x[o[0]]) : apply(op, x[o[0]], rhs);
-    });
-    return Status();
-  }
-  ES_ASSIGN_OR_RETURN(const double other, scalar_arg(args, 1, name));
-  const Tensor* inputs[] = {self};
-  ES_ASSIGN_OR_RETURN(Broadcast b, Broadcast::make(*out, inputs, 1, name));
-  const float rhs = alpha * static_cast<float>(other);
   b.for_each([&](size_t i, const size_t* o) {
-    y[i] = reverse ? apply(op, rhs, x[o[0]]) : apply(op, x[o[0]], rhs);
+    const float a = l[li == Broadcast::kMaxInputs ? 0 : o[li]];
+    const float c = r[ri == Broadcast::kMaxInputs ? 0 : o[ri]];
+    y[i] = apply(op, a, has_alpha ? alpha * c : c);
   });
   return Status();
 }
@@ -117,6 +139,30 @@ Status rsqrt(Args a) {
 Status abs_kernel(Args a) {
   return unary(a, 2, "aten::abs", [](float x) { return std::fabs(x); });
 }
+Status reciprocal(Args a) {
+  return unary(a, 2, "aten::reciprocal", [](float x) { return 1.0f / x; });
+}
+
+// leaky_relu(self, negative_slope)
+Status leaky_relu(Args args) {
+  ES_ASSIGN_OR_RETURN(const double slope_arg, scalar_arg(args, 1, "aten::leaky_relu"));
+  const float slope = static_cast<float>(slope_arg);
+  return unary(args, 3, "aten::leaky_relu", [=](float x) { return x > 0.0f ? x : x * slope; });
+}
+
+// elu(self, alpha, scale, input_scale)
+Status elu(Args args) {
+  const char* op = "aten::elu";
+  ES_ASSIGN_OR_RETURN(const double alpha_arg, scalar_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(const double scale_arg, scalar_arg(args, 2, op));
+  ES_ASSIGN_OR_RETURN(const double input_scale_arg, scalar_arg(args, 3, op));
+  const float alpha = static_cast<float>(alpha_arg);
+  const float scale = static_cast<float>(scale_arg);
+  const float input_scale = static_cast<float>(input_scale_arg);
+  return unary(args, 5, op, [=](float x) {
+    return x > 0.0f ? x * scale : std::expm1(x * input_scale) * alpha * scale;
+  });
+}
 
 Status gelu(Args args) {
   ES_CHECK_OR_RETURN_ERROR(args.size() == 3 && args[1]->is_string(), Error::InvalidProgram,
@@ -135,13 +181,18 @@ Status gelu(Args args) {
   });
 }
 
+// torch's clamp: min(max(x, lo), hi), so lo > hi gives hi everywhere; NaN stays NaN.
+inline float clamp_value(float x, float lo, float hi) {
+  if (std::isnan(x)) return x;
+  return std::fmin(std::fmax(x, lo), hi);
+}
+
 Status hardtanh(Args args) {
   ES_ASSIGN_OR_RETURN(const double lo, scalar_arg(args, 1, "aten::hardtanh"));
   ES_ASSIGN_OR_RETURN(const double hi, scalar_arg(args, 2, "aten::hardtanh"));
   const float min = static_cast<float>(lo);
   const float max = static_cast<float>(hi);
-  return unary(args, 4, "aten::hardtanh",
-               [=](float x) { return x < min ? min : (x > max ? max : x); });
+  return unary(args, 4, "aten::hardtanh", [=](float x) { return clamp_value(x, min, max); });
 }
 
 Status clamp(Args args) {
@@ -155,7 +206,7 @@ Status clamp(Args args) {
     ES_ASSIGN_OR_RETURN(const double hi, scalar_arg(args, 2, "aten::clamp"));
     max = static_cast<float>(hi);
   }
-  return unary(args, 4, "aten::clamp", [=](float x) { return x < min ? min : (x > max ? max : x); });
+  return unary(args, 4, "aten::clamp", [=](float x) { return clamp_value(x, min, max); });
 }
 
 const bool registered = [] {
@@ -175,7 +226,8 @@ const bool registered = [] {
       {"aten::exp", exp_kernel},         {"aten::sqrt", sqrt_kernel},
       {"aten::rsqrt", rsqrt},            {"aten::abs", abs_kernel},
       {"aten::gelu", gelu},              {"aten::hardtanh", hardtanh},
-      {"aten::clamp", clamp},
+      {"aten::clamp", clamp},            {"aten::reciprocal", reciprocal},
+      {"aten::leaky_relu", leaky_relu},  {"aten::elu", elu},
   };
   bool ok = true;
   for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn).ok();

@@ -166,12 +166,13 @@ Status slice(Args args) {
   ES_CHECK_OR_RETURN_ERROR(self->dim() > 0 && out->dim() == self->dim() && step > 0,
                            Error::InvalidProgram, "%s: bad arguments", op);
   const int64_t size = self->size(dim);
-  int64_t start = args[2]->is_none() ? 0 : args[2]->to_int();
-  int64_t end = args[3]->is_none() ? size : args[3]->to_int();
+  // Checked before reading: to_int() of a value of another kind reads the wrong union member.
   ES_CHECK_OR_RETURN_ERROR(args[2]->is_none() || args[2]->is_int(), Error::InvalidProgram,
                            "%s: start must be an int", op);
   ES_CHECK_OR_RETURN_ERROR(args[3]->is_none() || args[3]->is_int(), Error::InvalidProgram,
                            "%s: end must be an int", op);
+  int64_t start = args[2]->is_none() ? 0 : args[2]->to_int();
+  int64_t end = args[3]->is_none() ? size : args[3]->to_int();
   if (start < 0) start += size;
   if (end < 0) end += size;
   start = start < 0 ? 0 : (start > size ? size : start);
