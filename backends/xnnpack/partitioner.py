@@ -2,10 +2,16 @@
 
 Supported: aten.linear (weight a parameter or constant, bias optional and likewise constant);
 add/sub (alpha 1), mul, div, maximum, minimum with tensor or scalar operands (numpy broadcasting);
-relu, hardtanh, clamp (number bounds), sigmoid, silu, softmax over the last dim, hardswish,
-leaky_relu, elu (scale 1), abs, neg, sqrt.
+relu, hardtanh, clamp (number bounds, min < max), sigmoid, silu, softmax over the last dim,
+hardswish, leaky_relu (finite slope), elu (positive alpha, scale 1), abs, neg, sqrt, pow with
+exponent 2 (XNNPACK's square); view/_unsafe_view/clone/squeeze/unsqueeze (a copy: contiguous
+tensors hold the same bytes in both shapes). Every tensor has at least one element.
+
+The checks mirror what the C++ delegate (runtime/xnn_executor.cc) accepts at init: a node tagged
+here must never make a program fail to load.
 """
 
+import math
 import operator
 from typing import Any, Callable, Dict, Optional
 
@@ -53,6 +59,16 @@ UNARY_OPS = {
     aten.neg.default,
     aten.sqrt.default,
 }
+# Ops that only change the shape of a contiguous tensor: a COPY in the delegate.
+RESHAPE_OPS = {
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.clone.default,
+    aten.squeeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.unsqueeze.default,
+}
 
 
 def is_lifted_weight(ep: ExportedProgram, node: Any) -> bool:
@@ -75,12 +91,16 @@ def _float_tensor(node: Any) -> bool:
         isinstance(val, torch.Tensor)
         and val.dtype == torch.float32
         and val.dim() <= MAX_RANK
-        and all(isinstance(s, int) for s in val.shape)
+        and all(isinstance(s, int) and s > 0 for s in val.shape)
     )
 
 
 def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x)
+
+
+def _finite(x: Any) -> bool:
+    return _number(x) and math.isfinite(x)
 
 
 def _kwarg(node: torch.fx.Node, index: int, name: str, default: Any) -> Any:
@@ -122,16 +142,37 @@ class _Checker:
                 return False
             if target is aten.clamp.default:
                 lo, hi = _kwarg(node, 1, "min", None), _kwarg(node, 2, "max", None)
-                return (lo is None or _number(lo)) and (hi is None or _number(hi))
+                if (lo is not None and not _number(lo)) or (hi is not None and not _number(hi)):
+                    return False
+                # XNNPACK's clamp needs min < max (torch's clamp with min >= max is constant).
+                return lo is None or hi is None or lo < hi
             if target is aten.hardtanh.default:
-                return _number(_kwarg(node, 1, "min_val", -1.0)) and _number(_kwarg(node, 2, "max_val", 1.0))
+                lo, hi = _kwarg(node, 1, "min_val", -1.0), _kwarg(node, 2, "max_val", 1.0)
+                return _number(lo) and _number(hi) and lo < hi
+            if target is aten.leaky_relu.default:
+                return _finite(_kwarg(node, 1, "negative_slope", 0.01))
             if target is aten._softmax.default:
                 rank = x.meta["val"].dim()
                 dim = node.args[1]
                 return rank > 0 and dim in (-1, rank - 1) and not node.args[2]
             if target is aten.elu.default:
-                return _kwarg(node, 2, "scale", 1) == 1 and _kwarg(node, 3, "input_scale", 1) == 1
+                alpha = _kwarg(node, 1, "alpha", 1.0)
+                return (
+                    _finite(alpha)
+                    and alpha > 0
+                    and _kwarg(node, 2, "scale", 1) == 1
+                    and _kwarg(node, 3, "input_scale", 1) == 1
+                )
             return True
+        if target is aten.pow.Tensor_Scalar:
+            return _float_tensor(node.args[0]) and _number(node.args[1]) and node.args[1] == 2
+        if target in RESHAPE_OPS:
+            x = node.args[0]
+            if target is aten.clone.default:
+                fmt = node.kwargs.get("memory_format")
+                if fmt not in (None, torch.contiguous_format, torch.preserve_format):
+                    return False
+            return _float_tensor(x) and x.meta["val"].numel() == node.meta["val"].numel()
         return False
 
 

@@ -17,7 +17,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
-from edgeshare.backends.xnnpack.partitioner import BINARY_OPS
+from edgeshare.backends.xnnpack.partitioner import BINARY_OPS, RESHAPE_OPS
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import LoweringError
@@ -87,7 +87,8 @@ class _GraphBuilder:
         return len(self.values) - 1
 
     def _scalar(self, x: float) -> int:
-        index = self._value(xfb.ValueKind.CONSTANT, [1])
+        # Rank 0, as torch sees a number: [1] would turn a rank-0 operand's result into [1].
+        index = self._value(xfb.ValueKind.CONSTANT, [])
         self.values[index].inlineData = list(struct.pack("<f", float(x)))
         return index
 
@@ -177,6 +178,12 @@ class _GraphBuilder:
             self._node(_BINARY[t], [self._input(args[0]), self._input(args[1])], node)
         elif t in _UNARY:
             self._node(_UNARY[t], [self.ids[args[0]]], node)
+        elif t is aten.pow.Tensor_Scalar:
+            if args[1] != 2:
+                raise LoweringError(f"{self.what}: node '{node.name}' raises to {args[1]}; XNNPACK squares only")
+            self._node(_OpKind.SQUARE, [self.ids[args[0]]], node)
+        elif t in RESHAPE_OPS:
+            self._node(_OpKind.COPY, [self.ids[args[0]]], node)
         elif t is aten.relu.default:
             self._node(_OpKind.CLAMP, [self.ids[args[0]]], node, 0.0, math.inf)
         elif t is aten.hardtanh.default:
