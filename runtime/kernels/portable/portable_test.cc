@@ -142,6 +142,66 @@ TEST(PortableKernelsTest, SubAndDivTakeScalarOperands) {
   ExpectNear(div.out(), {1, 2});
 }
 
+TEST(PortableKernelsTest, NumberAsFirstOperandAndRsubScalesSelf) {
+  // The edge dialect writes `3 - 2 * x` as sub.Tensor(3, x, alpha=2).
+  Call sub("aten::sub.Tensor");
+  sub.number(3.0).tensor({3}, {1, 2, 3}).number(2.0).output({3});
+  ASSERT_TRUE(sub.Run().ok());
+  ExpectNear(sub.out(), {1, -1, -3});
+  // rsub(self, other, alpha) = other - alpha * self.
+  Call rsub("aten::rsub.Scalar");
+  rsub.tensor({3}, {1, 2, 3}).number(10.0).number(2.0).output({3});
+  ASSERT_TRUE(rsub.Run().ok());
+  ExpectNear(rsub.out(), {8, 6, 4});
+  Call both("aten::mul.Tensor");
+  both.number(2.0).number(3.0).output({1});
+  EXPECT_EQ(both.Run().code(), Error::InvalidProgram);
+}
+
+TEST(PortableKernelsTest, ClampFollowsTorchWhenMinExceedsMax) {
+  // torch.clamp(x, 0.5, -0.5) is -0.5 everywhere; NaN stays NaN.
+  Call call("aten::clamp");
+  call.tensor({4}, {-1.0f, 0.0f, 1.0f, NAN}).number(0.5).number(-0.5).output({4});
+  ASSERT_TRUE(call.Run().ok());
+  ExpectNear({call.out()[0], call.out()[1], call.out()[2]}, {-0.5f, -0.5f, -0.5f});
+  EXPECT_TRUE(std::isnan(call.out()[3]));
+}
+
+TEST(PortableKernelsTest, EluLeakyReluReciprocal) {
+  Call elu("aten::elu");
+  elu.tensor({3}, {-1.0f, 0.0f, 2.0f}).number(0.5).number(1.0).number(1.0).output({3});
+  ASSERT_TRUE(elu.Run().ok());
+  ExpectNear(elu.out(), {0.5f * std::expm1(-1.0f), 0.0f, 2.0f});
+  Call leaky("aten::leaky_relu");
+  leaky.tensor({2}, {-2.0f, 3.0f}).number(0.25).output({2});
+  ASSERT_TRUE(leaky.Run().ok());
+  ExpectNear(leaky.out(), {-0.5f, 3.0f});
+  Call reciprocal("aten::reciprocal");
+  reciprocal.tensor({2}, {4.0f, -0.5f}).output({2});
+  ASSERT_TRUE(reciprocal.Run().ok());
+  ExpectNear(reciprocal.out(), {0.25f, -2.0f});
+}
+
+TEST(PortableKernelsTest, SumAndMeanOverDims) {
+  // x [2, 3]
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  Call rows("aten::sum.dim_IntList");
+  rows.tensor({2, 3}, x).list({-1}).integer(0).none().output({2});
+  ASSERT_TRUE(rows.Run().ok());
+  ExpectNear(rows.out(), {6, 15});
+  Call cols("aten::mean.dim");
+  cols.tensor({2, 3}, x).list({0}).integer(1).none().output({1, 3});
+  ASSERT_TRUE(cols.Run().ok());
+  ExpectNear(cols.out(), {2.5, 3.5, 4.5});
+  Call all("aten::sum.dim_IntList");
+  all.tensor({2, 3}, x).none().integer(0).none().output({});
+  ASSERT_TRUE(all.Run().ok());
+  ExpectNear(all.out(), {21});
+  Call wrong("aten::sum.dim_IntList");
+  wrong.tensor({2, 3}, x).list({0}).integer(0).none().output({2});
+  EXPECT_EQ(wrong.Run().code(), Error::InvalidProgram);
+}
+
 TEST(PortableKernelsTest, NonBroadcastableShapesAreAnError) {
   Call call("aten::mul.Tensor");
   call.tensor({2, 3}, std::vector<float>(6, 1)).tensor({2}, {1, 2}).output({2, 3});
