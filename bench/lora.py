@@ -16,7 +16,19 @@ configuration in a fresh process:
 
 and times torch eager on the same models with torch.set_num_threads(1). Every configuration is
 repeated --repeats times, round-robin, and medians are reported. It prints a table and the JSON
-({"demo": {...}, "reference": {...}}; REQUIRED_KEYS and more), and writes the JSON to --json FILE.
+({"demo": {...}, "reference": {...}}), and writes the JSON to --json FILE. Keys, per model:
+
+- rss_mb_1, rss_mb_{2,8}_{shared,unshared}: RSS growth in MiB with 1, 2, 8 T=1 programs loaded;
+  rss_trimmed_mb_*: the same after malloc_trim (without the allocator's free pages); peak_mb_*:
+  VmHWM growth (a lower bound); rss_mb_steps_8_*: growth after each of the 8 loads;
+  rss_mb_foundation_only: the bare foundation; rss_mb_1_b32: one T=32 program; *_after_run: after
+  the timed runs (activations touched).
+- load_ms_first: opening the .ptd plus loading program 1 (Program::load + load_method: fetch and
+  pack); load_ms_second_{shared,unshared}: program 2; load_ms_rest_*: programs 2..8.
+- latency_ms_b1, latency_ms_b32: runtime, 1 thread, median ms; torch_latency_ms_b1/_b32: torch
+  eager, 1 thread; *_foundation_only: the bare foundation, to split LoRA's cost from the base's.
+- ratios: rss_8_shared_over_unshared, load_second_shared_over_first, latency_b32_over_torch, ...;
+  sizes (foundation_mb, adapter_mb), weights-cache counters, export_s, and not_measured.
 """
 
 import argparse
@@ -39,21 +51,28 @@ import torch
 from torch import nn
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir.demo_lora import demo_lora, make_adapter
 from edgeshare.exir import LoraDataPolicy, to_edge
+from edgeshare.exir.demo_lora import demo_lora, make_adapter
 from edgeshare.exir.lora import LoRALinear, LoraExportResult, export_lora, export_method
 
 __all__ = [
     "REQUIRED_KEYS",
     "BenchError",
     "BenchModel",
+    "Exported",
     "ReferenceBlock",
     "ReferenceModel",
     "bench_model",
     "demo_model",
+    "export_model",
+    "format_table",
     "main",
     "reference_model",
     "run_bench",
+    "run_runner",
+    "runner_path",
+    "torch_latency_ms",
+    "with_lora",
 ]
 
 # The keys every model's result has (bench/lora_test.py checks them).
