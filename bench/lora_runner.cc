@@ -5,7 +5,7 @@
 //               [--warmup W] [--iterations K]
 //
 // It reads VmRSS before opening anything, opens the data files (DataFile::open), loads every
-// program (FileDataLoader + Program::load + load_method of each method) one after another, and
+// program (MmapDataLoader + Program::load + load_method of each method) one after another, and
 // reads VmRSS after each, then again after malloc_trim(0) (what the programs hold, without the
 // allocator's free pages). With --iterations K > 0 it then runs the first program's first method
 // W times untimed and K times timed (seeded inputs) and reads VmRSS again. Last, it destroys
@@ -37,7 +37,7 @@
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/log.h"
 #include "edgeshare/runtime/core/result.h"
-#include "edgeshare/runtime/data_loader/file_data_loader.h"
+#include "edgeshare/runtime/data_loader/mmap_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
@@ -48,7 +48,7 @@ namespace {
 
 using runtime::DataFile;
 using runtime::Error;
-using runtime::FileDataLoader;
+using runtime::MmapDataLoader;
 using runtime::MergedDataMap;
 using runtime::Method;
 using runtime::Program;
@@ -156,15 +156,15 @@ void FillSeeded(Tensor& t, uint32_t seed) {
 }
 
 struct Loaded {
-  std::unique_ptr<FileDataLoader> loader;
+  std::unique_ptr<MmapDataLoader> loader;
   std::unique_ptr<Program> program;
   std::vector<Method> methods;  // Destroyed first: they borrow the program and the loader.
 };
 
 Result<Loaded> LoadProgram(const std::string& path, const runtime::NamedDataMap* external) {
   Loaded entry;
-  ES_ASSIGN_OR_RETURN(FileDataLoader loader, FileDataLoader::from(path.c_str()));
-  entry.loader = std::make_unique<FileDataLoader>(std::move(loader));
+  ES_ASSIGN_OR_RETURN(MmapDataLoader loader, MmapDataLoader::from(path.c_str()));
+  entry.loader = std::make_unique<MmapDataLoader>(std::move(loader));
   ES_ASSIGN_OR_RETURN(Program program, Program::load(entry.loader.get()));
   entry.program = std::make_unique<Program>(std::move(program));
   for (size_t m = 0; m < entry.program->num_methods(); ++m) {

@@ -20,7 +20,7 @@
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/log.h"
 #include "edgeshare/runtime/core/result.h"
-#include "edgeshare/runtime/data_loader/file_data_loader.h"
+#include "edgeshare/runtime/data_loader/mmap_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
@@ -32,7 +32,7 @@ namespace {
 
 using runtime::DataFile;
 using runtime::Error;
-using runtime::FileDataLoader;
+using runtime::MmapDataLoader;
 using runtime::MergedDataMap;
 using runtime::Method;
 using runtime::Program;
@@ -132,7 +132,7 @@ void FillSeeded(Tensor& t, uint32_t seed) {
 
 struct Loaded {
   std::string name;
-  std::unique_ptr<FileDataLoader> loader;
+  std::unique_ptr<MmapDataLoader> loader;
   std::unique_ptr<Program> program;
   std::vector<Method> methods;
 };
@@ -198,8 +198,8 @@ Status Run(const Options& options) {
     Loaded entry;
     entry.name = Basename(path);
     const auto start = std::chrono::steady_clock::now();
-    ES_ASSIGN_OR_RETURN(FileDataLoader loader, FileDataLoader::from(path.c_str()));
-    entry.loader = std::make_unique<FileDataLoader>(std::move(loader));
+    ES_ASSIGN_OR_RETURN(MmapDataLoader loader, MmapDataLoader::from(path.c_str()));
+    entry.loader = std::make_unique<MmapDataLoader>(std::move(loader));
     ES_ASSIGN_OR_RETURN(Program program, Program::load(entry.loader.get()));
     entry.program = std::make_unique<Program>(std::move(program));
     for (size_t m = 0; m < entry.program->num_methods(); ++m) {
