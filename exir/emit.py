@@ -1,7 +1,8 @@
 """Emission: lowered programs -> a Program (FlatBuffers object API), its segments and named data.
 
 Per method, in graph order:
-  - user inputs and every tensor an instruction writes are memory-planned (memory_id 1);
+  - user inputs and every tensor an instruction writes are memory-planned (memory_id 1); inputs
+    and outputs are live for the whole method, so inputs survive execute();
   - weights whose placement has an external tag become Tensor values with external_key (their bytes
     go to that tag's .ptd); other weights become constant_segment tensors in the .pte;
   - call_delegate nodes become DelegateCalls (inputs, then outputs) and their named data is merged;
@@ -335,7 +336,9 @@ class _MethodEmitter:
                 raise UnsupportedModelError(
                     f"method '{self.method}', node '{node.name}': target {node.target} is not an ATen operator"
                 )
-        for index in outputs:
+        # Outputs live past the last instruction; so do inputs: a method may execute again on the
+        # inputs set once (tools/run --iterations), so no intermediate may be planned over them.
+        for index in outputs + inputs:
             if index in self.planned:
                 self.planned[index][2] = len(self.instructions)
         tensors = [PlannedTensor(i, n, f, l) for i, (n, f, l) in self.planned.items()]
