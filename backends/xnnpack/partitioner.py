@@ -4,7 +4,7 @@ Supported: aten.linear (weight a parameter or constant, bias optional and likewi
 add/sub (alpha 1), mul, div, maximum, minimum with tensor or scalar operands (numpy broadcasting);
 relu, hardtanh, clamp (number bounds, min < max), sigmoid, silu, softmax over the last dim,
 hardswish, leaky_relu (finite slope), elu (positive alpha, scale 1), abs, neg, sqrt, pow with
-exponent 2 (XNNPACK's square); view/_unsafe_view/clone/squeeze/unsqueeze (a copy: contiguous
+exponent 2 (XNNPACK's square); view/clone/squeeze/unsqueeze (a copy: contiguous
 tensors hold the same bytes in both shapes). Every tensor has at least one element.
 
 The checks mirror what the C++ delegate (runtime/xnn_executor.cc) accepts at init: a node tagged
@@ -60,12 +60,10 @@ UNARY_OPS = {
     aten.sqrt.default,
 }
 # Ops that only change the shape of a contiguous tensor: a COPY in the delegate.
+# (to_edge turns _unsafe_view into view and every squeeze into squeeze.dims.)
 RESHAPE_OPS = {
     aten.view.default,
-    aten._unsafe_view.default,
     aten.clone.default,
-    aten.squeeze.default,
-    aten.squeeze.dim,
     aten.squeeze.dims,
     aten.unsqueeze.default,
 }
