@@ -1,0 +1,188 @@
+"""A LoRA transformer block (attention with q/k/v/o LoRA linears, matmul, softmax, layer norms,
+reshape/permute, an MLP) exported with the XnnpackPartitioner, partially delegated, run through
+the real C++ runtime (//tools:run) and compared with torch eager; then two adapters as two methods
+of ONE .pte, where the weights cache must fetch and pack each foundation weight once."""
+
+import os
+import tempfile
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir._serialize import deserialize_pte
+from edgeshare.exir.lora import LoraExportResult, export_lora
+from edgeshare.schema import program_generated as fb
+from edgeshare.tools.run_binary import run_programs
+
+TOLERANCE = 1e-4
+DIM, HEADS, BATCH, TOKENS = 32, 4, 2, 5
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block (the model of exir/lora_models_test.py)."""
+
+    def __init__(self, dim: int = DIM, heads: int = HEADS) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim)
+        self.o = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 2 * dim)
+        self.down = nn.Linear(2 * dim, dim)
+        g = torch.Generator().manual_seed(0)
+        with torch.no_grad():  # distinct bytes everywhere (LayerNorm starts at ones and zeros)
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        b, t, d = x.shape
+        h = self.ln1(x)
+
+        def split(y: torch.Tensor) -> torch.Tensor:
+            return y.reshape(b, t, self.heads, d // self.heads).permute(0, 2, 1, 3)
+
+        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
+        att = torch.softmax(q @ k.transpose(-1, -2) * (d // self.heads) ** -0.5, dim=-1)
+        y = (att @ v).permute(0, 2, 1, 3).reshape(b, t, d)
+        x = x + self.o(y)
+        return x + self.down(torch.relu(self.up(self.ln2(x))))
+
+
+LINEARS = ("q", "k", "v", "o", "up", "down")
+
+
+def _adapter(model: nn.Module, layers: Sequence[str], rank: int, seed: int) -> Dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name in layers:
+        lin = model.get_submodule(name)
+        out[f"{name}.lora_a.weight"] = torch.randn(rank, lin.in_features, generator=g) * 0.2
+        out[f"{name}.lora_b.weight"] = torch.randn(lin.out_features, rank, generator=g) * 0.2
+    return out
+
+
+def _input() -> torch.Tensor:
+    return torch.randn(BATCH, TOKENS, DIM, generator=torch.Generator().manual_seed(5))
+
+
+def _expected(result: LoraExportResult, x: torch.Tensor) -> Dict[str, np.ndarray]:
+    with torch.no_grad():
+        return {name: module(x).numpy() for name, module in result.modules.items()}
+
+
+def _kernel_and_delegate_calls(path: str, method: str) -> Tuple[List[str], int]:
+    pte = deserialize_pte(open(path, "rb").read(), path)
+    plan = next(p for p in pte.program.executionPlans if p.name.decode() == method)
+    kernels, delegates = [], 0
+    for ins in plan.instructions:
+        if ins.instrArgsType == fb.InstructionArguments.KernelCall:
+            kernels.append(plan.operators[ins.instrArgs.opIndex].name.decode())
+        else:
+            delegates += 1
+    return kernels, delegates
+
+
+@pytest.fixture(scope="module")
+def block() -> Block:
+    return Block().eval()
+
+
+@pytest.fixture(scope="module")
+def single(block: Block) -> LoraExportResult:
+    adapters = {"qkvo": _adapter(block, ("q", "k", "v", "o"), 4, 1)}
+    out = tempfile.mkdtemp(prefix="lora_block_")
+    return export_lora(block, adapters, (_input(),), out, XnnpackPartitioner(), alpha=8.0)
+
+
+@pytest.fixture(scope="module")
+def two_methods(block: Block) -> LoraExportResult:
+    adapters = {
+        "first": _adapter(block, ("q", "k", "v", "o"), 4, 1),
+        "second": _adapter(block, ("q", "v", "up", "down"), 2, 2),
+    }
+    out = tempfile.mkdtemp(prefix="lora_block_methods_")
+    return export_lora(
+        block, adapters, (_input(),), out, XnnpackPartitioner(), multi_method=True, program_name="both", alpha=8.0
+    )
+
+
+def test_lora_block_is_partially_delegated_and_matches_torch(single: LoraExportResult) -> None:
+    path = single.program_paths["qkvo"]
+    kernels, delegates = _kernel_and_delegate_calls(path, "forward")
+    # Layer norms, the attention matmuls and permutes stay portable; the linears are delegated.
+    assert {"aten::native_layer_norm", "aten::bmm", "aten::permute"} <= set(kernels)
+    assert "aten::linear" not in kernels and delegates >= 2
+    x = _input()
+    run = run_programs([path], [single.foundation_path], [x.numpy()])
+    got = run.outputs["qkvo.forward"][0]
+    want = _expected(single, x)["qkvo"]
+    assert got.shape == want.shape == (BATCH, TOKENS, DIM)
+    np.testing.assert_allclose(got, want, atol=TOLERANCE, rtol=TOLERANCE)
+    # The adapter changes the output: matching it means the program used it.
+    with torch.no_grad():
+        bare = Block().eval()(x).numpy()
+    assert not np.allclose(want, bare, atol=1e-3)
+
+
+def test_two_adapters_in_one_pte_match_torch(two_methods: LoraExportResult) -> None:
+    (path,) = set(two_methods.program_paths.values())
+    assert os.path.basename(path) == "both.pte"
+    for method in ("first", "second"):
+        kernels, delegates = _kernel_and_delegate_calls(path, method)
+        assert "aten::native_layer_norm" in kernels and delegates >= 2, method
+    x = _input()
+    run = run_programs([path], [two_methods.foundation_path], [x.numpy()])
+    expected = _expected(two_methods, x)
+    for method in ("first", "second"):
+        np.testing.assert_allclose(run.outputs[f"both.{method}"][0], expected[method], atol=TOLERANCE, rtol=TOLERANCE)
+    assert not np.allclose(expected["first"], expected["second"], atol=1e-3)
+
+
+def test_two_methods_fetch_and_pack_each_foundation_weight_once(block: Block, two_methods: LoraExportResult) -> None:
+    (path,) = set(two_methods.program_paths.values())
+    run = run_programs([path], [two_methods.foundation_path], [_input().numpy()])
+    stats = run.stats
+    fetches: Dict[str, int] = stats["named_data_fetches"]  # type: ignore[assignment]
+    linear_keys = {f"{name}.{p}" for name in LINEARS for p in ("weight", "bias")}
+    norm_keys = {f"{name}.{p}" for name in ("ln1", "ln2") for p in ("weight", "bias")}
+    assert set(two_methods.shared_keys) == linear_keys | norm_keys
+    for key in two_methods.shared_keys:
+        # The delegate's weights: fetched once for both methods. The layer norms' weights stay
+        # with the portable kernels (external constants read zero-copy from the one mapping of
+        # foundation.ptd): the weights cache never fetches them.
+        want = 1 if key in linear_keys else None
+        assert fetches.get(key) == want, f"foundation key {key} fetched {fetches.get(key)} times: {fetches}"
+    assert all(fetches[key] == 1 for key in fetches), fetches
+    foundation_linears = len(LINEARS)
+    adapter_matrices = sum(len(keys) for keys in two_methods.adapter_keys.values())
+    assert adapter_matrices == 8 + 8
+    # One packed operator per foundation linear (shared by both methods) plus one per adapter matrix
+    # per method; the second method finds every foundation linear already packed.
+    assert stats["packed_entries"] == foundation_linears + adapter_matrices
+    assert stats["cache_hits"] == foundation_linears
+    assert stats["packs"] == foundation_linears + adapter_matrices
+    assert stats["data_files_open"] == 1
+
+
+def test_without_sharing_each_method_packs_its_own_foundation(two_methods: LoraExportResult) -> None:
+    (path,) = set(two_methods.program_paths.values())
+    x = _input()
+    run = run_programs([path], [two_methods.foundation_path], [x.numpy()], share=False)
+    fetches: Dict[str, int] = run.stats["named_data_fetches"]  # type: ignore[assignment]
+    for name in LINEARS:
+        assert fetches.get(f"{name}.weight") == 2, (name, fetches)
+    assert run.stats["cache_hits"] == 0
+    expected = _expected(two_methods, x)
+    for method in ("first", "second"):
+        np.testing.assert_allclose(run.outputs[f"both.{method}"][0], expected[method], atol=TOLERANCE, rtol=TOLERANCE)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
