@@ -64,8 +64,11 @@ Result<NpyArray> read_npy(const std::string& path) {
     array.dtype = ScalarType::Float;
   } else if (descr == "'<i8'") {
     array.dtype = ScalarType::Long;
+  } else if (descr == "'<i4'") {
+    array.dtype = ScalarType::Int;
   } else {
-    return Status::Format(Error::InvalidData, "%s: dtype %s is not supported (float32, int64 are)",
+    return Status::Format(Error::InvalidData,
+                          "%s: dtype %s is not supported (float32, int64, int32 are)",
                           path.c_str(), descr.c_str());
   }
   ES_CHECK_OR_RETURN_ERROR(DictValue(header, "fortran_order") == "False", Error::InvalidData,
@@ -104,6 +107,9 @@ Status write_npy(const std::string& path, const runtime::Tensor& tensor) {
       break;
     case ScalarType::Long:
       descr = "<i8";
+      break;
+    case ScalarType::Int:
+      descr = "<i4";
       break;
     default:
       return Status::Format(Error::NotSupported, "cannot write %s tensors to %s",
