@@ -115,7 +115,8 @@ Status unary(Args args, size_t count, const char* name, Fn&& fn) {
 float sigmoid_of(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 Status relu(Args a) {
-  return unary(a, 2, "aten::relu", [](float x) { return x > 0.0f ? x : 0.0f; });
+  // NaN stays NaN, as in torch.
+  return unary(a, 2, "aten::relu", [](float x) { return x > 0.0f || std::isnan(x) ? x : 0.0f; });
 }
 Status sigmoid(Args a) { return unary(a, 2, "aten::sigmoid", sigmoid_of); }
 Status tanh_kernel(Args a) {

@@ -60,7 +60,8 @@ class Case:
       shapes: input shapes.
       kernels: operators that must appear as kernel calls ("aten::bmm", "aten::add.Tensor").
       positive: indices of float inputs drawn from [0.5, 2) instead of [-2, 2).
-      ints: index -> exclusive upper bound, for int64 inputs.
+      ints: index -> exclusive upper bound, for integer inputs.
+      int_dtype: the dtype of integer inputs.
     """
 
     name: str
@@ -69,6 +70,7 @@ class Case:
     kernels: FrozenSet[str]
     positive: Tuple[int, ...] = ()
     ints: Tuple[Tuple[int, int], ...] = ()
+    int_dtype: torch.dtype = torch.int64
 
 
 def _c(name: str, fn: Fn, shapes: Sequence[Tuple[int, ...]], kernels: Sequence[str], **kw: Any) -> Case:
@@ -126,6 +128,7 @@ CASES: List[Case] = [
     _c("mul_Scalar", lambda m, x: torch.ops.aten.mul.Scalar(x, 0.5), [TD], ["aten::mul.Scalar"]),
     # activations
     _c("relu", lambda m, x: torch.relu(x), [TD], ["aten::relu"]),
+    _c("relu_keeps_nan", lambda m, x: torch.relu(torch.sqrt(x)), [TD], ["aten::relu", "aten::sqrt"]),
     _c("gelu", lambda m, x: F.gelu(x), [TD], ["aten::gelu"]),
     _c("gelu_tanh", lambda m, x: F.gelu(x, approximate="tanh"), [TD], ["aten::gelu"]),
     _c("silu", lambda m, x: F.silu(x), [TD], ["aten::sigmoid", "aten::mul.Tensor"]),
@@ -163,9 +166,20 @@ CASES: List[Case] = [
     _c("slice_negative", lambda m, x: x[..., -5:-1], [BHTD], ["aten::slice.Tensor"]),
     _c("select", lambda m, x: x[:, 2], [BHTD], ["aten::select.int"]),
     _c("select_negative", lambda m, x: x[..., -1], [BHTD], ["aten::select.int"]),
+    _c("split_qkv", lambda m, x: [t * 1.5 for t in m.fc_nb(x).split(D, dim=-1)], [TD], ["aten::split_with_sizes"]),
+    _c("split_uneven", lambda m, x: x.split([1, 3, 4], dim=1), [(B, 8, T)], ["aten::split_with_sizes"]),
+    _c("chunk", lambda m, x: [c - 1 for c in x.chunk(2, dim=0)], [BHTD], ["aten::split_with_sizes"]),
     # embedding
     _c("embedding_input", lambda m, i: m.emb(i), [(B, T)], ["aten::embedding"], ints=((0, 10),)),
     _c("embedding_input_1d", lambda m, i: m.emb(i), [(T,)], ["aten::embedding"], ints=((0, 10),)),
+    _c(
+        "embedding_input_int32",
+        lambda m, i: m.emb(i),
+        [(B, T)],
+        ["aten::embedding"],
+        ints=((0, 10),),
+        int_dtype=torch.int32,
+    ),
     _c("embedding_buffer", lambda m, x: m.emb(m.idx) + x, [(D,)], ["aten::embedding"]),
     _c(
         "embedding_constant",
@@ -200,7 +214,7 @@ def _inputs(case: Case) -> List[torch.Tensor]:
     out = []
     for i, shape in enumerate(case.shapes):
         if i in ints:
-            out.append(torch.randint(0, ints[i], shape, generator=g, dtype=torch.int64))
+            out.append(torch.randint(0, ints[i], shape, generator=g, dtype=case.int_dtype))
             continue
         u = torch.rand(shape, generator=g)
         out.append(0.5 + 1.5 * u if i in case.positive else 4.0 * u - 2.0)
@@ -224,7 +238,7 @@ def _run(case: Case, folder: str) -> Outcome:
     run = run_programs([paths[0]], paths[1:], [x.numpy() for x in inputs], work_dir=os.path.dirname(paths[0]))
     with torch.no_grad():
         expected = module(*inputs)
-    expected = list(expected) if isinstance(expected, tuple) else [expected]
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
     return Outcome(names, delegate_calls, run.outputs["m.forward"], expected)
 
 

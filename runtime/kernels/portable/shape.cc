@@ -220,6 +220,47 @@ Status select(Args args) {
   return Status();
 }
 
+// split_with_sizes(self, split_sizes, dim) -> out0, out1, ...: consecutive slices along dim.
+Status split_with_sizes(Args args) {
+  const char* op = "aten::split_with_sizes";
+  ES_CHECK_OR_RETURN_ERROR(args.size() >= 4, Error::InvalidProgram,
+                           "%s takes (self, split_sizes, dim) and at least one output", op);
+  ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Span<const int64_t> sizes, int_list_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(const int64_t dim_value, int_arg(args, 2, op));
+  ES_CHECK_OR_RETURN_ERROR(self->dim() > 0, Error::InvalidProgram, "%s: self is rank 0", op);
+  ES_ASSIGN_OR_RETURN(const size_t dim, dim_arg(dim_value, self->dim(), op));
+  ES_CHECK_OR_RETURN_ERROR(sizes.size() == args.size() - 3, Error::InvalidProgram,
+                           "%s: %zu split sizes but %zu outputs", op, sizes.size(),
+                           args.size() - 3);
+  int64_t total = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    ES_CHECK_OR_RETURN_ERROR(sizes[k] >= 0, Error::InvalidProgram, "%s: negative split size",
+                             op);
+    total += sizes[k];
+  }
+  ES_CHECK_OR_RETURN_ERROR(total == self->size(dim), Error::InvalidProgram,
+                           "%s: split sizes add up to %lld, dim %zu has %d", op,
+                           static_cast<long long>(total), dim, self->size(dim));
+  size_t strides[Tensor::kMaxDims];
+  contiguous_strides(*self, strides);
+  size_t start = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 3 + k, op));
+    ES_RETURN_IF_ERROR(same_type(*self, *out, op));
+    ES_CHECK_OR_RETURN_ERROR(out->dim() == self->dim(), Error::InvalidProgram,
+                             "%s: output %zu has rank %zu", op, k, out->dim());
+    for (size_t d = 0; d < self->dim(); ++d) {
+      const int64_t want = d == dim ? sizes[k] : self->size(d);
+      ES_CHECK_OR_RETURN_ERROR(out->size(d) == want, Error::InvalidProgram,
+                               "%s: output %zu does not match its split", op, k);
+    }
+    strided_copy(*self, *out, strides, start * strides[dim]);
+    start += static_cast<size_t>(sizes[k]);
+  }
+  return Status();
+}
+
 // embedding(weight[n, d], indices, padding_idx, scale_grad_by_freq, sparse) -> [..., d]
 Status embedding(Args args) {
   const char* op = "aten::embedding";
@@ -271,6 +312,7 @@ const bool registered = [] {
       {"aten::expand", expand},
       {"aten::slice.Tensor", slice},
       {"aten::select.int", select},
+      {"aten::split_with_sizes", split_with_sizes},
       {"aten::embedding", embedding},
   };
   bool ok = true;
