@@ -241,7 +241,7 @@ def _run(case: Case, folder: str) -> Outcome:
     run = run_programs([paths[0]], paths[1:], [x.numpy() for x in inputs], work_dir=os.path.dirname(paths[0]))
     with torch.no_grad():
         expected = module(*inputs)
-    expected = list(expected) if isinstance(expected, tuple) else [expected]
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
     return Outcome(targets, kernel_names, delegate_calls, kinds, run.outputs["m.forward"], expected)
 
 

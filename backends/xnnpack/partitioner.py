@@ -8,7 +8,8 @@ exponent 2 (XNNPACK's square); view/clone/squeeze/unsqueeze (a copy: contiguous
 tensors hold the same bytes in both shapes). Every tensor has at least one element.
 
 The checks mirror what the C++ delegate (runtime/xnn_executor.cc) accepts at init: a node tagged
-here must never make a program fail to load.
+here must never make a program fail to load. One known difference from torch remains: XNNPACK's
+clamp (relu, hardtanh, clamp), maximum and minimum do not propagate NaN inputs as torch does.
 """
 
 import math
