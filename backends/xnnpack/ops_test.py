@@ -318,5 +318,33 @@ def test_every_op_the_partitioner_accepts_is_covered() -> None:
     assert set(COVERAGE.values()) <= {case.name for case in DELEGATED}
 
 
+class _TiedBias(nn.Module):
+    """The linear's bias is added again (an elementwise read) and its weight too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        self.w = nn.Parameter(torch.randn(8, 8, generator=g))
+        self.b = nn.Parameter(torch.randn(8, generator=g))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return F.linear(x, self.w, self.b) + self.b - self.w
+
+
+def test_weight_read_by_linear_and_elementwise_is_fetched_once(tmp_path: Any) -> None:
+    # Regression: the fully connected op fetched its bias and weight to pack them, freed them, and
+    # the elementwise ops fetched them again.
+    module = _TiedBias().eval()
+    x = torch.rand(8, 8, generator=torch.Generator().manual_seed(4))
+    et = to_edge(torch.export.export(module, (x,))).to_backend(XnnpackPartitioner()).to_executorch()
+    paths = et.write_to_dir(str(tmp_path), "m")
+    run = run_programs(paths[:1], inputs=[x.numpy()])
+    assert run.stats["named_data_fetches"] == {"forward/w": 1, "forward/b": 1}
+    assert run.stats["packs"] == 1
+    with torch.no_grad():
+        want = module(x).numpy()
+    np.testing.assert_allclose(run.outputs["m.forward"][0], want, atol=TOLERANCE, rtol=TOLERANCE)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -201,6 +201,9 @@ void WeightsCache::count_pack_locked() {
 Result<const void*> WeightsCache::load_unpacked_data_locked(const NamedDataMap* map,
                                                             const ConstantRef& ref) {
   if (ref.identity.is_inline) return static_cast<const void*>(ref.identity.inline_bytes.data());
+  // Bytes an elementwise op already holds (same identity, so the same bytes) need no fetch.
+  auto retained = retained_.find(ref.identity);
+  if (retained != retained_.end()) return static_cast<const void*>(retained->second->data());
   // Fetched once: the same key asked twice before the buffers are freed reuses the bytes.
   for (const Unpacked& u : unpacked_) {
     if (u.key == ref.key) return u.buffer.data();

@@ -251,6 +251,20 @@ Status XnnExecutor::build(const void* blob, size_t size, const NamedDataMap* map
     return id;
   };
   const float inf = std::numeric_limits<float>::infinity();
+  // Values read directly by some node (everything but a fully connected op's weight and bias):
+  // such a constant is retained before a fully connected op packs it, and the packing then reads
+  // the retained bytes, so a weight used both ways (a bias added again, say) is fetched once.
+  // (Out-of-range ids are skipped here and rejected below.)
+  std::vector<bool> read_directly(num_values, false);
+  for (uint32_t n = 0; n < fnodes.size(); ++n) {
+    const fb::Node* node = fnodes.Get(n);
+    if (node->inputs() == nullptr) continue;
+    const bool fully_connected = node->op() == fb::OpKind_FULLY_CONNECTED;
+    for (uint32_t i = 0; i < node->inputs()->size(); ++i) {
+      const uint32_t id = node->inputs()->Get(i);
+      if (id < num_values && (!fully_connected || i == 0)) read_directly[id] = true;
+    }
+  }
 
   for (uint32_t n = 0; n < fnodes.size(); ++n) {
     const fb::Node* node = fnodes.Get(n);
@@ -341,6 +355,8 @@ Status XnnExecutor::build(const void* blob, size_t size, const NamedDataMap* map
                                  n, in[2], out_ch);
         bias_ref = constant_ref(in[2]);
       }
+      if (read_directly[in[1]]) ES_RETURN_IF_ERROR(ensure_pointer(in[1]));
+      if (num_in == 3 && read_directly[in[2]]) ES_RETURN_IF_ERROR(ensure_pointer(in[2]));
       Result<PackedOperator*> packed = cache_->get_or_pack_fully_connected(
           map, constant_ref(in[1]), num_in == 3 ? &bias_ref : nullptr, in_ch, out_ch);
       if (!packed.ok()) return packed.status().WithContext("node %u (FULLY_CONNECTED)", n);
