@@ -5,7 +5,7 @@ of ONE .pte, where the weights cache must fetch and pack each foundation weight 
 
 import os
 import tempfile
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 import pytest
@@ -129,6 +129,21 @@ def test_lora_block_is_partially_delegated_and_matches_torch(single: LoraExportR
     with torch.no_grad():
         bare = Block().eval()(x).numpy()
     assert not np.allclose(want, bare, atol=1e-3)
+
+
+def test_lora_block_without_a_delegate_matches_torch(block: Block, tmp_path: Any) -> None:
+    # Every op a portable kernel; the foundation's weights are external constants in the .ptd.
+    adapters = {"qkvo": _adapter(block, ("q", "k", "v", "o"), 4, 1)}
+    result = export_lora(block, adapters, (_input(),), str(tmp_path), partitioner=None, alpha=8.0)
+    path = result.program_paths["qkvo"]
+    kernels, delegates = _kernel_and_delegate_calls(path, "forward")
+    assert delegates == 0 and "aten::linear" in kernels
+    x = _input()
+    run = run_programs([path], [result.foundation_path], [x.numpy()])
+    np.testing.assert_allclose(
+        run.outputs["qkvo.forward"][0], _expected(result, x)["qkvo"], atol=TOLERANCE, rtol=TOLERANCE
+    )
+    assert run.stats["named_data_fetches"] == {} and run.stats["data_files_open"] == 1
 
 
 def test_two_adapters_in_one_pte_match_torch(two_methods: LoraExportResult) -> None:
