@@ -2,7 +2,7 @@
 // once per configuration so that RSS, load times and the weights cache start from nothing.
 //
 //   lora_runner --data foundation.ptd --program a.pte [--program b.pte ...] [--no-share]
-//               [--warmup W] [--iterations K]
+//               [--warmup W] [--iterations K] [--threads N]
 //
 // It reads VmRSS before opening anything, opens the data files (DataFile::open), loads every
 // program (MmapDataLoader + Program::load + load_method of each method) one after another, and
@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/log.h"
 #include "edgeshare/runtime/core/result.h"
@@ -58,12 +59,13 @@ using runtime::Tensor;
 
 const char kUsage[] =
     "usage: lora_runner --program A.pte [--program B.pte ...] [--data F.ptd ...] [--no-share]\n"
-    "                   [--warmup W] [--iterations K]\n";
+    "                   [--warmup W] [--iterations K] [--threads N]\n";
 
 struct Options {
   std::vector<std::string> programs;
   std::vector<std::string> data_files;
   bool share = true;
+  size_t threads = 1;
   int warmup = 2;
   int iterations = 0;
 };
@@ -93,6 +95,9 @@ Result<Options> ParseArgs(int argc, char** argv) {
       options.data_files.push_back(v);
     } else if (arg == "--no-share") {
       options.share = false;
+    } else if (arg == "--threads") {
+      ES_ASSIGN_OR_RETURN(const char* v, value("--threads"));
+      ES_ASSIGN_OR_RETURN(options.threads, ParseCount("--threads", v, 1));
     } else if (arg == "--warmup") {
       ES_ASSIGN_OR_RETURN(const char* v, value("--warmup"));
       ES_ASSIGN_OR_RETURN(options.warmup, ParseCount("--warmup", v, 0));
@@ -206,6 +211,7 @@ void PrintList(const char* key, const std::vector<double>& values, int digits) {
 
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.share);
+  ES_RETURN_IF_ERROR(xnnpack::set_num_threads(options.threads));
   ES_ASSIGN_OR_RETURN(const MemoryKib before, ReadMemory());
 
   // Declared before the programs: they borrow the data maps and must go first.

@@ -3,6 +3,7 @@
 //
 //   bazel run //tools:run -- --program lora_a.pte --program lora_b.pte --data foundation.ptd
 //       [--inputs x.npy[,y.npy]] [--outputs DIR] [--stats-json FILE] [--no-share] [--iterations N]
+//       [--threads N]
 //
 // Without --inputs every input is filled with seeded values in [-1, 1). --outputs writes
 // DIR/<program>.<method>.output<i>.npy. A malformed file gives a one-line error and exit status 1.
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/log.h"
 #include "edgeshare/runtime/core/result.h"
@@ -48,11 +50,12 @@ struct Options {
   std::string stats_json;
   bool share = true;
   int iterations = 1;
+  int threads = 1;
 };
 
 const char kUsage[] =
     "usage: run --program A.pte [--program B.pte ...] [--data F.ptd ...] [--inputs X.npy[,Y.npy]]\n"
-    "           [--outputs DIR] [--stats-json FILE] [--no-share] [--iterations N]\n";
+    "           [--outputs DIR] [--stats-json FILE] [--no-share] [--iterations N] [--threads N]\n";
 
 std::vector<std::string> SplitCommas(const std::string& text) {
   std::vector<std::string> parts;
@@ -99,6 +102,11 @@ Result<Options> ParseArgs(int argc, char** argv) {
       options.stats_json = UserPath(v);
     } else if (arg == "--no-share") {
       options.share = false;
+    } else if (arg == "--threads") {
+      ES_ASSIGN_OR_RETURN(std::string v, value("--threads"));
+      options.threads = std::atoi(v.c_str());
+      ES_CHECK_OR_RETURN_ERROR(options.threads >= 1, Error::InvalidArgument,
+                               "--threads must be at least 1");
     } else if (arg == "--iterations") {
       ES_ASSIGN_OR_RETURN(std::string v, value("--iterations"));
       options.iterations = std::atoi(v.c_str());
@@ -172,6 +180,7 @@ Status WriteStats(const std::string& path) {
 
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.share);
+  ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.threads)));
 
   std::vector<std::shared_ptr<const DataFile>> data_files;
   std::vector<const runtime::NamedDataMap*> maps;

@@ -70,6 +70,15 @@ def test_sharing_off_fetches_the_foundation_per_program(exported):
         np.testing.assert_allclose(run.outputs[f"{name}.forward"][0], expected[name], atol=TOLERANCE)
 
 
+def test_two_threads_give_the_same_answers(exported):
+    result, inputs = exported
+    run = run_programs(_programs(result), [result.foundation_path], [inputs[0].numpy()],
+                       extra_args=["--threads", "2", "--iterations", "3"])
+    expected = _expected(result, inputs)
+    for name in result.program_paths:
+        np.testing.assert_allclose(run.outputs[f"{name}.forward"][0], expected[name], atol=TOLERANCE)
+
+
 def test_portable_kernels_match_torch_without_a_delegate():
     foundation, adapters, inputs = demo_lora()
     out = tempfile.mkdtemp(prefix="run_test_portable_")

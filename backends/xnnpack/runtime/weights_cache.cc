@@ -7,6 +7,8 @@
 #include <limits>
 #include <set>
 
+#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
+
 namespace edgeshare {
 namespace xnnpack {
 
@@ -110,14 +112,14 @@ PackedOperator::~PackedOperator() {
 
 Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
   std::lock_guard<std::mutex> lock(mutex_);
-  xnn_status status = xnn_setup_fully_connected_nc_f32(op_, batch_size, input, output,
-                                                       /*threadpool=*/nullptr);
+  pthreadpool_t pool = threadpool();
+  xnn_status status = xnn_setup_fully_connected_nc_f32(op_, batch_size, input, output, pool);
   if (status != xnn_status_success) {
     return Status::Format(Error::DelegateExecutionFailed,
                           "XNNPACK fully connected setup over '%s' failed (status %d)",
                           weight_key_.c_str(), static_cast<int>(status));
   }
-  status = xnn_run_operator(op_, /*threadpool=*/nullptr);
+  status = xnn_run_operator(op_, pool);
   if (status != xnn_status_success) {
     return Status::Format(Error::DelegateExecutionFailed,
                           "XNNPACK fully connected run over '%s' failed (status %d)",

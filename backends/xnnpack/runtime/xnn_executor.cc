@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/xnnpack_graph_generated.h"
 
 namespace edgeshare {
@@ -576,6 +577,7 @@ Status XnnExecutor::execute(Span<EValue* const> args) {
                              "XNNPACK delegate arg %zu has no data", i);
     pointers_[id] = t.mutable_data();
   }
+  pthreadpool_t pool = threadpool();
   for (const Step& step : steps_) {
     const float* a = static_cast<const float*>(pointers_[step.a]);
     float* out = static_cast<float*>(pointers_[step.out]);
@@ -588,14 +590,14 @@ Status XnnExecutor::execute(Span<EValue* const> args) {
     if (step.kind == StepKind::kBinary) {
       status = step.binary_setup(step.op, step.a_rank, step.a_shape.data(), step.b_rank,
                                  step.b_shape.data(), a,
-                                 static_cast<const float*>(pointers_[step.b]), out, nullptr);
+                                 static_cast<const float*>(pointers_[step.b]), out, pool);
     } else {
-      status = step.unary_setup(step.op, step.batch, a, out, nullptr);
+      status = step.unary_setup(step.op, step.batch, a, out, pool);
     }
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
                              "XNNPACK setup of node %u failed (status %d)", step.node,
                              static_cast<int>(status));
-    status = xnn_run_operator(step.op, /*threadpool=*/nullptr);
+    status = xnn_run_operator(step.op, pool);
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
                              "XNNPACK run of node %u failed (status %d)", step.node,
                              static_cast<int>(status));

@@ -1,0 +1,35 @@
+// Threads for the XNNPACK delegate: how many threads its operators split their work across.
+//
+// By default every operator runs on the thread that calls Method::execute() (1 thread). Asking for
+// more creates one process-wide pthreadpool that every delegate handle uses; XNNPACK serialises
+// concurrent calls into one pool, so two methods running on two threads stay correct.
+//
+//   ES_RETURN_IF_ERROR(edgeshare::xnnpack::set_num_threads(2));   // before executing
+//   ... method.execute() ...
+//
+// Errors: InvalidArgument for 0 threads, MemoryAllocationFailed if the pool cannot be made.
+// Thread-safety: set_num_threads must not run concurrently with any execute(); num_threads and
+// threadpool may be called from any thread.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_THREADPOOL_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_THREADPOOL_H_
+
+#include <pthreadpool.h>
+
+#include <cstddef>
+
+#include "edgeshare/runtime/core/result.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+runtime::Status set_num_threads(size_t threads);
+size_t num_threads();
+
+// The pool operators run on, or null for the calling thread alone.
+pthreadpool_t threadpool();
+
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_THREADPOOL_H_
