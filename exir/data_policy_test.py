@@ -79,5 +79,20 @@ def test_dynamic_shapes_are_rejected_naming_the_method():
         to_edge(ep)
 
 
+class _Complex(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, dtype=torch.complex64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return x * self.w
+
+
+def test_unsupported_dtypes_are_rejected_naming_the_method_and_node():
+    ep = torch.export.export(_Complex(), (torch.randn(4, dtype=torch.complex64),))
+    with pytest.raises(UnsupportedModelError, match=r"method 'forward', node '.*'.*complex64 is not supported"):
+        to_edge(ep)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
