@@ -143,6 +143,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--methods", action="store_true", help="one multi-method .pte instead of one per adapter")
     parser.add_argument("--name", default="lora", help="file stem of the multi-method .pte (with --methods)")
     parser.add_argument("--reference", action="store_true", help="also write example inputs and eager outputs (.npy)")
+    parser.add_argument(
+        "--fc-weight-dtype", choices=("fp32", "fp16"), default="fp32",
+        help="dtype of stored fully connected weights (fp16: half the bytes, within a documented "
+        "tolerance; see backends/xnnpack/partitioner.py)",
+    )
     args = parser.parse_args(argv)
     # torch's own deprecation noise from deep-copying graphs; not actionable by users of this tool.
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
@@ -152,7 +157,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         foundation, adapters, inputs = _unpack(load_model_function(args.model)(), args.model)
         result = export_lora(
-            foundation, adapters, inputs, out_dir, XnnpackPartitioner(),
+            foundation, adapters, inputs, out_dir, XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype),
             multi_method=args.methods, program_name=args.name,
         )
         extra = write_reference(result, inputs, out_dir) if args.reference else []

@@ -40,6 +40,14 @@ def test_methods_flag_writes_one_multi_method_pte(tmp_path, capsys):
     assert "shared" in capsys.readouterr().out
 
 
+def test_fc_weight_dtype_fp16_writes_half_foundation_weights(tmp_path):
+    assert export_lora.main(["--out", str(tmp_path), "--fc-weight-dtype", "fp16"]) == 0
+    with open(tmp_path / "foundation.ptd", "rb") as f:
+        ptd = deserialize_ptd(f.read(), "foundation.ptd")
+    assert sorted(ptd.named_data) == [f"fc{i}.{w}.fp16" for i in (1, 2, 3) for w in ("bias", "weight")]
+    assert all(b.tensor_layout.scalar_type == 5 for b in ptd.named_data.values())
+
+
 def test_bad_model_spec_is_a_clear_error(tmp_path, capsys):
     assert export_lora.main(["--out", str(tmp_path), "--model", "nope.py:f"]) == 1
     assert "nope.py" in capsys.readouterr().err

@@ -10,6 +10,12 @@ tensors hold the same bytes in both shapes). Every tensor has at least one eleme
 The checks mirror what the C++ delegate (runtime/xnn_executor.cc) accepts at init: a node tagged
 here must never make a program fail to load. One known difference from torch remains: XNNPACK's
 clamp (relu, hardtanh, clamp), maximum and minimum do not propagate NaN inputs as torch does.
+
+fp16 fully connected weights (`XnnpackPartitioner(fc_weight_dtype="fp16")`): every delegated
+linear's weight and bias are stored as IEEE half under "<key>.fp16" (half the bytes, in the same
+file the data policy sends the fp32 weight to) and run by XNNPACK's f16 fully connected operator,
+whose input is converted to half and whose output back to float32. The numbers change: see
+FP16_TOLERANCE.
 """
 
 import math
@@ -20,6 +26,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
+from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.partition import (
     DelegationSpec,
     PartitionResult,
@@ -27,10 +34,26 @@ from edgeshare.exir.partition import (
     tag_supported_nodes,
 )
 
-__all__ = ["XnnpackPartitioner", "is_lifted_weight"]
+__all__ = ["FP16_TOLERANCE", "XnnpackPartitioner", "is_lifted_weight"]
 
 BACKEND_ID = "XnnpackBackend"
 MAX_RANK = 6
+
+# The compile spec that carries the option to preprocess (absent: fp32, the default).
+FC_WEIGHT_DTYPE_SPEC = "fc_weight_dtype"
+FC_WEIGHT_DTYPES = ("fp32", "fp16")
+
+# The documented error bound of fc_weight_dtype="fp16" against torch eager in float32:
+#   |got - want| <= FP16_TOLERANCE * max(1, max|want|)   (elementwise; max over the output tensor)
+# for models like the demo LoRA MLP (fully connected layers of up to 512 input channels, outputs of
+# magnitude <= 1). Measured on the demo (256 -> 512 -> 512 -> 256, relu, LoRA rank 8 on every
+# layer, input [4, 256]; backends/xnnpack/fp16_test.py prints it): max abs error 2.9e-3 (lora_a)
+# and 2.6e-3 (lora_b) with max|want| 0.47 and 0.45, i.e. 0.6% of the output's range; the largest
+# relative error over elements with |want| >= 0.1 max|want| is 3.2%. The bound leaves a 3.4x
+# margin. XNNPACK's f16 kernels round the input, the weights and the accumulator (after every
+# multiply-add) to half precision, so the error grows with the number of input channels and the
+# size of the partial sums: check a model of your own against eager before relying on it.
+FP16_TOLERANCE = 1e-2
 
 aten = torch.ops.aten
 
@@ -181,10 +204,33 @@ class XnnpackPartitioner(Partitioner):
     Args:
       is_supported_override: optional extra filter (node -> bool) applied after the built-in
         checks, e.g. to keep some layers out of the delegate.
+      fc_weight_dtype: "fp32" (default; the program is exactly what it was without the option) or
+        "fp16": every delegated linear's weight and bias are stored as IEEE half bytes under
+        "<key>.fp16" (dtype HALF in the delegate graph, digest of the half bytes), placed like the
+        fp32 weight would be (foundation weights still go to the foundation file, under their
+        canonical name + ".fp16", so foundation.ptd holds half the bytes), and run by XNNPACK's f16
+        fully connected operator between f32->f16 and f16->f32 converts. A weight also read
+        elsewhere (an elementwise op in the delegate, or a kernel outside it) keeps its fp32 copy
+        for that use. Documented error against torch eager: |got - want| <= FP16_TOLERANCE *
+        max(1, max|want|) with FP16_TOLERANCE = 1e-2 (measured on the demo LoRA MLP: max abs error
+        2.9e-3 with outputs up to 0.47; foundation.ptd 1,064,960 bytes instead of 2,113,536).
+        Weights beyond half's range (|w| > 65504) are refused at export.
+
+    Raises:
+      ValueError: fc_weight_dtype is not "fp32" or "fp16".
     """
 
-    def __init__(self, is_supported_override: Optional[Callable[[torch.fx.Node], bool]] = None) -> None:
+    def __init__(
+        self,
+        is_supported_override: Optional[Callable[[torch.fx.Node], bool]] = None,
+        fc_weight_dtype: str = "fp32",
+    ) -> None:
+        if fc_weight_dtype not in FC_WEIGHT_DTYPES:
+            raise ValueError(
+                f"XnnpackPartitioner: fc_weight_dtype must be one of {FC_WEIGHT_DTYPES}, got {fc_weight_dtype!r}"
+            )
         self._override = is_supported_override
+        self._fc_weight_dtype = fc_weight_dtype
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         """Tags supported nodes of exported_program in place.
@@ -202,5 +248,8 @@ class XnnpackPartitioner(Partitioner):
             return checker(node) and (override is None or bool(override(node)))
 
         tags = tag_supported_nodes(exported_program, supported, "xnnpack_")
-        specs: Dict[str, DelegationSpec] = {t: DelegationSpec(BACKEND_ID, []) for t in tags}
+        compile_specs = []
+        if self._fc_weight_dtype != "fp32":
+            compile_specs.append(CompileSpec(FC_WEIGHT_DTYPE_SPEC, self._fc_weight_dtype.encode()))
+        specs: Dict[str, DelegationSpec] = {t: DelegationSpec(BACKEND_ID, list(compile_specs)) for t in tags}
         return PartitionResult(exported_program, specs)

@@ -4,6 +4,12 @@ Weights are not embedded: each becomes a CONSTANT value carrying its named-data 
 digest, and its bytes go into the partition's NamedDataStore output under the key and external tag
 the data policy recorded on its placeholder (so foundation weights land in foundation.ptd). Scalar
 operands of elementwise ops are inline constants.
+
+With the compile spec fc_weight_dtype=fp16 (XnnpackPartitioner(fc_weight_dtype="fp16")), the weight
+and bias of every FULLY_CONNECTED node are HALF constants under "<key>.fp16" (same external tag),
+digested over their half bytes. "<key>.fp16" cannot be another weight's key: "<key>" is a tensor,
+so no module is called "<key>" and no parameter "<key>.fp16" exists. A weight read by any other
+node keeps an fp32 constant under "<key>" for those reads.
 """
 
 import hashlib
@@ -17,7 +23,12 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
-from edgeshare.backends.xnnpack.partitioner import BINARY_OPS, RESHAPE_OPS
+from edgeshare.backends.xnnpack.partitioner import (
+    BINARY_OPS,
+    FC_WEIGHT_DTYPE_SPEC,
+    FC_WEIGHT_DTYPES,
+    RESHAPE_OPS,
+)
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import LoweringError
@@ -31,6 +42,8 @@ GRAPH_FILE_IDENTIFIER = b"ESX1"
 GRAPH_VERSION = 1
 WEIGHT_ALIGNMENT = 64
 FLOAT = 6
+HALF = 5
+FP16_KEY_SUFFIX = ".fp16"
 
 aten = torch.ops.aten
 _OpKind = xfb.OpKind
@@ -67,13 +80,18 @@ def _arg(node: torch.fx.Node, index: int, name: str, default):
 
 
 class _GraphBuilder:
-    def __init__(self, method: str, index: int, ep: ExportedProgram, store: NamedDataStore) -> None:
+    def __init__(
+        self, method: str, index: int, ep: ExportedProgram, store: NamedDataStore, fc_fp16: bool = False
+    ) -> None:
         self.what = f"method '{method}', partition {index}"
         self.ep = ep
         self.store = store
+        self.fc_fp16 = fc_fp16
         self.values: List["xfb.ValueT"] = []
         self.nodes: List["xfb.NodeT"] = []
         self.ids: Dict[torch.fx.Node, int] = {}
+        # fc_fp16: the HALF constant of a weight read as a fully connected weight or bias.
+        self.half_ids: Dict[torch.fx.Node, int] = {}
         self.num_inputs = 0
         self.num_outputs = 0
 
@@ -105,6 +123,41 @@ class _GraphBuilder:
         self.values[index].digest = list(hashlib.sha256(data).digest())
         return index
 
+    def _half_weight(self, node: torch.fx.Node, fqn: str) -> int:
+        tensor = self.ep.state_dict[fqn] if fqn in self.ep.state_dict else self.ep.constants[fqn]
+        if tensor.dtype != torch.float32:
+            raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
+        half = tensor.detach().to(torch.float16)
+        if bool((torch.isinf(half) & torch.isfinite(tensor)).any()):
+            raise LoweringError(
+                f"{self.what}: weight '{fqn}' has values beyond fp16's range (|w| > 65504); "
+                "export it with fc_weight_dtype='fp32'"
+            )
+        data = tensor_bytes(half)
+        key = node.meta.get(DATA_KEY_META, fqn) + FP16_KEY_SUFFIX
+        tag = node.meta.get(EXTERNAL_TAG_META)
+        self.store.add_named_data(key, data, WEIGHT_ALIGNMENT, tag, TensorLayout.of(half, key))
+        index = self._value(xfb.ValueKind.CONSTANT, tensor.shape)
+        self.values[index].dtype = HALF
+        self.values[index].key = key
+        self.values[index].digest = list(hashlib.sha256(data).digest())
+        return index
+
+    @staticmethod
+    def _fc_param_uses(node: torch.fx.Node):
+        """(read as a fully connected weight or bias, read any other way) of a placeholder."""
+        as_param, other = False, False
+        for user in node.users:
+            if user.op == "call_function" and user.target is aten.linear.default:
+                bias = _arg(user, 2, "bias", None)
+                if user.args[1] is node or bias is node:
+                    as_param = True
+                if user.args[0] is node:
+                    other = True
+            else:
+                other = True
+        return as_param, other
+
     def _input(self, x) -> int:
         if isinstance(x, torch.fx.Node):
             return self.ids[x]
@@ -130,7 +183,13 @@ class _GraphBuilder:
                 lifted[spec.arg.name] = spec.target
         for node in self.ep.graph.nodes:
             if node.op == "placeholder":
-                if node.name in lifted:
+                if node.name in lifted and self.fc_fp16:
+                    as_param, other = self._fc_param_uses(node)
+                    if other or not as_param:
+                        self.ids[node] = self._weight(node, lifted[node.name])
+                    if as_param:
+                        self.half_ids[node] = self._half_weight(node, lifted[node.name])
+                elif node.name in lifted:
                     self.ids[node] = self._weight(node, lifted[node.name])
                 else:
                     self.ids[node] = self._value(xfb.ValueKind.INPUT, node.meta["val"].shape, self.num_inputs)
@@ -169,10 +228,11 @@ class _GraphBuilder:
         t = node.target
         args = node.args
         if t is aten.linear.default:
-            inputs = [self.ids[args[0]], self.ids[args[1]]]
+            params = self.half_ids if self.fc_fp16 else self.ids
+            inputs = [self.ids[args[0]], params[args[1]]]
             bias = _arg(node, 2, "bias", None)
             if bias is not None:
-                inputs.append(self.ids[bias])
+                inputs.append(params[bias])
             self._node(_OpKind.FULLY_CONNECTED, inputs, node)
         elif t in _BINARY:
             self._node(_BINARY[t], [self._input(args[0]), self._input(args[1])], node)
@@ -212,19 +272,42 @@ class XnnpackBackend(BackendDetails):
 
         Args:
           edge_program: the partition.
-          compile_specs: unused (no options yet).
+          compile_specs: the partitioner's options (fc_weight_dtype: b"fp32" or b"fp16").
 
         Returns:
           The graph blob and its weights as named data.
+
+        Raises:
+          LoweringError: an unknown compile spec or value.
         """
-        return cls._preprocess("forward", 0, edge_program, None)
+        return cls._preprocess("forward", 0, edge_program, None, compile_specs)
+
+    @staticmethod
+    def _fc_fp16(what: str, compile_specs: List[CompileSpec]) -> bool:
+        dtype = "fp32"
+        for spec in compile_specs or []:
+            if spec.key != FC_WEIGHT_DTYPE_SPEC:
+                raise LoweringError(f"XnnpackBackend: {what}: unknown compile spec '{spec.key}'")
+            dtype = bytes(spec.value).decode("utf-8", "replace")
+            if dtype not in FC_WEIGHT_DTYPES:
+                raise LoweringError(
+                    f"XnnpackBackend: {what}: compile spec {FC_WEIGHT_DTYPE_SPEC}={dtype!r} is not one of "
+                    f"{FC_WEIGHT_DTYPES}"
+                )
+        return dtype == "fp16"
 
     @classmethod
     def _preprocess(
-        cls, method: str, index: int, ep: ExportedProgram, shared: Optional[NamedDataStore]
+        cls,
+        method: str,
+        index: int,
+        ep: ExportedProgram,
+        shared: Optional[NamedDataStore],
+        compile_specs: Optional[List[CompileSpec]] = None,
     ) -> PreprocessResult:
         store = NamedDataStore()
-        blob = _GraphBuilder(method, index, ep, store).build()
+        fc_fp16 = cls._fc_fp16(f"method '{method}', partition {index}", compile_specs or [])
+        blob = _GraphBuilder(method, index, ep, store, fc_fp16).build()
         output = store.get_named_data_store_output()
         if shared is not None:
             shared.merge(output)
@@ -261,5 +344,7 @@ class XnnpackBackend(BackendDetails):
                     f"XnnpackBackend: method '{method}' has {len(programs)} partitions but "
                     f"{len(specs)} compile spec lists"
                 )
-            results[method] = [cls._preprocess(method, i, p, shared) for i, p in enumerate(programs)]
+            results[method] = [
+                cls._preprocess(method, i, p, shared, s) for i, (p, s) in enumerate(zip(programs, specs))
+            ]
         return results

@@ -35,6 +35,58 @@ TEST_P(FullyConnected, output_clamp_is_applied_outside_the_shared_operator) {
       .share_weights(GetParam()).Test();
 }
 
+// fp16 weights (the exporter's fc_weight_dtype="fp16"): an f16 operator in the weights cache, fed
+// through per-handle f32<->f16 converts; fetched and packed once with sharing, twice without.
+TEST_P(FullyConnected, fp16_with_bias) {
+  LinearTester().input_channels(64).output_channels(32).batch_size(5).has_bias(true)
+      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+}
+
+TEST_P(FullyConnected, fp16_without_bias_odd_sizes) {
+  LinearTester().input_channels(23).output_channels(17).batch_size(3).has_bias(false)
+      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+}
+
+TEST_P(FullyConnected, fp16_batch_is_product_of_leading_dims) {
+  LinearTester().input_channels(16).output_channels(8).batch_dims({2, 3}).has_bias(true)
+      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+}
+
+TEST_P(FullyConnected, fp16_wide_input) {
+  LinearTester().input_channels(512).output_channels(64).batch_size(4).has_bias(true)
+      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+}
+
+TEST_P(FullyConnected, fp16_output_clamp) {
+  LinearTester().input_channels(32).output_channels(16).batch_size(4).output_range(0.0f, 0.5f)
+      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+}
+
+// The same weight as f32 and as f16 in one graph: two entries (the op kind and the identity's
+// dtype differ), each fetched once however many handles use them.
+TEST(FullyConnectedF16, f32_and_f16_entries_never_mix) {
+  InMemoryDataMap map("foundation.ptd");
+  std::vector<float> w = random_floats(8 * 16, -1, 1, 1);
+  for (float& v : w) v = round_to_half(v);
+  GraphBuilder g;
+  const uint32_t x = g.input({2, 16});
+  const uint32_t w32 = g.named("w", {8, 16}, map.add("w", w));
+  const uint32_t w16 = g.named("w.fp16", {8, 16}, map.add("w.fp16", pack_halves(w)));
+  g.set_dtype(w16, edgeshare::schema::ScalarType_HALF);
+  const uint32_t a = g.intermediate({2, 8});
+  const uint32_t b = g.intermediate({2, 8});
+  const uint32_t y = g.output({2, 8});
+  g.node(schema::OpKind_FULLY_CONNECTED, {x, w32}, {a});
+  g.node(schema::OpKind_FULLY_CONNECTED, {x, w16}, {b});
+  g.node(schema::OpKind_SUBTRACT, {a, b}, {y});
+  std::vector<float> input = random_floats(2 * 16, -1, 1, 3);
+  for (float& v : input) v = round_to_half(v);
+  // Both compute the same product (exact inputs), so the difference is the f16 rounding only.
+  run_two_handles(g.build(), map, {"w", "w.fp16"}, /*packs_per_handle=*/2, /*share=*/true,
+                  {HostTensor{{2, 16}, input}}, {2, 8}, std::vector<float>(16, 0.0f),
+                  LinearTester::fp16_tolerance(16));
+}
+
 INSTANTIATE_TEST_SUITE_P(SharingOnAndOff, FullyConnected, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "shared" : "private";

@@ -5,6 +5,7 @@
 //
 //   LinearTester().input_channels(64).output_channels(32).batch_size(5).has_bias(true)
 //       .share_weights(true).Test();
+//   LinearTester().input_channels(64).output_channels(32).weight_dtype_fp16(true).Test();
 //   BinaryTester(schema::OpKind_ADD).a_shape({2, 3, 4}).b_shape({4}).b_named(true).Test();
 //   UnaryTester(schema::OpKind_ELU).shape({3, 7}).alpha(0.5f).share_weights(false).Test();
 //
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -40,11 +42,56 @@ inline std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t s
   return v;
 }
 
+// IEEE half <-> float, round to nearest even (the f16 path's reference and its test data).
+inline uint16_t half_from_float(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to inf
+  if (abs < 0x38800000u) {
+    // Subnormal half (or zero): value / 2^-24, rounded to nearest even.
+    float a;
+    std::memcpy(&a, &abs, sizeof(a));
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  const uint32_t rounded = abs + 0x0FFFu + ((abs >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+inline float float_from_half(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  const uint32_t mant = h & 0x3FFu;
+  float magnitude;
+  if (exp == 0) {
+    magnitude = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    magnitude = mant == 0 ? INFINITY : NAN;
+  } else {
+    magnitude = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  }
+  return sign ? -magnitude : magnitude;
+}
+
+inline float round_to_half(float f) { return float_from_half(half_from_float(f)); }
+
+// Half values packed two per float, as InMemoryDataMap stores float vectors: the map then hands
+// out exactly the half bytes (plus two zero bytes when the count is odd).
+inline std::vector<float> pack_halves(const std::vector<float>& values) {
+  std::vector<uint16_t> halves(values.size() + values.size() % 2, 0);
+  for (size_t i = 0; i < values.size(); ++i) halves[i] = half_from_float(values[i]);
+  std::vector<float> packed(halves.size() / 2);
+  std::memcpy(packed.data(), halves.data(), halves.size() * sizeof(uint16_t));
+  return packed;
+}
+
 inline void expect_near_relative(const std::vector<float>& got, const std::vector<float>& want,
-                                 const std::string& what) {
+                                 const std::string& what, float relative = 1e-4f) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
-    const float tolerance = 1e-4f * std::max(1.0f, std::fabs(want[i]));
+    const float tolerance = relative * std::max(1.0f, std::fabs(want[i]));
     ASSERT_NEAR(got[i], want[i], tolerance) << what << " at element " << i;
   }
 }
@@ -66,7 +113,7 @@ inline void run_two_handles(const std::vector<uint8_t>& blob, const InMemoryData
                             const std::vector<std::string>& named_keys, size_t packs_per_handle,
                             bool share, const std::vector<HostTensor>& inputs,
                             const std::vector<uint32_t>& output_dims,
-                            const std::vector<float>& want) {
+                            const std::vector<float>& want, float relative_tolerance = 1e-4f) {
   set_weight_sharing(share);
   reset_weights_cache_counters();
   {
@@ -97,7 +144,7 @@ inline void run_two_handles(const std::vector<uint8_t>& blob, const InMemoryData
       for (int run = 0; run < 2; ++run) {
         auto status = d->run(in_ptrs, {&out});
         ASSERT_TRUE(status.ok()) << status.message();
-        expect_near_relative(out.data, want, share ? "shared" : "private");
+        expect_near_relative(out.data, want, share ? "shared" : "private", relative_tolerance);
       }
     }
   }
@@ -120,26 +167,47 @@ class LinearTester {
   LinearTester& has_bias(bool b) { has_bias_ = b; return *this; }
   LinearTester& share_weights(bool b) { share_ = b; return *this; }
   LinearTester& output_range(float lo, float hi) { min_ = lo; max_ = hi; return *this; }
+  // Weight and bias as IEEE half constants ("<key>.fp16", dtype HALF), as the exporter's
+  // fc_weight_dtype="fp16" writes them: the delegate runs an f16 operator between converts.
+  LinearTester& weight_dtype_fp16(bool v) { fp16_ = v; return *this; }
+
+  // Error bound of the f16 path against a double reference over the half-rounded input, weight
+  // and bias, relative to max(1, |y|), for inputs and weights in [-1, 1]. XNNPACK's f16 kernels
+  // round the accumulator to half after every multiply-add: the error is a random walk of
+  // `input_channels` roundings of up to half an ulp of the partial sum (measured: 0.027 with 512
+  // channels, where the bound is 0.057).
+  static float fp16_tolerance(size_t input_channels) {
+    return 2.5e-3f * std::sqrt(static_cast<float>(input_channels));
+  }
 
   void Test() const {
     InMemoryDataMap map("foundation.ptd");
-    const std::vector<float> w = random_floats(output_channels_ * input_channels_, -1, 1, 1);
-    const std::vector<float> b = random_floats(output_channels_, -1, 1, 2);
+    std::vector<float> w = random_floats(output_channels_ * input_channels_, -1, 1, 1);
+    std::vector<float> b = random_floats(output_channels_, -1, 1, 2);
+    const std::string suffix = fp16_ ? ".fp16" : "";
+    const std::string wkey = "linear.weight" + suffix, bkey = "linear.bias" + suffix;
+    if (fp16_) {
+      for (float& v : w) v = round_to_half(v);
+      for (float& v : b) v = round_to_half(v);
+    }
     GraphBuilder g;
     std::vector<uint32_t> x_dims = batch_dims_, y_dims = batch_dims_;
     x_dims.push_back(input_channels_);
     y_dims.push_back(output_channels_);
     const uint32_t x = g.input(x_dims);
-    const uint32_t wid = g.named("linear.weight",
+    const uint32_t wid = g.named(wkey,
                                  {static_cast<uint32_t>(output_channels_),
                                   static_cast<uint32_t>(input_channels_)},
-                                 map.add("linear.weight", w));
+                                 map.add(wkey, fp16_ ? pack_halves(w) : w));
+    if (fp16_) g.set_dtype(wid, edgeshare::schema::ScalarType_HALF);
     std::vector<uint32_t> ins = {x, wid};
-    std::vector<std::string> keys = {"linear.weight"};
+    std::vector<std::string> keys = {wkey};
     if (has_bias_) {
-      ins.push_back(g.named("linear.bias", {static_cast<uint32_t>(output_channels_)},
-                            map.add("linear.bias", b)));
-      keys.push_back("linear.bias");
+      const uint32_t bid = g.named(bkey, {static_cast<uint32_t>(output_channels_)},
+                                   map.add(bkey, fp16_ ? pack_halves(b) : b));
+      if (fp16_) g.set_dtype(bid, edgeshare::schema::ScalarType_HALF);
+      ins.push_back(bid);
+      keys.push_back(bkey);
     }
     const uint32_t y = g.output(y_dims);
     g.node(schema::OpKind_FULLY_CONNECTED, ins, {y}, min_, max_);
@@ -151,13 +219,15 @@ class LinearTester {
       for (size_t o = 0; o < output_channels_; ++o) {
         double acc = has_bias_ ? b[o] : 0.0;
         for (size_t i = 0; i < input_channels_; ++i) {
-          acc += double(input[n * input_channels_ + i]) * w[o * input_channels_ + i];
+          const float xi = input[n * input_channels_ + i];
+          acc += double(fp16_ ? round_to_half(xi) : xi) * w[o * input_channels_ + i];
         }
         want[n * output_channels_ + o] = std::min(max_, std::max(min_, float(acc)));
       }
     }
     run_two_handles(g.build(), map, keys, /*packs_per_handle=*/1, share_,
-                    {HostTensor{to_int_dims(x_dims), input}}, y_dims, want);
+                    {HostTensor{to_int_dims(x_dims), input}}, y_dims, want,
+                    fp16_ ? fp16_tolerance(input_channels_) : 1e-4f);
   }
 
  private:
@@ -166,6 +236,7 @@ class LinearTester {
   std::vector<uint32_t> batch_dims_ = {1};
   bool has_bias_ = true;
   bool share_ = true;
+  bool fp16_ = false;
   float min_ = -std::numeric_limits<float>::infinity();
   float max_ = std::numeric_limits<float>::infinity();
 };

@@ -21,6 +21,9 @@ using runtime::Status;
 namespace {
 
 constexpr uint8_t kFullyConnectedF32 = 1;
+// f16 weights and bias, f16 input and output: never the same entry as an f32 operator, even if a
+// digest ever matched (the identity's dtype differs too).
+constexpr uint8_t kFullyConnectedF16 = 2;
 
 // Process-wide bookkeeping behind weight_sharing.h: the switch, counters summed over every cache,
 // and the set of live caches (for entry counts and names). Leaked on purpose, like the shared cache.
@@ -111,6 +114,11 @@ PackedOperator::~PackedOperator() {
 }
 
 Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
+  if (weight_dtype_ != runtime::ScalarType::Float) {
+    return Status::Format(Error::InvalidArgument,
+                          "fully connected entry over '%s' is f16; run it with f16 buffers",
+                          weight_key_.c_str());
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   pthreadpool_t pool = threadpool();
   xnn_status status = xnn_setup_fully_connected_nc_f32(op_, batch_size, input, output, pool);
@@ -123,6 +131,29 @@ Status PackedOperator::run_fully_connected(size_t batch_size, const float* input
   if (status != xnn_status_success) {
     return Status::Format(Error::DelegateExecutionFailed,
                           "XNNPACK fully connected run over '%s' failed (status %d)",
+                          weight_key_.c_str(), static_cast<int>(status));
+  }
+  return Status();
+}
+
+Status PackedOperator::run_fully_connected_f16(size_t batch_size, const void* input, void* output) {
+  if (weight_dtype_ != runtime::ScalarType::Half) {
+    return Status::Format(Error::InvalidArgument,
+                          "fully connected entry over '%s' is f32; run it with float buffers",
+                          weight_key_.c_str());
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  pthreadpool_t pool = threadpool();
+  xnn_status status = xnn_setup_fully_connected_nc_f16(op_, batch_size, input, output, pool);
+  if (status != xnn_status_success) {
+    return Status::Format(Error::DelegateExecutionFailed,
+                          "XNNPACK f16 fully connected setup over '%s' failed (status %d)",
+                          weight_key_.c_str(), static_cast<int>(status));
+  }
+  status = xnn_run_operator(op_, pool);
+  if (status != xnn_status_success) {
+    return Status::Format(Error::DelegateExecutionFailed,
+                          "XNNPACK f16 fully connected run over '%s' failed (status %d)",
                           weight_key_.c_str(), static_cast<int>(status));
   }
   return Status();
@@ -238,8 +269,19 @@ Result<PackedOperator*> WeightsCache::get_or_pack_fully_connected(const NamedDat
                                                                   const ConstantRef* bias,
                                                                   size_t input_channels,
                                                                   size_t output_channels) {
+  const runtime::ScalarType dtype = weight.identity.dtype;
+  ES_CHECK_OR_RETURN_ERROR(
+      dtype == runtime::ScalarType::Float || dtype == runtime::ScalarType::Half,
+      Error::InvalidArgument, "fully connected weight '%s' has dtype %s; Float or Half only",
+      or_inline(weight.key), runtime::to_string(dtype));
+  ES_CHECK_OR_RETURN_ERROR(bias == nullptr || bias->identity.dtype == dtype, Error::InvalidArgument,
+                           "fully connected weight '%s' is %s but its bias '%s' is %s",
+                           or_inline(weight.key), runtime::to_string(dtype),
+                           bias == nullptr ? "" : or_inline(bias->key),
+                           bias == nullptr ? "" : runtime::to_string(bias->identity.dtype));
+  const bool f16 = dtype == runtime::ScalarType::Half;
   PackedKey key;
-  key.op_kind = kFullyConnectedF32;
+  key.op_kind = f16 ? kFullyConnectedF16 : kFullyConnectedF32;
   key.weight = weight.identity;
   key.has_bias = bias != nullptr;
   if (bias != nullptr) key.bias = bias->identity;
@@ -274,20 +316,32 @@ Result<PackedOperator*> WeightsCache::get_or_pack_fully_connected(const NamedDat
   std::unique_ptr<PackedOperator> entry(new PackedOperator());
   // Shared operators are created unclamped: a clamp is a property of the node using the weights,
   // not of the weights, so clamping here would split one weight into several entries.
-  const xnn_status status = xnn_create_fully_connected_nc_f32(
-      input_channels, output_channels, /*input_stride=*/input_channels,
-      /*output_stride=*/output_channels, static_cast<const float*>(*kernel),
-      static_cast<const float*>(bias_data), -std::numeric_limits<float>::infinity(),
-      std::numeric_limits<float>::infinity(), /*flags=*/0, &entry->op_);
+  const float lo = -std::numeric_limits<float>::infinity();
+  const float hi = std::numeric_limits<float>::infinity();
+  // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
+  const xnn_status status =
+      f16 ? xnn_create_fully_connected_nc_f16(input_channels, output_channels,
+                                              /*input_stride=*/input_channels,
+                                              /*output_stride=*/output_channels, *kernel,
+                                              bias_data, lo, hi, /*flags=*/0, &entry->op_)
+          : xnn_create_fully_connected_nc_f32(
+                input_channels, output_channels, /*input_stride=*/input_channels,
+                /*output_stride=*/output_channels, static_cast<const float*>(*kernel),
+                static_cast<const float*>(bias_data), lo, hi, /*flags=*/0, &entry->op_);
   // XNNPACK copied the weights into its packed buffer: the unpacked bytes can go back now.
   free_unpacked_data_locked();
   ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
-                           "XNNPACK could not create the fully connected operator for weight '%s' "
-                           "[%zu x %zu] (status %d)",
-                           or_inline(weight.key), output_channels, input_channels,
-                           static_cast<int>(status));
+                           "XNNPACK could not create the %s fully connected operator for weight "
+                           "'%s' [%zu x %zu] (status %d%s)",
+                           f16 ? "f16" : "f32", or_inline(weight.key), output_channels,
+                           input_channels, static_cast<int>(status),
+                           status == xnn_status_unsupported_hardware
+                               ? ": this CPU lacks the instructions XNNPACK's f16 kernels need; "
+                                 "export with fp32 fully connected weights"
+                               : "");
   count_pack_locked();
   entry->refs_ = 1;
+  entry->weight_dtype_ = dtype;
   entry->input_channels_ = input_channels;
   entry->output_channels_ = output_channels;
   entry->weight_key_ = weight.key;

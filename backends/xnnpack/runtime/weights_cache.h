@@ -66,7 +66,9 @@ struct ConstantRef {
   ConstantIdentity identity;
 };
 
-// A packed entry: an XNNPACK fully connected operator with output range (-inf, +inf).
+// A packed entry: an XNNPACK fully connected operator with output range (-inf, +inf). Its weight
+// dtype picks the operator: Float packs an f32 operator (float input and output), Half an f16 one
+// (IEEE half input and output; the caller converts around it).
 class PackedOperator {
  public:
   PackedOperator(const PackedOperator&) = delete;
@@ -78,6 +80,12 @@ class PackedOperator {
   // setup from one thread must not be followed by another thread's run. Never allocates.
   // Errors: DelegateExecutionFailed naming the weight key.
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
+  // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
+  // Errors: as above; InvalidArgument when the entry's kind is not the one called.
+  runtime::Status run_fully_connected_f16(size_t batch_size, const void* input, void* output);
+
+  // Float (f32 operator) or Half (f16 operator).
+  runtime::ScalarType weight_dtype() const { return weight_dtype_; }
 
   size_t input_channels() const { return input_channels_; }
   size_t output_channels() const { return output_channels_; }
@@ -92,6 +100,7 @@ class PackedOperator {
   size_t refs_ = 0;
   size_t input_channels_ = 0;
   size_t output_channels_ = 0;
+  runtime::ScalarType weight_dtype_ = runtime::ScalarType::Float;
   std::string weight_key_;
   std::string bias_key_;
 };
@@ -123,8 +132,11 @@ class WeightsCache {
 
   // The fully connected operator for weight [out, in] and optional bias [out] (null: no bias),
   // packed on the first request and shared afterwards. Adds one reference. Named constants are
-  // fetched from `map` only on a miss; inline ones come from their identity's bytes.
-  // Errors: see the header comment; InvalidArgument when a named constant is needed and map is null.
+  // fetched from `map` only on a miss; inline ones come from their identity's bytes. A Float
+  // weight makes an f32 operator, a Half weight an f16 one (a different op kind in the key, so the
+  // two never share an entry); the bias, if any, has the weight's dtype.
+  // Errors: see the header comment; InvalidArgument when a named constant is needed and map is
+  // null, or when the weight is neither Float nor Half or the bias dtype differs from the weight's.
   runtime::Result<PackedOperator*> get_or_pack_fully_connected(const runtime::NamedDataMap* map,
                                                               const ConstantRef& weight,
                                                               const ConstantRef* bias,

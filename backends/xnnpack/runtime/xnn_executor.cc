@@ -91,6 +91,8 @@ Result<std::unique_ptr<XnnExecutor>> XnnExecutor::create(const void* blob, size_
 XnnExecutor::~XnnExecutor() {
   for (Step& step : steps_) {
     if (step.op != nullptr) xnn_delete_operator(step.op);
+    if (step.convert_in != nullptr) xnn_delete_operator(step.convert_in);
+    if (step.convert_out != nullptr) xnn_delete_operator(step.convert_out);
     if (step.packed != nullptr) cache_->release(step.packed);
   }
   for (RetainedConstant* constant : retained_) cache_->release(constant);
@@ -138,10 +140,16 @@ Status XnnExecutor::build(const void* blob, size_t size, const NamedDataMap* map
                              Error::InvalidProgram, "value %u has unknown kind %d", id,
                              static_cast<int>(v->kind()));
     info.kind = static_cast<uint8_t>(v->kind());
-    ES_CHECK_OR_RETURN_ERROR(v->dtype() == edgeshare::schema::ScalarType_FLOAT,
+    // HALF is for fully connected weights and biases only; the nodes check each use below.
+    const bool half = v->dtype() == edgeshare::schema::ScalarType_HALF;
+    ES_CHECK_OR_RETURN_ERROR(v->dtype() == edgeshare::schema::ScalarType_FLOAT ||
+                                 (half && v->kind() == fb::ValueKind_CONSTANT &&
+                                  v->key() != nullptr),
                              Error::NotSupported,
-                             "value %u has dtype %d; the XNNPACK delegate runs float32 only", id,
-                             static_cast<int>(v->dtype()));
+                             "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF "
+                             "only for named constants (fully connected weights and biases)",
+                             id, static_cast<int>(v->dtype()));
+    info.dtype = half ? ScalarType::Half : ScalarType::Float;
     if (v->dims() != nullptr) {
       ES_CHECK_OR_RETURN_ERROR(v->dims()->size() <= XNN_MAX_TENSOR_DIMS &&
                                    v->dims()->size() <= runtime::Tensor::kMaxDims,
@@ -214,7 +222,7 @@ Status XnnExecutor::build(const void* blob, size_t size, const NamedDataMap* map
   auto constant_ref = [&](uint32_t id) {
     const fb::Value* v = fvalues.Get(id);
     ConstantRef ref;
-    ref.identity.dtype = ScalarType::Float;
+    ref.identity.dtype = values_[id].dtype;
     ref.identity.dims.assign(values_[id].dims.begin(), values_[id].dims.end());
     if (v->inline_data() != nullptr) {
       ref.identity.is_inline = true;
@@ -241,6 +249,18 @@ Status XnnExecutor::build(const void* blob, size_t size, const NamedDataMap* map
     arena_floats += (numel + kPadFloats + kSlotAlignFloats - 1) / kSlotAlignFloats *
                     kSlotAlignFloats;
     return offset;
+  };
+  // A scratch value of `numel` IEEE halves (an f16 fully connected op's input or output).
+  auto new_half_scratch = [&](size_t numel) {
+    const uint32_t id = static_cast<uint32_t>(values_.size());
+    ValueInfo scratch;
+    scratch.kind = fb::ValueKind_INTERMEDIATE;
+    scratch.dtype = ScalarType::Half;
+    scratch.numel = numel;
+    values_.push_back(scratch);
+    pointers_.push_back(nullptr);
+    slot_offset.push_back(add_slot((numel + 1) / 2));
+    return id;
   };
   auto new_scratch = [&](const ValueInfo& like) {
     const uint32_t id = static_cast<uint32_t>(values_.size());
@@ -291,6 +311,12 @@ Status XnnExecutor::build(const void* blob, size_t size, const NamedDataMap* map
       ES_CHECK_OR_RETURN_ERROR(defined[in[i]], Error::InvalidProgram,
                                "node %u (%s): input value %u is read before any node writes it", n,
                                name, in[i]);
+      ES_CHECK_OR_RETURN_ERROR(values_[in[i]].dtype == ScalarType::Float ||
+                                   (op == fb::OpKind_FULLY_CONNECTED && i > 0),
+                               Error::NotSupported,
+                               "node %u (%s): input %zu (value %u) is HALF; only a fully "
+                               "connected node's weight and bias may be",
+                               n, name, i, in[i]);
     }
     const uint32_t out = node->outputs()->Get(0);
     ES_CHECK_OR_RETURN_ERROR(out < num_values, Error::InvalidProgram,
@@ -335,6 +361,12 @@ Status XnnExecutor::build(const void* blob, size_t size, const NamedDataMap* map
                                n, in[1]);
       const size_t out_ch = w.dims[0];
       const size_t in_ch = w.dims[1];
+      const bool f16 = w.dtype == ScalarType::Half;
+      ES_CHECK_OR_RETURN_ERROR(num_in < 3 || values_[in[2]].dtype == w.dtype, Error::NotSupported,
+                               "node %u (FULLY_CONNECTED): weight value %u is %s but bias value "
+                               "%u is %s; both must be float32 or both HALF",
+                               n, in[1], runtime::to_string(w.dtype), in[2],
+                               runtime::to_string(values_[in[2]].dtype));
       ES_CHECK_OR_RETURN_ERROR(!x.dims.empty() && static_cast<size_t>(x.dims.back()) == in_ch,
                                Error::InvalidProgram,
                                "node %u (FULLY_CONNECTED): input %s does not end in the weight's "
@@ -365,7 +397,30 @@ Status XnnExecutor::build(const void* blob, size_t size, const NamedDataMap* map
       step.packed = *packed;
       step.batch = x.numel / in_ch;
       ES_RETURN_IF_ERROR(ensure_pointer(in[0]));
-      steps_.push_back(step);
+      if (f16) {
+        // x (f32) -> half_in -> shared f16 operator -> half_out -> y (f32). The converts are this
+        // handle's own; the scratch slots are in its arena.
+        step.kind = StepKind::kSharedFullyConnectedF16;
+        step.half_in = new_half_scratch(x.numel);
+        step.half_out = new_half_scratch(y.numel);
+        const xnn_status in_status =
+            xnn_create_convert_nc_f32_f16(in_ch, in_ch, in_ch, /*flags=*/0, &step.convert_in);
+        const xnn_status out_status = in_status != xnn_status_success
+                                          ? in_status
+                                          : xnn_create_convert_nc_f16_f32(
+                                                out_ch, out_ch, out_ch, /*flags=*/0,
+                                                &step.convert_out);
+        // Pushed first: the destructor releases the packed entry and deletes made converts.
+        steps_.push_back(step);
+        ES_CHECK_OR_RETURN_ERROR(in_status == xnn_status_success &&
+                                     out_status == xnn_status_success,
+                                 Error::DelegateInitFailed,
+                                 "node %u (FULLY_CONNECTED): XNNPACK could not create the "
+                                 "f32<->f16 converts of an f16 fully connected op (status %d)",
+                                 n, static_cast<int>(out_status));
+      } else {
+        steps_.push_back(step);
+      }
     } else if (is_binary(op)) {
       const ValueInfo& b = values_[in[1]];
       std::vector<int32_t> want;
@@ -584,6 +639,23 @@ Status XnnExecutor::execute(Span<EValue* const> args) {
     if (step.kind == StepKind::kSharedFullyConnected) {
       // The shared operator locks itself for setup + run.
       ES_RETURN_IF_ERROR(step.packed->run_fully_connected(step.batch, a, out));
+      continue;
+    }
+    if (step.kind == StepKind::kSharedFullyConnectedF16) {
+      void* half_in = pointers_[step.half_in];
+      void* half_out = pointers_[step.half_out];
+      xnn_status status =
+          xnn_setup_convert_nc_f32_f16(step.convert_in, step.batch, a, half_in, pool);
+      if (status == xnn_status_success) status = xnn_run_operator(step.convert_in, pool);
+      ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
+                               "XNNPACK f32->f16 convert of node %u's input failed (status %d)",
+                               step.node, static_cast<int>(status));
+      ES_RETURN_IF_ERROR(step.packed->run_fully_connected_f16(step.batch, half_in, half_out));
+      status = xnn_setup_convert_nc_f16_f32(step.convert_out, step.batch, half_out, out, pool);
+      if (status == xnn_status_success) status = xnn_run_operator(step.convert_out, pool);
+      ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
+                               "XNNPACK f16->f32 convert of node %u's output failed (status %d)",
+                               step.node, static_cast<int>(status));
       continue;
     }
     xnn_status status;

@@ -3,6 +3,10 @@
 // create() verifies the delegate's FlatBuffer graph (xnnpack_graph.fbs) and every index, shape and
 // dtype in it, then builds one XNNPACK operator per node: fully connected operators come from a
 // WeightsCache (shared across programs unless sharing is off), elementwise operators are private.
+// Every value is float32 except the weight and bias of a fully connected node, which may be IEEE
+// half (HALF, both or the weight alone): that node runs the cache's f16 operator between a private
+// f32->f16 convert of its input and an f16->f32 convert of its output, through half-precision
+// scratch slots in the arena.
 // Intermediates live in one arena the executor owns; inline constants are copied in; named
 // constants read by elementwise operators are retained (shared by identity) until destruction.
 //
@@ -64,15 +68,25 @@ class XnnExecutor {
 
   struct ValueInfo {
     uint8_t kind = 0;
+    runtime::ScalarType dtype = runtime::ScalarType::Float;  // Half: fully connected weights only.
     std::vector<int32_t> dims;  // Validated to fit int32 (Tensor sizes) and XNN_MAX_TENSOR_DIMS.
     size_t numel = 1;
   };
-  enum class StepKind : uint8_t { kSharedFullyConnected, kBinary, kUnary };
+  enum class StepKind : uint8_t {
+    kSharedFullyConnected,
+    kSharedFullyConnectedF16,  // convert_in, the shared f16 operator, convert_out.
+    kBinary,
+    kUnary,
+  };
   struct Step {
     StepKind kind = StepKind::kUnary;
     uint32_t node = 0;  // For messages.
     xnn_operator_t op = nullptr;       // Private operator (owned), binary and unary steps.
     PackedOperator* packed = nullptr;  // Shared fully connected (a reference on the cache entry).
+    // f16 fully connected: private converts (owned) and the half scratch value ids they use.
+    xnn_operator_t convert_in = nullptr;   // a (f32) -> half_in
+    xnn_operator_t convert_out = nullptr;  // half_out -> out (f32)
+    uint32_t half_in = 0, half_out = 0;
     BinarySetup binary_setup = nullptr;
     UnarySetup unary_setup = nullptr;
     uint32_t a = 0, b = 0, out = 0;  // Value ids.

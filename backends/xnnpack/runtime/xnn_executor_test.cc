@@ -177,6 +177,62 @@ TEST_F(XnnExecutorTest, non_float_dtype_is_not_supported) {
   EXPECT_EQ(init_error(b.g.build(), &b.map), Error::NotSupported);
 }
 
+// HALF is accepted for a fully connected node's named weight and bias only, both or the weight
+// alone; anything else is refused at init with a message naming the value.
+TEST_F(XnnExecutorTest, half_only_for_fully_connected_weights_and_bias) {
+  constexpr int8_t kHalf = edgeshare::schema::ScalarType_HALF;
+  auto message = [](const std::vector<uint8_t>& blob, const runtime::NamedDataMap* map) {
+    auto d = TestDelegate::init(blob, map);
+    return d.ok() ? std::string() : std::string(d.status().message());
+  };
+  {
+    Broken b;  // HALF weight, float32 bias.
+    b.g.set_dtype(b.w, kHalf);
+    const uint32_t bias = b.g.named("b", {4}, b.map.add("b", random_floats(4, -1, 1, 2)));
+    b.g.node(schema::OpKind_FULLY_CONNECTED, {b.x, b.w, bias}, {b.y});
+    EXPECT_EQ(init_error(b.g.build(), &b.map), Error::NotSupported);
+    EXPECT_NE(message(b.g.build(), &b.map).find("both must be float32 or both HALF"),
+              std::string::npos);
+  }
+  {
+    Broken b;  // float32 weight, HALF bias.
+    const uint32_t bias = b.g.named("b", {4}, b.map.add("b", random_floats(2, -1, 1, 2)));
+    b.g.set_dtype(bias, kHalf);
+    b.g.node(schema::OpKind_FULLY_CONNECTED, {b.x, b.w, bias}, {b.y});
+    EXPECT_EQ(init_error(b.g.build(), &b.map), Error::NotSupported);
+  }
+  {
+    Broken b;  // HALF operand of an elementwise op.
+    const uint32_t s = b.g.named("s", {8}, b.map.add("s", random_floats(4, -1, 1, 2)));
+    b.g.set_dtype(s, kHalf);
+    const uint32_t y = b.g.output({2, 8});
+    b.g.node(schema::OpKind_ADD, {b.x, s}, {y});
+    EXPECT_EQ(init_error(b.g.build(), &b.map), Error::NotSupported);
+    EXPECT_NE(message(b.g.build(), &b.map).find("only a fully connected node's weight and bias"),
+              std::string::npos);
+  }
+  {
+    Broken b;  // HALF input, intermediate or inline constant.
+    b.g.set_dtype(b.x, kHalf);
+    b.g.node(schema::OpKind_FULLY_CONNECTED, {b.x, b.w}, {b.y});
+    EXPECT_EQ(init_error(b.g.build(), &b.map), Error::NotSupported);
+  }
+  {
+    Broken b;
+    const uint32_t c = b.g.inline_constant({2}, {0.5f});
+    b.g.set_dtype(c, kHalf);
+    b.g.node(schema::OpKind_FULLY_CONNECTED, {b.x, b.w}, {b.y});
+    EXPECT_EQ(init_error(b.g.build(), &b.map), Error::NotSupported);
+  }
+  {
+    Broken b;  // HALF weight too short for its dims (the map holds 2 bytes per element needed).
+    const uint32_t w = b.g.named("w16", {4, 8}, b.map.add("w16", random_floats(8, -1, 1, 1)));
+    b.g.set_dtype(w, kHalf);
+    b.g.node(schema::OpKind_FULLY_CONNECTED, {b.x, w}, {b.y});
+    EXPECT_EQ(init_error(b.g.build(), &b.map), Error::InvalidData);
+  }
+}
+
 TEST_F(XnnExecutorTest, inconsistent_fully_connected_shapes) {
   {
     Broken b;  // Weight rank 1.
