@@ -12,38 +12,7 @@ from edgeshare.exir import AdapterMismatchError, UnsupportedModelError
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
 from edgeshare.exir.lora import export_lora
 from edgeshare.exir.tensor_layout import tensor_bytes
-
-
-class Block(nn.Module):
-    """A transformer block: attention (matmul, softmax), layer norms, MLP, reshapes/permutes."""
-
-    def __init__(self, dim=32, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(dim)
-        self.q = nn.Linear(dim, dim)
-        self.k = nn.Linear(dim, dim)
-        self.v = nn.Linear(dim, dim)
-        self.o = nn.Linear(dim, dim)
-        self.ln2 = nn.LayerNorm(dim)
-        self.up = nn.Linear(dim, 2 * dim)
-        self.down = nn.Linear(2 * dim, dim)
-        with torch.no_grad():  # distinct bytes everywhere (LayerNorm starts at ones and zeros)
-            for p in self.parameters():
-                p.normal_(0.0, 0.1)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        h = self.ln1(x)
-
-        def split(y):
-            return y.reshape(b, t, self.heads, d // self.heads).permute(0, 2, 1, 3)
-
-        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
-        att = torch.softmax(q @ k.transpose(-1, -2) * (d // self.heads) ** -0.5, dim=-1)
-        y = (att @ v).permute(0, 2, 1, 3).reshape(b, t, d)
-        x = x + self.o(y)
-        return x + self.down(torch.relu(self.up(self.ln2(x))))
+from edgeshare.exir.testing import TransformerBlock, lora_state_dict
 
 
 class Mlp(nn.Module):
@@ -57,13 +26,7 @@ class Mlp(nn.Module):
 
 
 def _adapter(model, layers, rank, seed):
-    g = torch.Generator().manual_seed(seed)
-    out = {}
-    for name in layers:
-        lin = model.get_submodule(name)
-        out[f"{name}.lora_a.weight"] = torch.randn(rank, lin.in_features, generator=g) * 0.1
-        out[f"{name}.lora_b.weight"] = torch.randn(lin.out_features, rank, generator=g) * 0.1
-    return out
+    return lora_state_dict(model, layers, rank, seed, scale=0.1)
 
 
 def _all_bytes(folder):
@@ -90,7 +53,7 @@ def _export(tmp_path, foundation, adapters, inputs, **kw):
 
 def test_lora_transformer_block_is_partially_delegated(tmp_path):
     torch.manual_seed(0)
-    block = Block().eval()
+    block = TransformerBlock().eval()
     adapters = {"a": _adapter(block, ["q", "v"], 4, 1), "b": _adapter(block, ["q", "k", "o"], 2, 2)}
     result, files = _export(tmp_path, block, adapters, (torch.randn(1, 6, 32),), alpha=8.0)
     pte = deserialize_pte(files["a.pte"])

@@ -15,6 +15,7 @@ from torch import nn
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir._serialize import deserialize_pte
 from edgeshare.exir.lora import LoraExportResult, export_lora
+from edgeshare.exir.testing import TransformerBlock, lora_state_dict
 from edgeshare.schema import program_generated as fb
 from edgeshare.tools.run_binary import run_programs
 
@@ -22,50 +23,11 @@ TOLERANCE = 1e-4
 DIM, HEADS, BATCH, TOKENS = 32, 4, 2, 5
 
 
-class Block(nn.Module):
-    """A pre-norm transformer block (the model of exir/lora_models_test.py)."""
-
-    def __init__(self, dim: int = DIM, heads: int = HEADS) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(dim)
-        self.q = nn.Linear(dim, dim)
-        self.k = nn.Linear(dim, dim)
-        self.v = nn.Linear(dim, dim)
-        self.o = nn.Linear(dim, dim)
-        self.ln2 = nn.LayerNorm(dim)
-        self.up = nn.Linear(dim, 2 * dim)
-        self.down = nn.Linear(2 * dim, dim)
-        g = torch.Generator().manual_seed(0)
-        with torch.no_grad():  # distinct bytes everywhere (LayerNorm starts at ones and zeros)
-            for p in self.parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        b, t, d = x.shape
-        h = self.ln1(x)
-
-        def split(y: torch.Tensor) -> torch.Tensor:
-            return y.reshape(b, t, self.heads, d // self.heads).permute(0, 2, 1, 3)
-
-        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
-        att = torch.softmax(q @ k.transpose(-1, -2) * (d // self.heads) ** -0.5, dim=-1)
-        y = (att @ v).permute(0, 2, 1, 3).reshape(b, t, d)
-        x = x + self.o(y)
-        return x + self.down(torch.relu(self.up(self.ln2(x))))
-
-
 LINEARS = ("q", "k", "v", "o", "up", "down")
 
 
 def _adapter(model: nn.Module, layers: Sequence[str], rank: int, seed: int) -> Dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    out = {}
-    for name in layers:
-        lin = model.get_submodule(name)
-        out[f"{name}.lora_a.weight"] = torch.randn(rank, lin.in_features, generator=g) * 0.2
-        out[f"{name}.lora_b.weight"] = torch.randn(lin.out_features, rank, generator=g) * 0.2
-    return out
+    return lora_state_dict(model, layers, rank, seed, scale=0.2)
 
 
 def _input() -> torch.Tensor:
@@ -90,19 +52,19 @@ def _kernel_and_delegate_calls(path: str, method: str) -> Tuple[List[str], int]:
 
 
 @pytest.fixture(scope="module")
-def block() -> Block:
-    return Block().eval()
+def block() -> TransformerBlock:
+    return TransformerBlock().eval()
 
 
 @pytest.fixture(scope="module")
-def single(block: Block) -> LoraExportResult:
+def single(block: TransformerBlock) -> LoraExportResult:
     adapters = {"qkvo": _adapter(block, ("q", "k", "v", "o"), 4, 1)}
     out = tempfile.mkdtemp(prefix="lora_block_")
     return export_lora(block, adapters, (_input(),), out, XnnpackPartitioner(), alpha=8.0)
 
 
 @pytest.fixture(scope="module")
-def two_methods(block: Block) -> LoraExportResult:
+def two_methods(block: TransformerBlock) -> LoraExportResult:
     adapters = {
         "first": _adapter(block, ("q", "k", "v", "o"), 4, 1),
         "second": _adapter(block, ("q", "v", "up", "down"), 2, 2),
@@ -127,11 +89,11 @@ def test_lora_block_is_partially_delegated_and_matches_torch(single: LoraExportR
     np.testing.assert_allclose(got, want, atol=TOLERANCE, rtol=TOLERANCE)
     # The adapter changes the output: matching it means the program used it.
     with torch.no_grad():
-        bare = Block().eval()(x).numpy()
+        bare = TransformerBlock().eval()(x).numpy()
     assert not np.allclose(want, bare, atol=1e-3)
 
 
-def test_lora_block_without_a_delegate_matches_torch(block: Block, tmp_path: Any) -> None:
+def test_lora_block_without_a_delegate_matches_torch(block: TransformerBlock, tmp_path: Any) -> None:
     # Every op a portable kernel; the foundation's weights are external constants in the .ptd.
     adapters = {"qkvo": _adapter(block, ("q", "k", "v", "o"), 4, 1)}
     result = export_lora(block, adapters, (_input(),), str(tmp_path), partitioner=None, alpha=8.0)
@@ -160,7 +122,7 @@ def test_two_adapters_in_one_pte_match_torch(two_methods: LoraExportResult) -> N
     assert not np.allclose(expected["first"], expected["second"], atol=1e-3)
 
 
-def test_two_methods_fetch_and_pack_each_foundation_weight_once(block: Block, two_methods: LoraExportResult) -> None:
+def test_two_methods_fetch_and_pack_each_foundation_weight_once(block: TransformerBlock, two_methods: LoraExportResult) -> None:
     (path,) = set(two_methods.program_paths.values())
     run = run_programs([path], [two_methods.foundation_path], [_input().numpy()])
     stats = run.stats
