@@ -24,11 +24,15 @@ Result<size_t> checked_layout_nbytes(const schema::TensorLayout& layout, const c
   ES_CHECK_OR_RETURN_ERROR(is_known(type), invalid, "%s: %s has unknown scalar type %d", file,
                            what, static_cast<int>(layout.scalar_type()));
   const auto* sizes = layout.sizes();
-  const size_t rank = sizes == nullptr ? 0 : sizes->size();
+  const auto* dim_order = layout.dim_order();
+  // The exporter writes both vectors even for rank 0; readers then index them without checks.
+  ES_CHECK_OR_RETURN_ERROR(sizes != nullptr && dim_order != nullptr, invalid,
+                           "%s: %s has a tensor layout without %s", file, what,
+                           sizes == nullptr ? "sizes" : "dim_order");
+  const size_t rank = sizes->size();
   ES_CHECK_OR_RETURN_ERROR(rank <= kMaxTensorDims, invalid, "%s: %s has %zu dims (at most %zu)",
                            file, what, rank, kMaxTensorDims);
-  const auto* dim_order = layout.dim_order();
-  const size_t order_rank = dim_order == nullptr ? 0 : dim_order->size();
+  const size_t order_rank = dim_order->size();
   ES_CHECK_OR_RETURN_ERROR(order_rank == rank, invalid,
                            "%s: %s has %zu sizes but a dim order of %zu", file, what, rank,
                            order_rank);
@@ -122,10 +126,9 @@ Result<TensorLayout> SegmentedDataMap::get_tensor_layout(const char* key) const 
                            "key '%s' in %s is opaque data and has no tensor layout", key, name());
   TensorLayout out;
   out.scalar_type = static_cast<ScalarType>(layout->scalar_type());
-  if (layout->sizes() != nullptr) {
-    out.sizes = Span<const int32_t>(layout->sizes()->data(), layout->sizes()->size());
-    out.dim_order = Span<const uint8_t>(layout->dim_order()->data(), layout->dim_order()->size());
-  }
+  // Both vectors are present: checked_layout_nbytes() rejected the file at load otherwise.
+  out.sizes = Span<const int32_t>(layout->sizes()->data(), layout->sizes()->size());
+  out.dim_order = Span<const uint8_t>(layout->dim_order()->data(), layout->dim_order()->size());
   return out;
 }
 

@@ -22,6 +22,8 @@ struct Entry {
   std::string key;
   std::vector<uint8_t> bytes;
   bool has_layout = true;
+  bool has_sizes = true;      // false: a layout whose sizes vector is absent
+  bool has_dim_order = true;  // false: a layout whose dim_order vector is absent
   std::vector<int32_t> sizes;  // float32 layout
   size_t digest_size = 32;
 };
@@ -45,7 +47,9 @@ std::vector<uint8_t> BuildPtd(const std::vector<Entry>& entries, uint64_t extra_
     if (e.has_layout) {
       std::vector<uint8_t> order(e.sizes.size());
       for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<uint8_t>(d);
-      layout = schema::CreateTensorLayoutDirect(fbb, schema::ScalarType_FLOAT, &e.sizes, &order);
+      layout = schema::CreateTensorLayoutDirect(fbb, schema::ScalarType_FLOAT,
+                                                e.has_sizes ? &e.sizes : nullptr,
+                                                e.has_dim_order ? &order : nullptr);
     }
     std::vector<uint8_t> digest(e.digest_size, static_cast<uint8_t>(i + 1));
     named.push_back(schema::CreateNamedDataDirect(fbb, e.key.c_str(), static_cast<uint32_t>(i),
@@ -139,6 +143,42 @@ TEST(FlatTensorDataMapTest, LayoutMustMatchItsSegment) {
   ASSERT_FALSE(map.ok());
   EXPECT_NE(std::strstr(map.status().message(), "layout of 16 bytes"), nullptr)
       << map.status().message();
+}
+
+// A crafted layout that drops one of its vectors (a rank-0 tensor: empty sizes, no dim_order) once
+// crashed get_tensor_layout(); it is now refused at load, naming the file, the key and the field.
+TEST(FlatTensorDataMapTest, LayoutWithoutSizesOrDimOrderIsRejected) {
+  for (const bool sizes : {false, true}) {
+    Entry e = Weight("w");
+    e.sizes = {};
+    e.bytes.resize(4);
+    e.has_sizes = sizes;
+    e.has_dim_order = false;
+    const std::vector<uint8_t> bytes = BuildPtd({e});
+    BufferDataLoader loader(nullptr, 0);
+    auto map = Load(bytes, &loader);
+    ASSERT_FALSE(map.ok());
+    EXPECT_EQ(map.error(), Error::InvalidData);
+    const std::string message = map.status().message();
+    EXPECT_NE(message.find("built.ptd"), std::string::npos) << message;
+    EXPECT_NE(message.find(": w has"), std::string::npos) << message;
+    EXPECT_NE(message.find(sizes ? "without dim_order" : "without sizes"), std::string::npos)
+        << message;
+  }
+}
+
+TEST(FlatTensorDataMapTest, RankZeroLayoutWithBothVectorsIsAScalar) {
+  Entry e = Weight("w");
+  e.sizes = {};
+  e.bytes.resize(4);
+  const std::vector<uint8_t> bytes = BuildPtd({e});
+  BufferDataLoader loader(nullptr, 0);
+  auto map = Load(bytes, &loader);
+  ASSERT_TRUE(map.ok()) << map.status().message();
+  auto layout = map->get_tensor_layout("w");
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  EXPECT_EQ(layout->sizes.size(), 0u);
+  EXPECT_EQ(layout->dim_order.size(), 0u);
 }
 
 TEST(FlatTensorDataMapTest, DigestMustBe32Bytes) {
