@@ -98,6 +98,8 @@ class Call {
 
   // The last float tensor (the output, by convention of these tests).
   const std::vector<float>& out() const { return floats_.back(); }
+  // The i-th float tensor, inputs and outputs in the order they were added.
+  const std::vector<float>& float_tensor(size_t i) const { return floats_.at(i); }
 
  private:
   enum Kind { kFloatTensor, kLongTensor, kScalar, kList };
@@ -285,14 +287,15 @@ TEST(PortableKernelsTest, SoftmaxRowsSumToOneAlongAnyDim) {
 
 TEST(PortableKernelsTest, LayerNormNormalisesTheLastDims) {
   Call call("aten::native_layer_norm");
-  call.tensor({2, 2}, {1, 3, 2, 2}).list({2}).tensor({2}, {2, 2}).tensor({2}, {1, 1}).number(0.0)
+  call.tensor({2, 2}, {1, 3, 0, 4}).list({2}).tensor({2}, {2, 2}).tensor({2}, {1, 1}).number(0.0)
       .output({2, 2})
       .output({2, 1})
       .output({2, 1});
   ASSERT_TRUE(call.Run().ok());
-  // Row 0: mean 2, std 1 -> (-1, 1) * 2 + 1; row 1: constant -> 0 * 2 + 1 (eps 0 gives inf*0).
-  const std::vector<float>& rstd = call.out();
-  EXPECT_NEAR(rstd[0], 1.0f, 1e-6);
+  // Row 0: mean 2, std 1; row 1: mean 2, std 2. Both normalise to (-1, 1), then * 2 + 1.
+  ExpectNear(call.float_tensor(3), {-1, 3, -1, 3});
+  ExpectNear(call.float_tensor(4), {2, 2});      // mean
+  ExpectNear(call.float_tensor(5), {1, 0.5f});   // rstd
   Call simple("aten::layer_norm");
   simple.tensor({1, 4}, {1, 2, 3, 4}).list({4}).none().none().number(1e-5).integer(1).output({1, 4});
   ASSERT_TRUE(simple.Run().ok());
