@@ -7,6 +7,11 @@ namespace edgeshare {
 namespace xnnpack {
 namespace {
 
+// Pools are never destroyed: an execute() on another thread may have read the previous pool just
+// before set_num_threads() switched, and must be able to finish on it. One pool per thread count,
+// made on first use and reused after, bounds what is kept to the distinct counts a process asks for.
+constexpr size_t kMaxThreads = 256;
+pthreadpool_t g_pools[kMaxThreads + 1] = {};
 std::atomic<pthreadpool_t> g_pool{nullptr};
 std::atomic<size_t> g_threads{1};
 std::mutex g_mutex;
@@ -14,19 +19,20 @@ std::mutex g_mutex;
 }  // namespace
 
 runtime::Status set_num_threads(size_t threads) {
-  ES_CHECK_OR_RETURN_ERROR(threads > 0, runtime::Error::InvalidArgument,
-                           "set_num_threads: at least one thread is needed");
+  ES_CHECK_OR_RETURN_ERROR(threads > 0 && threads <= kMaxThreads, runtime::Error::InvalidArgument,
+                           "set_num_threads: %zu threads asked for, 1 to %zu are possible",
+                           threads, kMaxThreads);
   std::lock_guard<std::mutex> lock(g_mutex);
   if (threads == g_threads.load()) return runtime::Status();
   pthreadpool_t pool = nullptr;
   if (threads > 1) {
-    pool = pthreadpool_create(threads);
+    if (g_pools[threads] == nullptr) g_pools[threads] = pthreadpool_create(threads);
+    pool = g_pools[threads];
     ES_CHECK_OR_RETURN_ERROR(pool != nullptr, runtime::Error::MemoryAllocationFailed,
                              "set_num_threads: cannot create a pool of %zu threads", threads);
   }
-  pthreadpool_t old = g_pool.exchange(pool);
+  g_pool.store(pool, std::memory_order_release);
   g_threads.store(threads);
-  if (old != nullptr) pthreadpool_destroy(old);
   return runtime::Status();
 }
 

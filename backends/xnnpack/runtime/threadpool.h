@@ -7,9 +7,11 @@
 //   ES_RETURN_IF_ERROR(edgeshare::xnnpack::set_num_threads(2));   // before executing
 //   ... method.execute() ...
 //
-// Errors: InvalidArgument for 0 threads, MemoryAllocationFailed if the pool cannot be made.
-// Thread-safety: set_num_threads must not run concurrently with any execute(); num_threads and
-// threadpool may be called from any thread.
+// Errors: InvalidArgument for 0 or more than 256 threads, MemoryAllocationFailed if the pool cannot
+// be made.
+// Thread-safety: every function may be called from any thread, set_num_threads() included while
+// other threads execute: an execution that already read the previous pool finishes on it, because
+// pools are never destroyed (one per thread count, kept for the life of the process and reused).
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_THREADPOOL_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_THREADPOOL_H_

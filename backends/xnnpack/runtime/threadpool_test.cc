@@ -1,0 +1,60 @@
+// The delegate's process-wide threadpool: thread counts can change while other threads run work on
+// the pool they read (CI runs this under ASan and TSan: a pool destroyed under a user shows there).
+
+#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace edgeshare {
+namespace xnnpack {
+namespace {
+
+void Count(void* context, size_t /*i*/) {
+  static_cast<std::atomic<size_t>*>(context)->fetch_add(1, std::memory_order_relaxed);
+}
+
+TEST(ThreadpoolTest, zero_threads_is_an_error_and_changes_nothing) {
+  ASSERT_TRUE(set_num_threads(1).ok());
+  EXPECT_EQ(set_num_threads(0).code(), runtime::Error::InvalidArgument);
+  EXPECT_EQ(num_threads(), 1u);
+  EXPECT_EQ(threadpool(), nullptr);
+}
+
+TEST(ThreadpoolTest, a_thread_count_reuses_its_pool) {
+  ASSERT_TRUE(set_num_threads(2).ok());
+  const pthreadpool_t two = threadpool();
+  ASSERT_NE(two, nullptr);
+  EXPECT_EQ(pthreadpool_get_threads_count(two), 2u);
+  ASSERT_TRUE(set_num_threads(1).ok());
+  EXPECT_EQ(threadpool(), nullptr);
+  ASSERT_TRUE(set_num_threads(2).ok());
+  EXPECT_EQ(threadpool(), two);
+  ASSERT_TRUE(set_num_threads(1).ok());
+}
+
+TEST(ThreadpoolTest, changing_threads_while_another_thread_runs_work_is_safe) {
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> done{0};
+  std::thread worker([&] {
+    while (!stop.load()) {
+      pthreadpool_t pool = threadpool();
+      // What an operator run does with the pool it read: work split across its threads.
+      if (pool != nullptr) pthreadpool_parallelize_1d(pool, Count, &done, 64, /*flags=*/0);
+      else done.fetch_add(64);
+    }
+  });
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(set_num_threads(1 + i % 3).ok());
+  stop.store(true);
+  worker.join();
+  EXPECT_EQ(done.load() % 64, 0u);  // every piece of every run was done
+  EXPECT_GT(done.load(), 0u);
+  ASSERT_TRUE(set_num_threads(1).ok());
+}
+
+}  // namespace
+}  // namespace xnnpack
+}  // namespace edgeshare
