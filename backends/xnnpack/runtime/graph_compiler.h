@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/compiled_graph.h"
 #include "edgeshare/backends/xnnpack/runtime/graph_reader.h"
 #include "edgeshare/backends/xnnpack/runtime/op_rows.h"
 #include "edgeshare/backends/xnnpack/runtime/steps.h"
@@ -34,18 +35,6 @@
 
 namespace edgeshare {
 namespace xnnpack {
-
-// Everything an executor runs. Members are destroyed before the cache they refer to.
-struct CompiledGraph {
-  std::vector<ValueInfo> values;   // The graph's values, then scratch and internal constants.
-  std::vector<uint32_t> inputs;    // Value id per delegate input.
-  std::vector<uint32_t> outputs;   // Value id per delegate output.
-  std::vector<RetainedRef> retained;
-  std::vector<std::vector<float>> constants;  // Inline and internal constants, padded.
-  std::vector<Step> steps;
-  std::vector<float> arena;
-  std::vector<void*> pointers;  // Per value id: constants and arena slots fixed, io bound per run.
-};
 
 class GraphCompiler;
 

@@ -14,6 +14,8 @@ using runtime::Status;
 
 namespace fb = ::edgeshare::xnnpack::schema;
 
+static_assert(fb::ValueKind_INTERMEDIATE == 0, "ValueInfo::kind defaults to INTERMEDIATE");
+
 namespace {
 
 // Kind and dtype: HALF is for named constants only (fully connected weights and biases); the nodes

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/compiled_graph.h"
 #include "edgeshare/backends/xnnpack/xnnpack_graph_generated.h"
 #include "edgeshare/runtime/core/result.h"
-#include "edgeshare/runtime/core/scalar_type.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -34,19 +34,13 @@ constexpr uint32_t kMaxGraphVersion = 1;
 constexpr uint64_t kMaxNumel = uint64_t{1} << 28;
 constexpr size_t kMaxValues = size_t{1} << 20;
 
-struct ValueInfo {
-  uint8_t kind = schema::ValueKind_INTERMEDIATE;
-  runtime::ScalarType dtype = runtime::ScalarType::Float;  // Half: fully connected weights only.
-  std::vector<int32_t> dims;  // Validated to fit int32 (Tensor sizes) and XNN_MAX_TENSOR_DIMS.
-  size_t numel = 1;
-};
-
 // The checked value table of one graph.
 struct GraphValues {
   std::vector<ValueInfo> values;
   std::vector<uint32_t> inputs;   // Value id per delegate input.
   std::vector<uint32_t> outputs;  // Value id per delegate output.
-  std::vector<bool> defined;      // Per value id: readable before any node runs (inputs, constants).
+  // Per value id: readable before any node runs (inputs and constants).
+  std::vector<bool> defined;
 };
 
 // Verifies the FlatBuffer (before any accessor reads it), its identifier and version, and that it

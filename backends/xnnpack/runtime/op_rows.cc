@@ -237,7 +237,9 @@ template <auto kCreate, auto kSetup, Layout kLayout = Layout::kFlat>
 Status build_unary(NodeContext& c) {
   ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[0]));
   size_t channels = c.x.numel;
-  if constexpr (kLayout == Layout::kRowsOfLastDim) channels = c.x.dims.empty() ? 1 : c.x.dims.back();
+  if constexpr (kLayout == Layout::kRowsOfLastDim) {
+    channels = c.x.dims.empty() ? 1 : c.x.dims.back();
+  }
   return add_unary<kCreate, kSetup>(c, channels, c.in[0], c.out, "the operator");
 }
 

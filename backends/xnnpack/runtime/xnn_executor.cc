@@ -1,5 +1,6 @@
 #include "edgeshare/backends/xnnpack/runtime/xnn_executor.h"
 
+#include "edgeshare/backends/xnnpack/runtime/graph_compiler.h"
 #include "edgeshare/backends/xnnpack/runtime/graph_reader.h"
 #include "edgeshare/backends/xnnpack/runtime/steps.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"

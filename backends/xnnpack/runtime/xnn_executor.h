@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "edgeshare/backends/xnnpack/runtime/graph_compiler.h"
+#include "edgeshare/backends/xnnpack/runtime/compiled_graph.h"
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
 #include "edgeshare/runtime/core/evalue.h"
 #include "edgeshare/runtime/core/named_data_map.h"
@@ -42,9 +42,6 @@ namespace xnnpack {
 
 class XnnExecutor {
  public:
-  // Graph versions this executor reads (0: the field left unset).
-  static constexpr uint32_t kMaxGraphVersion = xnnpack::kMaxGraphVersion;
-
   static runtime::Result<std::unique_ptr<XnnExecutor>> create(const void* blob, size_t size,
                                                              const runtime::NamedDataMap* map,
                                                              bool share_weights);
