@@ -92,6 +92,35 @@ TEST_P(Elementwise, copy_reshapes) {
       .share_weights(GetParam()).Test();
 }
 
+TEST_P(Elementwise, floor_and_ceiling_round_toward_minus_and_plus_infinity) {
+  for (schema::OpKind op : {schema::OpKind_FLOOR, schema::OpKind_CEILING}) {
+    SCOPED_TRACE(schema::EnumNameOpKind(op));
+    UnaryTester(op).shape({5, 9}).share_weights(GetParam()).Test();
+    UnaryTester(op).shape({2, 3, 4}).output_range(-1.0f, 2.0f).share_weights(GetParam()).Test();
+  }
+}
+
+TEST_P(Elementwise, rsqrt_is_one_over_square_root) {
+  UnaryTester(schema::OpKind_RSQRT).shape({5, 9}).share_weights(GetParam()).Test();
+  UnaryTester(schema::OpKind_RSQRT).shape({}).share_weights(GetParam()).Test();
+  UnaryTester(schema::OpKind_RSQRT).shape({16}).output_range(0.0f, 1.5f)
+      .share_weights(GetParam()).Test();
+}
+
+TEST_P(Elementwise, mean_last_dim_keeps_or_drops_the_reduced_dimension) {
+  UnaryTester(schema::OpKind_MEAN_LAST_DIM).shape({3, 7}).share_weights(GetParam()).Test();
+  UnaryTester(schema::OpKind_MEAN_LAST_DIM).shape({2, 3, 5}).output_shape({2, 3})
+      .share_weights(GetParam()).Test();
+  UnaryTester(schema::OpKind_MEAN_LAST_DIM).shape({64}).output_shape({})
+      .share_weights(GetParam()).Test();
+  UnaryTester(schema::OpKind_MEAN_LAST_DIM).shape({4, 1}).share_weights(GetParam()).Test();
+}
+
+TEST_P(Elementwise, mean_last_dim_applies_its_output_range) {
+  UnaryTester(schema::OpKind_MEAN_LAST_DIM).shape({8, 3}).output_range(-0.5f, 0.5f)
+      .share_weights(GetParam()).Test();
+}
+
 INSTANTIATE_TEST_SUITE_P(SharingOnAndOff, Elementwise, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "shared" : "private";

@@ -67,7 +67,7 @@ std::vector<std::string> FoundationKeys(const DataFile& file) {
   return keys;
 }
 
-TEST(LoraSharingTest, TwoProgramsFetchAndPackTheFoundationOnce) {
+TEST(LoraSharingTest, two_programs_fetch_and_pack_the_foundation_once) {
   set_weight_sharing(true);
   reset_weights_cache_counters();
   auto foundation = DataFile::open(Env("FOUNDATION_PTD"));
@@ -109,7 +109,7 @@ TEST(LoraSharingTest, TwoProgramsFetchAndPackTheFoundationOnce) {
   EXPECT_EQ(process_weights_cache_stats().num_packed_entries, 0u);
 }
 
-TEST(LoraSharingTest, WithSharingOffEachProgramPacksItsOwnFoundation) {
+TEST(LoraSharingTest, with_sharing_off_each_program_packs_its_own_foundation) {
   set_weight_sharing(false);
   reset_weights_cache_counters();
   auto foundation = DataFile::open(Env("FOUNDATION_PTD"));

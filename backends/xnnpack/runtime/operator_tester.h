@@ -8,7 +8,9 @@
 //   LinearTester().input_channels(64).output_channels(32).weight_dtype_fp16(true).Test();
 //   BinaryTester(schema::OpKind_ADD).a_shape({2, 3, 4}).b_shape({4}).b_named(true).Test();
 //   UnaryTester(schema::OpKind_ELU).shape({3, 7}).alpha(0.5f).share_weights(false).Test();
+//   UnaryTester(schema::OpKind_MEAN_LAST_DIM).shape({3, 7}).output_shape({3}).Test();
 //
+// Each op kind's reference is one row: find_binary_reference() and find_unary_reference().
 // Uses gtest assertions; leaves weight sharing on and the cache empty when it returns.
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_OPERATOR_TESTER_H_
@@ -214,6 +216,16 @@ class LinearTester {
 
     const size_t batch = numel_of(batch_dims_);
     const std::vector<float> input = random_floats(batch * input_channels_, -1, 1, 3);
+    const std::vector<float> want = reference(input, w, b, batch);
+    run_two_handles(g.build(), map, keys, /*packs_per_handle=*/1, share_,
+                    {HostTensor{to_int_dims(x_dims), input}}, y_dims, want,
+                    fp16_ ? fp16_tolerance(input_channels_) : 1e-4f);
+  }
+
+ private:
+  // y = x w^T + b in double, over the half-rounded input on the f16 path, clamped.
+  std::vector<float> reference(const std::vector<float>& input, const std::vector<float>& w,
+                               const std::vector<float>& b, size_t batch) const {
     std::vector<float> want(batch * output_channels_);
     for (size_t n = 0; n < batch; ++n) {
       for (size_t o = 0; o < output_channels_; ++o) {
@@ -225,12 +237,9 @@ class LinearTester {
         want[n * output_channels_ + o] = std::min(max_, std::max(min_, float(acc)));
       }
     }
-    run_two_handles(g.build(), map, keys, /*packs_per_handle=*/1, share_,
-                    {HostTensor{to_int_dims(x_dims), input}}, y_dims, want,
-                    fp16_ ? fp16_tolerance(input_channels_) : 1e-4f);
+    return want;
   }
 
- private:
   size_t input_channels_ = 1;
   size_t output_channels_ = 1;
   std::vector<uint32_t> batch_dims_ = {1};
@@ -240,6 +249,73 @@ class LinearTester {
   float min_ = -std::numeric_limits<float>::infinity();
   float max_ = std::numeric_limits<float>::infinity();
 };
+
+// The reference of each binary op kind: one row per kind (a kind without a row fails its test).
+struct BinaryReference {
+  schema::OpKind op;
+  float (*apply)(float a, float b);
+};
+
+inline const BinaryReference* find_binary_reference(schema::OpKind op) {
+  static const BinaryReference kRows[] = {
+      {schema::OpKind_ADD, [](float a, float b) { return a + b; }},
+      {schema::OpKind_SUBTRACT, [](float a, float b) { return a - b; }},
+      {schema::OpKind_MULTIPLY, [](float a, float b) { return a * b; }},
+      {schema::OpKind_DIVIDE, [](float a, float b) { return a / b; }},
+      {schema::OpKind_MAXIMUM, [](float a, float b) { return std::max(a, b); }},
+      {schema::OpKind_MINIMUM, [](float a, float b) { return std::min(a, b); }},
+  };
+  for (const BinaryReference& row : kRows) {
+    if (row.op == op) return &row;
+  }
+  return nullptr;
+}
+
+// The numpy broadcast of two shapes (assumed compatible).
+inline std::vector<uint32_t> broadcast_dims(const std::vector<uint32_t>& a,
+                                            const std::vector<uint32_t>& b) {
+  std::vector<uint32_t> out(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint32_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const uint32_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    out[out.size() - 1 - i] = std::max(da, db);
+  }
+  return out;
+}
+
+// The offset in a tensor of `shape` of the element broadcast to `index` of `out_dims`.
+inline size_t broadcast_offset(const std::vector<uint32_t>& shape,
+                               const std::vector<size_t>& index,
+                               const std::vector<uint32_t>& out_dims) {
+  size_t offset = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const size_t i = index[out_dims.size() - shape.size() + d];
+    offset = offset * shape[d] + (shape[d] == 1 ? 0 : i);
+  }
+  return offset;
+}
+
+// y = op(a, b) with broadcasting, clamped to [lo, hi].
+inline std::vector<float> binary_reference(const BinaryReference& ref, const std::vector<float>& a,
+                                           const std::vector<uint32_t>& a_dims,
+                                           const std::vector<float>& b,
+                                           const std::vector<uint32_t>& b_dims, float lo,
+                                           float hi) {
+  const std::vector<uint32_t> out_dims = broadcast_dims(a_dims, b_dims);
+  std::vector<float> want(numel_of(out_dims));
+  std::vector<size_t> index(out_dims.size());
+  for (size_t flat = 0; flat < want.size(); ++flat) {
+    size_t rem = flat;
+    for (size_t d = out_dims.size(); d-- > 0;) {
+      index[d] = rem % out_dims[d];
+      rem /= out_dims[d];
+    }
+    const float r = ref.apply(a[broadcast_offset(a_dims, index, out_dims)],
+                              b[broadcast_offset(b_dims, index, out_dims)]);
+    want[flat] = std::min(hi, std::max(lo, r));
+  }
+  return want;
+}
 
 class BinaryTester {
  public:
@@ -254,12 +330,9 @@ class BinaryTester {
   BinaryTester& output_range(float lo, float hi) { min_ = lo; max_ = hi; return *this; }
 
   void Test() const {
-    std::vector<uint32_t> out_dims(std::max(a_.size(), b_.size()), 1);
-    for (size_t i = 0; i < out_dims.size(); ++i) {
-      const uint32_t da = i < a_.size() ? a_[a_.size() - 1 - i] : 1;
-      const uint32_t db = i < b_.size() ? b_[b_.size() - 1 - i] : 1;
-      out_dims[out_dims.size() - 1 - i] = std::max(da, db);
-    }
+    const BinaryReference* ref = find_binary_reference(op_);
+    ASSERT_NE(ref, nullptr) << "no reference row for " << schema::EnumNameOpKind(op_);
+    const std::vector<uint32_t> out_dims = broadcast_dims(a_, b_);
     const std::vector<float> a = random_floats(numel_of(a_), -2, 2, 4);
     // Divisors away from zero.
     const std::vector<float> b = random_floats(numel_of(b_), 0.5f, 2, 5);
@@ -280,38 +353,8 @@ class BinaryTester {
     }
     const uint32_t y = g.output(out_dims);
     g.node(op_, {ia, ib}, {y}, min_, max_);
-
-    const size_t n = numel_of(out_dims);
-    std::vector<float> want(n);
-    std::vector<size_t> index(out_dims.size());
-    for (size_t flat = 0; flat < n; ++flat) {
-      size_t rem = flat;
-      for (size_t d = out_dims.size(); d-- > 0;) {
-        index[d] = rem % out_dims[d];
-        rem /= out_dims[d];
-      }
-      auto offset = [&](const std::vector<uint32_t>& shape) {
-        size_t off = 0;
-        for (size_t d = 0; d < shape.size(); ++d) {
-          const size_t i = index[out_dims.size() - shape.size() + d];
-          off = off * shape[d] + (shape[d] == 1 ? 0 : i);
-        }
-        return off;
-      };
-      const float va = a[offset(a_)], vb = b[offset(b_)];
-      float r = 0;
-      switch (op_) {
-        case schema::OpKind_ADD: r = va + vb; break;
-        case schema::OpKind_SUBTRACT: r = va - vb; break;
-        case schema::OpKind_MULTIPLY: r = va * vb; break;
-        case schema::OpKind_DIVIDE: r = va / vb; break;
-        case schema::OpKind_MAXIMUM: r = std::max(va, vb); break;
-        default: r = std::min(va, vb); break;
-      }
-      want[flat] = std::min(max_, std::max(min_, r));
-    }
     run_two_handles(g.build(), map, keys, /*packs_per_handle=*/0, share_, inputs, out_dims,
-                    want);
+                    binary_reference(*ref, a, a_, b, b_, min_, max_));
   }
 
  private:
@@ -325,57 +368,106 @@ class BinaryTester {
   float max_ = std::numeric_limits<float>::infinity();
 };
 
+// The reference of each unary op kind: one row per kind (a kind without a row fails its test).
+// Elementwise kinds give `elementwise`; kinds that work on rows of the last dimension give
+// `per_row` (writing n outputs, or one when the row is reduced).
+struct UnaryReference {
+  schema::OpKind op;
+  float input_lo, input_hi;  // Where the test draws inputs (in the op's domain).
+  float (*elementwise)(float x, float alpha);
+  void (*per_row)(const float* x, size_t n, float* y);
+  bool reduces_row;
+};
+
+inline void softmax_row(const float* x, size_t n, float* y) {
+  float m = -INFINITY;
+  for (size_t j = 0; j < n; ++j) m = std::max(m, x[j]);
+  double sum = 0;
+  for (size_t j = 0; j < n; ++j) sum += std::exp(double(x[j]) - m);
+  for (size_t j = 0; j < n; ++j) y[j] = float(std::exp(double(x[j]) - m) / sum);
+}
+
+inline void mean_row(const float* x, size_t n, float* y) {
+  double sum = 0;
+  for (size_t j = 0; j < n; ++j) sum += x[j];
+  *y = float(sum / double(n));
+}
+
+inline const UnaryReference* find_unary_reference(schema::OpKind op) {
+  using F = float (*)(float, float);
+  static const UnaryReference kRows[] = {
+      {schema::OpKind_CLAMP, -4, 4, F([](float v, float) { return v; }), nullptr, false},
+      {schema::OpKind_SIGMOID, -4, 4,
+       F([](float v, float) { return 1.0f / (1.0f + std::exp(-v)); }), nullptr, false},
+      {schema::OpKind_SILU, -4, 4, F([](float v, float) { return v / (1.0f + std::exp(-v)); }),
+       nullptr, false},
+      {schema::OpKind_SOFTMAX, -4, 4, nullptr, softmax_row, false},
+      {schema::OpKind_HARDSWISH, -4, 4,
+       F([](float v, float) { return v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) / 6.0f; }),
+       nullptr, false},
+      {schema::OpKind_LEAKY_RELU, -4, 4, F([](float v, float a) { return v > 0 ? v : v * a; }),
+       nullptr, false},
+      {schema::OpKind_ELU, -4, 4, F([](float v, float a) { return v > 0 ? v : a * std::expm1(v); }),
+       nullptr, false},
+      {schema::OpKind_ABS, -4, 4, F([](float v, float) { return std::fabs(v); }), nullptr, false},
+      {schema::OpKind_NEGATE, -4, 4, F([](float v, float) { return -v; }), nullptr, false},
+      {schema::OpKind_SQUARE, -4, 4, F([](float v, float) { return v * v; }), nullptr, false},
+      {schema::OpKind_SQRT, 0, 4, F([](float v, float) { return std::sqrt(v); }), nullptr, false},
+      {schema::OpKind_COPY, -4, 4, F([](float v, float) { return v; }), nullptr, false},
+      {schema::OpKind_FLOOR, -4, 4, F([](float v, float) { return std::floor(v); }), nullptr,
+       false},
+      {schema::OpKind_CEILING, -4, 4, F([](float v, float) { return std::ceil(v); }), nullptr,
+       false},
+      {schema::OpKind_RSQRT, 0.05f, 4, F([](float v, float) { return 1.0f / std::sqrt(v); }),
+       nullptr, false},
+      {schema::OpKind_MEAN_LAST_DIM, -4, 4, nullptr, mean_row, true},
+  };
+  for (const UnaryReference& row : kRows) {
+    if (row.op == op) return &row;
+  }
+  return nullptr;
+}
+
+// y for x (rows of `row` elements), clamped to [lo, hi].
+inline std::vector<float> unary_reference(const UnaryReference& ref, const std::vector<float>& x,
+                                          size_t row, float alpha, float lo, float hi) {
+  std::vector<float> want(ref.reduces_row ? x.size() / row : x.size());
+  if (ref.elementwise != nullptr) {
+    for (size_t i = 0; i < x.size(); ++i) want[i] = ref.elementwise(x[i], alpha);
+  } else {
+    for (size_t start = 0; start < x.size(); start += row) {
+      ref.per_row(&x[start], row, &want[ref.reduces_row ? start / row : start]);
+    }
+  }
+  for (float& v : want) v = std::min(hi, std::max(lo, v));
+  return want;
+}
+
 class UnaryTester {
  public:
   explicit UnaryTester(schema::OpKind op) : op_(op) {}
   UnaryTester& shape(std::vector<uint32_t> s) { shape_ = s; return *this; }
-  // COPY only: the reshaped output.
+  // COPY: the reshaped output; MEAN_LAST_DIM: [..., 1] (the default) or [...].
   UnaryTester& output_shape(std::vector<uint32_t> s) { out_shape_ = s; return *this; }
   UnaryTester& alpha(float a) { alpha_ = a; return *this; }
   UnaryTester& share_weights(bool v) { share_ = v; return *this; }
   UnaryTester& output_range(float lo, float hi) { min_ = lo; max_ = hi; return *this; }
 
   void Test() const {
-    const bool non_negative = op_ == schema::OpKind_SQRT;
-    const std::vector<float> x = random_floats(numel_of(shape_), non_negative ? 0 : -4, 4, 6);
-    const std::vector<uint32_t> out_dims = out_shape_.empty() ? shape_ : out_shape_;
+    const UnaryReference* ref = find_unary_reference(op_);
+    ASSERT_NE(ref, nullptr) << "no reference row for " << schema::EnumNameOpKind(op_);
+    const std::vector<float> x = random_floats(numel_of(shape_), ref->input_lo, ref->input_hi, 6);
+    std::vector<uint32_t> out_dims = out_shape_.empty() ? shape_ : out_shape_;
+    if (out_shape_.empty() && ref->reduces_row && !out_dims.empty()) out_dims.back() = 1;
     InMemoryDataMap map("unused.ptd");
     GraphBuilder g;
     const uint32_t in = g.input(shape_);
     const uint32_t y = g.output(out_dims);
     g.node(op_, {in}, {y}, min_, max_, alpha_);
-
-    std::vector<float> want(x.size());
     const size_t row = shape_.empty() ? 1 : shape_.back();
-    for (size_t i = 0; i < x.size(); ++i) {
-      const float v = x[i];
-      float r = v;
-      switch (op_) {
-        case schema::OpKind_CLAMP: r = v; break;
-        case schema::OpKind_SIGMOID: r = 1.0f / (1.0f + std::exp(-v)); break;
-        case schema::OpKind_SILU: r = v / (1.0f + std::exp(-v)); break;
-        case schema::OpKind_SOFTMAX: {
-          const size_t start = i / row * row;
-          float m = -INFINITY;
-          for (size_t j = start; j < start + row; ++j) m = std::max(m, x[j]);
-          double sum = 0;
-          for (size_t j = start; j < start + row; ++j) sum += std::exp(double(x[j]) - m);
-          r = float(std::exp(double(v) - m) / sum);
-          break;
-        }
-        case schema::OpKind_HARDSWISH: r = v * std::min(std::max(v + 3.0f, 0.0f), 6.0f) / 6.0f; break;
-        case schema::OpKind_LEAKY_RELU: r = v > 0 ? v : v * alpha_; break;
-        case schema::OpKind_ELU: r = v > 0 ? v : alpha_ * std::expm1(v); break;
-        case schema::OpKind_ABS: r = std::fabs(v); break;
-        case schema::OpKind_NEGATE: r = -v; break;
-        case schema::OpKind_SQUARE: r = v * v; break;
-        case schema::OpKind_SQRT: r = std::sqrt(v); break;
-        default: r = v; break;  // COPY
-      }
-      want[i] = std::min(max_, std::max(min_, r));
-    }
     run_two_handles(g.build(), map, {}, /*packs_per_handle=*/0, share_,
-                    {HostTensor{to_int_dims(shape_), x}}, out_dims, want);
+                    {HostTensor{to_int_dims(shape_), x}}, out_dims,
+                    unary_reference(*ref, x, row, alpha_, min_, max_));
   }
 
  private:

@@ -343,6 +343,29 @@ TEST_F(XnnExecutorTest, incompatible_broadcast_and_bad_attributes) {
   }
 }
 
+TEST_F(XnnExecutorTest, mean_last_dim_output_must_hold_one_mean_per_row) {
+  const std::vector<std::vector<uint32_t>> bad_outputs = {{2, 3, 5}, {2, 5}, {6}, {3, 2, 1}};
+  for (const std::vector<uint32_t>& bad : bad_outputs) {
+    InMemoryDataMap map("m");
+    GraphBuilder g;
+    const uint32_t x = g.input({2, 3, 5});
+    const uint32_t y = g.output(bad);
+    g.node(schema::OpKind_MEAN_LAST_DIM, {x}, {y});
+    auto d = TestDelegate::init(g.build(), &map);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), Error::InvalidProgram);
+    const std::string message = d.status().message();
+    EXPECT_NE(message.find("MEAN_LAST_DIM"), std::string::npos) << message;
+    EXPECT_NE(message.find("[2, 3, 1] or [2, 3]"), std::string::npos) << message;
+  }
+  InMemoryDataMap map("m");
+  GraphBuilder g;
+  const uint32_t x = g.input({});
+  const uint32_t y = g.output({});
+  g.node(schema::OpKind_MEAN_LAST_DIM, {x}, {y});
+  EXPECT_EQ(init_error(g.build(), &map), Error::InvalidProgram);
+}
+
 TEST_F(XnnExecutorTest, execute_checks_args) {
   ValidGraph v;
   auto d = TestDelegate::init(v.blob, &v.map);

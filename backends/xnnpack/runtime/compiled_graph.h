@@ -1,0 +1,51 @@
+// CompiledGraph: everything an XnnExecutor runs, as GraphCompiler (graph_compiler.h) leaves it:
+// the value table (graph values, then scratch values and internal constants), the delegate's io
+// slots, the steps (steps.h), the constants they read and the arena of intermediates.
+//
+//   CompiledGraph graph;                       // filled by GraphCompiler::compile()
+//   graph.pointers[graph.inputs[0]] = data;    // bind io, then run every step
+//   for (const Step& step : graph.steps) {
+//     ES_RETURN_IF_ERROR(run_step(step, graph.pointers.data(), pool));
+//   }
+//
+// Errors: none (plain data).
+// Thread-safety: none of its own; the executor runs one graph on one thread at a time.
+// Ownership: owns its steps, constants and arena; its RetainedRef and PackedRef members release
+// their WeightsCache entries on destruction, so the cache must outlive it.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_COMPILED_GRAPH_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_COMPILED_GRAPH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/steps.h"
+#include "edgeshare/runtime/core/scalar_type.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+// One value of the graph (or a scratch value or constant the compiler added).
+struct ValueInfo {
+  uint8_t kind = 0;  // schema::ValueKind; 0 is INTERMEDIATE.
+  runtime::ScalarType dtype = runtime::ScalarType::Float;  // Half: fully connected weights only.
+  std::vector<int32_t> dims;  // Validated to fit int32 (Tensor sizes) and XNN_MAX_TENSOR_DIMS.
+  size_t numel = 1;
+};
+
+struct CompiledGraph {
+  std::vector<ValueInfo> values;
+  std::vector<uint32_t> inputs;   // Value id per delegate input.
+  std::vector<uint32_t> outputs;  // Value id per delegate output.
+  std::vector<RetainedRef> retained;
+  std::vector<std::vector<float>> constants;  // Inline and internal constants, padded.
+  std::vector<Step> steps;
+  std::vector<float> arena;
+  std::vector<void*> pointers;  // Per value id: constants and arena slots fixed, io bound per run.
+};
+
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_COMPILED_GRAPH_H_

@@ -1,0 +1,259 @@
+#include "edgeshare/backends/xnnpack/runtime/graph_compiler.h"
+
+#include <xnnpack.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace edgeshare {
+namespace xnnpack {
+
+using runtime::Error;
+using runtime::ScalarType;
+using runtime::Status;
+
+namespace fb = ::edgeshare::xnnpack::schema;
+
+namespace {
+
+// Arena slots start on 64-byte boundaries; XNNPACK may read XNN_EXTRA_BYTES past an input's end.
+constexpr size_t kSlotAlignFloats = 16;
+constexpr size_t kPadFloats = (XNN_EXTRA_BYTES + sizeof(float) - 1) / sizeof(float);
+
+}  // namespace
+
+Status GraphCompiler::compile(GraphValues values) {
+  out_->values = std::move(values.values);
+  out_->inputs = std::move(values.inputs);
+  out_->outputs = std::move(values.outputs);
+  defined_ = std::move(values.defined);
+  out_->pointers.assign(out_->values.size(), nullptr);
+  slot_offset_.assign(out_->values.size(), SIZE_MAX);
+  place_inline_constants();
+  mark_read_directly();
+  for (uint32_t n = 0; n < graph_.nodes()->size(); ++n) ES_RETURN_IF_ERROR(compile_node(n));
+  for (uint32_t i = 0; i < out_->outputs.size(); ++i) {
+    ES_CHECK_OR_RETURN_ERROR(defined_[out_->outputs[i]], Error::InvalidProgram,
+                             "no node writes delegate output %u (value %u)", i, out_->outputs[i]);
+  }
+  return place_arena();
+}
+
+// Copied: the blob may be freed after init, and XNNPACK wants aligned, padded floats.
+void GraphCompiler::place_inline_constants() {
+  const auto& fvalues = *graph_.values();
+  for (uint32_t id = 0; id < fvalues.size(); ++id) {
+    const fb::Value* v = fvalues.Get(id);
+    if (v->kind() != fb::ValueKind_CONSTANT || v->inline_data() == nullptr) continue;
+    std::vector<float> copy(out_->values[id].numel + kPadFloats, 0.0f);
+    std::memcpy(copy.data(), v->inline_data()->data(), v->inline_data()->size());
+    out_->pointers[id] = copy.data();
+    out_->constants.push_back(std::move(copy));
+  }
+}
+
+// Values read at run time by some node (everything but packed weights): such a constant is
+// retained before a fully connected op packs it, and the packing then reads the retained bytes, so
+// a weight used both ways (a bias added again, say) is fetched once. Out-of-range ids are skipped
+// here and rejected by read_inputs().
+void GraphCompiler::mark_read_directly() {
+  read_directly_.assign(out_->values.size(), false);
+  for (const fb::Node* node : *graph_.nodes()) {
+    if (node->inputs() == nullptr) continue;
+    const OpRow* row = find_op_row(static_cast<uint8_t>(node->op()));
+    const bool packs = row != nullptr && row->inputs == OpInputs::kPackedWeights;
+    for (uint32_t i = 0; i < node->inputs()->size(); ++i) {
+      const uint32_t id = node->inputs()->Get(i);
+      if (id < read_directly_.size() && (!packs || i == 0)) read_directly_[id] = true;
+    }
+  }
+}
+
+Status GraphCompiler::compile_node(uint32_t n) {
+  const fb::Node& node = *graph_.nodes()->Get(n);
+  const uint8_t raw_op = static_cast<uint8_t>(node.op());
+  const OpRow* row = find_op_row(raw_op);
+  ES_CHECK_OR_RETURN_ERROR(row != nullptr, Error::NotSupported, "node %u has unknown op kind %u",
+                           n, raw_op);
+  NodeContext c;
+  c.compiler = this;
+  c.row = row;
+  c.node = n;
+  c.name = row->name;
+  ES_RETURN_IF_ERROR(read_inputs(node, &c));
+  ES_RETURN_IF_ERROR(claim_output(node, &c));
+  ES_RETURN_IF_ERROR(read_attributes(node, &c));
+  c.x = value(c.in[0]);
+  c.y = value(c.out);
+  ES_RETURN_IF_ERROR(row->check_shapes(c));
+  ES_RETURN_IF_ERROR(row->build(c));
+  const float inf = std::numeric_limits<float>::infinity();
+  const bool clamped = c.output_min != -inf || c.output_max != inf;
+  return clamped && !c.clamp_folded ? add_output_clamp(c) : Status();
+}
+
+Status GraphCompiler::read_inputs(const fb::Node& node, NodeContext* c) const {
+  const size_t num_in = node.inputs() ? node.inputs()->size() : 0;
+  const size_t num_out = node.outputs() ? node.outputs()->size() : 0;
+  ES_CHECK_OR_RETURN_ERROR(num_in >= c->row->min_inputs && num_in <= c->row->max_inputs &&
+                               num_out == 1,
+                           Error::InvalidProgram, "node %u (%s) has %zu inputs and %zu outputs",
+                           c->node, c->name, num_in, num_out);
+  const uint32_t num_values = graph_.values()->size();
+  c->num_in = num_in;
+  for (size_t i = 0; i < num_in; ++i) {
+    const uint32_t id = node.inputs()->Get(i);
+    c->in[i] = id;
+    ES_CHECK_OR_RETURN_ERROR(id < num_values, Error::InvalidProgram,
+                             "node %u (%s): input %zu is value %u, past the %u values", c->node,
+                             c->name, i, id, num_values);
+    ES_CHECK_OR_RETURN_ERROR(defined_[id], Error::InvalidProgram,
+                             "node %u (%s): input value %u is read before any node writes it",
+                             c->node, c->name, id);
+    ES_CHECK_OR_RETURN_ERROR(
+        value(id).dtype == ScalarType::Float ||
+            (c->row->inputs == OpInputs::kPackedWeights && i > 0),
+        Error::NotSupported,
+        "node %u (%s): input %zu (value %u) is HALF; only a fully connected node's weight and "
+        "bias may be",
+        c->node, c->name, i, id);
+  }
+  return Status();
+}
+
+Status GraphCompiler::claim_output(const fb::Node& node, NodeContext* c) {
+  const uint32_t num_values = graph_.values()->size();
+  const uint32_t out = node.outputs()->Get(0);
+  ES_CHECK_OR_RETURN_ERROR(out < num_values, Error::InvalidProgram,
+                           "node %u (%s): output is value %u, past the %u values", c->node,
+                           c->name, out, num_values);
+  const uint8_t kind = value(out).kind;
+  ES_CHECK_OR_RETURN_ERROR(
+      (kind == fb::ValueKind_INTERMEDIATE || kind == fb::ValueKind_OUTPUT) && !defined_[out],
+      Error::InvalidProgram,
+      "node %u (%s): output value %u is an input, a constant, or written twice", c->node,
+      c->name, out);
+  for (size_t i = 0; i < c->num_in; ++i) {
+    ES_CHECK_OR_RETURN_ERROR(c->in[i] != out, Error::InvalidProgram,
+                             "node %u (%s) writes its own input value %u", c->node, c->name, out);
+  }
+  defined_[out] = true;
+  if (kind == fb::ValueKind_INTERMEDIATE) slot_offset_[out] = add_slot(value(out).numel);
+  c->out = out;
+  return Status();
+}
+
+Status GraphCompiler::read_attributes(const fb::Node& node, NodeContext* c) const {
+  c->output_min = node.output_min();
+  c->output_max = node.output_max();
+  c->alpha = node.alpha();
+  ES_CHECK_OR_RETURN_ERROR(!std::isnan(c->output_min) && !std::isnan(c->output_max) &&
+                               c->output_min <= c->output_max,
+                           Error::InvalidProgram, "node %u (%s) has output range [%g, %g]",
+                           c->node, c->name, c->output_min, c->output_max);
+  return Status();
+}
+
+// The op cannot clamp itself (or is shared, where a clamp would split the cache entry): its output
+// is clamped in place.
+Status GraphCompiler::add_output_clamp(const NodeContext& c) {
+  const size_t n = c.y.numel;
+  xnn_operator_t op = nullptr;
+  const xnn_status status =
+      xnn_create_clamp_nc_f32(n, n, n, c.output_min, c.output_max, /*flags=*/0, &op);
+  UnaryStep clamp;
+  clamp.op.reset(op);
+  ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
+                           "node %u (%s): XNNPACK could not create the output clamp (status %d)",
+                           c.node, c.name, static_cast<int>(status));
+  clamp.setup = xnn_setup_clamp_nc_f32;
+  clamp.in = clamp.out = c.out;
+  add_step(c.node, std::move(clamp));
+  return Status();
+}
+
+Status GraphCompiler::place_arena() {
+  ES_CHECK_OR_RETURN_ERROR(arena_floats_ <= kMaxNumel, Error::InvalidProgram,
+                           "XNNPACK graph needs %zu bytes of intermediates, more than %llu",
+                           arena_floats_ * sizeof(float),
+                           static_cast<unsigned long long>(kMaxNumel * sizeof(float)));
+  // One arena for every intermediate; sizes are static, so this is the last allocation.
+  out_->arena.assign(arena_floats_, 0.0f);
+  for (size_t id = 0; id < slot_offset_.size(); ++id) {
+    if (slot_offset_[id] != SIZE_MAX) out_->pointers[id] = out_->arena.data() + slot_offset_[id];
+  }
+  return Status();
+}
+
+ConstantRef GraphCompiler::constant_ref(uint32_t id) const {
+  const fb::Value* v = graph_.values()->Get(id);
+  ConstantRef ref;
+  ref.identity.dtype = value(id).dtype;
+  ref.identity.dims.assign(value(id).dims.begin(), value(id).dims.end());
+  if (v->inline_data() != nullptr) {
+    ref.identity.is_inline = true;
+    ref.identity.inline_bytes.assign(v->inline_data()->begin(), v->inline_data()->end());
+  } else {
+    ref.key = v->key()->str();
+    std::memcpy(ref.identity.digest.bytes.data(), v->digest()->data(), 32);
+  }
+  return ref;
+}
+
+Status GraphCompiler::ensure_pointer(uint32_t id) {
+  if (out_->pointers[id] != nullptr || value(id).kind != fb::ValueKind_CONSTANT) return Status();
+  ES_ASSIGN_OR_RETURN(RetainedConstant * constant, cache_->retain_constant(map_, constant_ref(id)));
+  out_->retained.emplace_back(constant, CacheRelease<RetainedConstant>{cache_});
+  out_->pointers[id] = const_cast<float*>(constant->data());
+  return Status();
+}
+
+uint32_t GraphCompiler::add_value(const ValueInfo& info) {
+  const uint32_t id = static_cast<uint32_t>(out_->values.size());
+  out_->values.push_back(info);
+  out_->pointers.push_back(nullptr);
+  slot_offset_.push_back(SIZE_MAX);
+  return id;
+}
+
+size_t GraphCompiler::add_slot(size_t floats) {
+  const size_t offset = arena_floats_;
+  arena_floats_ +=
+      (floats + kPadFloats + kSlotAlignFloats - 1) / kSlotAlignFloats * kSlotAlignFloats;
+  return offset;
+}
+
+uint32_t GraphCompiler::new_scratch(const ValueInfo& like) {
+  ValueInfo scratch = like;
+  scratch.kind = fb::ValueKind_INTERMEDIATE;
+  scratch.dtype = ScalarType::Float;
+  const uint32_t id = add_value(scratch);
+  slot_offset_[id] = add_slot(scratch.numel);
+  return id;
+}
+
+uint32_t GraphCompiler::new_half_scratch(size_t numel) {
+  ValueInfo scratch;
+  scratch.kind = fb::ValueKind_INTERMEDIATE;
+  scratch.dtype = ScalarType::Half;
+  scratch.numel = numel;
+  const uint32_t id = add_value(scratch);
+  slot_offset_[id] = add_slot((numel + 1) / 2);
+  return id;
+}
+
+uint32_t GraphCompiler::new_constant(float v) {
+  ValueInfo constant;
+  constant.kind = fb::ValueKind_CONSTANT;
+  constant.dims = {1};
+  const uint32_t id = add_value(constant);
+  std::vector<float> data(1 + kPadFloats, 0.0f);
+  data[0] = v;
+  out_->pointers[id] = data.data();
+  out_->constants.push_back(std::move(data));
+  return id;
+}
+
+}  // namespace xnnpack
+}  // namespace edgeshare

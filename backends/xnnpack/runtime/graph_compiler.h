@@ -1,0 +1,108 @@
+// GraphCompiler: turns a verified XNNPACK graph (graph_reader.h) into a CompiledGraph, the steps
+// (steps.h) and memory an XnnExecutor runs. It checks what every node shares (arity, value ids,
+// dtypes, single writes, output range), then hands the node to its op row (op_rows.h), which checks
+// shapes and builds the steps through the small API below. Intermediates and scratch values get
+// slots in one arena sized at the end; named constants that an operator reads at run time are
+// retained from the WeightsCache, inline ones copied.
+//
+//   CompiledGraph compiled;
+//   GraphCompiler compiler(*graph, &cache, map, &compiled);
+//   ES_RETURN_IF_ERROR(compiler.compile(std::move(values)));   // values: read_values(*graph, ...)
+//
+// Errors: compile() returns InvalidProgram (which node and why), NotSupported (an op kind without a
+// row, a HALF input where none may be), DelegateInitFailed (XNNPACK refused an operator) and the
+// WeightsCache's errors. On failure `compiled` holds what was made so far; destroying it releases
+// everything.
+// Thread-safety: one compiler on one thread; the WeightsCache may be shared.
+// Ownership: the graph and map are read during compile() only; the cache must outlive `compiled`.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_GRAPH_COMPILER_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_GRAPH_COMPILER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/compiled_graph.h"
+#include "edgeshare/backends/xnnpack/runtime/graph_reader.h"
+#include "edgeshare/backends/xnnpack/runtime/op_rows.h"
+#include "edgeshare/backends/xnnpack/runtime/steps.h"
+#include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
+#include "edgeshare/backends/xnnpack/xnnpack_graph_generated.h"
+#include "edgeshare/runtime/core/named_data_map.h"
+#include "edgeshare/runtime/core/result.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+class GraphCompiler;
+
+// One node as its row sees it.
+struct NodeContext {
+  GraphCompiler* compiler = nullptr;
+  const OpRow* row = nullptr;
+  uint32_t node = 0;
+  const char* name = "";
+  uint32_t in[kMaxNodeInputs] = {0, 0, 0};
+  size_t num_in = 0;
+  uint32_t out = 0;
+  ValueInfo x, y;  // Copies of input 0 and the output: new_scratch() may grow the value table.
+  float output_min = 0.0f, output_max = 0.0f, alpha = 0.0f;
+  bool clamp_folded = false;  // A builder sets it when its operator applies the output range.
+};
+
+class GraphCompiler {
+ public:
+  GraphCompiler(const schema::Graph& graph, WeightsCache* cache, const runtime::NamedDataMap* map,
+                CompiledGraph* out)
+      : graph_(graph), cache_(cache), map_(map), out_(out) {}
+
+  runtime::Status compile(GraphValues values);
+
+  // For node builders.
+  const ValueInfo& value(uint32_t id) const { return out_->values[id]; }
+  // Whether some node reads the value at run time (not only as a packed weight).
+  bool read_directly(uint32_t id) const { return read_directly_[id]; }
+  // How a constant of the graph is named and identified, for the weights cache.
+  ConstantRef constant_ref(uint32_t id) const;
+  // Makes a named constant readable at run time (retained until the graph goes).
+  runtime::Status ensure_pointer(uint32_t id);
+  // A new float32 arena value shaped like `like`, or of `numel` IEEE halves.
+  uint32_t new_scratch(const ValueInfo& like);
+  uint32_t new_half_scratch(size_t numel);
+  // A new constant [1] holding `value`.
+  uint32_t new_constant(float value);
+  template <typename T>
+  void add_step(uint32_t node, T&& step) {
+    out_->steps.push_back(Step{node, std::forward<T>(step)});
+  }
+  WeightsCache& cache() const { return *cache_; }
+  const runtime::NamedDataMap* map() const { return map_; }
+
+ private:
+  void place_inline_constants();
+  void mark_read_directly();
+  runtime::Status compile_node(uint32_t n);
+  runtime::Status read_inputs(const schema::Node& node, NodeContext* c) const;
+  runtime::Status claim_output(const schema::Node& node, NodeContext* c);
+  runtime::Status read_attributes(const schema::Node& node, NodeContext* c) const;
+  runtime::Status add_output_clamp(const NodeContext& c);
+  runtime::Status place_arena();
+  uint32_t add_value(const ValueInfo& info);
+  size_t add_slot(size_t floats);
+
+  const schema::Graph& graph_;
+  WeightsCache* cache_;
+  const runtime::NamedDataMap* map_;
+  CompiledGraph* out_;
+  std::vector<bool> defined_;
+  std::vector<bool> read_directly_;
+  std::vector<size_t> slot_offset_;  // Per value id: its arena offset in floats, or SIZE_MAX.
+  size_t arena_floats_ = 0;
+};
+
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_GRAPH_COMPILER_H_

@@ -1,0 +1,168 @@
+#include "edgeshare/backends/xnnpack/runtime/graph_reader.h"
+
+#include <xnnpack.h>
+
+#include "edgeshare/runtime/core/tensor.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+using runtime::Error;
+using runtime::Result;
+using runtime::ScalarType;
+using runtime::Status;
+
+namespace fb = ::edgeshare::xnnpack::schema;
+
+static_assert(fb::ValueKind_INTERMEDIATE == 0, "ValueInfo::kind defaults to INTERMEDIATE");
+
+namespace {
+
+// Kind and dtype: HALF is for named constants only (fully connected weights and biases); the nodes
+// check each use.
+Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
+  ES_CHECK_OR_RETURN_ERROR(v.kind() >= fb::ValueKind_MIN && v.kind() <= fb::ValueKind_MAX,
+                           Error::InvalidProgram, "value %u has unknown kind %d", id,
+                           static_cast<int>(v.kind()));
+  info->kind = static_cast<uint8_t>(v.kind());
+  const bool half = v.dtype() == edgeshare::schema::ScalarType_HALF;
+  ES_CHECK_OR_RETURN_ERROR(v.dtype() == edgeshare::schema::ScalarType_FLOAT ||
+                               (half && v.kind() == fb::ValueKind_CONSTANT && v.key() != nullptr),
+                           Error::NotSupported,
+                           "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF "
+                           "only for named constants (fully connected weights and biases)",
+                           id, static_cast<int>(v.dtype()));
+  info->dtype = half ? ScalarType::Half : ScalarType::Float;
+  return Status();
+}
+
+Status read_dims(uint32_t id, const fb::Value& v, ValueInfo* info) {
+  if (v.dims() == nullptr) return Status();
+  ES_CHECK_OR_RETURN_ERROR(v.dims()->size() <= XNN_MAX_TENSOR_DIMS &&
+                               v.dims()->size() <= runtime::Tensor::kMaxDims,
+                           Error::NotSupported, "value %u has rank %u, more than %d", id,
+                           v.dims()->size(), XNN_MAX_TENSOR_DIMS);
+  uint64_t numel = 1;
+  for (uint32_t d : *v.dims()) {
+    ES_CHECK_OR_RETURN_ERROR(d > 0 && d <= static_cast<uint32_t>(INT32_MAX), Error::InvalidProgram,
+                             "value %u has a dimension of %u", id, d);
+    numel *= d;
+    ES_CHECK_OR_RETURN_ERROR(numel <= kMaxNumel, Error::InvalidProgram,
+                             "value %u has too many elements", id);
+    info->dims.push_back(static_cast<int32_t>(d));
+  }
+  info->numel = static_cast<size_t>(numel);
+  return Status();
+}
+
+Status read_io_slot(uint32_t id, const fb::Value& v, GraphValues* out) {
+  const bool is_input = v.kind() == fb::ValueKind_INPUT;
+  std::vector<uint32_t>& slots = is_input ? out->inputs : out->outputs;
+  ES_CHECK_OR_RETURN_ERROR(v.io_index() < slots.size() && slots[v.io_index()] == UINT32_MAX,
+                           Error::InvalidProgram,
+                           "value %u: %s io_index %u is out of range or used twice", id,
+                           is_input ? "input" : "output", v.io_index());
+  slots[v.io_index()] = id;
+  out->defined[id] = is_input;
+  return Status();
+}
+
+Status read_constant(uint32_t id, const fb::Value& v, const ValueInfo& info) {
+  const bool has_key = v.key() != nullptr;
+  const bool has_inline = v.inline_data() != nullptr;
+  ES_CHECK_OR_RETURN_ERROR(has_key != has_inline, Error::InvalidProgram,
+                           "constant value %u must have exactly one of key and inline_data", id);
+  if (has_inline) {
+    ES_CHECK_OR_RETURN_ERROR(v.inline_data()->size() == info.numel * sizeof(float),
+                             Error::InvalidProgram,
+                             "constant value %u has %u inline bytes, its dims need %zu", id,
+                             v.inline_data()->size(), info.numel * sizeof(float));
+    return Status();
+  }
+  ES_CHECK_OR_RETURN_ERROR(v.key()->size() > 0, Error::InvalidProgram,
+                           "constant value %u has an empty key", id);
+  ES_CHECK_OR_RETURN_ERROR(v.digest() != nullptr && v.digest()->size() == 32,
+                           Error::InvalidProgram,
+                           "constant value %u ('%s') needs a 32-byte SHA-256 digest", id,
+                           v.key()->c_str());
+  return Status();
+}
+
+Status read_value(uint32_t id, const fb::Value& v, GraphValues* out) {
+  ValueInfo& info = out->values[id];
+  ES_RETURN_IF_ERROR(read_kind_and_dtype(id, v, &info));
+  ES_RETURN_IF_ERROR(read_dims(id, v, &info));
+  switch (v.kind()) {
+    case fb::ValueKind_INPUT:
+    case fb::ValueKind_OUTPUT:
+      return read_io_slot(id, v, out);
+    case fb::ValueKind_CONSTANT:
+      out->defined[id] = true;
+      return read_constant(id, v, info);
+    default:  // INTERMEDIATE
+      return Status();
+  }
+}
+
+}  // namespace
+
+Result<const fb::Graph*> verify_graph(const void* blob, size_t size) {
+  ES_CHECK_OR_RETURN_ERROR(blob != nullptr && size > 0, Error::InvalidProgram,
+                           "the delegate blob is empty");
+  // A hostile or truncated blob must fail here, before any accessor reads past its end.
+  flatbuffers::Verifier verifier(static_cast<const uint8_t*>(blob), size);
+  ES_CHECK_OR_RETURN_ERROR(fb::VerifyGraphBuffer(verifier), Error::InvalidProgram,
+                           "the delegate blob (%zu bytes) is not a valid XNNPACK graph "
+                           "(FlatBuffer verification or file identifier 'ESX1' failed)",
+                           size);
+  const fb::Graph* graph = fb::GetGraph(blob);
+  ES_CHECK_OR_RETURN_ERROR(graph->version() <= kMaxGraphVersion, Error::NotSupported,
+                           "XNNPACK graph version %u is newer than this delegate reads (%u)",
+                           graph->version(), kMaxGraphVersion);
+  ES_CHECK_OR_RETURN_ERROR(graph->values() != nullptr && graph->nodes() != nullptr,
+                           Error::InvalidProgram, "XNNPACK graph has no values or no nodes");
+  ES_CHECK_OR_RETURN_ERROR(
+      graph->values()->size() < kMaxValues && graph->nodes()->size() < kMaxValues,
+      Error::InvalidProgram, "XNNPACK graph has too many values or nodes");
+  return graph;
+}
+
+Status read_values(const fb::Graph& graph, GraphValues* out) {
+  const auto& fvalues = *graph.values();
+  const uint32_t num_values = fvalues.size();
+  const uint32_t num_inputs = graph.num_inputs();
+  const uint32_t num_outputs = graph.num_outputs();
+  ES_CHECK_OR_RETURN_ERROR(num_inputs <= num_values && num_outputs <= num_values &&
+                               num_outputs > 0,
+                           Error::InvalidProgram,
+                           "XNNPACK graph declares %u inputs and %u outputs over %u values",
+                           num_inputs, num_outputs, num_values);
+  out->inputs.assign(num_inputs, UINT32_MAX);
+  out->outputs.assign(num_outputs, UINT32_MAX);
+  out->values.assign(num_values, ValueInfo());
+  out->defined.assign(num_values, false);
+  for (uint32_t id = 0; id < num_values; ++id) {
+    ES_RETURN_IF_ERROR(read_value(id, *fvalues.Get(id), out));
+  }
+  for (uint32_t i = 0; i < num_inputs; ++i) {
+    ES_CHECK_OR_RETURN_ERROR(out->inputs[i] != UINT32_MAX, Error::InvalidProgram,
+                             "no value is delegate input %u", i);
+  }
+  for (uint32_t i = 0; i < num_outputs; ++i) {
+    ES_CHECK_OR_RETURN_ERROR(out->outputs[i] != UINT32_MAX, Error::InvalidProgram,
+                             "no value is delegate output %u", i);
+  }
+  return Status();
+}
+
+std::string dims_string(const std::vector<int32_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace xnnpack
+}  // namespace edgeshare

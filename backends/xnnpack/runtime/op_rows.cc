@@ -1,0 +1,376 @@
+#include "edgeshare/backends/xnnpack/runtime/op_rows.h"
+
+#include <xnnpack.h>
+
+#include <cmath>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/graph_compiler.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+using runtime::Error;
+using runtime::Result;
+using runtime::ScalarType;
+using runtime::Status;
+
+namespace fb = ::edgeshare::xnnpack::schema;
+
+namespace {
+
+// ---- Shape rules ---------------------------------------------------------------------------
+
+// The numpy broadcast of two shapes, or false when they are incompatible.
+bool broadcast(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+               std::vector<int32_t>* out) {
+  const size_t rank = a.size() > b.size() ? a.size() : b.size();
+  out->assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    const int32_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const int32_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    (*out)[rank - 1 - i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+Status broadcast_shapes(const NodeContext& c) {
+  const ValueInfo& b = c.compiler->value(c.in[1]);
+  std::vector<int32_t> want;
+  ES_CHECK_OR_RETURN_ERROR(broadcast(c.x.dims, b.dims, &want), Error::InvalidProgram,
+                           "node %u (%s): shapes %s and %s do not broadcast", c.node, c.name,
+                           dims_string(c.x.dims).c_str(), dims_string(b.dims).c_str());
+  ES_CHECK_OR_RETURN_ERROR(c.y.dims == want, Error::InvalidProgram,
+                           "node %u (%s): output is %s, the broadcast is %s", c.node, c.name,
+                           dims_string(c.y.dims).c_str(), dims_string(want).c_str());
+  return Status();
+}
+
+Status same_shape(const NodeContext& c) {
+  ES_CHECK_OR_RETURN_ERROR(c.x.dims == c.y.dims, Error::InvalidProgram,
+                           "node %u (%s): output %s differs from input %s", c.node, c.name,
+                           dims_string(c.y.dims).c_str(), dims_string(c.x.dims).c_str());
+  return Status();
+}
+
+Status same_shape_finite_alpha(const NodeContext& c) {
+  ES_RETURN_IF_ERROR(same_shape(c));
+  ES_CHECK_OR_RETURN_ERROR(std::isfinite(c.alpha), Error::InvalidProgram,
+                           "node %u (%s) has slope %g", c.node, c.name, c.alpha);
+  return Status();
+}
+
+Status same_shape_positive_alpha(const NodeContext& c) {
+  ES_RETURN_IF_ERROR(same_shape(c));
+  ES_CHECK_OR_RETURN_ERROR(std::isfinite(c.alpha) && c.alpha > 0.0f, Error::InvalidProgram,
+                           "node %u (%s) has alpha %g; XNNPACK needs a positive one", c.node,
+                           c.name, c.alpha);
+  return Status();
+}
+
+// A reshape: the same element count.
+Status same_numel(const NodeContext& c) {
+  ES_CHECK_OR_RETURN_ERROR(c.x.numel == c.y.numel, Error::InvalidProgram,
+                           "node %u (%s): %s and %s hold different element counts", c.node,
+                           c.name, dims_string(c.x.dims).c_str(), dims_string(c.y.dims).c_str());
+  return Status();
+}
+
+// x [..., n] -> y [..., 1] or [...]: the same elements.
+Status mean_last_dim_shapes(const NodeContext& c) {
+  ES_CHECK_OR_RETURN_ERROR(!c.x.dims.empty(), Error::InvalidProgram,
+                           "node %u (%s): input is a scalar; it has no last dimension", c.node,
+                           c.name);
+  std::vector<int32_t> kept = c.x.dims;
+  kept.back() = 1;
+  const std::vector<int32_t> dropped(c.x.dims.begin(), c.x.dims.end() - 1);
+  ES_CHECK_OR_RETURN_ERROR(c.y.dims == kept || c.y.dims == dropped, Error::InvalidProgram,
+                           "node %u (%s): output is %s; the mean of %s over its last dimension "
+                           "is %s or %s",
+                           c.node, c.name, dims_string(c.y.dims).c_str(),
+                           dims_string(c.x.dims).c_str(), dims_string(kept).c_str(),
+                           dims_string(dropped).c_str());
+  return Status();
+}
+
+Status fully_connected_bias_dtype(const NodeContext& c, const ValueInfo& w) {
+  if (c.num_in < 3) return Status();
+  const ValueInfo& b = c.compiler->value(c.in[2]);
+  ES_CHECK_OR_RETURN_ERROR(b.dtype == w.dtype, Error::NotSupported,
+                           "node %u (FULLY_CONNECTED): weight value %u is %s but bias value %u "
+                           "is %s; both must be float32 or both HALF",
+                           c.node, c.in[1], runtime::to_string(w.dtype), c.in[2],
+                           runtime::to_string(b.dtype));
+  return Status();
+}
+
+Status fully_connected_bias_shape(const NodeContext& c, size_t out_ch) {
+  if (c.num_in < 3) return Status();
+  const ValueInfo& b = c.compiler->value(c.in[2]);
+  ES_CHECK_OR_RETURN_ERROR(b.kind == fb::ValueKind_CONSTANT && b.dims.size() == 1 &&
+                               static_cast<size_t>(b.dims[0]) == out_ch,
+                           Error::InvalidProgram,
+                           "node %u (FULLY_CONNECTED): bias value %u must be a constant [%zu]",
+                           c.node, c.in[2], out_ch);
+  return Status();
+}
+
+// x [..., in], weight [out, in], optional bias [out] -> y [..., out].
+Status fully_connected_shapes(const NodeContext& c) {
+  const ValueInfo& w = c.compiler->value(c.in[1]);
+  ES_CHECK_OR_RETURN_ERROR(w.kind == fb::ValueKind_CONSTANT && w.dims.size() == 2,
+                           Error::InvalidProgram,
+                           "node %u (FULLY_CONNECTED): weight value %u must be a rank-2 constant "
+                           "[out, in]",
+                           c.node, c.in[1]);
+  ES_RETURN_IF_ERROR(fully_connected_bias_dtype(c, w));
+  const size_t out_ch = w.dims[0];
+  const size_t in_ch = w.dims[1];
+  ES_CHECK_OR_RETURN_ERROR(!c.x.dims.empty() && static_cast<size_t>(c.x.dims.back()) == in_ch,
+                           Error::InvalidProgram,
+                           "node %u (FULLY_CONNECTED): input %s does not end in the weight's %zu "
+                           "input channels",
+                           c.node, dims_string(c.x.dims).c_str(), in_ch);
+  std::vector<int32_t> want = c.x.dims;
+  want.back() = static_cast<int32_t>(out_ch);
+  ES_CHECK_OR_RETURN_ERROR(c.y.dims == want, Error::InvalidProgram,
+                           "node %u (FULLY_CONNECTED): output is %s, expected %s", c.node,
+                           dims_string(c.y.dims).c_str(), dims_string(want).c_str());
+  return fully_connected_bias_shape(c, out_ch);
+}
+
+// ---- Creating operators ---------------------------------------------------------------------
+
+Status check_created(const NodeContext& c, xnn_status status, const char* what) {
+  ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
+                           "node %u (%s): XNNPACK could not create %s (status %d)", c.node, c.name,
+                           what, static_cast<int>(status));
+  return Status();
+}
+
+// XNNPACK's create calls differ in their attributes; the row's call picks the variant.
+template <auto kCreate>
+constexpr bool kUnaryTakesRange = std::is_invocable_v<decltype(kCreate), size_t, size_t, size_t,
+                                                      float, float, uint32_t, xnn_operator_t*>;
+template <auto kCreate>
+constexpr bool kUnaryTakesAlpha = std::is_invocable_v<decltype(kCreate), size_t, size_t, size_t,
+                                                      float, uint32_t, xnn_operator_t*>;
+template <auto kCreate>
+constexpr bool kBinaryTakesRange =
+    std::is_invocable_v<decltype(kCreate), float, float, uint32_t, xnn_operator_t*>;
+
+template <auto kCreate>
+xnn_status create_unary(const NodeContext& c, size_t channels, xnn_operator_t* op) {
+  if constexpr (kUnaryTakesRange<kCreate>) {
+    return kCreate(channels, channels, channels, c.output_min, c.output_max, 0, op);
+  } else if constexpr (kUnaryTakesAlpha<kCreate>) {
+    return kCreate(channels, channels, channels, c.alpha, 0, op);
+  } else {
+    return kCreate(channels, channels, channels, 0, op);
+  }
+}
+
+template <auto kCreate>
+xnn_status create_binary(const NodeContext& c, xnn_operator_t* op) {
+  if constexpr (kBinaryTakesRange<kCreate>) {
+    return kCreate(c.output_min, c.output_max, 0, op);
+  } else {
+    return kCreate(0, op);
+  }
+}
+
+// Adapts a setup call (copy's takes void pointers) to the step's signature.
+template <auto kSetup>
+xnn_status unary_setup(xnn_operator_t op, size_t batch, const float* in, float* out,
+                       pthreadpool_t pool) {
+  return kSetup(op, batch, in, out, pool);
+}
+
+// How a unary op sees its input: elementwise ops as one row of numel channels, softmax as rows of
+// the last dimension.
+enum class Layout : uint8_t { kFlat, kRowsOfLastDim };
+
+template <auto kCreate, auto kSetup>
+Status add_unary(NodeContext& c, size_t channels, uint32_t in, uint32_t out, const char* what) {
+  xnn_operator_t op = nullptr;
+  const xnn_status status = create_unary<kCreate>(c, channels, &op);
+  UnaryStep step;
+  step.op.reset(op);
+  ES_RETURN_IF_ERROR(check_created(c, status, what));
+  step.setup = unary_setup<kSetup>;
+  step.batch = c.x.numel / channels;
+  step.in = in;
+  step.out = out;
+  c.compiler->add_step(c.node, std::move(step));
+  if constexpr (kUnaryTakesRange<kCreate>) c.clamp_folded = true;
+  return Status();
+}
+
+template <auto kCreate, auto kSetup>
+Status add_binary(NodeContext& c, uint32_t a, uint32_t b, uint32_t out, const char* what) {
+  xnn_operator_t op = nullptr;
+  const xnn_status status = create_binary<kCreate>(c, &op);
+  BinaryStep step;
+  step.op.reset(op);
+  ES_RETURN_IF_ERROR(check_created(c, status, what));
+  step.setup = kSetup;
+  step.a = a;
+  step.b = b;
+  step.out = out;
+  const std::vector<int32_t>& a_dims = c.compiler->value(a).dims;
+  const std::vector<int32_t>& b_dims = c.compiler->value(b).dims;
+  step.a_rank = a_dims.size();
+  step.b_rank = b_dims.size();
+  for (size_t i = 0; i < a_dims.size(); ++i) step.a_shape[i] = a_dims[i];
+  for (size_t i = 0; i < b_dims.size(); ++i) step.b_shape[i] = b_dims[i];
+  c.compiler->add_step(c.node, std::move(step));
+  if constexpr (kBinaryTakesRange<kCreate>) c.clamp_folded = true;
+  return Status();
+}
+
+// ---- Node builders (the families of op_rows.inc) --------------------------------------------
+
+template <auto kCreate, auto kSetup, Layout kLayout = Layout::kFlat>
+Status build_unary(NodeContext& c) {
+  ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[0]));
+  size_t channels = c.x.numel;
+  if constexpr (kLayout == Layout::kRowsOfLastDim) {
+    channels = c.x.dims.empty() ? 1 : c.x.dims.back();
+  }
+  return add_unary<kCreate, kSetup>(c, channels, c.in[0], c.out, "the operator");
+}
+
+template <auto kCreate, auto kSetup>
+Status build_binary(NodeContext& c) {
+  ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[0]));
+  ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[1]));
+  return add_binary<kCreate, kSetup>(c, c.in[0], c.in[1], c.out, "the operator");
+}
+
+// XNNPACK has no SiLU: y = x * sigmoid(x), the sigmoid in a scratch slot of the arena.
+Status build_silu(NodeContext& c) {
+  ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[0]));
+  const uint32_t sigmoid = c.compiler->new_scratch(c.x);
+  ES_RETURN_IF_ERROR((add_unary<xnn_create_sigmoid_nc_f32, xnn_setup_sigmoid_nc_f32>(
+      c, c.x.numel, c.in[0], sigmoid, "sigmoid")));
+  return add_binary<xnn_create_multiply_nd_f32, xnn_setup_multiply_nd_f32>(c, c.in[0], sigmoid,
+                                                                           c.out, "multiply");
+}
+
+// XNNPACK has no reciprocal square root: y = 1 / sqrt(x), the root in a scratch slot.
+Status build_rsqrt(NodeContext& c) {
+  ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[0]));
+  const uint32_t root = c.compiler->new_scratch(c.x);
+  ES_RETURN_IF_ERROR((add_unary<xnn_create_square_root_nc_f32, xnn_setup_square_root_nc_f32>(
+      c, c.x.numel, c.in[0], root, "square root")));
+  const uint32_t one = c.compiler->new_constant(1.0f);
+  return add_binary<xnn_create_divide_nd_f32, xnn_setup_divide_nd_f32>(c, one, root, c.out,
+                                                                       "divide");
+}
+
+// Global average pooling over x seen as [numel / n, n, 1].
+Status build_mean_last_dim(NodeContext& c) {
+  ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[0]));
+  xnn_operator_t op = nullptr;
+  const xnn_status status = xnn_create_global_average_pooling_nwc_f32(
+      /*channels=*/1, /*input_stride=*/1, /*output_stride=*/1, c.output_min, c.output_max,
+      /*flags=*/0, &op);
+  PoolingStep step;
+  step.op.reset(op);
+  ES_RETURN_IF_ERROR(check_created(c, status, "global average pooling"));
+  step.setup = xnn_setup_global_average_pooling_nwc_f32;
+  step.width = static_cast<size_t>(c.x.dims.back());
+  step.batch = c.x.numel / step.width;
+  step.in = c.in[0];
+  step.out = c.out;
+  c.compiler->add_step(c.node, std::move(step));
+  c.clamp_folded = true;
+  return Status();
+}
+
+// x (f32) -> half_in -> the shared f16 operator -> half_out -> y (f32). The converts are this
+// graph's own; the scratch slots are in its arena.
+Status add_fully_connected_f16(NodeContext& c, PackedRef packed, size_t batch, size_t in_ch,
+                               size_t out_ch) {
+  FullyConnectedF16Step step;
+  step.packed = std::move(packed);
+  step.batch = batch;
+  step.in = c.in[0];
+  step.out = c.out;
+  step.half_in = c.compiler->new_half_scratch(c.x.numel);
+  step.half_out = c.compiler->new_half_scratch(c.y.numel);
+  xnn_operator_t to_half = nullptr, to_float = nullptr;
+  xnn_status status = xnn_create_convert_nc_f32_f16(in_ch, in_ch, in_ch, /*flags=*/0, &to_half);
+  step.to_half.reset(to_half);
+  if (status == xnn_status_success) {
+    status = xnn_create_convert_nc_f16_f32(out_ch, out_ch, out_ch, /*flags=*/0, &to_float);
+    step.to_float.reset(to_float);
+  }
+  ES_RETURN_IF_ERROR(
+      check_created(c, status, "the f32<->f16 converts of an f16 fully connected op"));
+  c.compiler->add_step(c.node, std::move(step));
+  return Status();
+}
+
+Status build_fully_connected(NodeContext& c) {
+  GraphCompiler& g = *c.compiler;
+  const size_t out_ch = g.value(c.in[1]).dims[0];
+  const size_t in_ch = g.value(c.in[1]).dims[1];
+  const bool f16 = g.value(c.in[1]).dtype == ScalarType::Half;
+  const bool has_bias = c.num_in == 3;
+  ConstantRef bias_ref;
+  if (has_bias) bias_ref = g.constant_ref(c.in[2]);
+  if (g.read_directly(c.in[1])) ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[1]));
+  if (has_bias && g.read_directly(c.in[2])) ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[2]));
+  Result<PackedOperator*> packed = g.cache().get_or_pack_fully_connected(
+      g.map(), g.constant_ref(c.in[1]), has_bias ? &bias_ref : nullptr, in_ch, out_ch);
+  if (!packed.ok()) return packed.status().WithContext("node %u (FULLY_CONNECTED)", c.node);
+  PackedRef ref(*packed, CacheRelease<PackedOperator>{&g.cache()});
+  ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[0]));
+  const size_t batch = c.x.numel / in_ch;
+  if (f16) return add_fully_connected_f16(c, std::move(ref), batch, in_ch, out_ch);
+  FullyConnectedStep step;
+  step.packed = std::move(ref);
+  step.batch = batch;
+  step.in = c.in[0];
+  step.out = c.out;
+  g.add_step(c.node, std::move(step));
+  return Status();
+}
+
+// ---- The table ------------------------------------------------------------------------------
+
+#define ES_XNNPACK_OP(NAME, MIN_INPUTS, MAX_INPUTS, INPUTS, SHAPE_RULE, ...)            \
+  OpRow{fb::OpKind_##NAME, #NAME, MIN_INPUTS, MAX_INPUTS, OpInputs::INPUTS, SHAPE_RULE, \
+        __VA_ARGS__},
+constexpr OpRow kRows[] = {
+#include "edgeshare/backends/xnnpack/runtime/op_rows.inc"
+};
+#undef ES_XNNPACK_OP
+
+constexpr bool rows_fit_node_context() {
+  for (const OpRow& row : kRows) {
+    if (row.max_inputs > kMaxNodeInputs || row.min_inputs > row.max_inputs) return false;
+  }
+  return true;
+}
+static_assert(rows_fit_node_context(), "a row's arity does not fit NodeContext::in");
+
+}  // namespace
+
+runtime::Span<const OpRow> op_rows() {
+  return runtime::Span<const OpRow>(kRows, sizeof(kRows) / sizeof(kRows[0]));
+}
+
+const OpRow* find_op_row(uint8_t kind) {
+  for (const OpRow& row : kRows) {
+    if (static_cast<uint8_t>(row.kind) == kind) return &row;
+  }
+  return nullptr;
+}
+
+}  // namespace xnnpack
+}  // namespace edgeshare

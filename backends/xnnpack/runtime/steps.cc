@@ -1,0 +1,76 @@
+#include "edgeshare/backends/xnnpack/runtime/steps.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+using runtime::Error;
+using runtime::Status;
+
+namespace {
+
+Status run_operator(uint32_t node, xnn_operator_t op, xnn_status setup, pthreadpool_t pool) {
+  ES_CHECK_OR_RETURN_ERROR(setup == xnn_status_success, Error::DelegateExecutionFailed,
+                           "XNNPACK setup of node %u failed (status %d)", node,
+                           static_cast<int>(setup));
+  const xnn_status status = xnn_run_operator(op, pool);
+  ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
+                           "XNNPACK run of node %u failed (status %d)", node,
+                           static_cast<int>(status));
+  return Status();
+}
+
+const float* in(void* const* pointers, uint32_t id) {
+  return static_cast<const float*>(pointers[id]);
+}
+float* out(void* const* pointers, uint32_t id) { return static_cast<float*>(pointers[id]); }
+
+// One overload per step type, picked by std::visit.
+struct Runner {
+  uint32_t node;
+  void* const* p;
+  pthreadpool_t pool;
+
+  Status operator()(const UnaryStep& s) const {
+    return run_operator(node, s.op.get(),
+                        s.setup(s.op.get(), s.batch, in(p, s.in), out(p, s.out), pool), pool);
+  }
+  Status operator()(const BinaryStep& s) const {
+    const xnn_status setup = s.setup(s.op.get(), s.a_rank, s.a_shape.data(), s.b_rank,
+                                     s.b_shape.data(), in(p, s.a), in(p, s.b), out(p, s.out), pool);
+    return run_operator(node, s.op.get(), setup, pool);
+  }
+  Status operator()(const PoolingStep& s) const {
+    const xnn_status setup =
+        s.setup(s.op.get(), s.batch, s.width, in(p, s.in), out(p, s.out), pool);
+    return run_operator(node, s.op.get(), setup, pool);
+  }
+  Status operator()(const FullyConnectedStep& s) const {
+    // The shared operator locks itself for setup + run.
+    return s.packed->run_fully_connected(s.batch, in(p, s.in), out(p, s.out));
+  }
+  Status operator()(const FullyConnectedF16Step& s) const {
+    xnn_status status =
+        xnn_setup_convert_nc_f32_f16(s.to_half.get(), s.batch, in(p, s.in), p[s.half_in], pool);
+    if (status == xnn_status_success) status = xnn_run_operator(s.to_half.get(), pool);
+    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
+                             "XNNPACK f32->f16 convert of node %u's input failed (status %d)",
+                             node, static_cast<int>(status));
+    ES_RETURN_IF_ERROR(s.packed->run_fully_connected_f16(s.batch, p[s.half_in], p[s.half_out]));
+    status = xnn_setup_convert_nc_f16_f32(s.to_float.get(), s.batch, p[s.half_out],
+                                          out(p, s.out), pool);
+    if (status == xnn_status_success) status = xnn_run_operator(s.to_float.get(), pool);
+    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
+                             "XNNPACK f16->f32 convert of node %u's output failed (status %d)",
+                             node, static_cast<int>(status));
+    return Status();
+  }
+};
+
+}  // namespace
+
+Status run_step(const Step& step, void* const* pointers, pthreadpool_t pool) {
+  return std::visit(Runner{step.node, pointers, pool}, step.op);
+}
+
+}  // namespace xnnpack
+}  // namespace edgeshare

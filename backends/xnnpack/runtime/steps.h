@@ -1,0 +1,106 @@
+// Steps: what a compiled XNNPACK graph runs, one small type per family of operator (private
+// elementwise unary, binary with broadcasting, last-dimension pooling, the cache's shared fully
+// connected operator, and its f16 variant between converts), and the code that runs one step.
+//
+// Each step owns what it uses through RAII handles: a private operator is deleted with its step, a
+// shared packed operator or a retained constant is released to its WeightsCache (which must outlive
+// the step). Values are named by id; pointers to their data are bound by the executor per run.
+//
+//   std::vector<Step> steps;   // filled by GraphCompiler (graph_compiler.h)
+//   for (const Step& step : steps) ES_RETURN_IF_ERROR(run_step(step, pointers, pool));
+//
+// Errors: run_step returns DelegateExecutionFailed naming the node (XNNPACK refused setup or run).
+// Thread-safety: run_step on one step from one thread at a time; shared packed operators lock
+// themselves, so steps of different executors may share one.
+// Ownership: run_step never allocates and keeps no pointer it was given.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_STEPS_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_STEPS_H_
+
+#include <xnnpack.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <variant>
+
+#include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
+#include "edgeshare/runtime/core/result.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+struct OperatorDeleter {
+  void operator()(xnn_operator_t op) const { xnn_delete_operator(op); }
+};
+// A private XNNPACK operator.
+using Operator = std::unique_ptr<xnn_operator, OperatorDeleter>;
+
+// A reference on a cache entry, dropped on destruction.
+template <typename T>
+struct CacheRelease {
+  WeightsCache* cache = nullptr;
+  void operator()(T* entry) const { cache->release(entry); }
+};
+using PackedRef = std::unique_ptr<PackedOperator, CacheRelease<PackedOperator>>;
+using RetainedRef = std::unique_ptr<RetainedConstant, CacheRelease<RetainedConstant>>;
+
+using UnarySetup = xnn_status (*)(xnn_operator_t, size_t, const float*, float*, pthreadpool_t);
+using BinarySetup = xnn_status (*)(xnn_operator_t, size_t, const size_t*, size_t, const size_t*,
+                                   const float*, const float*, float*, pthreadpool_t);
+using PoolingSetup = xnn_status (*)(xnn_operator_t, size_t, size_t, const float*, float*,
+                                    pthreadpool_t);
+
+// in [batch, channels] -> out, channels fixed at create.
+struct UnaryStep {
+  Operator op;
+  UnarySetup setup = nullptr;
+  size_t batch = 1;
+  uint32_t in = 0, out = 0;
+};
+
+// out = op(a, b), numpy broadcasting over the two shapes.
+struct BinaryStep {
+  Operator op;
+  BinarySetup setup = nullptr;
+  uint32_t a = 0, b = 0, out = 0;
+  size_t a_rank = 0, b_rank = 0;
+  std::array<size_t, XNN_MAX_TENSOR_DIMS> a_shape{}, b_shape{};
+};
+
+// in [batch, width, channels] -> out [batch, channels].
+struct PoolingStep {
+  Operator op;
+  PoolingSetup setup = nullptr;
+  size_t batch = 1, width = 1;
+  uint32_t in = 0, out = 0;
+};
+
+// The cache's f32 fully connected operator: in [batch, in_ch] -> out [batch, out_ch].
+struct FullyConnectedStep {
+  PackedRef packed;
+  size_t batch = 1;
+  uint32_t in = 0, out = 0;
+};
+
+// in (f32) -> to_half -> half_in -> the cache's f16 operator -> half_out -> to_float -> out (f32).
+struct FullyConnectedF16Step {
+  PackedRef packed;
+  Operator to_half, to_float;
+  size_t batch = 1;
+  uint32_t in = 0, half_in = 0, half_out = 0, out = 0;
+};
+
+struct Step {
+  uint32_t node = 0;  // For messages.
+  std::variant<UnaryStep, BinaryStep, PoolingStep, FullyConnectedStep, FullyConnectedF16Step> op;
+};
+
+// Runs one step over `pointers` (data per value id). Errors: DelegateExecutionFailed.
+runtime::Status run_step(const Step& step, void* const* pointers, pthreadpool_t pool);
+
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_STEPS_H_
