@@ -52,7 +52,7 @@ def test_registry_refuses_an_unknown_op_kind_and_a_repeated_name() -> None:
 
 def test_partitioner_docstring_lists_every_row() -> None:
     for row in REGISTRY.rows:
-        assert f"- {row.summary}\n" in partitioner.__doc__, row.name
+        assert f"- {row.summary} -> {', '.join(row.kinds)}\n" in partitioner.__doc__, row.name
 
 
 if __name__ == "__main__":

@@ -97,8 +97,8 @@ class Registry:
         return frozenset(k for row in self.rows for k in row.kinds)
 
     def summary(self) -> str:
-        """One line per row: what the partitioner accepts and on which conditions."""
-        return "\n".join(f"- {row.summary}" for row in self.rows)
+        """One line per row: what the partitioner accepts, on which conditions, and its OpKinds."""
+        return "\n".join(f"- {row.summary} -> {', '.join(row.kinds)}" for row in self.rows)
 
 
 REGISTRY = Registry(

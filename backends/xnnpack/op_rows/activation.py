@@ -89,5 +89,8 @@ ROWS = (
         "leaky_relu", [aten.leaky_relu.default], "LEAKY_RELU", "leaky_relu (finite slope)",
         lambda node: finite(node_arg(node, 1, "negative_slope", 0.01)), _emit_leaky_relu,
     ),
-    unary_row("elu", [aten.elu.default], "ELU", "elu (positive finite alpha, scale 1, input_scale 1)", _elu_ok, _emit_elu),
+    unary_row(
+        "elu", [aten.elu.default], "ELU", "elu (positive finite alpha, scale 1, input_scale 1)",
+        _elu_ok, _emit_elu,
+    ),
 )

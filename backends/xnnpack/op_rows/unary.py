@@ -26,5 +26,8 @@ ROWS = (
     unary_row("abs", [aten.abs.default], "ABS", "abs"),
     unary_row("neg", [aten.neg.default], "NEGATE", "neg"),
     unary_row("sqrt", [aten.sqrt.default], "SQRT", "sqrt"),
-    unary_row("square", [aten.pow.Tensor_Scalar], "SQUARE", "pow with exponent 2 (XNNPACK's square)", _square_ok, _emit_square),
+    unary_row(
+        "square", [aten.pow.Tensor_Scalar], "SQUARE", "pow with exponent 2 (XNNPACK's square)",
+        _square_ok, _emit_square,
+    ),
 )
