@@ -22,6 +22,11 @@ def test_every_kind_a_row_names_is_in_the_fbs_enum() -> None:
     assert op_rows.emitted_op_kinds() <= set(names)
 
 
+def test_every_fbs_op_kind_is_emitted_by_some_row() -> None:
+    missing = set(op_rows.op_kind_names()) - op_rows.emitted_op_kinds()
+    assert not missing, f"OpKinds of xnnpack_graph.fbs no Python row emits: {sorted(missing)}"
+
+
 def test_no_two_rows_handle_one_target_and_row_for_finds_each() -> None:
     seen = {}
     for row in REGISTRY.rows:

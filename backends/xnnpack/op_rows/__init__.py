@@ -8,7 +8,9 @@ One module per op family holds its rows (ROWS):
     fully_connected.py  aten.linear -> FULLY_CONNECTED
     binary.py           add, sub, mul, div, maximum, minimum
     activation.py       relu, hardtanh, clamp, sigmoid, silu, softmax, hardswish, leaky_relu, elu
-    unary.py            abs, neg, sqrt, pow 2
+    unary.py            abs, neg, sqrt, rsqrt, pow 2
+    rounding.py         floor, ceil
+    reduction.py        mean over the last dim
     reshape.py          view, clone, squeeze, unsqueeze -> COPY
 
 Usage:
@@ -23,7 +25,15 @@ The registry is built once at import and read-only after: safe from any thread.
 from typing import Any, Dict, FrozenSet, Iterable, Optional, Tuple
 
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as _xfb
-from edgeshare.backends.xnnpack.op_rows import activation, binary, fully_connected, reshape, unary
+from edgeshare.backends.xnnpack.op_rows import (
+    activation,
+    binary,
+    fully_connected,
+    reduction,
+    reshape,
+    rounding,
+    unary,
+)
 from edgeshare.backends.xnnpack.op_rows._checks import MAX_RANK, float_tensor
 from edgeshare.backends.xnnpack.op_rows._row import CheckContext, Emitter, OpRow
 
@@ -102,7 +112,9 @@ class Registry:
 
 
 REGISTRY = Registry(
-    row for family in (fully_connected, binary, activation, unary, reshape) for row in family.ROWS
+    row
+    for family in (fully_connected, binary, activation, unary, rounding, reduction, reshape)
+    for row in family.ROWS
 )
 
 

@@ -1,4 +1,4 @@
-"""Elementwise math on one tensor: abs, neg, sqrt, pow with exponent 2 (XNNPACK's square)."""
+"""Elementwise math on one tensor: abs, neg, sqrt, rsqrt, pow with exponent 2 (XNNPACK's square)."""
 
 import torch
 
@@ -26,6 +26,7 @@ ROWS = (
     unary_row("abs", [aten.abs.default], "ABS", "abs"),
     unary_row("neg", [aten.neg.default], "NEGATE", "neg"),
     unary_row("sqrt", [aten.sqrt.default], "SQRT", "sqrt"),
+    unary_row("rsqrt", [aten.rsqrt.default], "RSQRT", "rsqrt"),
     unary_row(
         "square", [aten.pow.Tensor_Scalar], "SQUARE", "pow with exponent 2 (XNNPACK's square)",
         _square_ok, _emit_square,
