@@ -24,6 +24,7 @@ from torch.export.graph_signature import InputKind
 from edgeshare.exir._serialize._format import Segment, named_data_to_fb
 from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import UnsupportedModelError
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import LoweredBackendModule, call_delegate
 from edgeshare.exir.memory_planning import PlannedTensor, plan_memory
 from edgeshare.exir.named_data_store import NamedDataStore
@@ -192,6 +193,7 @@ class _MethodEmitter:
     # nodes ------------------------------------------------------------------------------------
     def _placeholders(self) -> List[int]:
         specs = {s.arg.name: s for s in self.ep.graph_signature.input_specs}
+        lifted = lifted_inputs(self.ep)
         inputs = []
         for node in self.ep.graph.nodes:
             if node.op != "placeholder":
@@ -205,11 +207,8 @@ class _MethodEmitter:
                 index = self._planned_tensor(val, what, -1)
                 self.node_values[node] = index
                 inputs.append(index)
-            elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-                if spec.target in self.ep.state_dict:
-                    tensor = self.ep.state_dict[spec.target]
-                else:
-                    tensor = self.ep.constants[spec.target]
+            elif node.name in lifted:
+                tensor = lifted_tensor(self.ep, lifted[node.name].fqn)
                 tag = node.meta.get(EXTERNAL_TAG_META)
                 if tag is not None:
                     key = node.meta[DATA_KEY_META]

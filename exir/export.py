@@ -25,6 +25,7 @@ from edgeshare.exir.data_policy import (
 )
 from edgeshare.exir.emit import emit_program
 from edgeshare.exir.errors import DataPlacementError, UnsupportedModelError
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import to_backend
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.tensor_layout import scalar_type_of, tensor_bytes
@@ -73,34 +74,30 @@ def _apply_data_policy(method: str, ep: ExportedProgram, policy: DataPolicy) -> 
     """Records each weight's key and tag on its placeholder's meta."""
     by_key: Dict[str, str] = {}
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
-    for spec in ep.graph_signature.input_specs:
-        if spec.kind not in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            continue
-        if spec.target in ep.state_dict:
-            tensor = ep.state_dict[spec.target]
-        else:
-            tensor = ep.constants[spec.target]
+    for name, lifted in lifted_inputs(ep).items():
+        fqn = lifted.fqn
+        tensor = lifted_tensor(ep, fqn)
         if not isinstance(tensor, torch.Tensor):
             continue
         placement = None
-        if spec.kind != InputKind.CONSTANT_TENSOR:
-            placement = policy(method, spec.target, tensor)
+        if lifted.kind != InputKind.CONSTANT_TENSOR:
+            placement = policy(method, fqn, tensor)
         if placement is None:
-            placement = DataPlacement(program_key(method, spec.target), None)
+            placement = DataPlacement(program_key(method, fqn), None)
         if not isinstance(placement, DataPlacement):
             raise TypeError(
-                f"method '{method}': data policy returned {type(placement).__name__} for '{spec.target}'"
+                f"method '{method}': data policy returned {type(placement).__name__} for '{fqn}'"
             )
         other = by_key.get(placement.key)
         if other is not None:
-            other_tensor = ep.state_dict.get(other, ep.constants.get(other))
+            other_tensor = lifted_tensor(ep, other)
             if tensor_bytes(other_tensor) != tensor_bytes(tensor) or other_tensor.shape != tensor.shape:
                 raise DataPlacementError(
-                    f"method '{method}': weights '{other}' and '{spec.target}' both map to key "
+                    f"method '{method}': weights '{other}' and '{fqn}' both map to key "
                     f"'{placement.key}' with different values"
                 )
-        by_key[placement.key] = spec.target
-        node = placeholders[spec.arg.name]
+        by_key[placement.key] = fqn
+        node = placeholders[name]
         node.meta[DATA_KEY_META] = placement.key
         node.meta[EXTERNAL_TAG_META] = placement.external_tag
 

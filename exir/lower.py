@@ -30,6 +30,7 @@ from torch.utils import _pytree as pytree
 
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.errors import LoweringError
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.named_data_store import NamedDataStoreOutput
 from edgeshare.exir.partition import DELEGATION_TAG, Partitioner, PartitionResult
 
@@ -205,26 +206,11 @@ class _Partition:
     program: ExportedProgram
 
 
-def _lifted_inputs(ep: ExportedProgram) -> Dict[str, Tuple[InputKind, str]]:
-    """placeholder name -> (kind, fqn) of parameters, buffers and lifted constants."""
-    out: Dict[str, Tuple[InputKind, str]] = {}
-    for spec in ep.graph_signature.input_specs:
-        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            out[spec.arg.name] = (spec.kind, spec.target)
-    return out
-
-
-def _lifted_value(ep: ExportedProgram, fqn: str) -> torch.Tensor:
-    if fqn in ep.state_dict:
-        return ep.state_dict[fqn]
-    return ep.constants[fqn]
-
-
 def _cut_partition(ep: ExportedProgram, method: str, tag: str, nodes: List[torch.fx.Node]) -> Tuple[
     List[torch.fx.Node], List[torch.fx.Node], List[torch.fx.Node], ExportedProgram
 ]:
     """Cuts tagged nodes out as their own ExportedProgram (weights as parameters)."""
-    lifted = _lifted_inputs(ep)
+    lifted = lifted_inputs(ep)
     node_set = set(nodes)
     inputs: List[torch.fx.Node] = []
     for node in nodes:
@@ -247,11 +233,11 @@ def _cut_partition(ep: ExportedProgram, method: str, tag: str, nodes: List[torch
     input_specs = []
     state_dict: Dict[str, torch.Tensor] = {}
     for node in weights:
-        kind, fqn = lifted[node.name]
+        fqn = lifted[node.name].fqn
         ph = graph.placeholder(node.name)
         ph.meta = copy.copy(node.meta)
         env[node] = ph
-        value = _lifted_value(ep, fqn)
+        value = lifted_tensor(ep, fqn)
         state_dict[fqn] = (
             value if isinstance(value, torch.nn.Parameter) else torch.nn.Parameter(value, requires_grad=False)
         )
@@ -347,7 +333,7 @@ def _replace_partitions(ep: ExportedProgram, method: str, parts: List[_Partition
                 )
             gm.graph.erase_node(node)
     # Drop weights nothing uses any more.
-    lifted = _lifted_inputs(ep)
+    lifted = lifted_inputs(ep)
     removed = set()
     for node in list(gm.graph.nodes):
         if node.op == "placeholder" and node.name in lifted and not node.users:

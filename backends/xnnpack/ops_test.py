@@ -18,7 +18,7 @@ from torch import nn
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
-from edgeshare.backends.xnnpack.partitioner import BINARY_OPS, RESHAPE_OPS, UNARY_OPS
+from edgeshare.backends.xnnpack.op_rows import supported_targets
 from edgeshare.exir import to_edge
 from edgeshare.exir._serialize import deserialize_pte
 from edgeshare.exir.export import edge_decompositions
@@ -128,6 +128,21 @@ DELEGATED: List[Case] = [
     _c("sqrt", lambda m, x: torch.sqrt(x), [X], [K.SQRT], positive=(0,)),
     _c("square_pow", lambda m, x: x**2, [X], [K.SQUARE]),
     _c("square_mul", lambda m, x: x * x, [X], [K.MULTIPLY]),
+    _c("rsqrt", lambda m, x: torch.rsqrt(x), [X], [K.RSQRT], positive=(0,)),
+    # rounding
+    _c("floor", lambda m, x: torch.floor(x * 3), [X], [K.MULTIPLY, K.FLOOR]),
+    _c("ceil", lambda m, x: torch.ceil(x * 3), [X], [K.MULTIPLY, K.CEILING]),
+    # mean over the last dim
+    _c("mean_last_keepdim", lambda m, x: x.mean(-1, keepdim=True), [(2, 3, 8)], [K.MEAN_LAST_DIM]),
+    _c("mean_last_positive_dim", lambda m, x: x.mean(1) * 2, [X], [K.MEAN_LAST_DIM, K.MULTIPLY]),
+    _c("mean_1d_to_rank0", lambda m, x: x.mean(0) + 1, [(8,)], [K.MEAN_LAST_DIM, K.ADD]),
+    _c(
+        "rms_norm",
+        lambda m, x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * m.p,
+        [(2, 3, 8)],
+        [K.SQUARE, K.MEAN_LAST_DIM, K.ADD, K.RSQRT, K.MULTIPLY],
+        param=(8,),
+    ),
     # reshapes are copies between ops of one partition
     _c("view", lambda m, x: (x + 1).view(8, 4) * 2, [X], [K.ADD, K.COPY, K.MULTIPLY]),
     _c("reshape_3d", lambda m, x: torch.relu(x.reshape(2, 2, 8)), [X], [K.COPY, K.CLAMP]),
@@ -167,6 +182,10 @@ COVERAGE: Dict[Any, str] = {
     aten.neg.default: "neg",
     aten.sqrt.default: "sqrt",
     aten.pow.Tensor_Scalar: "square_pow",
+    aten.rsqrt.default: "rsqrt",
+    aten.floor.default: "floor",
+    aten.ceil.default: "ceil",
+    aten.mean.dim: "mean_last_keepdim",
     aten.view.default: "view",
     aten.clone.default: "clone",
     aten.squeeze.dims: "squeeze",
@@ -182,6 +201,8 @@ LEFT_OUT: List[Case] = [
     _c("tanh", lambda m, x: torch.tanh(x), [X], kernels=["aten::tanh"]),
     _c("sub_alpha", lambda m, x, y: torch.sub(x, y, alpha=2), [X, X], kernels=["aten::sub"]),
     _c("pow_3", lambda m, x: x**3, [X], kernels=["aten::pow"]),
+    _c("mean_dim0", lambda m, x: x.mean(0), [X], kernels=["aten::mean"]),
+    _c("mean_two_dims", lambda m, x: x.mean([-1, -2]), [(2, 3, 8)], kernels=["aten::mean"]),
     _c("linear_activation_weight", lambda m, x, w: F.linear(x, w), [X, (3, 8)], kernels=["aten::linear"]),
     # the delegate refuses these at init, so the partitioner must not tag them
     _c("elu_zero_alpha", lambda m, x: F.elu(x, alpha=0.0), [X], kernels=["aten::elu"]),
@@ -309,7 +330,7 @@ def test_unsupported_ops_stay_kernel_calls_and_run_portably(outcomes: Dict[str, 
 
 def test_every_op_the_partitioner_accepts_is_covered() -> None:
     """Adding an op to the partitioner without a delegated case here fails this test."""
-    accepted = set(BINARY_OPS) | set(UNARY_OPS) | set(RESHAPE_OPS) | {aten.linear.default, aten.pow.Tensor_Scalar}
+    accepted = set(supported_targets())
     # to_edge decomposes these before any partitioner sees them (silu -> sigmoid * x, ...).
     decomposed = {op for op in accepted if op in edge_decompositions()}
     assert {aten.silu.default, aten.hardswish.default} <= decomposed

@@ -1,5 +1,6 @@
 """XnnpackPartitioner tags what the delegate runs and leaves the rest."""
 
+import pytest
 import torch
 from torch import nn
 
@@ -59,7 +60,53 @@ def test_linear_with_activation_input_as_weight_is_not_tagged():
     assert not result.partition_tags
 
 
-if __name__ == "__main__":
-    import pytest
+class _Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
 
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize(
+    "fn, target",
+    [
+        (torch.floor, torch.ops.aten.floor.default),
+        (torch.ceil, torch.ops.aten.ceil.default),
+        (torch.rsqrt, torch.ops.aten.rsqrt.default),
+        (lambda x: x.mean(-1), torch.ops.aten.mean.dim),
+        (lambda x: x.mean(-1, keepdim=True), torch.ops.aten.mean.dim),
+        (lambda x: x.mean(dim=2), torch.ops.aten.mean.dim),
+        (lambda x: x.mean(dim=[2], keepdim=True), torch.ops.aten.mean.dim),
+    ],
+    ids=["floor", "ceil", "rsqrt", "mean_last", "mean_last_keepdim", "mean_rank_minus_1", "mean_list_keepdim"],
+)
+def test_rounding_rsqrt_and_mean_over_the_last_dim_are_tagged(fn, target):
+    ep, result = _tags(_Fn(fn), torch.rand(2, 3, 4) + 0.5)
+    (node,) = [n for n in ep.graph.nodes if n.op == "call_function"]
+    assert node.target == target
+    assert node.meta.get(DELEGATION_TAG) == "xnnpack_0"
+
+
+@pytest.mark.parametrize(
+    "fn, x",
+    [
+        (lambda x: x.mean(0), torch.rand(2, 3, 4)),
+        (lambda x: x.mean(1, keepdim=True), torch.rand(2, 3, 4)),
+        (lambda x: x.mean([-1, -2]), torch.rand(2, 3, 4)),
+        (lambda x: x.mean(-1, dtype=torch.float32), torch.rand(2, 3, 4)),
+        (lambda x: x.mean(), torch.rand(2, 3, 4)),
+        (lambda x: torch.floor(x), torch.arange(6, dtype=torch.int32)),
+        (lambda x: x.mean(-1), torch.rand(2, 0)),
+    ],
+    ids=["mean_dim0", "mean_middle_dim", "mean_two_dims", "mean_dtype", "mean_all", "floor_int", "mean_empty"],
+)
+def test_mean_not_over_the_last_dim_alone_and_non_float_rounding_are_left(fn, x):
+    ep, result = _tags(_Fn(fn), x)
+    assert [n for n in ep.graph.nodes if n.op == "call_function"]
+    assert not result.partition_tags
+
+
+if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -15,23 +15,19 @@ node keeps an fp32 constant under "<key>" for those reads.
 import hashlib
 import math
 import struct
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import flatbuffers
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
 
+from edgeshare.backends.xnnpack import op_rows
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
-from edgeshare.backends.xnnpack.partitioner import (
-    BINARY_OPS,
-    FC_WEIGHT_DTYPE_SPEC,
-    FC_WEIGHT_DTYPES,
-    RESHAPE_OPS,
-)
+from edgeshare.backends.xnnpack.partitioner import FC_WEIGHT_DTYPE_SPEC, FC_WEIGHT_DTYPES
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import LoweringError
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes
@@ -45,41 +41,12 @@ FLOAT = 6
 HALF = 5
 FP16_KEY_SUFFIX = ".fp16"
 
-aten = torch.ops.aten
 _OpKind = xfb.OpKind
-
-_BINARY = {
-    aten.add.Tensor: _OpKind.ADD,
-    aten.add.Scalar: _OpKind.ADD,
-    aten.sub.Tensor: _OpKind.SUBTRACT,
-    aten.sub.Scalar: _OpKind.SUBTRACT,
-    aten.mul.Tensor: _OpKind.MULTIPLY,
-    aten.mul.Scalar: _OpKind.MULTIPLY,
-    aten.div.Tensor: _OpKind.DIVIDE,
-    aten.div.Scalar: _OpKind.DIVIDE,
-    aten.maximum.default: _OpKind.MAXIMUM,
-    aten.minimum.default: _OpKind.MINIMUM,
-}
-assert set(_BINARY) == BINARY_OPS
-
-_UNARY = {
-    aten.sigmoid.default: _OpKind.SIGMOID,
-    aten.silu.default: _OpKind.SILU,
-    aten.hardswish.default: _OpKind.HARDSWISH,
-    aten.abs.default: _OpKind.ABS,
-    aten.neg.default: _OpKind.NEGATE,
-    aten.sqrt.default: _OpKind.SQRT,
-    aten._softmax.default: _OpKind.SOFTMAX,
-}
-
-
-def _arg(node: torch.fx.Node, index: int, name: str, default):
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(name, default)
 
 
 class _GraphBuilder:
+    """Builds one partition's graph; rows emit their nodes through it (op_rows.Emitter)."""
+
     def __init__(
         self, method: str, index: int, ep: ExportedProgram, store: NamedDataStore, fc_fp16: bool = False
     ) -> None:
@@ -94,6 +61,7 @@ class _GraphBuilder:
         self.half_ids: Dict[torch.fx.Node, int] = {}
         self.num_inputs = 0
         self.num_outputs = 0
+        self._row: Optional[op_rows.OpRow] = None  # the row emitting now
 
     def _value(self, kind: int, dims, io_index: int = 0) -> int:
         v = xfb.ValueT()
@@ -111,7 +79,7 @@ class _GraphBuilder:
         return index
 
     def _weight(self, node: torch.fx.Node, fqn: str) -> int:
-        tensor = self.ep.state_dict[fqn] if fqn in self.ep.state_dict else self.ep.constants[fqn]
+        tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
         data = tensor_bytes(tensor)
@@ -124,7 +92,7 @@ class _GraphBuilder:
         return index
 
     def _half_weight(self, node: torch.fx.Node, fqn: str) -> int:
-        tensor = self.ep.state_dict[fqn] if fqn in self.ep.state_dict else self.ep.constants[fqn]
+        tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
         half = tensor.detach().to(torch.float16)
@@ -144,43 +112,53 @@ class _GraphBuilder:
         return index
 
     @staticmethod
-    def _fc_param_uses(node: torch.fx.Node):
+    def _fc_param_uses(node: torch.fx.Node) -> Tuple[bool, bool]:
         """(read as a fully connected weight or bias, read any other way) of a placeholder."""
         as_param, other = False, False
         for user in node.users:
-            if user.op == "call_function" and user.target is aten.linear.default:
-                bias = _arg(user, 2, "bias", None)
-                if user.args[1] is node or bias is node:
-                    as_param = True
-                if user.args[0] is node:
-                    other = True
-            else:
+            row = op_rows.row_for(user.target) if user.op == "call_function" else None
+            if row is None or row.half_weights is None:
+                other = True
+                continue
+            halves = row.half_weights(user)
+            if any(h is node for h in halves):
+                as_param = True
+            # Also read in another argument position (e.g. as a linear's input)?
+            reads = sum(a is node for a in list(user.args) + list(user.kwargs.values()))
+            if reads > sum(h is node for h in halves):
                 other = True
         return as_param, other
 
-    def _input(self, x) -> int:
+    # op_rows.Emitter -------------------------------------------------------------------------
+    def tensor(self, x: torch.fx.Node) -> int:
+        return self.ids[x]
+
+    def operand(self, x: Any) -> int:
         if isinstance(x, torch.fx.Node):
             return self.ids[x]
         return self._scalar(x)
 
-    def _node(self, op: int, inputs: List[int], out: torch.fx.Node, lo: float = -math.inf,
-              hi: float = math.inf, alpha: float = 0.0) -> None:
+    def fc_param(self, x: torch.fx.Node) -> int:
+        return (self.half_ids if self.fc_fp16 else self.ids)[x]
+
+    def node(self, kind: str, inputs: Sequence[int], out: torch.fx.Node, output_min: float = -math.inf,
+             output_max: float = math.inf, alpha: float = 0.0) -> None:
+        if self._row is None or kind not in self._row.kinds:
+            row = self._row.name if self._row is not None else None
+            raise LoweringError(f"{self.what}: op row '{row}' emits {kind}, which it does not list in its kinds")
         y = self._value(xfb.ValueKind.INTERMEDIATE, out.meta["val"].shape)
         n = xfb.NodeT()
-        n.op = op
-        n.inputs = inputs
+        n.op = getattr(_OpKind, kind)
+        n.inputs = list(inputs)
         n.outputs = [y]
-        n.outputMin = float(lo)
-        n.outputMax = float(hi)
+        n.outputMin = float(output_min)
+        n.outputMax = float(output_max)
         n.alpha = float(alpha)
         self.nodes.append(n)
         self.ids[out] = y
 
     def build(self) -> bytes:
-        lifted = {}
-        for spec in self.ep.graph_signature.input_specs:
-            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-                lifted[spec.arg.name] = spec.target
+        lifted = {name: spec.fqn for name, spec in lifted_inputs(self.ep).items()}
         for node in self.ep.graph.nodes:
             if node.op == "placeholder":
                 if node.name in lifted and self.fc_fp16:
@@ -225,42 +203,14 @@ class _GraphBuilder:
         self.num_outputs += 1
 
     def _call(self, node: torch.fx.Node) -> None:
-        t = node.target
-        args = node.args
-        if t is aten.linear.default:
-            params = self.half_ids if self.fc_fp16 else self.ids
-            inputs = [self.ids[args[0]], params[args[1]]]
-            bias = _arg(node, 2, "bias", None)
-            if bias is not None:
-                inputs.append(params[bias])
-            self._node(_OpKind.FULLY_CONNECTED, inputs, node)
-        elif t in _BINARY:
-            self._node(_BINARY[t], [self._input(args[0]), self._input(args[1])], node)
-        elif t in _UNARY:
-            self._node(_UNARY[t], [self.ids[args[0]]], node)
-        elif t is aten.pow.Tensor_Scalar:
-            if args[1] != 2:
-                raise LoweringError(f"{self.what}: node '{node.name}' raises to {args[1]}; XNNPACK squares only")
-            self._node(_OpKind.SQUARE, [self.ids[args[0]]], node)
-        elif t in RESHAPE_OPS:
-            self._node(_OpKind.COPY, [self.ids[args[0]]], node)
-        elif t is aten.relu.default:
-            self._node(_OpKind.CLAMP, [self.ids[args[0]]], node, 0.0, math.inf)
-        elif t is aten.hardtanh.default:
-            lo, hi = _arg(node, 1, "min_val", -1.0), _arg(node, 2, "max_val", 1.0)
-            self._node(_OpKind.CLAMP, [self.ids[args[0]]], node, lo, hi)
-        elif t is aten.clamp.default:
-            lo, hi = _arg(node, 1, "min", None), _arg(node, 2, "max", None)
-            self._node(
-                _OpKind.CLAMP, [self.ids[args[0]]], node,
-                -math.inf if lo is None else lo, math.inf if hi is None else hi,
-            )
-        elif t is aten.leaky_relu.default:
-            self._node(_OpKind.LEAKY_RELU, [self.ids[args[0]]], node, alpha=_arg(node, 1, "negative_slope", 0.01))
-        elif t is aten.elu.default:
-            self._node(_OpKind.ELU, [self.ids[args[0]]], node, alpha=_arg(node, 1, "alpha", 1.0))
-        else:
-            raise LoweringError(f"{self.what}: node '{node.name}' ({t}) is not supported by XNNPACK")
+        row = op_rows.row_for(node.target)
+        if row is None:
+            raise LoweringError(f"{self.what}: node '{node.name}' ({node.target}) is not supported by XNNPACK")
+        self._row = row
+        try:
+            row.emit(self, node)
+        finally:
+            self._row = None
 
 
 class XnnpackBackend(BackendDetails):

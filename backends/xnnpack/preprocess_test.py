@@ -84,5 +84,39 @@ def test_preprocess_alone_works_through_the_default_path():
     assert result.processed_bytes == lowered.processed_bytes
 
 
+class _Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize(
+    "fn, kind, out_dims",
+    [
+        (torch.floor, xfb.OpKind.FLOOR, [2, 3, 5]),
+        (torch.ceil, xfb.OpKind.CEILING, [2, 3, 5]),
+        (torch.rsqrt, xfb.OpKind.RSQRT, [2, 3, 5]),
+        (lambda x: x.mean(-1, keepdim=True), xfb.OpKind.MEAN_LAST_DIM, [2, 3, 1]),
+        (lambda x: x.mean(2), xfb.OpKind.MEAN_LAST_DIM, [2, 3]),
+    ],
+    ids=["floor", "ceil", "rsqrt", "mean_last_keepdim", "mean_last"],
+)
+def test_rounding_rsqrt_and_mean_are_one_node_from_input_to_output(fn, kind, out_dims):
+    edge = to_edge(torch.export.export(_Fn(fn), (torch.rand(2, 3, 5) + 0.5,)))
+    (lowered,) = _lowered(edge)["forward"]
+    g = _graph(lowered.processed_bytes)
+    assert (g.numInputs, g.numOutputs) == (1, 1)
+    (node,) = g.nodes
+    assert node.op == kind
+    (x,) = node.inputs
+    (y,) = node.outputs
+    assert (g.values[x].kind, g.values[x].ioIndex, list(g.values[x].dims)) == (xfb.ValueKind.INPUT, 0, [2, 3, 5])
+    assert (g.values[y].kind, g.values[y].ioIndex, list(g.values[y].dims)) == (xfb.ValueKind.OUTPUT, 0, out_dims)
+    assert (node.outputMin, node.outputMax) == (-math.inf, math.inf)
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
