@@ -94,13 +94,15 @@ class Method::Loader {
   std::vector<uint64_t> buffer_sizes_;  // the planned buffers' sizes, for bounds checks
 };
 
-Result<Method> Method::load(const ProgramImage& program, const schema::ExecutionPlan& plan,
-                            const NamedDataMap* external_data) {
+Result<Method> Method::load(std::shared_ptr<const ProgramImage> program,
+                            const schema::ExecutionPlan& plan, const NamedDataMap* external_data) {
   Method method;
+  method.program_ = std::move(program);
   method.name_ = plan.name()->c_str();
-  Status status = Loader(program, plan, external_data, &method).run();
+  Status status = Loader(*method.program_, plan, external_data, &method).run();
   if (!status.ok()) {
-    return status.WithContext("failed to load method '%s' from %s", method.name(), program.name());
+    return status.WithContext("failed to load method '%s' from %s", method.name(),
+                              method.program_->name());
   }
   return method;
 }

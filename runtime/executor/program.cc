@@ -8,14 +8,14 @@
 namespace edgeshare {
 namespace runtime {
 
-Program::Program(std::unique_ptr<const ProgramImage> image) : image_(std::move(image)) {}
+Program::Program(std::shared_ptr<const ProgramImage> image) : image_(std::move(image)) {}
 Program::Program(Program&&) noexcept = default;
 Program& Program::operator=(Program&&) noexcept = default;
 Program::~Program() = default;
 
 Result<Program> Program::load(const DataLoader* loader) {
   ES_ASSIGN_OR_RETURN(ProgramImage image, ProgramImage::load(loader));
-  return Program(std::make_unique<const ProgramImage>(std::move(image)));
+  return Program(std::make_shared<ProgramImage>(std::move(image)));
 }
 
 size_t Program::num_methods() const { return image_->num_methods(); }
@@ -38,7 +38,7 @@ Result<Method> Program::load_method(const char* method_name,
   const schema::ExecutionPlan* plan = image_->find_method(method_name);
   ES_CHECK_OR_RETURN_ERROR(plan != nullptr, Error::NotFound, "%s has no method '%s'", name(),
                            method_name);
-  return Method::load(*image_, *plan, external_data);
+  return Method::load(image_, *plan, external_data);
 }
 
 }  // namespace runtime

@@ -13,8 +13,9 @@
 // Errors: InvalidProgram naming the file and field; NotFound for an unknown method; loader errors.
 // Thread-safety: all methods are const and may be called concurrently.
 // Ownership: borrows the loader (and load_method's external map), which must outlive the Program
-// and every Method loaded from it. Owns the flatbuffer bytes its Methods point into (names, int
-// lists, strings), so it must outlive them too. A Program may be moved; its Methods stay valid.
+// and every Method loaded from it. The verified flatbuffer and the program's own named data, which
+// Methods point into, are shared (reference-counted) with every Method loaded from it: a Method
+// may outlive its Program. A Program may be moved; its Methods stay valid.
 
 #ifndef EDGESHARE_RUNTIME_EXECUTOR_PROGRAM_H_
 #define EDGESHARE_RUNTIME_EXECUTOR_PROGRAM_H_
@@ -57,9 +58,9 @@ class Program {
   const char* name() const;
 
  private:
-  explicit Program(std::unique_ptr<const ProgramImage> image);
-  // Behind a pointer so that Program stays movable and small while Methods point into it.
-  std::unique_ptr<const ProgramImage> image_;
+  explicit Program(std::shared_ptr<const ProgramImage> image);
+  // Shared with each Method loaded from this Program, which points into it.
+  std::shared_ptr<const ProgramImage> image_;
 };
 
 }  // namespace runtime

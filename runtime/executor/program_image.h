@@ -15,7 +15,8 @@
 // Thread-safety: immutable after load(); every accessor may be called concurrently.
 // Ownership: borrows the loader, which must outlive the image; owns the flatbuffer bytes, which
 // the schema pointers handed out (plans, segments, names) point into. Movable: the bytes and the
-// named data map stay where they are, so those pointers survive a move.
+// named data map stay where they are, so those pointers survive a move. Program and each Method
+// loaded from it share one image (std::shared_ptr); the last of them to go frees it.
 
 #ifndef EDGESHARE_RUNTIME_EXECUTOR_PROGRAM_IMAGE_H_
 #define EDGESHARE_RUNTIME_EXECUTOR_PROGRAM_IMAGE_H_
