@@ -152,7 +152,13 @@ Status Method::Loader::parse_values() {
 
 // Scalars, lists and strings point into the flatbuffer; tensors are parsed by parse_tensor.
 Result<EValue> Method::Loader::parse_value(size_t index, const schema::EValue& value) {
-  switch (value.val_type()) {
+  // The verifier accepts a union type whose table is absent; every kind past Null needs it.
+  const schema::KernelTypes kind = value.val_type();
+  ES_CHECK_OR_RETURN_ERROR(kind <= schema::KernelTypes_Null || kind > schema::KernelTypes_MAX ||
+                               value.val() != nullptr,
+                           Error::InvalidProgram, "value %zu is a %s without its table", index,
+                           schema::EnumNameKernelTypes(kind));
+  switch (kind) {
     case schema::KernelTypes_NONE:
     case schema::KernelTypes_Null:
       return EValue();
@@ -296,6 +302,11 @@ Status Method::Loader::reserve_arguments() {
     const schema::Instruction& instruction = *at(*instructions, i);
     ES_CHECK_OR_RETURN_ERROR(instruction.instr_args_type() != schema::InstructionArguments_NONE,
                              Error::InvalidProgram, "instruction %zu is empty", i);
+    // The verifier accepts an unknown union type, and a known one whose table is absent.
+    ES_CHECK_OR_RETURN_ERROR(instruction.instr_args_as_KernelCall() != nullptr ||
+                                 instruction.instr_args_as_DelegateCall() != nullptr,
+                             Error::InvalidProgram, "instruction %zu of kind %d has no call", i,
+                             static_cast<int>(instruction.instr_args_type()));
     total += length(arguments_of(instruction));
   }
   method_.args_.reserve(total);
