@@ -96,6 +96,8 @@ class Method::Loader {
 
 Result<Method> Method::load(std::shared_ptr<const ProgramImage> program,
                             const schema::ExecutionPlan& plan, const NamedDataMap* external_data) {
+  ES_CHECK_OR_RETURN_ERROR(program != nullptr, Error::InvalidArgument,
+                           "Method::load: null program");
   Method method;
   method.program_ = std::move(program);
   method.name_ = plan.name()->c_str();
