@@ -13,8 +13,10 @@
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
+#include "edgeshare/runtime/format/file_header.h"
 #include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
+#include "edgeshare/schema/program_generated.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -108,6 +110,61 @@ TEST(HardeningTest, MutatedProgramsFailWithAnErrorNeverACrash) {
   EXPECT_GT(ran, kIterations / 3);
   RecordProperty("loaded", loaded);
   RecordProperty("ran", ran);
+}
+
+// A .pte holding one hand-built method and no segments, for shapes the exporter never writes.
+std::vector<uint8_t> OneMethodProgram(flatbuffers::FlatBufferBuilder& fbb,
+                                      flatbuffers::Offset<schema::ExecutionPlan> plan) {
+  schema::FinishProgramBuffer(
+      fbb, schema::CreateProgram(fbb, kFormatVersion, fbb.CreateVector(&plan, 1)));
+  std::vector<uint8_t> file(kFileHeaderSize, 0);
+  auto put = [&file](size_t at, uint64_t value, size_t bytes) {
+    for (size_t i = 0; i < bytes; ++i) file[at + i] = static_cast<uint8_t>(value >> (8 * i));
+  };
+  std::memcpy(file.data(), kProgramMagic, 4);
+  put(4, kFormatVersion, 4);
+  put(8, kFileHeaderSize, 4);
+  put(16, kFileHeaderSize, 8);                      // flatbuffer offset
+  put(24, fbb.GetSize(), 8);                        // flatbuffer size
+  put(32, kFileHeaderSize + fbb.GetSize(), 8);      // segment base offset
+  file.insert(file.end(), fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  return file;
+}
+
+Status LoadOnlyMethod(const std::vector<uint8_t>& bytes) {
+  BufferDataLoader loader(bytes.data(), bytes.size(), "handmade.pte");
+  ES_ASSIGN_OR_RETURN(Program program, Program::load(&loader));
+  return program.load_method("forward").status();
+}
+
+// The FlatBuffers verifier accepts a union whose type is set but whose table is absent, and a
+// union type this runtime does not know; loading must say so, not follow a null pointer.
+TEST(HardeningTest, UnionsWithoutTheirTableAreErrors) {
+  for (int kind = schema::KernelTypes_Int; kind <= schema::KernelTypes_String; ++kind) {
+    flatbuffers::FlatBufferBuilder fbb;
+    schema::EValueBuilder value(fbb);
+    value.add_val_type(static_cast<schema::KernelTypes>(kind));
+    const auto values = std::vector<flatbuffers::Offset<schema::EValue>>{value.Finish()};
+    const auto plan = schema::CreateExecutionPlan(fbb, fbb.CreateString("forward"),
+                                                  fbb.CreateVector(values));
+    Status status = LoadOnlyMethod(OneMethodProgram(fbb, plan));
+    EXPECT_EQ(status.code(), Error::InvalidProgram) << kind;
+    EXPECT_NE(std::strstr(status.message(), "value 0 is a"), nullptr) << status.message();
+  }
+  for (int kind : {int{schema::InstructionArguments_KernelCall},
+                   int{schema::InstructionArguments_DelegateCall},
+                   int{schema::InstructionArguments_MAX} + 1}) {
+    flatbuffers::FlatBufferBuilder fbb;
+    schema::InstructionBuilder instruction(fbb);
+    instruction.add_instr_args_type(static_cast<schema::InstructionArguments>(kind));
+    const auto instructions =
+        std::vector<flatbuffers::Offset<schema::Instruction>>{instruction.Finish()};
+    const auto plan = schema::CreateExecutionPlan(fbb, fbb.CreateString("forward"), 0, 0, 0,
+                                                  fbb.CreateVector(instructions));
+    Status status = LoadOnlyMethod(OneMethodProgram(fbb, plan));
+    EXPECT_EQ(status.code(), Error::InvalidProgram) << kind;
+    EXPECT_NE(std::strstr(status.message(), "instruction 0 of kind"), nullptr) << status.message();
+  }
 }
 
 TEST(HardeningTest, MutatedDataFilesFailWithAnErrorNeverACrash) {

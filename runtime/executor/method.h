@@ -1,18 +1,24 @@
 // Method: one loaded method of a Program, ready to run: memory-planned values, constants, kernel
 // calls and delegate calls.
 //
-// Everything is allocated, resolved and initialised at load; execute() only runs the instructions
-// (kernels and delegates must not allocate either). Inputs live in the method's planned memory:
-// copy into them with set_input(), or write in place through input(i).
+// Everything is allocated, resolved and initialised at load (Program::load_method, which calls
+// Method::load); execute() only runs the instructions (kernels and delegates must not allocate
+// either). Inputs live in the method's planned memory: copy into them with set_input(), or write
+// in place through input(i).
 //
+//   ES_ASSIGN_OR_RETURN(Method method, program.load_method("forward", &foundation->map()));
 //   ES_RETURN_IF_ERROR(method.set_input(0, Tensor(ScalarType::Float, {4, 256}, data)));
 //   ES_RETURN_IF_ERROR(method.execute());
 //   ES_ASSIGN_OR_RETURN(Tensor out, method.output(0));   // valid until the next execute()
 //
-// Errors: set_input gives InvalidArgument for a wrong dtype or shape; execute passes on a kernel's
-// or delegate's error with the instruction named.
+// Errors: load as listed at Method::load; set_input gives InvalidArgument for a wrong dtype or
+// shape; execute passes on a kernel's or delegate's error with the instruction named.
 // Thread-safety: one thread at a time per Method; two Methods (of one Program or two) may run on
 // two threads at once. Move-only; destroying it releases its delegates and memory.
+// Ownership: owns its planned memory, constants (views or copies) and delegates; shares its
+// Program's verified flatbuffer and own named data (names, int lists and strings point into them),
+// so it may outlive the Program; borrows the Program's loader and the external NamedDataMap it was
+// loaded with, which must outlive it.
 
 #ifndef EDGESHARE_RUNTIME_EXECUTOR_METHOD_H_
 #define EDGESHARE_RUNTIME_EXECUTOR_METHOD_H_
@@ -31,10 +37,31 @@
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 
 namespace edgeshare {
+namespace schema {
+struct ExecutionPlan;
+}  // namespace schema
+
 namespace runtime {
+
+class ProgramImage;
 
 class Method {
  public:
+  // Loads `plan`, one method of `program`, in steps: the merged NamedDataMap, planned memory,
+  // values (with their constants: inline segments, or zero-copy views of `external_data`),
+  // delegates and instructions. Program::load_method is the entry point for embedders (it finds
+  // the plan); ProgramImage is internal to the executor. Keeps `program` alive; borrows its
+  // loader and `external_data` as Program::load_method documents.
+  // Errors: InvalidArgument for a null program. Otherwise, each with a message that starts
+  // "failed to load method '<name>' from <file>": InvalidProgram naming the value, segment,
+  // buffer or instruction; NotFound for an external constant missing from `external_data` or a
+  // backend not linked in; NotSupported for an operator without a kernel or an unavailable
+  // backend; InvalidData when an external constant's dtype, shape or size differs; AlreadyExists
+  // for a key in both the program's named data and `external_data`; MemoryAllocationFailed;
+  // loader and backend errors.
+  static Result<Method> load(std::shared_ptr<const ProgramImage> program,
+                             const schema::ExecutionPlan& plan, const NamedDataMap* external_data);
+
   Method(Method&&) noexcept = default;
   Method& operator=(Method&&) = delete;
   Method(const Method&) = delete;
@@ -55,7 +82,8 @@ class Method {
   Status execute();
 
  private:
-  friend class Program;
+  // The load steps (method_loader.cc); a nested class, so it may fill in the fields below.
+  class Loader;
   struct Instruction {
     KernelFn kernel = nullptr;  // null for a delegate call
     size_t delegate = 0;
@@ -73,6 +101,8 @@ class Method {
 
   Method() = default;
 
+  // First, so it is released last: everything below may point into it.
+  std::shared_ptr<const ProgramImage> program_;
   std::string name_;
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> buffers_;
   std::vector<FreeableBuffer> constants_;

@@ -13,7 +13,9 @@
 // Errors: InvalidProgram naming the file and field; NotFound for an unknown method; loader errors.
 // Thread-safety: all methods are const and may be called concurrently.
 // Ownership: borrows the loader (and load_method's external map), which must outlive the Program
-// and every Method loaded from it. A Program may be moved; its Methods stay valid.
+// and every Method loaded from it. The verified flatbuffer and the program's own named data, which
+// Methods point into, are shared (reference-counted) with every Method loaded from it: a Method
+// may outlive its Program. A Program may be moved; its Methods stay valid.
 
 #ifndef EDGESHARE_RUNTIME_EXECUTOR_PROGRAM_H_
 #define EDGESHARE_RUNTIME_EXECUTOR_PROGRAM_H_
@@ -22,20 +24,14 @@
 #include <memory>
 
 #include "edgeshare/runtime/core/data_loader.h"
-#include "edgeshare/runtime/core/freeable_buffer.h"
 #include "edgeshare/runtime/core/named_data_map.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/executor/method.h"
 
 namespace edgeshare {
-namespace schema {
-struct Program;
-struct ExecutionPlan;
-}  // namespace schema
-
 namespace runtime {
 
-class PteDataMap;
+class ProgramImage;
 
 class Program {
  public:
@@ -50,25 +46,21 @@ class Program {
   Result<const char*> get_method_name(size_t index) const;
 
   // Loads method `name`; `external_data` (may be null) resolves its external constants and is
-  // merged with the program's own named data for its delegates.
+  // merged with the program's own named data for its delegates. Errors: InvalidArgument for a
+  // null name; NotFound for an unknown method; otherwise Method::load's errors, whose messages
+  // start "failed to load method '<name>' from <file>".
   Result<Method> load_method(const char* name, const NamedDataMap* external_data = nullptr) const;
 
   // The program's own named data, or null when the .pte has none.
   const NamedDataMap* named_data() const;
 
   // The file name, for messages.
-  const char* name() const { return loader_->name(); }
+  const char* name() const;
 
  private:
-  Program() = default;
-  Status build_method(const schema::ExecutionPlan* plan, const NamedDataMap* external,
-                      Method* method) const;
-  const DataLoader* loader_ = nullptr;
-  FreeableBuffer flatbuffer_;
-  const schema::Program* root_ = nullptr;
-  uint64_t segment_base_offset_ = 0;
-  uint64_t segment_data_size_ = 0;
-  std::unique_ptr<PteDataMap> named_data_;
+  explicit Program(std::shared_ptr<const ProgramImage> image);
+  // Shared with each Method loaded from this Program, which points into it.
+  std::shared_ptr<const ProgramImage> image_;
 };
 
 }  // namespace runtime

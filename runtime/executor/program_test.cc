@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -134,6 +138,94 @@ TEST(ProgramTest, CorruptHeadersAreErrorsNamingTheFile) {
     BufferDataLoader loader(ptd.data(), ptd.size(), "foundation.ptd");
     EXPECT_EQ(Program::load(&loader).error(), Error::InvalidProgram);
   }
+}
+
+// Hands out a fresh heap copy for every load() and remembers which copies are not given back yet,
+// so a test can see who keeps the program's bytes (and ASan flags any read after they go).
+class CopyingLoader final : public DataLoader {
+ public:
+  explicit CopyingLoader(const DataLoader* file) : file_(file) {}
+
+  Result<FreeableBuffer> load(size_t offset, size_t size) const override {
+    void* copy = std::malloc(size == 0 ? 1 : size);
+    if (copy == nullptr) return Error::MemoryAllocationFailed;
+    Status status = file_->load_into(offset, size, copy);
+    if (!status.ok()) {
+      std::free(copy);
+      return status;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.insert(offset);
+    return FreeableBuffer(copy, size, &CopyingLoader::give_back, new Piece{this, offset});
+  }
+  size_t size() const override { return file_->size(); }
+  const char* name() const override { return file_->name(); }
+
+  std::multiset<size_t> live() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live_;
+  }
+
+ private:
+  struct Piece {
+    const CopyingLoader* loader;
+    size_t offset;
+  };
+  static void give_back(void* context, const void* data, size_t) {
+    std::unique_ptr<Piece> piece(static_cast<Piece*>(context));
+    std::lock_guard<std::mutex> lock(piece->loader->mutex_);
+    piece->loader->live_.erase(piece->loader->live_.find(piece->offset));
+    std::free(const_cast<void*>(data));
+  }
+
+  const DataLoader* file_;
+  mutable std::mutex mutex_;
+  mutable std::multiset<size_t> live_;
+};
+
+TEST(ProgramTest, MethodKeepsRunningAfterItsProgramIsDestroyed) {
+  auto file = FileDataLoader::from(Fixture("LORA_A_PTE").c_str());
+  ASSERT_TRUE(file.ok());
+  CopyingLoader loader(&*file);
+  auto foundation = DataFile::open(Fixture("FOUNDATION_PTD").c_str());
+  ASSERT_TRUE(foundation.ok());
+  auto input = tools::read_npy(Fixture("LORA_A_INPUT"));
+  auto expected = tools::read_npy(Fixture("LORA_A_OUTPUT"));
+  ASSERT_TRUE(input.ok() && expected.ok());
+
+  std::optional<Program> program;
+  {
+    auto loaded = Program::load(&loader);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    program.emplace(std::move(*loaded));
+  }
+  // What the Program holds after load: its flatbuffer.
+  const std::multiset<size_t> program_bytes = loader.live();
+  ASSERT_FALSE(program_bytes.empty());
+  std::optional<Method> method;
+  {
+    auto loaded = program->load_method("forward", &(*foundation)->map());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    method.emplace(std::move(*loaded));
+  }
+  program.reset();
+
+  // The Method keeps what it points into alive...
+  for (size_t offset : program_bytes) EXPECT_EQ(loader.live().count(offset), 1u) << offset;
+  EXPECT_STREQ(method->name(), "forward");
+  ASSERT_TRUE(method->set_input(0, input->tensor()).ok());
+  Status status = method->execute();
+  ASSERT_TRUE(status.ok()) << status.message();
+  auto out = method->output(0);
+  ASSERT_TRUE(out.ok());
+  ASSERT_EQ(out->numel() * 4, expected->data.size());
+  const float* want = reinterpret_cast<const float*>(expected->data.data());
+  for (size_t i = 0; i < out->numel(); ++i) {
+    ASSERT_NEAR(out->data<float>()[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << i;
+  }
+  // ...and the last one to go gives the program's bytes back.
+  method.reset();
+  for (size_t offset : program_bytes) EXPECT_EQ(loader.live().count(offset), 0u) << offset;
 }
 
 TEST(ProgramTest, TwoMethodsOfOneProgramRunOnTwoThreads) {

@@ -1,0 +1,103 @@
+#include "edgeshare/runtime/executor/program_image.h"
+
+#include <cstring>
+#include <utility>
+
+#include "edgeshare/runtime/executor/pte_data_map.h"
+#include "edgeshare/runtime/format/file_header.h"
+#include "edgeshare/runtime/format/segmented_data_map.h"
+#include "edgeshare/schema/program_generated.h"
+
+namespace edgeshare {
+namespace runtime {
+namespace {
+
+// Segments, named data and method names: everything a later lookup relies on without checking.
+Status validate_tables(const schema::Program& root, uint64_t segment_data_size, const char* file) {
+  if (root.segments() != nullptr) {
+    for (flatbuffers::uoffset_t i = 0; i < root.segments()->size(); ++i) {
+      ES_RETURN_IF_ERROR(check_segment(root.segments(), i, segment_data_size, file, "the program",
+                                       Error::InvalidProgram));
+    }
+  }
+  ES_RETURN_IF_ERROR(SegmentedDataMap::validate(root.named_data(), root.segments(),
+                                                segment_data_size, file, Error::InvalidProgram));
+  const auto* plans = root.execution_plans();
+  if (plans != nullptr) {
+    for (flatbuffers::uoffset_t i = 0; i < plans->size(); ++i) {
+      for (flatbuffers::uoffset_t j = 0; j < i; ++j) {
+        ES_CHECK_OR_RETURN_ERROR(plans->Get(i)->name()->str() != plans->Get(j)->name()->str(),
+                                 Error::InvalidProgram, "%s: two methods are named '%s'", file,
+                                 plans->Get(i)->name()->c_str());
+      }
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+ProgramImage::ProgramImage(ProgramImage&&) noexcept = default;
+ProgramImage& ProgramImage::operator=(ProgramImage&&) noexcept = default;
+ProgramImage::~ProgramImage() = default;
+
+Result<ProgramImage> ProgramImage::load(const DataLoader* loader) {
+  ES_CHECK_OR_RETURN_ERROR(loader != nullptr, Error::InvalidArgument, "Program::load: null loader");
+  const char* file = loader->name();
+  ES_ASSIGN_OR_RETURN(const FileHeader header,
+                      read_file_header(*loader, kProgramMagic, ".pte", Error::InvalidProgram));
+  ProgramImage image;
+  image.loader_ = loader;
+  ES_ASSIGN_OR_RETURN(image.flatbuffer_,
+                      loader->load(static_cast<size_t>(header.flatbuffer_offset),
+                                   static_cast<size_t>(header.flatbuffer_size)));
+  flatbuffers::Verifier verifier(static_cast<const uint8_t*>(image.flatbuffer_.data()),
+                                 image.flatbuffer_.size());
+  ES_CHECK_OR_RETURN_ERROR(schema::VerifyProgramBuffer(verifier), Error::InvalidProgram,
+                           "%s: the Program flatbuffer is malformed", file);
+  const schema::Program* root = schema::GetProgram(image.flatbuffer_.data());
+  ES_CHECK_OR_RETURN_ERROR(root->version() == kFormatVersion, Error::InvalidProgram,
+                           "%s: Program version %u is not supported", file, root->version());
+  ES_RETURN_IF_ERROR(validate_tables(*root, header.segment_data_size, file));
+  image.root_ = root;
+  image.segment_base_offset_ = header.segment_base_offset;
+  if (root->named_data() != nullptr && root->named_data()->size() > 0) {
+    image.named_data_ = std::make_unique<PteDataMap>(root->named_data(), root->segments(),
+                                                     header.segment_base_offset, loader);
+  }
+  return image;
+}
+
+size_t ProgramImage::num_methods() const {
+  return root_->execution_plans() == nullptr ? 0 : root_->execution_plans()->size();
+}
+
+const schema::ExecutionPlan& ProgramImage::method(size_t index) const {
+  return *root_->execution_plans()->Get(static_cast<flatbuffers::uoffset_t>(index));
+}
+
+const schema::ExecutionPlan* ProgramImage::find_method(const char* name) const {
+  // load() rejected two methods of one name, so the first match is the only one.
+  for (size_t i = 0; i < num_methods(); ++i) {
+    if (std::strcmp(method(i).name()->c_str(), name) == 0) return &method(i);
+  }
+  return nullptr;
+}
+
+size_t ProgramImage::num_segments() const {
+  return root_->segments() == nullptr ? 0 : root_->segments()->size();
+}
+
+const schema::DataSegment& ProgramImage::segment(size_t index) const {
+  return *root_->segments()->Get(static_cast<flatbuffers::uoffset_t>(index));
+}
+
+Result<FreeableBuffer> ProgramImage::load_segment(const schema::DataSegment& segment,
+                                                  size_t size) const {
+  return loader_->load(static_cast<size_t>(segment_base_offset_ + segment.offset()), size);
+}
+
+const NamedDataMap* ProgramImage::named_data() const { return named_data_.get(); }
+
+}  // namespace runtime
+}  // namespace edgeshare
