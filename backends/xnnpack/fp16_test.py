@@ -26,7 +26,7 @@ from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.demo_lora import demo_lora
 from edgeshare.exir.errors import LoweringError
 from edgeshare.exir.lora import export_lora
-from edgeshare.tools.run_binary import run_programs
+from edgeshare.testing.run_binary import run_programs
 
 HALF, FLOAT = 5, 6
 
