@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir.demo_lora import demo_lora
+from edgeshare.models import demo_lora
 from edgeshare.exir.lora import export_lora
 from edgeshare.testing.run_binary import RunError, run_programs
 
