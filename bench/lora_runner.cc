@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
@@ -38,6 +39,7 @@
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/tools/program_set.h"
+#include "edgeshare/tools/program_set_flags.h"
 
 namespace edgeshare {
 namespace bench {
@@ -50,51 +52,18 @@ using runtime::Result;
 using runtime::Status;
 using tools::ProgramSet;
 
-const char kUsage[] =
-    "usage: lora_runner --program A.pte [--program B.pte ...] [--data F.ptd ...] [--no-share]\n"
-    "                   [--warmup W] [--iterations K] [--threads N]\n";
-
 struct Options {
-  std::vector<std::string> programs;
-  std::vector<std::string> data_files;
-  bool share = true;
-  size_t threads = 1;
+  tools::ProgramSetFlags set;  // --program, --data, --no-share, --threads.
   int warmup = 2;
   int iterations = 0;
 };
 
-Result<Options> ParseArgs(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* flag) -> Result<const char*> {
-      ES_CHECK_OR_RETURN_ERROR(i + 1 < argc, Error::InvalidArgument, "%s needs a value", flag);
-      return static_cast<const char*>(argv[++i]);
-    };
-    if (arg == "--program") {
-      ES_ASSIGN_OR_RETURN(const char* v, value("--program"));
-      options.programs.push_back(v);
-    } else if (arg == "--data") {
-      ES_ASSIGN_OR_RETURN(const char* v, value("--data"));
-      options.data_files.push_back(v);
-    } else if (arg == "--no-share") {
-      options.share = false;
-    } else if (arg == "--threads") {
-      ES_ASSIGN_OR_RETURN(const char* v, value("--threads"));
-      ES_ASSIGN_OR_RETURN(options.threads, tools::parse_count("--threads", v, 1));
-    } else if (arg == "--warmup") {
-      ES_ASSIGN_OR_RETURN(const char* v, value("--warmup"));
-      ES_ASSIGN_OR_RETURN(options.warmup, tools::parse_count("--warmup", v, 0));
-    } else if (arg == "--iterations") {
-      ES_ASSIGN_OR_RETURN(const char* v, value("--iterations"));
-      ES_ASSIGN_OR_RETURN(options.iterations, tools::parse_count("--iterations", v, 0));
-    } else {
-      return Status::Format(Error::InvalidArgument, "unknown argument '%s'", arg.c_str());
-    }
-  }
-  ES_CHECK_OR_RETURN_ERROR(!options.programs.empty(), Error::InvalidArgument,
-                           "at least one --program is needed");
-  return options;
+void DeclareFlags(CLI::App& app, Options& options) {
+  tools::add_program_set_flags(app, options.set);
+  app.add_option("--warmup", options.warmup, "untimed runs before the timed ones")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--iterations", options.iterations, "timed runs of the first method (0: none)")
+      ->check(CLI::Range(0, 1000000));
 }
 
 // The process's memory counters from /proc/self/status, in KiB.
@@ -131,7 +100,7 @@ Result<MemoryKib> ReadMemory() {
 
 // Loads every program after the data files, reading VmRSS after each.
 Status LoadAll(const Options& options, ProgramSet& set, std::vector<long>& rss_after_kib) {
-  for (const std::string& path : options.programs) {
+  for (const std::string& path : options.set.programs) {
     ES_RETURN_IF_ERROR(set.add(path));
     ES_CHECK_OR_RETURN_ERROR(!set.programs().back().methods.empty(), Error::InvalidProgram,
                              "%s has no method", path.c_str());
@@ -148,11 +117,11 @@ Result<std::vector<double>> MeasureLatency(Method& method, int warmup, int itera
 }
 
 Status Run(const Options& options) {
-  xnnpack::set_weight_sharing(options.share);
-  ES_RETURN_IF_ERROR(xnnpack::set_num_threads(options.threads));
+  xnnpack::set_weight_sharing(options.set.share);
+  ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
   ES_ASSIGN_OR_RETURN(const MemoryKib before, ReadMemory());
 
-  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.data_files));
+  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
   std::vector<long> rss_after_kib;
   ES_RETURN_IF_ERROR(LoadAll(options, set, rss_after_kib));
   ES_ASSIGN_OR_RETURN(const MemoryKib after_load, ReadMemory());
@@ -180,8 +149,8 @@ Status Run(const Options& options) {
   const xnnpack::WeightsCacheStats released_stats = xnnpack::process_weights_cache_stats();
 
   nlohmann::json report = tools::weights_cache_json(stats);
-  report["sharing"] = options.share;
-  report["programs"] = options.programs.size();
+  report["sharing"] = options.set.share;
+  report["programs"] = options.set.programs.size();
   report["rss_before_kib"] = before.rss;
   report["data_open_ms"] = data_open_ms;
   report["load_ms"] = load_ms;
@@ -213,11 +182,17 @@ void LogToStderr(runtime::LogLevel level, const char* message) {
 int main(int argc, char** argv) {
   using namespace edgeshare;
   runtime::set_log_sink(bench::LogToStderr);
-  runtime::Result<bench::Options> options = bench::ParseArgs(argc, argv);
-  runtime::Status status = options.ok() ? bench::Run(*options) : options.status();
+  CLI::App app{"One measurement of the LoRA benchmark: RSS, load times, latency.", "lora_runner"};
+  bench::Options options;
+  bench::DeclareFlags(app, options);
+  const runtime::Status parsed = tools::parse_flags(app, argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "lora_runner: error: %s\n%s", parsed.message(), app.help().c_str());
+    return 1;
+  }
+  const runtime::Status status = bench::Run(options);
   if (!status.ok()) {
-    std::fprintf(stderr, "lora_runner: error: %s\n%s", status.message(),
-                 options.ok() ? "" : bench::kUsage);
+    std::fprintf(stderr, "lora_runner: error: %s\n", status.message());
     return 1;
   }
   return 0;

@@ -124,14 +124,5 @@ std::string user_path(const std::string& path) {
   return std::string(dir) + "/" + path;
 }
 
-Result<int> parse_count(const char* flag, const std::string& text, int minimum) {
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  ES_CHECK_OR_RETURN_ERROR(end != text.c_str() && *end == '\0' && value >= minimum && value <= 1000000,
-                           Error::InvalidArgument, "%s must be an integer >= %d, got '%s'", flag,
-                           minimum, text.c_str());
-  return static_cast<int>(value);
-}
-
 }  // namespace tools
 }  // namespace edgeshare

@@ -91,9 +91,6 @@ nlohmann::json weights_cache_json(const xnnpack::WeightsCacheStats& stats);
 // Under `bazel run` a tool starts in its runfiles; a relative path means the user's directory.
 std::string user_path(const std::string& path);
 
-// text as an integer in [minimum, 1000000]; InvalidArgument naming flag otherwise.
-runtime::Result<int> parse_count(const char* flag, const std::string& text, int minimum);
-
 }  // namespace tools
 }  // namespace edgeshare
 

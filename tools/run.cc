@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
@@ -23,6 +24,7 @@
 #include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/tools/npy.h"
 #include "edgeshare/tools/program_set.h"
+#include "edgeshare/tools/program_set_flags.h"
 
 namespace edgeshare {
 namespace tools {
@@ -36,72 +38,32 @@ using runtime::Status;
 using runtime::Tensor;
 
 struct Options {
-  std::vector<std::string> programs;
-  std::vector<std::string> data_files;
+  ProgramSetFlags set;  // --program, --data, --no-share, --threads.
   std::vector<std::string> inputs;
   std::string outputs_dir;
   std::string stats_json;
-  bool share = true;
   int iterations = 1;
-  int threads = 1;
 };
 
-const char kUsage[] =
-    "usage: run --program A.pte [--program B.pte ...] [--data F.ptd ...] [--inputs X.npy[,Y.npy]]\n"
-    "           [--outputs DIR] [--stats-json FILE] [--no-share] [--iterations N] [--threads N]\n";
-
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = text.find(',', start);
-    const std::string part = text.substr(start, end == std::string::npos ? end : end - start);
-    if (!part.empty()) parts.push_back(part);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return parts;
+void DeclareFlags(CLI::App& app, Options& options) {
+  add_program_set_flags(app, options.set);
+  app.add_option("--inputs", options.inputs, "X.npy[,Y.npy]: the inputs of every method")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  app.add_option("--outputs", options.outputs_dir, "write DIR/<program>.<method>.output<i>.npy");
+  app.add_option("--stats-json", options.stats_json, "write the weights cache's counters as JSON");
+  app.add_option("--iterations", options.iterations, "runs of each method; the fastest is printed")
+      ->check(CLI::Range(1, 1000000));
 }
 
-Result<Options> ParseArgs(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* flag) -> Result<std::string> {
-      ES_CHECK_OR_RETURN_ERROR(i + 1 < argc, Error::InvalidArgument, "%s needs a value", flag);
-      return std::string(argv[++i]);
-    };
-    if (arg == "--program") {
-      ES_ASSIGN_OR_RETURN(std::string v, value("--program"));
-      options.programs.push_back(user_path(v));
-    } else if (arg == "--data") {
-      ES_ASSIGN_OR_RETURN(std::string v, value("--data"));
-      options.data_files.push_back(user_path(v));
-    } else if (arg == "--inputs") {
-      ES_ASSIGN_OR_RETURN(std::string v, value("--inputs"));
-      for (const std::string& input : SplitCommas(v)) options.inputs.push_back(user_path(input));
-    } else if (arg == "--outputs") {
-      ES_ASSIGN_OR_RETURN(std::string v, value("--outputs"));
-      options.outputs_dir = user_path(v);
-    } else if (arg == "--stats-json") {
-      ES_ASSIGN_OR_RETURN(std::string v, value("--stats-json"));
-      options.stats_json = user_path(v);
-    } else if (arg == "--no-share") {
-      options.share = false;
-    } else if (arg == "--threads") {
-      ES_ASSIGN_OR_RETURN(std::string v, value("--threads"));
-      ES_ASSIGN_OR_RETURN(options.threads, parse_count("--threads", v, 1));
-    } else if (arg == "--iterations") {
-      ES_ASSIGN_OR_RETURN(std::string v, value("--iterations"));
-      ES_ASSIGN_OR_RETURN(options.iterations, parse_count("--iterations", v, 1));
-    } else {
-      return Status::Format(Error::InvalidArgument, "unknown argument '%s'\n%s", arg.c_str(),
-                            kUsage);
-    }
+// Under `bazel run` the tool starts in its runfiles: every path given means the user's directory.
+void ResolveUserPaths(Options& options) {
+  for (std::vector<std::string>* paths : {&options.set.programs, &options.set.data_files,
+                                          &options.inputs}) {
+    for (std::string& path : *paths) path = user_path(path);
   }
-  ES_CHECK_OR_RETURN_ERROR(!options.programs.empty(), Error::InvalidArgument,
-                           "at least one --program is needed\n%s", kUsage);
-  return options;
+  options.outputs_dir = user_path(options.outputs_dir);
+  options.stats_json = user_path(options.stats_json);
 }
 
 Status WriteStats(const std::string& path) {
@@ -146,9 +108,9 @@ Status ReportOutputs(const Options& options, const LoadedProgram& entry, Method&
 }
 
 Status Run(const Options& options) {
-  xnnpack::set_weight_sharing(options.share);
-  ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.threads)));
-  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.data_files));
+  xnnpack::set_weight_sharing(options.set.share);
+  ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
+  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
 
   std::vector<NpyArray> inputs;
   for (const std::string& path : options.inputs) {
@@ -157,7 +119,7 @@ Status Run(const Options& options) {
   }
 
   // Load everything first: sharing is about programs living side by side in one process.
-  for (const std::string& path : options.programs) {
+  for (const std::string& path : options.set.programs) {
     ES_RETURN_IF_ERROR(set.add(path));
     const LoadedProgram& entry = set.programs().back();
     std::printf("loaded %s: %zu method(s) in %.2f ms\n", path.c_str(), entry.methods.size(),
@@ -195,10 +157,19 @@ void LogToStderr(runtime::LogLevel level, const char* message) {
 int main(int argc, char** argv) {
   using namespace edgeshare;
   runtime::set_log_sink(tools::LogToStderr);
-  runtime::Result<tools::Options> options = tools::ParseArgs(argc, argv);
-  runtime::Status status = options.ok() ? tools::Run(*options) : options.status();
+  CLI::App app{"Loads every program over the data files, runs each method once, reports sharing.",
+               "run"};
+  tools::Options options;
+  tools::DeclareFlags(app, options);
+  const runtime::Status parsed = tools::parse_flags(app, argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "run: error: %s\n%s", parsed.message(), app.help().c_str());
+    return 1;
+  }
+  tools::ResolveUserPaths(options);
+  const runtime::Status status = tools::Run(options);
   if (!status.ok()) {
-    // One line: the message, with newlines (usage text) kept only for argument errors.
+    // One line: the message names the file and what is wrong with it.
     std::fprintf(stderr, "run: error: %s\n", status.message());
     return 1;
   }
