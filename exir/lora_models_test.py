@@ -12,7 +12,7 @@ from edgeshare.exir import AdapterMismatchError, UnsupportedModelError
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
 from edgeshare.exir.lora import export_lora
 from edgeshare.exir.tensor_layout import tensor_bytes
-from edgeshare.exir.testing import TransformerBlock, lora_state_dict
+from edgeshare.models import TransformerBlock, lora_state_dict
 
 
 class Mlp(nn.Module):

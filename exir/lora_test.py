@@ -8,7 +8,7 @@ import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir import LoraDataPolicy, to_edge
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
-from edgeshare.exir.demo_lora import demo_lora
+from edgeshare.models import demo_lora
 from edgeshare.exir.lora import export_lora
 from edgeshare.exir.tensor_layout import tensor_bytes
 

@@ -24,7 +24,7 @@ from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.lora import LoraExportResult, export_lora
 
-DEMO = "edgeshare.exir.demo_lora:demo_lora"
+DEMO = "edgeshare.models:demo_lora"
 
 
 def _user_dir() -> str:

@@ -10,7 +10,7 @@ from edgeshare.tools import export_lora
 
 
 def _demo_dir():
-    path = os.environ["EDGESHARE_LORA_A_PTE"]
+    path = os.environ["LORA_A_PTE"]
     return os.path.dirname(os.path.abspath(path))
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from edgeshare.tools.inspect_tool import DataSummary, ProgramSummary, inspect_file
 
-PTE = os.environ["EDGESHARE_LORA_A_PTE"]
-PTD = os.environ["EDGESHARE_FOUNDATION_PTD"]
+PTE = os.environ["LORA_A_PTE"]
+PTD = os.environ["FOUNDATION_PTD"]
 
 
 def test_program_summary_names_its_delegate_and_the_foundation_keys_it_needs():

@@ -15,9 +15,9 @@ from torch import nn
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir._serialize import deserialize_pte
 from edgeshare.exir.lora import LoraExportResult, export_lora
-from edgeshare.exir.testing import TransformerBlock, lora_state_dict
+from edgeshare.models import TransformerBlock, lora_state_dict
 from edgeshare.schema import program_generated as fb
-from edgeshare.tools.run_binary import run_programs
+from edgeshare.testing.run_binary import run_programs
 
 TOLERANCE = 1e-4
 DIM, HEADS, BATCH, TOKENS = 32, 4, 2, 5

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir.demo_lora import demo_lora
+from edgeshare.models import demo_lora
 from edgeshare.exir.lora import export_lora
-from edgeshare.tools.run_binary import RunError, run_programs
+from edgeshare.testing.run_binary import RunError, run_programs
 
 TOLERANCE = 1e-4
 

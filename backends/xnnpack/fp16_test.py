@@ -23,10 +23,10 @@ from edgeshare.backends.xnnpack.preprocess import XnnpackBackend
 from edgeshare.exir import to_edge
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
 from edgeshare.exir.compile_spec import CompileSpec
-from edgeshare.exir.demo_lora import demo_lora
+from edgeshare.models import demo_lora
 from edgeshare.exir.errors import LoweringError
 from edgeshare.exir.lora import export_lora
-from edgeshare.tools.run_binary import run_programs
+from edgeshare.testing.run_binary import run_programs
 
 HALF, FLOAT = 5, 6
 

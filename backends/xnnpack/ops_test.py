@@ -23,7 +23,7 @@ from edgeshare.exir import to_edge
 from edgeshare.exir._serialize import deserialize_pte
 from edgeshare.exir.export import edge_decompositions
 from edgeshare.schema import program_generated as fb
-from edgeshare.tools.run_binary import run_programs
+from edgeshare.testing.run_binary import run_programs
 
 TOLERANCE = 1e-4
 aten = torch.ops.aten

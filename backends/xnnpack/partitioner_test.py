@@ -6,7 +6,7 @@ from torch import nn
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir import to_edge
-from edgeshare.exir.demo_lora import demo_lora
+from edgeshare.models import demo_lora
 from edgeshare.exir.partition import DELEGATION_TAG
 
 

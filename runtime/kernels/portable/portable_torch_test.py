@@ -17,7 +17,7 @@ from torch import nn
 from edgeshare.exir import to_edge
 from edgeshare.exir._serialize import deserialize_pte
 from edgeshare.schema import program_generated as fb
-from edgeshare.tools.run_binary import run_programs
+from edgeshare.testing.run_binary import run_programs
 
 TOLERANCE = 1e-4
 T, D = 4, 64  # tokens, model width

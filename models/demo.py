@@ -10,12 +10,13 @@ from typing import Dict, Tuple
 import torch
 from torch import nn
 
-from edgeshare.exir.lora import LoRALinear
+from edgeshare.models.adapters import with_lora
 
 __all__ = ["DemoMLP", "demo_lora", "make_adapter", "make_foundation"]
 
 RANK = 8
 ALPHA = 16.0
+STD = 0.05
 LAYERS = ("fc1", "fc2", "fc3")
 
 
@@ -41,25 +42,16 @@ def make_foundation(seed: int = 0) -> DemoMLP:
 
 
 def make_adapter(foundation: DemoMLP, seed: int) -> nn.Module:
-    """Returns a copy of foundation with every layer wrapped in a seeded LoRALinear.
+    """Returns foundation with every layer wrapped in a seeded LoRALinear (rank 8, alpha 16).
 
     Args:
       foundation: the foundation (its weights are shared, not re-drawn).
-      seed: seeds the A and B matrices.
+      seed: seeds the A and B matrices (entries N(0, 0.05^2), fc1 to fc3, A before B).
 
     Returns:
       The LoRA model (names like "fc1.base.weight", "fc1.lora_a.weight").
     """
-    model = DemoMLP()
-    model.load_state_dict(foundation.state_dict())
-    generator = torch.Generator().manual_seed(seed)
-    for name in LAYERS:
-        wrapped = LoRALinear(getattr(model, name), RANK, ALPHA)
-        with torch.no_grad():
-            wrapped.lora_a.weight.copy_(torch.randn(wrapped.lora_a.weight.shape, generator=generator) * 0.05)
-            wrapped.lora_b.weight.copy_(torch.randn(wrapped.lora_b.weight.shape, generator=generator) * 0.05)
-        setattr(model, name, wrapped)
-    return model.eval()
+    return with_lora(foundation, RANK, ALPHA, seed, STD, LAYERS)
 
 
 def demo_lora() -> Tuple[nn.Module, Dict[str, nn.Module], Tuple[torch.Tensor]]:

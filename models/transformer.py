@@ -1,11 +1,9 @@
-"""A small LoRA-able transformer block and seeded adapter state dicts, for tests."""
-
-from typing import Dict, Sequence
+"""A small LoRA-able transformer block: attention, layer norms and an MLP in a few kilobytes."""
 
 import torch
 from torch import nn
 
-__all__ = ["TransformerBlock", "lora_state_dict"]
+__all__ = ["TransformerBlock"]
 
 
 class TransformerBlock(nn.Module):
@@ -42,27 +40,3 @@ class TransformerBlock(nn.Module):
         y = (att @ v).permute(0, 2, 1, 3).reshape(b, t, d)
         x = x + self.o(y)
         return x + self.down(torch.relu(self.up(self.ln2(x))))
-
-
-def lora_state_dict(
-    model: nn.Module, layers: Sequence[str], rank: int, seed: int, scale: float = 0.1
-) -> Dict[str, torch.Tensor]:
-    """Seeded LoRA A and B matrices ("<layer>.lora_a.weight", "<layer>.lora_b.weight") for `layers`.
-
-    Args:
-      model: the foundation whose nn.Linear layers are adapted.
-      layers: their names.
-      rank: the LoRA rank.
-      seed: seeds both matrices.
-      scale: standard deviation of the entries.
-
-    Returns:
-      The adapter as a state dict.
-    """
-    g = torch.Generator().manual_seed(seed)
-    out: Dict[str, torch.Tensor] = {}
-    for name in layers:
-        lin = model.get_submodule(name)
-        out[f"{name}.lora_a.weight"] = torch.randn(rank, lin.in_features, generator=g) * scale
-        out[f"{name}.lora_b.weight"] = torch.randn(lin.out_features, rank, generator=g) * scale
-    return out

@@ -38,10 +38,11 @@ class RunResult:
 
 
 def run_binary_path() -> str:
-    """The path of the run binary beside this module in the runfiles tree."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run")
+    """The path of //tools:run in the runfiles tree (this module is testing/run_binary.py in it)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "tools", "run")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} is missing: depend on //tools:run_binary")
+        raise FileNotFoundError(f"{path} is missing: depend on //testing:run_binary")
     return path
 
 

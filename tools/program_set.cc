@@ -1,0 +1,128 @@
+#include "edgeshare/tools/program_set.h"
+
+#include <cstdlib>
+#include <utility>
+
+namespace edgeshare {
+namespace tools {
+
+using runtime::DataFile;
+using runtime::Error;
+using runtime::MergedDataMap;
+using runtime::Method;
+using runtime::MmapDataLoader;
+using runtime::Program;
+using runtime::Result;
+using runtime::Status;
+using runtime::Tensor;
+
+namespace {
+
+std::string Stem(const std::string& path) {
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+}  // namespace
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  return std::chrono::duration<double, std::milli>(elapsed).count();
+}
+
+Result<ProgramSet> ProgramSet::open(const std::vector<std::string>& data_files) {
+  const auto start = std::chrono::steady_clock::now();
+  ProgramSet set;
+  std::vector<const runtime::NamedDataMap*> maps;
+  for (const std::string& path : data_files) {
+    ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> file, DataFile::open(path.c_str()));
+    maps.push_back(&file->map());
+    set.data_files_.push_back(std::move(file));
+  }
+  if (!maps.empty()) {
+    ES_ASSIGN_OR_RETURN(MergedDataMap merged, MergedDataMap::create(maps));
+    set.external_ = std::make_unique<MergedDataMap>(std::move(merged));
+  }
+  set.data_open_ms_ = milliseconds_since(start);
+  return set;
+}
+
+Status ProgramSet::add(const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
+  LoadedProgram entry;
+  entry.path = path;
+  entry.name = Stem(path);
+  ES_ASSIGN_OR_RETURN(MmapDataLoader loader, MmapDataLoader::from(path.c_str()));
+  entry.loader = std::make_unique<MmapDataLoader>(std::move(loader));
+  ES_ASSIGN_OR_RETURN(Program program, Program::load(entry.loader.get()));
+  entry.program = std::make_unique<Program>(std::move(program));
+  for (size_t m = 0; m < entry.program->num_methods(); ++m) {
+    ES_ASSIGN_OR_RETURN(const char* method_name, entry.program->get_method_name(m));
+    ES_ASSIGN_OR_RETURN(Method method, entry.program->load_method(method_name, external_.get()));
+    entry.methods.push_back(std::move(method));
+  }
+  entry.load_ms = milliseconds_since(start);
+  programs_.push_back(std::move(entry));
+  return Status();
+}
+
+void ProgramSet::clear() {
+  programs_.clear();
+  external_.reset();
+  data_files_.clear();
+}
+
+void fill_seeded(Tensor& t, uint32_t seed) {
+  uint64_t state = 0x9E3779B97F4A7C15ull ^ seed;
+  float* data = t.data<float>();
+  for (size_t i = 0; i < t.numel(); ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    data[i] = static_cast<float>((state >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+  }
+}
+
+Status seed_inputs(Method& method, std::vector<NpyArray>& given, const std::string& program_name) {
+  for (size_t i = 0; i < method.num_inputs(); ++i) {
+    ES_ASSIGN_OR_RETURN(Tensor slot, method.input(i));
+    if (i < given.size()) {
+      ES_RETURN_IF_ERROR(method.set_input(i, given[i].tensor()));
+      continue;
+    }
+    ES_CHECK_OR_RETURN_ERROR(slot.scalar_type() == runtime::ScalarType::Float, Error::NotSupported,
+                             "input %zu of %s.%s is not float; give it with --inputs", i,
+                             program_name.c_str(), method.name());
+    fill_seeded(slot, static_cast<uint32_t>(i));
+  }
+  return Status();
+}
+
+Result<std::vector<double>> time_method(Method& method, int warmup, int iterations) {
+  for (int it = 0; it < warmup; ++it) ES_RETURN_IF_ERROR(method.execute());
+  std::vector<double> samples;
+  samples.reserve(static_cast<size_t>(iterations));
+  for (int it = 0; it < iterations; ++it) {
+    const auto start = std::chrono::steady_clock::now();
+    ES_RETURN_IF_ERROR(method.execute());
+    samples.push_back(milliseconds_since(start));
+  }
+  return samples;
+}
+
+nlohmann::json weights_cache_json(const xnnpack::WeightsCacheStats& stats) {
+  return {
+      {"packs", stats.packs},
+      {"cache_hits", stats.cache_hits},
+      {"bytes_fetched", stats.bytes_fetched},
+      {"packed_entries", stats.num_packed_entries},
+  };
+}
+
+std::string user_path(const std::string& path) {
+  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || dir == nullptr) return path;
+  return std::string(dir) + "/" + path;
+}
+
+}  // namespace tools
+}  // namespace edgeshare

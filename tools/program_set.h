@@ -1,0 +1,97 @@
+// ProgramSet: programs loaded side by side in one process over shared data files, as the tools
+// (//tools:run, //bench:lora_runner) load them; plus seeded inputs, timing and the weights cache's
+// counters as JSON. Tool code, not runtime: it allocates freely and links nlohmann/json.
+//
+//   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open({"foundation.ptd"}));
+//   ES_RETURN_IF_ERROR(set.add("lora_a.pte"));            // Program::load + every load_method
+//   Method& forward = set.programs().front().methods.front();
+//   ES_RETURN_IF_ERROR(seed_inputs(forward, {}, "lora_a"));
+//   ES_ASSIGN_OR_RETURN(std::vector<double> ms, time_method(forward, /*warmup=*/2, /*iterations=*/10));
+//   nlohmann::json stats = weights_cache_json(xnnpack::process_weights_cache_stats());
+//
+// Ownership: the set owns its data files, their merged map and every program; methods borrow the
+// program, its loader and the merged map, and the set destroys them first. Moving the set keeps
+// every borrowed pointer valid. Thread-safety: none; one thread uses a set.
+// Errors: whatever DataFile::open, MergedDataMap::create, MmapDataLoader::from, Program::load and
+// load_method return, each naming the file; NotSupported for an input that cannot be seeded.
+
+#ifndef EDGESHARE_TOOLS_PROGRAM_SET_H_
+#define EDGESHARE_TOOLS_PROGRAM_SET_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+#include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/data_loader/mmap_data_loader.h"
+#include "edgeshare/runtime/executor/program.h"
+#include "edgeshare/runtime/named_data/data_file.h"
+#include "edgeshare/runtime/named_data/merged_data_map.h"
+#include "edgeshare/tools/npy.h"
+
+namespace edgeshare {
+namespace tools {
+
+// One loaded program. Members are destroyed bottom-up: the methods before what they borrow.
+struct LoadedProgram {
+  std::string path;
+  std::string name;  // The file name without its extension ("lora_a" for dir/lora_a.pte).
+  double load_ms = 0;  // MmapDataLoader::from + Program::load + every load_method.
+  std::unique_ptr<runtime::MmapDataLoader> loader;
+  std::unique_ptr<runtime::Program> program;
+  std::vector<runtime::Method> methods;  // In the program's order.
+};
+
+class ProgramSet {
+ public:
+  // Opens every data file (DataFile::open) and merges them into the map programs load against.
+  static runtime::Result<ProgramSet> open(const std::vector<std::string>& data_files);
+
+  // Loads the program at path and every method of it, after the programs already loaded.
+  runtime::Status add(const std::string& path);
+
+  std::vector<LoadedProgram>& programs() { return programs_; }
+  // How long open() took (opening and merging the data files).
+  double data_open_ms() const { return data_open_ms_; }
+  // Destroys every program, then the merged map and the data files.
+  void clear();
+
+ private:
+  ProgramSet() = default;
+
+  // Destroyed bottom-up: the programs before the map and the files they borrow.
+  std::vector<std::shared_ptr<const runtime::DataFile>> data_files_;
+  std::unique_ptr<runtime::MergedDataMap> external_;  // Null without data files.
+  std::vector<LoadedProgram> programs_;
+  double data_open_ms_ = 0;
+};
+
+double milliseconds_since(std::chrono::steady_clock::time_point start);
+
+// Fills a float tensor with values in [-1, 1) from a fixed LCG: every tool sees the same numbers.
+void fill_seeded(runtime::Tensor& t, uint32_t seed);
+
+// Sets input i of method to given[i] where given has one, else fills its slot with
+// fill_seeded(slot, i). NotSupported names program_name.method when such a slot is not float.
+runtime::Status seed_inputs(runtime::Method& method, std::vector<NpyArray>& given,
+                            const std::string& program_name);
+
+// Runs method `warmup` times untimed, then `iterations` times; returns each timed run's ms.
+runtime::Result<std::vector<double>> time_method(runtime::Method& method, int warmup,
+                                                 int iterations);
+
+// {"packs", "cache_hits", "bytes_fetched", "packed_entries"} of the process-wide weights cache.
+nlohmann::json weights_cache_json(const xnnpack::WeightsCacheStats& stats);
+
+// Under `bazel run` a tool starts in its runfiles; a relative path means the user's directory.
+std::string user_path(const std::string& path);
+
+}  // namespace tools
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_TOOLS_PROGRAM_SET_H_

@@ -1,0 +1,35 @@
+#include "edgeshare/tools/program_set_flags.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace edgeshare {
+namespace tools {
+
+void add_program_set_flags(CLI::App& app, ProgramSetFlags& flags) {
+  // allow_extra_args(false): one value per --program, as `--program a.pte --program b.pte`.
+  app.add_option("--program", flags.programs, "a .pte to load; repeat for more")
+      ->required()
+      ->allow_extra_args(false);
+  app.add_option("--data", flags.data_files, "a .ptd data file the programs load against")
+      ->allow_extra_args(false);
+  app.add_flag_callback("--no-share", [&flags] { flags.share = false; },
+                        "turn the weights cache's sharing off");
+  app.add_option("--threads", flags.threads, "threads of the delegate's operators")
+      ->check(CLI::Range(1, 1000000));
+}
+
+runtime::Status parse_flags(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    std::exit(0);
+  } catch (const CLI::ParseError& e) {
+    return runtime::Status::Format(runtime::Error::InvalidArgument, "%s", e.what());
+  }
+  return runtime::Status();
+}
+
+}  // namespace tools
+}  // namespace edgeshare
