@@ -68,6 +68,35 @@ void append_sorted_unique(std::vector<std::string>* names) {
   names->erase(std::unique(names->begin(), names->end()), names->end());
 }
 
+Status check_fully_connected_dtypes(const ConstantRef& weight, const ConstantRef* bias) {
+  const runtime::ScalarType dtype = weight.identity.dtype;
+  ES_CHECK_OR_RETURN_ERROR(
+      dtype == runtime::ScalarType::Float || dtype == runtime::ScalarType::Half,
+      Error::InvalidArgument, "fully connected weight '%s' has dtype %s; Float or Half only",
+      or_inline(weight.key), runtime::to_string(dtype));
+  ES_CHECK_OR_RETURN_ERROR(bias == nullptr || bias->identity.dtype == dtype, Error::InvalidArgument,
+                           "fully connected weight '%s' is %s but its bias '%s' is %s",
+                           or_inline(weight.key), runtime::to_string(dtype),
+                           bias == nullptr ? "" : or_inline(bias->key),
+                           bias == nullptr ? "" : runtime::to_string(bias->identity.dtype));
+  return Status();
+}
+
+// What XNNPACK's answer to creating a fully connected operator means for the caller.
+Status create_status(xnn_status status, bool f16, const ConstantRef& weight,
+                     size_t input_channels, size_t output_channels) {
+  ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
+                           "XNNPACK could not create the %s fully connected operator for weight "
+                           "'%s' [%zu x %zu] (status %d%s)",
+                           f16 ? "f16" : "f32", or_inline(weight.key), output_channels,
+                           input_channels, static_cast<int>(status),
+                           status == xnn_status_unsupported_hardware
+                               ? ": this CPU lacks the instructions XNNPACK's f16 kernels need; "
+                                 "export with fp32 fully connected weights"
+                               : "");
+  return Status();
+}
+
 }  // namespace
 
 size_t ConstantIdentity::numel() const {
@@ -407,15 +436,7 @@ Result<PackedOperator*> WeightsCache::get_or_pack_fully_connected(const NamedDat
                                                                   size_t input_channels,
                                                                   size_t output_channels) {
   const runtime::ScalarType dtype = weight.identity.dtype;
-  ES_CHECK_OR_RETURN_ERROR(
-      dtype == runtime::ScalarType::Float || dtype == runtime::ScalarType::Half,
-      Error::InvalidArgument, "fully connected weight '%s' has dtype %s; Float or Half only",
-      or_inline(weight.key), runtime::to_string(dtype));
-  ES_CHECK_OR_RETURN_ERROR(bias == nullptr || bias->identity.dtype == dtype, Error::InvalidArgument,
-                           "fully connected weight '%s' is %s but its bias '%s' is %s",
-                           or_inline(weight.key), runtime::to_string(dtype),
-                           bias == nullptr ? "" : or_inline(bias->key),
-                           bias == nullptr ? "" : runtime::to_string(bias->identity.dtype));
+  ES_RETURN_IF_ERROR(check_fully_connected_dtypes(weight, bias));
   const bool f16 = dtype == runtime::ScalarType::Half;
   const bool verify = verify_content_enabled();
   PackedKey key;
@@ -474,16 +495,7 @@ Result<PackedOperator*> WeightsCache::get_or_pack_fully_connected(const NamedDat
           : count_verification_locked(map, *bias, bias_bytes.size, job.hashed[1]);
   ES_RETURN_IF_ERROR(weight_check);
   ES_RETURN_IF_ERROR(bias_check);
-  const xnn_status status = job.status;
-  ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
-                           "XNNPACK could not create the %s fully connected operator for weight "
-                           "'%s' [%zu x %zu] (status %d%s)",
-                           f16 ? "f16" : "f32", or_inline(weight.key), output_channels,
-                           input_channels, static_cast<int>(status),
-                           status == xnn_status_unsupported_hardware
-                               ? ": this CPU lacks the instructions XNNPACK's f16 kernels need; "
-                                 "export with fp32 fully connected weights"
-                               : "");
+  ES_RETURN_IF_ERROR(create_status(job.status, f16, weight, input_channels, output_channels));
   count_pack_locked();
   entry->refs_ = 1;
   entry->weight_dtype_ = dtype;
