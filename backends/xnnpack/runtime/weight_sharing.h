@@ -11,11 +11,14 @@
 // must equal the digest the delegate graph (and the data file) recorded for them before anything is
 // packed or kept from them, so a data file whose bytes were changed under their digests fails to
 // load (InvalidData naming the key and file) instead of running, and cannot supply a poisoned
-// shared entry to other programs. Turning it off is the trusted-file mode: fetched bytes are used
-// unchecked, which saves the hashing (~1.9 GB/s per core here) on a first load. Entries made while
-// it is off are marked unchecked and are never handed to a load made while it is on (that load
-// packs its own checked entry), so switching it off around trusted files cannot leak unchecked
-// entries into later checked loads.
+// shared entry to other programs. A cache hit hashes nothing, so only first loads pay: SHA-256
+// runs at 1.2-1.9 GB/s per core here, slower than packing, so a first load that is all packing
+// takes ~3x as long with 1 delegate thread and ~1.7x with 2 (hash and pack overlap; see
+// weights_cache_bench). Turning it off is the trusted-file mode: fetched bytes are used unchecked.
+// Entries made while it is off are marked unchecked and are never handed to a load made while it
+// is on (that load packs its own checked entry), so switching it off around trusted files cannot
+// leak unchecked entries into later checked loads. Constants the executor reads outside the
+// delegate are not covered by this switch (the delegate's fetches only).
 //
 //   edgeshare::xnnpack::set_weight_sharing(true);
 //   ... load two programs over the same foundation.ptd ...
