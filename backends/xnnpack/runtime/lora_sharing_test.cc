@@ -137,7 +137,9 @@ std::vector<uint8_t> ReadFile(const std::string& path) {
   if (f == nullptr) return bytes;
   uint8_t chunk[1 << 16];
   size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) {
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  }
   std::fclose(f);
   return bytes;
 }

@@ -129,7 +129,8 @@ size_t WeightsCache::IdentityHash::operator()(const ConstantIdentity& identity) 
 }
 
 bool WeightsCache::PackedKey::operator==(const PackedKey& other) const {
-  return op_kind == other.op_kind && verified == other.verified && weight == other.weight && has_bias == other.has_bias &&
+  return op_kind == other.op_kind && verified == other.verified && weight == other.weight &&
+         has_bias == other.has_bias &&
          (!has_bias || bias == other.bias) && input_channels == other.input_channels &&
          output_channels == other.output_channels;
 }
@@ -361,8 +362,9 @@ void WeightsCache::free_unpacked_data() {
 }
 
 // One miss's work: create the XNNPACK operator (packing the weights) and hash the fetched bytes,
-// as two tasks of one pthreadpool call, so that with 2+ threads the hash costs no wall time. Nothing
-// in it touches the cache: the caller holds the cache's lock and publishes the result afterwards.
+// as two tasks of one pthreadpool call, so that with 2+ threads a miss costs the longer of the
+// two, not their sum. Nothing in it touches the cache: the caller holds the cache's lock and
+// publishes the result afterwards.
 struct WeightsCache::PackJob {
   bool f16 = false;
   size_t input_channels = 0;

@@ -145,7 +145,8 @@ void bench_pack_one(const std::vector<float>& w) {
 
 // One first load: map the file, get_or_pack every weight through a fresh cache, unmap. Returns
 // {wall, CPU of the whole process} in ms.
-std::pair<double, double> first_load(int fd, size_t file_bytes, const std::vector<ConstantRef>& refs,
+std::pair<double, double> first_load(int fd, size_t file_bytes,
+                                     const std::vector<ConstantRef>& refs,
                                      const std::vector<std::string>& keys,
                                      const std::vector<Digest>& digests) {
   Timer t(CLOCK_PROCESS_CPUTIME_ID);

@@ -376,7 +376,8 @@ TEST_P(VerifiedCacheTest, tampered_bias_discards_the_operator_packed_from_it) {
   GraphBuilder g;
   const uint32_t x = g.input({kBatch, kIn});
   const uint32_t wid = g.named("w", {kOut, kIn}, map.add("w", w));
-  const uint32_t bid = g.named("b", {kOut}, map.add("b", tampered, InMemoryDataMap::digest_of(bias)));
+  const uint32_t bid =
+      g.named("b", {kOut}, map.add("b", tampered, InMemoryDataMap::digest_of(bias)));
   const uint32_t y = g.output({kBatch, kOut});
   g.node(schema::OpKind_FULLY_CONNECTED, {x, wid, bid}, {y});
   auto d = TestDelegate::init(g.build(), &map);
