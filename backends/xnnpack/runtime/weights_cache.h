@@ -8,10 +8,10 @@
 // no NamedDataMap call and no hashing.
 //
 // On a miss, for each named constant: (1) the map's recorded digest for the key must equal the
-// graph's (a cheap check that the right file was given; no bytes read); (2) the bytes are fetched
-// once and must be at least as large as dtype x dims; (3) with content verification on (the
-// default, see weight_sharing.h) the SHA-256 of ALL fetched bytes (the whole entry) is computed and
-// must equal that digest. Only then is an entry published: a packed operator is created while the
+// graph's (a cheap check that the right file was given, which a hostile file passes by copying the
+// digest; no bytes read); (2) the bytes are fetched once and must be at least as large as dtype x
+// dims; (3) with content verification on (the default, see weight_sharing.h) the SHA-256 of ALL
+// fetched bytes (the whole entry) is computed and must equal that digest. Only then is an entry published: a packed operator is created while the
 // bytes are hashed (on the delegate's threadpool when it has 2+ threads, else one after the other)
 // and deleted unpublished if the hash differs; a retained constant is hashed before it is kept.
 // Either way a failed check caches nothing, so a file with bytes changed under their digests fails
@@ -28,10 +28,12 @@
 // Errors: NotFound (key missing in the map), InvalidData (recorded digest differs from the graph's,
 // too few bytes, or bytes whose SHA-256 differs from the digest), DelegateInitFailed (XNNPACK
 // refused to create the operator), loader errors, each naming the key and the map's file(s). A
-// failed call leaves the cache as it was: no entry added, no reference taken, nothing held.
+// failed call leaves the cache as it was (only its counters move): no entry added, no reference
+// taken, no bytes held.
 // Thread-safety: every member may be called from any thread. The cache's lock covers lookup, fetch,
 // hashing and packing, so two threads never pack the same entry twice; a PackedOperator serialises
-// its own setup + run under its own lock, so two handles sharing it may run on two threads.
+// its own setup + run under its own lock, so two handles sharing it may run on two threads. A miss
+// runs on the delegate's threadpool, so set_num_threads() must not run during a load either.
 // Ownership: entries are reference-counted by their users (get_or_pack / retain_constant add one,
 // release drops one; the last release deletes). Pointers stay valid until that last release.
 
