@@ -11,13 +11,14 @@
 // graph's (a cheap check that the right file was given, which a hostile file passes by copying the
 // digest; no bytes read); (2) the bytes are fetched once and must be at least as large as dtype x
 // dims; (3) with content verification on (the default, see weight_sharing.h) the SHA-256 of ALL
-// fetched bytes (the whole entry) is computed and must equal that digest. Only then is an entry published: a packed operator is created while the
-// bytes are hashed (on the delegate's threadpool when it has 2+ threads, else one after the other)
-// and deleted unpublished if the hash differs; a retained constant is hashed before it is kept.
-// Either way a failed check caches nothing, so a file with bytes changed under their digests fails
-// for its own load and cannot poison the entry another (honest) program gets later. The fetched
-// bytes are given back at once after packing (free_unpacked_data). Inline constants (carried in the
-// graph) are their own identity and are not hashed.
+// fetched bytes (the whole entry) is computed and must equal that digest. Only then is an entry
+// published: a packed operator is created while the bytes are hashed (on the delegate's threadpool
+// when it has 2+ threads, else one after the other) and deleted unpublished if the hash differs; a
+// retained constant is hashed before it is kept. Either way a failed check caches nothing, so a
+// file with bytes changed under their digests fails for its own load and cannot poison the entry
+// another (honest) program gets later. The fetched bytes are given back at once after packing
+// (free_unpacked_data). Inline constants (carried in the graph) are their own identity and are not
+// hashed.
 //
 //   WeightsCache& cache = WeightsCache::shared();   // or a private WeightsCache
 //   ES_ASSIGN_OR_RETURN(PackedOperator* fc,
