@@ -478,6 +478,7 @@ TEST_P(VerifiedCacheTest, each_identity_is_hashed_once_while_cached) {
 // The cache's own contract, without a delegate: a failed get_or_pack / retain_constant adds no
 // entry, takes no reference, holds no bytes.
 TEST_P(VerifiedCacheTest, failed_calls_leave_entries_and_refcounts_unchanged) {
+  ASSERT_EQ(xnn_initialize(/*allocator=*/nullptr), xnn_status_success);  // No delegate does it here.
   InMemoryDataMap map("m.ptd");
   const std::vector<float> w = random_floats(kOut * kIn, -1, 1, 130);
   const std::vector<float> s = random_floats(kOut, -1, 1, 131);
