@@ -166,7 +166,8 @@ TEST(LoraSharingTest, FoundationWithAFlippedWeightByteFailsNamingTheKey) {
   ASSERT_NE(at, file.end()) << key << " not found in the file";
   at[entry->size() / 2] ^= 0x40;
   entry->free();
-  const std::string tampered_path = std::string(Env("TEST_TMPDIR")) + "/tampered_foundation.ptd";
+  const std::string tmp = *Env("TEST_TMPDIR") != '\0' ? Env("TEST_TMPDIR") : "/tmp";
+  const std::string tampered_path = tmp + "/tampered_foundation.ptd";
   std::FILE* out = std::fopen(tampered_path.c_str(), "wb");
   ASSERT_NE(out, nullptr);
   ASSERT_EQ(std::fwrite(file.data(), 1, file.size(), out), file.size());
