@@ -17,8 +17,8 @@ namespace {
 const char* const kHeaders[] = {
     "runtime/core/data_loader.h",     "runtime/core/error.h",  "runtime/core/evalue.h",
     "runtime/core/freeable_buffer.h", "runtime/core/log.h",    "runtime/core/named_data_map.h",
-    "runtime/core/result.h",          "runtime/core/scalar_type.h", "runtime/core/span.h",
-    "runtime/core/status.h",          "runtime/core/tensor.h",
+    "runtime/core/result.h",          "runtime/core/scalar_type.h", "runtime/core/sha256.h",
+    "runtime/core/span.h",            "runtime/core/status.h",      "runtime/core/tensor.h",
 };
 
 const char* const kAllowed[] = {"<array>",   "<cstddef>", "<cstdint>",     "<new>",

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "edgeshare/runtime/core/sha256.h"
+
 namespace edgeshare {
 namespace xnnpack {
 
@@ -12,16 +14,9 @@ using runtime::Result;
 using runtime::Status;
 
 Digest InMemoryDataMap::digest_of(const std::vector<float>& values) {
-  // Four FNV-1a lanes with different seeds over the bytes and the length.
-  Digest digest;
-  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(values.data());
-  const size_t n = values.size() * sizeof(float);
-  for (int lane = 0; lane < 4; ++lane) {
-    uint64_t h = 1469598103934665603ULL ^ (0x9e3779b97f4a7c15ULL * (lane + 1)) ^ n;
-    for (size_t i = 0; i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ULL;
-    std::memcpy(digest.bytes.data() + lane * 8, &h, 8);
-  }
-  return digest;
+  // The real SHA-256 of the bytes get_data() hands out, as an exporter records it: the weights
+  // cache hashes fetched bytes and compares.
+  return *runtime::sha256(values.data(), values.size() * sizeof(float));
 }
 
 Digest InMemoryDataMap::add(const std::string& key, const std::vector<float>& values) {

@@ -1,9 +1,10 @@
 // InMemoryDataMap: a test-only NamedDataMap over heap bytes, which counts what it is asked.
 //
-// Every entry is a float tensor added by the test; its "digest" is a cheap 32-byte content hash
-// (not SHA-256: the delegate only compares digests) unless the test gives one, e.g. to make two
-// maps whose same key holds different bytes. get_data() hands out a heap copy whose free callback
-// counts, so tests can assert that the delegate gave unpacked weights back.
+// Every entry is a float tensor added by the test; its digest is the SHA-256 of its bytes (as the
+// exporter writes it; the delegate checks fetched bytes against it) unless the test gives one, e.g.
+// to make a map whose bytes were changed under their recorded digest. get_data() hands out a heap
+// copy whose free callback counts, so tests can assert that the delegate gave unpacked weights
+// back.
 //
 //   InMemoryDataMap map("foundation.ptd");
 //   map.add("layers.0.weight", weights);            // std::vector<float>

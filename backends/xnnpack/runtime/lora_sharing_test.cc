@@ -1,7 +1,10 @@
 // The headline promise on real files: two LoRA programs exported over one foundation, loaded in one
-// process, fetch and pack every foundation weight once, and both compute what torch computed.
+// process, fetch and pack every foundation weight once, and both compute what torch computed; and a
+// foundation.ptd changed after export (digests kept) fails to load instead of running.
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -126,6 +129,70 @@ TEST(LoraSharingTest, with_sharing_off_each_program_packs_its_own_foundation) {
     ExpectMatchesReference(*method_b, "LORA_B_INPUT", "LORA_B_OUTPUT");
   }
   set_weight_sharing(true);
+}
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::vector<uint8_t> bytes;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return bytes;
+  uint8_t chunk[1 << 16];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) {
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  }
+  std::fclose(f);
+  return bytes;
+}
+
+TEST(LoraSharingTest, FoundationWithAFlippedWeightByteFailsNamingTheKey) {
+  set_weight_sharing(true);
+  set_verify_content(true);
+  reset_weights_cache_counters();
+  auto foundation = DataFile::open(Env("FOUNDATION_PTD"));
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  // The largest entry is a weight; find its bytes in the file and flip one in a copy.
+  const runtime::NamedDataMap& map = (*foundation)->map();
+  std::string key;
+  size_t key_bytes = 0;
+  for (const std::string& k : FoundationKeys(**foundation)) {
+    const size_t n = (*map.get_tensor_layout(k.c_str())).nbytes();
+    if (n > key_bytes) key = k, key_bytes = n;
+  }
+  std::vector<uint8_t> file = ReadFile(Env("FOUNDATION_PTD"));
+  auto entry = map.get_data(key.c_str());
+  ASSERT_TRUE(entry.ok()) << entry.status().message();
+  const uint8_t* entry_bytes = static_cast<const uint8_t*>(entry->data());
+  auto at = std::search(file.begin(), file.end(), entry_bytes, entry_bytes + entry->size());
+  ASSERT_NE(at, file.end()) << key << " not found in the file";
+  at[entry->size() / 2] ^= 0x40;
+  entry->free();
+  const std::string tmp = *Env("TEST_TMPDIR") != '\0' ? Env("TEST_TMPDIR") : "/tmp";
+  const std::string tampered_path = tmp + "/tampered_foundation.ptd";
+  std::FILE* out = std::fopen(tampered_path.c_str(), "wb");
+  ASSERT_NE(out, nullptr);
+  ASSERT_EQ(std::fwrite(file.data(), 1, file.size(), out), file.size());
+  std::fclose(out);
+
+  auto tampered = DataFile::open(tampered_path.c_str());
+  ASSERT_TRUE(tampered.ok()) << tampered.status().message();  // Its digests are all still there.
+  Loaded a = Load(Env("LORA_A_PTE"));
+  {
+    auto method = a.program->load_method("forward", &(*tampered)->map());
+    ASSERT_FALSE(method.ok());
+    EXPECT_EQ(method.status().code(), runtime::Error::InvalidData) << method.status().message();
+    const std::string message = method.status().message();
+    EXPECT_NE(message.find("'" + key + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find("tampered_foundation.ptd"), std::string::npos) << message;
+  }
+  // The failed load holds nothing and left nothing for the honest file's load to hit.
+  WeightsCacheStats stats = process_weights_cache_stats();
+  EXPECT_EQ(stats.num_packed_entries, 0u);
+  EXPECT_EQ(stats.verification_failures, 1u);
+  EXPECT_TRUE(stats.unpacked_data_names.empty());
+  auto method = a.program->load_method("forward", &(*foundation)->map());
+  ASSERT_TRUE(method.ok()) << method.status().message();
+  EXPECT_EQ(process_weights_cache_stats().verification_failures, 1u);
+  ExpectMatchesReference(*method, "LORA_A_INPUT", "LORA_A_OUTPUT");
 }
 
 }  // namespace

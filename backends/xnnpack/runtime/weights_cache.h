@@ -5,8 +5,20 @@
 // what the weights are (SHA-256 digest + dtype + dims, from the delegate graph), never by key name,
 // plus the op kind and packing parameters; the key of a missing bias is an explicit "no bias".
 // Because the graph carries identities, the cache is asked BEFORE anything is fetched: a hit costs
-// no NamedDataMap call. On a miss the bytes are fetched once (load_unpacked_data), checked against
-// the map's recorded digest, packed, and given back at once (free_unpacked_data).
+// no NamedDataMap call and no hashing.
+//
+// On a miss, for each named constant: (1) the map's recorded digest for the key must equal the
+// graph's (a cheap check that the right file was given, which a hostile file passes by copying the
+// digest; no bytes read); (2) the bytes are fetched once and must be at least as large as dtype x
+// dims; (3) with content verification on (the default, see weight_sharing.h) the SHA-256 of ALL
+// fetched bytes (the whole entry) is computed and must equal that digest. Only then is an entry
+// published: a packed operator is created while the bytes are hashed (on the delegate's threadpool
+// when it has 2+ threads, else one after the other) and deleted unpublished if the hash differs; a
+// retained constant is hashed before it is kept. Either way a failed check caches nothing, so a
+// file with bytes changed under their digests fails for its own load and cannot poison the entry
+// another (honest) program gets later. The fetched bytes are given back at once after packing
+// (free_unpacked_data). Inline constants (carried in the graph) are their own identity and are not
+// hashed.
 //
 //   WeightsCache& cache = WeightsCache::shared();   // or a private WeightsCache
 //   ES_ASSIGN_OR_RETURN(PackedOperator* fc,
@@ -14,11 +26,15 @@
 //   ES_RETURN_IF_ERROR(fc->run_fully_connected(batch, input, output));   // any thread
 //   cache.release(fc);                                                   // when the handle goes
 //
-// Errors: NotFound (key missing in the map), InvalidData (digest or size differ from the graph's),
-// DelegateInitFailed (XNNPACK refused to create the operator), loader errors, each naming the key.
-// Thread-safety: every member may be called from any thread. The cache's lock covers lookup, fetch
-// and packing, so two threads never pack the same entry twice; a PackedOperator serialises its own
-// setup + run under its own lock, so two handles sharing it may run on two threads.
+// Errors: NotFound (key missing in the map), InvalidData (recorded digest differs from the graph's,
+// too few bytes, or bytes whose SHA-256 differs from the digest), DelegateInitFailed (XNNPACK
+// refused to create the operator), loader errors, each naming the key and the map's file(s). A
+// failed call leaves the cache as it was (only its counters move): no entry added, no reference
+// taken, no bytes held.
+// Thread-safety: every member may be called from any thread. The cache's lock covers lookup, fetch,
+// hashing and packing, so two threads never pack the same entry twice; a PackedOperator serialises
+// its own setup + run under its own lock, so two handles sharing it may run on two threads. A miss
+// runs on the delegate's threadpool, so set_num_threads() must not run during a load either.
 // Ownership: entries are reference-counted by their users (get_or_pack / retain_constant add one,
 // release drops one; the last release deletes). Pointers stay valid until that last release.
 
@@ -150,7 +166,8 @@ class WeightsCache {
   void release(RetainedConstant* constant);
 
   // Fetches `ref` from `map` once (remembering key <-> bytes) after checking the map's digest for
-  // the key equals the graph's; returns the bytes, valid until free_unpacked_data().
+  // the key equals the graph's, and (verification on) that the bytes hash to it; returns the
+  // bytes, valid until free_unpacked_data() or the next get_or_pack_fully_connected miss.
   runtime::Result<const void*> load_unpacked_data(const runtime::NamedDataMap* map,
                                                   const ConstantRef& ref);
   // Gives back every unpacked buffer (with an mmap loader the pages are unmapped).
@@ -166,6 +183,8 @@ class WeightsCache {
  private:
   struct PackedKey {
     uint8_t op_kind = 0;
+    // Packed from hashed bytes. Unchecked entries (verification off) serve only unchecked loads.
+    bool verified = false;
     ConstantIdentity weight;
     bool has_bias = false;
     ConstantIdentity bias;
@@ -179,28 +198,60 @@ class WeightsCache {
   struct IdentityHash {
     size_t operator()(const ConstantIdentity& identity) const;
   };
+  struct RetainedKey {
+    ConstantIdentity identity;
+    bool verified = false;  // As PackedKey::verified.
+    bool operator==(const RetainedKey& other) const {
+      return verified == other.verified && identity == other.identity;
+    }
+  };
+  struct RetainedKeyHash {
+    size_t operator()(const RetainedKey& key) const {
+      return IdentityHash()(key.identity) ^ static_cast<size_t>(key.verified);
+    }
+  };
   struct Unpacked {
     std::string key;
+    runtime::Digest digest;
+    bool verified = false;
     runtime::FreeableBuffer buffer;
   };
+  // The bytes of one constant for a miss: borrowed (inline, retained or unpacked; already checked
+  // if they needed it) or fetched by this call (`owned`, to be hashed when `unchecked`).
+  struct Bytes {
+    const void* data = nullptr;
+    size_t size = 0;
+    runtime::FreeableBuffer owned;
+    bool unchecked = false;
+  };
+  struct PackJob;
   struct Counters {
     std::map<std::string, size_t> named_data_fetches;
     uint64_t bytes_fetched = 0;
     uint64_t packs = 0;
     uint64_t cache_hits = 0;
+    uint64_t verifications = 0;
+    uint64_t bytes_verified = 0;
+    uint64_t verification_failures = 0;
   };
 
   runtime::Result<runtime::FreeableBuffer> fetch_locked(const runtime::NamedDataMap* map,
                                                         const ConstantRef& ref);
-  runtime::Result<const void*> load_unpacked_data_locked(const runtime::NamedDataMap* map,
-                                                         const ConstantRef& ref);
+  runtime::Result<Bytes> bytes_locked(const runtime::NamedDataMap* map, const ConstantRef& ref,
+                                      bool verify);
+  PackedOperator* find_packed_locked(PackedKey* key, bool verify);
+  RetainedConstant* find_retained_locked(const ConstantIdentity& identity, bool verify);
   void free_unpacked_data_locked();
   void count_hit_locked();
   void count_pack_locked();
+  // Counts one hash of `size` bytes and, when `status` failed, returns it naming key and file.
+  runtime::Status count_verification_locked(const runtime::NamedDataMap* map,
+                                            const ConstantRef& ref, size_t size,
+                                            const runtime::Status& status);
 
   mutable std::mutex mutex_;
   std::unordered_map<PackedKey, std::unique_ptr<PackedOperator>, PackedKeyHash> packed_;
-  std::unordered_map<ConstantIdentity, std::unique_ptr<RetainedConstant>, IdentityHash> retained_;
+  std::unordered_map<RetainedKey, std::unique_ptr<RetainedConstant>, RetainedKeyHash> retained_;
   std::vector<Unpacked> unpacked_;
   Counters counters_;
 };

@@ -1,11 +1,13 @@
 // What users rely on from the weights cache: the foundation is fetched and packed once across
-// programs, identity is the digest (never the key), entries go when their last user goes, and
-// unpacked bytes are given back right after packing.
+// programs, identity is the digest (never the key), entries go when their last user goes, unpacked
+// bytes are given back right after packing, and fetched bytes are checked against their SHA-256
+// before anything built from them is shared (a changed file fails alone and poisons nothing).
 
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "edgeshare/backends/xnnpack/runtime/in_memory_data_map.h"
 #include "edgeshare/backends/xnnpack/runtime/operator_tester.h"
 #include "edgeshare/backends/xnnpack/runtime/test_delegate.h"
+#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 
 namespace edgeshare {
@@ -27,20 +30,40 @@ const std::vector<float>& foundation_weight() {
   return w;
 }
 
+// The foundation's bytes with one bit flipped: a data file changed after export, its recorded
+// digest kept.
+const std::vector<float>& tampered_foundation_weight() {
+  static const std::vector<float> w = [] {
+    std::vector<float> t = foundation_weight();
+    uint32_t bits;
+    std::memcpy(&bits, &t[7], sizeof(bits));
+    bits ^= 1u << 20;
+    std::memcpy(&t[7], &bits, sizeof(bits));
+    return t;
+  }();
+  return w;
+}
+
 struct LoraProgram {
   std::vector<uint8_t> blob;
   std::vector<float> a, b;  // Adapter weights [kRank, kIn] and [kOut, kRank].
 };
 
-// y = x W^T + (x A^T) B^T: the base FC over the foundation weight plus a rank-4 adapter.
+// y = x W^T + (x A^T) B^T: the base FC over the foundation weight plus a rank-4 adapter. With
+// `tampered_base` the map holds tampered_foundation_weight() under the foundation's digest.
 LoraProgram make_lora_program(InMemoryDataMap* map, const std::string& base_key,
-                              const std::string& adapter, uint32_t seed) {
+                              const std::string& adapter, uint32_t seed,
+                              bool tampered_base = false) {
   LoraProgram p;
   p.a = random_floats(kRank * kIn, -1, 1, seed);
   p.b = random_floats(kOut * kRank, -1, 1, seed + 1);
   GraphBuilder g;
   const uint32_t x = g.input({kBatch, kIn});
-  const uint32_t w = g.named(base_key, {kOut, kIn}, map->add(base_key, foundation_weight()));
+  const runtime::Digest base_digest =
+      tampered_base ? map->add(base_key, tampered_foundation_weight(),
+                               InMemoryDataMap::digest_of(foundation_weight()))
+                    : map->add(base_key, foundation_weight());
+  const uint32_t w = g.named(base_key, {kOut, kIn}, base_digest);
   const uint32_t a = g.named(adapter + ".lora_A", {kRank, kIn}, map->add(adapter + ".lora_A", p.a));
   const uint32_t b = g.named(adapter + ".lora_B", {kOut, kRank}, map->add(adapter + ".lora_B", p.b));
   const uint32_t h = g.intermediate({kBatch, kOut});
@@ -67,30 +90,46 @@ std::vector<float> matmul_t(const std::vector<float>& x, const std::vector<float
   return y;
 }
 
-std::vector<float> lora_reference(const LoraProgram& p, const std::vector<float>& x) {
-  std::vector<float> y = matmul_t(x, foundation_weight(), kBatch, kIn, kOut);
+std::vector<float> lora_reference(const LoraProgram& p, const std::vector<float>& x,
+                                  const std::vector<float>& base = foundation_weight()) {
+  std::vector<float> y = matmul_t(x, base, kBatch, kIn, kOut);
   const std::vector<float> t = matmul_t(x, p.a, kBatch, kIn, kRank);
   const std::vector<float> u = matmul_t(t, p.b, kBatch, kRank, kOut);
   for (size_t i = 0; i < y.size(); ++i) y[i] += u[i];
   return y;
 }
 
-void expect_runs_correctly(TestDelegate* d, const LoraProgram& p) {
+void expect_runs_correctly(TestDelegate* d, const LoraProgram& p,
+                           const std::vector<float>& base = foundation_weight()) {
   HostTensor x{{kBatch, kIn}, random_floats(kBatch * kIn, -1, 1, 99)};
   HostTensor y{{kBatch, kOut}, std::vector<float>(kBatch * kOut)};
   auto status = d->run({&x}, {&y});
   ASSERT_TRUE(status.ok()) << status.message();
-  expect_near_relative(y.data, lora_reference(p, x.data), "lora");
+  expect_near_relative(y.data, lora_reference(p, x.data, base), "lora");
+}
+
+void expect_names(const runtime::Status& status, runtime::Error code,
+                  const std::vector<std::string>& words) {
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), code) << status.message();
+  for (const std::string& word : words) {
+    EXPECT_NE(std::string(status.message()).find(word), std::string::npos)
+        << "'" << word << "' not in: " << status.message();
+  }
 }
 
 class WeightsCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
     set_weight_sharing(true);
+    set_verify_content(true);
     reset_weights_cache_counters();
     ASSERT_EQ(process_weights_cache_stats().num_packed_entries, 0u);
   }
-  void TearDown() override { set_weight_sharing(true); }
+  void TearDown() override {
+    set_weight_sharing(true);
+    set_verify_content(true);
+  }
 };
 
 TEST_F(WeightsCacheTest, second_program_fetches_no_foundation_key) {
@@ -289,6 +328,230 @@ TEST_F(WeightsCacheTest, load_and_free_unpacked_data_directly) {
   EXPECT_TRUE(cache.get_unpacked_data_names().empty());
   EXPECT_EQ(map.frees(), 1u);
   EXPECT_EQ(cache.stats().named_data_fetches.at("k"), 1u);
+}
+
+
+// Content verification, run with the delegate's threadpool at 1 thread (hash, then pack, on the
+// calling thread) and at 2 (hash and pack at once on two threads).
+class VerifiedCacheTest : public WeightsCacheTest,
+                          public ::testing::WithParamInterface<size_t> {
+ protected:
+  void SetUp() override {
+    WeightsCacheTest::SetUp();
+    ASSERT_TRUE(set_num_threads(GetParam()).ok());
+  }
+  void TearDown() override {
+    WeightsCacheTest::TearDown();
+    ASSERT_TRUE(set_num_threads(1).ok());
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Threads, VerifiedCacheTest, ::testing::Values(1u, 2u));
+
+TEST_P(VerifiedCacheTest, tampered_weight_fails_naming_key_and_file_and_caches_nothing) {
+  InMemoryDataMap map("foundation.ptd");
+  LoraProgram p = make_lora_program(&map, "layers.0.weight", "adapter", 80, /*tampered_base=*/true);
+  auto d = TestDelegate::init(p.blob, &map);
+  expect_names(d.status(), runtime::Error::InvalidData,
+               {"layers.0.weight", "foundation.ptd", "SHA-256"});
+  const WeightsCacheStats stats = process_weights_cache_stats();
+  EXPECT_EQ(stats.num_packed_entries, 0u);
+  EXPECT_EQ(stats.packs, 0u);
+  EXPECT_EQ(stats.cache_hits, 0u);
+  EXPECT_EQ(stats.verifications, 1u);
+  EXPECT_EQ(stats.verification_failures, 1u);
+  EXPECT_EQ(stats.bytes_verified, sizeof(float) * kOut * kIn);
+  EXPECT_EQ(stats.named_data_fetches.at("layers.0.weight"), 1u);
+  EXPECT_TRUE(stats.unpacked_data_names.empty());
+  EXPECT_TRUE(stats.retained_data_names.empty());
+  EXPECT_EQ(map.live_buffers(), 0u);  // The fetched bytes were given back.
+}
+
+TEST_P(VerifiedCacheTest, tampered_bias_discards_the_operator_packed_from_it) {
+  InMemoryDataMap map("m.ptd");
+  const std::vector<float> w = random_floats(kOut * kIn, -1, 1, 81);
+  const std::vector<float> bias = random_floats(kOut, -1, 1, 82);
+  std::vector<float> tampered = bias;
+  tampered[3] += 1.0f;
+  GraphBuilder g;
+  const uint32_t x = g.input({kBatch, kIn});
+  const uint32_t wid = g.named("w", {kOut, kIn}, map.add("w", w));
+  const uint32_t bid =
+      g.named("b", {kOut}, map.add("b", tampered, InMemoryDataMap::digest_of(bias)));
+  const uint32_t y = g.output({kBatch, kOut});
+  g.node(schema::OpKind_FULLY_CONNECTED, {x, wid, bid}, {y});
+  auto d = TestDelegate::init(g.build(), &map);
+  expect_names(d.status(), runtime::Error::InvalidData, {"'b'", "m.ptd"});
+  const WeightsCacheStats stats = process_weights_cache_stats();
+  EXPECT_EQ(stats.num_packed_entries, 0u);
+  EXPECT_EQ(stats.packs, 0u);
+  EXPECT_EQ(stats.verifications, 2u);  // Weight and bias were both hashed; the bias failed.
+  EXPECT_EQ(stats.verification_failures, 1u);
+  EXPECT_EQ(map.live_buffers(), 0u);
+}
+
+TEST_P(VerifiedCacheTest, poisoned_foundation_loaded_first_changes_nothing_for_an_honest_map) {
+  // A bad adapter file claims the foundation's identity with other bytes and is loaded first.
+  InMemoryDataMap bad("bad_adapter.pte+foundation.ptd");
+  InMemoryDataMap honest("lora_a.pte+foundation.ptd");
+  LoraProgram pb = make_lora_program(&bad, "layers.0.weight", "evil", 90, /*tampered_base=*/true);
+  LoraProgram pa = make_lora_program(&honest, "layers.0.weight", "adapter_a", 20);
+  auto poisoned = TestDelegate::init(pb.blob, &bad);
+  expect_names(poisoned.status(), runtime::Error::InvalidData, {"layers.0.weight", "bad_adapter"});
+  const WeightsCacheStats after_bad = process_weights_cache_stats();
+  EXPECT_EQ(after_bad.num_packed_entries, 0u);
+  EXPECT_EQ(after_bad.packs, 0u);
+
+  auto a = TestDelegate::init(pa.blob, &honest);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  // The honest map packed the foundation from its own bytes: no entry was left to hit.
+  EXPECT_EQ(honest.get_data_calls("layers.0.weight"), 1u);
+  const WeightsCacheStats after_honest = process_weights_cache_stats();
+  EXPECT_EQ(after_honest.cache_hits, 0u);
+  EXPECT_EQ(after_honest.packs, 3u);
+  EXPECT_EQ(after_honest.verification_failures, 1u);  // Only the bad map's.
+  expect_runs_correctly(&*a, pa);
+}
+
+TEST_P(VerifiedCacheTest, verification_off_trusts_the_file_and_its_entries_serve_no_checked_load) {
+  // Trusted-file mode: the tampered bytes are accepted as they are, and nothing is hashed.
+  set_verify_content(false);
+  InMemoryDataMap trusted("trusted.ptd");
+  LoraProgram pt = make_lora_program(&trusted, "layers.0.weight", "t", 100, /*tampered_base=*/true);
+  auto t = TestDelegate::init(pt.blob, &trusted);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(process_weights_cache_stats().verifications, 0u);
+  expect_runs_correctly(&*t, pt, tampered_foundation_weight());
+
+  // Back on: a load of the same identity does not get the unchecked entry (it packs its own,
+  // checked one), while the trusted handle keeps working.
+  set_verify_content(true);
+  InMemoryDataMap honest("honest.ptd");
+  LoraProgram ph = make_lora_program(&honest, "layers.0.weight", "h", 110);
+  auto h = TestDelegate::init(ph.blob, &honest);
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ(honest.get_data_calls("layers.0.weight"), 1u);
+  const WeightsCacheStats stats = process_weights_cache_stats();
+  EXPECT_EQ(stats.cache_hits, 0u);
+  EXPECT_EQ(stats.num_packed_entries, 6u);
+  EXPECT_EQ(stats.verifications, 3u);
+  expect_runs_correctly(&*h, ph);
+  expect_runs_correctly(&*t, pt, tampered_foundation_weight());
+
+  // Off again: a trusted load may hit either entry (the checked one first).
+  set_verify_content(false);
+  InMemoryDataMap trusted2("trusted2.ptd");
+  LoraProgram p2 = make_lora_program(&trusted2, "layers.0.weight", "t2", 120);
+  auto t2 = TestDelegate::init(p2.blob, &trusted2);
+  ASSERT_TRUE(t2.ok()) << t2.status().message();
+  EXPECT_EQ(trusted2.calls("layers.0.weight"), 0u);
+  EXPECT_EQ(process_weights_cache_stats().cache_hits, 1u);
+  expect_runs_correctly(&*t2, p2);
+}
+
+TEST_P(VerifiedCacheTest, each_identity_is_hashed_once_while_cached) {
+  InMemoryDataMap map_a("lora_a.pte+foundation.ptd"), map_b("lora_b.pte+foundation.ptd");
+  LoraProgram pa = make_lora_program(&map_a, "layers.0.weight", "adapter_a", 20);
+  LoraProgram pb = make_lora_program(&map_b, "layers.0.base.weight", "adapter_b", 30);
+  const uint64_t adapter_bytes = sizeof(float) * (kRank * kIn + kOut * kRank);
+  auto a = TestDelegate::init(pa.blob, &map_a);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  WeightsCacheStats stats = process_weights_cache_stats();
+  EXPECT_EQ(stats.verifications, 3u);
+  EXPECT_EQ(stats.bytes_verified, sizeof(float) * kOut * kIn + adapter_bytes);
+  // The second program hashes its adapter only; its foundation hit costs no hashing.
+  auto b = TestDelegate::init(pb.blob, &map_b);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  stats = process_weights_cache_stats();
+  EXPECT_EQ(stats.verifications, 5u);
+  EXPECT_EQ(stats.bytes_verified, sizeof(float) * kOut * kIn + 2 * adapter_bytes);
+  EXPECT_EQ(stats.verification_failures, 0u);
+  EXPECT_EQ(stats.bytes_verified, stats.bytes_fetched);
+  // A third handle over the first program hits everything and hashes nothing.
+  auto a2 = TestDelegate::init(pa.blob, &map_a);
+  ASSERT_TRUE(a2.ok());
+  EXPECT_EQ(process_weights_cache_stats().verifications, 5u);
+  expect_runs_correctly(&*a2, pa);
+  expect_runs_correctly(&*b, pb);
+}
+
+// The cache's own contract, without a delegate: a failed get_or_pack / retain_constant adds no
+// entry, takes no reference, holds no bytes.
+TEST_P(VerifiedCacheTest, failed_calls_leave_entries_and_refcounts_unchanged) {
+  ASSERT_EQ(xnn_initialize(/*allocator=*/nullptr), xnn_status_success);  // No delegate does it here.
+  InMemoryDataMap map("m.ptd");
+  const std::vector<float> w = random_floats(kOut * kIn, -1, 1, 130);
+  const std::vector<float> s = random_floats(kOut, -1, 1, 131);
+  auto ref = [&](const std::string& key, std::vector<uint32_t> dims, const runtime::Digest& d) {
+    ConstantRef r;
+    r.key = key;
+    r.identity.dims = std::move(dims);
+    r.identity.digest = d;
+    return r;
+  };
+  const ConstantRef good_w = ref("w", {kOut, kIn}, map.add("w", w));
+  const ConstantRef good_s = ref("s", {kOut}, map.add("s", s));
+  // Identities the cache does not hold yet (a held identity is a hit: its bytes are never read).
+  const runtime::Digest other_w = InMemoryDataMap::digest_of(random_floats(kOut * kIn, -1, 1, 132));
+  const runtime::Digest other_s = InMemoryDataMap::digest_of(random_floats(kOut, -1, 1, 133));
+  const ConstantRef tampered_w = ref("tw", {kOut, kIn}, map.add("tw", w, other_w));
+  const ConstantRef tampered_s = ref("ts", {kOut}, map.add("ts", s, other_s));
+  // Same bytes as "w" (so the map's digest is right) but the graph claims a larger shape.
+  const ConstantRef short_w = ref("w", {kOut, kIn + 1}, good_w.identity.digest);
+  const ConstantRef missing = ref("nope", {kOut, kIn}, other_w);
+
+  WeightsCache cache;
+  auto fc = cache.get_or_pack_fully_connected(&map, good_w, nullptr, kIn, kOut);
+  ASSERT_TRUE(fc.ok()) << fc.status().message();
+  auto kept = cache.retain_constant(&map, good_s);
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  const WeightsCacheStats before = cache.stats();
+
+  expect_names(cache.get_or_pack_fully_connected(&map, tampered_w, nullptr, kIn, kOut).status(),
+               runtime::Error::InvalidData, {"'tw'", "m.ptd", "SHA-256"});
+  expect_names(cache.get_or_pack_fully_connected(&map, good_w, &tampered_s, kIn, kOut).status(),
+               runtime::Error::InvalidData, {"'ts'"});
+  expect_names(cache.get_or_pack_fully_connected(&map, short_w, nullptr, kIn + 1, kOut).status(),
+               runtime::Error::InvalidData, {"'w'", "bytes"});
+  expect_names(cache.get_or_pack_fully_connected(&map, missing, nullptr, kIn, kOut).status(),
+               runtime::Error::NotFound, {"nope"});
+  expect_names(cache.retain_constant(&map, tampered_s).status(), runtime::Error::InvalidData,
+               {"'ts'", "SHA-256"});
+  expect_names(cache.retain_constant(&map, ref("s", {kOut + 1}, good_s.identity.digest)).status(),
+               runtime::Error::InvalidData, {"'s'"});
+  expect_names(cache.retain_constant(&map, ref("gone", {kOut}, other_s)).status(),
+               runtime::Error::NotFound, {"gone"});
+
+  const WeightsCacheStats after = cache.stats();
+  EXPECT_EQ(after.num_packed_entries, before.num_packed_entries);
+  EXPECT_EQ(after.packed_data_names, before.packed_data_names);
+  EXPECT_EQ(after.retained_data_names, before.retained_data_names);
+  EXPECT_TRUE(after.unpacked_data_names.empty());
+  EXPECT_EQ(after.packs, before.packs);
+  EXPECT_EQ(after.cache_hits, before.cache_hits);
+  EXPECT_EQ(after.verification_failures, before.verification_failures + 3);
+  EXPECT_EQ(map.live_buffers(), 1u);  // Only the retained constant's bytes.
+
+  // Refcounts are unchanged: one release each empties the cache.
+  cache.release(*fc);
+  cache.release(*kept);
+  EXPECT_EQ(cache.get_num_packed_data(), 0u);
+  EXPECT_TRUE(cache.stats().retained_data_names.empty());
+  EXPECT_EQ(map.live_buffers(), 0u);
+}
+
+TEST_P(VerifiedCacheTest, load_unpacked_data_rejects_tampered_bytes_and_holds_nothing) {
+  InMemoryDataMap map("m.ptd");
+  ConstantRef ref;
+  ref.key = "k";
+  ref.identity.dims = {4};
+  ref.identity.digest = map.add("k", {1, 2, 3, 5}, InMemoryDataMap::digest_of({1, 2, 3, 4}));
+  WeightsCache cache;
+  expect_names(cache.load_unpacked_data(&map, ref).status(), runtime::Error::InvalidData,
+               {"'k'", "m.ptd"});
+  EXPECT_TRUE(cache.get_unpacked_data_names().empty());
+  EXPECT_EQ(map.live_buffers(), 0u);
+  EXPECT_EQ(cache.stats().verifications, 1u);
 }
 
 }  // namespace

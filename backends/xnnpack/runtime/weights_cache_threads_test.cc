@@ -1,5 +1,6 @@
-// Two handles (two "programs") sharing packed foundation weights, run on two threads at once.
-// Build with --config=tsan to check the shared operators' locking.
+// Two handles (two "programs") sharing packed foundation weights, run on two threads at once, and
+// an honest and a poisoned program loading the same foundation identity at once, with the delegate
+// threadpool hashing while it packs. Build with --config=tsan to check the locking.
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include "edgeshare/backends/xnnpack/runtime/in_memory_data_map.h"
 #include "edgeshare/backends/xnnpack/runtime/operator_tester.h"
 #include "edgeshare/backends/xnnpack/runtime/test_delegate.h"
+#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 
 namespace edgeshare {
@@ -89,6 +91,64 @@ TEST(WeightsCacheThreads, two_programs_share_packed_weights_across_threads) {
   ta.join();
   tb.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(WeightsCacheThreads, racing_poisoned_load_never_poisons_an_honest_one) {
+  set_weight_sharing(true);
+  set_verify_content(true);
+  ASSERT_TRUE(set_num_threads(2).ok());  // Hash and pack on the pool's two threads.
+  const std::vector<float> w = random_floats(kOut * kIn, -1, 1, 21);
+  std::vector<float> poisoned = w;
+  poisoned[5] = 100.0f;
+  // The same identity (digest of w) in both maps; the bad one holds other bytes under it.
+  InMemoryDataMap honest("honest.ptd"), bad("bad.ptd");
+  auto build = [&](InMemoryDataMap* map, const std::vector<float>& bytes) {
+    GraphBuilder g;
+    const uint32_t x = g.input({kBatch, kIn});
+    const uint32_t wid =
+        g.named("base.weight", {kOut, kIn}, map->add("base.weight", bytes,
+                                                     InMemoryDataMap::digest_of(w)));
+    const uint32_t y = g.output({kBatch, kOut});
+    g.node(schema::OpKind_FULLY_CONNECTED, {x, wid}, {y});
+    return g.build();
+  };
+  const std::vector<uint8_t> honest_blob = build(&honest, w), bad_blob = build(&bad, poisoned);
+  HostTensor x{{kBatch, kIn}, random_floats(kBatch * kIn, -1, 1, 22)};
+  std::vector<float> want(kBatch * kOut);
+  for (uint32_t n = 0; n < kBatch; ++n)
+    for (uint32_t o = 0; o < kOut; ++o) {
+      double acc = 0;
+      for (uint32_t i = 0; i < kIn; ++i) acc += double(x.data[n * kIn + i]) * w[o * kIn + i];
+      want[n * kOut + o] = float(acc);
+    }
+  auto runs_honestly = [&](TestDelegate* d) {
+    HostTensor y{{kBatch, kOut}, std::vector<float>(kBatch * kOut)};
+    if (!d->run({&x}, {&y}).ok()) return false;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::fabs(y.data[i] - want[i]) > 1e-4f * std::max(1.0f, std::fabs(want[i]))) return false;
+    }
+    return true;
+  };
+
+  for (int round = 0; round < 20; ++round) {
+    runtime::Result<TestDelegate> good = runtime::Status(runtime::Error::Internal);
+    runtime::Result<TestDelegate> evil = runtime::Status(runtime::Error::Internal);
+    std::thread tg([&] { good = TestDelegate::init(honest_blob, &honest); });
+    std::thread te([&] { evil = TestDelegate::init(bad_blob, &bad); });
+    tg.join();
+    te.join();
+    ASSERT_TRUE(good.ok()) << good.status().message();
+    EXPECT_TRUE(runs_honestly(&*good)) << "round " << round;
+    // The bad load either failed its check, or came second and hit the honest entry without
+    // reading its own bytes: either way nobody computes with the poisoned weight.
+    if (evil.ok()) {
+      EXPECT_TRUE(runs_honestly(&*evil)) << "round " << round;
+    } else {
+      EXPECT_EQ(evil.status().code(), runtime::Error::InvalidData) << evil.status().message();
+    }
+  }
+  EXPECT_EQ(process_weights_cache_stats().num_packed_entries, 0u);
+  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 }  // namespace
