@@ -554,6 +554,27 @@ TEST_P(VerifiedCacheTest, load_unpacked_data_rejects_tampered_bytes_and_holds_no
   EXPECT_EQ(cache.stats().verifications, 1u);
 }
 
+TEST_P(VerifiedCacheTest, init_failing_after_taking_a_packed_entry_gives_it_back) {
+  // The weight packs (the handle takes the entry), then the node's constant input fails its check.
+  InMemoryDataMap map("m.ptd");
+  const std::vector<float> w = random_floats(kOut * kIn, -1, 1, 140);
+  const std::vector<float> x = random_floats(kBatch * kIn, -1, 1, 141);
+  std::vector<float> tampered_x = x;
+  tampered_x[0] += 1.0f;
+  GraphBuilder g;
+  const uint32_t xid =
+      g.named("x", {kBatch, kIn}, map.add("x", tampered_x, InMemoryDataMap::digest_of(x)));
+  const uint32_t wid = g.named("w", {kOut, kIn}, map.add("w", w));
+  const uint32_t y = g.output({kBatch, kOut});
+  g.node(schema::OpKind_FULLY_CONNECTED, {xid, wid}, {y});
+  auto d = TestDelegate::init(g.build(), &map);
+  expect_names(d.status(), runtime::Error::InvalidData, {"'x'"});
+  const WeightsCacheStats stats = process_weights_cache_stats();
+  EXPECT_EQ(stats.num_packed_entries, 0u) << "the failed init kept a reference";
+  EXPECT_TRUE(stats.retained_data_names.empty());
+  EXPECT_EQ(map.live_buffers(), 0u);
+}
+
 }  // namespace
 }  // namespace xnnpack
 }  // namespace edgeshare
