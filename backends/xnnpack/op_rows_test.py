@@ -1,6 +1,9 @@
 """The op rows agree with xnnpack_graph.fbs and with each other; the partitioner and preprocess
 read them."""
 
+import os
+import subprocess
+
 import pytest
 import torch
 
@@ -25,6 +28,23 @@ def test_every_kind_a_row_names_is_in_the_fbs_enum() -> None:
 def test_every_fbs_op_kind_is_emitted_by_some_row() -> None:
     missing = set(op_rows.op_kind_names()) - op_rows.emitted_op_kinds()
     assert not missing, f"OpKinds of xnnpack_graph.fbs no Python row emits: {sorted(missing)}"
+
+
+def test_python_rows_fbs_enum_and_cpp_rows_name_the_same_op_kinds() -> None:
+    # The C++ delegate's rows (backends/xnnpack/runtime/op_rows.inc), as its op_kinds binary lists
+    # them: together with the two tests above, the three lists of op kinds are one.
+    listed = subprocess.run(
+        [os.environ["XNNPACK_OP_KINDS"]], check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert len(listed) == len(set(listed)), f"a C++ row appears twice: {listed}"
+    fbs = set(op_rows.op_kind_names())
+    assert set(listed) == fbs, (
+        f"C++ rows without an OpKind: {sorted(set(listed) - fbs)}; "
+        f"OpKinds without a C++ row: {sorted(fbs - set(listed))}"
+    )
+    assert set(listed) == op_rows.emitted_op_kinds(), (
+        f"C++ rows no Python row emits: {sorted(set(listed) - op_rows.emitted_op_kinds())}"
+    )
 
 
 def test_no_two_rows_handle_one_target_and_row_for_finds_each() -> None:
