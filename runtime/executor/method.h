@@ -89,6 +89,7 @@ class Method {
     size_t delegate = 0;
     size_t args_begin = 0;
     size_t args_count = 0;
+    size_t num_inputs = 0;  // args from this one on are outputs, checked writable at load
     const char* what = "";  // the operator or backend name, for messages
   };
   struct Delegate {
