@@ -3,7 +3,8 @@
 //
 // Lifecycle per lowered partition: init() once when a method loads (the processed blob, compile
 // specs and a NamedDataMap to fetch constants from), num_inputs() once per call while the method
-// loads, execute() any number of times, destroy() when the method goes. A backend registers itself once, usually from a static initializer:
+// loads, execute() any number of times, destroy() when the method goes. A backend registers
+// itself once, usually from a static initializer:
 //
 //   static MyBackend backend;
 //   static const bool registered = register_backend("MyBackend", &backend).ok();

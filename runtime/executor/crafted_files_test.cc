@@ -45,7 +45,8 @@ std::vector<uint8_t> ReadAll(const char* env) {
 }
 
 // A .pte: the header, `program` (its segments' offsets filled in here) and `segments`.
-std::vector<uint8_t> Serialize(fb::ProgramT program, const std::vector<std::vector<uint8_t>>& segments) {
+std::vector<uint8_t> Serialize(fb::ProgramT program,
+                               const std::vector<std::vector<uint8_t>>& segments) {
   std::vector<uint8_t> area;
   program.segments.clear();
   for (const std::vector<uint8_t>& segment : segments) {

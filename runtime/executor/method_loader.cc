@@ -464,7 +464,8 @@ Status Method::Loader::check_writable(size_t index, size_t arg, uint32_t value,
                            index, out.what, arg, value);
   ES_CHECK_OR_RETURN_ERROR(tensor->constant_segment() < 0 && tensor->external_key() == nullptr,
                            Error::InvalidProgram,
-                           "instruction %zu (%s) writes argument %zu, value %u, which is a constant",
+                           "instruction %zu (%s) writes argument %zu, value %u, which is a "
+                           "constant",
                            index, out.what, arg, value);
   for (size_t input : method_.inputs_) {
     ES_CHECK_OR_RETURN_ERROR(input != value, Error::InvalidProgram,

@@ -348,9 +348,9 @@ std::pair<int, int> LoadAndRun(const std::vector<uint8_t>& bytes, const NamedDat
     Result<Method> method = program->load_method(*name, data);
     if (!method.ok()) {
       ++*rejected;
-      if (writes_refused != nullptr && std::strstr(method.status().message(), " writes argument ")) {
-        ++*writes_refused;
-      }
+      const bool write_refused =
+          std::strstr(method.status().message(), " writes argument ") != nullptr;
+      if (writes_refused != nullptr && write_refused) ++*writes_refused;
       EXPECT_GT(std::strlen(method.status().message()), 0u);
       EXPECT_EQ(std::strchr(method.status().message(), '\n'), nullptr);
       continue;

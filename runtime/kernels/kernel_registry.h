@@ -2,11 +2,11 @@
 // of its arguments are inputs.
 //
 // A kernel gets its arguments as EValues, in the operator's schema order followed by its outputs,
-// exactly as the exporter listed them in a KernelCall. It must not allocate. A program does not say
-// which arguments a kernel writes, and a hostile one must not be believed, so every kernel registers
-// its input count: the operator's schema arguments, fixed per overload (an optional one is passed
-// as None, never left out). Every later argument is an output, which Method::load requires to be a
-// planned tensor: never a constant, never a method input.
+// exactly as the exporter listed them in a KernelCall. It must not allocate. A program does not
+// say which arguments a kernel writes, and a hostile one must not be believed, so every kernel
+// registers its input count: the operator's schema arguments, fixed per overload (an optional one
+// is passed as None, never left out). Every later argument is an output, which Method::load
+// requires to be a planned tensor: never a constant, never a method input.
 //
 //   Status add(Span<EValue* const> args) { ... }   // (self, other, alpha, out)
 //   static const bool registered = register_kernel("aten::add.Tensor", add, 3).ok();

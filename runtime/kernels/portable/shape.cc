@@ -292,11 +292,12 @@ Status embedding(Args args) {
   return Status();
 }
 
+// Input counts are the schema's arguments; outputs follow (split_with_sizes: one per piece).
 const bool registered = [] {
   struct {
     const char* name;
     KernelFn fn;
-    size_t num_inputs;  // the schema's arguments; outputs follow (split_with_sizes: one per piece)
+    size_t num_inputs;
   } const kernels[] = {
       {"aten::view", view, 2},
       {"aten::_unsafe_view", unsafe_view, 2},
