@@ -107,7 +107,23 @@ def test_truncated_and_corrupt_files_give_one_line_errors(exported, tmp_path):
     result, _ = exported
     pte = open(_programs(result)[0], "rb").read()
     ptd = open(result.foundation_path, "rb").read()
+    # The delegate's output made a constant in a new segment: //tools:run maps the .pte read-only,
+    # so running it would be a SIGSEGV; loading must refuse it instead.
+    from edgeshare.exir._serialize import Segment, deserialize_pte, serialize_pte
+
+    crafted = deserialize_pte(pte, "constant_output.pte")
+    for entry in crafted.program.namedData or []:
+        entry.key = entry.key.decode()  # read back as bytes; serialize_pte sorts str keys
+    plan = crafted.program.executionPlans[0]
+    output = plan.instructions[0].instrArgs.args[-1]
+    tensor = plan.values[output].val
+    tensor.allocation = None
+    tensor.constantSegment = len(crafted.segments)
+    nbytes = 4 * int(np.prod(tensor.sizes))
+    alignment = crafted.program.segmentAlignment
+    segments = [Segment(data, alignment) for data in crafted.segments + [bytes(nbytes)]]
     cases = {
+        "constant_output.pte": (serialize_pte(crafted.program, segments, alignment), None),
         "truncated.pte": (pte[: len(pte) // 2], None),
         "bad_magic.pte": (b"XXXX" + pte[4:], None),
         "empty.pte": (b"", None),
@@ -128,6 +144,8 @@ def test_truncated_and_corrupt_files_give_one_line_errors(exported, tmp_path):
         message = error.value.message
         assert len(message.splitlines()) == 1, (name, message)
         assert name in message or "ok.pte" in message, (name, message)
+        if name == "constant_output.pte":
+            assert f"writes argument 1, value {output}, which is a constant" in message, message
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 // Program consults when a method names a backend by id.
 //
 // Lifecycle per lowered partition: init() once when a method loads (the processed blob, compile
-// specs and a NamedDataMap to fetch constants from), execute() any number of times, destroy() when
-// the method goes. A backend registers itself once, usually from a static initializer:
+// specs and a NamedDataMap to fetch constants from), num_inputs() once per call while the method
+// loads, execute() any number of times, destroy() when the method goes. A backend registers
+// itself once, usually from a static initializer:
 //
 //   static MyBackend backend;
 //   static const bool registered = register_backend("MyBackend", &backend).ok();
@@ -61,6 +62,12 @@ class BackendInterface {
   // Prepares one partition. `processed` is the exporter's blob; the backend may free() it early.
   virtual Result<DelegateHandle*> init(const BackendInitContext& context, FreeableBuffer* processed,
                                        Span<const CompileSpec> compile_specs) const = 0;
+
+  // How many leading args of a call to `handle` are the partition's inputs; the backend writes
+  // every later one. Answered from what init() built, never from the program, which a hostile file
+  // could get wrong: Method::load asks once per call and refuses a call whose outputs are constants
+  // or method inputs. Errors: InvalidArgument for a null handle. Called on the loading thread.
+  virtual Result<size_t> num_inputs(DelegateHandle* handle) const = 0;
 
   // Runs the partition: args are its inputs then its outputs, as the exporter numbered them.
   // Must not allocate.

@@ -178,6 +178,10 @@ TEST(HardeningTest, UnionsWithoutTheirTableAreErrors) {
     Status status = LoadOnlyMethod(OneMethodProgram(fbb, plan));
     EXPECT_EQ(status.code(), Error::InvalidProgram) << kind;
     EXPECT_NE(std::strstr(status.message(), "value 0 is a"), nullptr) << status.message();
+    // One line naming the file and the method.
+    EXPECT_NE(std::strstr(status.message(), "method 'forward' from handmade.pte"), nullptr)
+        << status.message();
+    EXPECT_EQ(std::strchr(status.message(), '\n'), nullptr) << status.message();
   }
   for (int kind : {int{schema::InstructionArguments_KernelCall},
                    int{schema::InstructionArguments_DelegateCall},
@@ -192,6 +196,9 @@ TEST(HardeningTest, UnionsWithoutTheirTableAreErrors) {
     Status status = LoadOnlyMethod(OneMethodProgram(fbb, plan));
     EXPECT_EQ(status.code(), Error::InvalidProgram) << kind;
     EXPECT_NE(std::strstr(status.message(), "instruction 0 of kind"), nullptr) << status.message();
+    EXPECT_NE(std::strstr(status.message(), "method 'forward' from handmade.pte"), nullptr)
+        << status.message();
+    EXPECT_EQ(std::strchr(status.message(), '\n'), nullptr) << status.message();
   }
 }
 

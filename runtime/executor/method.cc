@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "edgeshare/runtime/executor/program_image.h"
+
 namespace edgeshare {
 namespace runtime {
 
@@ -72,7 +74,8 @@ Status Method::execute() {
                         : delegates_[instruction.delegate].backend->execute(
                               delegates_[instruction.delegate].handle, args);
     if (!status.ok()) {
-      return status.WithContext("method '%s' instruction %zu (%s)", name(), i, instruction.what);
+      return status.WithContext("method '%s' of %s, instruction %zu (%s)", name(),
+                                program_->name(), i, instruction.what);
     }
   }
   return Status();

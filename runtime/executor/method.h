@@ -54,11 +54,13 @@ class Method {
   // loader and `external_data` as Program::load_method documents.
   // Errors: InvalidArgument for a null program. Otherwise, each with a message that starts
   // "failed to load method '<name>' from <file>": InvalidProgram naming the value, segment,
-  // buffer or instruction; NotFound for an external constant missing from `external_data` or a
-  // backend not linked in; NotSupported for an operator without a kernel or an unavailable
-  // backend; InvalidData when an external constant's dtype, shape or size differs; AlreadyExists
-  // for a key in both the program's named data and `external_data`; MemoryAllocationFailed;
-  // loader and backend errors.
+  // buffer or instruction (among them a call that writes a constant, a method input or a
+  // non-tensor: which args a call writes comes from the kernel registry or the initialised
+  // backend, never from the file); NotFound for an external constant missing from
+  // `external_data` or a backend not linked in; NotSupported for an operator without a kernel
+  // or an unavailable backend; InvalidData when an external constant's dtype, shape or size
+  // differs; AlreadyExists for a key in both the program's named data and `external_data`;
+  // MemoryAllocationFailed; loader and backend errors.
   static Result<Method> load(std::shared_ptr<const ProgramImage> program,
                              const schema::ExecutionPlan& plan, const NamedDataMap* external_data);
 
@@ -89,6 +91,7 @@ class Method {
     size_t delegate = 0;
     size_t args_begin = 0;
     size_t args_count = 0;
+    size_t num_inputs = 0;  // args from this one on are outputs, checked writable at load
     const char* what = "";  // the operator or backend name, for messages
   };
   struct Delegate {

@@ -86,6 +86,7 @@ class Method::Loader {
   Status resolve_delegate_call(size_t index, const schema::DelegateCall& call, Instruction* out);
   Status bind_arguments(size_t index, const flatbuffers::Vector<uint32_t>* args,
                         Instruction* out);
+  Status check_writable(size_t index, size_t arg, uint32_t value, const Instruction& out) const;
 
   const ProgramImage& program_;
   const schema::ExecutionPlan& plan_;
@@ -396,9 +397,12 @@ Status Method::Loader::resolve_kernel_call(size_t index, const schema::KernelCal
   const char* overload = op.overload() == nullptr ? "" : op.overload()->c_str();
   std::snprintf(full_name, sizeof(full_name), "%s%s%s", op.name()->c_str(),
                 overload[0] != '\0' ? "." : "", overload);
-  out->kernel = get_kernel(full_name);
-  ES_CHECK_OR_RETURN_ERROR(out->kernel != nullptr, Error::NotSupported,
+  const Kernel kernel = get_kernel(full_name);
+  ES_CHECK_OR_RETURN_ERROR(kernel, Error::NotSupported,
                            "operator '%s' has no kernel in this runtime", full_name);
+  out->kernel = kernel.fn;
+  // From the registry, not the file: which args a kernel writes is the kernel's to say.
+  out->num_inputs = kernel.num_inputs;
   out->what = op.name()->c_str();
   return Status();
 }
@@ -411,15 +415,26 @@ Status Method::Loader::resolve_delegate_call(size_t index, const schema::Delegat
                            call.delegate_index(), num_delegates);
   out->delegate = call.delegate_index();
   out->what = at(*plan_.delegates(), call.delegate_index())->id()->c_str();
+  // init_delegates() ran first, so the backend can say from its own graph where outputs begin.
+  const Delegate& delegate = method_.delegates_[out->delegate];
+  Result<size_t> num_inputs = delegate.backend->num_inputs(delegate.handle);
+  if (!num_inputs.ok()) {
+    return num_inputs.status().WithContext("instruction %zu (delegate '%s')", index, out->what);
+  }
+  out->num_inputs = *num_inputs;
   return Status();
 }
 
-// The instruction's arguments as pointers into values_; a delegate takes tensors only.
+// The instruction's arguments as pointers into values_; a delegate takes tensors only, and every
+// arg past the call's inputs must be memory the call may write.
 Status Method::Loader::bind_arguments(size_t index, const flatbuffers::Vector<uint32_t>* args,
                                       Instruction* out) {
   const size_t num_values = method_.values_.size();
   out->args_begin = method_.args_.size();
   const size_t n = length(args);
+  ES_CHECK_OR_RETURN_ERROR(n >= out->num_inputs, Error::InvalidProgram,
+                           "instruction %zu (%s) has %zu arguments, fewer than its %zu inputs",
+                           index, out->what, n, out->num_inputs);
   for (size_t a = 0; a < n; ++a) {
     const uint32_t value = at(*args, a);
     ES_CHECK_OR_RETURN_ERROR(value < num_values, Error::InvalidProgram,
@@ -430,9 +445,34 @@ Status Method::Loader::bind_arguments(size_t index, const flatbuffers::Vector<ui
                                "instruction %zu passes a non-tensor to delegate '%s'", index,
                                out->what);
     }
+    if (a >= out->num_inputs) ES_RETURN_IF_ERROR(check_writable(index, a, value, *out));
     method_.args_.push_back(&method_.values_[value]);
   }
   out->args_count = n;
+  return Status();
+}
+
+// An output arg is written in place: it must be a tensor in planned memory. A constant may be
+// mapped read-only (a crash) or shared with other methods and programs (silent corruption); the
+// exporter never writes a method's inputs, which a caller may fill once and execute many times.
+Status Method::Loader::check_writable(size_t index, size_t arg, uint32_t value,
+                                      const Instruction& out) const {
+  const schema::Tensor* tensor = at(*plan_.values(), value)->val_as_Tensor();
+  ES_CHECK_OR_RETURN_ERROR(tensor != nullptr, Error::InvalidProgram,
+                           "instruction %zu (%s) writes argument %zu, value %u, which is not a "
+                           "tensor",
+                           index, out.what, arg, value);
+  ES_CHECK_OR_RETURN_ERROR(tensor->constant_segment() < 0 && tensor->external_key() == nullptr,
+                           Error::InvalidProgram,
+                           "instruction %zu (%s) writes argument %zu, value %u, which is a "
+                           "constant",
+                           index, out.what, arg, value);
+  for (size_t input : method_.inputs_) {
+    ES_CHECK_OR_RETURN_ERROR(input != value, Error::InvalidProgram,
+                             "instruction %zu (%s) writes argument %zu, value %u, which is an "
+                             "input of the method",
+                             index, out.what, arg, value);
+  }
   return Status();
 }
 

@@ -329,8 +329,9 @@ void MutatePlan(Chooser& c, fb::ProgramT& program, Absent* absent) {
 }
 
 // Loads every method of `bytes` over `data` and runs it twice; returns (loaded, ran) counts.
+// Counts in *writes_refused the methods refused for a call that writes what it must not.
 std::pair<int, int> LoadAndRun(const std::vector<uint8_t>& bytes, const NamedDataMap* data,
-                               int* rejected) {
+                               int* rejected, int* writes_refused = nullptr) {
   BufferDataLoader loader(bytes.data(), bytes.size(), "fuzzed.pte");
   Result<Program> program = Program::load(&loader);
   if (!program.ok()) {
@@ -347,6 +348,9 @@ std::pair<int, int> LoadAndRun(const std::vector<uint8_t>& bytes, const NamedDat
     Result<Method> method = program->load_method(*name, data);
     if (!method.ok()) {
       ++*rejected;
+      const bool write_refused =
+          std::strstr(method.status().message(), " writes argument ") != nullptr;
+      if (writes_refused != nullptr && write_refused) ++*writes_refused;
       EXPECT_GT(std::strlen(method.status().message()), 0u);
       EXPECT_EQ(std::strchr(method.status().message(), '\n'), nullptr);
       continue;
@@ -384,20 +388,26 @@ TEST(StructureFuzzTest, EditedProgramsFailWithAnErrorNeverACrash) {
   ASSERT_GT(clean.second, 0);
 
   Chooser c(20261124);
-  int loaded = 0, ran = 0;
+  int loaded = 0, ran = 0, writes_refused = 0;
   for (int i = 0; i < kPrograms; ++i) {
     fb::ProgramT program(*unpacked);
     Absent absent;
     const size_t edits = 1 + c.below(3);
     for (size_t e = 0; e < edits; ++e) MutatePlan(c, program, &absent);
-    const auto counts = LoadAndRun(PackProgram(image, program, absent), &*foundation, &rejected);
+    const auto counts =
+        LoadAndRun(PackProgram(image, program, absent), &*foundation, &rejected, &writes_refused);
     loaded += counts.first;
     ran += counts.second;
   }
   // Edits that land in unused corners leave a runnable program; most must be caught at load.
+  // Seeded: 2759 rejected (2676 before calls' inputs and outputs were checked at load), 241 loaded
+  // (324), 176 ran (213), 43 of them refused for writing an input, a constant or a non-tensor.
   EXPECT_GT(rejected, kPrograms / 2);
   EXPECT_GT(loaded, 0);
   EXPECT_GT(ran, 0);
+  // The edits that point a call's output at the method's input or at a constant reach the check.
+  EXPECT_GT(writes_refused, 0);
+  RecordProperty("writes_refused", writes_refused);
   RecordProperty("rejected", rejected);
   RecordProperty("loaded", loaded);
   RecordProperty("ran", ran);

@@ -6,7 +6,7 @@ namespace edgeshare {
 namespace runtime {
 namespace {
 
-using KernelRegistry = NameRegistry<KernelFn, 256, 96>;
+using KernelRegistry = NameRegistry<Kernel, 256, 96>;
 
 KernelRegistry& registry() {
   static KernelRegistry* r = new KernelRegistry("kernel");  // Never destroyed.
@@ -15,9 +15,14 @@ KernelRegistry& registry() {
 
 }  // namespace
 
-Status register_kernel(const char* name, KernelFn fn) { return registry().add(name, fn); }
+Status register_kernel(const char* name, KernelFn fn, size_t num_inputs) {
+  Kernel kernel;
+  kernel.fn = fn;
+  kernel.num_inputs = num_inputs;
+  return registry().add(name, kernel);
+}
 
-KernelFn get_kernel(const char* name) { return registry().find(name); }
+Kernel get_kernel(const char* name) { return registry().find(name); }
 
 }  // namespace runtime
 }  // namespace edgeshare

@@ -1,16 +1,23 @@
-// Kernel registry: operator name -> the function that runs it outside any delegate.
+// Kernel registry: operator name -> the function that runs it outside any delegate, and how many
+// of its arguments are inputs.
 //
 // A kernel gets its arguments as EValues, in the operator's schema order followed by its outputs,
-// exactly as the exporter listed them in a KernelCall. It must not allocate.
+// exactly as the exporter listed them in a KernelCall. It must not allocate. A program does not
+// say which arguments a kernel writes, and a hostile one must not be believed, so every kernel
+// registers its input count: the operator's schema arguments, fixed per overload (an optional one
+// is passed as None, never left out). Every later argument is an output, which Method::load
+// requires to be a planned tensor: never a constant, never a method input.
 //
-//   Status add(Span<EValue* const> args) { ... }
-//   static const bool registered = register_kernel("aten::add.Tensor", add).ok();
-//   KernelFn fn = get_kernel("aten::add.Tensor");   // null when there is none
+//   Status add(Span<EValue* const> args) { ... }   // (self, other, alpha, out)
+//   static const bool registered = register_kernel("aten::add.Tensor", add, 3).ok();
+//   Kernel k = get_kernel("aten::add.Tensor");      // k.fn is null when there is none
 //
 // Names are "namespace::op" or "namespace::op.overload". Thread-safe; kernels must be reentrant.
 
 #ifndef EDGESHARE_RUNTIME_KERNELS_KERNEL_REGISTRY_H_
 #define EDGESHARE_RUNTIME_KERNELS_KERNEL_REGISTRY_H_
+
+#include <cstddef>
 
 #include "edgeshare/runtime/core/evalue.h"
 #include "edgeshare/runtime/core/result.h"
@@ -21,11 +28,20 @@ namespace runtime {
 
 using KernelFn = Status (*)(Span<EValue* const> args);
 
-// Errors: AlreadyExists, InvalidArgument, MemoryAllocationFailed past 256 kernels.
-Status register_kernel(const char* name, KernelFn fn);
+struct Kernel {
+  KernelFn fn = nullptr;
+  // The leading args that are inputs; args from this index on are outputs.
+  size_t num_inputs = 0;
 
-// The kernel registered under `name`, or null.
-KernelFn get_kernel(const char* name);
+  explicit operator bool() const { return fn != nullptr; }
+};
+
+// Errors: AlreadyExists, InvalidArgument (null name or fn), MemoryAllocationFailed past 256
+// kernels.
+Status register_kernel(const char* name, KernelFn fn, size_t num_inputs);
+
+// The kernel registered under `name`; its fn is null when there is none.
+Kernel get_kernel(const char* name);
 
 }  // namespace runtime
 }  // namespace edgeshare

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "edgeshare/runtime/core/sha256.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
 
 namespace edgeshare {
@@ -57,7 +58,7 @@ TEST(DataFileTest, MissingFileIsAnErrorNamingIt) {
   EXPECT_NE(std::strstr(file.status().message(), "/nonexistent/foundation.ptd"), nullptr);
 }
 
-TEST(DataFileTest, EntriesHaveLayoutsDigestsAndZeroCopyData) {
+TEST(DataFileTest, EntriesHaveLayoutsContentDigestsAndZeroCopyData) {
   auto file = DataFile::open(Foundation());
   ASSERT_TRUE(file.ok());
   const NamedDataMap& map = (*file)->map();
@@ -72,8 +73,12 @@ TEST(DataFileTest, EntriesHaveLayoutsDigestsAndZeroCopyData) {
     EXPECT_EQ(data->size(), layout->nbytes());
     // Segments are page-aligned so mmapped views need no copy.
     EXPECT_EQ(reinterpret_cast<uintptr_t>(data->data()) % 4096, 0u) << key;
+    // The recorded digest is the SHA-256 of exactly these bytes.
     auto digest = map.get_digest(key);
     ASSERT_TRUE(digest.ok());
+    auto computed = sha256(data->data(), data->size());
+    ASSERT_TRUE(computed.ok()) << computed.status().message();
+    EXPECT_EQ(*computed, *digest) << key;
     EXPECT_NE(digest->bytes, Digest().bytes);
   }
   EXPECT_EQ(map.get_data("no.such.key").error(), Error::NotFound);

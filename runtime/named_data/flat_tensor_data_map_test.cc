@@ -161,6 +161,7 @@ TEST(FlatTensorDataMapTest, LayoutWithoutSizesOrDimOrderIsRejected) {
     EXPECT_EQ(map.error(), Error::InvalidData);
     const std::string message = map.status().message();
     EXPECT_NE(message.find("built.ptd"), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     EXPECT_NE(message.find(": w has"), std::string::npos) << message;
     EXPECT_NE(message.find(sizes ? "without dim_order" : "without sizes"), std::string::npos)
         << message;

@@ -1,5 +1,6 @@
 // Internal: a fixed-capacity, thread-safe table from names to values, for the backend and kernel
 // registries. Fixed storage because entries register from static initializers, before main.
+// T is a pointer or a small struct that converts to bool (false: no value) and whose T() is empty.
 
 #ifndef EDGESHARE_RUNTIME_REGISTRY_NAME_REGISTRY_H_
 #define EDGESHARE_RUNTIME_REGISTRY_NAME_REGISTRY_H_
@@ -22,7 +23,7 @@ class NameRegistry {
   // Errors: InvalidArgument (null or bad-length name, null value), AlreadyExists,
   // MemoryAllocationFailed when full.
   Status add(const char* name, T value) {
-    ES_CHECK_OR_RETURN_ERROR(name != nullptr && value != nullptr, Error::InvalidArgument,
+    ES_CHECK_OR_RETURN_ERROR(name != nullptr && static_cast<bool>(value), Error::InvalidArgument,
                              "register %s: null name or value", what_);
     const size_t length = std::strlen(name);
     ES_CHECK_OR_RETURN_ERROR(length > 0 && length < kMaxName, Error::InvalidArgument,
@@ -41,14 +42,14 @@ class NameRegistry {
     return Status();
   }
 
-  // The value registered under `name`, or null.
+  // The value registered under `name`, or T() (null).
   T find(const char* name) {
-    if (name == nullptr) return nullptr;
+    if (name == nullptr) return T();
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < count_; ++i) {
       if (std::strcmp(entries_[i].name, name) == 0) return entries_[i].value;
     }
-    return nullptr;
+    return T();
   }
 
  private:

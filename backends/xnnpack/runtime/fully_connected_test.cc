@@ -82,7 +82,8 @@ TEST(FullyConnectedF16, f32_and_f16_entries_never_mix) {
   std::vector<float> input = random_floats(2 * 16, -1, 1, 3);
   for (float& v : input) v = round_to_half(v);
   // Both compute the same product (exact inputs), so the difference is the f16 rounding only.
-  run_two_handles(g.build(), map, {"w", "w.fp16"}, /*packs_per_handle=*/2, /*share=*/true,
+  run_two_handles(g.build(), map, {"w", "w.fp16"}, /*packs_per_handle=*/2,
+                  /*retained_per_handle=*/0, /*share=*/true,
                   {HostTensor{{2, 16}, input}}, {2, 8}, std::vector<float>(16, 0.0f),
                   LinearTester::fp16_tolerance(16));
 }

@@ -108,12 +108,30 @@ inline std::vector<int32_t> to_int_dims(const std::vector<uint32_t>& dims) {
   return std::vector<int32_t>(dims.begin(), dims.end());
 }
 
+// Each of `keys` fetched exactly `times` (in the cache's counters and at the map), and no other
+// key fetched at all: a check that cannot pass when nothing was fetched or a key came twice.
+inline void expect_fetches(const WeightsCacheStats& stats, const InMemoryDataMap& map,
+                           const std::vector<std::string>& keys, size_t times, const char* when) {
+  EXPECT_EQ(stats.named_data_fetches.size(), keys.size()) << "keys fetched " << when;
+  for (const std::string& key : keys) {
+    const auto it = stats.named_data_fetches.find(key);
+    EXPECT_EQ(it == stats.named_data_fetches.end() ? 0 : it->second, times)
+        << "fetches of " << key << " " << when;
+    EXPECT_EQ(map.get_data_calls(key), times) << "get_data calls for " << key << " " << when;
+  }
+  EXPECT_EQ(map.get_data_calls(), keys.size() * times) << "get_data calls " << when;
+}
+
 // Loads `blob` twice over `map`, runs both handles on `input`, compares with `want`, and checks the
-// cache counters: each named key fetched once with sharing (twice without), `packs_per_handle`
-// packs once with sharing, and the cache empty after both handles go.
+// cache counters after each init. The first handle misses: each of `named_keys` fetched once,
+// `packs_per_handle` operators packed, `retained_per_handle` raw constants retained, no hit. With
+// sharing the second fetches and packs nothing and hits once per packed operator and retained
+// constant; without, it fetches and packs its own copies and never hits. The cache is empty after
+// both handles go.
 inline void run_two_handles(const std::vector<uint8_t>& blob, const InMemoryDataMap& map,
                             const std::vector<std::string>& named_keys, size_t packs_per_handle,
-                            bool share, const std::vector<HostTensor>& inputs,
+                            size_t retained_per_handle, bool share,
+                            const std::vector<HostTensor>& inputs,
                             const std::vector<uint32_t>& output_dims,
                             const std::vector<float>& want, float relative_tolerance = 1e-4f) {
   set_weight_sharing(share);
@@ -121,20 +139,21 @@ inline void run_two_handles(const std::vector<uint8_t>& blob, const InMemoryData
   {
     auto first = TestDelegate::init(blob, &map, "program_a");
     ASSERT_TRUE(first.ok()) << first.status().message();
+    const WeightsCacheStats once = process_weights_cache_stats();
+    expect_fetches(once, map, named_keys, 1, "after the first init");
+    EXPECT_EQ(once.packs, packs_per_handle);
+    EXPECT_EQ(once.num_packed_entries, packs_per_handle);
+    EXPECT_EQ(once.retained_data_names.size(), retained_per_handle);
+    EXPECT_EQ(once.cache_hits, 0u) << "the first handle found something in an empty cache";
+
     auto second = TestDelegate::init(blob, &map, "program_b");
     ASSERT_TRUE(second.ok()) << second.status().message();
-
     WeightsCacheStats stats = process_weights_cache_stats();
     const size_t copies = share ? 1 : 2;
-    for (const std::string& key : named_keys) {
-      EXPECT_EQ(stats.named_data_fetches[key], copies) << "fetches of " << key;
-      EXPECT_EQ(map.get_data_calls(key), copies) << "get_data calls for " << key;
-    }
+    expect_fetches(stats, map, named_keys, copies, "after the second init");
     EXPECT_EQ(stats.packs, packs_per_handle * copies);
     EXPECT_EQ(stats.num_packed_entries, packs_per_handle * copies);
-    if (share) {
-      EXPECT_GE(stats.cache_hits, packs_per_handle);
-    }
+    EXPECT_EQ(stats.cache_hits, share ? packs_per_handle + retained_per_handle : 0u);
     EXPECT_TRUE(stats.unpacked_data_names.empty());
 
     for (TestDelegate* d : {&*first, &*second}) {
@@ -217,7 +236,7 @@ class LinearTester {
     const size_t batch = numel_of(batch_dims_);
     const std::vector<float> input = random_floats(batch * input_channels_, -1, 1, 3);
     const std::vector<float> want = reference(input, w, b, batch);
-    run_two_handles(g.build(), map, keys, /*packs_per_handle=*/1, share_,
+    run_two_handles(g.build(), map, keys, /*packs_per_handle=*/1, /*retained_per_handle=*/0, share_,
                     {HostTensor{to_int_dims(x_dims), input}}, y_dims, want,
                     fp16_ ? fp16_tolerance(input_channels_) : 1e-4f);
   }
@@ -353,7 +372,8 @@ class BinaryTester {
     }
     const uint32_t y = g.output(out_dims);
     g.node(op_, {ia, ib}, {y}, min_, max_);
-    run_two_handles(g.build(), map, keys, /*packs_per_handle=*/0, share_, inputs, out_dims,
+    run_two_handles(g.build(), map, keys, /*packs_per_handle=*/0,
+                    /*retained_per_handle=*/b_named_ ? 1 : 0, share_, inputs, out_dims,
                     binary_reference(*ref, a, a_, b, b_, min_, max_));
   }
 
@@ -465,7 +485,7 @@ class UnaryTester {
     const uint32_t y = g.output(out_dims);
     g.node(op_, {in}, {y}, min_, max_, alpha_);
     const size_t row = shape_.empty() ? 1 : shape_.back();
-    run_two_handles(g.build(), map, {}, /*packs_per_handle=*/0, share_,
+    run_two_handles(g.build(), map, {}, /*packs_per_handle=*/0, /*retained_per_handle=*/0, share_,
                     {HostTensor{to_int_dims(shape_), x}}, out_dims,
                     unary_reference(*ref, x, row, alpha_, min_, max_));
   }

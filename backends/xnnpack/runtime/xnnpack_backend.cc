@@ -45,6 +45,14 @@ class XnnpackBackend final : public runtime::BackendInterface {
     return static_cast<DelegateHandle*>(executor->release());
   }
 
+  // The graph's external inputs come first in a call, then its outputs (as execute() binds them).
+  Result<size_t> num_inputs(DelegateHandle* handle) const override {
+    if (handle == nullptr) {
+      return Status::Format(runtime::Error::InvalidArgument, "XNNPACK delegate: null handle");
+    }
+    return static_cast<XnnExecutor*>(handle)->num_inputs();
+  }
+
   Status execute(DelegateHandle* handle, Span<EValue* const> args) const override {
     if (handle == nullptr) {
       return Status::Format(runtime::Error::InvalidArgument, "XNNPACK delegate: null handle");

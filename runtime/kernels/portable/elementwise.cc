@@ -210,28 +210,31 @@ Status clamp(Args args) {
   return unary(args, 4, "aten::clamp", [=](float x) { return clamp_value(x, min, max); });
 }
 
+// Input counts are the schema's arguments (torch.ops.aten.<op>.<overload>._schema); the one
+// output follows them.
 const bool registered = [] {
   struct {
     const char* name;
     KernelFn fn;
+    size_t num_inputs;
   } const kernels[] = {
-      {"aten::add.Tensor", add},         {"aten::add.Scalar", add},
-      {"aten::sub.Tensor", sub},         {"aten::sub.Scalar", sub},
-      {"aten::rsub.Scalar", rsub},       {"aten::mul.Tensor", mul},
-      {"aten::mul.Scalar", mul},         {"aten::div.Tensor", div},
-      {"aten::div.Scalar", div},         {"aten::maximum", maximum},
-      {"aten::minimum", minimum},        {"aten::pow.Tensor_Scalar", pow},
-      {"aten::pow.Tensor_Tensor", pow},  {"aten::relu", relu},
-      {"aten::sigmoid", sigmoid},        {"aten::tanh", tanh_kernel},
-      {"aten::silu", silu},              {"aten::neg", neg},
-      {"aten::exp", exp_kernel},         {"aten::sqrt", sqrt_kernel},
-      {"aten::rsqrt", rsqrt},            {"aten::abs", abs_kernel},
-      {"aten::gelu", gelu},              {"aten::hardtanh", hardtanh},
-      {"aten::clamp", clamp},            {"aten::reciprocal", reciprocal},
-      {"aten::leaky_relu", leaky_relu},  {"aten::elu", elu},
+      {"aten::add.Tensor", add, 3},         {"aten::add.Scalar", add, 3},
+      {"aten::sub.Tensor", sub, 3},         {"aten::sub.Scalar", sub, 3},
+      {"aten::rsub.Scalar", rsub, 3},       {"aten::mul.Tensor", mul, 2},
+      {"aten::mul.Scalar", mul, 2},         {"aten::div.Tensor", div, 2},
+      {"aten::div.Scalar", div, 2},         {"aten::maximum", maximum, 2},
+      {"aten::minimum", minimum, 2},        {"aten::pow.Tensor_Scalar", pow, 2},
+      {"aten::pow.Tensor_Tensor", pow, 2},  {"aten::relu", relu, 1},
+      {"aten::sigmoid", sigmoid, 1},        {"aten::tanh", tanh_kernel, 1},
+      {"aten::silu", silu, 1},              {"aten::neg", neg, 1},
+      {"aten::exp", exp_kernel, 1},         {"aten::sqrt", sqrt_kernel, 1},
+      {"aten::rsqrt", rsqrt, 1},            {"aten::abs", abs_kernel, 1},
+      {"aten::gelu", gelu, 2},              {"aten::hardtanh", hardtanh, 3},
+      {"aten::clamp", clamp, 3},            {"aten::reciprocal", reciprocal, 1},
+      {"aten::leaky_relu", leaky_relu, 2},  {"aten::elu", elu, 4},
   };
   bool ok = true;
-  for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn).ok();
+  for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn, k.num_inputs).ok();
   return ok;
 }();
 

@@ -133,10 +133,11 @@ Status bmm(Args args) {
   return Status();
 }
 
-const bool registered = register_kernel("aten::linear", linear).ok() &&
-                        register_kernel("aten::mm", mm).ok() &&
-                        register_kernel("aten::addmm", addmm).ok() &&
-                        register_kernel("aten::bmm", bmm).ok();
+// Input counts are the schema's arguments; outputs follow.
+const bool registered = register_kernel("aten::linear", linear, 3).ok() &&
+                        register_kernel("aten::mm", mm, 2).ok() &&
+                        register_kernel("aten::addmm", addmm, 5).ok() &&
+                        register_kernel("aten::bmm", bmm, 2).ok();
 
 }  // namespace
 }  // namespace portable

@@ -133,11 +133,12 @@ Status layer_norm(Args args) {
   return layer_norm_into(args, 6, nullptr, nullptr, op);
 }
 
-const bool registered = register_kernel("aten::_softmax", softmax).ok() &&
-                        register_kernel("aten::softmax.int", softmax_int).ok() &&
-                        register_kernel("aten::_log_softmax", log_softmax).ok() &&
-                        register_kernel("aten::native_layer_norm", native_layer_norm).ok() &&
-                        register_kernel("aten::layer_norm", layer_norm).ok();
+// Input counts are the schema's arguments; outputs follow.
+const bool registered = register_kernel("aten::_softmax", softmax, 3).ok() &&
+                        register_kernel("aten::softmax.int", softmax_int, 3).ok() &&
+                        register_kernel("aten::_log_softmax", log_softmax, 3).ok() &&
+                        register_kernel("aten::native_layer_norm", native_layer_norm, 5).ok() &&
+                        register_kernel("aten::layer_norm", layer_norm, 6).ok();
 
 }  // namespace
 }  // namespace portable

@@ -62,7 +62,7 @@ class Call {
   }
 
   Status Run() {
-    KernelFn fn = get_kernel(op_);
+    KernelFn fn = get_kernel(op_).fn;
     if (fn == nullptr) return Status::Format(Error::NotFound, "no kernel %s", op_);
     values_.clear();
     size_t t = 0, f = 0, l = 0, s = 0, li = 0;

@@ -92,8 +92,9 @@ Status reduce(Args args, bool mean, const char* op) {
 Status sum(Args args) { return reduce(args, false, "aten::sum.dim_IntList"); }
 Status mean(Args args) { return reduce(args, true, "aten::mean.dim"); }
 
-const bool registered = register_kernel("aten::sum.dim_IntList", sum).ok() &&
-                        register_kernel("aten::mean.dim", mean).ok();
+// Input counts are the schema's arguments; outputs follow.
+const bool registered = register_kernel("aten::sum.dim_IntList", sum, 4).ok() &&
+                        register_kernel("aten::mean.dim", mean, 4).ok();
 
 }  // namespace
 }  // namespace portable

@@ -1,0 +1,300 @@
+// One hand-crafted file per class of hostile file that used to crash the runtime (issue 13): each
+// must end in a one-line error naming the file, the method and the offending field. The files are
+// built with the schema's object API, next to a clean variant that loads and runs, so each error is
+// caused by the one edit the test makes.
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "edgeshare/runtime/data_loader/buffer_data_loader.h"
+#include "edgeshare/runtime/data_loader/file_data_loader.h"
+#include "edgeshare/runtime/executor/program.h"
+#include "edgeshare/runtime/format/file_header.h"
+#include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
+#include "edgeshare/schema/program_generated.h"
+
+namespace edgeshare {
+namespace runtime {
+namespace {
+
+namespace fb = ::edgeshare::schema;
+
+constexpr uint64_t kSegmentAlignment = 64;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+void PutU64(std::vector<uint8_t>& b, size_t at, uint64_t v) { std::memcpy(&b[at], &v, 8); }
+uint64_t GetU64(const std::vector<uint8_t>& b, size_t at) {
+  uint64_t v;
+  std::memcpy(&v, &b[at], 8);
+  return v;
+}
+
+std::vector<uint8_t> ReadAll(const char* env) {
+  const char* path = std::getenv(env);
+  auto loader = FileDataLoader::from(path != nullptr ? path : "");
+  EXPECT_TRUE(loader.ok()) << loader.status().message();
+  std::vector<uint8_t> bytes(loader.ok() ? loader->size() : 0);
+  if (loader.ok()) EXPECT_TRUE(loader->load_into(0, bytes.size(), bytes.data()).ok());
+  return bytes;
+}
+
+// A .pte: the header, `program` (its segments' offsets filled in here) and `segments`.
+std::vector<uint8_t> Serialize(fb::ProgramT program,
+                               const std::vector<std::vector<uint8_t>>& segments) {
+  std::vector<uint8_t> area;
+  program.segments.clear();
+  for (const std::vector<uint8_t>& segment : segments) {
+    area.resize(AlignUp(area.size(), kSegmentAlignment), 0);
+    program.segments.emplace_back(area.size(), segment.size());
+    area.insert(area.end(), segment.begin(), segment.end());
+  }
+  program.segment_alignment = kSegmentAlignment;
+  program.version = kFormatVersion;
+  flatbuffers::FlatBufferBuilder fbb;
+  fb::FinishProgramBuffer(fbb, fb::Program::Pack(fbb, &program));
+  const uint64_t base = AlignUp(kFileHeaderSize + fbb.GetSize(), kSegmentAlignment);
+  std::vector<uint8_t> file(base + area.size(), 0);
+  std::memcpy(file.data(), kProgramMagic, 4);
+  const uint32_t version = kFormatVersion, header_size = kFileHeaderSize;
+  std::memcpy(&file[4], &version, 4);
+  std::memcpy(&file[8], &header_size, 4);
+  PutU64(file, 16, kFileHeaderSize);
+  PutU64(file, 24, fbb.GetSize());
+  PutU64(file, 32, base);
+  PutU64(file, 40, area.size());
+  std::memcpy(&file[kFileHeaderSize], fbb.GetBufferPointer(), fbb.GetSize());
+  if (!area.empty()) std::memcpy(&file[base], area.data(), area.size());
+  return file;
+}
+
+// A program read back with the object API, and its segments' bytes.
+struct Unpacked {
+  std::unique_ptr<fb::ProgramT> program;
+  std::vector<std::vector<uint8_t>> segments;
+};
+
+Unpacked Unpack(const std::vector<uint8_t>& file) {
+  Unpacked out;
+  const fb::Program* program = fb::GetProgram(file.data() + GetU64(file, 16));
+  out.program.reset(program->UnPack());
+  const uint64_t base = GetU64(file, 32);
+  for (const fb::DataSegment& s : out.program->segments) {
+    out.segments.emplace_back(file.begin() + base + s.offset(),
+                              file.begin() + base + s.offset() + s.size());
+  }
+  return out;
+}
+
+std::unique_ptr<fb::EValueT> TensorValue(std::vector<int32_t> sizes) {
+  fb::TensorT t;
+  t.scalar_type = fb::ScalarType_FLOAT;
+  t.dim_order.resize(sizes.size());
+  for (size_t d = 0; d < sizes.size(); ++d) t.dim_order[d] = static_cast<uint8_t>(d);
+  t.sizes = std::move(sizes);
+  auto value = std::make_unique<fb::EValueT>();
+  value->val.Set(std::move(t));
+  return value;
+}
+
+std::unique_ptr<fb::EValueT> PlannedValue(std::vector<int32_t> sizes, uint64_t offset) {
+  auto value = TensorValue(std::move(sizes));
+  value->val.AsTensor()->allocation = std::make_unique<fb::AllocationInfoT>();
+  value->val.AsTensor()->allocation->memory_id = 1;
+  value->val.AsTensor()->allocation->offset = offset;
+  return value;
+}
+
+std::unique_ptr<fb::EValueT> ConstantValue(std::vector<int32_t> sizes, int32_t segment) {
+  auto value = TensorValue(std::move(sizes));
+  value->val.AsTensor()->constant_segment = segment;
+  return value;
+}
+
+// Values of the handmade "forward": relu(x) of four floats, with a constant and an int at hand
+// for the edits.
+enum : uint32_t { kInput = 0, kConstant = 1, kOutput = 2, kInt = 3 };
+
+// forward(x) = relu(x): x and the output planned, a constant of the same shape in segment 0,
+// and an int value. KernelCall args are (input, output) by index.
+std::unique_ptr<fb::ProgramT> ReluProgram(std::vector<uint32_t> args) {
+  auto plan = std::make_unique<fb::ExecutionPlanT>();
+  plan->name = "forward";
+  plan->values.push_back(PlannedValue({4}, 0));
+  plan->values.push_back(ConstantValue({4}, 0));
+  plan->values.push_back(PlannedValue({4}, 16));
+  auto int_value = std::make_unique<fb::EValueT>();
+  fb::IntT seven;
+  seven.int_val = 7;
+  int_value->val.Set(seven);
+  plan->values.push_back(std::move(int_value));
+  plan->inputs = {kInput};
+  plan->outputs = {kOutput};
+  auto op = std::make_unique<fb::OperatorT>();
+  op->name = "aten::relu";
+  plan->operators.push_back(std::move(op));
+  fb::KernelCallT call;
+  call.op_index = 0;
+  call.args = std::move(args);
+  auto instruction = std::make_unique<fb::InstructionT>();
+  instruction->instr_args.Set(std::move(call));
+  plan->instructions.push_back(std::move(instruction));
+  plan->non_const_buffer_sizes = {0, 32};
+  auto program = std::make_unique<fb::ProgramT>();
+  program->execution_plans.push_back(std::move(plan));
+  return program;
+}
+
+const std::vector<std::vector<uint8_t>> kReluSegments = {std::vector<uint8_t>(16, 0)};
+
+// A crafted file, its loader and its method "forward" (the loader must outlive the method).
+struct Crafted {
+  Crafted(std::vector<uint8_t> bytes, const char* name, const NamedDataMap* data = nullptr)
+      : file(std::move(bytes)), loader(file.data(), file.size(), name), method(load(data)) {}
+
+  Result<Method> load(const NamedDataMap* data) const {
+    ES_ASSIGN_OR_RETURN(Program program, Program::load(&loader));
+    return program.load_method("forward", data);  // The Method keeps the program image alive.
+  }
+
+  std::vector<uint8_t> file;
+  BufferDataLoader loader;
+  Result<Method> method;
+};
+
+// The message is one line and holds every expected piece.
+void ExpectMessage(const Status& status, Error code, const std::vector<std::string>& pieces) {
+  EXPECT_EQ(status.code(), code) << status.message();
+  const std::string message = status.message();
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  for (const std::string& piece : pieces) {
+    EXPECT_NE(message.find(piece), std::string::npos) << "'" << piece << "' not in: " << message;
+  }
+}
+
+TEST(CraftedFilesTest, TheCleanKernelProgramLoadsAndRuns) {
+  Crafted crafted(Serialize(*ReluProgram({kInput, kOutput}), kReluSegments), "relu.pte");
+  ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+  float x[4] = {-1, 2, -3, 4};
+  ASSERT_TRUE(crafted.method->set_input(0, Tensor(ScalarType::Float, {4}, x)).ok());
+  ASSERT_TRUE(crafted.method->execute().ok());
+  const float* y = crafted.method->output(0)->data<float>();
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[3], 4.0f);
+}
+
+// relu writes its output into the constant in segment 0: a kernel registers how many of its
+// args are inputs, so the runtime knows arg 1 is written whatever the file says.
+TEST(CraftedFilesTest, AKernelWritingAConstantIsRejectedAtLoad) {
+  Crafted crafted(Serialize(*ReluProgram({kInput, kConstant}), kReluSegments), "relu.pte");
+  ASSERT_FALSE(crafted.method.ok());
+  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
+                {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1", "value 1",
+                 "constant"});
+}
+
+// The same with a constant from a data file (the shared foundation, mapped read-only).
+TEST(CraftedFilesTest, AKernelWritingADataFileConstantIsRejectedAtLoad) {
+  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
+  auto foundation = FlatTensorDataMap::load(&ptd_loader);
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  const char* key = *foundation->get_key(0);
+  const TensorLayout layout = *foundation->get_tensor_layout(key);
+  std::vector<int32_t> sizes(layout.sizes.begin(), layout.sizes.end());
+
+  auto program = ReluProgram({kInput, kConstant});
+  fb::ExecutionPlanT& plan = *program->execution_plans[0];
+  plan.values[kConstant] = TensorValue(sizes);
+  plan.values[kConstant]->val.AsTensor()->external_key = key;
+  Crafted crafted(Serialize(*program, kReluSegments), "relu.pte", &*foundation);
+  ASSERT_FALSE(crafted.method.ok());
+  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
+                {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1", "constant"});
+}
+
+// The exporter gives every output fresh planned memory and keeps inputs live for the whole method
+// (a caller may set them once and execute many times), so no call may write a method input.
+TEST(CraftedFilesTest, AKernelWritingAMethodInputIsRejectedAtLoad) {
+  Crafted crafted(Serialize(*ReluProgram({kInput, kInput}), kReluSegments), "relu.pte");
+  ASSERT_FALSE(crafted.method.ok());
+  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
+                {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1",
+                 "input of the method"});
+}
+
+TEST(CraftedFilesTest, AKernelWritingAScalarIsRejectedAtLoad) {
+  Crafted crafted(Serialize(*ReluProgram({kInput, kInt}), kReluSegments), "relu.pte");
+  ASSERT_FALSE(crafted.method.ok());
+  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
+                {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1",
+                 "not a tensor"});
+}
+
+TEST(CraftedFilesTest, AKernelCallWithoutAllItsInputsIsRejectedAtLoad) {
+  auto program = ReluProgram({});
+  program->execution_plans[0]->operators[0]->name = "aten::add";
+  program->execution_plans[0]->operators[0]->overload = "Tensor";
+  // add.Tensor(self, other, alpha) -> out: four args, given two.
+  program->execution_plans[0]->instructions[0]->instr_args.AsKernelCall()->args = {kInput, kOutput};
+  Crafted crafted(Serialize(*program, kReluSegments), "add.pte");
+  ASSERT_FALSE(crafted.method.ok());
+  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
+                {"add.pte", "'forward'", "instruction 0 (aten::add)", "2 arguments",
+                 "fewer than its 3 inputs"});
+}
+
+// A scalar where relu expects a tensor loads (kinds of inputs are the kernel's to check) and
+// fails at execute with an error, never by reading the wrong union member.
+TEST(CraftedFilesTest, AScalarWhereAKernelWantsATensorFailsAtExecute) {
+  Crafted crafted(Serialize(*ReluProgram({kInt, kOutput}), kReluSegments), "relu.pte");
+  ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+  ExpectMessage(crafted.method->execute(), Error::InvalidProgram,
+                {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 0",
+                 "must be a tensor"});
+}
+
+// The demo's lora_a.pte is one XNNPACK call (x, out); here its output is turned into a constant in
+// a new segment. The backend says, from its own graph, that only arg 0 is an input.
+TEST(CraftedFilesTest, ADelegateWritingAConstantIsRejectedAtLoad) {
+  const std::vector<uint8_t> pte = ReadAll("LORA_A_PTE");
+  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
+  auto foundation = FlatTensorDataMap::load(&ptd_loader);
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  Unpacked unpacked = Unpack(pte);
+  {
+    Crafted clean(Serialize(*unpacked.program, unpacked.segments), "lora_a.pte", &*foundation);
+    ASSERT_TRUE(clean.method.ok()) << clean.method.status().message();
+  }
+
+  fb::ExecutionPlanT& plan = *unpacked.program->execution_plans[0];
+  ASSERT_EQ(plan.instructions.size(), 1u);
+  const fb::DelegateCallT* call = plan.instructions[0]->instr_args.AsDelegateCall();
+  ASSERT_NE(call, nullptr);
+  const uint32_t output = call->args.back();
+  fb::TensorT* tensor = plan.values[output]->val.AsTensor();
+  ASSERT_NE(tensor, nullptr);
+  size_t nbytes = sizeof(float);
+  for (int32_t s : tensor->sizes) nbytes *= static_cast<size_t>(s);
+  tensor->allocation.reset();
+  tensor->constant_segment = static_cast<int32_t>(unpacked.segments.size());
+  unpacked.segments.emplace_back(nbytes, 0);
+  const std::string arg = "argument " + std::to_string(call->args.size() - 1);
+  const std::string value = "value " + std::to_string(output);
+
+  Crafted crafted(Serialize(*unpacked.program, unpacked.segments), "lora_a.pte", &*foundation);
+  ASSERT_FALSE(crafted.method.ok());
+  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
+                {"lora_a.pte", "'forward'", "instruction 0 (XnnpackBackend)", arg, value,
+                 "constant"});
+}
+
+}  // namespace
+}  // namespace runtime
+}  // namespace edgeshare
