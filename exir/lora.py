@@ -186,7 +186,7 @@ def _check_shares(name: str, module: nn.Module, foundation: nn.Module, policy: F
             "(a layer the adapter trains in full is expected; a merged LoRA or another checkpoint of "
             "the foundation is not)",
             FoundationMismatchWarning,
-            stacklevel=3,
+            stacklevel=4,  # the caller of export_lora
         )
 
 
@@ -293,21 +293,7 @@ def export_lora(
         raise ExportError("export_lora needs at least one adapter")
     inputs = tuple(example_inputs)
     policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
-    modules: Dict[str, nn.Module] = {}
-    for name, adapter in adapters.items():
-        if not isinstance(name, str) or not _NAME.match(name) or name == foundation_tag:
-            raise ExportError(f"adapter name '{name}' must be a file stem different from '{foundation_tag}'")
-        if isinstance(adapter, nn.Module):
-            module = adapter
-        elif isinstance(adapter, Mapping):
-            module = apply_lora(foundation, adapter, alpha, name)
-        else:
-            raise TypeError(f"adapter '{name}' must be a state dict or nn.Module, got {type(adapter).__name__}")
-        if isinstance(policy, FoundationDataPolicy):
-            _check_shares(name, module, foundation, policy)
-        else:
-            _check_fits(name, module, foundation, policy, foundation_tag)
-        modules[name] = module.eval()
+    modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
     programs = {name: export_method(m, inputs, f"adapter '{name}'") for name, m in modules.items()}
 
     def lower(eps: Dict[str, torch.export.ExportedProgram]):
@@ -355,6 +341,32 @@ def export_lora(
         files, foundation_path, program_paths, methods, shared_keys, shared_bytes,
         adapter_bytes, adapter_keys, modules,
     )
+
+
+def _adapter_models(
+    foundation: nn.Module,
+    adapters: Mapping[str, Adapter],
+    policy: DataPolicy,
+    alpha: Optional[float],
+    foundation_tag: str,
+) -> Dict[str, nn.Module]:
+    """Adapter name -> its model in eval mode (state dicts applied), each checked against policy."""
+    modules: Dict[str, nn.Module] = {}
+    for name, adapter in adapters.items():
+        if not isinstance(name, str) or not _NAME.match(name) or name == foundation_tag:
+            raise ExportError(f"adapter name '{name}' must be a file stem different from '{foundation_tag}'")
+        if isinstance(adapter, nn.Module):
+            module = adapter
+        elif isinstance(adapter, Mapping):
+            module = apply_lora(foundation, adapter, alpha, name)
+        else:
+            raise TypeError(f"adapter '{name}' must be a state dict or nn.Module, got {type(adapter).__name__}")
+        if isinstance(policy, FoundationDataPolicy):
+            _check_shares(name, module, foundation, policy)
+        else:
+            _check_fits(name, module, foundation, policy, foundation_tag)
+        modules[name] = module.eval()
+    return modules
 
 
 def _foundation_file(outputs: Sequence[Tuple[str, Any]], tag: str) -> bytes:

@@ -96,9 +96,11 @@ def _human(n: int) -> str:
 
 
 def write_reference(result: LoraExportResult, inputs: Tuple[Any, ...], out_dir: str) -> List[str]:
-    """Writes each program's example inputs and eager outputs as float32 .npy files.
+    """Writes each program's example inputs and eager outputs as .npy files.
 
-    Files: <program>.<method>.input<i>.npy and <program>.<method>.output<i>.npy.
+    Floating-point tensors are written as float32; integer ones (token ids) keep their dtype, as
+    the runtime takes them. Files: <program>.<method>.input<i>.npy and
+    <program>.<method>.output<i>.npy.
     """
     written = []
     for adapter, module in result.modules.items():
@@ -111,7 +113,8 @@ def write_reference(result: LoraExportResult, inputs: Tuple[Any, ...], out_dir: 
         for kind, tensors in (("input", inputs), ("output", outputs)):
             for i, t in enumerate(tensors):
                 path = os.path.join(out_dir, f"{program}.{method}.{kind}{i}.npy")
-                np.save(path, t.detach().to(torch.float32).numpy())
+                t = t.detach()
+                np.save(path, (t.to(torch.float32) if t.is_floating_point() else t).numpy())
                 written.append(path)
     return written
 
