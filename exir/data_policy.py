@@ -213,8 +213,8 @@ class FoundationDataPolicy(DataPolicy):
     <foundation_tag>.ptd under that tensor's foundation name; every other weight stays with its
     program (key "<method>/<name>"). Equal foundation tensors (an lm_head tied to the embedding,
     or two equal copies) share one key, the first of their names in state-dict order, so their
-    bytes are stored once. Keys therefore depend on the foundation alone: every export of one
-    foundation writes the same foundation.ptd entries.
+    bytes are stored once. A weight's key and bytes therefore depend on the foundation alone, not
+    on how an adapter model names or wraps it: every export writes the same entry for it.
 
     Matching is cheap for large models: candidates are grouped by (dtype, shape); a weight that
     shares storage with a candidate matches at once; otherwise SHA-256 digests are compared, each
