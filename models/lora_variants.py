@@ -23,6 +23,7 @@ __all__ = [
     "down_up_lora",
     "replaced_weight",
     "share_foundation",
+    "tied_lm_input",
     "tied_lm_lora",
     "wrap_down_up",
 ]
@@ -140,8 +141,8 @@ def tied_lm_lora(tied: bool = True) -> Export:
 
 
 def replaced_weight() -> Export:
-    """"tuned" replaces fc2.weight with other values (the rest is the foundation's); "lora" is a
-    plain down/up adapter on fc2 that uses the foundation's fc2.weight."""
+    """Adapter "tuned" replaces fc2.weight with other values (the rest is the foundation's);
+    adapter "lora" is a plain down/up adapter on fc2 over the foundation's fc2.weight."""
     foundation = _Mlp(0).eval()
     tuned = share_foundation(foundation)
     with torch.no_grad():
