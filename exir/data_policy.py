@@ -6,14 +6,22 @@ the answer on the parameter's placeholder node (node.meta[DATA_KEY_META] and
 node.meta[EXTERNAL_TAG_META]) so that backends and the emitter store the weight under that key.
 
 Keys of data kept by the program are qualified by the method name ("forward/fc1.lora_a.weight") so
-that methods never collide; keys of external data are canonical names shared by every program.
+that methods never collide; keys of external data are names shared by every program.
+
+FoundationDataPolicy (the LoRA default) decides by identity: a weight is the foundation's when its
+dtype, shape and bytes equal a tensor of the bare foundation, whatever either is called.
+LoraDataPolicy and PatternDataPolicy decide by name, for users who choose that explicitly.
 """
 
 import dataclasses
+import hashlib
 import re
-from typing import Callable, Iterable, Optional, Pattern, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Tuple, Union
 
 import torch
+from torch import nn
+
+from edgeshare.exir.tensor_layout import tensor_bytes
 
 __all__ = [
     "CallableDataPolicy",
@@ -21,6 +29,7 @@ __all__ = [
     "DataPlacement",
     "DataPolicy",
     "EXTERNAL_TAG_META",
+    "FoundationDataPolicy",
     "InlineDataPolicy",
     "LoraDataPolicy",
     "PatternDataPolicy",
@@ -158,7 +167,7 @@ class PatternDataPolicy(DataPolicy):
 
 
 class LoraDataPolicy(PatternDataPolicy):
-    """The default LoRA policy.
+    """The name-based LoRA policy (export_lora's default is FoundationDataPolicy, by identity).
 
     Names containing "lora" (case-insensitive) stay with their program; every other weight goes to
     <foundation_tag>.ptd under its canonical name (LoRA wrapper components removed).
@@ -172,3 +181,109 @@ class LoraDataPolicy(PatternDataPolicy):
     ) -> None:
         super().__init__([(adapter_pattern, None), (r".", foundation_tag)], wrapper_components)
         self.foundation_tag = foundation_tag
+
+
+_Signature = Tuple[torch.dtype, Tuple[int, ...]]
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when a and b view the same elements of one storage (one tensor under two names)."""
+    if a.device != b.device or a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride():
+        return False
+    if a.storage_offset() != b.storage_offset():
+        return False
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def foundation_tensors(foundation: nn.Module) -> Dict[str, torch.Tensor]:
+    """The bare foundation's tensors by name: its state dict, then non-persistent buffers.
+
+    Tied weights appear under each of their names (state_dict keeps duplicates).
+    """
+    tensors: Dict[str, torch.Tensor] = dict(foundation.state_dict(keep_vars=True))
+    for name, buf in foundation.named_buffers(remove_duplicate=False):
+        tensors.setdefault(name, buf)
+    return {k: v.detach() for k, v in tensors.items() if isinstance(v, torch.Tensor)}
+
+
+class FoundationDataPolicy(DataPolicy):
+    """Foundation weights by identity, not by name.
+
+    A weight whose dtype, shape and bytes equal a tensor of the bare foundation goes to
+    <foundation_tag>.ptd under that tensor's foundation name; every other weight stays with its
+    program (key "<method>/<name>"). Equal foundation tensors (an lm_head tied to the embedding,
+    or two equal copies) share one key, the first of their names in state-dict order, so their
+    bytes are stored once. A weight's key and bytes therefore depend on the foundation alone, not
+    on how an adapter model names or wraps it: every export writes the same entry for it.
+
+    Matching is cheap for large models: candidates are grouped by (dtype, shape); a weight that
+    shares storage with a candidate matches at once; otherwise SHA-256 digests are compared, each
+    foundation tensor's computed at most once.
+
+    Args:
+      foundation: the bare foundation model, or its tensors by name.
+      foundation_tag: the .ptd tag of foundation weights.
+    """
+
+    def __init__(
+        self,
+        foundation: Union[nn.Module, Mapping[str, torch.Tensor]],
+        foundation_tag: str = "foundation",
+    ) -> None:
+        if isinstance(foundation, nn.Module):
+            tensors = foundation_tensors(foundation)
+        elif isinstance(foundation, Mapping):
+            tensors = {k: v.detach() for k, v in foundation.items()}
+        else:
+            raise TypeError(
+                f"FoundationDataPolicy needs an nn.Module or a dict of tensors, got {type(foundation).__name__}"
+            )
+        self.foundation_tag = foundation_tag
+        self._groups: Dict[_Signature, List[Tuple[str, torch.Tensor]]] = {}
+        for name, tensor in tensors.items():
+            self._groups.setdefault(self._signature(tensor), []).append((name, tensor))
+        # Per group, digest -> first name with those bytes; filled on the group's first lookup.
+        self._digests: Dict[_Signature, Dict[bytes, str]] = {}
+        self._name_digests: Dict[str, bytes] = {}
+
+    @staticmethod
+    def _signature(tensor: torch.Tensor) -> _Signature:
+        return tensor.dtype, tuple(int(d) for d in tensor.shape)
+
+    def _digest_index(self, signature: _Signature) -> Dict[bytes, str]:
+        index = self._digests.get(signature)
+        if index is None:
+            index = {}
+            for name, tensor in self._groups[signature]:
+                digest = hashlib.sha256(tensor_bytes(tensor)).digest()
+                self._name_digests[name] = digest
+                index.setdefault(digest, name)
+            self._digests[signature] = index
+        return index
+
+    def foundation_key(self, tensor: torch.Tensor) -> Optional[str]:
+        """The foundation key holding tensor's dtype, shape and bytes, or None.
+
+        Args:
+          tensor: a weight of an adapter model.
+
+        Returns:
+          The first foundation name (state-dict order) whose tensor equals it byte for byte.
+        """
+        signature = self._signature(tensor)
+        group = self._groups.get(signature)
+        if not group:
+            return None
+        index = self._digest_index(signature)
+        tensor = tensor.detach()
+        for name, candidate in group:
+            if _same_storage(candidate, tensor):
+                # Skips hashing the weight; the key is still the first name with these bytes.
+                return index[self._name_digests[name]]
+        return index.get(hashlib.sha256(tensor_bytes(tensor)).digest())
+
+    def place(self, method: str, name: str, tensor: torch.Tensor) -> Optional[DataPlacement]:
+        key = self.foundation_key(tensor)
+        if key is None:
+            return DataPlacement(program_key(method, name), None)
+        return DataPlacement(key, self.foundation_tag)

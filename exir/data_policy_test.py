@@ -1,4 +1,5 @@
-"""Data policies: canonical names, the LoRA default, patterns, callables, and to_edge's records."""
+"""Data policies: foundation weights by identity (the LoRA default), canonical names, the name-based
+LoRA policy, patterns, callables, and to_edge's records."""
 
 import pytest
 import torch
@@ -7,6 +8,7 @@ from torch import nn
 from edgeshare.exir import (
     CallableDataPolicy,
     DataPlacement,
+    FoundationDataPolicy,
     DataPlacementError,
     LoraDataPolicy,
     PatternDataPolicy,
@@ -42,6 +44,53 @@ def test_pattern_and_callable_policies():
     fn = CallableDataPolicy(lambda m, n, t: "big" if t.numel() > 4 else None)
     assert fn("f", "a.base.w", torch.zeros(8)) == DataPlacement("a.w", "big")
     assert fn("f", "a", torch.zeros(2)) is None
+
+
+class _Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(6, 4)
+        self.norm = nn.LayerNorm(4)  # weight all ones, bias all zeros
+        self.head = nn.Linear(4, 6, bias=False)
+        self.head.weight = self.embed.weight
+        self.register_buffer("ones", torch.ones(4))
+        self.register_buffer("scratch", torch.arange(4.0), persistent=False)
+
+
+def test_foundation_policy_decides_by_bytes_not_names():
+    foundation = _Tied()
+    policy = FoundationDataPolicy(foundation)
+    w = foundation.embed.weight
+    assert policy("m", "anything.down_proj.weight", w.detach().clone()) == DataPlacement("embed.weight", "foundation")
+    assert policy("m", "embed.weight", w.detach() + 1) == DataPlacement("m/embed.weight", None)
+    assert policy("m", "x", torch.randn(3, 3)) == DataPlacement("m/x", None)
+    # Same bytes but another dtype or shape is not the foundation's.
+    assert policy("m", "e", w.detach().view(torch.int32)) == DataPlacement("m/e", None)
+    assert policy("m", "e", w.detach().reshape(4, 6)) == DataPlacement("m/e", None)
+
+
+def test_foundation_policy_gives_tied_and_equal_tensors_one_key():
+    foundation = _Tied()
+    policy = FoundationDataPolicy(foundation, "base")
+    # One tensor under two names: the first name in state-dict order.
+    assert policy("m", "head.weight", foundation.head.weight) == DataPlacement("embed.weight", "base")
+    # Equal tensors (a buffer of ones and the layer norm's ones) share the first name too: the
+    # module's own buffer comes before its children's tensors in state-dict order.
+    assert list(foundation.state_dict())[0] == "ones"
+    assert policy("m", "norm.weight", foundation.norm.weight) == DataPlacement("ones", "base")
+    assert policy("m", "b", torch.zeros(4)) == DataPlacement("norm.bias", "base")
+    # Non-persistent buffers are the foundation's as well.
+    assert policy("m", "s", torch.arange(4.0)) == DataPlacement("scratch", "base")
+
+
+def test_foundation_policy_hashes_only_groups_a_weight_could_match():
+    foundation = _Tied()
+    policy = FoundationDataPolicy({k: v for k, v in foundation.state_dict().items()})
+    assert policy.foundation_key(torch.randn(6, 4)) is None
+    assert list(policy._digests) == [(torch.float32, (6, 4))]
+    with pytest.raises(TypeError, match="nn.Module or a dict"):
+        FoundationDataPolicy([torch.zeros(1)])
 
 
 class _Two(nn.Module):

@@ -1,27 +1,36 @@
 """LoRA: the LoRALinear wrapper, applying adapters to a foundation, and the export helper.
 
-export_lora() writes foundation.ptd (the foundation weights under canonical names, once) plus either
-one .pte per adapter or one multi-method .pte whose methods are the adapters; each program holds
-only its adapter weights.
+export_lora() writes foundation.ptd (the foundation weights under the bare foundation's names, once)
+plus either one .pte per adapter or one multi-method .pte whose methods are the adapters; each
+program holds only its adapter weights. Which weights are the foundation's is decided by identity
+(dtype, shape and bytes equal to a foundation tensor's; FoundationDataPolicy), not by name, so
+PEFT models and LoRA modules with any parameter names share the foundation.
 """
 
 import copy
 import dataclasses
 import os
 import re
+import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
-from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
-from edgeshare.exir.data_policy import LoraDataPolicy, canonical_name
+from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte, serialize_ptd
+from edgeshare.exir.data_policy import (
+    DataPolicy,
+    FoundationDataPolicy,
+    canonical_name,
+    foundation_tensors,
+)
 from edgeshare.exir.errors import AdapterMismatchError, ExportError, UnsupportedModelError
 from edgeshare.exir.export import ExecutorchBackendConfig, to_edge
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.tensor_layout import tensor_bytes
 
 __all__ = [
+    "FoundationMismatchWarning",
     "LoRALinear",
     "LoraExportResult",
     "apply_lora",
@@ -31,6 +40,15 @@ __all__ = [
 
 Adapter = Union[Mapping[str, torch.Tensor], nn.Module]
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+class FoundationMismatchWarning(UserWarning):
+    """An adapter model's weight has a foundation weight's name, dtype and shape but other bytes.
+
+    It is exported as the adapter's own weight (correct, but not shared): expected for a layer the
+    adapter fine-tunes in full (PEFT's modules_to_save), a surprise for a LoRA merged into its base
+    layer or an adapter built on another checkpoint of the foundation.
+    """
 
 
 class LoRALinear(nn.Module):
@@ -116,12 +134,12 @@ def apply_lora(
     return model
 
 
-def _check_fits(name: str, module: nn.Module, foundation: nn.Module, policy: LoraDataPolicy) -> None:
-    """Checks that an adapter module's base weights are the foundation's (names, shapes, values)."""
+def _check_fits(name: str, module: nn.Module, foundation: nn.Module, policy: DataPolicy, tag: str) -> None:
+    """Name-based policies: the weights a policy sends to the foundation must be the foundation's."""
     base = foundation.state_dict()
     for key, value in module.state_dict().items():
         placement = policy.place(name, key, value)
-        if placement is None or placement.external_tag is None:
+        if placement is None or placement.external_tag != tag:
             continue
         ref = base.get(placement.key)
         if ref is None:
@@ -137,6 +155,39 @@ def _check_fits(name: str, module: nn.Module, foundation: nn.Module, policy: Lor
             raise AdapterMismatchError(
                 f"adapter '{name}': weight '{key}' differs from the foundation's '{placement.key}'"
             )
+
+
+def _check_shares(name: str, module: nn.Module, foundation: nn.Module, policy: FoundationDataPolicy) -> None:
+    """Identity policy: warns about look-alike weights that are not shared; fails when none is.
+
+    Raises:
+      AdapterMismatchError: no weight of the adapter model equals a foundation weight (built on
+        another foundation?), naming the adapter.
+    """
+    base = foundation_tensors(foundation)
+    shared = 0
+    lookalikes: List[str] = []
+    for key, value in foundation_tensors(module).items():
+        if policy.foundation_key(value) is not None:
+            shared += 1
+            continue
+        ref = base.get(key, base.get(canonical_name(key)))
+        if ref is not None and ref.shape == value.shape and ref.dtype == value.dtype:
+            lookalikes.append(key)
+    if shared == 0:
+        raise AdapterMismatchError(
+            f"adapter '{name}': no weight of its model equals a foundation weight (dtype, shape and "
+            "bytes); is it built on another foundation?"
+        )
+    if lookalikes:
+        warnings.warn(
+            f"adapter '{name}': {len(lookalikes)} weight(s) have a foundation weight's name and shape but "
+            f"other bytes, and are stored with the adapter, not shared: {', '.join(lookalikes)} "
+            "(a layer the adapter trains in full is expected; a merged LoRA or another checkpoint of "
+            "the foundation is not)",
+            FoundationMismatchWarning,
+            stacklevel=4,  # the caller of export_lora
+        )
 
 
 def export_method(module: nn.Module, example_inputs: Tuple[Any, ...], what: str) -> torch.export.ExportedProgram:
@@ -198,13 +249,15 @@ def export_lora(
     foundation_tag: str = "foundation",
     alpha: Optional[float] = None,
     config: Optional[ExecutorchBackendConfig] = None,
+    data_policy: Optional[DataPolicy] = None,
 ) -> LoraExportResult:
     """Exports LoRA variants of one foundation: <foundation_tag>.ptd plus their programs.
 
     Args:
       foundation: the bare foundation model.
       adapters: adapter name -> a state dict ("<layer>.lora_a.weight", "<layer>.lora_b.weight")
-        or a whole LoRA-wrapped module whose base weights are the foundation's.
+        or a whole adapter model (any module whose foundation weights equal the foundation's,
+        e.g. a LoRA-wrapped copy or a PEFT model).
       example_inputs: example inputs of the model (shapes are fixed at export).
       out_dir: the folder to write to (created if missing).
       partitioner: the partitioner to delegate with (e.g. XnnpackPartitioner()), or None.
@@ -214,14 +267,23 @@ def export_lora(
       foundation_tag: file stem of the shared data file.
       alpha: LoRA alpha of state-dict adapters (None: alpha = rank).
       config: serialization options.
+      data_policy: which weights are the foundation's. None: FoundationDataPolicy(foundation,
+        foundation_tag), by identity (dtype, shape, bytes); LoraDataPolicy(foundation_tag) decides
+        by name instead, for users who choose it.
 
     Returns:
       What was written: paths, sizes, shared and per-adapter bytes.
 
     Raises:
-      AdapterMismatchError: an adapter's names or shapes do not fit the foundation.
+      AdapterMismatchError: a state-dict adapter does not fit the foundation, or an adapter model
+        shares no weight with it (by name, for a name-based policy: a base weight that differs).
       UnsupportedModelError: the foundation has no parameters, or a model cannot be exported.
-      ExportError: an adapter name is unusable, or programs disagree on the foundation file.
+      ExportError: an adapter name is unusable, or programs put different bytes under one
+        foundation key.
+
+    Warns:
+      FoundationMismatchWarning: a weight of an adapter model has a foundation weight's name and
+        shape but other bytes (it is kept with the adapter).
     """
     if not isinstance(foundation, nn.Module):
         raise TypeError(f"foundation must be an nn.Module, got {type(foundation).__name__}")
@@ -230,18 +292,8 @@ def export_lora(
     if not adapters:
         raise ExportError("export_lora needs at least one adapter")
     inputs = tuple(example_inputs)
-    policy = LoraDataPolicy(foundation_tag)
-    modules: Dict[str, nn.Module] = {}
-    for name, adapter in adapters.items():
-        if not isinstance(name, str) or not _NAME.match(name) or name == foundation_tag:
-            raise ExportError(f"adapter name '{name}' must be a file stem different from '{foundation_tag}'")
-        if isinstance(adapter, nn.Module):
-            _check_fits(name, adapter, foundation, policy)
-            modules[name] = adapter.eval()
-        elif isinstance(adapter, Mapping):
-            modules[name] = apply_lora(foundation, adapter, alpha, name).eval()
-        else:
-            raise TypeError(f"adapter '{name}' must be a state dict or nn.Module, got {type(adapter).__name__}")
+    policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
+    modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
     programs = {name: export_method(m, inputs, f"adapter '{name}'") for name, m in modules.items()}
 
     def lower(eps: Dict[str, torch.export.ExportedProgram]):
@@ -250,29 +302,18 @@ def export_lora(
             edge = edge.to_backend(partitioner)
         return edge.to_executorch(config)
 
-    files: Dict[str, int] = {}
-    program_paths: Dict[str, str] = {}
-    methods: Dict[str, str] = {}
-    foundation_bytes: Optional[bytes] = None
     outputs = []
     if multi_method:
-        et = lower(programs)
-        outputs.append((program_name, et, list(programs)))
+        outputs.append((program_name, lower(programs), list(programs)))
     else:
         for name, ep in programs.items():
             outputs.append((name, lower({"forward": ep}), [name]))
+    foundation_bytes = _foundation_file([(stem, et) for stem, et, _ in outputs], foundation_tag)
     os.makedirs(out_dir, exist_ok=True)
+    files: Dict[str, int] = {}
+    program_paths: Dict[str, str] = {}
+    methods: Dict[str, str] = {}
     for stem, et, names in outputs:
-        ptd = et.data_files.get(foundation_tag)
-        if ptd is None:
-            raise ExportError(f"program '{stem}' put no weight in {foundation_tag}.ptd")
-        if foundation_bytes is None:
-            foundation_bytes = ptd
-        elif ptd != foundation_bytes:
-            raise ExportError(
-                f"program '{stem}' yields a different {foundation_tag}.ptd than '{outputs[0][0]}': its "
-                "base weights differ from the foundation's"
-            )
         path = os.path.join(out_dir, f"{stem}.pte")
         with open(path, "wb") as f:
             f.write(et.buffer)
@@ -300,3 +341,63 @@ def export_lora(
         files, foundation_path, program_paths, methods, shared_keys, shared_bytes,
         adapter_bytes, adapter_keys, modules,
     )
+
+
+def _adapter_models(
+    foundation: nn.Module,
+    adapters: Mapping[str, Adapter],
+    policy: DataPolicy,
+    alpha: Optional[float],
+    foundation_tag: str,
+) -> Dict[str, nn.Module]:
+    """Adapter name -> its model in eval mode (state dicts applied), each checked against policy."""
+    modules: Dict[str, nn.Module] = {}
+    for name, adapter in adapters.items():
+        if not isinstance(name, str) or not _NAME.match(name) or name == foundation_tag:
+            raise ExportError(f"adapter name '{name}' must be a file stem different from '{foundation_tag}'")
+        if isinstance(adapter, nn.Module):
+            module = adapter
+        elif isinstance(adapter, Mapping):
+            module = apply_lora(foundation, adapter, alpha, name)
+        else:
+            raise TypeError(f"adapter '{name}' must be a state dict or nn.Module, got {type(adapter).__name__}")
+        if isinstance(policy, FoundationDataPolicy):
+            _check_shares(name, module, foundation, policy)
+        else:
+            _check_fits(name, module, foundation, policy, foundation_tag)
+        modules[name] = module.eval()
+    return modules
+
+
+def _foundation_file(outputs: Sequence[Tuple[str, Any]], tag: str) -> bytes:
+    """The one <tag>.ptd of every program: the union of the foundation entries each one uses.
+
+    Programs usually use the same foundation weights and yield the same file; one whose adapter
+    replaced a foundation weight uses fewer, and the union still serves every program.
+
+    Raises:
+      ExportError: a program put nothing in <tag>.ptd, or two programs put different bytes under
+        one key.
+    """
+    files: List[Tuple[str, bytes]] = []
+    for stem, et in outputs:
+        ptd = et.data_files.get(tag)
+        if ptd is None:
+            raise ExportError(f"program '{stem}' put no weight in {tag}.ptd")
+        files.append((stem, ptd))
+    if all(ptd == files[0][1] for _, ptd in files):
+        return files[0][1]
+    entries: Dict[str, Tuple[bytes, int, Any]] = {}
+    owners: Dict[str, str] = {}
+    alignment = 1
+    for stem, ptd in files:
+        parsed = deserialize_ptd(ptd, f"{tag}.ptd of '{stem}'")
+        alignment = max(alignment, parsed.flat_tensor.tensorAlignment)
+        for key, blob in parsed.named_data.items():
+            if key in entries and entries[key][0] != blob.data:
+                raise ExportError(
+                    f"programs '{owners[key]}' and '{stem}' put different bytes under {tag}.ptd key '{key}'"
+                )
+            entries.setdefault(key, (blob.data, 1, blob.tensor_layout))
+            owners.setdefault(key, stem)
+    return serialize_ptd(entries, alignment)

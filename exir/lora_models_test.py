@@ -8,11 +8,11 @@ import torch
 from torch import nn
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir import AdapterMismatchError, UnsupportedModelError
+from edgeshare.exir import AdapterMismatchError, LoraDataPolicy, UnsupportedModelError
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
-from edgeshare.exir.lora import export_lora
+from edgeshare.exir.lora import FoundationMismatchWarning, export_lora
 from edgeshare.exir.tensor_layout import tensor_bytes
-from edgeshare.models import TransformerBlock, lora_state_dict
+from edgeshare.models import TransformerBlock, down_up_lora, lora_state_dict, replaced_weight, tied_lm_lora
 
 
 class Mlp(nn.Module):
@@ -121,6 +121,60 @@ def test_models_without_parameters_or_untraceable_are_clear_errors(tmp_path):
     with pytest.raises(UnsupportedModelError, match="adapter 'a' could not be exported by torch.export"):
         export_lora(Untraceable(), {"a": _adapter(Mlp(), ["fc1"], 1, 1)}, (torch.randn(3, 16),), str(tmp_path),
                     XnnpackPartitioner())
+
+
+def test_down_up_lora_without_lora_in_any_name_shares_the_foundation(tmp_path):
+    foundation, adapters, inputs = down_up_lora()
+    result, files = _export(tmp_path, foundation, adapters, inputs)
+    assert sorted(files) == ["chat.pte", "code.pte", "foundation.ptd"]
+    assert sorted(result.shared_keys) == sorted(foundation.state_dict())
+    assert result.adapter_keys["chat"] == sorted(
+        f"forward/{layer}.{w}.weight" for layer in ("fc1", "fc2") for w in ("down_proj", "up_proj")
+    )
+    for name, module in adapters.items():
+        own = {k: v for k, v in module.state_dict().items() if "_proj" in k}
+        assert result.adapter_bytes[name] == sum(v.numel() * 4 for v in own.values())
+
+
+def test_name_based_policy_stays_available_and_rejects_down_up_names(tmp_path):
+    foundation, adapters, inputs = down_up_lora()
+    with pytest.raises(AdapterMismatchError, match="adapter 'chat': weight 'fc1.layer.weight'.*not in the foundation"):
+        export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(), data_policy=LoraDataPolicy())
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["one_tensor", "equal_copy"])
+def test_tied_lm_head_is_stored_once_under_one_key(tmp_path, tied):
+    foundation, adapters, inputs = tied_lm_lora(tied=tied)
+    result = export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner())
+    files = _all_bytes(str(tmp_path))
+    # The lm_head's weight is the embedding's: one key, the first name in state-dict order.
+    assert sorted(result.shared_keys) == ["embed.weight", "proj.bias", "proj.weight"]
+    raw = tensor_bytes(foundation.embed.weight)
+    assert {n: d.count(raw) for n, d in files.items() if raw in d} == {"foundation.ptd": 1}
+    ptd = deserialize_ptd(files["foundation.ptd"])
+    assert ptd.named_data["embed.weight"].data == raw
+    assert "forward/lm_head.layer.weight" not in result.adapter_keys["chat"]
+    assert "forward/lm_head.down_proj.weight" in result.adapter_keys["chat"]
+
+
+def test_adapter_that_replaces_a_foundation_weight_keeps_it_and_warns(tmp_path):
+    foundation, adapters, inputs = replaced_weight()
+    with pytest.warns(FoundationMismatchWarning, match="adapter 'tuned': 1 weight.*: fc2.weight"):
+        result = export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner())
+    files = _all_bytes(str(tmp_path))
+    assert result.adapter_keys["tuned"] == ["forward/fc2.weight"]
+    tuned = deserialize_pte(files["tuned.pte"])
+    assert tuned.named_data["forward/fc2.weight"].data == tensor_bytes(adapters["tuned"].fc2.weight)
+    # foundation.ptd serves both programs: "lora" uses the foundation's fc2.weight, "tuned" does not.
+    _check_foundation_once(foundation, str(tmp_path))
+    assert sorted(result.shared_keys) == sorted(foundation.state_dict())
+
+
+def test_adapter_built_on_another_foundation_is_an_error_naming_it(tmp_path):
+    foundation, _, inputs = down_up_lora()
+    stranger = Mlp().eval()
+    with pytest.raises(AdapterMismatchError, match="adapter 'stranger': no weight of its model equals"):
+        export_lora(foundation, {"stranger": stranger}, inputs, str(tmp_path), XnnpackPartitioner())
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@
 --model names a function (path/to/file.py:function or package.module:function; relative paths
 resolve against the directory the command was run from) returning
 (foundation nn.Module, {adapter name: state dict or module}, example inputs).
+
+A weight of an adapter model is the foundation's when its dtype, shape and bytes equal a foundation
+tensor's, whatever it is called (--foundation-by bytes, the default); --foundation-by names decides
+by name instead (names containing "lora" are the adapter's; LoRA wrapper components are dropped).
 """
 
 import argparse
@@ -21,6 +25,7 @@ import numpy as np
 import torch
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir.data_policy import LoraDataPolicy
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.lora import LoraExportResult, export_lora
 
@@ -91,9 +96,11 @@ def _human(n: int) -> str:
 
 
 def write_reference(result: LoraExportResult, inputs: Tuple[Any, ...], out_dir: str) -> List[str]:
-    """Writes each program's example inputs and eager outputs as float32 .npy files.
+    """Writes each program's example inputs and eager outputs as .npy files.
 
-    Files: <program>.<method>.input<i>.npy and <program>.<method>.output<i>.npy.
+    Floating-point tensors are written as float32; integer ones (token ids) keep their dtype, as
+    the runtime takes them. Files: <program>.<method>.input<i>.npy and
+    <program>.<method>.output<i>.npy.
     """
     written = []
     for adapter, module in result.modules.items():
@@ -106,7 +113,8 @@ def write_reference(result: LoraExportResult, inputs: Tuple[Any, ...], out_dir: 
         for kind, tensors in (("input", inputs), ("output", outputs)):
             for i, t in enumerate(tensors):
                 path = os.path.join(out_dir, f"{program}.{method}.{kind}{i}.npy")
-                np.save(path, t.detach().to(torch.float32).numpy())
+                t = t.detach()
+                np.save(path, (t.to(torch.float32) if t.is_floating_point() else t).numpy())
                 written.append(path)
     return written
 
@@ -148,6 +156,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="dtype of stored fully connected weights (fp16: half the bytes, within a documented "
         "tolerance; see backends/xnnpack/partitioner.py)",
     )
+    parser.add_argument(
+        "--foundation-by", choices=("bytes", "names"), default="bytes",
+        help="how foundation weights are recognised: equal dtype, shape and bytes (default), or by "
+        "name ('lora' in a name marks an adapter weight)",
+    )
     args = parser.parse_args(argv)
     # torch's own deprecation noise from deep-copying graphs; not actionable by users of this tool.
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
@@ -159,6 +172,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         result = export_lora(
             foundation, adapters, inputs, out_dir, XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype),
             multi_method=args.methods, program_name=args.name,
+            data_policy=LoraDataPolicy() if args.foundation_by == "names" else None,
         )
         extra = write_reference(result, inputs, out_dir) if args.reference else []
     except (ValueError, TypeError) as e:

@@ -1,12 +1,21 @@
-"""export_lora: the demo files the genrule made, and the tool's own output folder handling."""
+"""export_lora: the demo files the genrule made, the tool's own output folder handling, and --model
+adapters whose names say nothing (down/up LoRA, a tied lm_head, a replaced weight) run through the
+C++ runtime against torch."""
 
+import glob
 import os
 
 import numpy as np
 import pytest
+import torch
 
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
+from edgeshare.exir.tensor_layout import tensor_bytes
+from edgeshare.models import lora_variants
+from edgeshare.testing.run_binary import run_programs
 from edgeshare.tools import export_lora
+
+TOLERANCE = 1e-4
 
 
 def _demo_dir():
@@ -84,6 +93,112 @@ def test_model_file_resolves_against_the_users_directory(tmp_path, monkeypatch, 
         "foundation.ptd", "tuned.forward.input0.npy", "tuned.forward.output0.npy", "tuned.pte",
     ]
     assert "proj.weight" in capsys.readouterr().out
+
+
+DOWN_UP_MODEL = """
+import torch
+from torch import nn
+
+
+class DownUp(nn.Module):
+    def __init__(self, layer, rank, seed):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.layer = layer
+        self.down_proj = nn.Linear(layer.in_features, rank, bias=False)
+        self.up_proj = nn.Linear(rank, layer.out_features, bias=False)
+        with torch.no_grad():
+            self.down_proj.weight.copy_(torch.randn(rank, layer.in_features, generator=g) * 0.3)
+            self.up_proj.weight.copy_(torch.randn(layer.out_features, rank, generator=g) * 0.3)
+
+    def forward(self, x):
+        return self.layer(x) + self.up_proj(self.down_proj(x))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed_proj = nn.Linear(12, 24)
+        self.out_proj = nn.Linear(24, 12)
+
+    def forward(self, x):
+        return self.out_proj(torch.relu(self.embed_proj(x)))
+
+
+def make():
+    net = Net().eval()
+    adapters = {}
+    for name, seed in (("chat", 1), ("code", 2)):
+        model = Net().eval()  # the same seed: equal weights, other tensors
+        model.embed_proj = DownUp(model.embed_proj, 3, seed)
+        model.out_proj = DownUp(model.out_proj, 2, seed + 10)
+        adapters[name] = model
+    return net, adapters, (torch.randn(5, 12, generator=torch.Generator().manual_seed(4)),)
+"""
+
+
+def _export_and_run(tmp_path, monkeypatch, spec):
+    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
+    assert export_lora.main(["--model", spec, "--out", "out", "--reference"]) == 0
+    out = str(tmp_path / "out")
+    programs = sorted(glob.glob(os.path.join(out, "*.pte")))
+    names = [os.path.splitext(os.path.basename(p))[0] for p in programs]
+    x = np.load(os.path.join(out, f"{names[0]}.forward.input0.npy"))
+    run = run_programs(programs, [os.path.join(out, "foundation.ptd")], [x])
+    for name in names:
+        assert np.array_equal(np.load(os.path.join(out, f"{name}.forward.input0.npy")), x)
+        want = np.load(os.path.join(out, f"{name}.forward.output0.npy"))
+        np.testing.assert_allclose(run.outputs[f"{name}.forward"][0], want, atol=TOLERANCE, rtol=TOLERANCE)
+    ptd = deserialize_ptd(open(os.path.join(out, "foundation.ptd"), "rb").read(), "foundation.ptd")
+    return out, run, ptd
+
+
+def test_model_file_with_down_up_adapters_shares_the_foundation_and_matches_torch(tmp_path, monkeypatch):
+    (tmp_path / "down_up.py").write_text(DOWN_UP_MODEL)
+    out, run, ptd = _export_and_run(tmp_path, monkeypatch, "down_up.py:make")
+    assert sorted(ptd.named_data) == [f"{l}.{w}" for l in ("embed_proj", "out_proj") for w in ("bias", "weight")]
+    for name in ("chat", "code"):
+        pte = deserialize_pte(open(os.path.join(out, f"{name}.pte"), "rb").read())
+        assert sorted(pte.named_data) == [f"forward/{l}.{w}.weight" for l in ("embed_proj", "out_proj")
+                                          for w in ("down_proj", "up_proj")]
+    # Both programs run over one copy of the foundation: each weight fetched once, packed once.
+    fetches = run.stats["named_data_fetches"]
+    assert all(fetches.get(key) == 1 for key in ("embed_proj.weight", "out_proj.weight")), fetches
+    assert run.stats["cache_hits"] >= 2
+
+
+def test_tied_lm_head_is_stored_and_packed_once_and_matches_torch(tmp_path, monkeypatch):
+    out, run, ptd = _export_and_run(tmp_path, monkeypatch, "edgeshare.models.lora_variants:tied_lm_lora")
+    foundation, _, _ = lora_variants.tied_lm_lora()
+    assert sorted(ptd.named_data) == ["embed.weight", "proj.bias", "proj.weight"]
+    raw = tensor_bytes(foundation.embed.weight)
+    hits = {n: open(p, "rb").read().count(raw) for p in glob.glob(os.path.join(out, "*.pt?"))
+            for n in [os.path.basename(p)]}
+    assert {n: c for n, c in hits.items() if c} == {"foundation.ptd": 1}
+    # The lm_head (delegated linear) and the embedding read one key; both programs' lm_heads pack it once.
+    assert run.stats["named_data_fetches"].get("embed.weight") == 1, run.stats
+    assert np.load(os.path.join(out, "chat.forward.input0.npy")).dtype == np.int64
+
+
+def test_adapter_replacing_a_foundation_weight_keeps_it_and_matches_torch(tmp_path, monkeypatch, capsys):
+    out, run, ptd = _export_and_run(tmp_path, monkeypatch, "edgeshare.models.lora_variants:replaced_weight")
+    foundation, adapters, _ = lora_variants.replaced_weight()
+    tuned = deserialize_pte(open(os.path.join(out, "tuned.pte"), "rb").read())
+    assert sorted(tuned.named_data) == ["forward/fc2.weight"]
+    assert tuned.named_data["forward/fc2.weight"].data == tensor_bytes(adapters["tuned"].fc2.weight)
+    assert ptd.named_data["fc2.weight"].data == tensor_bytes(foundation.fc2.weight)
+    assert sorted(ptd.named_data) == sorted(foundation.state_dict())
+    with torch.no_grad():
+        x = torch.from_numpy(np.load(os.path.join(out, "tuned.forward.input0.npy")))
+        assert not np.allclose(adapters["tuned"](x).numpy(), foundation(x).numpy(), atol=1e-3)
+
+
+def test_foundation_by_names_is_the_old_rule_and_fails_on_down_up_names(tmp_path, monkeypatch, capsys):
+    (tmp_path / "down_up.py").write_text(DOWN_UP_MODEL)
+    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
+    assert export_lora.main(["--model", "down_up.py:make", "--out", "out", "--foundation-by", "names"]) == 1
+    assert "adapter 'chat': weight 'embed_proj.layer.weight'" in capsys.readouterr().err
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 //
 //   bazel run //tools:run -- --program lora_a.pte --program lora_b.pte --data foundation.ptd
 //       [--inputs x.npy[,y.npy]] [--outputs DIR] [--stats-json FILE] [--no-share] [--iterations N]
-//       [--threads N]
+//       [--threads N] [--method NAME]...
 //
-// Without --inputs every input is filled with seeded values in [-1, 1). --outputs writes
+// Without --inputs every input is filled with seeded values in [-1, 1). --method (repeatable)
+// runs only the methods of that name, in every program that has one; every method is still
+// loaded, so sharing is measured as without it. --outputs writes
 // DIR/<program>.<method>.output<i>.npy. A malformed file gives a one-line error and exit status 1.
 
 #include <sys/stat.h>
@@ -43,6 +45,7 @@ struct Options {
   std::string outputs_dir;
   std::string stats_json;
   int iterations = 1;
+  std::vector<std::string> methods;  // --method, repeated; empty runs every method.
 };
 
 void DeclareFlags(CLI::App& app, Options& options) {
@@ -54,6 +57,9 @@ void DeclareFlags(CLI::App& app, Options& options) {
   app.add_option("--stats-json", options.stats_json, "write the weights cache's counters as JSON");
   app.add_option("--iterations", options.iterations, "runs of each method; the fastest is printed")
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--method", options.methods,
+                 "run only this method of every program that has it (repeatable)")
+      ->allow_extra_args(false);
 }
 
 // Under `bazel run` the tool starts in its runfiles: every path given means the user's directory.
@@ -107,6 +113,32 @@ Status ReportOutputs(const Options& options, const LoadedProgram& entry, Method&
   return Status();
 }
 
+bool Selected(const Options& options, const Method& method) {
+  if (options.methods.empty()) return true;
+  for (const std::string& name : options.methods) {
+    if (name == method.name()) return true;
+  }
+  return false;
+}
+
+// Every --method name must be a method of some program: a typo would otherwise run nothing.
+Status CheckMethodsExist(const Options& options, ProgramSet& set) {
+  for (const std::string& name : options.methods) {
+    std::string available;
+    bool found = false;
+    for (LoadedProgram& entry : set.programs()) {
+      for (const Method& method : entry.methods) {
+        found = found || name == method.name();
+        available += (available.empty() ? "" : ", ") + entry.name + "." + method.name();
+      }
+    }
+    ES_CHECK_OR_RETURN_ERROR(found, Error::InvalidArgument,
+                             "--method '%s': no program has a method of that name (methods: %s)",
+                             name.c_str(), available.c_str());
+  }
+  return Status();
+}
+
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
   ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
@@ -126,8 +158,11 @@ Status Run(const Options& options) {
                 entry.load_ms);
   }
 
+  ES_RETURN_IF_ERROR(CheckMethodsExist(options, set));
+
   for (LoadedProgram& entry : set.programs()) {
     for (Method& method : entry.methods) {
+      if (!Selected(options, method)) continue;
       ES_RETURN_IF_ERROR(seed_inputs(method, inputs, entry.name));
       ES_ASSIGN_OR_RETURN(std::vector<double> samples, time_method(method, 0, options.iterations));
       double best_ms = samples.front();

@@ -148,5 +148,47 @@ def test_truncated_and_corrupt_files_give_one_line_errors(exported, tmp_path):
             assert f"writes argument 1, value {output}, which is a constant" in message, message
 
 
+@pytest.fixture(scope="module")
+def multi_method(exported):
+    foundation, adapters, inputs = demo_lora()
+    out = tempfile.mkdtemp(prefix="run_test_methods_")
+    result = export_lora(foundation, adapters, inputs, out, XnnpackPartitioner(), multi_method=True,
+                         program_name="both")
+    single, _ = exported
+    assert open(result.foundation_path, "rb").read() == open(single.foundation_path, "rb").read()
+    return result
+
+
+def test_method_flag_runs_only_that_method_of_every_program_that_has_it(exported, multi_method):
+    single, inputs = exported
+    both = multi_method.program_paths["lora_a"]
+    programs = [both] + _programs(single)
+    expected = _expected(single, inputs)
+    x = [inputs[0].numpy()]
+    run = run_programs(programs, [single.foundation_path], x, extra_args=["--method", "lora_b"])
+    assert sorted(run.outputs) == ["both.lora_b"]
+    np.testing.assert_allclose(run.outputs["both.lora_b"][0], expected["lora_b"], atol=TOLERANCE)
+    run = run_programs(programs, [single.foundation_path], x, extra_args=["--method", "forward"])
+    assert sorted(run.outputs) == ["lora_a.forward", "lora_b.forward"]
+    for name in ("lora_a", "lora_b"):
+        np.testing.assert_allclose(run.outputs[f"{name}.forward"][0], expected[name], atol=TOLERANCE)
+    run = run_programs(programs, [single.foundation_path], x,
+                       extra_args=["--method", "lora_a", "--method", "forward"])
+    assert sorted(run.outputs) == ["both.lora_a", "lora_a.forward", "lora_b.forward"]
+    # Without the flag every method of every program runs, as before.
+    run = run_programs(programs, [single.foundation_path], x)
+    assert sorted(run.outputs) == ["both.lora_a", "both.lora_b", "lora_a.forward", "lora_b.forward"]
+
+
+def test_method_no_program_has_is_a_one_line_error_listing_the_methods(exported, multi_method):
+    single, _ = exported
+    programs = [multi_method.program_paths["lora_a"]] + _programs(single)
+    with pytest.raises(RunError) as error:
+        run_programs(programs, [single.foundation_path], extra_args=["--method", "forward", "--method", "chat"])
+    message = error.value.message
+    assert error.value.returncode == 1 and len(message.splitlines()) == 1
+    assert "'chat'" in message and "both.lora_a" in message and "lora_b.forward" in message
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
