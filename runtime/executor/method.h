@@ -34,6 +34,7 @@
 #include "edgeshare/runtime/core/freeable_buffer.h"
 #include "edgeshare/runtime/core/named_data_map.h"
 #include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 
 namespace edgeshare {
@@ -106,6 +107,7 @@ class Method {
   std::string name_;
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> buffers_;
   std::vector<FreeableBuffer> constants_;
+  std::vector<ExternalConstant> external_constants_;  // views of data-file bytes, maybe shared
   std::unique_ptr<NamedDataMap> data_map_;
   std::vector<EValue> values_;
   std::vector<EValue*> args_;
