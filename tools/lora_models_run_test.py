@@ -106,6 +106,9 @@ def test_lora_block_without_a_delegate_matches_torch(block: TransformerBlock, tm
         run.outputs["qkvo.forward"][0], _expected(result, x)["qkvo"], atol=TOLERANCE, rtol=TOLERANCE
     )
     assert run.stats["named_data_fetches"] == {} and run.stats["data_files_open"] == 1
+    # No delegate: the executor alone fetches the foundation, each key once, hashed once.
+    assert run.stats["data_map_fetches"] == {key: 1 for key in result.shared_keys}
+    assert run.stats["external_constants"]["verifications"] == len(result.shared_keys)
 
 
 def test_two_adapters_in_one_pte_match_torch(two_methods: LoraExportResult) -> None:
@@ -137,6 +140,13 @@ def test_two_methods_fetch_and_pack_each_foundation_weight_once(block: Transform
         want = 1 if key in linear_keys else None
         assert fetches.get(key) == want, f"foundation key {key} fetched {fetches.get(key)} times: {fetches}"
     assert all(fetches[key] == 1 for key in fetches), fetches
+    # Counted at the data map, the executor's own fetches of the layer norms included: every
+    # foundation key leaves foundation.ptd once for both methods, and its bytes are hashed once.
+    at_map: Dict[str, int] = stats["data_map_fetches"]  # type: ignore[assignment]
+    assert at_map == {key: 1 for key in two_methods.shared_keys}, at_map
+    constants: Dict[str, int] = stats["external_constants"]  # type: ignore[assignment]
+    assert constants["fetches"] == constants["verifications"] == len(norm_keys), constants
+    assert constants["shared_hits"] == len(norm_keys), constants
     foundation_linears = len(LINEARS)
     adapter_matrices = sum(len(keys) for keys in two_methods.adapter_keys.values())
     assert adapter_matrices == 8 + 8
@@ -155,6 +165,9 @@ def test_without_sharing_each_method_packs_its_own_foundation(two_methods: LoraE
     fetches: Dict[str, int] = run.stats["named_data_fetches"]  # type: ignore[assignment]
     for name in LINEARS:
         assert fetches.get(f"{name}.weight") == 2, (name, fetches)
+    # At the data map every foundation key, delegated or not, is fetched by each method.
+    at_map: Dict[str, int] = run.stats["data_map_fetches"]  # type: ignore[assignment]
+    assert at_map == {key: 2 for key in two_methods.shared_keys}, at_map
     assert run.stats["cache_hits"] == 0
     expected = _expected(two_methods, x)
     for method in ("first", "second"):
