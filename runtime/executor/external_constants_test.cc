@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -188,6 +190,25 @@ TEST_F(ExternalConstantsTest, SecondProgramOverTheSameMapFetchesAndHashesNothing
   EXPECT_EQ(external_constant_stats().live_entries, kNumNormKeys);
   { Method gone = std::move(*b); }
   EXPECT_EQ(external_constant_stats().live_entries, 0u);
+}
+
+TEST_F(ExternalConstantsTest, MethodsLoadedOnTwoThreadsShareOneCheckedViewPerKey) {
+  auto foundation = Open(Env("BLOCK_FOUNDATION_PTD"));
+  Loaded block = LoadProgram();
+  std::optional<Result<Method>> loaded[2];
+  std::thread threads[2];
+  for (int i = 0; i < 2; ++i) {
+    threads[i] = std::thread(
+        [&, i] { loaded[i].emplace(block.program->load_method("forward", &foundation->map())); });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(loaded[0]->ok() && loaded[1]->ok());
+  const ExternalConstantStats stats = external_constant_stats();
+  // A race may fetch a key twice, but one view per key is kept and every acquire is answered.
+  EXPECT_EQ(stats.live_entries, kNumNormKeys);
+  EXPECT_EQ(stats.fetches + stats.shared_hits, 2 * kNumNormKeys);
+  EXPECT_EQ(stats.verifications, stats.fetches);
+  EXPECT_EQ(RunForward(**loaded[0]), RunForward(**loaded[1]));
 }
 
 TEST_F(ExternalConstantsTest, SharingOffFetchesAndHashesPerMethod) {
