@@ -1,6 +1,8 @@
 // ProgramSet: programs loaded side by side in one process over shared data files, as the tools
 // (//tools:run, //bench:lora_runner) load them; plus seeded inputs, timing and the weights cache's
-// counters as JSON. Tool code, not runtime: it allocates freely and links nlohmann/json.
+// counters as JSON. Every method is loaded against a CountingDataMap over the data files, so
+// data_map_fetches() counts each key's fetches where the bytes leave the files. Tool code, not
+// runtime: it allocates freely and links nlohmann/json.
 //
 //   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open({"foundation.ptd"}));
 //   ES_RETURN_IF_ERROR(set.add("lora_a.pte"));            // Program::load + every load_method
