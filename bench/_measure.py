@@ -31,6 +31,7 @@ def run_runner(
     iterations: int = 0,
     warmup: int = 2,
     threads: int = 1,
+    verify: bool = True,
 ) -> Dict[str, Any]:
     """Runs lora_runner once, in a fresh process, and returns its JSON report.
 
@@ -41,6 +42,7 @@ def run_runner(
       iterations: timed runs of the first program (0: no latency).
       warmup: untimed runs before them.
       threads: threads of the delegate's operators.
+      verify: content verification (False: --no-verify, trusted files).
 
     Returns:
       The runner's report (see bench/lora_runner.cc).
@@ -53,6 +55,8 @@ def run_runner(
         args += ["--program", p]
     if not share:
         args.append("--no-share")
+    if not verify:
+        args.append("--no-verify")
     args += ["--iterations", str(iterations), "--warmup", str(warmup), "--threads", str(threads)]
     proc = subprocess.run(args, capture_output=True, text=True, check=False)
     if proc.returncode != 0:

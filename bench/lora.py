@@ -29,6 +29,9 @@ repeated --repeats times, round-robin, and medians are reported. It prints a tab
   eager, 1 thread; *_foundation_only: the bare foundation, to split LoRA's cost from the base's.
 - ratios: rss_8_shared_over_unshared, load_second_shared_over_first, latency_b32_over_torch, ...;
   sizes (foundation_mb, adapter_mb), weights-cache counters, export_s, and not_measured.
+- load_ms_first_{verified,unverified}[_2threads] and load_first_verified_over_unverified[_2threads]:
+  what content verification (SHA-256 of every fetched foundation weight) costs the first load,
+  against lora_runner --no-verify (trusted files), at 1 and 2 threads (_verification).
 
 Stages: _models (what is measured, from edgeshare.models), _export (the files), _measure
 (lora_runner processes, torch eager), _figures (medians, ratios), _report (table, JSON).
@@ -48,6 +51,7 @@ from edgeshare.bench._figures import figures
 from edgeshare.bench._measure import measure
 from edgeshare.bench._models import MODELS, BenchModel
 from edgeshare.bench._report import format_table, to_json
+from edgeshare.bench._verification import VERIFICATION_KEYS, format_verification, measure_verification
 
 __all__ = ["REQUIRED_KEYS", "BenchError", "bench_model", "format_table", "main", "run_bench"]
 
@@ -65,7 +69,7 @@ REQUIRED_KEYS = (
     "latency_ms_b32",
     "torch_latency_ms_b1",
     "torch_latency_ms_b32",
-)
+) + VERIFICATION_KEYS
 
 
 def bench_model(
@@ -102,7 +106,9 @@ def bench_model(
     exported = export_model(model, work_dir)
     log(f"[{model.name}] exported in {exported.export_s:.1f} s; measuring ({repeats} repeats)")
     measured = measure(model, exported, repeats, iterations_b1, n32, warmup)
-    return figures(model.description, exported, measured)
+    result = figures(model.description, exported, measured)
+    result.update(measure_verification(exported, repeats))
+    return result
 
 
 def run_bench(
@@ -188,6 +194,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     log(f"done in {time.perf_counter() - start:.0f} s")
     print(format_table(results))
+    print(format_verification(results))
     text = to_json(results)
     print(text)
     if args.json:

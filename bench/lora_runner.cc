@@ -2,7 +2,7 @@
 // once per configuration so that RSS, load times and the weights cache start from nothing.
 //
 //   lora_runner --data foundation.ptd --program a.pte [--program b.pte ...] [--no-share]
-//               [--warmup W] [--iterations K] [--threads N]
+//               [--no-verify] [--warmup W] [--iterations K] [--threads N]
 //
 // It reads VmRSS before opening anything, opens the data files (DataFile::open), loads every
 // program (MmapDataLoader + Program::load + load_method of each method) one after another, and
@@ -11,7 +11,7 @@
 // W times untimed and K times timed (seeded inputs) and reads VmRSS again. Last, it destroys
 // everything and reads VmRSS once more. It prints ONE JSON line on stdout:
 //
-//   {"sharing": true, "programs": 2, "rss_before_kib": ..., "data_open_ms": ...,
+//   {"sharing": true, "verify": true, "programs": 2, "rss_before_kib": ..., "data_open_ms": ...,
 //    "load_ms": [..per program..], "rss_after_kib": [..per program..], "rss_loaded_kib": ...,
 //    "rss_anon_before_kib": ..., "rss_file_before_kib": ..., "rss_anon_loaded_kib": ...,
 //    "rss_file_loaded_kib": ..., "hwm_loaded_kib": ..., "rss_trimmed_kib": ..., "rss_ran_kib": ...,
@@ -118,6 +118,7 @@ Result<std::vector<double>> MeasureLatency(Method& method, int warmup, int itera
 
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
+  xnnpack::set_verify_content(options.set.verify);
   ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
   ES_ASSIGN_OR_RETURN(const MemoryKib before, ReadMemory());
 
@@ -150,6 +151,7 @@ Status Run(const Options& options) {
 
   nlohmann::json report = tools::weights_cache_json(stats);
   report["sharing"] = options.set.share;
+  report["verify"] = options.set.verify;
   report["programs"] = options.set.programs.size();
   report["rss_before_kib"] = before.rss;
   report["data_open_ms"] = data_open_ms;

@@ -27,7 +27,8 @@ def test_demo_report_has_every_key_with_positive_numbers() -> None:
         assert isinstance(value, (int, float)) and math.isfinite(value), (key, value)
         assert value > 0, (key, value)
     for key in ("rss_8_shared_over_unshared", "latency_b32_over_torch", "latency_ms_b1_2threads",
-                "latency_ms_b32_2threads", "torch_latency_ms_b32_2threads"):
+                "latency_ms_b32_2threads", "torch_latency_ms_b32_2threads",
+                "load_first_verified_over_unverified", "load_first_verified_over_unverified_2threads"):
         assert isinstance(demo[key], float) and demo[key] > 0, (key, demo[key])
     assert demo["cache_released"] is True
     assert demo["not_measured"] == {}

@@ -3,8 +3,9 @@
 Per method, in graph order:
   - user inputs and every tensor an instruction writes are memory-planned (memory_id 1); inputs
     and outputs are live for the whole method, so inputs survive execute();
-  - weights whose placement has an external tag become Tensor values with external_key (their bytes
-    go to that tag's .ptd); other weights become constant_segment tensors in the .pte;
+  - weights whose placement has an external tag become Tensor values with external_key and
+    external_digest (the SHA-256 of their bytes, which go to that tag's .ptd); other weights
+    become constant_segment tensors in the .pte;
   - call_delegate nodes become DelegateCalls (inputs, then outputs) and their named data is merged;
   - every other ATen node becomes a KernelCall on "aten::<name>" with overload "" for .default,
     its schema arguments in order (defaults filled in), then its outputs;
@@ -213,9 +214,13 @@ class _MethodEmitter:
                 if tag is not None:
                     key = node.meta[DATA_KEY_META]
                     layout = TensorLayout.of(tensor, what)
-                    self.store.add_named_data(key, tensor_bytes(tensor), self.constant_alignment, tag, layout)
+                    data = tensor_bytes(tensor)
+                    self.store.add_named_data(key, data, self.constant_alignment, tag, layout)
                     t = _tensor_value(tensor, what)
                     t.externalKey = key
+                    # The identity the runtime checks against the data file's digest for the key:
+                    # the same SHA-256 the store records for these bytes.
+                    t.externalDigest = list(hashlib.sha256(data).digest())
                     self.node_values[node] = self._add(_evalue(fb.KernelTypes.Tensor, t))
                 else:
                     self.node_values[node] = self._constant_tensor(tensor, what)

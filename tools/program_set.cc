@@ -43,6 +43,7 @@ Result<ProgramSet> ProgramSet::open(const std::vector<std::string>& data_files) 
   if (!maps.empty()) {
     ES_ASSIGN_OR_RETURN(MergedDataMap merged, MergedDataMap::create(maps));
     set.external_ = std::make_unique<MergedDataMap>(std::move(merged));
+    set.counted_ = std::make_unique<CountingDataMap>(*set.external_);
   }
   set.data_open_ms_ = milliseconds_since(start);
   return set;
@@ -59,7 +60,7 @@ Status ProgramSet::add(const std::string& path) {
   entry.program = std::make_unique<Program>(std::move(program));
   for (size_t m = 0; m < entry.program->num_methods(); ++m) {
     ES_ASSIGN_OR_RETURN(const char* method_name, entry.program->get_method_name(m));
-    ES_ASSIGN_OR_RETURN(Method method, entry.program->load_method(method_name, external_.get()));
+    ES_ASSIGN_OR_RETURN(Method method, entry.program->load_method(method_name, counted_.get()));
     entry.methods.push_back(std::move(method));
   }
   entry.load_ms = milliseconds_since(start);
@@ -67,8 +68,13 @@ Status ProgramSet::add(const std::string& path) {
   return Status();
 }
 
+std::map<std::string, size_t> ProgramSet::data_map_fetches() const {
+  return counted_ == nullptr ? std::map<std::string, size_t>{} : counted_->fetches();
+}
+
 void ProgramSet::clear() {
   programs_.clear();
+  counted_.reset();
   external_.reset();
   data_files_.clear();
 }
@@ -115,6 +121,17 @@ nlohmann::json weights_cache_json(const xnnpack::WeightsCacheStats& stats) {
       {"cache_hits", stats.cache_hits},
       {"bytes_fetched", stats.bytes_fetched},
       {"packed_entries", stats.num_packed_entries},
+  };
+}
+
+nlohmann::json external_constants_json(const runtime::ExternalConstantStats& stats) {
+  return {
+      {"fetches", stats.fetches},
+      {"shared_hits", stats.shared_hits},
+      {"verifications", stats.verifications},
+      {"bytes_verified", stats.bytes_verified},
+      {"verification_failures", stats.verification_failures},
+      {"live_entries", stats.live_entries},
   };
 }
 

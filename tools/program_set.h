@@ -1,6 +1,8 @@
 // ProgramSet: programs loaded side by side in one process over shared data files, as the tools
 // (//tools:run, //bench:lora_runner) load them; plus seeded inputs, timing and the weights cache's
-// counters as JSON. Tool code, not runtime: it allocates freely and links nlohmann/json.
+// counters as JSON. Every method is loaded against a CountingDataMap over the data files, so
+// data_map_fetches() counts each key's fetches where the bytes leave the files. Tool code, not
+// runtime: it allocates freely and links nlohmann/json.
 //
 //   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open({"foundation.ptd"}));
 //   ES_RETURN_IF_ERROR(set.add("lora_a.pte"));            // Program::load + every load_method
@@ -20,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,9 +32,11 @@
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/data_loader/mmap_data_loader.h"
+#include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
+#include "edgeshare/tools/counting_data_map.h"
 #include "edgeshare/tools/npy.h"
 
 namespace edgeshare {
@@ -56,6 +61,9 @@ class ProgramSet {
   runtime::Status add(const std::string& path);
 
   std::vector<LoadedProgram>& programs() { return programs_; }
+  // Key -> how many times its bytes were fetched from the data files (get_data or load_data_into,
+  // by delegates and by the executor alike), over every program loaded so far.
+  std::map<std::string, size_t> data_map_fetches() const;
   // How long open() took (opening and merging the data files).
   double data_open_ms() const { return data_open_ms_; }
   // Destroys every program, then the merged map and the data files.
@@ -67,6 +75,7 @@ class ProgramSet {
   // Destroyed bottom-up: the programs before the map and the files they borrow.
   std::vector<std::shared_ptr<const runtime::DataFile>> data_files_;
   std::unique_ptr<runtime::MergedDataMap> external_;  // Null without data files.
+  std::unique_ptr<CountingDataMap> counted_;  // Wraps external_: what load_method is given.
   std::vector<LoadedProgram> programs_;
   double data_open_ms_ = 0;
 };
@@ -87,6 +96,10 @@ runtime::Result<std::vector<double>> time_method(runtime::Method& method, int wa
 
 // {"packs", "cache_hits", "bytes_fetched", "packed_entries"} of the process-wide weights cache.
 nlohmann::json weights_cache_json(const xnnpack::WeightsCacheStats& stats);
+
+// {"fetches", "shared_hits", "verifications", "bytes_verified", "verification_failures",
+// "live_entries"} of the executor's external constants (constants outside any delegate).
+nlohmann::json external_constants_json(const runtime::ExternalConstantStats& stats);
 
 // Under `bazel run` a tool starts in its runfiles; a relative path means the user's directory.
 std::string user_path(const std::string& path);

@@ -1,5 +1,5 @@
 // The command-line flags //tools:run and //bench:lora_runner share (--program, --data, --no-share,
-// --threads), declared on a CLI11 app, and one parse call that turns CLI11's errors into a Status.
+// --no-verify, --threads), declared on a CLI11 app, and one parse call that turns CLI11's errors into a Status.
 //
 //   CLI::App app{"loads programs", "run"};
 //   ProgramSetFlags flags;
@@ -29,6 +29,7 @@ struct ProgramSetFlags {
   std::vector<std::string> programs;    // --program, repeated: loaded in this order. Required.
   std::vector<std::string> data_files;  // --data, repeated: the .ptd files they load against.
   bool share = true;                    // --no-share turns the weights cache's sharing off.
+  bool verify = true;                   // --no-verify: trusted files, fetched bytes not hashed.
   int threads = 1;                      // --threads N: threads of the delegate's operators.
 };
 

@@ -4,6 +4,7 @@
 #include "edgeshare/tools/program_set.h"
 
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,13 @@ TEST(ProgramSetTest, SecondProgramLoadsOverTheSameDataAndPacksNothingNew) {
   for (const char* key : {"packs", "cache_hits", "bytes_fetched", "packed_entries"}) {
     EXPECT_TRUE(stats.contains(key)) << key;
   }
+  // Counted at the data map both programs were given: each of the foundation's 6 keys (fc1..fc3,
+  // weight and bias) left foundation.ptd once.
+  const std::map<std::string, size_t> fetches = set->data_map_fetches();
+  EXPECT_EQ(fetches.size(), 6u);
+  for (const auto& [key, n] : fetches) EXPECT_EQ(n, 1u) << key;
   set->clear();
+  EXPECT_TRUE(set->data_map_fetches().empty());
   EXPECT_EQ(xnnpack::process_weights_cache_stats().num_packed_entries, 0u);
 }
 

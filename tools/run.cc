@@ -3,12 +3,15 @@
 //
 //   bazel run //tools:run -- --program lora_a.pte --program lora_b.pte --data foundation.ptd
 //       [--inputs x.npy[,y.npy]] [--outputs DIR] [--stats-json FILE] [--no-share] [--iterations N]
-//       [--threads N] [--method NAME]...
+//       [--threads N] [--no-verify] [--method NAME]...
 //
 // Without --inputs every input is filled with seeded values in [-1, 1). --method (repeatable)
 // runs only the methods of that name, in every program that has one; every method is still
 // loaded, so sharing is measured as without it. --outputs writes
-// DIR/<program>.<method>.output<i>.npy. A malformed file gives a one-line error and exit status 1.
+// DIR/<program>.<method>.output<i>.npy. --stats-json writes the weights cache's counters, the
+// fetches of every data-file key counted at the data map ("data_map_fetches") and the executor's
+// external constant counters. --no-verify trusts the data files (no hashing of fetched bytes).
+// A malformed file gives a one-line error and exit status 1.
 
 #include <sys/stat.h>
 
@@ -40,7 +43,7 @@ using runtime::Status;
 using runtime::Tensor;
 
 struct Options {
-  ProgramSetFlags set;  // --program, --data, --no-share, --threads.
+  ProgramSetFlags set;  // --program, --data, --no-share, --no-verify, --threads.
   std::vector<std::string> inputs;
   std::string outputs_dir;
   std::string stats_json;
@@ -72,10 +75,14 @@ void ResolveUserPaths(Options& options) {
   options.stats_json = user_path(options.stats_json);
 }
 
-Status WriteStats(const std::string& path) {
+Status WriteStats(const std::string& path, const ProgramSet& set) {
   const xnnpack::WeightsCacheStats stats = xnnpack::process_weights_cache_stats();
   nlohmann::json json = weights_cache_json(stats);
   json["named_data_fetches"] = stats.named_data_fetches;
+  // Counted at the data map: every fetch of a data-file key, the executor's own included.
+  json["data_map_fetches"] = set.data_map_fetches();
+  json["external_constants"] = external_constants_json(runtime::external_constant_stats());
+  json["verify"] = xnnpack::verify_content_enabled();
   json["sharing"] = xnnpack::weight_sharing_enabled();
   json["data_files_open"] = DataFile::open_count();
   const std::string text = json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -141,6 +148,7 @@ Status CheckMethodsExist(const Options& options, ProgramSet& set) {
 
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
+  xnnpack::set_verify_content(options.set.verify);
   ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
 
@@ -177,7 +185,7 @@ Status Run(const Options& options) {
               stats.num_packed_entries, static_cast<unsigned long long>(stats.packs),
               static_cast<unsigned long long>(stats.cache_hits),
               static_cast<unsigned long long>(stats.bytes_fetched));
-  if (!options.stats_json.empty()) ES_RETURN_IF_ERROR(WriteStats(options.stats_json));
+  if (!options.stats_json.empty()) ES_RETURN_IF_ERROR(WriteStats(options.stats_json, set));
   return Status();
 }
 

@@ -57,6 +57,10 @@ def test_foundation_is_fetched_once_and_packed_once(exported):
     assert run.stats["packed_entries"] == foundation_linears + adapter_weights
     assert run.stats["cache_hits"] == foundation_linears * (len(result.program_paths) - 1)
     assert run.stats["data_files_open"] == 1
+    # Counted where the bytes leave foundation.ptd, whoever fetched them.
+    at_map = run.stats["data_map_fetches"]
+    assert set(at_map) == set(result.shared_keys), at_map
+    assert all(n == 1 for n in at_map.values()), at_map
 
 
 def test_sharing_off_fetches_the_foundation_per_program(exported):
@@ -64,6 +68,7 @@ def test_sharing_off_fetches_the_foundation_per_program(exported):
     run = run_programs(_programs(result), [result.foundation_path], [inputs[0].numpy()], share=False)
     for key in result.shared_keys:
         assert run.stats["named_data_fetches"][key] == len(result.program_paths)
+        assert run.stats["data_map_fetches"][key] == len(result.program_paths)
     assert run.stats["cache_hits"] == 0
     expected = _expected(result, inputs)
     for name in result.program_paths:

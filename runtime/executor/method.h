@@ -15,10 +15,11 @@
 // shape; execute passes on a kernel's or delegate's error with the instruction named.
 // Thread-safety: one thread at a time per Method; two Methods (of one Program or two) may run on
 // two threads at once. Move-only; destroying it releases its delegates and memory.
-// Ownership: owns its planned memory, constants (views or copies) and delegates; shares its
-// Program's verified flatbuffer and own named data (names, int lists and strings point into them),
-// so it may outlive the Program; borrows the Program's loader and the external NamedDataMap it was
-// loaded with, which must outlive it.
+// Ownership: owns its planned memory, constants (views or copies; views of external constants are
+// held in the process's external constant table, shared with other Methods) and delegates; shares
+// its Program's verified flatbuffer and own named data (names, int lists and strings point into
+// them), so it may outlive the Program; borrows the Program's loader and the external NamedDataMap
+// it was loaded with, which must outlive it.
 
 #ifndef EDGESHARE_RUNTIME_EXECUTOR_METHOD_H_
 #define EDGESHARE_RUNTIME_EXECUTOR_METHOD_H_
@@ -34,6 +35,7 @@
 #include "edgeshare/runtime/core/freeable_buffer.h"
 #include "edgeshare/runtime/core/named_data_map.h"
 #include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 
 namespace edgeshare {
@@ -59,7 +61,10 @@ class Method {
   // backend, never from the file); NotFound for an external constant missing from
   // `external_data` or a backend not linked in; NotSupported for an operator without a kernel
   // or an unavailable backend; InvalidData when an external constant's dtype, shape or size
-  // differs; AlreadyExists for a key in both the program's named data and `external_data`;
+  // differs, when its digest in `external_data` is not the one the program recorded (another
+  // data file of the same shapes), or when its bytes do not hash to that digest (content policy,
+  // external_constants.h, naming the key and the data file); Internal if hashing fails;
+  // AlreadyExists for a key in both the program's named data and `external_data`;
   // MemoryAllocationFailed; loader and backend errors.
   static Result<Method> load(std::shared_ptr<const ProgramImage> program,
                              const schema::ExecutionPlan& plan, const NamedDataMap* external_data);
@@ -109,6 +114,7 @@ class Method {
   std::string name_;
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> buffers_;
   std::vector<FreeableBuffer> constants_;
+  std::vector<ExternalConstant> external_constants_;  // views of data-file bytes, maybe shared
   std::unique_ptr<NamedDataMap> data_map_;
   std::vector<EValue> values_;
   std::vector<EValue*> args_;

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/executor/method.h"
 #include "edgeshare/runtime/executor/program_image.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
@@ -242,7 +243,10 @@ Result<void*> Method::Loader::inline_constant(const char* what, const schema::Te
 }
 
 // A constant from a data file (e.g. a foundation weight in a .ptd): its layout must match what
-// the program expects; the bytes are a view when the data file's loader can give one.
+// the program expects and, when the program recorded one (external_digest), so must its identity:
+// the data file's digest for the key, so a file of the right shapes but other bytes is refused.
+// The bytes come through the process's external constant table (external_constants.h): a view
+// shared with other Methods and checked against that digest before any of them uses it.
 Result<void*> Method::Loader::external_constant(const char* what, const schema::Tensor& tensor,
                                                 ScalarType type, size_t nbytes) {
   const char* key = tensor.external_key()->c_str();
@@ -255,12 +259,24 @@ Result<void*> Method::Loader::external_constant(const char* what, const schema::
                            Error::InvalidData,
                            "constant '%s' in %s does not have the dtype and shape %s expects", key,
                            external_->name(), program_.name());
-  ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, external_->get_data(key));
-  ES_CHECK_OR_RETURN_ERROR(bytes.size() == nbytes, Error::InvalidData,
-                           "constant '%s' in %s has %zu bytes, expected %zu", key,
-                           external_->name(), bytes.size(), nbytes);
+  Result<Digest> recorded = external_->get_digest(key);
+  ES_CHECK_OR_RETURN_ERROR(recorded.ok(), recorded.error(), "constant '%s': %s", key,
+                           recorded.status().message());
+  if (const auto* expected = tensor.external_digest()) {
+    Digest want;
+    ES_CHECK_OR_RETURN_ERROR(expected->size() == want.bytes.size(), Error::InvalidProgram,
+                             "%s has a %u-byte external digest (SHA-256 is %zu)", what,
+                             expected->size(), want.bytes.size());
+    for (size_t i = 0; i < want.bytes.size(); ++i) want.bytes[i] = at(*expected, i);
+    ES_CHECK_OR_RETURN_ERROR(*recorded == want, Error::InvalidData,
+                             "constant '%s' in %s is not the one %s was exported with (another "
+                             "SHA-256: a different data file with the same shapes?)",
+                             key, external_->name(), program_.name());
+  }
+  ES_ASSIGN_OR_RETURN(ExternalConstant bytes,
+                      ExternalConstant::acquire(*external_, key, *recorded, nbytes));
   void* data = const_cast<void*>(bytes.data());
-  method_.constants_.push_back(std::move(bytes));
+  method_.external_constants_.push_back(std::move(bytes));
   return data;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/named_data/data_file.h"
+#include "edgeshare/tools/counting_data_map.h"
 #include "edgeshare/tools/npy.h"
 
 namespace edgeshare {
@@ -78,13 +80,15 @@ TEST(LoraSharingTest, two_programs_fetch_and_pack_the_foundation_once) {
   const std::vector<std::string> keys = FoundationKeys(**foundation);
   ASSERT_EQ(keys.size(), 6u);  // fc1..fc3, weight and bias each
 
+  // Fetches counted where the bytes leave foundation.ptd, whoever fetches them.
+  const tools::CountingDataMap counted((*foundation)->map());
   Loaded a = Load(Env("LORA_A_PTE"));
   Loaded b = Load(Env("LORA_B_PTE"));
   {
-    auto method_a = a.program->load_method("forward", &(*foundation)->map());
+    auto method_a = a.program->load_method("forward", &counted);
     ASSERT_TRUE(method_a.ok()) << method_a.status().message();
     const WeightsCacheStats after_a = process_weights_cache_stats();
-    auto method_b = b.program->load_method("forward", &(*foundation)->map());
+    auto method_b = b.program->load_method("forward", &counted);
     ASSERT_TRUE(method_b.ok()) << method_b.status().message();
     const WeightsCacheStats after_b = process_weights_cache_stats();
 
@@ -92,6 +96,9 @@ TEST(LoraSharingTest, two_programs_fetch_and_pack_the_foundation_once) {
       ASSERT_EQ(after_b.named_data_fetches.count(key), 1u) << key;
       EXPECT_EQ(after_b.named_data_fetches.at(key), 1u) << key << " fetched more than once";
     }
+    std::map<std::string, size_t> at_map = counted.fetches();
+    EXPECT_EQ(at_map.size(), keys.size());
+    for (const std::string& key : keys) EXPECT_EQ(at_map[key], 1u) << key << " at the data map";
     // Loading the second program fetched only its adapter, never a foundation byte.
     uint64_t foundation_bytes = 0;
     for (const std::string& key : keys) foundation_bytes += (*(*foundation)->map().get_tensor_layout(key.c_str())).nbytes();
@@ -117,14 +124,18 @@ TEST(LoraSharingTest, with_sharing_off_each_program_packs_its_own_foundation) {
   reset_weights_cache_counters();
   auto foundation = DataFile::open(Env("FOUNDATION_PTD"));
   ASSERT_TRUE(foundation.ok());
+  const tools::CountingDataMap counted((*foundation)->map());
   Loaded a = Load(Env("LORA_A_PTE"));
   Loaded b = Load(Env("LORA_B_PTE"));
   {
-    auto method_a = a.program->load_method("forward", &(*foundation)->map());
-    auto method_b = b.program->load_method("forward", &(*foundation)->map());
+    auto method_a = a.program->load_method("forward", &counted);
+    auto method_b = b.program->load_method("forward", &counted);
     ASSERT_TRUE(method_a.ok() && method_b.ok());
     const WeightsCacheStats stats = process_weights_cache_stats();
     EXPECT_EQ(stats.named_data_fetches.at("fc1.weight"), 2u);
+    for (const std::string& key : FoundationKeys(**foundation)) {
+      EXPECT_EQ(counted.fetches()[key], 2u) << key << " at the data map";
+    }
     EXPECT_EQ(stats.cache_hits, 0u);
     ExpectMatchesReference(*method_b, "LORA_B_INPUT", "LORA_B_OUTPUT");
   }

@@ -17,8 +17,11 @@
 // weights_cache_bench). Turning it off is the trusted-file mode: fetched bytes are used unchecked.
 // Entries made while it is off are marked unchecked and are never handed to a load made while it
 // is on (that load packs its own checked entry), so switching it off around trusted files cannot
-// leak unchecked entries into later checked loads. Constants the executor reads outside the
-// delegate are not covered by this switch (the delegate's fetches only).
+// leak unchecked entries into later checked loads.
+//
+// Both switches are the runtime's (runtime/core/content_policy.h: set_share_constants,
+// set_verify_content), which the executor honours too for the constants it reads outside the
+// delegate; the functions here are thin forwards kept for existing callers.
 //
 //   edgeshare::xnnpack::set_weight_sharing(true);
 //   ... load two programs over the same foundation.ptd ...
@@ -69,12 +72,14 @@ struct WeightsCacheStats {
   std::vector<std::string> retained_data_names;
 };
 
-// Turns process-wide sharing on (default) or off, for handles created from now on.
+// Turns process-wide sharing on (default) or off, for handles created (and Methods loaded) from
+// now on. Forwards to runtime::set_share_constants.
 void set_weight_sharing(bool enabled);
 bool weight_sharing_enabled();
 
 // Turns content verification on (default) or off for fetches made from now on, process-wide.
-// Off means: the data files loaded while it is off are trusted as they are (see above).
+// Off means: the data files loaded while it is off are trusted as they are (see above). Forwards
+// to runtime::set_verify_content.
 void set_verify_content(bool enabled);
 bool verify_content_enabled();
 

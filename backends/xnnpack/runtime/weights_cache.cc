@@ -8,6 +8,7 @@
 #include <set>
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
+#include "edgeshare/runtime/core/content_policy.h"
 #include "edgeshare/runtime/core/sha256.h"
 
 namespace edgeshare {
@@ -26,11 +27,9 @@ constexpr uint8_t kFullyConnectedF32 = 1;
 // digest ever matched (the identity's dtype differs too).
 constexpr uint8_t kFullyConnectedF16 = 2;
 
-// Process-wide bookkeeping behind weight_sharing.h: the switch, counters summed over every cache,
+// Process-wide bookkeeping behind weight_sharing.h: counters summed over every cache,
 // and the set of live caches (for entry counts and names). Leaked on purpose, like the shared cache.
 struct Process {
-  std::atomic<bool> sharing{true};
-  std::atomic<bool> verify{true};
   std::mutex mutex;  // Guards everything below. Taken after a cache's lock, never before one.
   std::map<std::string, size_t> fetches;
   uint64_t bytes_fetched = 0;
@@ -597,13 +596,14 @@ WeightsCacheStats WeightsCache::stats() const {
   return stats;
 }
 
-void set_weight_sharing(bool enabled) { process().sharing.store(enabled); }
+// The switches live in the runtime (content_policy.h), shared with the executor's constants.
+void set_weight_sharing(bool enabled) { runtime::set_share_constants(enabled); }
 
-bool weight_sharing_enabled() { return process().sharing.load(); }
+bool weight_sharing_enabled() { return runtime::share_constants_enabled(); }
 
-void set_verify_content(bool enabled) { process().verify.store(enabled); }
+void set_verify_content(bool enabled) { runtime::set_verify_content(enabled); }
 
-bool verify_content_enabled() { return process().verify.load(); }
+bool verify_content_enabled() { return runtime::verify_content_enabled(); }
 
 WeightsCacheStats process_weights_cache_stats() {
   WeightsCacheStats total;
