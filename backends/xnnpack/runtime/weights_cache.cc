@@ -29,13 +29,16 @@ constexpr uint8_t kFullyConnectedF32 = 1;
 // digest ever matched (the identity's dtype differs too).
 constexpr uint8_t kFullyConnectedF16 = 2;
 
-// Slab sizing and scheduling, chosen by measurement (slabs_bench.cc, on a 2 MiB-L2 AVX-512 core):
-// slabs of L2 / kL2BytesPerSlabByte packed bytes, each run by one pool thread over all rows when
-// batch > 1 (kSlabsAcrossPool, weights_cache.h) rather than all threads sweeping each slab.
+// Slab sizing, chosen by measurement (slabs_bench.cc on this project's 2 MiB-L2 AVX-512 cores):
+// at T=32 over the reference model's weights, slabs of L2/8 and L2/4 were fastest (~0.65x of one
+// operator per weight at 1 thread), L2/2 ~0.72x, a whole L2 ~0.8x: the slab shares L2 with the
+// input rows (up to 256 KiB at 2048 inputs) and the output tile. At T=1 slabs cost nothing
+// measurable (0.95-1.03x), so one layout serves every batch. L2/4 keeps the slab count (and the
+// setup + run calls per weight) half that of L2/8.
 constexpr size_t kFallbackL2Bytes = size_t{1} << 20;
-constexpr size_t kL2BytesPerSlabByte = 2;
-// Slab widths are a multiple of this many output channels: the widest XNNPACK f32/f16 kernel tile
-// here is 32 columns, so no slab ends in a partial tile it would not otherwise have.
+constexpr size_t kL2BytesPerSlabByte = 4;
+// Slab widths are a multiple of this many output channels, which is a multiple of the column tile
+// (nr: 8, 16 or 32) of XNNPACK's x86 f32/f16 kernels: only the last slab can end in a partial tile.
 constexpr size_t kSlabChannelMultiple = 32;
 
 // [first, count) output channel ranges of about `slab_bytes` packed bytes each, of equal width.
@@ -219,7 +222,7 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
   std::lock_guard<std::mutex> lock(mutex_);
   pthreadpool_t pool = threadpool();
   const char* kind = weight_dtype_ == runtime::ScalarType::Half ? "f16 " : "";
-  if (slabs_across_pool_ && pool != nullptr && batch_size > 1 && slabs_.size() > 1) {
+  if (slabs_across_pool_ && pool != nullptr && slabs_.size() > 1) {
     SlabRun job;
     job.entry = this;
     job.batch_size = batch_size;

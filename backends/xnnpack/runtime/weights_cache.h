@@ -86,7 +86,9 @@ struct ConstantRef {
   ConstantIdentity identity;
 };
 
-// Whether runs with batch > 1 give each pool thread whole slabs (measured faster at 2 threads).
+// Whether runs on a pool of 2+ threads give each thread whole slabs, one pool call per weight
+// (measured: as fast as splitting each slab over the pool at best, and far less hurt when other
+// processes share the cores, as it waits at one barrier per weight instead of one per slab).
 constexpr bool kSlabsAcrossPool = true;
 
 // A packed entry: the weights of one fully connected op, packed by XNNPACK fully connected
@@ -108,9 +110,9 @@ class PackedOperator {
   ~PackedOperator();
 
   // setup + run of every slab under this entry's lock: an operator keeps the pointers of its last
-  // setup, so a setup from one thread must not be followed by another thread's run. With batch > 1
-  // and a delegate pool of 2+ threads the slabs are spread over the pool's threads (each slab on
-  // one thread), otherwise each slab in turn splits its tiles over the pool. Never allocates.
+  // setup, so a setup from one thread must not be followed by another thread's run. With a
+  // delegate pool of 2+ threads the slabs are spread over the pool's threads (each slab on one
+  // thread, all rows), otherwise they run one after the other. Never allocates.
   // Errors: DelegateExecutionFailed naming the weight key.
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
   // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
@@ -174,8 +176,8 @@ class RetainedConstant {
 class WeightsCache {
  public:
   // Slabs of about `slab_bytes` packed bytes each; 0 packs every weight as one operator. With
-  // `slabs_across_pool`, a run with batch > 1 gives each pool thread whole slabs; without, every
-  // slab in turn is split over the pool's threads. The defaults are the measured best
+  // `slabs_across_pool`, a run on a pool gives each pool thread whole slabs; without, every slab
+  // in turn is split over the pool's threads. The defaults are the measured best
   // (slabs_bench.cc); other values are for measuring.
   explicit WeightsCache(size_t slab_bytes = default_slab_bytes(),
                         bool slabs_across_pool = kSlabsAcrossPool);

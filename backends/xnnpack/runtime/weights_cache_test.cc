@@ -390,6 +390,46 @@ TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
   }
 }
 
+// Slabs change where columns are computed, not how: the output is bit for bit that of one
+// operator over the whole weight (f32 and f16, 1 and 2 threads).
+TEST_F(WeightsCacheTest, slabbed_output_is_bitwise_that_of_one_operator) {
+  constexpr size_t kIn = 512, kOut = 544, kRows = 5;
+  for (bool f16 : {false, true}) {
+    std::vector<float> w = random_floats(kOut * kIn, -1, 1, 1), b = random_floats(kOut, -1, 1, 2);
+    std::vector<float> x = random_floats(kRows * kIn, -1, 1, 3);
+    const auto dtype = f16 ? runtime::ScalarType::Half : runtime::ScalarType::Float;
+    const std::vector<float> xs = f16 ? pack_halves(x) : x;
+    for (size_t threads : {1u, 2u}) {
+      ASSERT_TRUE(set_num_threads(threads).ok());
+      std::vector<float> y[2];  // f16: two halves per float.
+      for (int slabbed = 0; slabbed < 2; ++slabbed) {
+        WeightsCache cache(slabbed ? 64 * 1024 : 0);
+        InMemoryDataMap map("m.ptd");
+        ConstantRef weight{"w", {}}, bias{"b", {}};
+        weight.identity.dims = {static_cast<uint32_t>(kOut), static_cast<uint32_t>(kIn)};
+        bias.identity.dims = {static_cast<uint32_t>(kOut)};
+        weight.identity.dtype = bias.identity.dtype = dtype;
+        weight.identity.digest = map.add("w", f16 ? pack_halves(w) : w);
+        bias.identity.digest = map.add("b", f16 ? pack_halves(b) : b);
+        auto op = cache.get_or_pack_fully_connected(&map, weight, &bias, kIn, kOut);
+        if (f16 && !op.ok()) GTEST_SKIP() << op.status().message();  // No f16 kernels here.
+        ASSERT_TRUE(op.ok()) << op.status().message();
+        EXPECT_EQ((*op)->num_slabs(), slabbed ? (f16 ? 9u : 17u) : 1u);
+        y[slabbed].assign(kRows * kOut, 0.0f);
+        const runtime::Status status =
+            f16 ? (*op)->run_fully_connected_f16(kRows, xs.data(), y[slabbed].data())
+                : (*op)->run_fully_connected(kRows, xs.data(), y[slabbed].data());
+        ASSERT_TRUE(status.ok()) << status.message();
+        cache.release(*op);
+      }
+      const size_t bytes = kRows * kOut * (f16 ? 2 : 4);
+      EXPECT_EQ(std::memcmp(y[0].data(), y[1].data(), bytes), 0)
+          << (f16 ? "f16" : "f32") << " threads " << threads;
+    }
+  }
+  ASSERT_TRUE(set_num_threads(1).ok());
+}
+
 // No slabs (slab_bytes 0), or a weight no larger than a slab: one operator.
 TEST_F(WeightsCacheTest, small_weight_or_no_slab_size_is_one_operator) {
   for (size_t slab_bytes : {size_t{0}, size_t{1} << 20}) {
