@@ -390,40 +390,53 @@ TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
   }
 }
 
+// One run of a [kBitOut, kBitIn] weight with bias over kBitRows rows through a fresh cache with
+// `slab_bytes`; returns the output bytes (f16: two halves per float) and the entry's slab count.
+constexpr size_t kBitIn = 512, kBitOut = 544, kBitRows = 5;
+
+runtime::Result<std::vector<float>> run_through_cache(bool f16, size_t slab_bytes,
+                                                      size_t* slabs) {
+  const std::vector<float> w = random_floats(kBitOut * kBitIn, -1, 1, 1);
+  const std::vector<float> b = random_floats(kBitOut, -1, 1, 2);
+  const std::vector<float> x = random_floats(kBitRows * kBitIn, -1, 1, 3);
+  WeightsCache cache(slab_bytes);
+  InMemoryDataMap map("m.ptd");
+  ConstantRef weight{"w", {}}, bias{"b", {}};
+  weight.identity.dims = {static_cast<uint32_t>(kBitOut), static_cast<uint32_t>(kBitIn)};
+  bias.identity.dims = {static_cast<uint32_t>(kBitOut)};
+  weight.identity.dtype = bias.identity.dtype =
+      f16 ? runtime::ScalarType::Half : runtime::ScalarType::Float;
+  weight.identity.digest = map.add("w", f16 ? pack_halves(w) : w);
+  bias.identity.digest = map.add("b", f16 ? pack_halves(b) : b);
+  ES_ASSIGN_OR_RETURN(PackedOperator * op,
+                      cache.get_or_pack_fully_connected(&map, weight, &bias, kBitIn, kBitOut));
+  *slabs = op->num_slabs();
+  std::vector<float> y(kBitRows * kBitOut, 0.0f);
+  const runtime::Status status =
+      f16 ? op->run_fully_connected_f16(kBitRows, pack_halves(x).data(), y.data())
+          : op->run_fully_connected(kBitRows, x.data(), y.data());
+  cache.release(op);
+  if (!status.ok()) return status;
+  y.resize(f16 ? kBitRows * kBitOut / 2 : kBitRows * kBitOut);
+  return y;
+}
+
 // Slabs change where columns are computed, not how: the output is bit for bit that of one
 // operator over the whole weight (f32 and f16, 1 and 2 threads).
 TEST_F(WeightsCacheTest, slabbed_output_is_bitwise_that_of_one_operator) {
-  constexpr size_t kIn = 512, kOut = 544, kRows = 5;
   for (bool f16 : {false, true}) {
-    std::vector<float> w = random_floats(kOut * kIn, -1, 1, 1), b = random_floats(kOut, -1, 1, 2);
-    std::vector<float> x = random_floats(kRows * kIn, -1, 1, 3);
-    const auto dtype = f16 ? runtime::ScalarType::Half : runtime::ScalarType::Float;
-    const std::vector<float> xs = f16 ? pack_halves(x) : x;
     for (size_t threads : {1u, 2u}) {
       ASSERT_TRUE(set_num_threads(threads).ok());
-      std::vector<float> y[2];  // f16: two halves per float.
-      for (int slabbed = 0; slabbed < 2; ++slabbed) {
-        WeightsCache cache(slabbed ? 64 * 1024 : 0);
-        InMemoryDataMap map("m.ptd");
-        ConstantRef weight{"w", {}}, bias{"b", {}};
-        weight.identity.dims = {static_cast<uint32_t>(kOut), static_cast<uint32_t>(kIn)};
-        bias.identity.dims = {static_cast<uint32_t>(kOut)};
-        weight.identity.dtype = bias.identity.dtype = dtype;
-        weight.identity.digest = map.add("w", f16 ? pack_halves(w) : w);
-        bias.identity.digest = map.add("b", f16 ? pack_halves(b) : b);
-        auto op = cache.get_or_pack_fully_connected(&map, weight, &bias, kIn, kOut);
-        if (f16 && !op.ok()) GTEST_SKIP() << op.status().message();  // No f16 kernels here.
-        ASSERT_TRUE(op.ok()) << op.status().message();
-        EXPECT_EQ((*op)->num_slabs(), slabbed ? (f16 ? 9u : 17u) : 1u);
-        y[slabbed].assign(kRows * kOut, 0.0f);
-        const runtime::Status status =
-            f16 ? (*op)->run_fully_connected_f16(kRows, xs.data(), y[slabbed].data())
-                : (*op)->run_fully_connected(kRows, xs.data(), y[slabbed].data());
-        ASSERT_TRUE(status.ok()) << status.message();
-        cache.release(*op);
-      }
-      const size_t bytes = kRows * kOut * (f16 ? 2 : 4);
-      EXPECT_EQ(std::memcmp(y[0].data(), y[1].data(), bytes), 0)
+      size_t one = 0, many = 0;
+      auto whole = run_through_cache(f16, 0, &one);
+      if (f16 && !whole.ok()) GTEST_SKIP() << whole.status().message();  // No f16 kernels.
+      ASSERT_TRUE(whole.ok()) << whole.status().message();
+      auto slabbed = run_through_cache(f16, 64 * 1024, &many);
+      ASSERT_TRUE(slabbed.ok()) << slabbed.status().message();
+      EXPECT_EQ(one, 1u);
+      EXPECT_EQ(many, f16 ? 9u : 17u);  // 64 KiB of 1 or 2 KiB rows, in multiples of 32 rows.
+      ASSERT_EQ(whole->size(), slabbed->size());
+      EXPECT_EQ(std::memcmp(whole->data(), slabbed->data(), whole->size() * sizeof(float)), 0)
           << (f16 ? "f16" : "f32") << " threads " << threads;
     }
   }
