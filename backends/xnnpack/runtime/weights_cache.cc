@@ -29,12 +29,11 @@ constexpr uint8_t kFullyConnectedF32 = 1;
 // digest ever matched (the identity's dtype differs too).
 constexpr uint8_t kFullyConnectedF16 = 2;
 
-// Slab sizing, chosen by measurement (slabs_bench.cc on this project's 2 MiB-L2 AVX-512 cores):
-// at T=32 over the reference model's weights, slabs of L2/8 and L2/4 were fastest (~0.65x of one
-// operator per weight at 1 thread), L2/2 ~0.72x, a whole L2 ~0.8x: the slab shares L2 with the
-// input rows (up to 256 KiB at 2048 inputs) and the output tile. At T=1 slabs cost nothing
-// measurable (0.95-1.03x), so one layout serves every batch. L2/4 keeps the slab count (and the
-// setup + run calls per weight) half that of L2/8.
+// Slab sizing, chosen by measurement (slabs_bench.cc on this project's 2 MiB-L2 AVX-512 cores,
+// the reference model's twelve weights, time relative to one operator per weight): at T=32 and 1
+// thread, slabs of L2/8 0.64x, L2/4 0.66x, L2/2 0.70x, L2 0.80x (the slab shares L2 with the
+// input rows, up to 256 KiB at 2048 inputs, and the output tile); at T=1 the extra setup + run
+// calls cost L2/8 +3%, L2/4 +2%, L2/2 -1%. L2/4 is the compromise; one layout serves every batch.
 constexpr size_t kFallbackL2Bytes = size_t{1} << 20;
 constexpr size_t kL2BytesPerSlabByte = 4;
 // Slab widths are a multiple of this many output channels, which is a multiple of the column tile

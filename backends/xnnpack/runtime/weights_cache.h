@@ -87,8 +87,9 @@ struct ConstantRef {
 };
 
 // Whether runs on a pool of 2+ threads give each thread whole slabs, one pool call per weight
-// (measured: as fast as splitting each slab over the pool at best, and far less hurt when other
-// processes share the cores, as it waits at one barrier per weight instead of one per slab).
+// (measured at T=32, 2 threads, 1 MiB slabs: 0.49x of one operator per weight, against 0.59x when
+// each slab is split over the pool; equal at T=1; and far less hurt when other processes share
+// the cores, as it waits at one barrier per weight instead of one per slab).
 constexpr bool kSlabsAcrossPool = true;
 
 // A packed entry: the weights of one fully connected op, packed by XNNPACK fully connected
