@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "edgeshare/backends/xnnpack/runtime/operator_tester.h"
+#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -33,6 +34,27 @@ TEST_P(FullyConnected, batch_one) {
 TEST_P(FullyConnected, output_clamp_is_applied_outside_the_shared_operator) {
   LinearTester().input_channels(32).output_channels(16).batch_size(4).output_range(0.0f, 0.5f)
       .share_weights(GetParam()).Test();
+}
+
+// Weights larger than the cache's default column slab (L2/4: 512 KiB here, 256 KiB where the L2
+// size is unknown) are packed as several slab operators, each writing its own output columns;
+// every slab runs over all rows on one thread, or one pool thread each with 2 threads.
+TEST_P(FullyConnected, weight_larger_than_a_slab) {
+  for (size_t threads : {1u, 2u}) {
+    ASSERT_TRUE(set_num_threads(threads).ok());
+    LinearTester().input_channels(512).output_channels(544).batch_size(9).has_bias(true)
+        .share_weights(GetParam()).Test();
+  }
+  ASSERT_TRUE(set_num_threads(1).ok());
+}
+
+TEST_P(FullyConnected, fp16_weight_larger_than_a_slab) {
+  for (size_t threads : {1u, 2u}) {
+    ASSERT_TRUE(set_num_threads(threads).ok());
+    LinearTester().input_channels(256).output_channels(1088).batch_size(3).has_bias(true)
+        .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+  }
+  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 // fp16 weights (the exporter's fc_weight_dtype="fp16"): an f16 operator in the weights cache, fed

@@ -1,11 +1,14 @@
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
+#include <utility>
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/runtime/core/content_policy.h"
@@ -26,6 +29,32 @@ constexpr uint8_t kFullyConnectedF32 = 1;
 // f16 weights and bias, f16 input and output: never the same entry as an f32 operator, even if a
 // digest ever matched (the identity's dtype differs too).
 constexpr uint8_t kFullyConnectedF16 = 2;
+
+// Slab sizing, chosen by measurement (slabs_bench.cc on this project's 2 MiB-L2 AVX-512 cores,
+// the reference model's twelve weights, time relative to one operator per weight): at T=32 and 1
+// thread, slabs of L2/8 0.64x, L2/4 0.66x, L2/2 0.70x, L2 0.80x (the slab shares L2 with the
+// input rows, up to 256 KiB at 2048 inputs, and the output tile); at T=1 the extra setup + run
+// calls cost L2/8 +3%, L2/4 +2%, L2/2 -1%. L2/4 is the compromise; one layout serves every batch.
+constexpr size_t kFallbackL2Bytes = size_t{1} << 20;
+constexpr size_t kL2BytesPerSlabByte = 4;
+// Slab widths are a multiple of this many output channels, which is a multiple of the column tile
+// (nr: 8, 16 or 32) of XNNPACK's x86 f32/f16 kernels: only the last slab can end in a partial tile.
+constexpr size_t kSlabChannelMultiple = 32;
+
+// [first, count) output channel ranges of about `slab_bytes` packed bytes each, of equal width.
+std::vector<std::pair<size_t, size_t>> plan_slabs(size_t input_channels, size_t output_channels,
+                                                  size_t element_size, size_t slab_bytes) {
+  const size_t row_bytes = std::max<size_t>(1, input_channels * element_size);
+  size_t slabs = slab_bytes == 0 ? 1 : (output_channels * row_bytes + slab_bytes - 1) / slab_bytes;
+  slabs = std::max<size_t>(1, std::min(slabs, output_channels / kSlabChannelMultiple));
+  size_t width = (output_channels + slabs - 1) / slabs;
+  width = (width + kSlabChannelMultiple - 1) / kSlabChannelMultiple * kSlabChannelMultiple;
+  std::vector<std::pair<size_t, size_t>> plan;
+  for (size_t first = 0; first < output_channels; first += width) {
+    plan.emplace_back(first, std::min(width, output_channels - first));
+  }
+  return plan;
+}
 
 // Process-wide bookkeeping behind weight_sharing.h: counters summed over every cache,
 // and the set of live caches (for entry counts and names). Leaked on purpose, like the shared cache.
@@ -143,8 +172,80 @@ size_t WeightsCache::PackedKeyHash::operator()(const PackedKey& key) const {
 }
 
 PackedOperator::~PackedOperator() {
-  // The last user is gone; the packed weights go with the operator.
-  if (op_ != nullptr) xnn_delete_operator(op_);
+  // The last user is gone; the packed weights go with the operators.
+  for (const Slab& slab : slabs_) {
+    if (slab.op != nullptr) xnn_delete_operator(slab.op);
+  }
+}
+
+xnn_status PackedOperator::setup_slab(const Slab& slab, size_t batch_size, const void* input,
+                                      void* output, pthreadpool_t pool) const {
+  // Each slab writes its own columns of the shared [batch, out] output (row stride: all columns).
+  if (weight_dtype_ == runtime::ScalarType::Half) {
+    return xnn_setup_fully_connected_nc_f16(slab.op, batch_size, input,
+                                            static_cast<uint16_t*>(output) + slab.first, pool);
+  }
+  return xnn_setup_fully_connected_nc_f32(slab.op, batch_size, static_cast<const float*>(input),
+                                          static_cast<float*>(output) + slab.first, pool);
+}
+
+// Every slab over all rows, one slab per pool task: each thread keeps its slab in its own L2 while
+// it runs every row tile over it, instead of all threads sweeping each slab together.
+struct PackedOperator::SlabRun {
+  const PackedOperator* entry = nullptr;
+  size_t batch_size = 0;
+  const void* input = nullptr;
+  void* output = nullptr;
+  // The pool hands tasks between threads with its own (uninstrumented) atomics; these make the
+  // same happens-before visible to ThreadSanitizer, as in WeightsCache::PackJob.
+  std::atomic<bool> started{false};
+  std::atomic<int> finished{0};
+  std::atomic<int> failed_status{0};
+
+  static void task(void* context, size_t index) {
+    SlabRun* run = static_cast<SlabRun*>(context);
+    (void)run->started.load(std::memory_order_acquire);
+    const Slab& slab = run->entry->slabs_[index];
+    xnn_status status =
+        run->entry->setup_slab(slab, run->batch_size, run->input, run->output, nullptr);
+    if (status == xnn_status_success) status = xnn_run_operator(slab.op, nullptr);
+    if (status != xnn_status_success) {
+      run->failed_status.store(static_cast<int>(status), std::memory_order_relaxed);
+    }
+    run->finished.fetch_add(1, std::memory_order_acq_rel);
+  }
+};
+
+Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pthreadpool_t pool = threadpool();
+  const char* kind = weight_dtype_ == runtime::ScalarType::Half ? "f16 " : "";
+  if (slabs_across_pool_ && pool != nullptr && slabs_.size() > 1) {
+    SlabRun job;
+    job.entry = this;
+    job.batch_size = batch_size;
+    job.input = input;
+    job.output = output;
+    job.started.store(true, std::memory_order_release);
+    pthreadpool_parallelize_1d(pool, &SlabRun::task, &job, slabs_.size(), /*flags=*/0);
+    (void)job.finished.load(std::memory_order_acquire);
+    const int status = job.failed_status.load(std::memory_order_relaxed);
+    ES_CHECK_OR_RETURN_ERROR(status == 0, Error::DelegateExecutionFailed,
+                             "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
+                             weight_key_.c_str(), status);
+    return Status();
+  }
+  for (const Slab& slab : slabs_) {
+    xnn_status status = setup_slab(slab, batch_size, input, output, pool);
+    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
+                             "XNNPACK %sfully connected setup over '%s' failed (status %d)", kind,
+                             weight_key_.c_str(), static_cast<int>(status));
+    status = xnn_run_operator(slab.op, pool);
+    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
+                             "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
+                             weight_key_.c_str(), static_cast<int>(status));
+  }
+  return Status();
 }
 
 Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
@@ -153,21 +254,7 @@ Status PackedOperator::run_fully_connected(size_t batch_size, const float* input
                           "fully connected entry over '%s' is f16; run it with f16 buffers",
                           weight_key_.c_str());
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  pthreadpool_t pool = threadpool();
-  xnn_status status = xnn_setup_fully_connected_nc_f32(op_, batch_size, input, output, pool);
-  if (status != xnn_status_success) {
-    return Status::Format(Error::DelegateExecutionFailed,
-                          "XNNPACK fully connected setup over '%s' failed (status %d)",
-                          weight_key_.c_str(), static_cast<int>(status));
-  }
-  status = xnn_run_operator(op_, pool);
-  if (status != xnn_status_success) {
-    return Status::Format(Error::DelegateExecutionFailed,
-                          "XNNPACK fully connected run over '%s' failed (status %d)",
-                          weight_key_.c_str(), static_cast<int>(status));
-  }
-  return Status();
+  return run(batch_size, input, output);
 }
 
 Status PackedOperator::run_fully_connected_f16(size_t batch_size, const void* input, void* output) {
@@ -176,24 +263,20 @@ Status PackedOperator::run_fully_connected_f16(size_t batch_size, const void* in
                           "fully connected entry over '%s' is f32; run it with float buffers",
                           weight_key_.c_str());
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  pthreadpool_t pool = threadpool();
-  xnn_status status = xnn_setup_fully_connected_nc_f16(op_, batch_size, input, output, pool);
-  if (status != xnn_status_success) {
-    return Status::Format(Error::DelegateExecutionFailed,
-                          "XNNPACK f16 fully connected setup over '%s' failed (status %d)",
-                          weight_key_.c_str(), static_cast<int>(status));
-  }
-  status = xnn_run_operator(op_, pool);
-  if (status != xnn_status_success) {
-    return Status::Format(Error::DelegateExecutionFailed,
-                          "XNNPACK f16 fully connected run over '%s' failed (status %d)",
-                          weight_key_.c_str(), static_cast<int>(status));
-  }
-  return Status();
+  return run(batch_size, input, output);
 }
 
-WeightsCache::WeightsCache() {
+size_t default_slab_bytes() {
+  static const size_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const size_t l2_bytes = l2 > 0 ? static_cast<size_t>(l2) : kFallbackL2Bytes;
+    return l2_bytes / kL2BytesPerSlabByte;
+  }();
+  return bytes;
+}
+
+WeightsCache::WeightsCache(size_t slab_bytes, bool slabs_across_pool)
+    : slab_bytes_(slab_bytes), slabs_across_pool_(slabs_across_pool) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.caches.insert(this);
@@ -216,7 +299,8 @@ WeightsCache& WeightsCache::shared() {
   return *cache;
 }
 
-Result<FreeableBuffer> WeightsCache::fetch_locked(const NamedDataMap* map, const ConstantRef& ref) {
+Result<FreeableBuffer> WeightsCache::fetch_unlocked(const NamedDataMap* map,
+                                                    const ConstantRef& ref) {
   const char* key = ref.key.c_str();
   ES_CHECK_OR_RETURN_ERROR(map != nullptr, Error::InvalidArgument,
                            "XNNPACK delegate needs named data '%s' but was given no NamedDataMap",
@@ -235,7 +319,12 @@ Result<FreeableBuffer> WeightsCache::fetch_locked(const NamedDataMap* map, const
   if (!bytes.ok()) {
     return bytes.status().WithContext("XNNPACK delegate: key '%s' in %s", key, map->name());
   }
-  const size_t got = bytes->size();
+  return bytes;
+}
+
+Status WeightsCache::count_fetch_locked(const NamedDataMap* map, const ConstantRef& ref,
+                                        const FreeableBuffer& bytes) {
+  const size_t got = bytes.size();
   counters_.named_data_fetches[ref.key] += 1;
   counters_.bytes_fetched += got;
   {
@@ -244,10 +333,16 @@ Result<FreeableBuffer> WeightsCache::fetch_locked(const NamedDataMap* map, const
     p.fetches[ref.key] += 1;
     p.bytes_fetched += got;
   }
-  ES_CHECK_OR_RETURN_ERROR(bytes->data() != nullptr && got >= ref.identity.nbytes(),
+  ES_CHECK_OR_RETURN_ERROR(bytes.data() != nullptr && got >= ref.identity.nbytes(),
                            Error::InvalidData,
                            "XNNPACK delegate: key '%s' in %s holds %zu bytes, the graph needs %zu",
-                           key, map->name(), got, ref.identity.nbytes());
+                           ref.key.c_str(), map->name(), got, ref.identity.nbytes());
+  return Status();
+}
+
+Result<FreeableBuffer> WeightsCache::fetch_locked(const NamedDataMap* map, const ConstantRef& ref) {
+  ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, fetch_unlocked(map, ref));
+  ES_RETURN_IF_ERROR(count_fetch_locked(map, ref, bytes));
   return bytes;
 }
 
@@ -305,48 +400,84 @@ RetainedConstant* WeightsCache::find_retained_locked(const ConstantIdentity& ide
   return it == retained_.end() ? nullptr : it->second.get();
 }
 
-Result<WeightsCache::Bytes> WeightsCache::bytes_locked(const NamedDataMap* map,
-                                                       const ConstantRef& ref, bool verify) {
-  Bytes bytes;
+bool WeightsCache::borrow_locked(const ConstantRef& ref, bool verify, Bytes* bytes) {
   if (ref.identity.is_inline) {
     // The graph carries these bytes and they are their own identity: nothing to check.
-    bytes.data = ref.identity.inline_bytes.data();
-    bytes.size = ref.identity.inline_bytes.size();
-    return bytes;
+    bytes->data = ref.identity.inline_bytes.data();
+    bytes->size = ref.identity.inline_bytes.size();
+    return true;
   }
-  // Bytes an elementwise op already holds (same identity, so the same bytes) need no fetch.
-  if (const RetainedConstant* retained = find_retained_locked(ref.identity, verify)) {
-    bytes.data = retained->data();
-    bytes.size = retained->size();
-    return bytes;
+  // Bytes an elementwise op already holds (same identity, so the same bytes) need no fetch; one
+  // more reference keeps them while this miss packs without the lock.
+  if (RetainedConstant* retained = find_retained_locked(ref.identity, verify)) {
+    retained->refs_ += 1;
+    bytes->pinned = retained;
+    bytes->data = retained->data();
+    bytes->size = retained->size();
+    return true;
   }
-  // Fetched once: the same bytes asked twice before the buffers are freed are reused.
-  for (const Unpacked& u : unpacked_) {
-    if (u.key == ref.key && u.digest == ref.identity.digest && (u.verified || !verify)) {
-      bytes.data = u.buffer.data();
-      bytes.size = u.buffer.size();
-      return bytes;
+  // Fetched once: bytes load_unpacked_data() holds are taken over (a miss ends by freeing every
+  // unpacked buffer anyway), so that no other miss can free them under this one.
+  for (auto it = unpacked_.begin(); it != unpacked_.end(); ++it) {
+    if (it->key == ref.key && it->digest == ref.identity.digest && (it->verified || !verify)) {
+      bytes->owned = std::move(it->buffer);
+      unpacked_.erase(it);
+      bytes->data = bytes->owned.data();
+      bytes->size = bytes->owned.size();
+      return true;
     }
   }
-  ES_ASSIGN_OR_RETURN(bytes.owned, fetch_locked(map, ref));
-  bytes.data = bytes.owned.data();
-  bytes.size = bytes.owned.size();
-  bytes.unchecked = verify;
-  return bytes;
+  return false;
+}
+
+Status WeightsCache::bytes_for_miss(const NamedDataMap* map, const ConstantRef& ref, bool verify,
+                                    Bytes* bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (borrow_locked(ref, verify, bytes)) return Status();
+  }
+  // The map is read without the cache's lock (NamedDataMap is thread-safe): a slow file read of
+  // one weight does not hold up the loads of others.
+  ES_ASSIGN_OR_RETURN(FreeableBuffer fetched, fetch_unlocked(map, ref));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ES_RETURN_IF_ERROR(count_fetch_locked(map, ref, fetched));
+  }
+  bytes->owned = std::move(fetched);
+  bytes->data = bytes->owned.data();
+  bytes->size = bytes->owned.size();
+  bytes->unchecked = verify;
+  return Status();
+}
+
+void WeightsCache::drop_bytes_locked(Bytes* bytes) {
+  bytes->owned.free();
+  if (bytes->pinned != nullptr) release_locked(bytes->pinned);
+  bytes->pinned = nullptr;
 }
 
 Result<const void*> WeightsCache::load_unpacked_data(const NamedDataMap* map,
                                                      const ConstantRef& ref) {
   const bool verify = verify_content_enabled();
   std::lock_guard<std::mutex> lock(mutex_);
-  ES_ASSIGN_OR_RETURN(Bytes bytes, bytes_locked(map, ref, verify));
-  if (bytes.owned.data() == nullptr) return bytes.data;  // Inline, retained or already held.
-  if (bytes.unchecked) {
-    ES_RETURN_IF_ERROR(count_verification_locked(
-        map, ref, bytes.size, runtime::check_sha256(bytes.data, bytes.size, ref.identity.digest)));
+  if (ref.identity.is_inline) return static_cast<const void*>(ref.identity.inline_bytes.data());
+  if (const RetainedConstant* retained = find_retained_locked(ref.identity, verify)) {
+    return static_cast<const void*>(retained->data());
   }
-  unpacked_.push_back(Unpacked{ref.key, ref.identity.digest, verify, std::move(bytes.owned)});
-  return bytes.data;
+  for (const Unpacked& u : unpacked_) {
+    if (u.key == ref.key && u.digest == ref.identity.digest && (u.verified || !verify)) {
+      return u.buffer.data();
+    }
+  }
+  ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, fetch_locked(map, ref));
+  if (verify) {
+    ES_RETURN_IF_ERROR(count_verification_locked(
+        map, ref, bytes.size(),
+        runtime::check_sha256(bytes.data(), bytes.size(), ref.identity.digest)));
+  }
+  const void* data = bytes.data();
+  unpacked_.push_back(Unpacked{ref.key, ref.identity.digest, verify, std::move(bytes)});
+  return data;
 }
 
 void WeightsCache::free_unpacked_data_locked() {
@@ -360,25 +491,22 @@ void WeightsCache::free_unpacked_data() {
   free_unpacked_data_locked();
 }
 
-// One miss's work: create the XNNPACK operator (packing the weights) and hash the fetched bytes,
-// as two tasks of one pthreadpool call, so that with 2+ threads a miss costs the longer of the
-// two, not their sum. Nothing in it touches the cache: the caller holds the cache's lock and
-// publishes the result afterwards.
+// One miss's work: create one XNNPACK operator per slab (packing its weights) and hash the
+// fetched bytes, as 1 + slabs tasks of one pthreadpool call, so that with 2+ threads the slabs are
+// packed on every thread while one of them also hashes. Nothing in it touches the cache's state:
+// the entry is reserved (nobody else's) and is published by the caller afterwards.
 struct WeightsCache::PackJob {
-  bool f16 = false;
-  size_t input_channels = 0;
-  size_t output_channels = 0;
+  PackedOperator* entry = nullptr;
   const void* kernel = nullptr;
   const void* bias = nullptr;
-  xnn_operator_t op = nullptr;
-  xnn_status status = xnn_status_success;
+  std::vector<xnn_status> status;  // Per slab.
   // Bytes to hash against their digests (weight and bias), and each check's outcome.
   const Bytes* hash[2] = {nullptr, nullptr};
   const runtime::Digest* digest[2] = {nullptr, nullptr};
   Status hashed[2];
   // pthreadpool hands the job between threads with its own (uninstrumented) atomics; these make
   // the same happens-before visible to ThreadSanitizer. `failed` lets a sequential run skip the
-  // pack once the hash (task 0) has failed.
+  // packs once the hash (task 0) has failed.
   std::atomic<bool> started{false};
   std::atomic<int> finished{0};
   std::atomic<bool> failed{false};
@@ -389,7 +517,7 @@ struct WeightsCache::PackJob {
     if (index == 0) {
       job->check();
     } else {
-      job->pack();
+      job->pack(index - 1);
     }
     job->finished.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -402,32 +530,45 @@ struct WeightsCache::PackJob {
     }
   }
 
-  void pack() {
+  void pack(size_t index) {
     if (failed.load(std::memory_order_relaxed)) return;
+    PackedOperator::Slab& slab = entry->slabs_[index];
+    const size_t in = entry->input_channels_, out = entry->output_channels_;
+    const bool f16 = entry->weight_dtype_ == runtime::ScalarType::Half;
+    const size_t element = f16 ? 2 : 4;
+    const uint8_t* w = static_cast<const uint8_t*>(kernel) + slab.first * in * element;
+    const uint8_t* b = bias == nullptr ? nullptr
+                                       : static_cast<const uint8_t*>(bias) + slab.first * element;
     // Shared operators are created unclamped: a clamp is a property of the node using the
     // weights, not of the weights, so clamping here would split one weight into several entries.
     const float lo = -std::numeric_limits<float>::infinity();
     const float hi = std::numeric_limits<float>::infinity();
     // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
-    status = f16 ? xnn_create_fully_connected_nc_f16(input_channels, output_channels,
-                                                     /*input_stride=*/input_channels,
-                                                     /*output_stride=*/output_channels, kernel,
-                                                     bias, lo, hi, /*flags=*/0, &op)
-                 : xnn_create_fully_connected_nc_f32(
-                       input_channels, output_channels, /*input_stride=*/input_channels,
-                       /*output_stride=*/output_channels, static_cast<const float*>(kernel),
-                       static_cast<const float*>(bias), lo, hi, /*flags=*/0, &op);
+    status[index] =
+        f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
+                                                /*output_stride=*/out, w, b, lo, hi,
+                                                /*flags=*/0, &slab.op)
+            : xnn_create_fully_connected_nc_f32(in, slab.count, /*input_stride=*/in,
+                                                /*output_stride=*/out,
+                                                reinterpret_cast<const float*>(w),
+                                                reinterpret_cast<const float*>(b), lo, hi,
+                                                /*flags=*/0, &slab.op);
   }
 
   void run() {
+    status.assign(entry->slabs_.size(), xnn_status_success);
     started.store(true, std::memory_order_release);
-    if (hash[0] == nullptr && hash[1] == nullptr) {
-      pack();
-    } else {
-      // Null pool (1 thread): both tasks on this thread, hash first. Otherwise one task per thread.
-      pthreadpool_parallelize_1d(threadpool(), &PackJob::task, this, /*range=*/2, /*flags=*/0);
-      (void)finished.load(std::memory_order_acquire);
+    // Null pool (1 thread): every task on this thread, hash first. Otherwise spread over the pool.
+    pthreadpool_parallelize_1d(threadpool(), &PackJob::task, this,
+                               /*range=*/1 + entry->slabs_.size(), /*flags=*/0);
+    (void)finished.load(std::memory_order_acquire);
+  }
+
+  xnn_status first_failure() const {
+    for (xnn_status s : status) {
+      if (s != xnn_status_success) return s;
     }
+    return xnn_status_success;
   }
 };
 
@@ -436,9 +577,8 @@ Result<PackedOperator*> WeightsCache::get_or_pack_fully_connected(const NamedDat
                                                                   const ConstantRef* bias,
                                                                   size_t input_channels,
                                                                   size_t output_channels) {
-  const runtime::ScalarType dtype = weight.identity.dtype;
   ES_RETURN_IF_ERROR(check_fully_connected_dtypes(weight, bias));
-  const bool f16 = dtype == runtime::ScalarType::Half;
+  const bool f16 = weight.identity.dtype == runtime::ScalarType::Half;
   const bool verify = verify_content_enabled();
   PackedKey key;
   key.op_kind = f16 ? kFullyConnectedF16 : kFullyConnectedF32;
@@ -448,42 +588,70 @@ Result<PackedOperator*> WeightsCache::get_or_pack_fully_connected(const NamedDat
   key.input_channels = input_channels;
   key.output_channels = output_channels;
 
-  // The lock covers lookup, fetch, hashing and packing: a second thread asking for the same weight
-  // waits and then hits, instead of fetching and packing a second copy.
+  PackedOperator* entry = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (PackedOperator* hit = find_or_reserve_locked(&lock, &key, verify, &entry)) return hit;
+  }
+  // Reserved: fetched, hashed and packed without the lock, so other weights load meanwhile.
+  entry->weight_dtype_ = weight.identity.dtype;
+  entry->input_channels_ = input_channels;
+  entry->output_channels_ = output_channels;
+  entry->weight_key_ = weight.key;
+  if (bias != nullptr) entry->bias_key_ = bias->key;
+  entry->slabs_across_pool_ = slabs_across_pool_;
+  const Status packed = pack_reserved(map, weight, bias, verify, entry);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (PackedOperator* hit = find_packed_locked(&key, verify)) {
-    hit->refs_ += 1;
-    count_hit_locked();
-    return hit;
-  }
-  // Fetched bytes are owned here: any early return gives them back.
-  ES_ASSIGN_OR_RETURN(Bytes kernel, bytes_locked(map, weight, verify));
-  Bytes bias_bytes;
-  if (bias != nullptr) {
-    ES_ASSIGN_OR_RETURN(bias_bytes, bytes_locked(map, *bias, verify));
-  }
+  finish_reserved_locked(entry, packed);
+  if (!packed.ok()) return packed;
+  return entry;
+}
 
+PackedOperator* WeightsCache::find_or_reserve_locked(std::unique_lock<std::mutex>* lock,
+                                                     PackedKey* key, bool verify,
+                                                     PackedOperator** reserved) {
+  for (;;) {
+    PackedOperator* found = find_packed_locked(key, verify);
+    if (found == nullptr) break;
+    if (!found->packing_) {
+      found->refs_ += 1;
+      count_hit_locked();
+      return found;
+    }
+    // Another load is packing this key: wait until it is published (then hit it) or dropped
+    // because that load's bytes failed their checks (then try with ours).
+    packed_cv_.wait(*lock);
+  }
   std::unique_ptr<PackedOperator> entry(new PackedOperator());
+  *reserved = entry.get();
+  packed_.emplace(*key, std::move(entry));
+  return nullptr;
+}
+
+Status WeightsCache::pack_reserved(const NamedDataMap* map, const ConstantRef& weight,
+                                   const ConstantRef* bias, bool verify, PackedOperator* entry) {
+  Bytes kernel, bias_bytes;
+  Status status = bytes_for_miss(map, weight, verify, &kernel);
+  if (status.ok() && bias != nullptr) status = bytes_for_miss(map, *bias, verify, &bias_bytes);
   PackJob job;
-  job.f16 = f16;
-  job.input_channels = input_channels;
-  job.output_channels = output_channels;
-  job.kernel = kernel.data;
-  job.bias = bias != nullptr ? bias_bytes.data : nullptr;
-  if (kernel.unchecked) {
-    job.hash[0] = &kernel;
-    job.digest[0] = &weight.identity.digest;
+  if (status.ok()) {
+    const size_t element = entry->weight_dtype_ == runtime::ScalarType::Half ? 2 : 4;
+    for (const auto& range :
+         plan_slabs(entry->input_channels_, entry->output_channels_, element, slab_bytes_)) {
+      entry->slabs_.push_back(PackedOperator::Slab{nullptr, range.first, range.second});
+    }
+    job.entry = entry;
+    job.kernel = kernel.data;
+    job.bias = bias != nullptr ? bias_bytes.data : nullptr;
+    if (kernel.unchecked) job.hash[0] = &kernel, job.digest[0] = &weight.identity.digest;
+    if (bias_bytes.unchecked) job.hash[1] = &bias_bytes, job.digest[1] = &bias->identity.digest;
+    job.run();
   }
-  if (bias_bytes.unchecked) {
-    job.hash[1] = &bias_bytes;
-    job.digest[1] = &bias->identity.digest;
-  }
-  job.run();
-  // Owned by the entry from here on, so that every return below deletes an unpublished operator.
-  entry->op_ = job.op;
-  // XNNPACK copied the weights into its packed buffer: the unpacked bytes can go back now.
-  kernel.owned.free();
-  bias_bytes.owned.free();
+  std::lock_guard<std::mutex> lock(mutex_);
+  // XNNPACK copied the weights into its packed buffers: the unpacked bytes can go back now.
+  drop_bytes_locked(&kernel);
+  drop_bytes_locked(&bias_bytes);
+  if (!status.ok()) return status;
   free_unpacked_data_locked();
   // A wrong digest is reported before anything XNNPACK said: the bytes were not what was exported.
   const Status weight_check =
@@ -496,17 +664,24 @@ Result<PackedOperator*> WeightsCache::get_or_pack_fully_connected(const NamedDat
           : count_verification_locked(map, *bias, bias_bytes.size, job.hashed[1]);
   ES_RETURN_IF_ERROR(weight_check);
   ES_RETURN_IF_ERROR(bias_check);
-  ES_RETURN_IF_ERROR(create_status(job.status, f16, weight, input_channels, output_channels));
-  count_pack_locked();
-  entry->refs_ = 1;
-  entry->weight_dtype_ = dtype;
-  entry->input_channels_ = input_channels;
-  entry->output_channels_ = output_channels;
-  entry->weight_key_ = weight.key;
-  if (bias != nullptr) entry->bias_key_ = bias->key;
-  PackedOperator* result = entry.get();
-  packed_.emplace(std::move(key), std::move(entry));
-  return result;
+  return create_status(job.first_failure(), entry->weight_dtype_ == runtime::ScalarType::Half,
+                       weight, entry->input_channels_, entry->output_channels_);
+}
+
+void WeightsCache::finish_reserved_locked(PackedOperator* entry, const Status& status) {
+  for (auto it = packed_.begin(); it != packed_.end(); ++it) {
+    if (it->second.get() != entry) continue;
+    if (status.ok()) {
+      entry->packing_ = false;
+      entry->refs_ = 1;
+      count_pack_locked();
+    } else {
+      // Nothing of a failed load stays: its operators (if any) go with the entry.
+      packed_.erase(it);
+    }
+    break;
+  }
+  packed_cv_.notify_all();
 }
 
 void WeightsCache::release(PackedOperator* entry) {
@@ -547,6 +722,10 @@ Result<RetainedConstant*> WeightsCache::retain_constant(const NamedDataMap* map,
 void WeightsCache::release(RetainedConstant* constant) {
   if (constant == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  release_locked(constant);
+}
+
+void WeightsCache::release_locked(RetainedConstant* constant) {
   for (auto it = retained_.begin(); it != retained_.end(); ++it) {
     if (it->second.get() != constant) continue;
     if (--constant->refs_ == 0) retained_.erase(it);
@@ -558,6 +737,7 @@ std::vector<std::string> WeightsCache::get_packed_data_names() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> names;
   for (const auto& entry : packed_) {
+    if (entry.second->packing_) continue;  // Not an entry until it is published.
     if (!entry.second->weight_key_.empty()) names.push_back(entry.second->weight_key_);
     if (!entry.second->bias_key_.empty()) names.push_back(entry.second->bias_key_);
   }
@@ -573,9 +753,15 @@ std::vector<std::string> WeightsCache::get_unpacked_data_names() const {
   return names;
 }
 
+size_t WeightsCache::published_count_locked() const {
+  size_t n = 0;
+  for (const auto& entry : packed_) n += entry.second->packing_ ? 0 : 1;
+  return n;
+}
+
 size_t WeightsCache::get_num_packed_data() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return packed_.size();
+  return published_count_locked();
 }
 
 WeightsCacheStats WeightsCache::stats() const {
@@ -590,7 +776,7 @@ WeightsCacheStats WeightsCache::stats() const {
   stats.verifications = counters_.verifications;
   stats.bytes_verified = counters_.bytes_verified;
   stats.verification_failures = counters_.verification_failures;
-  stats.num_packed_entries = packed_.size();
+  stats.num_packed_entries = published_count_locked();
   for (const auto& r : retained_) stats.retained_data_names.push_back(r.second->key_);
   append_sorted_unique(&stats.retained_data_names);
   return stats;

@@ -12,9 +12,9 @@
 // digest; no bytes read); (2) the bytes are fetched once and must be at least as large as dtype x
 // dims; (3) with content verification on (the default, see weight_sharing.h) the SHA-256 of ALL
 // fetched bytes (the whole entry) is computed and must equal that digest. Only then is an entry
-// published: a packed operator is created while the bytes are hashed (on the delegate's threadpool
-// when it has 2+ threads, else one after the other) and deleted unpublished if the hash differs; a
-// retained constant is hashed before it is kept. Either way a failed check caches nothing, so a
+// published: the slabs' operators are created while the bytes are hashed (spread over the
+// delegate's threadpool when it has 2+ threads, else one after the other) and deleted unpublished
+// if the hash differs; a retained constant is hashed before it is kept. Either way a failed check caches nothing, so a
 // file with bytes changed under their digests fails for its own load and cannot poison the entry
 // another (honest) program gets later. The fetched bytes are given back at once after packing
 // (free_unpacked_data). Inline constants (carried in the graph) are their own identity and are not
@@ -31,10 +31,13 @@
 // refused to create the operator), loader errors, each naming the key and the map's file(s). A
 // failed call leaves the cache as it was (only its counters move): no entry added, no reference
 // taken, no bytes held.
-// Thread-safety: every member may be called from any thread. The cache's lock covers lookup, fetch,
-// hashing and packing, so two threads never pack the same entry twice; a PackedOperator serialises
-// its own setup + run under its own lock, so two handles sharing it may run on two threads. A miss
-// runs on the delegate's threadpool, so set_num_threads() must not run during a load either.
+// Thread-safety: every member may be called from any thread. A miss reserves its key under the
+// cache's lock (a "being packed" entry), then fetches, hashes and packs WITHOUT the lock and
+// publishes the entry under it: loads of different weights pack at the same time, while a second
+// requester of a key being packed waits for that entry and then hits it (or, if that pack failed,
+// tries itself), so no entry is ever packed twice. A PackedOperator serialises its own setup + run
+// under its own lock, so two handles sharing it may run on two threads. A miss hashes and packs
+// its slabs on the delegate's threadpool, so set_num_threads() must not run during a load either.
 // Ownership: entries are reference-counted by their users (get_or_pack / retain_constant add one,
 // release drops one; the last release deletes). Pointers stay valid until that last release.
 
@@ -45,6 +48,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -82,44 +86,79 @@ struct ConstantRef {
   ConstantIdentity identity;
 };
 
-// A packed entry: an XNNPACK fully connected operator with output range (-inf, +inf). Its weight
-// dtype picks the operator: Float packs an f32 operator (float input and output), Half an f16 one
-// (IEEE half input and output; the caller converts around it).
+// Whether runs on a pool of 2+ threads give each thread whole slabs, one pool call per weight
+// (measured at T=32, 2 threads, 1 MiB slabs: 0.49x of one operator per weight, against 0.59x when
+// each slab is split over the pool; equal at T=1; and far less hurt when other processes share
+// the cores, as it waits at one barrier per weight instead of one per slab).
+constexpr bool kSlabsAcrossPool = true;
+
+// A packed entry: the weights of one fully connected op, packed by XNNPACK fully connected
+// operators with output range (-inf, +inf). Its weight dtype picks the operator: Float packs f32
+// operators (float input and output), Half f16 ones (IEEE half input and output; the caller
+// converts around them).
+//
+// The entry is split into column slabs: each slab is its own operator over output channels
+// [first, first + count) (weight rows and bias of that range), writing its columns of the output
+// in place (output stride = all output channels). XNNPACK's kernels walk the whole packed matrix
+// once per tile of rows, so a weight larger than L2 is read from memory ~batch/7 times; a slab
+// sized for L2 is read once and reused by every row tile. The slabs together are the one packed
+// copy of the weight (one pack, one entry); a weight no larger than a slab is one slab.
 class PackedOperator {
  public:
   PackedOperator(const PackedOperator&) = delete;
   PackedOperator& operator=(const PackedOperator&) = delete;
-  // Deletes the operator (and so its packed weights). Only the cache deletes entries.
+  // Deletes the operators (and so the packed weights). Only the cache deletes entries.
   ~PackedOperator();
 
-  // setup + run under this entry's lock: the operator keeps the pointers of its last setup, so a
-  // setup from one thread must not be followed by another thread's run. Never allocates.
+  // setup + run of every slab under this entry's lock: an operator keeps the pointers of its last
+  // setup, so a setup from one thread must not be followed by another thread's run. With a
+  // delegate pool of 2+ threads the slabs are spread over the pool's threads (each slab on one
+  // thread, all rows), otherwise they run one after the other. Never allocates.
   // Errors: DelegateExecutionFailed naming the weight key.
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
   // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
   // Errors: as above; InvalidArgument when the entry's kind is not the one called.
   runtime::Status run_fully_connected_f16(size_t batch_size, const void* input, void* output);
 
-  // Float (f32 operator) or Half (f16 operator).
+  // Float (f32 operators) or Half (f16 operators).
   runtime::ScalarType weight_dtype() const { return weight_dtype_; }
 
   size_t input_channels() const { return input_channels_; }
   size_t output_channels() const { return output_channels_; }
+  size_t num_slabs() const { return slabs_.size(); }
   const std::string& weight_key() const { return weight_key_; }
 
  private:
   friend class WeightsCache;
+  struct Slab {
+    xnn_operator_t op = nullptr;
+    size_t first = 0;  // First output channel.
+    size_t count = 0;  // Output channels.
+  };
+  struct SlabRun;
   PackedOperator() = default;
+  runtime::Status run(size_t batch_size, const void* input, void* output);
+  xnn_status setup_slab(const Slab& slab, size_t batch_size, const void* input, void* output,
+                        pthreadpool_t pool) const;
 
-  xnn_operator_t op_ = nullptr;
+  std::vector<Slab> slabs_;
+  bool slabs_across_pool_ = kSlabsAcrossPool;
   std::mutex mutex_;
+  // Guarded by the cache's lock: users holding the entry, and whether it is still being packed
+  // (then it is nobody's yet: a requester of the same key waits for it).
   size_t refs_ = 0;
+  bool packing_ = true;
   size_t input_channels_ = 0;
   size_t output_channels_ = 0;
   runtime::ScalarType weight_dtype_ = runtime::ScalarType::Float;
   std::string weight_key_;
   std::string bias_key_;
 };
+
+// Bytes of packed weights per column slab by default: a measured fraction of this core's L2
+// (sysconf(_SC_LEVEL2_CACHE_SIZE), or kFallbackL2Bytes when the system does not say); see
+// slabs_bench.cc for the measurement.
+size_t default_slab_bytes();
 
 // Raw bytes of a named constant that an operator reads at every run (an elementwise operand), kept
 // alive and shared by identity until its last user releases it.
@@ -137,7 +176,12 @@ class RetainedConstant {
 
 class WeightsCache {
  public:
-  WeightsCache();
+  // Slabs of about `slab_bytes` packed bytes each; 0 packs every weight as one operator. With
+  // `slabs_across_pool`, a run on a pool gives each pool thread whole slabs; without, every slab
+  // in turn is split over the pool's threads. The defaults are the measured best
+  // (slabs_bench.cc); other values are for measuring.
+  explicit WeightsCache(size_t slab_bytes = default_slab_bytes(),
+                        bool slabs_across_pool = kSlabsAcrossPool);
   // Deletes whatever is left (a leak elsewhere must not leak XNNPACK operators too).
   ~WeightsCache();
   WeightsCache(const WeightsCache&) = delete;
@@ -216,12 +260,14 @@ class WeightsCache {
     bool verified = false;
     runtime::FreeableBuffer buffer;
   };
-  // The bytes of one constant for a miss: borrowed (inline, retained or unpacked; already checked
-  // if they needed it) or fetched by this call (`owned`, to be hashed when `unchecked`).
+  // The bytes of one constant for a miss: borrowed (inline, or a retained constant pinned by one
+  // more reference until the miss ends; already checked if they needed it) or owned by this miss
+  // (fetched, or taken over from unpacked_; to be hashed when `unchecked`).
   struct Bytes {
     const void* data = nullptr;
     size_t size = 0;
     runtime::FreeableBuffer owned;
+    RetainedConstant* pinned = nullptr;
     bool unchecked = false;
   };
   struct PackJob;
@@ -235,12 +281,34 @@ class WeightsCache {
     uint64_t verification_failures = 0;
   };
 
+  // The map's bytes for `ref` after checking its digest, not yet counted: no lock needed.
+  runtime::Result<runtime::FreeableBuffer> fetch_unlocked(const runtime::NamedDataMap* map,
+                                                          const ConstantRef& ref);
+  // Counts a fetch, then checks it holds enough bytes.
+  runtime::Status count_fetch_locked(const runtime::NamedDataMap* map, const ConstantRef& ref,
+                                     const runtime::FreeableBuffer& bytes);
   runtime::Result<runtime::FreeableBuffer> fetch_locked(const runtime::NamedDataMap* map,
                                                         const ConstantRef& ref);
-  runtime::Result<Bytes> bytes_locked(const runtime::NamedDataMap* map, const ConstantRef& ref,
-                                      bool verify);
+  // Bytes the cache already has for `ref` (see Bytes); false when they must be fetched.
+  bool borrow_locked(const ConstantRef& ref, bool verify, Bytes* bytes);
+  // Borrowed or fetched bytes for a miss; takes the lock only around the cache's own state.
+  runtime::Status bytes_for_miss(const runtime::NamedDataMap* map, const ConstantRef& ref,
+                                 bool verify, Bytes* bytes);
+  // Gives back a miss's bytes (owned ones freed, a pinned constant released).
+  void drop_bytes_locked(Bytes* bytes);
+  // The published entry for `key` (waiting while one is being packed), or null after reserving
+  // `key` with a new "being packed" entry in *reserved.
+  PackedOperator* find_or_reserve_locked(std::unique_lock<std::mutex>* lock, PackedKey* key,
+                                         bool verify, PackedOperator** reserved);
+  // Fetches, hashes and packs a reserved entry, the lock not held.
+  runtime::Status pack_reserved(const runtime::NamedDataMap* map, const ConstantRef& weight,
+                                const ConstantRef* bias, bool verify, PackedOperator* entry);
+  // Publishes a reserved entry (`status` ok) or removes it, and wakes waiting requesters.
+  void finish_reserved_locked(PackedOperator* entry, const runtime::Status& status);
   PackedOperator* find_packed_locked(PackedKey* key, bool verify);
   RetainedConstant* find_retained_locked(const ConstantIdentity& identity, bool verify);
+  void release_locked(RetainedConstant* constant);
+  size_t published_count_locked() const;
   void free_unpacked_data_locked();
   void count_hit_locked();
   void count_pack_locked();
@@ -249,7 +317,10 @@ class WeightsCache {
                                             const ConstantRef& ref, size_t size,
                                             const runtime::Status& status);
 
+  const size_t slab_bytes_;
+  const bool slabs_across_pool_;
   mutable std::mutex mutex_;
+  std::condition_variable packed_cv_;  // Signalled when an entry stops being packed.
   std::unordered_map<PackedKey, std::unique_ptr<PackedOperator>, PackedKeyHash> packed_;
   std::unordered_map<RetainedKey, std::unique_ptr<RetainedConstant>, RetainedKeyHash> retained_;
   std::vector<Unpacked> unpacked_;

@@ -309,6 +309,157 @@ TEST_F(WeightsCacheTest, bias_and_no_bias_are_different_entries) {
   EXPECT_EQ(map.get_data_calls("w"), 2u);
 }
 
+// A weight of kSlabOut x kSlabIn in 2 KiB slabs: 4 slabs (widths are multiples of 32 output
+// channels), the last one narrower (200 = 3 x 64 + 8).
+constexpr uint32_t kSlabIn = 64, kSlabOut = 200;
+constexpr size_t kSlabBytes = 2048;
+
+// y = x W^T + b over the cache's entry `op`, against a double reference, for several batches.
+void expect_slabbed_entry_computes(PackedOperator* op, const std::vector<float>& w,
+                                   const std::vector<float>& b, bool f16, const std::string& what) {
+  for (size_t batch : {1u, 3u, 32u}) {
+    std::vector<float> x = random_floats(batch * kSlabIn, -1, 1, static_cast<uint32_t>(batch));
+    if (f16) {
+      for (float& v : x) v = round_to_half(v);
+    }
+    std::vector<float> want(batch * kSlabOut), got(batch * kSlabOut, -7.0f);
+    for (size_t n = 0; n < batch; ++n) {
+      for (size_t o = 0; o < kSlabOut; ++o) {
+        double acc = b[o];
+        for (size_t i = 0; i < kSlabIn; ++i) acc += double(x[n * kSlabIn + i]) * w[o * kSlabIn + i];
+        want[n * kSlabOut + o] = static_cast<float>(acc);
+      }
+    }
+    if (f16) {
+      const std::vector<float> x16 = pack_halves(x);
+      std::vector<uint16_t> y16(got.size());
+      const runtime::Status status = op->run_fully_connected_f16(batch, x16.data(), y16.data());
+      ASSERT_TRUE(status.ok()) << status.message();
+      for (size_t i = 0; i < got.size(); ++i) got[i] = float_from_half(y16[i]);
+    } else {
+      const runtime::Status status = op->run_fully_connected(batch, x.data(), got.data());
+      ASSERT_TRUE(status.ok()) << status.message();
+    }
+    expect_near_relative(got, want, what + " batch " + std::to_string(batch),
+                         f16 ? LinearTester::fp16_tolerance(kSlabIn) : 1e-4f);
+  }
+}
+
+// Column slabs are one entry: one fetch, one pack, one hash; every slab writes its own columns of
+// the output (the ragged last one too) at 1 and 2 threads, with either 2-thread schedule.
+TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
+  for (bool f16 : {false, true}) {
+    for (bool across_pool : {true, false}) {
+      reset_weights_cache_counters();
+      WeightsCache cache(kSlabBytes, across_pool);
+      std::vector<float> w = random_floats(kSlabOut * kSlabIn, -1, 1, 5);
+      std::vector<float> b = random_floats(kSlabOut, -1, 1, 6);
+      if (f16) {
+        for (float& v : w) v = round_to_half(v);
+        for (float& v : b) v = round_to_half(v);
+      }
+      InMemoryDataMap map("slabs.ptd");
+      ConstantRef weight{"w", {}}, bias{"b", {}};
+      weight.identity.dims = {kSlabOut, kSlabIn};
+      bias.identity.dims = {kSlabOut};
+      const auto dtype = f16 ? runtime::ScalarType::Half : runtime::ScalarType::Float;
+      weight.identity.dtype = bias.identity.dtype = dtype;
+      weight.identity.digest = map.add("w", f16 ? pack_halves(w) : w);
+      bias.identity.digest = map.add("b", f16 ? pack_halves(b) : b);
+      auto op = cache.get_or_pack_fully_connected(&map, weight, &bias, kSlabIn, kSlabOut);
+      if (f16 && !op.ok() && std::string(op.status().message()).find("lacks") != std::string::npos) {
+        continue;  // No f16 kernels on this CPU: fully_connected_test covers that message.
+      }
+      ASSERT_TRUE(op.ok()) << op.status().message();
+      EXPECT_EQ((*op)->num_slabs(), 4u);
+      const WeightsCacheStats stats = cache.stats();
+      EXPECT_EQ(stats.packs, 1u);
+      EXPECT_EQ(stats.num_packed_entries, 1u);
+      EXPECT_EQ(stats.verifications, 2u);  // Weight and bias, each hashed whole once.
+      EXPECT_EQ(map.get_data_calls("w"), 1u);
+      for (size_t threads : {1u, 2u}) {
+        ASSERT_TRUE(set_num_threads(threads).ok());
+        expect_slabbed_entry_computes(*op, w, b, f16,
+                                      std::string(f16 ? "f16" : "f32") + " threads " +
+                                          std::to_string(threads));
+      }
+      ASSERT_TRUE(set_num_threads(1).ok());
+      cache.release(*op);
+      EXPECT_EQ(cache.get_num_packed_data(), 0u);
+    }
+  }
+}
+
+// One run of a [kBitOut, kBitIn] weight with bias over kBitRows rows through a fresh cache with
+// `slab_bytes`; returns the output bytes (f16: two halves per float) and the entry's slab count.
+constexpr size_t kBitIn = 512, kBitOut = 544, kBitRows = 5;
+
+runtime::Result<std::vector<float>> run_through_cache(bool f16, size_t slab_bytes,
+                                                      size_t* slabs) {
+  const std::vector<float> w = random_floats(kBitOut * kBitIn, -1, 1, 1);
+  const std::vector<float> b = random_floats(kBitOut, -1, 1, 2);
+  const std::vector<float> x = random_floats(kBitRows * kBitIn, -1, 1, 3);
+  WeightsCache cache(slab_bytes);
+  InMemoryDataMap map("m.ptd");
+  ConstantRef weight{"w", {}}, bias{"b", {}};
+  weight.identity.dims = {static_cast<uint32_t>(kBitOut), static_cast<uint32_t>(kBitIn)};
+  bias.identity.dims = {static_cast<uint32_t>(kBitOut)};
+  weight.identity.dtype = bias.identity.dtype =
+      f16 ? runtime::ScalarType::Half : runtime::ScalarType::Float;
+  weight.identity.digest = map.add("w", f16 ? pack_halves(w) : w);
+  bias.identity.digest = map.add("b", f16 ? pack_halves(b) : b);
+  ES_ASSIGN_OR_RETURN(PackedOperator * op,
+                      cache.get_or_pack_fully_connected(&map, weight, &bias, kBitIn, kBitOut));
+  *slabs = op->num_slabs();
+  std::vector<float> y(kBitRows * kBitOut, 0.0f);
+  const runtime::Status status =
+      f16 ? op->run_fully_connected_f16(kBitRows, pack_halves(x).data(), y.data())
+          : op->run_fully_connected(kBitRows, x.data(), y.data());
+  cache.release(op);
+  if (!status.ok()) return status;
+  y.resize(f16 ? kBitRows * kBitOut / 2 : kBitRows * kBitOut);
+  return y;
+}
+
+// Slabs change where columns are computed, not how: the output is bit for bit that of one
+// operator over the whole weight (f32 and f16, 1 and 2 threads).
+TEST_F(WeightsCacheTest, slabbed_output_is_bitwise_that_of_one_operator) {
+  for (bool f16 : {false, true}) {
+    for (size_t threads : {1u, 2u}) {
+      ASSERT_TRUE(set_num_threads(threads).ok());
+      size_t one = 0, many = 0;
+      auto whole = run_through_cache(f16, 0, &one);
+      if (f16 && !whole.ok()) GTEST_SKIP() << whole.status().message();  // No f16 kernels.
+      ASSERT_TRUE(whole.ok()) << whole.status().message();
+      auto slabbed = run_through_cache(f16, 64 * 1024, &many);
+      ASSERT_TRUE(slabbed.ok()) << slabbed.status().message();
+      EXPECT_EQ(one, 1u);
+      EXPECT_EQ(many, f16 ? 9u : 17u);  // 64 KiB of 1 or 2 KiB rows, in multiples of 32 rows.
+      ASSERT_EQ(whole->size(), slabbed->size());
+      EXPECT_EQ(std::memcmp(whole->data(), slabbed->data(), whole->size() * sizeof(float)), 0)
+          << (f16 ? "f16" : "f32") << " threads " << threads;
+    }
+  }
+  ASSERT_TRUE(set_num_threads(1).ok());
+}
+
+// No slabs (slab_bytes 0), or a weight no larger than a slab: one operator.
+TEST_F(WeightsCacheTest, small_weight_or_no_slab_size_is_one_operator) {
+  for (size_t slab_bytes : {size_t{0}, size_t{1} << 20}) {
+    WeightsCache cache(slab_bytes);
+    InMemoryDataMap map("slabs.ptd");
+    const std::vector<float> w = random_floats(kSlabOut * kSlabIn, -1, 1, 5);
+    ConstantRef weight{"w", {}};
+    weight.identity.dims = {kSlabOut, kSlabIn};
+    weight.identity.digest = map.add("w", w);
+    auto op = cache.get_or_pack_fully_connected(&map, weight, nullptr, kSlabIn, kSlabOut);
+    ASSERT_TRUE(op.ok()) << op.status().message();
+    EXPECT_EQ((*op)->num_slabs(), 1u);
+    expect_slabbed_entry_computes(*op, w, std::vector<float>(kSlabOut, 0.0f), false, "one op");
+    cache.release(*op);
+  }
+}
+
 TEST_F(WeightsCacheTest, load_and_free_unpacked_data_directly) {
   InMemoryDataMap map("m.ptd");
   ConstantRef ref;

@@ -1,10 +1,16 @@
-// Two handles (two "programs") sharing packed foundation weights, run on two threads at once, and
-// an honest and a poisoned program loading the same foundation identity at once, with the delegate
-// threadpool hashing while it packs. Build with --config=tsan to check the locking.
+// Two handles (two "programs") sharing packed foundation weights, run on two threads at once; an
+// honest and a poisoned program loading the same foundation identity at once, with the delegate
+// threadpool hashing while it packs; and two threads loading different weights (packed at the same
+// time, the cache's lock not held) or the same weight (packed once). Build with --config=tsan to
+// check the locking.
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -14,6 +20,7 @@
 #include "edgeshare/backends/xnnpack/runtime/test_delegate.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+#include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -148,6 +155,104 @@ TEST(WeightsCacheThreads, racing_poisoned_load_never_poisons_an_honest_one) {
     }
   }
   EXPECT_EQ(process_weights_cache_stats().num_packed_entries, 0u);
+  ASSERT_TRUE(set_num_threads(1).ok());
+}
+
+// A data map whose get_data() returns only once `parties` callers are inside get_data() at the
+// same time (or after a timeout, which it records): a miss that held the cache's lock while
+// fetching would keep the other load out, and time out.
+class RendezvousMap final : public runtime::NamedDataMap {
+ public:
+  RendezvousMap(InMemoryDataMap* map, std::mutex* mutex, std::condition_variable* cv,
+                int* arrived, bool* timed_out)
+      : map_(map), mutex_(mutex), cv_(cv), arrived_(arrived), timed_out_(timed_out) {}
+  runtime::Result<runtime::TensorLayout> get_tensor_layout(const char* key) const override {
+    return map_->get_tensor_layout(key);
+  }
+  runtime::Result<runtime::FreeableBuffer> get_data(const char* key) const override {
+    std::unique_lock<std::mutex> lock(*mutex_);
+    *arrived_ += 1;
+    cv_->notify_all();
+    if (!cv_->wait_for(lock, std::chrono::seconds(20), [&] { return *arrived_ >= 2; })) {
+      *timed_out_ = true;
+    }
+    lock.unlock();
+    return map_->get_data(key);
+  }
+  runtime::Status load_data_into(const char* key, void* dst, size_t size) const override {
+    return map_->load_data_into(key, dst, size);
+  }
+  size_t get_num_keys() const override { return map_->get_num_keys(); }
+  runtime::Result<const char*> get_key(size_t i) const override { return map_->get_key(i); }
+  runtime::Result<runtime::Digest> get_digest(const char* key) const override {
+    return map_->get_digest(key);
+  }
+  const char* name() const override { return map_->name(); }
+
+ private:
+  InMemoryDataMap* map_;
+  std::mutex* mutex_;
+  std::condition_variable* cv_;
+  int* arrived_;
+  bool* timed_out_;
+};
+
+// A [256, 64] weight (64 KiB), in 16 KiB slabs: 4 slabs, added to `map` under `key`.
+ConstantRef slabbed_weight(InMemoryDataMap* map, const std::string& key, uint32_t seed) {
+  ConstantRef ref;
+  ref.key = key;
+  ref.identity.dims = {256, 64};
+  ref.identity.digest = map->add(key, random_floats(256 * 64, -1, 1, seed));
+  return ref;
+}
+
+TEST(WeightsCacheThreads, loads_of_different_weights_pack_at_once_and_of_one_weight_pack_once) {
+  set_weight_sharing(true);
+  set_verify_content(true);
+  ASSERT_TRUE(set_num_threads(2).ok());  // Slabs packed and hashed on the pool's two threads.
+  for (int round = 0; round < 10; ++round) {
+    WeightsCache cache(/*slab_bytes=*/16384);
+    std::mutex mutex;
+    std::condition_variable cv;
+    int arrived = 0;
+    bool timed_out = false;
+    InMemoryDataMap a("a.ptd"), b("b.ptd");
+    const ConstantRef wa = slabbed_weight(&a, "wa", 31), wb = slabbed_weight(&b, "wb", 32);
+    RendezvousMap ra(&a, &mutex, &cv, &arrived, &timed_out), rb(&b, &mutex, &cv, &arrived,
+                                                                &timed_out);
+    runtime::Result<PackedOperator*> pa = runtime::Status(runtime::Error::Internal);
+    runtime::Result<PackedOperator*> pb = runtime::Status(runtime::Error::Internal);
+    std::thread ta([&] { pa = cache.get_or_pack_fully_connected(&ra, wa, nullptr, 64, 256); });
+    std::thread tb([&] { pb = cache.get_or_pack_fully_connected(&rb, wb, nullptr, 64, 256); });
+    ta.join();
+    tb.join();
+    ASSERT_TRUE(pa.ok()) << pa.status().message();
+    ASSERT_TRUE(pb.ok()) << pb.status().message();
+    EXPECT_FALSE(timed_out) << "one load waited for the other's fetch: a lock held across a miss";
+    EXPECT_EQ((*pa)->num_slabs(), 4u);
+    EXPECT_EQ(cache.stats().packs, 2u);
+
+    // The same identity from two maps (two programs) at once: one fetch, one hash, one pack.
+    InMemoryDataMap c("c.ptd"), d("d.ptd");
+    const ConstantRef wc = slabbed_weight(&c, "shared", 33), wd = slabbed_weight(&d, "shared", 33);
+    runtime::Result<PackedOperator*> pc = runtime::Status(runtime::Error::Internal);
+    runtime::Result<PackedOperator*> pd = runtime::Status(runtime::Error::Internal);
+    std::thread tc([&] { pc = cache.get_or_pack_fully_connected(&c, wc, nullptr, 64, 256); });
+    std::thread td([&] { pd = cache.get_or_pack_fully_connected(&d, wd, nullptr, 64, 256); });
+    tc.join();
+    td.join();
+    ASSERT_TRUE(pc.ok()) << pc.status().message();
+    ASSERT_TRUE(pd.ok()) << pd.status().message();
+    EXPECT_EQ(*pc, *pd);
+    EXPECT_EQ(c.get_data_calls() + d.get_data_calls(), 1u);
+    const WeightsCacheStats stats = cache.stats();
+    EXPECT_EQ(stats.packs, 3u);
+    EXPECT_EQ(stats.cache_hits, 1u);
+    EXPECT_EQ(stats.verifications, 3u);
+    EXPECT_EQ(stats.num_packed_entries, 3u);
+    for (PackedOperator* op : {*pa, *pb, *pc, *pd}) cache.release(op);
+    EXPECT_EQ(cache.get_num_packed_data(), 0u);
+  }
   ASSERT_TRUE(set_num_threads(1).ok());
 }
 
