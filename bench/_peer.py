@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import IO, Any, Dict, List, Optional, Tuple
+from typing import IO, Any, Callable, Dict, List, Tuple
 
 import torch
 from torch import nn
@@ -47,7 +47,7 @@ def _run_step(args: List[str], what: str, log_file: IO[str]) -> None:
         raise BenchError(f"peer venv: {what} failed ({proc.returncode}); see {log_file.name}")
 
 
-def peer_python(peer: str, log: Any = lambda message: None) -> str:
+def peer_python(peer: str, log: Callable[[str], None] = lambda message: None) -> str:
     """The peer venv's interpreter, creating the venv on first use (then reused).
 
     Raises:
@@ -103,7 +103,11 @@ class PeerProcess:
         self.log_path = log_path
         self._proc = subprocess.Popen([python, script, manifest], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._log, text=True)
-        self.ready = self._read("starting (export and load)")
+        try:
+            self.ready = self._read("starting (export and load)")
+        except BaseException:
+            self.close()
+            raise
 
     def _read(self, what: str) -> Dict[str, Any]:
         assert self._proc.stdout is not None
@@ -178,7 +182,7 @@ def _interleave(peer: PeerProcess, exported: Exported, repeats: int, iterations:
 
 
 def measure_peer(peer_name: str, model: BenchModel, exported: Exported, work_dir: str, repeats: int,
-                 n1: int, n32: int, warmup: int, log: Any = lambda message: None) -> PeerMeasured:
+                 n1: int, n32: int, warmup: int, log: Callable[[str], None] = lambda message: None) -> PeerMeasured:
     """Lowers the model with the peer and times it interleaved with edgeshare.
 
     Raises:
