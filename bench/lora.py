@@ -41,12 +41,14 @@ Method.execute() interleaved with fresh lora_runner processes at T=1 and T=32, 1
   least; latency_b1_over_peer_without_binding; peer_data_separation, peer_ptd_mb, peer_pte_mb_b1,
   peer_export_s, peer_stage_s.
 
-Every run measures the machine's bounds before and after the models (bench/roofline; the best of
-the two runs counts; ROOFLINE_KEYS): machine_read_gbps
-(single-core read bandwidth over a buffer past the LLC), machine_fc_gflops_{1thread,2threads}
-(XNNPACK's f32 fully connected 1024x2048 at batch 32, weights in cache); per model
-weight_mb_b1_read, gflop_b32, bound_ms_b1_read (bytes / bandwidth), bound_ms_b32_fc_* (FLOPs /
-GFLOP/s) and each latency over its bound (*_over_read_bound, *_over_fc_bound; 1.0 is the bound).
+Every run measures the machine's bounds before the models and once per model after them
+(bench/roofline; the best run counts; ROOFLINE_KEYS): machine_read_gbps (single-core read
+bandwidth over a buffer past the LLC), machine_fc_gflops_{1thread,2threads} (XNNPACK's f32 fully
+connected 1024x2048 at batch 32, weights in cache); per model weight_mb_b1_read, gflop_b32,
+read_gbps_at_weight_size (the same read over a buffer of the model's weight size, from the LLC if
+it fits), bound_ms_b1_read / bound_ms_b1_cached_read (bytes / bandwidth), bound_ms_b32_fc_* (FLOPs /
+GFLOP/s) and each latency over its bound (*_over_read_bound, *_over_cached_read_bound,
+*_over_fc_bound; 1.0 is the bound).
 
 Stages: _models (what is measured, from edgeshare.models), _export (the files), _measure
 (lora_runner processes, torch eager), _figures (medians, ratios), _roofline (the machine's bounds),
@@ -69,8 +71,7 @@ from edgeshare.bench._models import MODELS, BenchModel
 from edgeshare.bench._peer import PEERS, measure_peer
 from edgeshare.bench._peer_figures import PEER_KEYS, peer_figures
 from edgeshare.bench._report import format_table, to_json
-from edgeshare.bench._roofline import (ROOFLINE_KEYS, RooflineOptions, best_of, bound_figures, measure_machine,
-                                       model_work)
+from edgeshare.bench._roofline import ROOFLINE_KEYS, RooflineOptions, add_bounds, measure_machine, model_work
 
 __all__ = ["PEER_KEYS", "REQUIRED_KEYS", "ROOFLINE_KEYS", "BenchError", "RooflineOptions", "bench_model",
            "format_table", "main", "run_bench"]
@@ -172,7 +173,7 @@ def run_bench(
     if peer is not None and peer not in PEERS:
         raise BenchError(f"unknown peer '{peer}'; choose from {', '.join(PEERS)}")
     log("measuring the machine's bounds (bench/roofline), before the models")
-    machine_runs = [measure_machine(roofline or RooflineOptions())]
+    machine_before = measure_machine(roofline or RooflineOptions())
     root = keep_dir or tempfile.mkdtemp(prefix="edgeshare_bench_")
     try:
         results = {}
@@ -181,11 +182,8 @@ def run_bench(
             results[name] = bench_model(model, os.path.join(root, name), repeats, iterations_b1,
                                         iterations_b32, warmup, log, peer)
             del model
-        log("measuring the machine's bounds again, after the models")
-        machine_runs.append(measure_machine(roofline or RooflineOptions()))
-        machine = best_of(machine_runs)
-        for figures_of_model in results.values():
-            figures_of_model.update(bound_figures(figures_of_model, machine))
+        log("measuring the machine's bounds again, after the models, at each model's weight size")
+        add_bounds(results, roofline or RooflineOptions(), machine_before)
         return results
     finally:
         if keep_dir is None:
