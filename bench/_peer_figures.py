@@ -55,6 +55,8 @@ def _files(ready: Dict[str, Any]) -> Dict[str, Any]:
         "peer_ptd_mb": b1["ptd_bytes"] / MIB,
         "peer_pte_mb_b1": b1["pte_bytes"] / MIB,
         "peer_export_s": sum(export_s),
+        "peer_max_abs_error_b1": float(b1.get("max_abs_error", float("nan"))),
+        "peer_max_abs_error_b32": float(programs["b32"].get("max_abs_error", float("nan"))),
     }
 
 

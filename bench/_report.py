@@ -69,6 +69,8 @@ PEER_TABLE = (
     ("  peer .ptd / .pte (T=1), MiB", "peer_ptd_mb"),
     ("  peer .pte (T=1), MiB", "peer_pte_mb_b1"),
     ("  peer export, s", "peer_export_s"),
+    ("  peer max |error| vs torch, T=1", "peer_max_abs_error_b1"),
+    ("  peer max |error| vs torch, T=32", "peer_max_abs_error_b32"),
     ("  peer stage (venv, export, timing), s", "peer_stage_s"),
 )
 

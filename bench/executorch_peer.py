@@ -13,6 +13,7 @@ XnnpackPartitioner); with "separate", every weight except the LoRA A/B matrices 
 program-data separation of 1.5.1 (delegate_external_constants_pass_unlifted), so the foundation's
 weights land in foundation.ptd and the adapter stays in the .pte, as edgeshare's export does.
 
+Each lowered program runs once against its exported module in torch ("max_abs_error").
 It prints ONE JSON line when ready ({"ready": true, "programs": {NAME: {...sizes, export_s...}}}),
 then answers JSON lines on stdin, one line each:
 
@@ -134,6 +135,19 @@ class Peer:
         return samples
 
 
+def check_outputs(peer: Peer, specs: Dict[str, Dict[str, Any]]) -> None:
+    """Runs each program once (1 thread) against its exported module in torch; records the largest
+    absolute difference as "max_abs_error", so the bench never times a program that computes
+    something else."""
+    for name, spec in specs.items():
+        expected = torch.export.load(spec["pt2"]).module()(*peer.inputs[name])
+        peer._use_threads(1)
+        got = peer._method(name).execute(peer.inputs[name])[0]
+        if tuple(got.shape) != tuple(expected.shape):
+            raise RuntimeError(f"program '{name}': output shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+        peer.programs[name]["max_abs_error"] = float((got - expected).abs().max())
+
+
 def _reply(message: Dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
@@ -166,6 +180,8 @@ def main(argv: List[str]) -> int:
         specs = manifest["programs"]
         programs = {name: export_program(name, spec, manifest["out_dir"]) for name, spec in specs.items()}
         peer = Peer(programs, specs)
+        with torch.no_grad():
+            check_outputs(peer, specs)
     except Exception as e:  # noqa: BLE001
         traceback.print_exc(file=sys.stderr)
         _reply({"error": f"executorch_peer: setup failed: {type(e).__name__}: {e}"})

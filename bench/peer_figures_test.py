@@ -18,7 +18,8 @@ def _measured() -> PeerMeasured:
     ours = {config: [2.0, 3.0, 100.0] for config in CONFIGS}  # Median 3.0: one slow outlier ignored.
     theirs = {config: [4.0, 4.0, 5.0] for config in CONFIGS}
     ready = {"programs": {
-        "b1": {"ptd": "/x/foundation.ptd", "ptd_bytes": 80 * MIB, "pte_bytes": 2 * MIB, "export_s": 7.0},
+        "b1": {"ptd": "/x/foundation.ptd", "ptd_bytes": 80 * MIB, "pte_bytes": 2 * MIB, "export_s": 7.0,
+               "max_abs_error": 1e-6},
         "b32": {"ptd": "/y/foundation.ptd", "ptd_bytes": 80 * MIB, "pte_bytes": 2 * MIB, "export_s": 8.0},
         "tiny": {"ptd": None, "ptd_bytes": 0, "pte_bytes": 1000, "export_s": 1.0},
     }}
@@ -40,6 +41,8 @@ def test_files_say_whether_the_weights_were_separated() -> None:
     figures = peer_figures(_measured())
     assert figures["peer_data_separation"] is True
     assert (figures["peer_ptd_mb"], figures["peer_pte_mb_b1"], figures["peer_export_s"]) == (80.0, 2.0, 15.0)
+    assert figures["peer_max_abs_error_b1"] == 1e-6
+    assert math.isnan(figures["peer_max_abs_error_b32"])  # Not checked: NaN, never a made-up 0.
     measured = _measured()
     measured.ready["programs"]["b1"]["ptd"] = None
     assert peer_figures(measured)["peer_data_separation"] is False
