@@ -66,7 +66,7 @@ PEER_TABLE = (
     ("  peer binding overhead (4x4 Linear)", "peer_binding_overhead_ms"),
     ("  runtime / (peer - binding), T=1", "latency_b1_over_peer_without_binding"),
     ("  peer weights in a .ptd", "peer_data_separation"),
-    ("  peer .ptd / .pte (T=1), MiB", "peer_ptd_mb"),
+    ("  peer foundation.ptd, MiB", "peer_ptd_mb"),
     ("  peer .pte (T=1), MiB", "peer_pte_mb_b1"),
     ("  peer export, s", "peer_export_s"),
     ("  peer max |error| vs torch, T=1", "peer_max_abs_error_b1"),
@@ -112,6 +112,8 @@ def _format(value: Any) -> str:
         return str(value)
     if math.isnan(value):
         return "n/a"
+    if 0 < abs(value) < 1e-3:
+        return f"{value:.2e}"  # Small errors and overheads keep their magnitude.
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
