@@ -2,7 +2,7 @@
 
 import json
 import math
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Tuple
 
 from edgeshare.bench._figures import NOT_MEASURED
 
@@ -47,6 +47,63 @@ TABLE = (
     ("  fetched from data maps, 8 unshared", "bytes_fetched_mb_8_unshared"),
 )
 
+# Rows shown only when some model has the key (the peer is opt-in).
+PEER_TABLE = (
+    ("Against the peer, interleaved, ms", None),
+    ("  peer", "peer"),
+    ("  runtime, T=1, 1 thread", "peer_edgeshare_latency_ms_b1"),
+    ("  peer, T=1, 1 thread", "peer_latency_ms_b1"),
+    ("  runtime / peer, T=1, 1 thread", "latency_b1_over_peer"),
+    ("  runtime, T=32, 1 thread", "peer_edgeshare_latency_ms_b32"),
+    ("  peer, T=32, 1 thread", "peer_latency_ms_b32"),
+    ("  runtime / peer, T=32, 1 thread", "latency_b32_over_peer"),
+    ("  runtime, T=1, 2 threads", "peer_edgeshare_latency_ms_b1_2threads"),
+    ("  peer, T=1, 2 threads", "peer_latency_ms_b1_2threads"),
+    ("  runtime / peer, T=1, 2 threads", "latency_b1_2threads_over_peer"),
+    ("  runtime, T=32, 2 threads", "peer_edgeshare_latency_ms_b32_2threads"),
+    ("  peer, T=32, 2 threads", "peer_latency_ms_b32_2threads"),
+    ("  runtime / peer, T=32, 2 threads", "latency_b32_2threads_over_peer"),
+    ("  peer binding overhead (4x4 Linear)", "peer_binding_overhead_ms"),
+    ("  runtime / (peer - binding), T=1", "latency_b1_over_peer_without_binding"),
+    ("  peer weights in a .ptd", "peer_data_separation"),
+    ("  peer foundation.ptd, MiB", "peer_ptd_mb"),
+    ("  peer .pte (T=1), MiB", "peer_pte_mb_b1"),
+    ("  peer export, s", "peer_export_s"),
+    ("  peer max |error| vs torch, T=1", "peer_max_abs_error_b1"),
+    ("  peer max |error| vs torch, T=32", "peer_max_abs_error_b32"),
+    ("  peer stage (venv, export, timing), s", "peer_stage_s"),
+)
+
+BOUNDS_TABLE = (
+    ("Bounds of this machine", None),
+    ("  read bandwidth, 1 core, GB/s", "machine_read_gbps"),
+    ("  XNNPACK FC in cache, 1 thread, GFLOP/s", "machine_fc_gflops_1thread"),
+    ("  XNNPACK FC in cache, 2 threads, GFLOP/s", "machine_fc_gflops_2threads"),
+    ("  weights read at T=1, MiB", "weight_mb_b1_read"),
+    ("  T=1 read bound, ms", "bound_ms_b1_read"),
+    ("  read bandwidth at the weights' size, GB/s", "read_gbps_at_weight_size"),
+    ("  T=1 read bound from the LLC, ms", "bound_ms_b1_cached_read"),
+    ("  GFLOP at T=32", "gflop_b32"),
+    ("  T=32 compute bound, 1 thread, ms", "bound_ms_b32_fc_1thread"),
+    ("  T=32 compute bound, 2 threads, ms", "bound_ms_b32_fc_2threads"),
+)
+
+BOUND_RATIO_TABLE = (
+    ("Latency / bound (1.0 = at the bound)", None),
+    ("  runtime, T=1", "latency_b1_over_read_bound"),
+    ("  torch eager, T=1", "torch_latency_b1_over_read_bound"),
+    ("  peer, T=1", "peer_latency_b1_over_read_bound"),
+    ("  runtime, T=1, weights from the LLC", "latency_b1_over_cached_read_bound"),
+    ("  torch eager, T=1, weights from the LLC", "torch_latency_b1_over_cached_read_bound"),
+    ("  peer, T=1, weights from the LLC", "peer_latency_b1_over_cached_read_bound"),
+    ("  runtime, T=32, 1 thread", "latency_b32_over_fc_bound"),
+    ("  torch eager, T=32, 1 thread", "torch_latency_b32_over_fc_bound"),
+    ("  peer, T=32, 1 thread", "peer_latency_b32_over_fc_bound"),
+    ("  runtime, T=32, 2 threads", "latency_b32_2threads_over_fc_bound"),
+    ("  torch eager, T=32, 2 threads", "torch_latency_b32_2threads_over_fc_bound"),
+    ("  peer, T=32, 2 threads", "peer_latency_b32_2threads_over_fc_bound"),
+)
+
 
 def _format(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -55,15 +112,25 @@ def _format(value: Any) -> str:
         return str(value)
     if math.isnan(value):
         return "n/a"
+    if 0 < abs(value) < 1e-3:
+        return f"{value:.2e}"  # Small errors and overheads keep their magnitude.
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def _present(rows: Tuple[Tuple[str, Optional[str]], ...],
+             results: Dict[str, Dict[str, Any]]) -> Tuple[Tuple[str, Optional[str]], ...]:
+    """rows whose key some model has, each under its heading if any of them is left."""
+    shown = [row for row in rows if row[1] is not None and any(row[1] in r for r in results.values())]
+    return (rows[0],) + tuple(shown) if shown and rows[0][1] is None else tuple(shown)
 
 
 def format_table(results: Dict[str, Dict[str, Any]]) -> str:
     """The figures of every model as a text table, one column per model."""
     names = list(results)
-    width = max(len(label) for label, _ in TABLE) + 2
+    width = max(len(label) for label, _ in TABLE + PEER_TABLE + BOUNDS_TABLE + BOUND_RATIO_TABLE) + 2
     lines = [" " * width + "".join(f"{n:>14}" for n in names)]
-    for label, key in TABLE:
+    for label, key in (TABLE + _present(PEER_TABLE, results) + _present(BOUNDS_TABLE, results)
+                       + _present(BOUND_RATIO_TABLE, results)):
         if key is None:
             lines.append(label)
             continue
@@ -75,6 +142,9 @@ def format_table(results: Dict[str, Dict[str, Any]]) -> str:
             f"{r['iterations_b1']} (T=1) / {r['iterations_b32']} (T=32) timed runs per process; "
             f"export {r['export_s']:.1f} s; cache empty after release: {r['cache_released']}"
         )
+    if any("peer" in r for r in results.values()):
+        lines.append("peer: times Method.execute() through ExecuTorch's Python binding (portable_lib), outputs "
+                     "cloned; the 4x4 Linear row is that call's cost at least. Runtime: lora_runner in C++.")
     for what, why in NOT_MEASURED.items():
         lines.append(f"not measured: {what}: {why}")
     return "\n".join(lines)

@@ -33,8 +33,29 @@ repeated --repeats times, round-robin, and medians are reported. It prints a tab
   what content verification (SHA-256 of every fetched foundation weight) costs the first load,
   against lora_runner --no-verify (trusted files), at 1 and 2 threads (_verification).
 
+With --peer executorch it also lowers the same eager modules (same weights) with ExecuTorch 1.5.1's
+XNNPACK flow and program-data separation (foundation.ptd) in a venv of its own under
+~/.cache/edgeshare-bench (made on first use; never part of the build), and times its
+Method.execute() interleaved with fresh lora_runner processes at T=1 and T=32, 1 and 2 threads:
+
+- peer_latency_ms_{b1,b32,b1_2threads,b32_2threads}: the peer; peer_edgeshare_latency_ms_*: the
+  runtime in the same interleaved run; latency_*_over_peer: edgeshare / peer (below 1: faster);
+  peer_binding_overhead_ms: execute() of a 4x4 Linear, what the Python binding adds per call at
+  least; latency_b1_over_peer_without_binding; peer_data_separation, peer_ptd_mb, peer_pte_mb_b1,
+  peer_export_s, peer_stage_s.
+
+Every run measures the machine's bounds before the models and once per model after them
+(bench/roofline; the best run counts; ROOFLINE_KEYS): machine_read_gbps (single-core read
+bandwidth over a buffer past the LLC), machine_fc_gflops_{1thread,2threads} (XNNPACK's f32 fully
+connected 1024x2048 at batch 32, weights in cache); per model weight_mb_b1_read, gflop_b32,
+read_gbps_at_weight_size (the same read over a buffer of the model's weight size, from the LLC if
+it fits), bound_ms_b1_read / bound_ms_b1_cached_read (bytes / bandwidth), bound_ms_b32_fc_* (FLOPs /
+GFLOP/s) and each latency over its bound (*_over_read_bound, *_over_cached_read_bound,
+*_over_fc_bound; 1.0 is the bound).
+
 Stages: _models (what is measured, from edgeshare.models), _export (the files), _measure
-(lora_runner processes, torch eager), _figures (medians, ratios), _report (table, JSON).
+(lora_runner processes, torch eager), _figures (medians, ratios), _roofline (the machine's bounds),
+_peer / _peer_figures (the peer), _report (table, JSON).
 """
 
 import argparse
@@ -50,10 +71,14 @@ from edgeshare.bench._export import BenchError, export_model
 from edgeshare.bench._figures import figures
 from edgeshare.bench._measure import measure
 from edgeshare.bench._models import MODELS, BenchModel
+from edgeshare.bench._peer import PEERS, measure_peer
+from edgeshare.bench._peer_figures import PEER_KEYS, peer_figures
 from edgeshare.bench._report import format_table, to_json
+from edgeshare.bench._roofline import ROOFLINE_KEYS, RooflineOptions, add_bounds, measure_machine, model_work
 from edgeshare.bench._verification import VERIFICATION_KEYS, format_verification, measure_verification
 
-__all__ = ["REQUIRED_KEYS", "BenchError", "bench_model", "format_table", "main", "run_bench"]
+__all__ = ["PEER_KEYS", "REQUIRED_KEYS", "ROOFLINE_KEYS", "BenchError", "RooflineOptions", "bench_model",
+           "format_table", "main", "run_bench"]
 
 # The keys every model's result has (bench/lora_test.py checks them).
 REQUIRED_KEYS = (
@@ -80,6 +105,7 @@ def bench_model(
     iterations_b32: Optional[int] = None,
     warmup: int = 3,
     log: Callable[[str], None] = lambda message: None,
+    peer: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Exports and measures one model; returns its figures (REQUIRED_KEYS and more).
 
@@ -94,9 +120,10 @@ def bench_model(
       iterations_b32: the same at T=32 (None: the model's own default).
       warmup: untimed runs before them.
       log: progress messages.
+      peer: a name in PEERS to time beside the runtime, or None.
 
     Returns:
-      The model's figures.
+      The model's figures (the bounds are added by run_bench, which measures the machine).
 
     Raises:
       BenchError: an export or a runner process failed.
@@ -106,9 +133,13 @@ def bench_model(
     exported = export_model(model, work_dir)
     log(f"[{model.name}] exported in {exported.export_s:.1f} s; measuring ({repeats} repeats)")
     measured = measure(model, exported, repeats, iterations_b1, n32, warmup)
-    result = figures(model.description, exported, measured)
-    result.update(measure_verification(exported, repeats))
-    return result
+    out = figures(model.description, exported, measured)
+    out.update(measure_verification(exported, repeats))
+    if peer is not None:
+        out.update(peer_figures(measure_peer(peer, model, exported, work_dir, repeats, iterations_b1, n32,
+                                             warmup, log)))
+    out.update(model_work(model, exported))
+    return out
 
 
 def run_bench(
@@ -119,6 +150,8 @@ def run_bench(
     warmup: int = 3,
     keep_dir: Optional[str] = None,
     log: Callable[[str], None] = lambda message: None,
+    roofline: Optional[RooflineOptions] = None,
+    peer: Optional[str] = None,
 ) -> Dict[str, Dict[str, Any]]:
     """Measures every named model; returns {model: figures}.
 
@@ -130,24 +163,32 @@ def run_bench(
       warmup: see bench_model.
       keep_dir: export into this folder and keep the files (None: a temporary folder, removed).
       log: progress messages.
+      roofline: how to measure the machine's bounds (None: the defaults).
+      peer: a name in PEERS to time beside the runtime, or None.
 
     Returns:
       The figures of each model, by name.
 
     Raises:
-      BenchError: a name is not in MODELS, or a step failed.
+      BenchError: a name is not in MODELS or PEERS, or a step failed.
     """
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         raise BenchError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    if peer is not None and peer not in PEERS:
+        raise BenchError(f"unknown peer '{peer}'; choose from {', '.join(PEERS)}")
+    log("measuring the machine's bounds (bench/roofline), before the models")
+    machine_before = measure_machine(roofline or RooflineOptions())
     root = keep_dir or tempfile.mkdtemp(prefix="edgeshare_bench_")
     try:
         results = {}
         for name in models:
             model = MODELS[name]()
             results[name] = bench_model(model, os.path.join(root, name), repeats, iterations_b1,
-                                        iterations_b32, warmup, log)
+                                        iterations_b32, warmup, log, peer)
             del model
+        log("measuring the machine's bounds again, after the models, at each model's weight size")
+        add_bounds(results, roofline or RooflineOptions(), machine_before)
         return results
     finally:
         if keep_dir is None:
@@ -169,6 +210,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
     parser.add_argument("--keep", default=None, help="export into this folder and keep the files")
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
+    parser.add_argument("--peer", default=None, choices=sorted(PEERS),
+                        help="also time this peer runtime, interleaved (its own venv, made on first use)")
+    parser.add_argument("--roofline-read-mib", type=int, default=RooflineOptions.read_mib,
+                        help="MiB summed for the read bandwidth (keep it well past the LLC)")
+    parser.add_argument("--roofline-fc-iterations", type=int, default=RooflineOptions.fc_iterations,
+                        help="fully connected runs for the in-cache GFLOP/s")
     return parser
 
 
@@ -178,6 +225,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.iterations < 1 or (args.iterations_b32 is not None and args.iterations_b32 < 1):
         parser.error("--repeats, --iterations and --iterations-b32 must be at least 1")
+    if args.roofline_read_mib < 1 or args.roofline_fc_iterations < 1:
+        parser.error("--roofline-read-mib and --roofline-fc-iterations must be at least 1")
+    roofline = RooflineOptions(read_mib=args.roofline_read_mib, fc_iterations=args.roofline_fc_iterations)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
 
@@ -188,7 +238,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.perf_counter()
     try:
         results = run_bench(models, args.repeats, args.iterations, args.iterations_b32, args.warmup,
-                            _user_path(args.keep) if args.keep else None, log)
+                            _user_path(args.keep) if args.keep else None, log, roofline, args.peer)
     except (BenchError, ValueError, TypeError) as e:
         print(f"lora: error: {e}", file=sys.stderr)
         return 1

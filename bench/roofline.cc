@@ -1,0 +1,202 @@
+// roofline: the machine's bounds for bench/lora, measured in the same run as the latencies.
+//
+//   roofline [--read-mib 1024] [--cached-read-mib 64] [--read-passes 5] [--fc-iterations 50]
+//            [--fc-batch 32] [--fc-in 1024] [--fc-out 2048]
+//
+// 1. Single-core read bandwidth: sums a buffer of --read-mib MiB (much larger than the last-level
+//    cache by default) --read-passes times, one thread, and reports the best pass in GB/s (10^9 B/s).
+//    A T=1 forward pass reads every weight once, so weight bytes / this bandwidth bounds its latency.
+//    The same over --cached-read-mib MiB: passes after the first find the buffer in the LLC when it
+//    fits, as a model's weights do when it runs again and again (bench/lora passes the model's size).
+// 2. In-cache fully-connected throughput of this XNNPACK (Debian's): an f32 fully connected op,
+//    --fc-in x --fc-out (8 MiB of weights by default: past L2, inside L3), at batch --fc-batch, run
+//    --fc-iterations times back to back so its weights stay cached, with 1 and 2 threads
+//    (pthreadpool). FLOPs / this throughput bounds a T=32 forward pass's latency.
+//
+// It prints ONE JSON line on stdout:
+//   {"read_gbps": ..., "read_mib": ..., "cached_read_gbps": ..., "cached_read_mib": ...,
+//    "llc_mib": ..., "fc_gflops_1thread": ...,
+//    "fc_gflops_2threads": ..., "fc_batch": 32, "fc_in": 1024, "fc_out": 2048}
+// An error is one line on stderr and exit status 1.
+
+#include <unistd.h>
+#include <xnnpack.h>
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pthreadpool.h>
+
+namespace edgeshare {
+namespace bench {
+namespace {
+
+struct Options {
+  long read_mib = 1024;
+  long cached_read_mib = 64;
+  int read_passes = 5;
+  int fc_iterations = 50;
+  size_t fc_batch = 32;
+  size_t fc_in = 1024;
+  size_t fc_out = 2048;
+};
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// 32-byte lanes (GCC/Clang vector extension: SSE2 pairs on plain x86-64) so the loop is bound by
+// memory, not by load instructions; eight streams far apart, each prefetched 1 KiB ahead, so that
+// one core keeps as many lines in flight as XNNPACK's kernels do (one scalar stream reached only
+// about half the bandwidth here, so it would not bound anything).
+typedef uint64_t Lanes __attribute__((vector_size(32)));
+constexpr size_t kStreams = 8;
+constexpr size_t kPrefetchAhead = 32;
+
+uint64_t SumWords(const Lanes* lanes, size_t count) {
+  const size_t per_stream = count / kStreams;
+  Lanes sums[kStreams] = {};
+  for (size_t i = 0; i < per_stream; ++i) {
+    for (size_t k = 0; k < kStreams; ++k) {
+      const Lanes* at = lanes + k * per_stream + i;
+      __builtin_prefetch(at + kPrefetchAhead);
+      sums[k] += *at;
+    }
+  }
+  for (size_t i = kStreams * per_stream; i < count; ++i) sums[0] += lanes[i];
+  uint64_t total = 0;
+  for (size_t k = 0; k < kStreams; ++k) total += sums[k][0] + sums[k][1] + sums[k][2] + sums[k][3];
+  return total;
+}
+
+// Best single-thread pass over a buffer touched first (so no page fault is timed), in GB/s.
+bool MeasureReadGbps(const Options& options, long mib, double* gbps) {
+  const size_t bytes = static_cast<size_t>(mib) << 20;
+  const size_t count = bytes / sizeof(Lanes);
+  const Lanes ones = {1, 1, 1, 1};
+  std::vector<Lanes> buffer(count, ones);  // Writes every page.
+  volatile uint64_t sink = 0;
+  double best = 0.0;
+  for (int pass = 0; pass < options.read_passes; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    sink = sink + SumWords(buffer.data(), count);
+    best = std::max(best, static_cast<double>(bytes) / Seconds(start) / 1e9);
+  }
+  const uint64_t expected = static_cast<uint64_t>(options.read_passes) * count * 4;
+  if (sink != expected) {
+    std::fprintf(stderr, "roofline: error: read pass summed %llu, expected %llu\n",
+                 static_cast<unsigned long long>(sink), static_cast<unsigned long long>(expected));
+    return false;
+  }
+  *gbps = best;
+  return true;
+}
+
+struct OperatorDeleter {
+  void operator()(xnn_operator_t op) const { xnn_delete_operator(op); }
+};
+using Operator = std::unique_ptr<xnn_operator, OperatorDeleter>;
+
+struct PoolDeleter {
+  void operator()(pthreadpool_t pool) const { pthreadpool_destroy(pool); }
+};
+using Pool = std::unique_ptr<pthreadpool, PoolDeleter>;
+
+// GFLOP/s of one f32 fully connected op over weights that stay cached, with `threads` threads.
+bool MeasureFcGflops(const Options& options, size_t threads, double* gflops) {
+  std::vector<float> weights(options.fc_in * options.fc_out, 0.01f);
+  std::vector<float> bias(options.fc_out, 0.0f);
+  std::vector<float> input(options.fc_batch * options.fc_in, 1.0f);
+  std::vector<float> output(options.fc_batch * options.fc_out);
+  xnn_operator_t raw = nullptr;
+  if (xnn_create_fully_connected_nc_f32(options.fc_in, options.fc_out, options.fc_in, options.fc_out,
+                                        weights.data(), bias.data(), -INFINITY, INFINITY, 0,
+                                        &raw) != xnn_status_success) {
+    std::fprintf(stderr, "roofline: error: xnn_create_fully_connected_nc_f32 failed\n");
+    return false;
+  }
+  Operator op(raw);
+  Pool pool(threads > 1 ? pthreadpool_create(threads) : nullptr);
+  if (xnn_setup_fully_connected_nc_f32(op.get(), options.fc_batch, input.data(), output.data(),
+                                       pool.get()) != xnn_status_success) {
+    std::fprintf(stderr, "roofline: error: xnn_setup_fully_connected_nc_f32 failed\n");
+    return false;
+  }
+  for (int i = 0; i < 3; ++i) xnn_run_operator(op.get(), pool.get());  // Brings the weights in.
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < options.fc_iterations; ++i) {
+    if (xnn_run_operator(op.get(), pool.get()) != xnn_status_success) {
+      std::fprintf(stderr, "roofline: error: xnn_run_operator failed\n");
+      return false;
+    }
+  }
+  const double flops = 2.0 * options.fc_batch * options.fc_in * options.fc_out * options.fc_iterations;
+  *gflops = flops / Seconds(start) / 1e9;
+  return true;
+}
+
+bool ParseFlags(int argc, char** argv, Options* options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "roofline: error: flag %s needs a value\n", flag.c_str());
+      return false;
+    }
+    const long value = std::strtol(argv[++i], nullptr, 10);
+    if (value < 1) {
+      std::fprintf(stderr, "roofline: error: %s must be a positive integer, got '%s'\n", flag.c_str(), argv[i]);
+      return false;
+    }
+    if (flag == "--read-mib") options->read_mib = value;
+    else if (flag == "--cached-read-mib") options->cached_read_mib = value;
+    else if (flag == "--read-passes") options->read_passes = static_cast<int>(value);
+    else if (flag == "--fc-iterations") options->fc_iterations = static_cast<int>(value);
+    else if (flag == "--fc-batch") options->fc_batch = static_cast<size_t>(value);
+    else if (flag == "--fc-in") options->fc_in = static_cast<size_t>(value);
+    else if (flag == "--fc-out") options->fc_out = static_cast<size_t>(value);
+    else {
+      std::fprintf(stderr, "roofline: error: unknown flag %s\n", flag.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+int Run(const Options& options) {
+  if (xnn_initialize(nullptr) != xnn_status_success) {
+    std::fprintf(stderr, "roofline: error: xnn_initialize failed\n");
+    return 1;
+  }
+  double read_gbps = 0.0, cached_read_gbps = 0.0, fc1 = 0.0, fc2 = 0.0;
+  if (!MeasureReadGbps(options, options.read_mib, &read_gbps) ||
+      !MeasureReadGbps(options, options.cached_read_mib, &cached_read_gbps) ||
+      !MeasureFcGflops(options, 1, &fc1) || !MeasureFcGflops(options, 2, &fc2)) {
+    return 1;
+  }
+  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  std::printf(
+      "{\"read_gbps\": %.4f, \"read_mib\": %ld, \"cached_read_gbps\": %.4f, \"cached_read_mib\": %ld, "
+      "\"llc_mib\": %.1f, \"fc_gflops_1thread\": %.4f, \"fc_gflops_2threads\": %.4f, "
+      "\"fc_batch\": %zu, \"fc_in\": %zu, \"fc_out\": %zu}\n",
+      read_gbps, options.read_mib, cached_read_gbps, options.cached_read_mib,
+      llc > 0 ? llc / 1048576.0 : -1.0, fc1, fc2, options.fc_batch, options.fc_in, options.fc_out);
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace edgeshare
+
+int main(int argc, char** argv) {
+  edgeshare::bench::Options options;
+  if (!edgeshare::bench::ParseFlags(argc, argv, &options)) return 1;
+  return edgeshare::bench::Run(options);
+}
