@@ -8,7 +8,7 @@ from typing import Dict, List
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench._models import BenchModel
-from edgeshare.exir import LoraDataPolicy, to_edge
+from edgeshare.exir import FoundationDataPolicy, to_edge
 from edgeshare.exir.lora import LoraExportResult, export_lora, export_method
 
 __all__ = ["BenchError", "Exported", "export_model"]
@@ -52,7 +52,7 @@ def _export_bare(model: BenchModel, out_dir: str, foundation_ptd: str) -> Dict[i
     for tokens in (1, 32):
         folder = os.path.join(out_dir, f"bare_t{tokens}")
         ep = export_method(model.foundation, (model.make_input(tokens),), f"{model.name} foundation")
-        edge = to_edge({"forward": ep}, data_policy=LoraDataPolicy()).to_backend(XnnpackPartitioner())
+        edge = to_edge({"forward": ep}, data_policy=FoundationDataPolicy(model.foundation)).to_backend(XnnpackPartitioner())
         paths = edge.to_executorch().write_to_dir(folder, "foundation_only")
         bare[tokens] = paths[0]
         _same_foundation(model, foundation_ptd, os.path.join(folder, "foundation.ptd"))
