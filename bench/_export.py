@@ -52,7 +52,9 @@ def _export_bare(model: BenchModel, out_dir: str, foundation_ptd: str) -> Dict[i
     for tokens in (1, 32):
         folder = os.path.join(out_dir, f"bare_t{tokens}")
         ep = export_method(model.foundation, (model.make_input(tokens),), f"{model.name} foundation")
-        edge = to_edge({"forward": ep}, data_policy=FoundationDataPolicy(model.foundation)).to_backend(XnnpackPartitioner())
+        edge = to_edge({"forward": ep}, data_policy=FoundationDataPolicy(model.foundation)).to_backend(
+            XnnpackPartitioner()
+        )
         paths = edge.to_executorch().write_to_dir(folder, "foundation_only")
         bare[tokens] = paths[0]
         _same_foundation(model, foundation_ptd, os.path.join(folder, "foundation.ptd"))
@@ -75,11 +77,17 @@ def export_model(model: BenchModel, out_dir: str) -> Exported:
     """
     start = time.perf_counter()
     names = list(model.adapters)
-    b1 = export_lora(model.foundation, model.adapters, (model.make_input(1),), os.path.join(out_dir, "t1"),
-                     XnnpackPartitioner())
+    b1 = export_lora(
+        model.foundation, model.adapters, (model.make_input(1),), os.path.join(out_dir, "t1"), XnnpackPartitioner()
+    )
     first = names[0]
-    b32 = export_lora(model.foundation, {first: model.adapters[first]}, (model.make_input(32),),
-                      os.path.join(out_dir, "t32"), XnnpackPartitioner())
+    b32 = export_lora(
+        model.foundation,
+        {first: model.adapters[first]},
+        (model.make_input(32),),
+        os.path.join(out_dir, "t32"),
+        XnnpackPartitioner(),
+    )
     _same_foundation(model, b1.foundation_path, b32.foundation_path)
     bare = _export_bare(model, out_dir, b1.foundation_path)
     return Exported(

@@ -36,21 +36,25 @@ def _memory(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
 
     def steps(name: str) -> List[float]:
         count = len(runs[name][0]["rss_after_kib"])
-        return [round(_median([_mib(r["rss_after_kib"][i] - r["rss_before_kib"]) for r in runs[name]]), 3)
-                for i in range(count)]
+        return [
+            round(_median([_mib(r["rss_after_kib"][i] - r["rss_before_kib"]) for r in runs[name]]), 3)
+            for i in range(count)
+        ]
 
     out: Dict[str, Any] = {f"rss_mb_{n}": over(n, "rss_loaded_kib") for n in _LORA_CONFIGS}
     out.update({f"peak_mb_{n}": over(n, "hwm_loaded_kib") for n in _LORA_CONFIGS})
     out.update({f"rss_trimmed_mb_{n}": over(n, "rss_trimmed_kib") for n in ("1", "8_shared", "8_unshared")})
-    out.update({
-        "rss_mb_foundation_only": over("foundation", "rss_loaded_kib"),
-        "rss_mb_1_b32": over("1_b32", "rss_loaded_kib"),
-        "rss_mb_1_after_run": over("1", "rss_ran_kib"),
-        "rss_mb_1_b32_after_run": over("1_b32", "rss_ran_kib"),
-        "rss_mb_steps_8_shared": steps("8_shared"),
-        "rss_mb_steps_8_unshared": steps("8_unshared"),
-        "rss_file_mb_8_shared": over("8_shared", "rss_file_loaded_kib", "rss_file_before_kib"),
-    })
+    out.update(
+        {
+            "rss_mb_foundation_only": over("foundation", "rss_loaded_kib"),
+            "rss_mb_1_b32": over("1_b32", "rss_loaded_kib"),
+            "rss_mb_1_after_run": over("1", "rss_ran_kib"),
+            "rss_mb_1_b32_after_run": over("1_b32", "rss_ran_kib"),
+            "rss_mb_steps_8_shared": steps("8_shared"),
+            "rss_mb_steps_8_unshared": steps("8_unshared"),
+            "rss_file_mb_8_shared": over("8_shared", "rss_file_loaded_kib", "rss_file_before_kib"),
+        }
+    )
     return out
 
 
@@ -123,10 +127,11 @@ _RATIOS = {
     "load_second_shared_over_unshared": ("load_ms_second_shared", "load_ms_second_unshared"),
     "latency_b1_over_torch": ("latency_ms_b1", "torch_latency_ms_b1"),
     "latency_b32_over_torch": ("latency_ms_b32", "torch_latency_ms_b32"),
-    "latency_b1_foundation_only_over_torch": ("latency_ms_b1_foundation_only",
-                                              "torch_latency_ms_b1_foundation_only"),
-    "latency_b32_foundation_only_over_torch": ("latency_ms_b32_foundation_only",
-                                               "torch_latency_ms_b32_foundation_only"),
+    "latency_b1_foundation_only_over_torch": ("latency_ms_b1_foundation_only", "torch_latency_ms_b1_foundation_only"),
+    "latency_b32_foundation_only_over_torch": (
+        "latency_ms_b32_foundation_only",
+        "torch_latency_ms_b32_foundation_only",
+    ),
     "latency_b32_2threads_over_torch": ("latency_ms_b32_2threads", "torch_latency_ms_b32_2threads"),
     "latency_b32_2threads_speedup": ("latency_ms_b32", "latency_ms_b32_2threads"),
     "lora_latency_overhead_b32": ("latency_ms_b32", "latency_ms_b32_foundation_only"),
@@ -141,7 +146,8 @@ def _derived(out: Dict[str, Any]) -> Dict[str, float]:
     derived["rss_mb_per_extra_program_shared"] = (out["rss_mb_8_shared"] - out["rss_mb_1"]) / extra
     derived["rss_mb_per_extra_program_unshared"] = (out["rss_mb_8_unshared"] - out["rss_mb_1"]) / extra
     derived["rss_trimmed_mb_per_extra_program_shared"] = (
-        out["rss_trimmed_mb_8_shared"] - out["rss_trimmed_mb_1"]) / extra
+        out["rss_trimmed_mb_8_shared"] - out["rss_trimmed_mb_1"]
+    ) / extra
     return derived
 
 
@@ -161,12 +167,14 @@ def figures(description: str, exported: Exported, measured: Measured) -> Dict[st
     out.update(_load(measured.runs))
     out.update(_latency(measured))
     out.update(_sizes(exported, measured.runs))
-    out.update({
-        "export_s": exported.export_s,
-        "repeats": measured.repeats,
-        "iterations_b1": measured.iterations_b1,
-        "iterations_b32": measured.iterations_b32,
-    })
+    out.update(
+        {
+            "export_s": exported.export_s,
+            "repeats": measured.repeats,
+            "iterations_b1": measured.iterations_b1,
+            "iterations_b32": measured.iterations_b32,
+        }
+    )
     out.update(_derived(out))
     out["not_measured"] = dict(NOT_MEASURED)
     return out

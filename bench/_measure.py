@@ -8,10 +8,9 @@ import time
 from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
-from torch import nn
-
 from edgeshare.bench._export import BenchError, Exported
 from edgeshare.bench._models import NUM_ADAPTERS, BenchModel
+from torch import nn
 
 __all__ = ["Measured", "measure", "run_runner", "runner_path", "torch_latency_ms"]
 
@@ -125,8 +124,9 @@ def _configs(exported: Exported, n1: int, n32: int) -> Dict[str, Tuple[List[str]
     }
 
 
-def _torch_samples(model: BenchModel, exported: Exported, n1: int, n32: int, repeats: int,
-                   warmup: int) -> Dict[Tuple[str, int], List[float]]:
+def _torch_samples(
+    model: BenchModel, exported: Exported, n1: int, n32: int, repeats: int, warmup: int
+) -> Dict[Tuple[str, int], List[float]]:
     module = exported.result_b1.modules[next(iter(model.adapters))]
     torch_ms = {
         (what, tokens): torch_latency_ms(m, model.make_input(tokens), n * repeats, warmup)
@@ -135,7 +135,8 @@ def _torch_samples(model: BenchModel, exported: Exported, n1: int, n32: int, rep
     }
     for tokens, n in ((1, n1), (32, n32)):
         torch_ms[("lora_2threads", tokens)] = torch_latency_ms(
-            module, model.make_input(tokens), n * repeats, warmup, threads=2)
+            module, model.make_input(tokens), n * repeats, warmup, threads=2
+        )
     return torch_ms
 
 

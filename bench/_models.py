@@ -4,9 +4,8 @@ import dataclasses
 from typing import Callable, Dict
 
 import torch
-from torch import nn
-
 from edgeshare.models import demo_lora, make_adapter, reference_foundation, with_lora
+from torch import nn
 
 __all__ = ["MODELS", "NUM_ADAPTERS", "BenchModel", "demo_model", "reference_model"]
 

@@ -19,11 +19,10 @@ import time
 from typing import IO, Any, Callable, Dict, List, Tuple
 
 import torch
-from torch import nn
-
 from edgeshare.bench._export import BenchError, Exported
 from edgeshare.bench._measure import run_runner
 from edgeshare.bench._models import BenchModel
+from torch import nn
 
 __all__ = ["PEERS", "PeerMeasured", "PeerProcess", "measure_peer", "peer_python", "save_peer_programs"]
 
@@ -66,8 +65,11 @@ def peer_python(peer: str, log: Callable[[str], None] = lambda message: None) ->
     log(f"[peer] creating {venv}: pip install {' '.join(requirements)} (first use only)")
     with open(os.path.join(_cache_root(), f"{folder}.log"), "w") as log_file:
         _run_step([sys.executable, "-m", "venv", partial], "python3 -m venv", log_file)
-        _run_step([os.path.join(partial, "bin", "python"), "-m", "pip", "install", *requirements],
-                  "pip install " + " ".join(requirements), log_file)
+        _run_step(
+            [os.path.join(partial, "bin", "python"), "-m", "pip", "install", *requirements],
+            "pip install " + " ".join(requirements),
+            log_file,
+        )
     with open(os.path.join(partial, "installed"), "w") as f:
         f.write("\n".join(requirements) + "\n")
     shutil.rmtree(venv, ignore_errors=True)
@@ -101,8 +103,9 @@ class PeerProcess:
     def __init__(self, python: str, script: str, manifest: str, log_path: str) -> None:
         self._log = open(log_path, "w")
         self.log_path = log_path
-        self._proc = subprocess.Popen([python, script, manifest], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=self._log, text=True)
+        self._proc = subprocess.Popen(
+            [python, script, manifest], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True
+        )
         try:
             self.ready = self._read("starting (export and load)")
         except BaseException:
@@ -167,8 +170,9 @@ class PeerMeasured:
     wall_s: float
 
 
-def _interleave(peer: PeerProcess, exported: Exported, repeats: int, iterations: Dict[int, int],
-                warmup: int) -> Tuple[Dict[Tuple[int, int], List[float]], Dict[Tuple[int, int], List[float]]]:
+def _interleave(
+    peer: PeerProcess, exported: Exported, repeats: int, iterations: Dict[int, int], warmup: int
+) -> Tuple[Dict[Tuple[int, int], List[float]], Dict[Tuple[int, int], List[float]]]:
     programs = {1: exported.programs_b1[0], 32: exported.program_b32}
     ours: Dict[Tuple[int, int], List[float]] = {c: [] for c in CONFIGS}
     theirs: Dict[Tuple[int, int], List[float]] = {c: [] for c in CONFIGS}
@@ -181,8 +185,17 @@ def _interleave(peer: PeerProcess, exported: Exported, repeats: int, iterations:
     return ours, theirs
 
 
-def measure_peer(peer_name: str, model: BenchModel, exported: Exported, work_dir: str, repeats: int,
-                 n1: int, n32: int, warmup: int, log: Callable[[str], None] = lambda message: None) -> PeerMeasured:
+def measure_peer(
+    peer_name: str,
+    model: BenchModel,
+    exported: Exported,
+    work_dir: str,
+    repeats: int,
+    n1: int,
+    n32: int,
+    warmup: int,
+    log: Callable[[str], None] = lambda message: None,
+) -> PeerMeasured:
     """Lowers the model with the peer and times it interleaved with edgeshare.
 
     Raises:

@@ -41,8 +41,9 @@ def _binding(measured: PeerMeasured, out: Dict[str, float]) -> Dict[str, float]:
     return {
         "peer_binding_overhead_ms": tiny,
         "peer_binding_overhead_ms_min": min(measured.tiny_ms) if measured.tiny_ms else float("nan"),
-        "latency_b1_over_peer_without_binding": (out["peer_edgeshare_latency_ms_b1"] / peer_b1
-                                                 if peer_b1 > 0 else float("nan")),
+        "latency_b1_over_peer_without_binding": (
+            out["peer_edgeshare_latency_ms_b1"] / peer_b1 if peer_b1 > 0 else float("nan")
+        ),
     }
 
 

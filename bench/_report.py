@@ -117,8 +117,9 @@ def _format(value: Any) -> str:
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
-def _present(rows: Tuple[Tuple[str, Optional[str]], ...],
-             results: Dict[str, Dict[str, Any]]) -> Tuple[Tuple[str, Optional[str]], ...]:
+def _present(
+    rows: Tuple[Tuple[str, Optional[str]], ...], results: Dict[str, Dict[str, Any]]
+) -> Tuple[Tuple[str, Optional[str]], ...]:
     """rows whose key some model has, each under its heading if any of them is left."""
     shown = [row for row in rows if row[1] is not None and any(row[1] in r for r in results.values())]
     return (rows[0],) + tuple(shown) if shown and rows[0][1] is None else tuple(shown)
@@ -129,8 +130,9 @@ def format_table(results: Dict[str, Dict[str, Any]]) -> str:
     names = list(results)
     width = max(len(label) for label, _ in TABLE + PEER_TABLE + BOUNDS_TABLE + BOUND_RATIO_TABLE) + 2
     lines = [" " * width + "".join(f"{n:>14}" for n in names)]
-    for label, key in (TABLE + _present(PEER_TABLE, results) + _present(BOUNDS_TABLE, results)
-                       + _present(BOUND_RATIO_TABLE, results)):
+    for label, key in (
+        TABLE + _present(PEER_TABLE, results) + _present(BOUNDS_TABLE, results) + _present(BOUND_RATIO_TABLE, results)
+    ):
         if key is None:
             lines.append(label)
             continue
@@ -143,8 +145,10 @@ def format_table(results: Dict[str, Dict[str, Any]]) -> str:
             f"export {r['export_s']:.1f} s; cache empty after release: {r['cache_released']}"
         )
     if any("peer" in r for r in results.values()):
-        lines.append("peer: times Method.execute() through ExecuTorch's Python binding (portable_lib), outputs "
-                     "cloned; the 4x4 Linear row is that call's cost at least. Runtime: lora_runner in C++.")
+        lines.append(
+            "peer: times Method.execute() through ExecuTorch's Python binding (portable_lib), outputs "
+            "cloned; the 4x4 Linear row is that call's cost at least. Runtime: lora_runner in C++."
+        )
     for what, why in NOT_MEASURED.items():
         lines.append(f"not measured: {what}: {why}")
     return "\n".join(lines)
@@ -162,4 +166,3 @@ def _finite(value: Any) -> Any:
 def to_json(results: Dict[str, Dict[str, Any]]) -> str:
     """The figures of every model as indented JSON with sorted keys (NaN written as null)."""
     return json.dumps(_finite(results), indent=2, sort_keys=True)
-

@@ -14,13 +14,19 @@ import os
 import subprocess
 from typing import Any, Dict, List, Tuple
 
-from torch import nn
-
 from edgeshare.bench._export import BenchError, Exported
 from edgeshare.bench._models import BenchModel
+from torch import nn
 
-__all__ = ["ROOFLINE_KEYS", "RooflineOptions", "add_bounds", "best_of", "bound_figures", "measure_machine",
-           "model_work"]
+__all__ = [
+    "ROOFLINE_KEYS",
+    "RooflineOptions",
+    "add_bounds",
+    "best_of",
+    "bound_figures",
+    "measure_machine",
+    "model_work",
+]
 
 # The keys every model's result has once the machine is measured (bench/lora_test.py checks them).
 ROOFLINE_KEYS = (
@@ -74,9 +80,17 @@ def measure_machine(options: RooflineOptions) -> Dict[str, float]:
     Raises:
       BenchError: the binary failed or printed no report.
     """
-    args = [_roofline_path(), "--read-mib", str(options.read_mib), "--cached-read-mib", str(options.cached_read_mib),
-            "--read-passes", str(options.read_passes),
-            "--fc-iterations", str(options.fc_iterations)]
+    args = [
+        _roofline_path(),
+        "--read-mib",
+        str(options.read_mib),
+        "--cached-read-mib",
+        str(options.cached_read_mib),
+        "--read-passes",
+        str(options.read_passes),
+        "--fc-iterations",
+        str(options.fc_iterations),
+    ]
     proc = subprocess.run(args, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise BenchError(f"roofline failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -164,8 +178,12 @@ def add_bounds(results: Dict[str, Dict[str, Any]], options: RooflineOptions, bef
     Raises:
       BenchError: a roofline run failed.
     """
-    runs = {name: measure_machine(dataclasses.replace(
-        options, cached_read_mib=max(1, math.ceil(figures["weight_mb_b1_read"])))) for name, figures in results.items()}
+    runs = {
+        name: measure_machine(
+            dataclasses.replace(options, cached_read_mib=max(1, math.ceil(figures["weight_mb_b1_read"])))
+        )
+        for name, figures in results.items()
+    }
     machine = best_of([before, *runs.values()])
     for name, figures in results.items():
         figures.update(bound_figures(figures, machine, runs[name]["machine_cached_read_gbps"]))

@@ -51,7 +51,8 @@ def measure_verification(exported: Exported, repeats: int) -> Dict[str, float]:
     out = {name: statistics.median(values) for name, values in samples.items()}
     for suffix in ("", "_2threads"):
         out[f"load_first_verified_over_unverified{suffix}"] = (
-            out[f"load_ms_first_verified{suffix}"] / out[f"load_ms_first_unverified{suffix}"])
+            out[f"load_ms_first_verified{suffix}"] / out[f"load_ms_first_unverified{suffix}"]
+        )
     return out
 
 
@@ -63,5 +64,6 @@ def format_verification(results: Dict[str, Dict[str, Any]]) -> str:
             f"  {name}: 1 thread {r['load_ms_first_verified']:.1f} / {r['load_ms_first_unverified']:.1f}"
             f" = {r['load_first_verified_over_unverified']:.2f}x; 2 threads"
             f" {r['load_ms_first_verified_2threads']:.1f} / {r['load_ms_first_unverified_2threads']:.1f}"
-            f" = {r['load_first_verified_over_unverified_2threads']:.2f}x")
+            f" = {r['load_first_verified_over_unverified_2threads']:.2f}x"
+        )
     return "\n".join(lines)

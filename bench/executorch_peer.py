@@ -161,8 +161,9 @@ def _serve(peer: Peer) -> None:
             request = json.loads(line)
             if request.get("quit"):
                 return
-            samples = peer.time(request["program"], int(request["threads"]), int(request["iterations"]),
-                                int(request["warmup"]))
+            samples = peer.time(
+                request["program"], int(request["threads"]), int(request["iterations"]), int(request["warmup"])
+            )
             _reply({"latency_ms": samples})
         except Exception as e:  # noqa: BLE001 - every failure goes back to the bench as one line.
             _reply({"error": f"{type(e).__name__}: {e}"})
@@ -188,8 +189,9 @@ def main(argv: List[str]) -> int:
         return 1
     import executorch.version
 
-    _reply({"ready": True, "programs": programs, "executorch": executorch.version.__version__,
-            "torch": torch.__version__})
+    _reply(
+        {"ready": True, "programs": programs, "executorch": executorch.version.__version__, "torch": torch.__version__}
+    )
     _serve(peer)
     return 0
 

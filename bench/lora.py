@@ -77,8 +77,17 @@ from edgeshare.bench._report import format_table, to_json
 from edgeshare.bench._roofline import ROOFLINE_KEYS, RooflineOptions, add_bounds, measure_machine, model_work
 from edgeshare.bench._verification import VERIFICATION_KEYS, format_verification, measure_verification
 
-__all__ = ["PEER_KEYS", "REQUIRED_KEYS", "ROOFLINE_KEYS", "BenchError", "RooflineOptions", "bench_model",
-           "format_table", "main", "run_bench"]
+__all__ = [
+    "PEER_KEYS",
+    "REQUIRED_KEYS",
+    "ROOFLINE_KEYS",
+    "BenchError",
+    "RooflineOptions",
+    "bench_model",
+    "format_table",
+    "main",
+    "run_bench",
+]
 
 # The keys every model's result has (bench/lora_test.py checks them).
 REQUIRED_KEYS = (
@@ -136,8 +145,9 @@ def bench_model(
     out = figures(model.description, exported, measured)
     out.update(measure_verification(exported, repeats))
     if peer is not None:
-        out.update(peer_figures(measure_peer(peer, model, exported, work_dir, repeats, iterations_b1, n32,
-                                             warmup, log)))
+        out.update(
+            peer_figures(measure_peer(peer, model, exported, work_dir, repeats, iterations_b1, n32, warmup, log))
+        )
     out.update(model_work(model, exported))
     return out
 
@@ -184,8 +194,9 @@ def run_bench(
         results = {}
         for name in models:
             model = MODELS[name]()
-            results[name] = bench_model(model, os.path.join(root, name), repeats, iterations_b1,
-                                        iterations_b32, warmup, log, peer)
+            results[name] = bench_model(
+                model, os.path.join(root, name), repeats, iterations_b1, iterations_b32, warmup, log, peer
+            )
             del model
         log("measuring the machine's bounds again, after the models, at each model's weight size")
         add_bounds(results, roofline or RooflineOptions(), machine_before)
@@ -210,12 +221,24 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs before timing")
     parser.add_argument("--keep", default=None, help="export into this folder and keep the files")
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
-    parser.add_argument("--peer", default=None, choices=sorted(PEERS),
-                        help="also time this peer runtime, interleaved (its own venv, made on first use)")
-    parser.add_argument("--roofline-read-mib", type=int, default=RooflineOptions.read_mib,
-                        help="MiB summed for the read bandwidth (keep it well past the LLC)")
-    parser.add_argument("--roofline-fc-iterations", type=int, default=RooflineOptions.fc_iterations,
-                        help="fully connected runs for the in-cache GFLOP/s")
+    parser.add_argument(
+        "--peer",
+        default=None,
+        choices=sorted(PEERS),
+        help="also time this peer runtime, interleaved (its own venv, made on first use)",
+    )
+    parser.add_argument(
+        "--roofline-read-mib",
+        type=int,
+        default=RooflineOptions.read_mib,
+        help="MiB summed for the read bandwidth (keep it well past the LLC)",
+    )
+    parser.add_argument(
+        "--roofline-fc-iterations",
+        type=int,
+        default=RooflineOptions.fc_iterations,
+        help="fully connected runs for the in-cache GFLOP/s",
+    )
     return parser
 
 
@@ -237,8 +260,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     start = time.perf_counter()
     try:
-        results = run_bench(models, args.repeats, args.iterations, args.iterations_b32, args.warmup,
-                            _user_path(args.keep) if args.keep else None, log, roofline, args.peer)
+        results = run_bench(
+            models,
+            args.repeats,
+            args.iterations,
+            args.iterations_b32,
+            args.warmup,
+            _user_path(args.keep) if args.keep else None,
+            log,
+            roofline,
+            args.peer,
+        )
     except (BenchError, ValueError, TypeError) as e:
         print(f"lora: error: {e}", file=sys.stderr)
         return 1

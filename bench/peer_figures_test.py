@@ -6,7 +6,6 @@ them; the real peer runs in `bench/lora --peer executorch`."""
 import math
 
 import pytest
-
 from edgeshare.bench._peer import CONFIGS, PeerMeasured
 from edgeshare.bench._peer_figures import PEER_KEYS, peer_figures
 from edgeshare.bench._report import format_table
@@ -17,12 +16,19 @@ MIB = 1024 * 1024
 def _measured() -> PeerMeasured:
     ours = {config: [2.0, 3.0, 100.0] for config in CONFIGS}  # Median 3.0: one slow outlier ignored.
     theirs = {config: [4.0, 4.0, 5.0] for config in CONFIGS}
-    ready = {"programs": {
-        "b1": {"ptd": "/x/foundation.ptd", "ptd_bytes": 80 * MIB, "pte_bytes": 2 * MIB, "export_s": 7.0,
-               "max_abs_error": 1e-6},
-        "b32": {"ptd": "/y/foundation.ptd", "ptd_bytes": 80 * MIB, "pte_bytes": 2 * MIB, "export_s": 8.0},
-        "tiny": {"ptd": None, "ptd_bytes": 0, "pte_bytes": 1000, "export_s": 1.0},
-    }}
+    ready = {
+        "programs": {
+            "b1": {
+                "ptd": "/x/foundation.ptd",
+                "ptd_bytes": 80 * MIB,
+                "pte_bytes": 2 * MIB,
+                "export_s": 7.0,
+                "max_abs_error": 1e-6,
+            },
+            "b32": {"ptd": "/y/foundation.ptd", "ptd_bytes": 80 * MIB, "pte_bytes": 2 * MIB, "export_s": 8.0},
+            "tiny": {"ptd": None, "ptd_bytes": 0, "pte_bytes": 1000, "export_s": 1.0},
+        }
+    }
     return PeerMeasured("executorch 1.5.1", ours, theirs, [1.0, 1.0, 2.0], ready, 30.0)
 
 
@@ -50,8 +56,14 @@ def test_files_say_whether_the_weights_were_separated() -> None:
 
 def test_table_shows_peer_rows_only_with_a_peer() -> None:
     """The peer's heading and rows appear when a model has its keys, and never otherwise."""
-    base = {"description": "d", "repeats": 1, "iterations_b1": 1, "iterations_b32": 1, "export_s": 1.0,
-            "cache_released": True}
+    base = {
+        "description": "d",
+        "repeats": 1,
+        "iterations_b1": 1,
+        "iterations_b32": 1,
+        "export_s": 1.0,
+        "cache_released": True,
+    }
     without = format_table({"m": dict(base)})
     assert "Against the peer" not in without and "Bounds of this machine" not in without
     with_peer = format_table({"m": {**base, **peer_figures(_measured())}})

@@ -4,10 +4,11 @@
 //            [--fc-batch 32] [--fc-in 1024] [--fc-out 2048]
 //
 // 1. Single-core read bandwidth: sums a buffer of --read-mib MiB (much larger than the last-level
-//    cache by default) --read-passes times, one thread, and reports the best pass in GB/s (10^9 B/s).
-//    A T=1 forward pass reads every weight once, so weight bytes / this bandwidth bounds its latency.
-//    The same over --cached-read-mib MiB: passes after the first find the buffer in the LLC when it
-//    fits, as a model's weights do when it runs again and again (bench/lora passes the model's size).
+//    cache by default) --read-passes times, one thread, and reports the best pass in GB/s (10^9
+//    B/s). A T=1 forward pass reads every weight once, so weight bytes / this bandwidth bounds its
+//    latency. The same over --cached-read-mib MiB: passes after the first find the buffer in the
+//    LLC when it fits, as a model's weights do when it runs again and again (bench/lora passes the
+//    model's size).
 // 2. In-cache fully-connected throughput of this XNNPACK (Debian's): an f32 fully connected op,
 //    --fc-in x --fc-out (8 MiB of weights by default: past L2, inside L3), at batch --fc-batch, run
 //    --fc-iterations times back to back so its weights stay cached, with 1 and 2 threads
@@ -19,12 +20,13 @@
 //    "fc_gflops_2threads": ..., "fc_batch": 32, "fc_in": 1024, "fc_out": 2048}
 // An error is one line on stderr and exit status 1.
 
+#include <pthreadpool.h>
 #include <unistd.h>
 #include <xnnpack.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,8 +34,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <pthreadpool.h>
 
 namespace edgeshare {
 namespace bench {
@@ -117,9 +117,9 @@ bool MeasureFcGflops(const Options& options, size_t threads, double* gflops) {
   std::vector<float> input(options.fc_batch * options.fc_in, 1.0f);
   std::vector<float> output(options.fc_batch * options.fc_out);
   xnn_operator_t raw = nullptr;
-  if (xnn_create_fully_connected_nc_f32(options.fc_in, options.fc_out, options.fc_in, options.fc_out,
-                                        weights.data(), bias.data(), -INFINITY, INFINITY, 0,
-                                        &raw) != xnn_status_success) {
+  if (xnn_create_fully_connected_nc_f32(options.fc_in, options.fc_out, options.fc_in,
+                                        options.fc_out, weights.data(), bias.data(), -INFINITY,
+                                        INFINITY, 0, &raw) != xnn_status_success) {
     std::fprintf(stderr, "roofline: error: xnn_create_fully_connected_nc_f32 failed\n");
     return false;
   }
@@ -138,7 +138,8 @@ bool MeasureFcGflops(const Options& options, size_t threads, double* gflops) {
       return false;
     }
   }
-  const double flops = 2.0 * options.fc_batch * options.fc_in * options.fc_out * options.fc_iterations;
+  const double flops =
+      2.0 * options.fc_batch * options.fc_in * options.fc_out * options.fc_iterations;
   *gflops = flops / Seconds(start) / 1e9;
   return true;
 }
@@ -152,16 +153,24 @@ bool ParseFlags(int argc, char** argv, Options* options) {
     }
     const long value = std::strtol(argv[++i], nullptr, 10);
     if (value < 1) {
-      std::fprintf(stderr, "roofline: error: %s must be a positive integer, got '%s'\n", flag.c_str(), argv[i]);
+      std::fprintf(stderr, "roofline: error: %s must be a positive integer, got '%s'\n",
+                   flag.c_str(), argv[i]);
       return false;
     }
-    if (flag == "--read-mib") options->read_mib = value;
-    else if (flag == "--cached-read-mib") options->cached_read_mib = value;
-    else if (flag == "--read-passes") options->read_passes = static_cast<int>(value);
-    else if (flag == "--fc-iterations") options->fc_iterations = static_cast<int>(value);
-    else if (flag == "--fc-batch") options->fc_batch = static_cast<size_t>(value);
-    else if (flag == "--fc-in") options->fc_in = static_cast<size_t>(value);
-    else if (flag == "--fc-out") options->fc_out = static_cast<size_t>(value);
+    if (flag == "--read-mib")
+      options->read_mib = value;
+    else if (flag == "--cached-read-mib")
+      options->cached_read_mib = value;
+    else if (flag == "--read-passes")
+      options->read_passes = static_cast<int>(value);
+    else if (flag == "--fc-iterations")
+      options->fc_iterations = static_cast<int>(value);
+    else if (flag == "--fc-batch")
+      options->fc_batch = static_cast<size_t>(value);
+    else if (flag == "--fc-in")
+      options->fc_in = static_cast<size_t>(value);
+    else if (flag == "--fc-out")
+      options->fc_out = static_cast<size_t>(value);
     else {
       std::fprintf(stderr, "roofline: error: unknown flag %s\n", flag.c_str());
       return false;
@@ -183,7 +192,8 @@ int Run(const Options& options) {
   }
   const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
   std::printf(
-      "{\"read_gbps\": %.4f, \"read_mib\": %ld, \"cached_read_gbps\": %.4f, \"cached_read_mib\": %ld, "
+      "{\"read_gbps\": %.4f, \"read_mib\": %ld, \"cached_read_gbps\": %.4f, \"cached_read_mib\": "
+      "%ld, "
       "\"llc_mib\": %.1f, \"fc_gflops_1thread\": %.4f, \"fc_gflops_2threads\": %.4f, "
       "\"fc_batch\": %zu, \"fc_in\": %zu, \"fc_out\": %zu}\n",
       read_gbps, options.read_mib, cached_read_gbps, options.cached_read_mib,

@@ -28,7 +28,7 @@ from edgeshare.exir.export import (
 )
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore, NamedDataStoreOutput
-from edgeshare.exir.partition import DelegationSpec, PartitionResult, Partitioner
+from edgeshare.exir.partition import DelegationSpec, Partitioner, PartitionResult
 
 __all__ = [
     "AdapterMismatchError",

@@ -19,9 +19,8 @@ import re
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Tuple, Union
 
 import torch
-from torch import nn
-
 from edgeshare.exir.tensor_layout import tensor_bytes
+from torch import nn
 
 __all__ = [
     "CallableDataPolicy",
@@ -123,9 +122,7 @@ class CallableDataPolicy(DataPolicy):
     A returned str is an external tag; the key is then the canonical name.
     """
 
-    def __init__(
-        self, fn: Callable[[str, str, torch.Tensor], Union[DataPlacement, str, None]]
-    ) -> None:
+    def __init__(self, fn: Callable[[str, str, torch.Tensor], Union[DataPlacement, str, None]]) -> None:
         if not callable(fn):
             raise TypeError(f"CallableDataPolicy needs a callable, got {type(fn).__name__}")
         self._fn = fn

@@ -3,13 +3,11 @@ LoRA policy, patterns, callables, and to_edge's records."""
 
 import pytest
 import torch
-from torch import nn
-
 from edgeshare.exir import (
     CallableDataPolicy,
     DataPlacement,
-    FoundationDataPolicy,
     DataPlacementError,
+    FoundationDataPolicy,
     LoraDataPolicy,
     PatternDataPolicy,
     UnsupportedModelError,
@@ -17,6 +15,7 @@ from edgeshare.exir import (
     to_edge,
 )
 from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
+from torch import nn
 
 
 def test_canonical_name_removes_lora_wrapper_components():

@@ -18,10 +18,6 @@ import operator
 from typing import Any, Dict, List, Tuple, Union
 
 import torch
-from torch._ops import OpOverload
-from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
-
 from edgeshare.exir._serialize._format import Segment, named_data_to_fb
 from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import UnsupportedModelError
@@ -31,6 +27,9 @@ from edgeshare.exir.memory_planning import PlannedTensor, plan_memory
 from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_bytes
 from edgeshare.schema import program_generated as fb
+from torch._ops import OpOverload
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
 
 __all__ = ["EmittedProgram", "emit_program"]
 
@@ -169,9 +168,7 @@ class _MethodEmitter:
             i = fb.IntT()
             i.intVal = scalar_type_of(value, what)
             return self._add(_evalue(fb.KernelTypes.Int, i))
-        if isinstance(value, (list, tuple)) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
-        ):
+        if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             lst = fb.IntListT()
             lst.items = [int(v) for v in value]
             return self._add(_evalue(fb.KernelTypes.IntList, lst))

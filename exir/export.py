@@ -1,9 +1,9 @@
 """The pipeline's entry point: to_edge -> EdgeProgramManager.to_backend -> .to_executorch.
 
-    edge = to_edge({"forward": torch.export.export(model, example_inputs)}, data_policy=LoraDataPolicy())
-    edge = edge.to_backend(XnnpackPartitioner())
-    et = edge.to_executorch()
-    et.write_to_dir("out", "model")        # out/model.pte, out/foundation.ptd
+edge = to_edge({"forward": torch.export.export(model, example_inputs)}, data_policy=LoraDataPolicy())
+edge = edge.to_backend(XnnpackPartitioner())
+et = edge.to_executorch()
+et.write_to_dir("out", "model")        # out/model.pte, out/foundation.ptd
 """
 
 import dataclasses
@@ -11,9 +11,6 @@ import os
 from typing import Dict, List, Mapping, Optional, Union
 
 import torch
-from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
-
 from edgeshare.exir._serialize import serialize_ptd, serialize_pte
 from edgeshare.exir.data_policy import (
     DATA_KEY_META,
@@ -29,6 +26,8 @@ from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import to_backend
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.tensor_layout import scalar_type_of, tensor_bytes
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
 
 __all__ = [
     "EdgeProgramManager",
@@ -85,9 +84,7 @@ def _apply_data_policy(method: str, ep: ExportedProgram, policy: DataPolicy) -> 
         if placement is None:
             placement = DataPlacement(program_key(method, fqn), None)
         if not isinstance(placement, DataPlacement):
-            raise TypeError(
-                f"method '{method}': data policy returned {type(placement).__name__} for '{fqn}'"
-            )
+            raise TypeError(f"method '{method}': data policy returned {type(placement).__name__} for '{fqn}'")
         other = by_key.get(placement.key)
         if other is not None:
             other_tensor = lifted_tensor(ep, other)
@@ -180,9 +177,7 @@ class EdgeProgramManager:
         except KeyError:
             raise KeyError(f"no method '{method}' (methods: {self.methods})") from None
 
-    def to_backend(
-        self, partitioner: Union[Partitioner, Mapping[str, Partitioner]]
-    ) -> "EdgeProgramManager":
+    def to_backend(self, partitioner: Union[Partitioner, Mapping[str, Partitioner]]) -> "EdgeProgramManager":
         """Delegates what the partitioner(s) tag, preprocessing all methods' partitions at once.
 
         Args:

@@ -2,10 +2,9 @@
 
 import pytest
 import torch
+from edgeshare.exir.graph import is_lifted, lifted_input, lifted_inputs, lifted_tensor, node_arg
 from torch import nn
 from torch.export.graph_signature import InputKind
-
-from edgeshare.exir.graph import is_lifted, lifted_input, lifted_inputs, lifted_tensor, node_arg
 
 
 class _Lifted(nn.Module):
@@ -51,8 +50,12 @@ def test_lifted_inputs_name_kind_and_fqn_of_every_weight_but_not_the_user_input(
 
 def test_lifted_tensor_reads_state_dict_and_constants() -> None:
     ep = _program()
-    for fqn, want in [("fc.weight", ep.state_dict["fc.weight"]), ("scale", torch.full((3,), 2.0)),
-                      ("shift", torch.full((3,), 0.5)), ("const", torch.arange(3.0))]:
+    for fqn, want in [
+        ("fc.weight", ep.state_dict["fc.weight"]),
+        ("scale", torch.full((3,), 2.0)),
+        ("shift", torch.full((3,), 0.5)),
+        ("const", torch.arange(3.0)),
+    ]:
         node = _placeholder(ep, fqn)
         assert is_lifted(ep, node)
         assert lifted_input(ep, node).fqn == fqn

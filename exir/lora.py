@@ -15,8 +15,6 @@ import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
-from torch import nn
-
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte, serialize_ptd
 from edgeshare.exir.data_policy import (
     DataPolicy,
@@ -28,6 +26,7 @@ from edgeshare.exir.errors import AdapterMismatchError, ExportError, Unsupported
 from edgeshare.exir.export import ExecutorchBackendConfig, to_edge
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.tensor_layout import tensor_bytes
+from torch import nn
 
 __all__ = [
     "FoundationMismatchWarning",
@@ -111,12 +110,12 @@ def apply_lora(
     modules = dict(model.named_modules())
     for layer, pair in sorted(layers.items()):
         if set(pair) != {"a", "b"}:
-            raise AdapterMismatchError(f"adapter '{adapter_name}': layer '{layer}' needs both lora_a and lora_b weights")
+            raise AdapterMismatchError(
+                f"adapter '{adapter_name}': layer '{layer}' needs both lora_a and lora_b weights"
+            )
         base = modules.get(layer)
         if not isinstance(base, nn.Linear):
-            raise AdapterMismatchError(
-                f"adapter '{adapter_name}': '{layer}' is not an nn.Linear of the foundation"
-            )
+            raise AdapterMismatchError(f"adapter '{adapter_name}': '{layer}' is not an nn.Linear of the foundation")
         a, b = pair["a"], pair["b"]
         rank = a.shape[0] if a.dim() == 2 else -1
         if a.shape != (rank, base.in_features) or b.shape != (base.out_features, rank):
@@ -338,8 +337,15 @@ def export_lora(
             adapter_keys[name] = keys
             adapter_bytes[name] = sum(len(pte.named_data[k].data) for k in keys)
     return LoraExportResult(
-        files, foundation_path, program_paths, methods, shared_keys, shared_bytes,
-        adapter_bytes, adapter_keys, modules,
+        files,
+        foundation_path,
+        program_paths,
+        methods,
+        shared_keys,
+        shared_bytes,
+        adapter_bytes,
+        adapter_keys,
+        modules,
     )
 
 

@@ -5,14 +5,13 @@ import os
 
 import pytest
 import torch
-from torch import nn
-
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir import AdapterMismatchError, LoraDataPolicy, UnsupportedModelError
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
 from edgeshare.exir.lora import FoundationMismatchWarning, export_lora
 from edgeshare.exir.tensor_layout import tensor_bytes
 from edgeshare.models import TransformerBlock, down_up_lora, lora_state_dict, replaced_weight, tied_lm_lora
+from torch import nn
 
 
 class Mlp(nn.Module):
@@ -68,7 +67,9 @@ def test_lora_transformer_block_is_partially_delegated(tmp_path):
     # layer-norm weights stay outside the delegate and are external constants
     external = {v.val.externalKey.decode() for v in plan.values if v.valType == 6 and v.val.externalKey}
     assert {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"} <= external
-    assert result.adapter_keys["a"] == sorted(f"forward/{l}.{w}.weight" for l in ("q", "v") for w in ("lora_a", "lora_b"))
+    assert result.adapter_keys["a"] == sorted(
+        f"forward/{l}.{w}.weight" for l in ("q", "v") for w in ("lora_a", "lora_b")
+    )
 
 
 def test_subset_of_layers_bias_less_and_ranks_1_2_4(tmp_path):
@@ -100,8 +101,13 @@ def test_adapter_that_does_not_fit_names_the_layer(tmp_path):
     with pytest.raises(AdapterMismatchError, match="adapter 'x'.*'fc1'"):
         export_lora(mlp, {"x": bad}, (torch.randn(3, 16),), str(tmp_path), XnnpackPartitioner())
     with pytest.raises(AdapterMismatchError, match="'nope' is not an nn.Linear"):
-        export_lora(mlp, {"x": {"nope.lora_a.weight": torch.zeros(1, 1), "nope.lora_b.weight": torch.zeros(1, 1)}},
-                    (torch.randn(3, 16),), str(tmp_path), XnnpackPartitioner())
+        export_lora(
+            mlp,
+            {"x": {"nope.lora_a.weight": torch.zeros(1, 1), "nope.lora_b.weight": torch.zeros(1, 1)}},
+            (torch.randn(3, 16),),
+            str(tmp_path),
+            XnnpackPartitioner(),
+        )
 
 
 def test_models_without_parameters_or_untraceable_are_clear_errors(tmp_path):
@@ -119,8 +125,13 @@ def test_models_without_parameters_or_untraceable_are_clear_errors(tmp_path):
             return self.fc1(-x)
 
     with pytest.raises(UnsupportedModelError, match="adapter 'a' could not be exported by torch.export"):
-        export_lora(Untraceable(), {"a": _adapter(Mlp(), ["fc1"], 1, 1)}, (torch.randn(3, 16),), str(tmp_path),
-                    XnnpackPartitioner())
+        export_lora(
+            Untraceable(),
+            {"a": _adapter(Mlp(), ["fc1"], 1, 1)},
+            (torch.randn(3, 16),),
+            str(tmp_path),
+            XnnpackPartitioner(),
+        )
 
 
 def test_down_up_lora_without_lora_in_any_name_shares_the_foundation(tmp_path):

@@ -12,12 +12,11 @@ import peft
 import pytest
 import torch
 import transformers
-from torch import nn
-
 from edgeshare.exir import FoundationDataPolicy, to_edge
 from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META, foundation_tensors
 from edgeshare.exir.graph import lifted_inputs
 from edgeshare.exir.lora import _check_shares
+from torch import nn
 
 
 class Logits(nn.Module):
@@ -34,8 +33,13 @@ class Logits(nn.Module):
 def _tiny_llama() -> nn.Module:
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
     )
     return transformers.AutoModelForCausalLM.from_config(config).eval()
 
@@ -73,7 +77,9 @@ def test_peft_llama_shares_every_base_weight_under_the_foundation_name():
     assert all(key == f"forward/{fqn}" for fqn, key in own.items())
     assert sorted(own) == sorted(
         f"model.base_model.model.model.layers.{i}.self_attn.{p}_proj.lora_{ab}.default.weight"
-        for i in (0, 1) for p in ("q", "v") for ab in ("A", "B")
+        for i in (0, 1)
+        for p in ("q", "v")
+        for ab in ("A", "B")
     )
     names = foundation_tensors(base)
     assert set(shared.values()) <= set(names)

@@ -4,13 +4,12 @@ import os
 
 import pytest
 import torch
-
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir import LoraDataPolicy, to_edge
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
-from edgeshare.models import demo_lora
 from edgeshare.exir.lora import export_lora
 from edgeshare.exir.tensor_layout import tensor_bytes
+from edgeshare.models import demo_lora
 
 
 @pytest.fixture(scope="module")

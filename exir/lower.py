@@ -14,6 +14,11 @@ import operator
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 import torch
+from edgeshare.exir.compile_spec import CompileSpec
+from edgeshare.exir.errors import LoweringError
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor
+from edgeshare.exir.named_data_store import NamedDataStoreOutput
+from edgeshare.exir.partition import DELEGATION_TAG, Partitioner, PartitionResult
 from torch._export.verifier import Verifier
 from torch._ops import HigherOrderOperator, OpOverload
 from torch.export import ExportedProgram
@@ -27,12 +32,6 @@ from torch.export.graph_signature import (
     TensorArgument,
 )
 from torch.utils import _pytree as pytree
-
-from edgeshare.exir.compile_spec import CompileSpec
-from edgeshare.exir.errors import LoweringError
-from edgeshare.exir.graph import lifted_inputs, lifted_tensor
-from edgeshare.exir.named_data_store import NamedDataStoreOutput
-from edgeshare.exir.partition import DELEGATION_TAG, Partitioner, PartitionResult
 
 __all__ = [
     "BackendDetails",
@@ -75,9 +74,7 @@ class BackendDetails:
         _BACKENDS[cls.__name__] = cls
 
     @classmethod
-    def preprocess(
-        cls, edge_program: ExportedProgram, compile_specs: List[CompileSpec]
-    ) -> PreprocessResult:
+    def preprocess(cls, edge_program: ExportedProgram, compile_specs: List[CompileSpec]) -> PreprocessResult:
         """Compiles one partition.
 
         Args:
@@ -206,9 +203,9 @@ class _Partition:
     program: ExportedProgram
 
 
-def _cut_partition(ep: ExportedProgram, method: str, tag: str, nodes: List[torch.fx.Node]) -> Tuple[
-    List[torch.fx.Node], List[torch.fx.Node], List[torch.fx.Node], ExportedProgram
-]:
+def _cut_partition(
+    ep: ExportedProgram, method: str, tag: str, nodes: List[torch.fx.Node]
+) -> Tuple[List[torch.fx.Node], List[torch.fx.Node], List[torch.fx.Node], ExportedProgram]:
     """Cuts tagged nodes out as their own ExportedProgram (weights as parameters)."""
     lifted = lifted_inputs(ep)
     node_set = set(nodes)
@@ -222,9 +219,7 @@ def _cut_partition(ep: ExportedProgram, method: str, tag: str, nodes: List[torch
     outputs = [n for n in nodes if any(u not in node_set for u in n.users)]
     for out in outputs:
         if not isinstance(out.meta.get("val"), torch.Tensor):
-            raise LoweringError(
-                f"method '{method}', partition '{tag}': output node '{out.name}' is not a tensor"
-            )
+            raise LoweringError(f"method '{method}', partition '{tag}': output node '{out.name}' is not a tensor")
     if not outputs:
         raise LoweringError(f"method '{method}', partition '{tag}' has no outputs")
 
@@ -300,7 +295,9 @@ def _topological(graph: torch.fx.Graph) -> torch.fx.Graph:
     return new_graph
 
 
-def _replace_partitions(ep: ExportedProgram, method: str, parts: List[_Partition], lowered: List[LoweredBackendModule]) -> ExportedProgram:
+def _replace_partitions(
+    ep: ExportedProgram, method: str, parts: List[_Partition], lowered: List[LoweredBackendModule]
+) -> ExportedProgram:
     """Returns a copy of ep with each partition replaced by a call_delegate node."""
     gm = copy.deepcopy(ep.graph_module)
     by_name = {n.name: n for n in gm.graph.nodes}
@@ -328,9 +325,7 @@ def _replace_partitions(ep: ExportedProgram, method: str, parts: List[_Partition
             last = item
         for node in reversed(nodes):
             if node.users:
-                raise LoweringError(
-                    f"method '{method}', partition '{part.tag}': node '{node.name}' is still used"
-                )
+                raise LoweringError(f"method '{method}', partition '{part.tag}': node '{node.name}' is still used")
             gm.graph.erase_node(node)
     # Drop weights nothing uses any more.
     lifted = lifted_inputs(ep)
@@ -346,7 +341,9 @@ def _replace_partitions(ep: ExportedProgram, method: str, parts: List[_Partition
     out_args = list(pytree.tree_leaves(out_node.args[0]))
     output_specs = []
     for spec, arg in zip(ep.graph_signature.output_specs, out_args):
-        output_specs.append(OutputSpec(spec.kind, TensorArgument(arg.name) if isinstance(arg, torch.fx.Node) else spec.arg, spec.target))
+        output_specs.append(
+            OutputSpec(spec.kind, TensorArgument(arg.name) if isinstance(arg, torch.fx.Node) else spec.arg, spec.target)
+        )
     state_dict = {k: v for k, v in ep.state_dict.items() if any(s.target == k for s in input_specs)}
     constants = {k: v for k, v in ep.constants.items() if any(s.target == k for s in input_specs)}
     root_entry = ep.module_call_graph[0]
@@ -420,7 +417,9 @@ def to_backend(
             raise TypeError(f"method '{method}': partitioner must be a Partitioner, got {type(partitioner).__name__}")
         result = partitioner.partition(ep)
         if not isinstance(result, PartitionResult):
-            raise LoweringError(f"method '{method}': {type(partitioner).__name__}.partition did not return a PartitionResult")
+            raise LoweringError(
+                f"method '{method}': {type(partitioner).__name__}.partition did not return a PartitionResult"
+            )
         tagged = result.tagged_exported_program
         if tagged is not ep:
             programs = dict(programs)
@@ -438,7 +437,9 @@ def to_backend(
             get_backend(spec.backend_id)
             weights, runtime, outputs, sub = _cut_partition(tagged, method, tag, nodes)
             parts_by_method[method].append(
-                _Partition(method, tag, spec.backend_id, list(spec.compile_specs), nodes, weights, runtime, outputs, sub)
+                _Partition(
+                    method, tag, spec.backend_id, list(spec.compile_specs), nodes, weights, runtime, outputs, sub
+                )
             )
     # One preprocess_multimethod call per backend, with every method's partitions.
     results: Dict[Tuple[str, str, str], PreprocessResult] = {}
@@ -468,8 +469,12 @@ def to_backend(
             r = results[(method, part.tag, part.backend_id)]
             modules.append(
                 LoweredBackendModule(
-                    part.backend_id, bytes(r.processed_bytes), part.compile_specs, part.program,
-                    r.data_store_output, r.debug_handle_map,
+                    part.backend_id,
+                    bytes(r.processed_bytes),
+                    part.compile_specs,
+                    part.program,
+                    r.data_store_output,
+                    r.debug_handle_map,
                 )
             )
         lowered_programs[method] = _replace_partitions(ep, method, parts, modules)

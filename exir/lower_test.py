@@ -5,8 +5,6 @@ from typing import List
 
 import pytest
 import torch
-from torch import nn
-
 from edgeshare.exir import (
     BackendDetails,
     CompileSpec,
@@ -20,6 +18,7 @@ from edgeshare.exir import (
 )
 from edgeshare.exir._serialize import deserialize_pte
 from edgeshare.exir.partition import tag_supported_nodes
+from torch import nn
 
 CALLS: List[str] = []
 

@@ -33,9 +33,7 @@ class PlannedTensor:
     last_use: int
 
 
-def plan_memory(
-    tensors: List[PlannedTensor], alignment: int = DEFAULT_MEMORY_ALIGNMENT
-) -> Tuple[Dict[int, int], int]:
+def plan_memory(tensors: List[PlannedTensor], alignment: int = DEFAULT_MEMORY_ALIGNMENT) -> Tuple[Dict[int, int], int]:
     """Assigns each tensor an offset in one buffer.
 
     Args:

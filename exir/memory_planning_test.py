@@ -1,7 +1,6 @@
 """Greedy memory planning: no overlap between live tensors, reuse of dead ones, alignment."""
 
 import pytest
-
 from edgeshare.exir.memory_planning import PlannedTensor, plan_memory
 
 

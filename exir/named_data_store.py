@@ -62,9 +62,7 @@ class NamedDataStoreOutput:
 
     buffers: List[DataBuffer] = dataclasses.field(default_factory=list)
     pte_data: Dict[str, DataEntry] = dataclasses.field(default_factory=dict)
-    external_data: Dict[str, Dict[str, DataEntry]] = dataclasses.field(
-        default_factory=dict
-    )
+    external_data: Dict[str, Dict[str, DataEntry]] = dataclasses.field(default_factory=dict)
 
 
 def _where(tag: Optional[str]) -> str:
@@ -108,19 +106,11 @@ class NamedDataStore:
         if not key:
             raise NamedDataError("named data key must not be empty")
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"named data '{key}': data must be bytes, got {type(data).__name__}"
-            )
+            raise TypeError(f"named data '{key}': data must be bytes, got {type(data).__name__}")
         if alignment <= 0 or alignment & (alignment - 1):
-            raise NamedDataError(
-                f"named data '{key}': alignment {alignment} is not a power of two"
-            )
-        if external_tag is not None and (
-            not external_tag or "/" in external_tag or external_tag.startswith(".")
-        ):
-            raise NamedDataError(
-                f"named data '{key}': external tag '{external_tag}' is not a file stem"
-            )
+            raise NamedDataError(f"named data '{key}': alignment {alignment} is not a power of two")
+        if external_tag is not None and (not external_tag or "/" in external_tag or external_tag.startswith(".")):
+            raise NamedDataError(f"named data '{key}': external tag '{external_tag}' is not a file stem")
         data = bytes(data)
         digest = hashlib.sha256(data).digest()
         existing = self._entries.get(key)
@@ -128,8 +118,7 @@ class NamedDataStore:
             tag, entry = existing
             if tag != external_tag:
                 raise NamedDataError(
-                    f"named data '{key}' is placed under both {_where(tag)} and "
-                    f"{_where(external_tag)}"
+                    f"named data '{key}' is placed under both {_where(tag)} and {_where(external_tag)}"
                 )
             buffer = self._buffers[entry.buffer_index]
             if buffer.digest != digest or len(buffer.data) != len(data):

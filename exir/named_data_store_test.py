@@ -3,7 +3,6 @@
 import hashlib
 
 import pytest
-
 from edgeshare.exir.errors import NamedDataError
 from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.tensor_layout import TensorLayout

@@ -9,11 +9,10 @@ import dataclasses
 from typing import Callable, Dict, List
 
 import torch
+from edgeshare.exir.compile_spec import CompileSpec
 from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
-
-from edgeshare.exir.compile_spec import CompileSpec
 
 __all__ = [
     "DELEGATION_TAG",

@@ -4,7 +4,6 @@ import hashlib
 import struct
 
 import pytest
-
 from edgeshare.exir._serialize import (
     Segment,
     deserialize_ptd,

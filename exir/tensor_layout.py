@@ -4,7 +4,6 @@ import dataclasses
 from typing import Dict, Tuple
 
 import torch
-
 from edgeshare.exir.errors import UnsupportedModelError
 
 __all__ = ["TensorLayout", "scalar_type_of", "tensor_bytes"]
@@ -41,8 +40,7 @@ def scalar_type_of(dtype: torch.dtype, what: str = "tensor") -> int:
         return _SCALAR_TYPES[dtype]
     except KeyError:
         raise UnsupportedModelError(
-            f"{what}: dtype {dtype} is not supported (supported: "
-            f"{', '.join(str(d) for d in _SCALAR_TYPES)})"
+            f"{what}: dtype {dtype} is not supported (supported: {', '.join(str(d) for d in _SCALAR_TYPES)})"
         ) from None
 
 
@@ -75,9 +73,7 @@ class TensorLayout:
           UnsupportedModelError: the dtype is not supported.
         """
         sizes = tuple(int(s) for s in tensor.shape)
-        return TensorLayout(
-            scalar_type_of(tensor.dtype, what), sizes, tuple(range(len(sizes)))
-        )
+        return TensorLayout(scalar_type_of(tensor.dtype, what), sizes, tuple(range(len(sizes))))
 
 
 def tensor_bytes(tensor: torch.Tensor) -> bytes:

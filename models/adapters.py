@@ -4,9 +4,8 @@ import copy
 from typing import Any, Dict, Optional, Sequence
 
 import torch
-from torch import nn
-
 from edgeshare.exir.lora import LoRALinear
+from torch import nn
 
 __all__ = ["lora_state_dict", "with_lora"]
 

@@ -8,9 +8,8 @@ with small random, non-zero A and B matrices. Example input: [4, 256] float32 (s
 from typing import Dict, Tuple
 
 import torch
-from torch import nn
-
 from edgeshare.models.adapters import with_lora
+from torch import nn
 
 __all__ = ["DemoMLP", "demo_lora", "make_adapter", "make_foundation"]
 

@@ -36,9 +36,7 @@ class ReferenceModel(nn.Module):
         return x
 
 
-def reference_foundation(
-    blocks: int = 4, d_model: int = 1024, d_ff: int = 2048, seed: int = 0
-) -> ReferenceModel:
+def reference_foundation(blocks: int = 4, d_model: int = 1024, d_ff: int = 2048, seed: int = 0) -> ReferenceModel:
     """The reference foundation with torch's default initialisation drawn from `seed`, in eval mode.
 
     With the defaults: 4 blocks, d_model 1024, d_ff 2048, about 80 MiB of fp32 weights.

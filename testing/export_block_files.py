@@ -12,7 +12,6 @@ import warnings
 from typing import Optional, Sequence
 
 import torch
-
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir.lora import export_lora
 from edgeshare.models import TransformerBlock, lora_state_dict

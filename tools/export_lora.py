@@ -23,7 +23,6 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir.data_policy import LoraDataPolicy
 from edgeshare.exir.errors import ExportError
@@ -152,12 +151,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--name", default="lora", help="file stem of the multi-method .pte (with --methods)")
     parser.add_argument("--reference", action="store_true", help="also write example inputs and eager outputs (.npy)")
     parser.add_argument(
-        "--fc-weight-dtype", choices=("fp32", "fp16"), default="fp32",
+        "--fc-weight-dtype",
+        choices=("fp32", "fp16"),
+        default="fp32",
         help="dtype of stored fully connected weights (fp16: half the bytes, within a documented "
         "tolerance; see backends/xnnpack/partitioner.py)",
     )
     parser.add_argument(
-        "--foundation-by", choices=("bytes", "names"), default="bytes",
+        "--foundation-by",
+        choices=("bytes", "names"),
+        default="bytes",
         help="how foundation weights are recognised: equal dtype, shape and bytes (default), or by "
         "name ('lora' in a name marks an adapter weight)",
     )
@@ -170,8 +173,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         foundation, adapters, inputs = _unpack(load_model_function(args.model)(), args.model)
         result = export_lora(
-            foundation, adapters, inputs, out_dir, XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype),
-            multi_method=args.methods, program_name=args.name,
+            foundation,
+            adapters,
+            inputs,
+            out_dir,
+            XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype),
+            multi_method=args.methods,
+            program_name=args.name,
             data_policy=LoraDataPolicy() if args.foundation_by == "names" else None,
         )
         extra = write_reference(result, inputs, out_dir) if args.reference else []

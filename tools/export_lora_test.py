@@ -8,7 +8,6 @@ import os
 import numpy as np
 import pytest
 import torch
-
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
 from edgeshare.exir.tensor_layout import tensor_bytes
 from edgeshare.models import lora_variants
@@ -90,7 +89,10 @@ def test_model_file_resolves_against_the_users_directory(tmp_path, monkeypatch, 
     monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
     assert export_lora.main(["--model", "models/user_model.py:make", "--out", "out", "--reference"]) == 0
     assert sorted(os.listdir(tmp_path / "out")) == [
-        "foundation.ptd", "tuned.forward.input0.npy", "tuned.forward.output0.npy", "tuned.pte",
+        "foundation.ptd",
+        "tuned.forward.input0.npy",
+        "tuned.forward.output0.npy",
+        "tuned.pte",
     ]
     assert "proj.weight" in capsys.readouterr().out
 
@@ -160,8 +162,9 @@ def test_model_file_with_down_up_adapters_shares_the_foundation_and_matches_torc
     assert sorted(ptd.named_data) == [f"{l}.{w}" for l in ("embed_proj", "out_proj") for w in ("bias", "weight")]
     for name in ("chat", "code"):
         pte = deserialize_pte(open(os.path.join(out, f"{name}.pte"), "rb").read())
-        assert sorted(pte.named_data) == [f"forward/{l}.{w}.weight" for l in ("embed_proj", "out_proj")
-                                          for w in ("down_proj", "up_proj")]
+        assert sorted(pte.named_data) == [
+            f"forward/{l}.{w}.weight" for l in ("embed_proj", "out_proj") for w in ("down_proj", "up_proj")
+        ]
     # Both programs run over one copy of the foundation: each weight fetched once, packed once.
     fetches = run.stats["named_data_fetches"]
     assert all(fetches.get(key) == 1 for key in ("embed_proj.weight", "out_proj.weight")), fetches
@@ -173,8 +176,9 @@ def test_tied_lm_head_is_stored_and_packed_once_and_matches_torch(tmp_path, monk
     foundation, _, _ = lora_variants.tied_lm_lora()
     assert sorted(ptd.named_data) == ["embed.weight", "proj.bias", "proj.weight"]
     raw = tensor_bytes(foundation.embed.weight)
-    hits = {n: open(p, "rb").read().count(raw) for p in glob.glob(os.path.join(out, "*.pt?"))
-            for n in [os.path.basename(p)]}
+    hits = {
+        n: open(p, "rb").read().count(raw) for p in glob.glob(os.path.join(out, "*.pt?")) for n in [os.path.basename(p)]
+    }
     assert {n: c for n, c in hits.items() if c} == {"foundation.ptd": 1}
     # The lm_head (delegated linear) and the embedding read one key; both programs' lm_heads pack it once.
     assert run.stats["named_data_fetches"].get("embed.weight") == 1, run.stats

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from edgeshare.tools.inspect_tool import DataSummary, ProgramSummary, inspect_file
 
 PTE = os.environ["LORA_A_PTE"]

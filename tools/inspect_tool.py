@@ -85,7 +85,9 @@ def _method(pte: PteFile, plan: "pg.ExecutionPlanT") -> MethodSummary:
     external = set()
     for value in _seq(plan.values):
         if value.valType == pg.KernelTypes.Tensor and value.val.externalKey:
-            external.add(value.val.externalKey.decode() if isinstance(value.val.externalKey, bytes) else value.val.externalKey)
+            external.add(
+                value.val.externalKey.decode() if isinstance(value.val.externalKey, bytes) else value.val.externalKey
+            )
     for instruction in _seq(plan.instructions):
         if instruction.instrArgsType == pg.InstructionArguments.KernelCall:
             op = plan.operators[instruction.instrArgs.opIndex]
@@ -141,7 +143,9 @@ def inspect_file(path: str) -> object:
         for key, blob in ptd.named_data.items():
             layout = blob.tensor_layout
             entries[key] = {
-                "layout": None if layout is None else f"{_SCALAR_TYPES.get(layout.scalar_type, layout.scalar_type)}{[int(x) for x in _seq(layout.sizes)]}",
+                "layout": None
+                if layout is None
+                else f"{_SCALAR_TYPES.get(layout.scalar_type, layout.scalar_type)}{[int(x) for x in _seq(layout.sizes)]}",
                 "bytes": len(blob.data),
                 "sha256": blob.digest.hex()[:16],
             }
@@ -155,18 +159,24 @@ def inspect_file(path: str) -> object:
 def _print(summary: object) -> None:
     if isinstance(summary, DataSummary):
         total = sum(int(e["bytes"]) for e in summary.entries.values())
-        print(f"{summary.path}: data file, {summary.size} bytes, {len(summary.entries)} entries "
-              f"({total} bytes), segments aligned to {summary.alignment}")
+        print(
+            f"{summary.path}: data file, {summary.size} bytes, {len(summary.entries)} entries "
+            f"({total} bytes), segments aligned to {summary.alignment}"
+        )
         for key, entry in summary.entries.items():
             print(f"  {key:40s} {str(entry['layout']):24s} {entry['bytes']:>10} B  sha256 {entry['sha256']}")
         return
     assert isinstance(summary, ProgramSummary)
     own = sum(summary.named_data.values())
-    print(f"{summary.path}: program, {summary.size} bytes, {len(summary.methods)} method(s), "
-          f"{len(summary.named_data)} named data entries of its own ({own} bytes)")
+    print(
+        f"{summary.path}: program, {summary.size} bytes, {len(summary.methods)} method(s), "
+        f"{len(summary.named_data)} named data entries of its own ({own} bytes)"
+    )
     for m in summary.methods:
-        print(f"  method '{m.name}': inputs {', '.join(m.inputs)} -> outputs {', '.join(m.outputs)}; "
-              f"planned memory {m.planned_bytes} B")
+        print(
+            f"  method '{m.name}': inputs {', '.join(m.inputs)} -> outputs {', '.join(m.outputs)}; "
+            f"planned memory {m.planned_bytes} B"
+        )
         for backend, n in m.delegate_calls.items():
             ops = ", ".join(f"{op} x{c}" for op, c in m.delegated_ops.items())
             print(f"    delegate {backend} x{n}: {ops}")

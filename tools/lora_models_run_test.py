@@ -11,14 +11,13 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir._serialize import Segment, deserialize_pte, serialize_pte
 from edgeshare.exir.lora import LoraExportResult, export_lora
 from edgeshare.models import TransformerBlock, lora_state_dict
 from edgeshare.schema import program_generated as fb
 from edgeshare.testing.run_binary import RunError, run_programs
+from torch import nn
 
 TOLERANCE = 1e-4
 DIM, HEADS, BATCH, TOKENS = 32, 4, 2, 5
@@ -126,7 +125,9 @@ def test_two_adapters_in_one_pte_match_torch(two_methods: LoraExportResult) -> N
     assert not np.allclose(expected["first"], expected["second"], atol=1e-3)
 
 
-def test_two_methods_fetch_and_pack_each_foundation_weight_once(block: TransformerBlock, two_methods: LoraExportResult) -> None:
+def test_two_methods_fetch_and_pack_each_foundation_weight_once(
+    block: TransformerBlock, two_methods: LoraExportResult
+) -> None:
     (path,) = set(two_methods.program_paths.values())
     run = run_programs([path], [two_methods.foundation_path], [_input().numpy()])
     stats = run.stats
@@ -241,7 +242,9 @@ def test_program_without_recorded_digests_loads_as_before(single: LoraExportResu
         f.write(serialize_pte(pte.program, [Segment(s, alignment) for s in pte.segments], alignment))
     x = _input()
     run = run_programs([old], [single.foundation_path], [x.numpy()])
-    np.testing.assert_allclose(run.outputs["qkvo.forward"][0], _expected(single, x)["qkvo"], atol=TOLERANCE, rtol=TOLERANCE)
+    np.testing.assert_allclose(
+        run.outputs["qkvo.forward"][0], _expected(single, x)["qkvo"], atol=TOLERANCE, rtol=TOLERANCE
+    )
     assert run.stats["external_constants"]["verifications"] == 4
 
 

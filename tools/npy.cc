@@ -49,11 +49,12 @@ Result<NpyArray> read_npy(const std::string& path) {
   ES_CHECK_OR_RETURN_ERROR(f != nullptr, Error::AccessFailed, "cannot open %s: %s", path.c_str(),
                            std::strerror(errno));
   unsigned char prefix[10];
-  ES_CHECK_OR_RETURN_ERROR(std::fread(prefix, 1, 10, f.get()) == 10 &&
-                               std::memcmp(prefix, kMagic, 6) == 0,
-                           Error::InvalidData, "%s is not a .npy file", path.c_str());
+  ES_CHECK_OR_RETURN_ERROR(
+      std::fread(prefix, 1, 10, f.get()) == 10 && std::memcmp(prefix, kMagic, 6) == 0,
+      Error::InvalidData, "%s is not a .npy file", path.c_str());
   ES_CHECK_OR_RETURN_ERROR(prefix[6] == 1, Error::InvalidData,
-                           "%s: .npy version %d is not supported (1.0 is)", path.c_str(), prefix[6]);
+                           "%s: .npy version %d is not supported (1.0 is)", path.c_str(),
+                           prefix[6]);
   const size_t header_size = prefix[8] | (prefix[9] << 8);
   std::string header(header_size, '\0');
   ES_CHECK_OR_RETURN_ERROR(std::fread(&header[0], 1, header_size, f.get()) == header_size,
@@ -68,8 +69,8 @@ Result<NpyArray> read_npy(const std::string& path) {
     array.dtype = ScalarType::Int;
   } else {
     return Status::Format(Error::InvalidData,
-                          "%s: dtype %s is not supported (float32, int64, int32 are)",
-                          path.c_str(), descr.c_str());
+                          "%s: dtype %s is not supported (float32, int64, int32 are)", path.c_str(),
+                          descr.c_str());
   }
   ES_CHECK_OR_RETURN_ERROR(DictValue(header, "fortran_order") == "False", Error::InvalidData,
                            "%s: Fortran-order arrays are not supported", path.c_str());
@@ -123,8 +124,8 @@ Status write_npy(const std::string& path, const runtime::Tensor& tensor) {
   }
   if (tensor.dim() == 1) shape += ",";
   shape += ")";
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                       shape + ", }";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad so that the data starts on a 64-byte boundary, as NumPy does.
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';

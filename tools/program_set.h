@@ -8,8 +8,9 @@
 //   ES_RETURN_IF_ERROR(set.add("lora_a.pte"));            // Program::load + every load_method
 //   Method& forward = set.programs().front().methods.front();
 //   ES_RETURN_IF_ERROR(seed_inputs(forward, {}, "lora_a"));
-//   ES_ASSIGN_OR_RETURN(std::vector<double> ms, time_method(forward, /*warmup=*/2, /*iterations=*/10));
-//   nlohmann::json stats = weights_cache_json(xnnpack::process_weights_cache_stats());
+//   ES_ASSIGN_OR_RETURN(std::vector<double> ms, time_method(forward, /*warmup=*/2,
+//   /*iterations=*/10)); nlohmann::json stats =
+//   weights_cache_json(xnnpack::process_weights_cache_stats());
 //
 // Ownership: the set owns its data files, their merged map and every program; methods borrow the
 // program, its loader and the merged map, and the set destroys them first. Moving the set keeps
@@ -24,10 +25,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/result.h"
@@ -45,7 +45,7 @@ namespace tools {
 // One loaded program. Members are destroyed bottom-up: the methods before what they borrow.
 struct LoadedProgram {
   std::string path;
-  std::string name;  // The file name without its extension ("lora_a" for dir/lora_a.pte).
+  std::string name;    // The file name without its extension ("lora_a" for dir/lora_a.pte).
   double load_ms = 0;  // MmapDataLoader::from + Program::load + every load_method.
   std::unique_ptr<runtime::MmapDataLoader> loader;
   std::unique_ptr<runtime::Program> program;
@@ -75,7 +75,7 @@ class ProgramSet {
   // Destroyed bottom-up: the programs before the map and the files they borrow.
   std::vector<std::shared_ptr<const runtime::DataFile>> data_files_;
   std::unique_ptr<runtime::MergedDataMap> external_;  // Null without data files.
-  std::unique_ptr<CountingDataMap> counted_;  // Wraps external_: what load_method is given.
+  std::unique_ptr<CountingDataMap> counted_;          // Wraps external_: what load_method is given.
   std::vector<LoadedProgram> programs_;
   double data_open_ms_ = 0;
 };

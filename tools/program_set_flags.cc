@@ -13,10 +13,11 @@ void add_program_set_flags(CLI::App& app, ProgramSetFlags& flags) {
       ->allow_extra_args(false);
   app.add_option("--data", flags.data_files, "a .ptd data file the programs load against")
       ->allow_extra_args(false);
-  app.add_flag_callback("--no-share", [&flags] { flags.share = false; },
-                        "turn the weights cache's sharing off");
-  app.add_flag_callback("--no-verify", [&flags] { flags.verify = false; },
-                        "trust the data files: do not hash fetched bytes against their digests");
+  app.add_flag_callback(
+      "--no-share", [&flags] { flags.share = false; }, "turn the weights cache's sharing off");
+  app.add_flag_callback(
+      "--no-verify", [&flags] { flags.verify = false; },
+      "trust the data files: do not hash fetched bytes against their digests");
   app.add_option("--threads", flags.threads, "threads of the delegate's operators")
       ->check(CLI::Range(1, 1000000));
 }

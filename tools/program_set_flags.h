@@ -1,12 +1,14 @@
 // The command-line flags //tools:run and //bench:lora_runner share (--program, --data, --no-share,
-// --no-verify, --threads), declared on a CLI11 app, and one parse call that turns CLI11's errors into a Status.
+// --no-verify, --threads), declared on a CLI11 app, and one parse call that turns CLI11's errors
+// into a Status.
 //
 //   CLI::App app{"loads programs", "run"};
 //   ProgramSetFlags flags;
 //   add_program_set_flags(app, flags);
 //   app.add_option("--iterations", iterations)->check(CLI::Range(1, 1000000));
 //   Status parsed = parse_flags(app, argc, argv);        // --help prints and exits 0
-//   if (!parsed.ok()) std::fprintf(stderr, "run: error: %s\n%s", parsed.message(), app.help().c_str());
+//   if (!parsed.ok()) std::fprintf(stderr, "run: error: %s\n%s", parsed.message(),
+//   app.help().c_str());
 //
 // Errors: InvalidArgument with CLI11's one-line message. Compiled with exceptions (CLI11 reports
 // through them); none leaves parse_flags. The flags point into `flags`, which must outlive the app.
@@ -15,10 +17,9 @@
 #ifndef EDGESHARE_TOOLS_PROGRAM_SET_FLAGS_H_
 #define EDGESHARE_TOOLS_PROGRAM_SET_FLAGS_H_
 
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "edgeshare/runtime/core/result.h"
 

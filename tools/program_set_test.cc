@@ -3,12 +3,12 @@
 
 #include "edgeshare/tools/program_set.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace edgeshare {
 namespace tools {

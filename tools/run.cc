@@ -15,12 +15,11 @@
 
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
@@ -67,8 +66,8 @@ void DeclareFlags(CLI::App& app, Options& options) {
 
 // Under `bazel run` the tool starts in its runfiles: every path given means the user's directory.
 void ResolveUserPaths(Options& options) {
-  for (std::vector<std::string>* paths : {&options.set.programs, &options.set.data_files,
-                                          &options.inputs}) {
+  for (std::vector<std::string>* paths :
+       {&options.set.programs, &options.set.data_files, &options.inputs}) {
     for (std::string& path : *paths) path = user_path(path);
   }
   options.outputs_dir = user_path(options.outputs_dir);
@@ -85,7 +84,8 @@ Status WriteStats(const std::string& path, const ProgramSet& set) {
   json["verify"] = xnnpack::verify_content_enabled();
   json["sharing"] = xnnpack::weight_sharing_enabled();
   json["data_files_open"] = DataFile::open_count();
-  const std::string text = json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string text =
+      json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::FILE* f = std::fopen(path.c_str(), "w");
   ES_CHECK_OR_RETURN_ERROR(f != nullptr, Error::AccessFailed, "cannot write %s", path.c_str());
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();

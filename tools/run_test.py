@@ -8,10 +8,9 @@ import tempfile
 import numpy as np
 import pytest
 import torch
-
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.models import demo_lora
 from edgeshare.exir.lora import export_lora
+from edgeshare.models import demo_lora
 from edgeshare.testing.run_binary import RunError, run_programs
 
 TOLERANCE = 1e-4
@@ -77,8 +76,12 @@ def test_sharing_off_fetches_the_foundation_per_program(exported):
 
 def test_two_threads_give_the_same_answers(exported):
     result, inputs = exported
-    run = run_programs(_programs(result), [result.foundation_path], [inputs[0].numpy()],
-                       extra_args=["--threads", "2", "--iterations", "3"])
+    run = run_programs(
+        _programs(result),
+        [result.foundation_path],
+        [inputs[0].numpy()],
+        extra_args=["--threads", "2", "--iterations", "3"],
+    )
     expected = _expected(result, inputs)
     for name in result.program_paths:
         np.testing.assert_allclose(run.outputs[f"{name}.forward"][0], expected[name], atol=TOLERANCE)
@@ -157,8 +160,9 @@ def test_truncated_and_corrupt_files_give_one_line_errors(exported, tmp_path):
 def multi_method(exported):
     foundation, adapters, inputs = demo_lora()
     out = tempfile.mkdtemp(prefix="run_test_methods_")
-    result = export_lora(foundation, adapters, inputs, out, XnnpackPartitioner(), multi_method=True,
-                         program_name="both")
+    result = export_lora(
+        foundation, adapters, inputs, out, XnnpackPartitioner(), multi_method=True, program_name="both"
+    )
     single, _ = exported
     assert open(result.foundation_path, "rb").read() == open(single.foundation_path, "rb").read()
     return result
@@ -177,8 +181,7 @@ def test_method_flag_runs_only_that_method_of_every_program_that_has_it(exported
     assert sorted(run.outputs) == ["lora_a.forward", "lora_b.forward"]
     for name in ("lora_a", "lora_b"):
         np.testing.assert_allclose(run.outputs[f"{name}.forward"][0], expected[name], atol=TOLERANCE)
-    run = run_programs(programs, [single.foundation_path], x,
-                       extra_args=["--method", "lora_a", "--method", "forward"])
+    run = run_programs(programs, [single.foundation_path], x, extra_args=["--method", "lora_a", "--method", "forward"])
     assert sorted(run.outputs) == ["both.lora_a", "lora_a.forward", "lora_b.forward"]
     # Without the flag every method of every program runs, as before.
     run = run_programs(programs, [single.foundation_path], x)

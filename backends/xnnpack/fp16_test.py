@@ -14,8 +14,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.backends.xnnpack.partitioner import FP16_TOLERANCE
@@ -23,10 +21,11 @@ from edgeshare.backends.xnnpack.preprocess import XnnpackBackend
 from edgeshare.exir import to_edge
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
 from edgeshare.exir.compile_spec import CompileSpec
-from edgeshare.models import demo_lora
 from edgeshare.exir.errors import LoweringError
 from edgeshare.exir.lora import export_lora
+from edgeshare.models import demo_lora
 from edgeshare.testing.run_binary import run_programs
+from torch import nn
 
 HALF, FLOAT = 5, 6
 
@@ -38,9 +37,11 @@ def _assert_within_tolerance(got: np.ndarray, want: np.ndarray, what: str) -> No
     err = np.abs(got - want)
     # Relative error only where it means something (elements near zero have none to speak of).
     big = np.abs(want) >= 0.1 * scale
-    print(f"{what}: max abs error {float(err.max()):.3g} (bound {bound:.3g}), max|want| {scale:.3g}, "
-          f"max abs error / max|want| {float(err.max()) / scale:.3g}, "
-          f"max rel error where |want| >= 0.1 max|want| {float((err[big] / np.abs(want[big])).max()):.3g}")
+    print(
+        f"{what}: max abs error {float(err.max()):.3g} (bound {bound:.3g}), max|want| {scale:.3g}, "
+        f"max abs error / max|want| {float(err.max()) / scale:.3g}, "
+        f"max rel error where |want| >= 0.1 max|want| {float((err[big] / np.abs(want[big])).max()):.3g}"
+    )
     assert float(err.max()) <= bound, (what, float(err.max()), bound)
 
 
@@ -48,8 +49,9 @@ def _assert_within_tolerance(got: np.ndarray, want: np.ndarray, what: str) -> No
 def exported() -> Dict[str, Any]:
     foundation, adapters, inputs = demo_lora()
     out = tempfile.mkdtemp(prefix="fp16_test_")
-    fp16 = export_lora(foundation, adapters, inputs, os.path.join(out, "fp16"),
-                       XnnpackPartitioner(fc_weight_dtype="fp16"))
+    fp16 = export_lora(
+        foundation, adapters, inputs, os.path.join(out, "fp16"), XnnpackPartitioner(fc_weight_dtype="fp16")
+    )
     fp32 = export_lora(foundation, adapters, inputs, os.path.join(out, "fp32"), XnnpackPartitioner())
     return {"fp16": fp16, "fp32": fp32, "inputs": inputs}
 
@@ -64,8 +66,10 @@ def test_foundation_holds_fp16_weights_in_half_the_bytes(exported):
     size32 = fp32.files[fp32.foundation_path]
     print(f"foundation.ptd: fp32 {size32} bytes, fp16 {size16} bytes ({size16 / size32:.3f})")
     for name in sorted(fp16.program_paths):
-        print(f"{name}.pte: fp32 {fp32.files[fp32.program_paths[name]]} bytes, "
-              f"fp16 {fp16.files[fp16.program_paths[name]]} bytes")
+        print(
+            f"{name}.pte: fp32 {fp32.files[fp32.program_paths[name]]} bytes, "
+            f"fp16 {fp16.files[fp16.program_paths[name]]} bytes"
+        )
     assert 0.45 * size32 <= size16 <= 0.55 * size32
     assert fp16.shared_bytes * 2 == fp32.shared_bytes
     assert sorted(fp16.shared_keys) == sorted(k + ".fp16" for k in fp32.shared_keys)
@@ -75,8 +79,9 @@ def test_foundation_holds_fp16_weights_in_half_the_bytes(exported):
         assert blob.tensor_layout.scalar_type == HALF, key
     # The same foundation gives the same file from every program (export_lora checks it) and
     # from every export.
-    again = export_lora(*demo_lora(), tempfile.mkdtemp(prefix="fp16_again_"),
-                        XnnpackPartitioner(fc_weight_dtype="fp16"))
+    again = export_lora(
+        *demo_lora(), tempfile.mkdtemp(prefix="fp16_again_"), XnnpackPartitioner(fc_weight_dtype="fp16")
+    )
     with open(again.foundation_path, "rb") as a, open(fp16.foundation_path, "rb") as b:
         assert a.read() == b.read()
 

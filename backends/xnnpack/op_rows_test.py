@@ -6,9 +6,7 @@ import subprocess
 
 import pytest
 import torch
-
-from edgeshare.backends.xnnpack import op_rows
-from edgeshare.backends.xnnpack import partitioner
+from edgeshare.backends.xnnpack import op_rows, partitioner
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.backends.xnnpack.op_rows import REGISTRY, OpRow, Registry, RegistryError
 
@@ -33,9 +31,7 @@ def test_every_fbs_op_kind_is_emitted_by_some_row() -> None:
 def test_python_rows_fbs_enum_and_cpp_rows_name_the_same_op_kinds() -> None:
     # The C++ delegate's rows (backends/xnnpack/runtime/op_rows.inc), as its op_kinds binary lists
     # them: together with the two tests above, the three lists of op kinds are one.
-    listed = subprocess.run(
-        [os.environ["XNNPACK_OP_KINDS"]], check=True, capture_output=True, text=True
-    ).stdout.split()
+    listed = subprocess.run([os.environ["XNNPACK_OP_KINDS"]], check=True, capture_output=True, text=True).stdout.split()
     assert len(listed) == len(set(listed)), f"a C++ row appears twice: {listed}"
     fbs = set(op_rows.op_kind_names())
     assert set(listed) == fbs, (

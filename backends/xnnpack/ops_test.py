@@ -14,8 +14,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.backends.xnnpack.op_rows import supported_targets
@@ -24,6 +22,7 @@ from edgeshare.exir._serialize import deserialize_pte
 from edgeshare.exir.export import edge_decompositions
 from edgeshare.schema import program_generated as fb
 from edgeshare.testing.run_binary import run_programs
+from torch import nn
 
 TOLERANCE = 1e-4
 aten = torch.ops.aten
@@ -72,7 +71,12 @@ class Case:
 
 
 def _c(
-    name: str, fn: Fn, shapes: Sequence[Tuple[int, ...]], kinds: Sequence[int] = (), kernels: Sequence[str] = (), **kw: Any
+    name: str,
+    fn: Fn,
+    shapes: Sequence[Tuple[int, ...]],
+    kinds: Sequence[int] = (),
+    kernels: Sequence[str] = (),
+    **kw: Any,
 ) -> Case:
     return Case(name, fn, tuple(tuple(s) for s in shapes), frozenset(kinds), kernels=frozenset(kernels), **kw)
 

@@ -22,17 +22,16 @@ import operator
 from typing import Callable, Dict, Optional
 
 import torch
-from torch.export import ExportedProgram
-
 from edgeshare.backends.xnnpack import op_rows
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.graph import is_lifted, lifted_inputs
 from edgeshare.exir.partition import (
     DelegationSpec,
-    PartitionResult,
     Partitioner,
+    PartitionResult,
     tag_supported_nodes,
 )
+from torch.export import ExportedProgram
 
 __all__ = ["FP16_TOLERANCE", "XnnpackPartitioner", "is_lifted_weight"]
 

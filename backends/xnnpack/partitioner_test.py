@@ -2,12 +2,11 @@
 
 import pytest
 import torch
-from torch import nn
-
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir import to_edge
-from edgeshare.models import demo_lora
 from edgeshare.exir.partition import DELEGATION_TAG
+from edgeshare.models import demo_lora
+from torch import nn
 
 
 def _tags(module, *inputs):

@@ -19,8 +19,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import flatbuffers
 import torch
-from torch.export import ExportedProgram
-
 from edgeshare.backends.xnnpack import op_rows
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.backends.xnnpack.partitioner import FC_WEIGHT_DTYPE_SPEC, FC_WEIGHT_DTYPES
@@ -31,6 +29,7 @@ from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes
+from torch.export import ExportedProgram
 
 __all__ = ["XnnpackBackend", "GRAPH_FILE_IDENTIFIER", "WEIGHT_ALIGNMENT"]
 
@@ -141,8 +140,15 @@ class _GraphBuilder:
     def fc_param(self, x: torch.fx.Node) -> int:
         return (self.half_ids if self.fc_fp16 else self.ids)[x]
 
-    def node(self, kind: str, inputs: Sequence[int], out: torch.fx.Node, output_min: float = -math.inf,
-             output_max: float = math.inf, alpha: float = 0.0) -> None:
+    def node(
+        self,
+        kind: str,
+        inputs: Sequence[int],
+        out: torch.fx.Node,
+        output_min: float = -math.inf,
+        output_max: float = math.inf,
+        alpha: float = 0.0,
+    ) -> None:
         if self._row is None or kind not in self._row.kinds:
             row = self._row.name if self._row is not None else None
             raise LoweringError(f"{self.what}: op row '{row}' emits {kind}, which it does not list in its kinds")

@@ -5,13 +5,12 @@ import math
 
 import pytest
 import torch
-from torch import nn
-
 from edgeshare.backends.xnnpack import XnnpackBackend, XnnpackPartitioner
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.exir import LoraDataPolicy, NamedDataError, to_edge
 from edgeshare.exir.lower import LoweredBackendModule
 from edgeshare.exir.tensor_layout import tensor_bytes
+from torch import nn
 
 
 class _Block(nn.Module):

@@ -1,9 +1,9 @@
 #include "run_lora.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
-
-#include <gtest/gtest.h>
 
 namespace {
 

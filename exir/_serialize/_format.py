@@ -1,11 +1,11 @@
 """The layout both file kinds share: a 48-byte header, a FlatBuffer, then aligned segments.
 
-    [0, 48)                 magic (4 bytes), u32 version (1), u32 header size (48), u32 reserved (0),
-                            u64 flatbuffer offset (48), u64 flatbuffer size,
-                            u64 segment base offset, u64 segment data size   (all little-endian)
-    [48, 48 + fb size)      the FlatBuffer (root Program "ESP1" or FlatTensor "ESD1")
-    [segment base, + size)  segment i at segment base + segments[i].offset; offsets are multiples
-                            of the file's alignment, and segment base = align_up(48 + fb size, it)
+[0, 48)                 magic (4 bytes), u32 version (1), u32 header size (48), u32 reserved (0),
+                        u64 flatbuffer offset (48), u64 flatbuffer size,
+                        u64 segment base offset, u64 segment data size   (all little-endian)
+[48, 48 + fb size)      the FlatBuffer (root Program "ESP1" or FlatTensor "ESD1")
+[segment base, + size)  segment i at segment base + segments[i].offset; offsets are multiples
+                        of the file's alignment, and segment base = align_up(48 + fb size, it)
 """
 
 import dataclasses
@@ -91,9 +91,7 @@ def assemble(
     base = align_up(fb_end, alignment)
     data_size = (placed[-1][0] + placed[-1][1]) if placed else 0
     out = bytearray(base + data_size)
-    _HEADER.pack_into(
-        out, 0, magic, FORMAT_VERSION, HEADER_SIZE, 0, HEADER_SIZE, len(flatbuffer), base, data_size
-    )
+    _HEADER.pack_into(out, 0, magic, FORMAT_VERSION, HEADER_SIZE, 0, HEADER_SIZE, len(flatbuffer), base, data_size)
     out[HEADER_SIZE:fb_end] = flatbuffer
     for seg, (offset, size) in zip(segments, placed):
         out[base + offset : base + offset + size] = seg.data
@@ -119,9 +117,7 @@ def read_header(data: bytes, magic: bytes, file_name: str) -> FileHeader:
     if fields[3] != 0:
         raise SerializationError(f"{file_name}: reserved header field is {fields[3]}, expected 0")
     if header.flatbuffer_offset != HEADER_SIZE:
-        raise SerializationError(
-            f"{file_name}: flatbuffer offset {header.flatbuffer_offset} != {HEADER_SIZE}"
-        )
+        raise SerializationError(f"{file_name}: flatbuffer offset {header.flatbuffer_offset} != {HEADER_SIZE}")
     fb_end = header.flatbuffer_offset + header.flatbuffer_size
     if fb_end > len(data):
         raise SerializationError(f"{file_name}: flatbuffer size {header.flatbuffer_size} runs past the file")
@@ -137,9 +133,7 @@ def read_header(data: bytes, magic: bytes, file_name: str) -> FileHeader:
     return header
 
 
-def read_segments(
-    data: bytes, header: FileHeader, segments: Any, alignment: int, file_name: str
-) -> List[bytes]:
+def read_segments(data: bytes, header: FileHeader, segments: Any, alignment: int, file_name: str) -> List[bytes]:
     """Returns the bytes of each segment, checking alignment and bounds."""
     if alignment <= 0 or alignment & (alignment - 1):
         raise SerializationError(f"{file_name}: alignment {alignment} is not a power of two")

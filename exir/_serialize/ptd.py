@@ -5,7 +5,6 @@ import hashlib
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import flatbuffers
-
 from edgeshare.exir._serialize import _format
 from edgeshare.exir._serialize._format import FileHeader, NamedBlob, Segment
 from edgeshare.exir.errors import SerializationError

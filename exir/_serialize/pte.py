@@ -4,7 +4,6 @@ import dataclasses
 from typing import Dict, List, Sequence
 
 import flatbuffers
-
 from edgeshare.exir._serialize import _format
 from edgeshare.exir._serialize._format import FileHeader, NamedBlob, Segment
 from edgeshare.exir.errors import SerializationError

@@ -1,9 +1,10 @@
-// FreeableBuffer: read-only bytes that someone else may own, with the callback that gives them back.
+// FreeableBuffer: read-only bytes that someone else may own, with the callback that gives them
+// back.
 //
 // Loaders hand out FreeableBuffers: a heap copy (freed with its memory), a view into an mmapped
-// region (freed by unmapping it), or a borrowed view (freeing does nothing). Whoever holds the buffer
-// decides when the bytes may go: call free() as soon as they are no longer needed (the XNNPACK
-// delegate frees weights right after packing them), or let the destructor do it.
+// region (freed by unmapping it), or a borrowed view (freeing does nothing). Whoever holds the
+// buffer decides when the bytes may go: call free() as soon as they are no longer needed (the
+// XNNPACK delegate frees weights right after packing them), or let the destructor do it.
 //
 //   Result<FreeableBuffer> bytes = loader.load(offset, size);
 //   use(bytes->data(), bytes->size());

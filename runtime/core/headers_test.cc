@@ -1,11 +1,11 @@
 // The core headers are meant for small targets: they may include only small standard headers.
 // This test reads each public header and fails on any other #include <...>.
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/runtime/core/data_loader.h"
 #include "edgeshare/runtime/core/evalue.h"
@@ -15,13 +15,15 @@
 namespace {
 
 const char* const kHeaders[] = {
-    "runtime/core/data_loader.h",     "runtime/core/error.h",  "runtime/core/evalue.h",
-    "runtime/core/freeable_buffer.h", "runtime/core/log.h",    "runtime/core/named_data_map.h",
-    "runtime/core/result.h",          "runtime/core/scalar_type.h", "runtime/core/sha256.h",
-    "runtime/core/span.h",            "runtime/core/status.h",      "runtime/core/tensor.h",
+    "runtime/core/data_loader.h", "runtime/core/error.h",
+    "runtime/core/evalue.h",      "runtime/core/freeable_buffer.h",
+    "runtime/core/log.h",         "runtime/core/named_data_map.h",
+    "runtime/core/result.h",      "runtime/core/scalar_type.h",
+    "runtime/core/sha256.h",      "runtime/core/span.h",
+    "runtime/core/status.h",      "runtime/core/tensor.h",
 };
 
-const char* const kAllowed[] = {"<array>",   "<cstddef>", "<cstdint>",     "<new>",
+const char* const kAllowed[] = {"<array>",   "<cstddef>",  "<cstdint>",     "<new>",
                                 "<utility>", "<optional>", "<type_traits>", "<initializer_list>"};
 
 TEST(HeadersTest, CoreHeadersIncludeOnlySmallStandardHeaders) {

@@ -30,9 +30,9 @@ class [[nodiscard]] Result {
   static_assert(!std::is_reference<T>::value, "Result<T&> is not supported; use Result<T*>");
 
  public:
-  Result(const T& value) : value_(value) {}                // NOLINT: implicit by design.
-  Result(T&& value) : value_(std::move(value)) {}          // NOLINT
-  Result(Status status) : status_(std::move(status)) {     // NOLINT
+  Result(const T& value) : value_(value) {}             // NOLINT: implicit by design.
+  Result(T&& value) : value_(std::move(value)) {}       // NOLINT
+  Result(Status status) : status_(std::move(status)) {  // NOLINT
     // A Result built from an ok Status would hold nothing; make that visible instead of UB.
     if (status_.ok()) status_ = Status::Format(Error::Internal, "Result built from an ok Status");
   }
@@ -71,12 +71,12 @@ Status AsStatus(Result<T> result) {
 #define ES_INTERNAL_CONCAT(a, b) ES_INTERNAL_CONCAT2(a, b)
 
 // Returns the Status of `expr` (a Status or Result) from the enclosing function if it failed.
-#define ES_RETURN_IF_ERROR(expr)                                                  \
-  do {                                                                            \
-    auto es_internal_value = (expr);                                              \
-    if (!es_internal_value.ok()) {                                                \
+#define ES_RETURN_IF_ERROR(expr)                                                     \
+  do {                                                                               \
+    auto es_internal_value = (expr);                                                 \
+    if (!es_internal_value.ok()) {                                                   \
       return ::edgeshare::runtime::internal::AsStatus(std::move(es_internal_value)); \
-    }                                                                             \
+    }                                                                                \
   } while (0)
 
 // Evaluates `expr` (a Result<T>); on failure returns its Status, else moves the value into `lhs`.
@@ -88,8 +88,8 @@ Status AsStatus(Result<T> result) {
   lhs = std::move(tmp).get()
 
 // Returns Status::Format(code, format, ...) when `cond` is false.
-#define ES_CHECK_OR_RETURN_ERROR(cond, code, ...)                             \
-  do {                                                                        \
+#define ES_CHECK_OR_RETURN_ERROR(cond, code, ...)                                \
+  do {                                                                           \
     if (!(cond)) return ::edgeshare::runtime::Status::Format(code, __VA_ARGS__); \
   } while (0)
 

@@ -1,9 +1,9 @@
 #include "edgeshare/runtime/core/result.h"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace edgeshare {
 namespace runtime {

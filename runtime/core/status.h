@@ -27,8 +27,7 @@ class [[nodiscard]] Status {
   // A failure with the code's name as its message. Error::Ok makes an ok Status.
   Status(Error code);  // NOLINT: implicit so that `return Error::NotFound;` reads naturally.
   // A failure with a printf-style message (truncated to 511 bytes).
-  static Status Format(Error code, const char* format, ...)
-      __attribute__((format(printf, 2, 3)));
+  static Status Format(Error code, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
   Status(const Status& other);
   Status& operator=(const Status& other);

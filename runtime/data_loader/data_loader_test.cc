@@ -1,11 +1,11 @@
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"

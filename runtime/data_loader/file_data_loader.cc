@@ -55,8 +55,8 @@ Status FileDataLoader::load_into(size_t offset, size_t size, void* dst) const {
   while (done < size) {
     const ssize_t n = ::pread(fd_, out + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    ES_CHECK_OR_RETURN_ERROR(n > 0, Error::AccessFailed, "reading %zu bytes at %zu of %s: %s",
-                             size, offset, name(), n == 0 ? "file shrank" : std::strerror(errno));
+    ES_CHECK_OR_RETURN_ERROR(n > 0, Error::AccessFailed, "reading %zu bytes at %zu of %s: %s", size,
+                             offset, name(), n == 0 ? "file shrank" : std::strerror(errno));
     done += static_cast<size_t>(n);
   }
   return Status();

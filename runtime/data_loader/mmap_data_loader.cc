@@ -61,8 +61,8 @@ Result<FreeableBuffer> MmapDataLoader::load(size_t offset, size_t size) const {
   if (size == 0) return FreeableBuffer();
   const size_t page_offset = offset & ~(page_size() - 1);
   const size_t lead = offset - page_offset;
-  void* base = ::mmap(nullptr, size + lead, PROT_READ, MAP_PRIVATE, fd_,
-                      static_cast<off_t>(page_offset));
+  void* base =
+      ::mmap(nullptr, size + lead, PROT_READ, MAP_PRIVATE, fd_, static_cast<off_t>(page_offset));
   ES_CHECK_OR_RETURN_ERROR(base != MAP_FAILED, Error::AccessFailed,
                            "cannot map %zu bytes at %zu of %s: %s", size, offset, name(),
                            std::strerror(errno));

@@ -3,13 +3,13 @@
 // built with the schema's object API, next to a clean variant that loads and runs, so each error is
 // caused by the one edit the test makes.
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
@@ -193,9 +193,9 @@ TEST(CraftedFilesTest, TheCleanKernelProgramLoadsAndRuns) {
 TEST(CraftedFilesTest, AKernelWritingAConstantIsRejectedAtLoad) {
   Crafted crafted(Serialize(*ReluProgram({kInput, kConstant}), kReluSegments), "relu.pte");
   ASSERT_FALSE(crafted.method.ok());
-  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
-                {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1", "value 1",
-                 "constant"});
+  ExpectMessage(
+      crafted.method.status(), Error::InvalidProgram,
+      {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1", "value 1", "constant"});
 }
 
 // The same with a constant from a data file (the shared foundation, mapped read-only).
@@ -223,17 +223,17 @@ TEST(CraftedFilesTest, AKernelWritingADataFileConstantIsRejectedAtLoad) {
 TEST(CraftedFilesTest, AKernelWritingAMethodInputIsRejectedAtLoad) {
   Crafted crafted(Serialize(*ReluProgram({kInput, kInput}), kReluSegments), "relu.pte");
   ASSERT_FALSE(crafted.method.ok());
-  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
-                {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1",
-                 "input of the method"});
+  ExpectMessage(
+      crafted.method.status(), Error::InvalidProgram,
+      {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1", "input of the method"});
 }
 
 TEST(CraftedFilesTest, AKernelWritingAScalarIsRejectedAtLoad) {
   Crafted crafted(Serialize(*ReluProgram({kInput, kInt}), kReluSegments), "relu.pte");
   ASSERT_FALSE(crafted.method.ok());
-  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
-                {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1",
-                 "not a tensor"});
+  ExpectMessage(
+      crafted.method.status(), Error::InvalidProgram,
+      {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1", "not a tensor"});
 }
 
 TEST(CraftedFilesTest, AKernelCallWithoutAllItsInputsIsRejectedAtLoad) {
@@ -254,9 +254,9 @@ TEST(CraftedFilesTest, AKernelCallWithoutAllItsInputsIsRejectedAtLoad) {
 TEST(CraftedFilesTest, AScalarWhereAKernelWantsATensorFailsAtExecute) {
   Crafted crafted(Serialize(*ReluProgram({kInt, kOutput}), kReluSegments), "relu.pte");
   ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
-  ExpectMessage(crafted.method->execute(), Error::InvalidProgram,
-                {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 0",
-                 "must be a tensor"});
+  ExpectMessage(
+      crafted.method->execute(), Error::InvalidProgram,
+      {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 0", "must be a tensor"});
 }
 
 // The demo's lora_a.pte is one XNNPACK call (x, out); here its output is turned into a constant in
@@ -290,9 +290,9 @@ TEST(CraftedFilesTest, ADelegateWritingAConstantIsRejectedAtLoad) {
 
   Crafted crafted(Serialize(*unpacked.program, unpacked.segments), "lora_a.pte", &*foundation);
   ASSERT_FALSE(crafted.method.ok());
-  ExpectMessage(crafted.method.status(), Error::InvalidProgram,
-                {"lora_a.pte", "'forward'", "instruction 0 (XnnpackBackend)", arg, value,
-                 "constant"});
+  ExpectMessage(
+      crafted.method.status(), Error::InvalidProgram,
+      {"lora_a.pte", "'forward'", "instruction 0 (XnnpackBackend)", arg, value, "constant"});
 }
 
 }  // namespace

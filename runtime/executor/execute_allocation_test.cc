@@ -2,11 +2,11 @@
 // This binary replaces the global operator new to count C++ allocations while execute() runs
 // (XNNPACK's own C code is covered by its setup/run contract, not by this counter).
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <new>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/runtime/data_loader/mmap_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"

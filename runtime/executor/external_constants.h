@@ -1,12 +1,12 @@
-// External constants: the bytes of constants that non-delegated kernels read from data files (.ptd),
-// fetched, checked and shared for Method::load (method_loader.cc), one table per process.
+// External constants: the bytes of constants that non-delegated kernels read from data files
+// (.ptd), fetched, checked and shared for Method::load (method_loader.cc), one table per process.
 //
 // A Method holds one ExternalConstant per external constant it reads. Under the content policy
-// (runtime/core/content_policy.h): with sharing on, every Method that reads the same key of the same
-// data map with the same digest holds the SAME zero-copy view, fetched from the map once and hashed
-// once while any Method holds it; with verification on, the view's bytes are hashed and must equal
-// the map's recorded digest before any Method gets them, and bytes fetched unchecked (verification
-// off) are never handed to a checked load.
+// (runtime/core/content_policy.h): with sharing on, every Method that reads the same key of the
+// same data map with the same digest holds the SAME zero-copy view, fetched from the map once and
+// hashed once while any Method holds it; with verification on, the view's bytes are hashed and must
+// equal the map's recorded digest before any Method gets them, and bytes fetched unchecked
+// (verification off) are never handed to a checked load.
 //
 //   ES_ASSIGN_OR_RETURN(ExternalConstant c,
 //                       ExternalConstant::acquire(map, "ln1.weight", *map.get_digest("ln1.weight"),

@@ -3,6 +3,10 @@
 // digest, their bytes are hashed once per process before any Method uses them, the trusted-file
 // mode skips the hash, and a second program over the same data map hashes and fetches nothing.
 
+#include "edgeshare/runtime/executor/external_constants.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -12,11 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "edgeshare/runtime/core/content_policy.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
-#include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/named_data/data_file.h"
 
@@ -74,7 +75,8 @@ std::vector<uint8_t> ReadFile(const std::string& path) {
   if (f == nullptr) return bytes;
   uint8_t chunk[1 << 16];
   size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
+    bytes.insert(bytes.end(), chunk, chunk + n);
   std::fclose(f);
   return bytes;
 }

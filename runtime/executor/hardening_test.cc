@@ -2,13 +2,13 @@
 // reader. Every file that does not load must give an Error; nothing may crash or read out of bounds
 // (run under --config=asan to make the second half of that promise checkable).
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
@@ -49,8 +49,15 @@ std::vector<uint8_t> Mutate(const std::vector<uint8_t>& bytes, std::mt19937& rng
     case 2: {
       // A header field: the u64 offsets and sizes at 16..48.
       const size_t field = 16 + 8 * (rng() % 4);
-      const uint64_t values[] = {0, 1, 47, 48, bytes.size(), bytes.size() + 1, UINT64_MAX,
-                                 UINT64_MAX / 2, static_cast<uint64_t>(rng())};
+      const uint64_t values[] = {0,
+                                 1,
+                                 47,
+                                 48,
+                                 bytes.size(),
+                                 bytes.size() + 1,
+                                 UINT64_MAX,
+                                 UINT64_MAX / 2,
+                                 static_cast<uint64_t>(rng())};
       const uint64_t v = values[rng() % (sizeof(values) / sizeof(values[0]))];
       std::memcpy(out.data() + field, &v, 8);
       break;
@@ -58,8 +65,8 @@ std::vector<uint8_t> Mutate(const std::vector<uint8_t>& bytes, std::mt19937& rng
     default: {
       // A word inside the flatbuffer (offsets, vector lengths, indices, sizes).
       const size_t at = 48 + (rng() % (std::min<size_t>(bytes.size(), 65536) - 52)) / 4 * 4;
-      const uint32_t values[] = {0, 1, 0x7fffffff, 0xffffffff, 0x80000000, 4096,
-                                 static_cast<uint32_t>(rng())};
+      const uint32_t values[] = {
+          0, 1, 0x7fffffff, 0xffffffff, 0x80000000, 4096, static_cast<uint32_t>(rng())};
       const uint32_t v = values[rng() % (sizeof(values) / sizeof(values[0]))];
       if (at + 4 <= out.size()) std::memcpy(out.data() + at, &v, 4);
       break;
@@ -152,9 +159,9 @@ std::vector<uint8_t> OneMethodProgram(flatbuffers::FlatBufferBuilder& fbb,
   std::memcpy(file.data(), kProgramMagic, 4);
   put(4, kFormatVersion, 4);
   put(8, kFileHeaderSize, 4);
-  put(16, kFileHeaderSize, 8);                      // flatbuffer offset
-  put(24, fbb.GetSize(), 8);                        // flatbuffer size
-  put(32, kFileHeaderSize + fbb.GetSize(), 8);      // segment base offset
+  put(16, kFileHeaderSize, 8);                  // flatbuffer offset
+  put(24, fbb.GetSize(), 8);                    // flatbuffer size
+  put(32, kFileHeaderSize + fbb.GetSize(), 8);  // segment base offset
   file.insert(file.end(), fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   return file;
 }
@@ -173,8 +180,8 @@ TEST(HardeningTest, UnionsWithoutTheirTableAreErrors) {
     schema::EValueBuilder value(fbb);
     value.add_val_type(static_cast<schema::KernelTypes>(kind));
     const auto values = std::vector<flatbuffers::Offset<schema::EValue>>{value.Finish()};
-    const auto plan = schema::CreateExecutionPlan(fbb, fbb.CreateString("forward"),
-                                                  fbb.CreateVector(values));
+    const auto plan =
+        schema::CreateExecutionPlan(fbb, fbb.CreateString("forward"), fbb.CreateVector(values));
     Status status = LoadOnlyMethod(OneMethodProgram(fbb, plan));
     EXPECT_EQ(status.code(), Error::InvalidProgram) << kind;
     EXPECT_NE(std::strstr(status.message(), "value 0 is a"), nullptr) << status.message();
@@ -212,7 +219,8 @@ TEST(HardeningTest, MutatedDataFilesFailWithAnErrorNeverACrash) {
     // Mutations concentrate on the header and flatbuffer, where the structure lives.
     std::vector<uint8_t> head(ptd.begin(), ptd.begin() + std::min<size_t>(ptd.size(), 8192));
     std::vector<uint8_t> bytes = Mutate(head, rng);
-    if (bytes.size() == head.size()) bytes.insert(bytes.end(), ptd.begin() + head.size(), ptd.end());
+    if (bytes.size() == head.size())
+      bytes.insert(bytes.end(), ptd.begin() + head.size(), ptd.end());
     BufferDataLoader loader(bytes.data(), bytes.size(), "mutated.ptd");
     Result<FlatTensorDataMap> map = FlatTensorDataMap::load(&loader);
     if (!map.ok()) {

@@ -1,7 +1,7 @@
 #include "edgeshare/runtime/executor/method.h"
 
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "edgeshare/runtime/executor/program_image.h"
@@ -74,8 +74,8 @@ Status Method::execute() {
                         : delegates_[instruction.delegate].backend->execute(
                               delegates_[instruction.delegate].handle, args);
     if (!status.ok()) {
-      return status.WithContext("method '%s' of %s, instruction %zu (%s)", name(),
-                                program_->name(), i, instruction.what);
+      return status.WithContext("method '%s' of %s, instruction %zu (%s)", name(), program_->name(),
+                                i, instruction.what);
     }
   }
   return Status();

@@ -85,8 +85,7 @@ class Method::Loader {
   Status resolve_instructions();
   Status resolve_kernel_call(size_t index, const schema::KernelCall& call, Instruction* out);
   Status resolve_delegate_call(size_t index, const schema::DelegateCall& call, Instruction* out);
-  Status bind_arguments(size_t index, const flatbuffers::Vector<uint32_t>* args,
-                        Instruction* out);
+  Status bind_arguments(size_t index, const flatbuffers::Vector<uint32_t>* args, Instruction* out);
   Status check_writable(size_t index, size_t arg, uint32_t value, const Instruction& out) const;
 
   const ProgramImage& program_;
@@ -158,10 +157,10 @@ Status Method::Loader::parse_values() {
 Result<EValue> Method::Loader::parse_value(size_t index, const schema::EValue& value) {
   // The verifier accepts a union type whose table is absent; every kind past Null needs it.
   const schema::KernelTypes kind = value.val_type();
-  ES_CHECK_OR_RETURN_ERROR(kind <= schema::KernelTypes_Null || kind > schema::KernelTypes_MAX ||
-                               value.val() != nullptr,
-                           Error::InvalidProgram, "value %zu is a %s without its table", index,
-                           schema::EnumNameKernelTypes(kind));
+  ES_CHECK_OR_RETURN_ERROR(
+      kind <= schema::KernelTypes_Null || kind > schema::KernelTypes_MAX || value.val() != nullptr,
+      Error::InvalidProgram, "value %zu is a %s without its table", index,
+      schema::EnumNameKernelTypes(kind));
   switch (kind) {
     case schema::KernelTypes_NONE:
     case schema::KernelTypes_Null:
@@ -293,8 +292,8 @@ Result<void*> Method::Loader::planned_data(const char* what, const schema::Tenso
   ES_CHECK_OR_RETURN_ERROR(id < buffer_sizes_.size() && offset <= buffer_sizes_[id] &&
                                nbytes <= buffer_sizes_[id] - offset,
                            Error::InvalidProgram,
-                           "%s at buffer %u offset %llu (+%zu bytes) is outside the plan", what,
-                           id, static_cast<unsigned long long>(offset), nbytes);
+                           "%s at buffer %u offset %llu (+%zu bytes) is outside the plan", what, id,
+                           static_cast<unsigned long long>(offset), nbytes);
   ES_CHECK_OR_RETURN_ERROR(offset % element_size(type) == 0, Error::InvalidProgram,
                            "%s at offset %llu is misaligned", what,
                            static_cast<unsigned long long>(offset));
@@ -371,8 +370,7 @@ Status Method::Loader::init_delegate(size_t index, const schema::BackendDelegate
   Result<DelegateHandle*> handle =
       backend->init(context, &processed, Span<const CompileSpec>(specs.data(), specs.size()));
   if (!handle.ok()) {
-    return handle.status().WithContext("backend '%s' could not initialise delegate %zu", id,
-                                       index);
+    return handle.status().WithContext("backend '%s' could not initialise delegate %zu", id, index);
   }
   Delegate entry;
   entry.backend = backend;
@@ -427,8 +425,8 @@ Status Method::Loader::resolve_delegate_call(size_t index, const schema::Delegat
                                              Instruction* out) {
   const size_t num_delegates = length(plan_.delegates());
   ES_CHECK_OR_RETURN_ERROR(call.delegate_index() < num_delegates, Error::InvalidProgram,
-                           "instruction %zu names delegate %u of %zu", index,
-                           call.delegate_index(), num_delegates);
+                           "instruction %zu names delegate %u of %zu", index, call.delegate_index(),
+                           num_delegates);
   out->delegate = call.delegate_index();
   out->what = at(*plan_.delegates(), call.delegate_index())->id()->c_str();
   // init_delegates() ran first, so the backend can say from its own graph where outputs begin.
@@ -454,8 +452,8 @@ Status Method::Loader::bind_arguments(size_t index, const flatbuffers::Vector<ui
   for (size_t a = 0; a < n; ++a) {
     const uint32_t value = at(*args, a);
     ES_CHECK_OR_RETURN_ERROR(value < num_values, Error::InvalidProgram,
-                             "instruction %zu argument %zu names value %u of %zu", index, a,
-                             value, num_values);
+                             "instruction %zu argument %zu names value %u of %zu", index, a, value,
+                             num_values);
     if (out->kernel == nullptr) {
       ES_CHECK_OR_RETURN_ERROR(method_.values_[value].is_tensor(), Error::InvalidProgram,
                                "instruction %zu passes a non-tensor to delegate '%s'", index,

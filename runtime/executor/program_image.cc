@@ -48,9 +48,8 @@ Result<ProgramImage> ProgramImage::load(const DataLoader* loader) {
                       read_file_header(*loader, kProgramMagic, ".pte", Error::InvalidProgram));
   ProgramImage image;
   image.loader_ = loader;
-  ES_ASSIGN_OR_RETURN(image.flatbuffer_,
-                      loader->load(static_cast<size_t>(header.flatbuffer_offset),
-                                   static_cast<size_t>(header.flatbuffer_size)));
+  ES_ASSIGN_OR_RETURN(image.flatbuffer_, loader->load(static_cast<size_t>(header.flatbuffer_offset),
+                                                      static_cast<size_t>(header.flatbuffer_size)));
   flatbuffers::Verifier verifier(static_cast<const uint8_t*>(image.flatbuffer_.data()),
                                  image.flatbuffer_.size());
   ES_CHECK_OR_RETURN_ERROR(schema::VerifyProgramBuffer(verifier), Error::InvalidProgram,

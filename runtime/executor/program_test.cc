@@ -1,6 +1,9 @@
-// Program and Method on the real demo files the exporter writes at build time (//tools:demo_lora_files).
+// Program and Method on the real demo files the exporter writes at build time
+// (//tools:demo_lora_files).
 
 #include "edgeshare/runtime/executor/program.h"
+
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -12,8 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"

@@ -8,6 +8,8 @@
 // one-line message or load and run; nothing may crash or read out of bounds (CI runs this under
 // ASan + UBSan).
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -16,8 +18,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
@@ -80,7 +80,8 @@ std::vector<uint8_t> Join(const Image& image, const uint8_t* fb_data, size_t fb_
   PutU64(out, 32, base);
   PutU64(out, 40, image.segments.size());
   std::memcpy(&out[kHeaderSize], fb_data, fb_size);
-  if (!image.segments.empty()) std::memcpy(&out[base], image.segments.data(), image.segments.size());
+  if (!image.segments.empty())
+    std::memcpy(&out[base], image.segments.data(), image.segments.size());
   return out;
 }
 
@@ -120,8 +121,8 @@ flatbuffers::Offset<fb::ExecutionPlan> PackPlan(flatbuffers::FlatBufferBuilder& 
   for (const auto& op : plan.operators) operators.push_back(fb::CreateOperator(fbb, op.get()));
   std::vector<flatbuffers::Offset<fb::BackendDelegate>> delegates;
   for (const auto& d : plan.delegates) delegates.push_back(fb::CreateBackendDelegate(fbb, d.get()));
-  return fb::CreateExecutionPlanDirect(fbb, plan.name.c_str(), &values, &plan.inputs,
-                                       &plan.outputs, &instructions, &operators, &delegates,
+  return fb::CreateExecutionPlanDirect(fbb, plan.name.c_str(), &values, &plan.inputs, &plan.outputs,
+                                       &instructions, &operators, &delegates,
                                        &plan.non_const_buffer_sizes);
 }
 
@@ -148,8 +149,9 @@ class Chooser {
   size_t below(size_t n) { return n == 0 ? 0 : rng_() % n; }
   bool coin() { return rng_() % 2 == 0; }
   int64_t edgy(int64_t size) {
-    const int64_t picks[] = {0, 1, -1, size - 1, size, size + 1, INT32_MAX, INT64_MIN,
-                             static_cast<int64_t>(rng_() % 64)};
+    const int64_t picks[] = {0,         1,         -1,
+                             size - 1,  size,      size + 1,
+                             INT32_MAX, INT64_MIN, static_cast<int64_t>(rng_() % 64)};
     return picks[below(sizeof(picks) / sizeof(picks[0]))];
   }
   uint32_t index(size_t size) { return static_cast<uint32_t>(edgy(static_cast<int64_t>(size))); }
@@ -163,7 +165,8 @@ std::unique_ptr<fb::TensorT> RandomTensor(Chooser& c, size_t num_segments) {
   t->scalar_type = static_cast<fb::ScalarType>(c.below(16));
   const size_t rank = c.below(6);
   for (size_t d = 0; d < rank; ++d) t->sizes.push_back(static_cast<int32_t>(c.edgy(8)));
-  for (size_t d = 0; d < rank; ++d) t->dim_order.push_back(static_cast<uint8_t>(c.coin() ? d : c.below(8)));
+  for (size_t d = 0; d < rank; ++d)
+    t->dim_order.push_back(static_cast<uint8_t>(c.coin() ? d : c.below(8)));
   switch (c.below(3)) {
     case 0:
       t->allocation = std::make_unique<fb::AllocationInfoT>();
@@ -217,11 +220,22 @@ void MutateValue(Chooser& c, fb::ExecutionPlanT& plan, size_t p, size_t i, size_
       if (u.type == fb::KernelTypes_Tensor && u.value != nullptr) {
         fb::TensorT* t = u.AsTensor();
         switch (c.below(5)) {
-          case 0: t->sizes.clear(); break;
-          case 1: t->dim_order.clear(); break;
-          case 2: t->allocation.reset(); break;
-          case 3: if (!t->sizes.empty()) t->sizes[c.below(t->sizes.size())] = static_cast<int32_t>(c.edgy(1 << 16)); break;
-          default: t->scalar_type = static_cast<fb::ScalarType>(c.below(32)); break;
+          case 0:
+            t->sizes.clear();
+            break;
+          case 1:
+            t->dim_order.clear();
+            break;
+          case 2:
+            t->allocation.reset();
+            break;
+          case 3:
+            if (!t->sizes.empty())
+              t->sizes[c.below(t->sizes.size())] = static_cast<int32_t>(c.edgy(1 << 16));
+            break;
+          default:
+            t->scalar_type = static_cast<fb::ScalarType>(c.below(32));
+            break;
         }
       } else {
         // Another type, its table absent.
@@ -313,8 +327,10 @@ void MutatePlan(Chooser& c, fb::ProgramT& program, Absent* absent) {
     case 6:
       if (!plan.delegates.empty()) {
         fb::BackendDelegateT& d = *plan.delegates[c.below(plan.delegates.size())];
-        if (c.coin()) d.segment_index = c.index(num_segments);
-        else d.id = c.coin() ? "NoSuchBackend" : "";
+        if (c.coin())
+          d.segment_index = c.index(num_segments);
+        else
+          d.id = c.coin() ? "NoSuchBackend" : "";
       } else if (!plan.operators.empty()) {
         plan.operators[c.below(plan.operators.size())]->name = "aten::no_such_op";
       }
@@ -358,7 +374,8 @@ std::pair<int, int> LoadAndRun(const std::vector<uint8_t>& bytes, const NamedDat
     ++loaded;
     for (size_t i = 0; i < method->num_inputs(); ++i) {
       Result<Tensor> in = method->input(i);
-      if (in.ok() && in->mutable_data() != nullptr) std::memset(in->mutable_data(), 0, in->nbytes());
+      if (in.ok() && in->mutable_data() != nullptr)
+        std::memset(in->mutable_data(), 0, in->nbytes());
     }
     if (method->execute().ok()) ++ran;
     (void)method->execute();

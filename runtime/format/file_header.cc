@@ -23,8 +23,7 @@ Result<FileHeader> read_file_header(const DataLoader& loader, const char (&magic
   const uint64_t file_size = loader.size();
   ES_CHECK_OR_RETURN_ERROR(file_size >= kFileHeaderSize, invalid,
                            "%s is not a %s file: %llu bytes is shorter than the %zu-byte header",
-                           file, kind, static_cast<unsigned long long>(file_size),
-                           kFileHeaderSize);
+                           file, kind, static_cast<unsigned long long>(file_size), kFileHeaderSize);
   uint8_t raw[kFileHeaderSize];
   ES_RETURN_IF_ERROR(loader.load_into(0, kFileHeaderSize, raw));
   ES_CHECK_OR_RETURN_ERROR(std::memcmp(raw, magic, 4) == 0, invalid,
@@ -55,7 +54,8 @@ Result<FileHeader> read_file_header(const DataLoader& loader, const char (&magic
       h.segment_base_offset >= h.flatbuffer_offset + h.flatbuffer_size &&
           h.segment_base_offset <= file_size &&
           h.segment_data_size <= file_size - h.segment_base_offset,
-      invalid, "%s: segment data [%llu, +%llu) overlaps the flatbuffer or is past the end (%llu bytes)",
+      invalid,
+      "%s: segment data [%llu, +%llu) overlaps the flatbuffer or is past the end (%llu bytes)",
       file, static_cast<unsigned long long>(h.segment_base_offset),
       static_cast<unsigned long long>(h.segment_data_size),
       static_cast<unsigned long long>(file_size));

@@ -1,8 +1,8 @@
 // Internal: the 48-byte header that opens every .pte and .ptd file, and its bounds checks.
 //
 // Layout (little-endian): magic[4], u32 version, u32 header size, u32 reserved, u64 flatbuffer
-// offset, u64 flatbuffer size, u64 segment base offset, u64 segment data size. Everything is checked
-// against the loader's size before anything else is read.
+// offset, u64 flatbuffer size, u64 segment base offset, u64 segment data size. Everything is
+// checked against the loader's size before anything else is read.
 
 #ifndef EDGESHARE_RUNTIME_FORMAT_FILE_HEADER_H_
 #define EDGESHARE_RUNTIME_FORMAT_FILE_HEADER_H_

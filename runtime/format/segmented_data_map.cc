@@ -21,8 +21,8 @@ int CompareKeys(const flatbuffers::String* a, const char* b, size_t b_size) {
 Result<size_t> checked_layout_nbytes(const schema::TensorLayout& layout, const char* file,
                                      const char* what, Error invalid) {
   const auto type = static_cast<ScalarType>(layout.scalar_type());
-  ES_CHECK_OR_RETURN_ERROR(is_known(type), invalid, "%s: %s has unknown scalar type %d", file,
-                           what, static_cast<int>(layout.scalar_type()));
+  ES_CHECK_OR_RETURN_ERROR(is_known(type), invalid, "%s: %s has unknown scalar type %d", file, what,
+                           static_cast<int>(layout.scalar_type()));
   const auto* sizes = layout.sizes();
   const auto* dim_order = layout.dim_order();
   // The exporter writes both vectors even for rank 0; readers then index them without checks.
@@ -60,12 +60,13 @@ Status check_segment(const SegmentVector* segments, uint32_t index, uint64_t seg
   ES_CHECK_OR_RETURN_ERROR(index < count, invalid, "%s: %s names segment %u of %zu", file, what,
                            index, count);
   const schema::DataSegment* segment = segments->Get(index);
-  ES_CHECK_OR_RETURN_ERROR(segment->offset() <= segment_data_size &&
-                               segment->size() <= segment_data_size - segment->offset(),
-                           invalid, "%s: %s's segment %u [%llu, +%llu) is past the segment data (%llu bytes)",
-                           file, what, index, static_cast<unsigned long long>(segment->offset()),
-                           static_cast<unsigned long long>(segment->size()),
-                           static_cast<unsigned long long>(segment_data_size));
+  ES_CHECK_OR_RETURN_ERROR(
+      segment->offset() <= segment_data_size &&
+          segment->size() <= segment_data_size - segment->offset(),
+      invalid, "%s: %s's segment %u [%llu, +%llu) is past the segment data (%llu bytes)", file,
+      what, index, static_cast<unsigned long long>(segment->offset()),
+      static_cast<unsigned long long>(segment->size()),
+      static_cast<unsigned long long>(segment_data_size));
   return Status();
 }
 
@@ -76,12 +77,13 @@ Status SegmentedDataMap::validate(const NamedDataVector* entries, const SegmentV
   for (flatbuffers::uoffset_t i = 0; i < entries->size(); ++i) {
     const schema::NamedData* entry = entries->Get(i);
     const flatbuffers::String* key = entry->key();
-    ES_CHECK_OR_RETURN_ERROR(key != nullptr, invalid, "%s: named data entry %u has no key", file, i);
+    ES_CHECK_OR_RETURN_ERROR(key != nullptr, invalid, "%s: named data entry %u has no key", file,
+                             i);
     if (previous != nullptr) {
       const int order = CompareKeys(previous, key->data(), key->size());
       ES_CHECK_OR_RETURN_ERROR(order != 0, invalid, "%s: duplicate key '%s'", file, key->c_str());
-      ES_CHECK_OR_RETURN_ERROR(order < 0, invalid, "%s: named data is not sorted at key '%s'",
-                               file, key->c_str());
+      ES_CHECK_OR_RETURN_ERROR(order < 0, invalid, "%s: named data is not sorted at key '%s'", file,
+                               key->c_str());
     }
     previous = key;
     ES_RETURN_IF_ERROR(check_segment(segments, entry->segment_index(), segment_data_size, file,
@@ -149,9 +151,7 @@ Status SegmentedDataMap::load_data_into(const char* key, void* dst, size_t size)
                             static_cast<size_t>(segment->size()), dst);
 }
 
-size_t SegmentedDataMap::get_num_keys() const {
-  return entries_ == nullptr ? 0 : entries_->size();
-}
+size_t SegmentedDataMap::get_num_keys() const { return entries_ == nullptr ? 0 : entries_->size(); }
 
 Result<const char*> SegmentedDataMap::get_key(size_t index) const {
   ES_CHECK_OR_RETURN_ERROR(index < get_num_keys(), Error::OutOfRange,

@@ -4,8 +4,8 @@
 // while someone still holds it, so constants that several programs take from it are one mapping,
 // zero-copy. The file is closed when the last holder lets go.
 //
-//   ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> foundation, DataFile::open("foundation.ptd"));
-//   program_a.load_method("forward", &foundation->map());
+//   ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> foundation,
+//   DataFile::open("foundation.ptd")); program_a.load_method("forward", &foundation->map());
 //
 // Errors: AccessFailed (missing file), InvalidData (malformed). Thread-safe.
 

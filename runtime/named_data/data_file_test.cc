@@ -2,14 +2,13 @@
 
 #include "edgeshare/runtime/named_data/data_file.h"
 
+#include <gtest/gtest.h>
 #include <limits.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/runtime/core/sha256.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"

@@ -33,9 +33,8 @@ Result<FlatTensorDataMap> FlatTensorDataMap::load(const DataLoader* loader) {
                                static_cast<unsigned long long>(segment->offset()), alignment);
     }
   }
-  ES_RETURN_IF_ERROR(SegmentedDataMap::validate(root->named_data(), root->segments(),
-                                                header.segment_data_size, file,
-                                                Error::InvalidData));
+  ES_RETURN_IF_ERROR(SegmentedDataMap::validate(
+      root->named_data(), root->segments(), header.segment_data_size, file, Error::InvalidData));
   const NamedDataVector* entries = root->named_data();
   const SegmentVector* segments = root->segments();
   return FlatTensorDataMap(std::move(flatbuffer), entries, segments, header.segment_base_offset,

@@ -1,9 +1,9 @@
 // FlatTensorDataMap: the NamedDataMap of one .ptd data file (e.g. foundation.ptd).
 //
 // load() verifies the header, the FlatTensor flatbuffer and every entry (segment bounds and
-// alignment, layout vs. segment size, digest, key order) before returning; get_data() then hands out
-// zero-copy views when the loader is an MmapDataLoader. Most callers want DataFile::open(), which
-// opens and maps each file once per process.
+// alignment, layout vs. segment size, digest, key order) before returning; get_data() then hands
+// out zero-copy views when the loader is an MmapDataLoader. Most callers want DataFile::open(),
+// which opens and maps each file once per process.
 //
 //   ES_ASSIGN_OR_RETURN(MmapDataLoader loader, MmapDataLoader::from("foundation.ptd"));
 //   ES_ASSIGN_OR_RETURN(FlatTensorDataMap map, FlatTensorDataMap::load(&loader));

@@ -3,11 +3,11 @@
 
 #include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/schema/flat_tensor_generated.h"
@@ -22,8 +22,8 @@ struct Entry {
   std::string key;
   std::vector<uint8_t> bytes;
   bool has_layout = true;
-  bool has_sizes = true;      // false: a layout whose sizes vector is absent
-  bool has_dim_order = true;  // false: a layout whose dim_order vector is absent
+  bool has_sizes = true;       // false: a layout whose sizes vector is absent
+  bool has_dim_order = true;   // false: a layout whose dim_order vector is absent
   std::vector<int32_t> sizes;  // float32 layout
   size_t digest_size = 32;
 };

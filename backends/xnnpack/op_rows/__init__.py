@@ -112,9 +112,7 @@ class Registry:
 
 
 REGISTRY = Registry(
-    row
-    for family in (fully_connected, binary, activation, unary, rounding, reduction, reshape)
-    for row in family.ROWS
+    row for family in (fully_connected, binary, activation, unary, rounding, reduction, reshape) for row in family.ROWS
 )
 
 

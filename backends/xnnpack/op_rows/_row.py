@@ -5,9 +5,8 @@ import math
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Tuple
 
 import torch
-from torch.export import ExportedProgram
-
 from edgeshare.exir.graph import LiftedInput
+from torch.export import ExportedProgram
 
 __all__ = ["CheckContext", "Emitter", "OpRow"]
 

@@ -3,9 +3,8 @@
 from typing import Callable, Optional, Sequence
 
 import torch
-
 from edgeshare.backends.xnnpack.op_rows._checks import float_tensor
-from edgeshare.backends.xnnpack.op_rows._row import CheckContext, CheckFn, Emitter, EmitFn, OpRow
+from edgeshare.backends.xnnpack.op_rows._row import CheckContext, CheckFn, EmitFn, Emitter, OpRow
 
 __all__ = ["unary_row"]
 

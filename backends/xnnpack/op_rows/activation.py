@@ -4,7 +4,6 @@ leaky_relu, elu."""
 import math
 
 import torch
-
 from edgeshare.backends.xnnpack.op_rows._checks import finite, number
 from edgeshare.backends.xnnpack.op_rows._row import Emitter
 from edgeshare.backends.xnnpack.op_rows._unary import unary_row
@@ -42,10 +41,7 @@ def _softmax_ok(node: torch.fx.Node) -> bool:
 def _elu_ok(node: torch.fx.Node) -> bool:
     alpha = node_arg(node, 1, "alpha", 1.0)
     return (
-        finite(alpha)
-        and alpha > 0
-        and node_arg(node, 2, "scale", 1) == 1
-        and node_arg(node, 3, "input_scale", 1) == 1
+        finite(alpha) and alpha > 0 and node_arg(node, 2, "scale", 1) == 1 and node_arg(node, 3, "input_scale", 1) == 1
     )
 
 
@@ -74,23 +70,39 @@ def _emit_elu(e: Emitter, node: torch.fx.Node) -> None:
 ROWS = (
     unary_row("relu", [aten.relu.default], "CLAMP", "relu", emit=_emit_relu),
     unary_row(
-        "hardtanh", [aten.hardtanh.default], "CLAMP", "hardtanh (number bounds, min < max)",
-        _hardtanh_ok, _emit_hardtanh,
+        "hardtanh",
+        [aten.hardtanh.default],
+        "CLAMP",
+        "hardtanh (number bounds, min < max)",
+        _hardtanh_ok,
+        _emit_hardtanh,
     ),
     unary_row(
-        "clamp", [aten.clamp.default], "CLAMP", "clamp (number bounds, either optional, min < max)",
-        _clamp_ok, _emit_clamp,
+        "clamp",
+        [aten.clamp.default],
+        "CLAMP",
+        "clamp (number bounds, either optional, min < max)",
+        _clamp_ok,
+        _emit_clamp,
     ),
     unary_row("sigmoid", [aten.sigmoid.default], "SIGMOID", "sigmoid"),
     unary_row("silu", [aten.silu.default], "SILU", "silu (to_edge decomposes it into sigmoid * x)"),
     unary_row("softmax", [aten._softmax.default], "SOFTMAX", "softmax over the last dim", _softmax_ok),
     unary_row("hardswish", [aten.hardswish.default], "HARDSWISH", "hardswish (to_edge decomposes it)"),
     unary_row(
-        "leaky_relu", [aten.leaky_relu.default], "LEAKY_RELU", "leaky_relu (finite slope)",
-        lambda node: finite(node_arg(node, 1, "negative_slope", 0.01)), _emit_leaky_relu,
+        "leaky_relu",
+        [aten.leaky_relu.default],
+        "LEAKY_RELU",
+        "leaky_relu (finite slope)",
+        lambda node: finite(node_arg(node, 1, "negative_slope", 0.01)),
+        _emit_leaky_relu,
     ),
     unary_row(
-        "elu", [aten.elu.default], "ELU", "elu (positive finite alpha, scale 1, input_scale 1)",
-        _elu_ok, _emit_elu,
+        "elu",
+        [aten.elu.default],
+        "ELU",
+        "elu (positive finite alpha, scale 1, input_scale 1)",
+        _elu_ok,
+        _emit_elu,
     ),
 )

@@ -3,9 +3,8 @@
 from typing import Sequence
 
 import torch
-
 from edgeshare.backends.xnnpack.op_rows._checks import float_tensor, number
-from edgeshare.backends.xnnpack.op_rows._row import CheckContext, Emitter, EmitFn, OpRow
+from edgeshare.backends.xnnpack.op_rows._row import CheckContext, EmitFn, Emitter, OpRow
 from edgeshare.exir.graph import node_arg
 
 __all__ = ["ROWS"]

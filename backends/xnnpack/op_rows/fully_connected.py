@@ -3,7 +3,6 @@
 from typing import Any, Tuple
 
 import torch
-
 from edgeshare.backends.xnnpack.op_rows._checks import float_tensor
 from edgeshare.backends.xnnpack.op_rows._row import CheckContext, Emitter, OpRow
 from edgeshare.exir.graph import node_arg

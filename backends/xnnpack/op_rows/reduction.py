@@ -2,7 +2,6 @@
 pooling)."""
 
 import torch
-
 from edgeshare.backends.xnnpack.op_rows._unary import unary_row
 from edgeshare.exir.graph import node_arg
 

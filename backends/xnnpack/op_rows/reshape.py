@@ -4,7 +4,6 @@
 """
 
 import torch
-
 from edgeshare.backends.xnnpack.op_rows._checks import float_tensor
 from edgeshare.backends.xnnpack.op_rows._row import CheckContext, Emitter, OpRow
 

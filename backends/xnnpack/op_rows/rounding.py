@@ -1,7 +1,6 @@
 """Elementwise rounding: floor -> FLOOR, ceil -> CEILING."""
 
 import torch
-
 from edgeshare.backends.xnnpack.op_rows._unary import unary_row
 
 __all__ = ["ROWS"]

@@ -1,7 +1,6 @@
 """Elementwise math on one tensor: abs, neg, sqrt, rsqrt, pow with exponent 2 (XNNPACK's square)."""
 
 import torch
-
 from edgeshare.backends.xnnpack.op_rows._checks import number
 from edgeshare.backends.xnnpack.op_rows._row import Emitter
 from edgeshare.backends.xnnpack.op_rows._unary import unary_row
@@ -28,7 +27,11 @@ ROWS = (
     unary_row("sqrt", [aten.sqrt.default], "SQRT", "sqrt"),
     unary_row("rsqrt", [aten.rsqrt.default], "RSQRT", "rsqrt"),
     unary_row(
-        "square", [aten.pow.Tensor_Scalar], "SQUARE", "pow with exponent 2 (XNNPACK's square)",
-        _square_ok, _emit_square,
+        "square",
+        [aten.pow.Tensor_Scalar],
+        "SQUARE",
+        "pow with exponent 2 (XNNPACK's square)",
+        _square_ok,
+        _emit_square,
     ),
 )

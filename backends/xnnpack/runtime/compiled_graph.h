@@ -28,7 +28,7 @@ namespace xnnpack {
 
 // One value of the graph (or a scratch value or constant the compiler added).
 struct ValueInfo {
-  uint8_t kind = 0;  // schema::ValueKind; 0 is INTERMEDIATE.
+  uint8_t kind = 0;                                        // schema::ValueKind; 0 is INTERMEDIATE.
   runtime::ScalarType dtype = runtime::ScalarType::Float;  // Half: fully connected weights only.
   std::vector<int32_t> dims;  // Validated to fit int32 (Tensor sizes) and XNN_MAX_TENSOR_DIMS.
   size_t numel = 1;

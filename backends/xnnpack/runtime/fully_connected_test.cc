@@ -12,28 +12,52 @@ namespace {
 class FullyConnected : public ::testing::TestWithParam<bool> {};
 
 TEST_P(FullyConnected, with_bias) {
-  LinearTester().input_channels(64).output_channels(32).batch_size(5).has_bias(true)
-      .share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(64)
+      .output_channels(32)
+      .batch_size(5)
+      .has_bias(true)
+      .share_weights(GetParam())
+      .Test();
 }
 
 TEST_P(FullyConnected, without_bias) {
-  LinearTester().input_channels(23).output_channels(17).batch_size(3).has_bias(false)
-      .share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(23)
+      .output_channels(17)
+      .batch_size(3)
+      .has_bias(false)
+      .share_weights(GetParam())
+      .Test();
 }
 
 TEST_P(FullyConnected, batch_is_product_of_leading_dims) {
-  LinearTester().input_channels(16).output_channels(8).batch_dims({2, 3}).has_bias(true)
-      .share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(16)
+      .output_channels(8)
+      .batch_dims({2, 3})
+      .has_bias(true)
+      .share_weights(GetParam())
+      .Test();
 }
 
 TEST_P(FullyConnected, batch_one) {
-  LinearTester().input_channels(128).output_channels(64).batch_size(1)
-      .share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(128)
+      .output_channels(64)
+      .batch_size(1)
+      .share_weights(GetParam())
+      .Test();
 }
 
 TEST_P(FullyConnected, output_clamp_is_applied_outside_the_shared_operator) {
-  LinearTester().input_channels(32).output_channels(16).batch_size(4).output_range(0.0f, 0.5f)
-      .share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(32)
+      .output_channels(16)
+      .batch_size(4)
+      .output_range(0.0f, 0.5f)
+      .share_weights(GetParam())
+      .Test();
 }
 
 // Weights larger than the cache's default column slab (L2/4: 512 KiB here, 256 KiB where the L2
@@ -42,8 +66,13 @@ TEST_P(FullyConnected, output_clamp_is_applied_outside_the_shared_operator) {
 TEST_P(FullyConnected, weight_larger_than_a_slab) {
   for (size_t threads : {1u, 2u}) {
     ASSERT_TRUE(set_num_threads(threads).ok());
-    LinearTester().input_channels(512).output_channels(544).batch_size(9).has_bias(true)
-        .share_weights(GetParam()).Test();
+    LinearTester()
+        .input_channels(512)
+        .output_channels(544)
+        .batch_size(9)
+        .has_bias(true)
+        .share_weights(GetParam())
+        .Test();
   }
   ASSERT_TRUE(set_num_threads(1).ok());
 }
@@ -51,8 +80,14 @@ TEST_P(FullyConnected, weight_larger_than_a_slab) {
 TEST_P(FullyConnected, fp16_weight_larger_than_a_slab) {
   for (size_t threads : {1u, 2u}) {
     ASSERT_TRUE(set_num_threads(threads).ok());
-    LinearTester().input_channels(256).output_channels(1088).batch_size(3).has_bias(true)
-        .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+    LinearTester()
+        .input_channels(256)
+        .output_channels(1088)
+        .batch_size(3)
+        .has_bias(true)
+        .weight_dtype_fp16(true)
+        .share_weights(GetParam())
+        .Test();
   }
   ASSERT_TRUE(set_num_threads(1).ok());
 }
@@ -60,28 +95,58 @@ TEST_P(FullyConnected, fp16_weight_larger_than_a_slab) {
 // fp16 weights (the exporter's fc_weight_dtype="fp16"): an f16 operator in the weights cache, fed
 // through per-handle f32<->f16 converts; fetched and packed once with sharing, twice without.
 TEST_P(FullyConnected, fp16_with_bias) {
-  LinearTester().input_channels(64).output_channels(32).batch_size(5).has_bias(true)
-      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(64)
+      .output_channels(32)
+      .batch_size(5)
+      .has_bias(true)
+      .weight_dtype_fp16(true)
+      .share_weights(GetParam())
+      .Test();
 }
 
 TEST_P(FullyConnected, fp16_without_bias_odd_sizes) {
-  LinearTester().input_channels(23).output_channels(17).batch_size(3).has_bias(false)
-      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(23)
+      .output_channels(17)
+      .batch_size(3)
+      .has_bias(false)
+      .weight_dtype_fp16(true)
+      .share_weights(GetParam())
+      .Test();
 }
 
 TEST_P(FullyConnected, fp16_batch_is_product_of_leading_dims) {
-  LinearTester().input_channels(16).output_channels(8).batch_dims({2, 3}).has_bias(true)
-      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(16)
+      .output_channels(8)
+      .batch_dims({2, 3})
+      .has_bias(true)
+      .weight_dtype_fp16(true)
+      .share_weights(GetParam())
+      .Test();
 }
 
 TEST_P(FullyConnected, fp16_wide_input) {
-  LinearTester().input_channels(512).output_channels(64).batch_size(4).has_bias(true)
-      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(512)
+      .output_channels(64)
+      .batch_size(4)
+      .has_bias(true)
+      .weight_dtype_fp16(true)
+      .share_weights(GetParam())
+      .Test();
 }
 
 TEST_P(FullyConnected, fp16_output_clamp) {
-  LinearTester().input_channels(32).output_channels(16).batch_size(4).output_range(0.0f, 0.5f)
-      .weight_dtype_fp16(true).share_weights(GetParam()).Test();
+  LinearTester()
+      .input_channels(32)
+      .output_channels(16)
+      .batch_size(4)
+      .output_range(0.0f, 0.5f)
+      .weight_dtype_fp16(true)
+      .share_weights(GetParam())
+      .Test();
 }
 
 // The same weight as f32 and as f16 in one graph: two entries (the op kind and the identity's
@@ -105,9 +170,8 @@ TEST(FullyConnectedF16, f32_and_f16_entries_never_mix) {
   for (float& v : input) v = round_to_half(v);
   // Both compute the same product (exact inputs), so the difference is the f16 rounding only.
   run_two_handles(g.build(), map, {"w", "w.fp16"}, /*packs_per_handle=*/2,
-                  /*retained_per_handle=*/0, /*share=*/true,
-                  {HostTensor{{2, 16}, input}}, {2, 8}, std::vector<float>(16, 0.0f),
-                  LinearTester::fp16_tolerance(16));
+                  /*retained_per_handle=*/0, /*share=*/true, {HostTensor{{2, 16}, input}}, {2, 8},
+                  std::vector<float>(16, 0.0f), LinearTester::fp16_tolerance(16));
 }
 
 INSTANTIATE_TEST_SUITE_P(SharingOnAndOff, FullyConnected, ::testing::Bool(),

@@ -53,7 +53,8 @@ class GraphBuilder {
   void node(schema::OpKind op, std::vector<uint32_t> inputs, std::vector<uint32_t> outputs,
             float output_min = -std::numeric_limits<float>::infinity(),
             float output_max = std::numeric_limits<float>::infinity(), float alpha = 0.0f) {
-    nodes_.push_back(Node{op, std::move(inputs), std::move(outputs), output_min, output_max, alpha});
+    nodes_.push_back(
+        Node{op, std::move(inputs), std::move(outputs), output_min, output_max, alpha});
   }
 
   // Raw access for tests that corrupt a value on purpose.
@@ -75,8 +76,8 @@ class GraphBuilder {
       nodes.push_back(schema::CreateNodeDirect(fbb, n.op, &n.inputs, &n.outputs, n.output_min,
                                                n.output_max, n.alpha));
     }
-    auto graph = schema::CreateGraphDirect(fbb, version, &values, &nodes, num_inputs_,
-                                           num_outputs_);
+    auto graph =
+        schema::CreateGraphDirect(fbb, version, &values, &nodes, num_inputs_, num_outputs_);
     schema::FinishGraphBuffer(fbb, graph);
     return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   }

@@ -74,8 +74,8 @@ Status GraphCompiler::compile_node(uint32_t n) {
   const fb::Node& node = *graph_.nodes()->Get(n);
   const uint8_t raw_op = static_cast<uint8_t>(node.op());
   const OpRow* row = find_op_row(raw_op);
-  ES_CHECK_OR_RETURN_ERROR(row != nullptr, Error::NotSupported, "node %u has unknown op kind %u",
-                           n, raw_op);
+  ES_CHECK_OR_RETURN_ERROR(row != nullptr, Error::NotSupported, "node %u has unknown op kind %u", n,
+                           raw_op);
   NodeContext c;
   c.compiler = this;
   c.row = row;
@@ -96,10 +96,10 @@ Status GraphCompiler::compile_node(uint32_t n) {
 Status GraphCompiler::read_inputs(const fb::Node& node, NodeContext* c) const {
   const size_t num_in = node.inputs() ? node.inputs()->size() : 0;
   const size_t num_out = node.outputs() ? node.outputs()->size() : 0;
-  ES_CHECK_OR_RETURN_ERROR(num_in >= c->row->min_inputs && num_in <= c->row->max_inputs &&
-                               num_out == 1,
-                           Error::InvalidProgram, "node %u (%s) has %zu inputs and %zu outputs",
-                           c->node, c->name, num_in, num_out);
+  ES_CHECK_OR_RETURN_ERROR(
+      num_in >= c->row->min_inputs && num_in <= c->row->max_inputs && num_out == 1,
+      Error::InvalidProgram, "node %u (%s) has %zu inputs and %zu outputs", c->node, c->name,
+      num_in, num_out);
   const uint32_t num_values = graph_.values()->size();
   c->num_in = num_in;
   for (size_t i = 0; i < num_in; ++i) {
@@ -126,14 +126,14 @@ Status GraphCompiler::claim_output(const fb::Node& node, NodeContext* c) {
   const uint32_t num_values = graph_.values()->size();
   const uint32_t out = node.outputs()->Get(0);
   ES_CHECK_OR_RETURN_ERROR(out < num_values, Error::InvalidProgram,
-                           "node %u (%s): output is value %u, past the %u values", c->node,
-                           c->name, out, num_values);
+                           "node %u (%s): output is value %u, past the %u values", c->node, c->name,
+                           out, num_values);
   const uint8_t kind = value(out).kind;
   ES_CHECK_OR_RETURN_ERROR(
       (kind == fb::ValueKind_INTERMEDIATE || kind == fb::ValueKind_OUTPUT) && !defined_[out],
       Error::InvalidProgram,
-      "node %u (%s): output value %u is an input, a constant, or written twice", c->node,
-      c->name, out);
+      "node %u (%s): output value %u is an input, a constant, or written twice", c->node, c->name,
+      out);
   for (size_t i = 0; i < c->num_in; ++i) {
     ES_CHECK_OR_RETURN_ERROR(c->in[i] != out, Error::InvalidProgram,
                              "node %u (%s) writes its own input value %u", c->node, c->name, out);
@@ -148,10 +148,10 @@ Status GraphCompiler::read_attributes(const fb::Node& node, NodeContext* c) cons
   c->output_min = node.output_min();
   c->output_max = node.output_max();
   c->alpha = node.alpha();
-  ES_CHECK_OR_RETURN_ERROR(!std::isnan(c->output_min) && !std::isnan(c->output_max) &&
-                               c->output_min <= c->output_max,
-                           Error::InvalidProgram, "node %u (%s) has output range [%g, %g]",
-                           c->node, c->name, c->output_min, c->output_max);
+  ES_CHECK_OR_RETURN_ERROR(
+      !std::isnan(c->output_min) && !std::isnan(c->output_max) && c->output_min <= c->output_max,
+      Error::InvalidProgram, "node %u (%s) has output range [%g, %g]", c->node, c->name,
+      c->output_min, c->output_max);
   return Status();
 }
 

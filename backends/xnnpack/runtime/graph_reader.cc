@@ -38,10 +38,10 @@ Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
 
 Status read_dims(uint32_t id, const fb::Value& v, ValueInfo* info) {
   if (v.dims() == nullptr) return Status();
-  ES_CHECK_OR_RETURN_ERROR(v.dims()->size() <= XNN_MAX_TENSOR_DIMS &&
-                               v.dims()->size() <= runtime::Tensor::kMaxDims,
-                           Error::NotSupported, "value %u has rank %u, more than %d", id,
-                           v.dims()->size(), XNN_MAX_TENSOR_DIMS);
+  ES_CHECK_OR_RETURN_ERROR(
+      v.dims()->size() <= XNN_MAX_TENSOR_DIMS && v.dims()->size() <= runtime::Tensor::kMaxDims,
+      Error::NotSupported, "value %u has rank %u, more than %d", id, v.dims()->size(),
+      XNN_MAX_TENSOR_DIMS);
   uint64_t numel = 1;
   for (uint32_t d : *v.dims()) {
     ES_CHECK_OR_RETURN_ERROR(d > 0 && d <= static_cast<uint32_t>(INT32_MAX), Error::InvalidProgram,
@@ -81,8 +81,7 @@ Status read_constant(uint32_t id, const fb::Value& v, const ValueInfo& info) {
   }
   ES_CHECK_OR_RETURN_ERROR(v.key()->size() > 0, Error::InvalidProgram,
                            "constant value %u has an empty key", id);
-  ES_CHECK_OR_RETURN_ERROR(v.digest() != nullptr && v.digest()->size() == 32,
-                           Error::InvalidProgram,
+  ES_CHECK_OR_RETURN_ERROR(v.digest() != nullptr && v.digest()->size() == 32, Error::InvalidProgram,
                            "constant value %u ('%s') needs a 32-byte SHA-256 digest", id,
                            v.key()->c_str());
   return Status();
@@ -132,8 +131,7 @@ Status read_values(const fb::Graph& graph, GraphValues* out) {
   const uint32_t num_values = fvalues.size();
   const uint32_t num_inputs = graph.num_inputs();
   const uint32_t num_outputs = graph.num_outputs();
-  ES_CHECK_OR_RETURN_ERROR(num_inputs <= num_values && num_outputs <= num_values &&
-                               num_outputs > 0,
+  ES_CHECK_OR_RETURN_ERROR(num_inputs <= num_values && num_outputs <= num_values && num_outputs > 0,
                            Error::InvalidProgram,
                            "XNNPACK graph declares %u inputs and %u outputs over %u values",
                            num_inputs, num_outputs, num_values);

@@ -2,6 +2,8 @@
 // process, fetch and pack every foundation weight once, and both compute what torch computed; and a
 // foundation.ptd changed after export (digests kept) fails to load instead of running.
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,8 +12,6 @@
 #include <map>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
@@ -101,7 +101,8 @@ TEST(LoraSharingTest, two_programs_fetch_and_pack_the_foundation_once) {
     for (const std::string& key : keys) EXPECT_EQ(at_map[key], 1u) << key << " at the data map";
     // Loading the second program fetched only its adapter, never a foundation byte.
     uint64_t foundation_bytes = 0;
-    for (const std::string& key : keys) foundation_bytes += (*(*foundation)->map().get_tensor_layout(key.c_str())).nbytes();
+    for (const std::string& key : keys)
+      foundation_bytes += (*(*foundation)->map().get_tensor_layout(key.c_str())).nbytes();
     EXPECT_LT(after_b.bytes_fetched - after_a.bytes_fetched, foundation_bytes / 10);
     // Packed foundation entries equal the foundation's linear layers, not twice that.
     const size_t foundation_linears = 3;

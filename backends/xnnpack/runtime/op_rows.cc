@@ -74,8 +74,8 @@ Status same_shape_positive_alpha(const NodeContext& c) {
 // A reshape: the same element count.
 Status same_numel(const NodeContext& c) {
   ES_CHECK_OR_RETURN_ERROR(c.x.numel == c.y.numel, Error::InvalidProgram,
-                           "node %u (%s): %s and %s hold different element counts", c.node,
-                           c.name, dims_string(c.x.dims).c_str(), dims_string(c.y.dims).c_str());
+                           "node %u (%s): %s and %s hold different element counts", c.node, c.name,
+                           dims_string(c.x.dims).c_str(), dims_string(c.y.dims).c_str());
   return Status();
 }
 
@@ -343,9 +343,9 @@ Status build_fully_connected(NodeContext& c) {
 
 // ---- The table ------------------------------------------------------------------------------
 
-#define ES_XNNPACK_OP(NAME, MIN_INPUTS, MAX_INPUTS, INPUTS, SHAPE_RULE, ...)            \
-  OpRow{fb::OpKind_##NAME, #NAME, MIN_INPUTS, MAX_INPUTS, OpInputs::INPUTS, SHAPE_RULE, \
-        __VA_ARGS__},
+#define ES_XNNPACK_OP(NAME, MIN_INPUTS, MAX_INPUTS, INPUTS, SHAPE_RULE, ...) \
+  OpRow{fb::OpKind_##NAME, #NAME,      MIN_INPUTS, MAX_INPUTS,               \
+        OpInputs::INPUTS,  SHAPE_RULE, __VA_ARGS__},
 constexpr OpRow kRows[] = {
 #include "edgeshare/backends/xnnpack/runtime/op_rows.inc"
 };

@@ -50,7 +50,7 @@ inline uint16_t half_from_float(float f) {
   std::memcpy(&x, &f, sizeof(x));
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);   // NaN
   if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to inf
   if (abs < 0x38800000u) {
     // Subnormal half (or zero): value / 2^-24, rounded to nearest even.
@@ -180,17 +180,42 @@ inline void run_two_handles(const std::vector<uint8_t>& blob, const InMemoryData
 
 class LinearTester {
  public:
-  LinearTester& input_channels(size_t n) { input_channels_ = n; return *this; }
-  LinearTester& output_channels(size_t n) { output_channels_ = n; return *this; }
-  LinearTester& batch_size(size_t n) { batch_dims_ = {static_cast<uint32_t>(n)}; return *this; }
+  LinearTester& input_channels(size_t n) {
+    input_channels_ = n;
+    return *this;
+  }
+  LinearTester& output_channels(size_t n) {
+    output_channels_ = n;
+    return *this;
+  }
+  LinearTester& batch_size(size_t n) {
+    batch_dims_ = {static_cast<uint32_t>(n)};
+    return *this;
+  }
   // Leading dimensions of a rank > 2 input, e.g. {2, 3} for x [2, 3, in].
-  LinearTester& batch_dims(std::vector<uint32_t> dims) { batch_dims_ = dims; return *this; }
-  LinearTester& has_bias(bool b) { has_bias_ = b; return *this; }
-  LinearTester& share_weights(bool b) { share_ = b; return *this; }
-  LinearTester& output_range(float lo, float hi) { min_ = lo; max_ = hi; return *this; }
+  LinearTester& batch_dims(std::vector<uint32_t> dims) {
+    batch_dims_ = dims;
+    return *this;
+  }
+  LinearTester& has_bias(bool b) {
+    has_bias_ = b;
+    return *this;
+  }
+  LinearTester& share_weights(bool b) {
+    share_ = b;
+    return *this;
+  }
+  LinearTester& output_range(float lo, float hi) {
+    min_ = lo;
+    max_ = hi;
+    return *this;
+  }
   // Weight and bias as IEEE half constants ("<key>.fp16", dtype HALF), as the exporter's
   // fc_weight_dtype="fp16" writes them: the delegate runs an f16 operator between converts.
-  LinearTester& weight_dtype_fp16(bool v) { fp16_ = v; return *this; }
+  LinearTester& weight_dtype_fp16(bool v) {
+    fp16_ = v;
+    return *this;
+  }
 
   // Error bound of the f16 path against a double reference over the half-rounded input, weight
   // and bias, relative to max(1, |y|), for inputs and weights in [-1, 1]. XNNPACK's f16 kernels
@@ -216,10 +241,9 @@ class LinearTester {
     x_dims.push_back(input_channels_);
     y_dims.push_back(output_channels_);
     const uint32_t x = g.input(x_dims);
-    const uint32_t wid = g.named(wkey,
-                                 {static_cast<uint32_t>(output_channels_),
-                                  static_cast<uint32_t>(input_channels_)},
-                                 map.add(wkey, fp16_ ? pack_halves(w) : w));
+    const uint32_t wid = g.named(
+        wkey, {static_cast<uint32_t>(output_channels_), static_cast<uint32_t>(input_channels_)},
+        map.add(wkey, fp16_ ? pack_halves(w) : w));
     if (fp16_) g.set_dtype(wid, edgeshare::schema::ScalarType_HALF);
     std::vector<uint32_t> ins = {x, wid};
     std::vector<std::string> keys = {wkey};
@@ -303,8 +327,7 @@ inline std::vector<uint32_t> broadcast_dims(const std::vector<uint32_t>& a,
 }
 
 // The offset in a tensor of `shape` of the element broadcast to `index` of `out_dims`.
-inline size_t broadcast_offset(const std::vector<uint32_t>& shape,
-                               const std::vector<size_t>& index,
+inline size_t broadcast_offset(const std::vector<uint32_t>& shape, const std::vector<size_t>& index,
                                const std::vector<uint32_t>& out_dims) {
   size_t offset = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -339,14 +362,33 @@ inline std::vector<float> binary_reference(const BinaryReference& ref, const std
 class BinaryTester {
  public:
   explicit BinaryTester(schema::OpKind op) : op_(op) {}
-  BinaryTester& a_shape(std::vector<uint32_t> s) { a_ = s; return *this; }
-  BinaryTester& b_shape(std::vector<uint32_t> s) { b_ = s; return *this; }
+  BinaryTester& a_shape(std::vector<uint32_t> s) {
+    a_ = s;
+    return *this;
+  }
+  BinaryTester& b_shape(std::vector<uint32_t> s) {
+    b_ = s;
+    return *this;
+  }
   // b as a named constant from the data map (retained by the cache) instead of an input.
-  BinaryTester& b_named(bool v) { b_named_ = v; return *this; }
+  BinaryTester& b_named(bool v) {
+    b_named_ = v;
+    return *this;
+  }
   // b as an inline constant in the graph.
-  BinaryTester& b_inline(bool v) { b_inline_ = v; return *this; }
-  BinaryTester& share_weights(bool v) { share_ = v; return *this; }
-  BinaryTester& output_range(float lo, float hi) { min_ = lo; max_ = hi; return *this; }
+  BinaryTester& b_inline(bool v) {
+    b_inline_ = v;
+    return *this;
+  }
+  BinaryTester& share_weights(bool v) {
+    share_ = v;
+    return *this;
+  }
+  BinaryTester& output_range(float lo, float hi) {
+    min_ = lo;
+    max_ = hi;
+    return *this;
+  }
 
   void Test() const {
     const BinaryReference* ref = find_binary_reference(op_);
@@ -466,12 +508,28 @@ inline std::vector<float> unary_reference(const UnaryReference& ref, const std::
 class UnaryTester {
  public:
   explicit UnaryTester(schema::OpKind op) : op_(op) {}
-  UnaryTester& shape(std::vector<uint32_t> s) { shape_ = s; return *this; }
+  UnaryTester& shape(std::vector<uint32_t> s) {
+    shape_ = s;
+    return *this;
+  }
   // COPY: the reshaped output; MEAN_LAST_DIM: [..., 1] (the default) or [...].
-  UnaryTester& output_shape(std::vector<uint32_t> s) { out_shape_ = s; return *this; }
-  UnaryTester& alpha(float a) { alpha_ = a; return *this; }
-  UnaryTester& share_weights(bool v) { share_ = v; return *this; }
-  UnaryTester& output_range(float lo, float hi) { min_ = lo; max_ = hi; return *this; }
+  UnaryTester& output_shape(std::vector<uint32_t> s) {
+    out_shape_ = s;
+    return *this;
+  }
+  UnaryTester& alpha(float a) {
+    alpha_ = a;
+    return *this;
+  }
+  UnaryTester& share_weights(bool v) {
+    share_ = v;
+    return *this;
+  }
+  UnaryTester& output_range(float lo, float hi) {
+    min_ = lo;
+    max_ = hi;
+    return *this;
+  }
 
   void Test() const {
     const UnaryReference* ref = find_unary_reference(op_);

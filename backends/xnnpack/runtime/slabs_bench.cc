@@ -198,9 +198,10 @@ void bench_forward(const ModelMap& map, const std::vector<Layer>& layers) {
       }
     }
   }
-  std::printf("forward over the 12 reference weights (80 MiB f32), %zu interleaved rounds, median "
-              "and best ms (ratio to one operator per weight):\n",
-              kRounds);
+  std::printf(
+      "forward over the 12 reference weights (80 MiB f32), %zu interleaved rounds, median "
+      "and best ms (ratio to one operator per weight):\n",
+      kRounds);
   for (size_t b = 0; b < 2; ++b) {
     for (size_t t = 0; t < 2; ++t) {
       std::printf(" T=%zu, %zu thread(s):\n", batches[b], t + 1);
@@ -257,9 +258,10 @@ void bench_first_load(const ModelMap& map, const std::vector<Layer>& layers) {
       l.ms.push_back(first_load(map, layers, l.slab_bytes, l.loaders));
     }
   }
-  std::printf("first load (fetch + SHA-256 + pack) of the 12 weights and biases, %zu interleaved "
-              "rounds, median and best:\n",
-              kLoadRounds);
+  std::printf(
+      "first load (fetch + SHA-256 + pack) of the 12 weights and biases, %zu interleaved "
+      "rounds, median and best:\n",
+      kLoadRounds);
   for (size_t i = 0; i < loads.size(); ++i) {
     const Load& base = loads[i - i % 3];
     const double m = median(loads[i].ms), m_best = best(loads[i].ms);

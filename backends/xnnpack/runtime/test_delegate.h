@@ -64,8 +64,8 @@ class TestDelegate {
     for (HostTensor* t : outputs) values.emplace_back(as_tensor(t));
     std::vector<runtime::EValue*> args;
     for (runtime::EValue& v : values) args.push_back(&v);
-    return backend_->execute(handle_, runtime::Span<runtime::EValue* const>(args.data(),
-                                                                            args.size()));
+    return backend_->execute(handle_,
+                             runtime::Span<runtime::EValue* const>(args.data(), args.size()));
   }
   // The raw execute, for tests that build their own args.
   runtime::Status execute(runtime::Span<runtime::EValue* const> args) {

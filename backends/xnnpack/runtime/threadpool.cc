@@ -9,7 +9,8 @@ namespace {
 
 // Pools are never destroyed: an execute() on another thread may have read the previous pool just
 // before set_num_threads() switched, and must be able to finish on it. One pool per thread count,
-// made on first use and reused after, bounds what is kept to the distinct counts a process asks for.
+// made on first use and reused after, bounds what is kept to the distinct counts a process asks
+// for.
 constexpr size_t kMaxThreads = 256;
 pthreadpool_t g_pools[kMaxThreads + 1] = {};
 std::atomic<pthreadpool_t> g_pool{nullptr};
@@ -20,8 +21,8 @@ std::mutex g_mutex;
 
 runtime::Status set_num_threads(size_t threads) {
   ES_CHECK_OR_RETURN_ERROR(threads > 0 && threads <= kMaxThreads, runtime::Error::InvalidArgument,
-                           "set_num_threads: %zu threads asked for, 1 to %zu are possible",
-                           threads, kMaxThreads);
+                           "set_num_threads: %zu threads asked for, 1 to %zu are possible", threads,
+                           kMaxThreads);
   std::lock_guard<std::mutex> lock(g_mutex);
   if (threads == g_threads.load()) return runtime::Status();
   pthreadpool_t pool = nullptr;

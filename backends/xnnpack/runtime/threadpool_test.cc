@@ -3,11 +3,11 @@
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace edgeshare {
 namespace xnnpack {
@@ -43,8 +43,10 @@ TEST(ThreadpoolTest, changing_threads_while_another_thread_runs_work_is_safe) {
     while (!stop.load()) {
       pthreadpool_t pool = threadpool();
       // What an operator run does with the pool it read: work split across its threads.
-      if (pool != nullptr) pthreadpool_parallelize_1d(pool, Count, &done, 64, /*flags=*/0);
-      else done.fetch_add(64);
+      if (pool != nullptr)
+        pthreadpool_parallelize_1d(pool, Count, &done, 64, /*flags=*/0);
+      else
+        done.fetch_add(64);
     }
   });
   for (int i = 0; i < 300; ++i) ASSERT_TRUE(set_num_threads(1 + i % 3).ok());

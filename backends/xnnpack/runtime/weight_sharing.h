@@ -1,7 +1,7 @@
-// Weight sharing: the switches and the statistics of the XNNPACK delegate's weights cache, for tools
-// and tests. The cache itself (weights_cache.h) is the delegate's business; this header is all an
-// embedder needs to turn sharing or content verification off or to report what was loaded, checked
-// and packed.
+// Weight sharing: the switches and the statistics of the XNNPACK delegate's weights cache, for
+// tools and tests. The cache itself (weights_cache.h) is the delegate's business; this header is
+// all an embedder needs to turn sharing or content verification off or to report what was loaded,
+// checked and packed.
 //
 // Sharing is on by default: every program and method in the process uses ONE cache, so a foundation
 // weight is fetched from a NamedDataMap once and packed once. Turned off, each delegate handle made
@@ -28,8 +28,8 @@
 //   WeightsCacheStats stats = edgeshare::xnnpack::process_weights_cache_stats();
 //   printf("packs=%llu hits=%llu\n", (unsigned long long)stats.packs,
 //          (unsigned long long)stats.cache_hits);
-//   for (const auto& [key, n] : stats.named_data_fetches) printf("%s fetched %zu\n", key.c_str(), n);
-//   edgeshare::xnnpack::set_verify_content(false);   // only for files you trust
+//   for (const auto& [key, n] : stats.named_data_fetches) printf("%s fetched %zu\n", key.c_str(),
+//   n); edgeshare::xnnpack::set_verify_content(false);   // only for files you trust
 //
 // Errors: none; these calls cannot fail.
 // Thread-safety: every function may be called from any thread; a stats snapshot is consistent per

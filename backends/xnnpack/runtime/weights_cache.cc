@@ -57,7 +57,8 @@ std::vector<std::pair<size_t, size_t>> plan_slabs(size_t input_channels, size_t 
 }
 
 // Process-wide bookkeeping behind weight_sharing.h: counters summed over every cache,
-// and the set of live caches (for entry counts and names). Leaked on purpose, like the shared cache.
+// and the set of live caches (for entry counts and names). Leaked on purpose, like the shared
+// cache.
 struct Process {
   std::mutex mutex;  // Guards everything below. Taken after a cache's lock, never before one.
   std::map<std::string, size_t> fetches;
@@ -111,8 +112,8 @@ Status check_fully_connected_dtypes(const ConstantRef& weight, const ConstantRef
 }
 
 // What XNNPACK's answer to creating a fully connected operator means for the caller.
-Status create_status(xnn_status status, bool f16, const ConstantRef& weight,
-                     size_t input_channels, size_t output_channels) {
+Status create_status(xnn_status status, bool f16, const ConstantRef& weight, size_t input_channels,
+                     size_t output_channels) {
   ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
                            "XNNPACK could not create the %s fully connected operator for weight "
                            "'%s' [%zu x %zu] (status %d%s)",
@@ -158,9 +159,8 @@ size_t WeightsCache::IdentityHash::operator()(const ConstantIdentity& identity) 
 
 bool WeightsCache::PackedKey::operator==(const PackedKey& other) const {
   return op_kind == other.op_kind && verified == other.verified && weight == other.weight &&
-         has_bias == other.has_bias &&
-         (!has_bias || bias == other.bias) && input_channels == other.input_channels &&
-         output_channels == other.output_channels;
+         has_bias == other.has_bias && (!has_bias || bias == other.bias) &&
+         input_channels == other.input_channels && output_channels == other.output_channels;
 }
 
 size_t WeightsCache::PackedKeyHash::operator()(const PackedKey& key) const {
@@ -361,7 +361,7 @@ void WeightsCache::count_pack_locked() {
 }
 
 Status WeightsCache::count_verification_locked(const NamedDataMap* map, const ConstantRef& ref,
-                                              size_t size, const Status& status) {
+                                               size_t size, const Status& status) {
   counters_.verifications += 1;
   counters_.bytes_verified += size;
   if (!status.ok()) counters_.verification_failures += 1;
@@ -537,22 +537,21 @@ struct WeightsCache::PackJob {
     const bool f16 = entry->weight_dtype_ == runtime::ScalarType::Half;
     const size_t element = f16 ? 2 : 4;
     const uint8_t* w = static_cast<const uint8_t*>(kernel) + slab.first * in * element;
-    const uint8_t* b = bias == nullptr ? nullptr
-                                       : static_cast<const uint8_t*>(bias) + slab.first * element;
+    const uint8_t* b =
+        bias == nullptr ? nullptr : static_cast<const uint8_t*>(bias) + slab.first * element;
     // Shared operators are created unclamped: a clamp is a property of the node using the
     // weights, not of the weights, so clamping here would split one weight into several entries.
     const float lo = -std::numeric_limits<float>::infinity();
     const float hi = std::numeric_limits<float>::infinity();
     // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
-    status[index] =
-        f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
-                                                /*output_stride=*/out, w, b, lo, hi,
-                                                /*flags=*/0, &slab.op)
-            : xnn_create_fully_connected_nc_f32(in, slab.count, /*input_stride=*/in,
-                                                /*output_stride=*/out,
-                                                reinterpret_cast<const float*>(w),
-                                                reinterpret_cast<const float*>(b), lo, hi,
-                                                /*flags=*/0, &slab.op);
+    status[index] = f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
+                                                            /*output_stride=*/out, w, b, lo, hi,
+                                                            /*flags=*/0, &slab.op)
+                        : xnn_create_fully_connected_nc_f32(
+                              in, slab.count, /*input_stride=*/in,
+                              /*output_stride=*/out, reinterpret_cast<const float*>(w),
+                              reinterpret_cast<const float*>(b), lo, hi,
+                              /*flags=*/0, &slab.op);
   }
 
   void run() {
@@ -655,9 +654,8 @@ Status WeightsCache::pack_reserved(const NamedDataMap* map, const ConstantRef& w
   free_unpacked_data_locked();
   // A wrong digest is reported before anything XNNPACK said: the bytes were not what was exported.
   const Status weight_check =
-      job.hash[0] == nullptr
-          ? Status()
-          : count_verification_locked(map, weight, kernel.size, job.hashed[0]);
+      job.hash[0] == nullptr ? Status()
+                             : count_verification_locked(map, weight, kernel.size, job.hashed[0]);
   const Status bias_check =
       job.hash[1] == nullptr
           ? Status()
@@ -707,8 +705,8 @@ Result<RetainedConstant*> WeightsCache::retain_constant(const NamedDataMap* map,
   // Nothing to overlap with here: an elementwise operand is read as it is, so it is hashed first.
   if (verify) {
     ES_RETURN_IF_ERROR(count_verification_locked(
-        map, ref, bytes.size(), runtime::check_sha256(bytes.data(), bytes.size(),
-                                                      ref.identity.digest)));
+        map, ref, bytes.size(),
+        runtime::check_sha256(bytes.data(), bytes.size(), ref.identity.digest)));
   }
   std::unique_ptr<RetainedConstant> constant(new RetainedConstant());
   constant->buffer_ = std::move(bytes);
@@ -799,8 +797,8 @@ WeightsCacheStats process_weights_cache_stats() {
     for (const WeightsCache* cache : r.caches) {
       WeightsCacheStats one = cache->stats();
       total.num_packed_entries += one.num_packed_entries;
-      total.packed_data_names.insert(total.packed_data_names.end(),
-                                     one.packed_data_names.begin(), one.packed_data_names.end());
+      total.packed_data_names.insert(total.packed_data_names.end(), one.packed_data_names.begin(),
+                                     one.packed_data_names.end());
       total.unpacked_data_names.insert(total.unpacked_data_names.end(),
                                        one.unpacked_data_names.begin(),
                                        one.unpacked_data_names.end());

@@ -1,11 +1,11 @@
 // WeightsCache: the XNNPACK delegate's store of packed weights, shared by every method and program.
 //
 // The XNNPACK here has no weights-cache hook, so the delegate packs weights itself: a packed entry
-// IS an XNNPACK fully connected operator (it owns its packed weights and bias). Entries are keyed by
-// what the weights are (SHA-256 digest + dtype + dims, from the delegate graph), never by key name,
-// plus the op kind and packing parameters; the key of a missing bias is an explicit "no bias".
-// Because the graph carries identities, the cache is asked BEFORE anything is fetched: a hit costs
-// no NamedDataMap call and no hashing.
+// IS an XNNPACK fully connected operator (it owns its packed weights and bias). Entries are keyed
+// by what the weights are (SHA-256 digest + dtype + dims, from the delegate graph), never by key
+// name, plus the op kind and packing parameters; the key of a missing bias is an explicit "no
+// bias". Because the graph carries identities, the cache is asked BEFORE anything is fetched: a hit
+// costs no NamedDataMap call and no hashing.
 //
 // On a miss, for each named constant: (1) the map's recorded digest for the key must equal the
 // graph's (a cheap check that the right file was given, which a hostile file passes by copying the
@@ -14,11 +14,11 @@
 // fetched bytes (the whole entry) is computed and must equal that digest. Only then is an entry
 // published: the slabs' operators are created while the bytes are hashed (spread over the
 // delegate's threadpool when it has 2+ threads, else one after the other) and deleted unpublished
-// if the hash differs; a retained constant is hashed before it is kept. Either way a failed check caches nothing, so a
-// file with bytes changed under their digests fails for its own load and cannot poison the entry
-// another (honest) program gets later. The fetched bytes are given back at once after packing
-// (free_unpacked_data). Inline constants (carried in the graph) are their own identity and are not
-// hashed.
+// if the hash differs; a retained constant is hashed before it is kept. Either way a failed check
+// caches nothing, so a file with bytes changed under their digests fails for its own load and
+// cannot poison the entry another (honest) program gets later. The fetched bytes are given back at
+// once after packing (free_unpacked_data). Inline constants (carried in the graph) are their own
+// identity and are not hashed.
 //
 //   WeightsCache& cache = WeightsCache::shared();   // or a private WeightsCache
 //   ES_ASSIGN_OR_RETURN(PackedOperator* fc,
@@ -46,9 +46,9 @@
 
 #include <xnnpack.h>
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -198,10 +198,10 @@ class WeightsCache {
   // Errors: see the header comment; InvalidArgument when a named constant is needed and map is
   // null, or when the weight is neither Float nor Half or the bias dtype differs from the weight's.
   runtime::Result<PackedOperator*> get_or_pack_fully_connected(const runtime::NamedDataMap* map,
-                                                              const ConstantRef& weight,
-                                                              const ConstantRef* bias,
-                                                              size_t input_channels,
-                                                              size_t output_channels);
+                                                               const ConstantRef& weight,
+                                                               const ConstantRef* bias,
+                                                               size_t input_channels,
+                                                               size_t output_channels);
   void release(PackedOperator* entry);
 
   // The bytes of a named constant, fetched on the first request and kept until the last release.

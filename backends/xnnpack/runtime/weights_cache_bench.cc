@@ -140,9 +140,10 @@ void bench_pack_one(const std::vector<float>& w) {
     hash_wall.push_back(h.wall());
     hash_cpu.push_back(h.cpu());
   }
-  std::printf("pack 2048x1024 f32 fully connected (8 MiB): %.1f ms CPU, %.1f ms wall; sha256 of "
-              "the same 8 MiB: %.1f ms CPU, %.1f ms wall (best of 25)\n",
-              best(pack_cpu), best(pack_wall), best(hash_cpu), best(hash_wall));
+  std::printf(
+      "pack 2048x1024 f32 fully connected (8 MiB): %.1f ms CPU, %.1f ms wall; sha256 of "
+      "the same 8 MiB: %.1f ms CPU, %.1f ms wall (best of 25)\n",
+      best(pack_cpu), best(pack_wall), best(hash_cpu), best(hash_wall));
 }
 
 // One first load: map the file, get_or_pack every weight through a fresh cache, unmap. Returns

@@ -65,7 +65,8 @@ LoraProgram make_lora_program(InMemoryDataMap* map, const std::string& base_key,
                     : map->add(base_key, foundation_weight());
   const uint32_t w = g.named(base_key, {kOut, kIn}, base_digest);
   const uint32_t a = g.named(adapter + ".lora_A", {kRank, kIn}, map->add(adapter + ".lora_A", p.a));
-  const uint32_t b = g.named(adapter + ".lora_B", {kOut, kRank}, map->add(adapter + ".lora_B", p.b));
+  const uint32_t b =
+      g.named(adapter + ".lora_B", {kOut, kRank}, map->add(adapter + ".lora_B", p.b));
   const uint32_t h = g.intermediate({kBatch, kOut});
   const uint32_t t = g.intermediate({kBatch, kRank});
   const uint32_t u = g.intermediate({kBatch, kOut});
@@ -156,8 +157,7 @@ TEST_F(WeightsCacheTest, second_program_fetches_no_foundation_key) {
     EXPECT_EQ(stats.cache_hits, 1u);
     EXPECT_EQ(stats.num_packed_entries, 5u);
     EXPECT_EQ(stats.named_data_fetches.count("layers.0.base.weight"), 0u);
-    EXPECT_EQ(stats.bytes_fetched,
-              sizeof(float) * (kOut * kIn + 2 * (kRank * kIn + kOut * kRank)));
+    EXPECT_EQ(stats.bytes_fetched, sizeof(float) * (kOut * kIn + 2 * (kRank * kIn + kOut * kRank)));
     EXPECT_TRUE(stats.unpacked_data_names.empty());
 
     expect_runs_correctly(&*a, pa);
@@ -367,7 +367,8 @@ TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
       weight.identity.digest = map.add("w", f16 ? pack_halves(w) : w);
       bias.identity.digest = map.add("b", f16 ? pack_halves(b) : b);
       auto op = cache.get_or_pack_fully_connected(&map, weight, &bias, kSlabIn, kSlabOut);
-      if (f16 && !op.ok() && std::string(op.status().message()).find("lacks") != std::string::npos) {
+      if (f16 && !op.ok() &&
+          std::string(op.status().message()).find("lacks") != std::string::npos) {
         continue;  // No f16 kernels on this CPU: fully_connected_test covers that message.
       }
       ASSERT_TRUE(op.ok()) << op.status().message();
@@ -379,9 +380,9 @@ TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
       EXPECT_EQ(map.get_data_calls("w"), 1u);
       for (size_t threads : {1u, 2u}) {
         ASSERT_TRUE(set_num_threads(threads).ok());
-        expect_slabbed_entry_computes(*op, w, b, f16,
-                                      std::string(f16 ? "f16" : "f32") + " threads " +
-                                          std::to_string(threads));
+        expect_slabbed_entry_computes(
+            *op, w, b, f16,
+            std::string(f16 ? "f16" : "f32") + " threads " + std::to_string(threads));
       }
       ASSERT_TRUE(set_num_threads(1).ok());
       cache.release(*op);
@@ -394,8 +395,7 @@ TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
 // `slab_bytes`; returns the output bytes (f16: two halves per float) and the entry's slab count.
 constexpr size_t kBitIn = 512, kBitOut = 544, kBitRows = 5;
 
-runtime::Result<std::vector<float>> run_through_cache(bool f16, size_t slab_bytes,
-                                                      size_t* slabs) {
+runtime::Result<std::vector<float>> run_through_cache(bool f16, size_t slab_bytes, size_t* slabs) {
   const std::vector<float> w = random_floats(kBitOut * kBitIn, -1, 1, 1);
   const std::vector<float> b = random_floats(kBitOut, -1, 1, 2);
   const std::vector<float> x = random_floats(kBitRows * kBitIn, -1, 1, 3);
@@ -481,11 +481,9 @@ TEST_F(WeightsCacheTest, load_and_free_unpacked_data_directly) {
   EXPECT_EQ(cache.stats().named_data_fetches.at("k"), 1u);
 }
 
-
 // Content verification, run with the delegate's threadpool at 1 thread (hash, then pack, on the
 // calling thread) and at 2 (hash and pack at once on two threads).
-class VerifiedCacheTest : public WeightsCacheTest,
-                          public ::testing::WithParamInterface<size_t> {
+class VerifiedCacheTest : public WeightsCacheTest, public ::testing::WithParamInterface<size_t> {
  protected:
   void SetUp() override {
     WeightsCacheTest::SetUp();
@@ -629,7 +627,8 @@ TEST_P(VerifiedCacheTest, each_identity_is_hashed_once_while_cached) {
 // The cache's own contract, without a delegate: a failed get_or_pack / retain_constant adds no
 // entry, takes no reference, holds no bytes.
 TEST_P(VerifiedCacheTest, failed_calls_leave_entries_and_refcounts_unchanged) {
-  ASSERT_EQ(xnn_initialize(/*allocator=*/nullptr), xnn_status_success);  // No delegate does it here.
+  ASSERT_EQ(xnn_initialize(/*allocator=*/nullptr),
+            xnn_status_success);  // No delegate does it here.
   InMemoryDataMap map("m.ptd");
   const std::vector<float> w = random_floats(kOut * kIn, -1, 1, 130);
   const std::vector<float> s = random_floats(kOut, -1, 1, 131);

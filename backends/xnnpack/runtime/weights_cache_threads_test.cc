@@ -112,9 +112,8 @@ TEST(WeightsCacheThreads, racing_poisoned_load_never_poisons_an_honest_one) {
   auto build = [&](InMemoryDataMap* map, const std::vector<float>& bytes) {
     GraphBuilder g;
     const uint32_t x = g.input({kBatch, kIn});
-    const uint32_t wid =
-        g.named("base.weight", {kOut, kIn}, map->add("base.weight", bytes,
-                                                     InMemoryDataMap::digest_of(w)));
+    const uint32_t wid = g.named("base.weight", {kOut, kIn},
+                                 map->add("base.weight", bytes, InMemoryDataMap::digest_of(w)));
     const uint32_t y = g.output({kBatch, kOut});
     g.node(schema::OpKind_FULLY_CONNECTED, {x, wid}, {y});
     return g.build();
@@ -163,8 +162,8 @@ TEST(WeightsCacheThreads, racing_poisoned_load_never_poisons_an_honest_one) {
 // fetching would keep the other load out, and time out.
 class RendezvousMap final : public runtime::NamedDataMap {
  public:
-  RendezvousMap(InMemoryDataMap* map, std::mutex* mutex, std::condition_variable* cv,
-                int* arrived, bool* timed_out)
+  RendezvousMap(InMemoryDataMap* map, std::mutex* mutex, std::condition_variable* cv, int* arrived,
+                bool* timed_out)
       : map_(map), mutex_(mutex), cv_(cv), arrived_(arrived), timed_out_(timed_out) {}
   runtime::Result<runtime::TensorLayout> get_tensor_layout(const char* key) const override {
     return map_->get_tensor_layout(key);
@@ -218,8 +217,8 @@ TEST(WeightsCacheThreads, loads_of_different_weights_pack_at_once_and_of_one_wei
     bool timed_out = false;
     InMemoryDataMap a("a.ptd"), b("b.ptd");
     const ConstantRef wa = slabbed_weight(&a, "wa", 31), wb = slabbed_weight(&b, "wb", 32);
-    RendezvousMap ra(&a, &mutex, &cv, &arrived, &timed_out), rb(&b, &mutex, &cv, &arrived,
-                                                                &timed_out);
+    RendezvousMap ra(&a, &mutex, &cv, &arrived, &timed_out),
+        rb(&b, &mutex, &cv, &arrived, &timed_out);
     runtime::Result<PackedOperator*> pa = runtime::Status(runtime::Error::Internal);
     runtime::Result<PackedOperator*> pb = runtime::Status(runtime::Error::Internal);
     std::thread ta([&] { pa = cache.get_or_pack_fully_connected(&ra, wa, nullptr, 64, 256); });

@@ -43,8 +43,8 @@ namespace xnnpack {
 class XnnExecutor {
  public:
   static runtime::Result<std::unique_ptr<XnnExecutor>> create(const void* blob, size_t size,
-                                                             const runtime::NamedDataMap* map,
-                                                             bool share_weights);
+                                                              const runtime::NamedDataMap* map,
+                                                              bool share_weights);
   ~XnnExecutor() = default;
   XnnExecutor(const XnnExecutor&) = delete;
   XnnExecutor& operator=(const XnnExecutor&) = delete;

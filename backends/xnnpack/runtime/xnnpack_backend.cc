@@ -34,9 +34,8 @@ class XnnpackBackend final : public runtime::BackendInterface {
       return Status::Format(runtime::Error::InvalidArgument,
                             "XNNPACK delegate for method '%s' got no processed blob", method);
     }
-    Result<std::unique_ptr<XnnExecutor>> executor =
-        XnnExecutor::create(processed->data(), processed->size(), context.named_data_map(),
-                            weight_sharing_enabled());
+    Result<std::unique_ptr<XnnExecutor>> executor = XnnExecutor::create(
+        processed->data(), processed->size(), context.named_data_map(), weight_sharing_enabled());
     if (!executor.ok()) {
       return executor.status().WithContext("XNNPACK delegate for method '%s'", method);
     }

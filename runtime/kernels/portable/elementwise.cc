@@ -41,8 +41,8 @@ struct Operand {
 };
 
 Result<Operand> operand(Args args, size_t i, const char* name) {
-  ES_CHECK_OR_RETURN_ERROR(i < args.size(), Error::InvalidProgram, "%s: missing argument %zu",
-                           name, i);
+  ES_CHECK_OR_RETURN_ERROR(i < args.size(), Error::InvalidProgram, "%s: missing argument %zu", name,
+                           i);
   Operand o;
   if (args[i]->is_tensor()) {
     ES_ASSIGN_OR_RETURN(Tensor * t, float_arg(args, i, name));
@@ -61,8 +61,8 @@ Status binary(Args args, Binary op, bool has_alpha, bool reverse, const char* na
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, args.size() - 1, name));
   ES_ASSIGN_OR_RETURN(const Operand self, operand(args, 0, name));
   ES_ASSIGN_OR_RETURN(const Operand other, operand(args, 1, name));
-  ES_CHECK_OR_RETURN_ERROR(self.tensor != nullptr || other.tensor != nullptr,
-                           Error::InvalidProgram, "%s: needs at least one tensor operand", name);
+  ES_CHECK_OR_RETURN_ERROR(self.tensor != nullptr || other.tensor != nullptr, Error::InvalidProgram,
+                           "%s: needs at least one tensor operand", name);
   float alpha = 1.0f;
   if (has_alpha) {
     ES_ASSIGN_OR_RETURN(const double a, scalar_arg(args, 2, name));
@@ -177,9 +177,8 @@ Status gelu(Args args) {
   }
   ES_CHECK_OR_RETURN_ERROR(std::strcmp(approximate, "none") == 0, Error::NotSupported,
                            "aten::gelu: approximate='%s' is not supported", approximate);
-  return unary(args, 3, "aten::gelu", [](float x) {
-    return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
-  });
+  return unary(args, 3, "aten::gelu",
+               [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); });
 }
 
 // torch's clamp: min(max(x, lo), hi), so lo > hi gives hi everywhere; NaN stays NaN.
@@ -218,20 +217,34 @@ const bool registered = [] {
     KernelFn fn;
     size_t num_inputs;
   } const kernels[] = {
-      {"aten::add.Tensor", add, 3},         {"aten::add.Scalar", add, 3},
-      {"aten::sub.Tensor", sub, 3},         {"aten::sub.Scalar", sub, 3},
-      {"aten::rsub.Scalar", rsub, 3},       {"aten::mul.Tensor", mul, 2},
-      {"aten::mul.Scalar", mul, 2},         {"aten::div.Tensor", div, 2},
-      {"aten::div.Scalar", div, 2},         {"aten::maximum", maximum, 2},
-      {"aten::minimum", minimum, 2},        {"aten::pow.Tensor_Scalar", pow, 2},
-      {"aten::pow.Tensor_Tensor", pow, 2},  {"aten::relu", relu, 1},
-      {"aten::sigmoid", sigmoid, 1},        {"aten::tanh", tanh_kernel, 1},
-      {"aten::silu", silu, 1},              {"aten::neg", neg, 1},
-      {"aten::exp", exp_kernel, 1},         {"aten::sqrt", sqrt_kernel, 1},
-      {"aten::rsqrt", rsqrt, 1},            {"aten::abs", abs_kernel, 1},
-      {"aten::gelu", gelu, 2},              {"aten::hardtanh", hardtanh, 3},
-      {"aten::clamp", clamp, 3},            {"aten::reciprocal", reciprocal, 1},
-      {"aten::leaky_relu", leaky_relu, 2},  {"aten::elu", elu, 4},
+      {"aten::add.Tensor", add, 3},
+      {"aten::add.Scalar", add, 3},
+      {"aten::sub.Tensor", sub, 3},
+      {"aten::sub.Scalar", sub, 3},
+      {"aten::rsub.Scalar", rsub, 3},
+      {"aten::mul.Tensor", mul, 2},
+      {"aten::mul.Scalar", mul, 2},
+      {"aten::div.Tensor", div, 2},
+      {"aten::div.Scalar", div, 2},
+      {"aten::maximum", maximum, 2},
+      {"aten::minimum", minimum, 2},
+      {"aten::pow.Tensor_Scalar", pow, 2},
+      {"aten::pow.Tensor_Tensor", pow, 2},
+      {"aten::relu", relu, 1},
+      {"aten::sigmoid", sigmoid, 1},
+      {"aten::tanh", tanh_kernel, 1},
+      {"aten::silu", silu, 1},
+      {"aten::neg", neg, 1},
+      {"aten::exp", exp_kernel, 1},
+      {"aten::sqrt", sqrt_kernel, 1},
+      {"aten::rsqrt", rsqrt, 1},
+      {"aten::abs", abs_kernel, 1},
+      {"aten::gelu", gelu, 2},
+      {"aten::hardtanh", hardtanh, 3},
+      {"aten::clamp", clamp, 3},
+      {"aten::reciprocal", reciprocal, 1},
+      {"aten::leaky_relu", leaky_relu, 2},
+      {"aten::elu", elu, 4},
   };
   bool ok = true;
   for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn, k.num_inputs).ok();

@@ -81,8 +81,8 @@ Status mm(Args args) {
   ES_CHECK_OR_RETURN_ERROR(a->size(1) == b->size(0), Error::InvalidProgram,
                            "%s: inner dims %d and %d differ", op, a->size(1), b->size(0));
   ES_RETURN_IF_ERROR(expect_numel(*out, static_cast<size_t>(a->size(0)) * b->size(1), op));
-  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1),
-         b->size(1), false);
+  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1), b->size(1),
+         false);
   return Status();
 }
 
@@ -99,11 +99,11 @@ Status addmm(Args args) {
   ES_RETURN_IF_ERROR(check_2d(*a, op, "mat1"));
   ES_RETURN_IF_ERROR(check_2d(*b, op, "mat2"));
   ES_RETURN_IF_ERROR(check_2d(*out, op, "out"));
-  ES_CHECK_OR_RETURN_ERROR(a->size(1) == b->size(0) && out->size(0) == a->size(0) &&
-                               out->size(1) == b->size(1),
-                           Error::InvalidProgram, "%s: shapes do not match", op);
-  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1),
-         b->size(1), false);
+  ES_CHECK_OR_RETURN_ERROR(
+      a->size(1) == b->size(0) && out->size(0) == a->size(0) && out->size(1) == b->size(1),
+      Error::InvalidProgram, "%s: shapes do not match", op);
+  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1), b->size(1),
+         false);
   const Tensor* inputs[] = {self};
   ES_ASSIGN_OR_RETURN(Broadcast bc, Broadcast::make(*out, inputs, 1, op));
   float* y = out->data<float>();
@@ -121,9 +121,9 @@ Status bmm(Args args) {
   ES_ASSIGN_OR_RETURN(Tensor * a, float_arg(args, 0, op));
   ES_ASSIGN_OR_RETURN(Tensor * b, float_arg(args, 1, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 2, op));
-  ES_CHECK_OR_RETURN_ERROR(a->dim() == 3 && b->dim() == 3 && a->size(0) == b->size(0) &&
-                               a->size(2) == b->size(1),
-                           Error::InvalidProgram, "%s: shapes do not match", op);
+  ES_CHECK_OR_RETURN_ERROR(
+      a->dim() == 3 && b->dim() == 3 && a->size(0) == b->size(0) && a->size(2) == b->size(1),
+      Error::InvalidProgram, "%s: shapes do not match", op);
   const size_t batch = a->size(0), m = a->size(1), k = a->size(2), n = b->size(2);
   ES_RETURN_IF_ERROR(expect_numel(*out, batch * m * n, op));
   for (size_t i = 0; i < batch; ++i) {
@@ -134,10 +134,9 @@ Status bmm(Args args) {
 }
 
 // Input counts are the schema's arguments; outputs follow.
-const bool registered = register_kernel("aten::linear", linear, 3).ok() &&
-                        register_kernel("aten::mm", mm, 2).ok() &&
-                        register_kernel("aten::addmm", addmm, 5).ok() &&
-                        register_kernel("aten::bmm", bmm, 2).ok();
+const bool registered =
+    register_kernel("aten::linear", linear, 3).ok() && register_kernel("aten::mm", mm, 2).ok() &&
+    register_kernel("aten::addmm", addmm, 5).ok() && register_kernel("aten::bmm", bmm, 2).ok();
 
 }  // namespace
 }  // namespace portable

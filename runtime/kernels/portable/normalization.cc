@@ -68,8 +68,7 @@ Status softmax_int(Args args) {
 }
 
 // Normalises the last len(normalized_shape) dims; mean/rstd may be null.
-Status layer_norm_into(Args args, size_t first_output, Tensor* mean, Tensor* rstd,
-                       const char* op) {
+Status layer_norm_into(Args args, size_t first_output, Tensor* mean, Tensor* rstd, const char* op) {
   ES_ASSIGN_OR_RETURN(Tensor * input, float_arg(args, 0, op));
   ES_ASSIGN_OR_RETURN(Span<const int64_t> shape, int_list_arg(args, 1, op));
   ES_ASSIGN_OR_RETURN(Tensor * weight, optional_float_arg(args, 2, op));

@@ -1,11 +1,11 @@
 // Portable kernels called through the registry, the way Method calls them, against hand-computed
 // references. (Their agreement with torch on whole models is checked by //exir's end-to-end tests.)
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 
@@ -225,7 +225,9 @@ TEST(PortableKernelsTest, ActivationsMatchTheirFormulas) {
   struct {
     const char* op;
     const std::vector<float>* want;
-  } cases[] = {{"aten::relu", &relu}, {"aten::sigmoid", &sigmoid}, {"aten::tanh", &tanh_v},
+  } cases[] = {{"aten::relu", &relu},
+               {"aten::sigmoid", &sigmoid},
+               {"aten::tanh", &tanh_v},
                {"aten::silu", &silu}};
   for (const auto& c : cases) {
     Call call(c.op);
@@ -246,7 +248,9 @@ TEST(PortableKernelsTest, ActivationsMatchTheirFormulas) {
 TEST(PortableKernelsTest, LinearAddmmMmBmm) {
   // x [2, 3] @ w[2, 3]^T + b
   Call linear("aten::linear");
-  linear.tensor({2, 3}, {1, 2, 3, 4, 5, 6}).tensor({2, 3}, {1, 0, 1, 0, 1, 0}).tensor({2}, {10, 20})
+  linear.tensor({2, 3}, {1, 2, 3, 4, 5, 6})
+      .tensor({2, 3}, {1, 0, 1, 0, 1, 0})
+      .tensor({2}, {10, 20})
       .output({2, 2});
   ASSERT_TRUE(linear.Run().ok());
   ExpectNear(linear.out(), {14, 22, 20, 25});
@@ -259,7 +263,10 @@ TEST(PortableKernelsTest, LinearAddmmMmBmm) {
   ASSERT_TRUE(mm.Run().ok());
   ExpectNear(mm.out(), {19, 22, 43, 50});
   Call addmm("aten::addmm");
-  addmm.tensor({2}, {1, 1}).tensor({2, 2}, {1, 2, 3, 4}).tensor({2, 2}, {5, 6, 7, 8}).number(2)
+  addmm.tensor({2}, {1, 1})
+      .tensor({2, 2}, {1, 2, 3, 4})
+      .tensor({2, 2}, {5, 6, 7, 8})
+      .number(2)
       .number(1)
       .output({2, 2});
   ASSERT_TRUE(addmm.Run().ok());
@@ -287,17 +294,27 @@ TEST(PortableKernelsTest, SoftmaxRowsSumToOneAlongAnyDim) {
 
 TEST(PortableKernelsTest, LayerNormNormalisesTheLastDims) {
   Call call("aten::native_layer_norm");
-  call.tensor({2, 2}, {1, 3, 0, 4}).list({2}).tensor({2}, {2, 2}).tensor({2}, {1, 1}).number(0.0)
+  call.tensor({2, 2}, {1, 3, 0, 4})
+      .list({2})
+      .tensor({2}, {2, 2})
+      .tensor({2}, {1, 1})
+      .number(0.0)
       .output({2, 2})
       .output({2, 1})
       .output({2, 1});
   ASSERT_TRUE(call.Run().ok());
   // Row 0: mean 2, std 1; row 1: mean 2, std 2. Both normalise to (-1, 1), then * 2 + 1.
   ExpectNear(call.float_tensor(3), {-1, 3, -1, 3});
-  ExpectNear(call.float_tensor(4), {2, 2});      // mean
-  ExpectNear(call.float_tensor(5), {1, 0.5f});   // rstd
+  ExpectNear(call.float_tensor(4), {2, 2});     // mean
+  ExpectNear(call.float_tensor(5), {1, 0.5f});  // rstd
   Call simple("aten::layer_norm");
-  simple.tensor({1, 4}, {1, 2, 3, 4}).list({4}).none().none().number(1e-5).integer(1).output({1, 4});
+  simple.tensor({1, 4}, {1, 2, 3, 4})
+      .list({4})
+      .none()
+      .none()
+      .number(1e-5)
+      .integer(1)
+      .output({1, 4});
   ASSERT_TRUE(simple.Run().ok());
   const float inv = 1.0f / std::sqrt(1.25f + 1e-5f);
   ExpectNear(simple.out(), {-1.5f * inv, -0.5f * inv, 0.5f * inv, 1.5f * inv});
@@ -335,12 +352,20 @@ TEST(PortableKernelsTest, PermuteTransposeExpandSliceSelect) {
 
 TEST(PortableKernelsTest, EmbeddingGathersRowsAndRejectsBadIndices) {
   Call call("aten::embedding");
-  call.tensor({3, 2}, {0, 1, 10, 11, 20, 21}).longs({2}, {2, 0}).integer(-1).integer(0).integer(0)
+  call.tensor({3, 2}, {0, 1, 10, 11, 20, 21})
+      .longs({2}, {2, 0})
+      .integer(-1)
+      .integer(0)
+      .integer(0)
       .output({2, 2});
   ASSERT_TRUE(call.Run().ok());
   ExpectNear(call.out(), {20, 21, 0, 1});
   Call bad("aten::embedding");
-  bad.tensor({3, 2}, std::vector<float>(6)).longs({1}, {3}).integer(-1).integer(0).integer(0)
+  bad.tensor({3, 2}, std::vector<float>(6))
+      .longs({1}, {3})
+      .integer(-1)
+      .integer(0)
+      .integer(0)
       .output({1, 2});
   EXPECT_EQ(bad.Run().code(), Error::OutOfRange);
 }

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from edgeshare.exir import to_edge
 from edgeshare.exir._serialize import deserialize_pte
 from edgeshare.schema import program_generated as fb
 from edgeshare.testing.run_binary import run_programs
+from torch import nn
 
 TOLERANCE = 1e-4
 T, D = 4, 64  # tokens, model width

@@ -17,10 +17,10 @@ Status reduce(Args args, bool mean, const char* op) {
   ES_ASSIGN_OR_RETURN(Tensor * self, float_arg(args, 0, op));
   ES_ASSIGN_OR_RETURN(const int64_t keepdim, int_arg(args, 2, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 4, op));
-  ES_CHECK_OR_RETURN_ERROR(args[3]->is_none() || (args[3]->is_int() &&
-                                                  args[3]->to_int() ==
-                                                      static_cast<int64_t>(ScalarType::Float)),
-                           Error::NotSupported, "%s: only a Float result is supported", op);
+  ES_CHECK_OR_RETURN_ERROR(
+      args[3]->is_none() ||
+          (args[3]->is_int() && args[3]->to_int() == static_cast<int64_t>(ScalarType::Float)),
+      Error::NotSupported, "%s: only a Float result is supported", op);
   const size_t rank = self->dim();
   bool reduced[Tensor::kMaxDims] = {};
   size_t num_reduced = 0;

@@ -149,7 +149,8 @@ Status expand(Args args) {
   const size_t elem = element_size(self->scalar_type());
   const auto* src = static_cast<const uint8_t*>(self->const_data());
   auto* dst = static_cast<uint8_t*>(out->mutable_data());
-  b.for_each([&](size_t i, const size_t* o) { std::memcpy(dst + i * elem, src + o[0] * elem, elem); });
+  b.for_each(
+      [&](size_t i, const size_t* o) { std::memcpy(dst + i * elem, src + o[0] * elem, elem); });
   return Status();
 }
 
@@ -235,8 +236,7 @@ Status split_with_sizes(Args args) {
                            args.size() - 3);
   int64_t total = 0;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    ES_CHECK_OR_RETURN_ERROR(sizes[k] >= 0, Error::InvalidProgram, "%s: negative split size",
-                             op);
+    ES_CHECK_OR_RETURN_ERROR(sizes[k] >= 0, Error::InvalidProgram, "%s: negative split size", op);
     total += sizes[k];
   }
   ES_CHECK_OR_RETURN_ERROR(total == self->size(dim), Error::InvalidProgram,
