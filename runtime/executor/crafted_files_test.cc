@@ -17,6 +17,7 @@
 #include "edgeshare/runtime/format/file_header.h"
 #include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
 #include "edgeshare/schema/program_generated.h"
+#include "edgeshare/testing/test_files.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -33,15 +34,6 @@ uint64_t GetU64(const std::vector<uint8_t>& b, size_t at) {
   uint64_t v;
   std::memcpy(&v, &b[at], 8);
   return v;
-}
-
-std::vector<uint8_t> ReadAll(const char* env) {
-  const char* path = std::getenv(env);
-  auto loader = FileDataLoader::from(path != nullptr ? path : "");
-  EXPECT_TRUE(loader.ok()) << loader.status().message();
-  std::vector<uint8_t> bytes(loader.ok() ? loader->size() : 0);
-  if (loader.ok()) EXPECT_TRUE(loader->load_into(0, bytes.size(), bytes.data()).ok());
-  return bytes;
 }
 
 // A .pte: the header, `program` (its segments' offsets filled in here) and `segments`.
@@ -200,7 +192,7 @@ TEST(CraftedFilesTest, AKernelWritingAConstantIsRejectedAtLoad) {
 
 // The same with a constant from a data file (the shared foundation, mapped read-only).
 TEST(CraftedFilesTest, AKernelWritingADataFileConstantIsRejectedAtLoad) {
-  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
   BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
   auto foundation = FlatTensorDataMap::load(&ptd_loader);
   ASSERT_TRUE(foundation.ok()) << foundation.status().message();
@@ -262,8 +254,8 @@ TEST(CraftedFilesTest, AScalarWhereAKernelWantsATensorFailsAtExecute) {
 // The demo's lora_a.pte is one XNNPACK call (x, out); here its output is turned into a constant in
 // a new segment. The backend says, from its own graph, that only arg 0 is an input.
 TEST(CraftedFilesTest, ADelegateWritingAConstantIsRejectedAtLoad) {
-  const std::vector<uint8_t> pte = ReadAll("LORA_A_PTE");
-  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  const std::vector<uint8_t> pte = fixtures::read_file(fixtures::env_path("LORA_A_PTE"));
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
   BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
   auto foundation = FlatTensorDataMap::load(&ptd_loader);
   ASSERT_TRUE(foundation.ok()) << foundation.status().message();

@@ -20,6 +20,7 @@
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/named_data/data_file.h"
+#include "edgeshare/testing/test_files.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -29,11 +30,6 @@ namespace {
 const char* const kNormKeys[] = {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"};
 constexpr uint64_t kNumNormKeys = 4;
 
-const char* Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
-
 struct Loaded {
   std::unique_ptr<FileDataLoader> loader;
   std::unique_ptr<Program> program;
@@ -41,7 +37,7 @@ struct Loaded {
 
 Loaded LoadProgram() {
   Loaded out;
-  auto loader = FileDataLoader::from(Env("BLOCK_PTE"));
+  auto loader = FileDataLoader::from(fixtures::env_path("BLOCK_PTE"));
   EXPECT_TRUE(loader.ok()) << loader.status().message();
   out.loader = std::make_unique<FileDataLoader>(std::move(loader).get());
   auto program = Program::load(out.loader.get());
@@ -69,29 +65,18 @@ std::vector<float> RunForward(Method& method) {
   return std::vector<float>(data, data + out->numel());
 }
 
-std::vector<uint8_t> ReadFile(const std::string& path) {
-  std::vector<uint8_t> bytes;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return bytes;
-  uint8_t chunk[1 << 16];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
-    bytes.insert(bytes.end(), chunk, chunk + n);
-  std::fclose(f);
-  return bytes;
-}
-
 // foundation.ptd with one byte of `key`'s entry changed, its digests kept; returns the new path.
 std::string TamperedFoundation(const char* key) {
-  auto foundation = Open(Env("BLOCK_FOUNDATION_PTD"));
-  std::vector<uint8_t> file = ReadFile(Env("BLOCK_FOUNDATION_PTD"));
+  auto foundation = Open(fixtures::env_path("BLOCK_FOUNDATION_PTD"));
+  std::vector<uint8_t> file = fixtures::read_file(fixtures::env_path("BLOCK_FOUNDATION_PTD"));
   auto entry = foundation->map().get_data(key);
   EXPECT_TRUE(entry.ok()) << entry.status().message();
   const auto* bytes = static_cast<const uint8_t*>(entry->data());
   auto at = std::search(file.begin(), file.end(), bytes, bytes + entry->size());
   EXPECT_NE(at, file.end()) << key << " not found in the file";
   if (at != file.end()) at[entry->size() / 2] ^= 0x40;
-  const std::string tmp = *Env("TEST_TMPDIR") != '\0' ? Env("TEST_TMPDIR") : "/tmp";
+  const std::string tmp =
+      *fixtures::env_path("TEST_TMPDIR") != '\0' ? fixtures::env_path("TEST_TMPDIR") : "/tmp";
   const std::string path = tmp + "/tampered_block_foundation.ptd";
   std::FILE* out = std::fopen(path.c_str(), "wb");
   EXPECT_NE(out, nullptr);
@@ -117,7 +102,7 @@ class ExternalConstantsTest : public ::testing::Test {
 
 TEST_F(ExternalConstantsTest, FoundationOfAnotherSeedFailsAtLoadNamingTheKey) {
   Loaded block = LoadProgram();
-  auto other = Open(Env("BLOCK_OTHER_FOUNDATION_PTD"));
+  auto other = Open(fixtures::env_path("BLOCK_OTHER_FOUNDATION_PTD"));
   auto method = block.program->load_method("forward", &other->map());
   ASSERT_FALSE(method.ok()) << "a foundation of the right shapes but other bytes ran";
   EXPECT_EQ(method.error(), Error::InvalidData);
@@ -163,7 +148,7 @@ TEST_F(ExternalConstantsTest, TrustedModeAcceptsTamperedBytesAndNeverSharesThemW
 }
 
 TEST_F(ExternalConstantsTest, SecondProgramOverTheSameMapFetchesAndHashesNothing) {
-  auto foundation = Open(Env("BLOCK_FOUNDATION_PTD"));
+  auto foundation = Open(fixtures::env_path("BLOCK_FOUNDATION_PTD"));
   for (const char* key : kNormKeys) ASSERT_TRUE(foundation->map().get_digest(key).ok()) << key;
   Loaded first = LoadProgram();
   auto a = first.program->load_method("forward", &foundation->map());
@@ -195,7 +180,7 @@ TEST_F(ExternalConstantsTest, SecondProgramOverTheSameMapFetchesAndHashesNothing
 }
 
 TEST_F(ExternalConstantsTest, MethodsLoadedOnTwoThreadsShareOneCheckedViewPerKey) {
-  auto foundation = Open(Env("BLOCK_FOUNDATION_PTD"));
+  auto foundation = Open(fixtures::env_path("BLOCK_FOUNDATION_PTD"));
   Loaded block = LoadProgram();
   std::optional<Result<Method>> loaded[2];
   std::thread threads[2];
@@ -215,7 +200,7 @@ TEST_F(ExternalConstantsTest, MethodsLoadedOnTwoThreadsShareOneCheckedViewPerKey
 
 TEST_F(ExternalConstantsTest, SharingOffFetchesAndHashesPerMethod) {
   set_share_constants(false);
-  auto foundation = Open(Env("BLOCK_FOUNDATION_PTD"));
+  auto foundation = Open(fixtures::env_path("BLOCK_FOUNDATION_PTD"));
   Loaded block = LoadProgram();
   auto a = block.program->load_method("forward", &foundation->map());
   auto b = block.program->load_method("forward", &foundation->map());

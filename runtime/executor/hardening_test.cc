@@ -18,19 +18,11 @@
 #include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
 #include "edgeshare/schema/program_generated.h"
+#include "edgeshare/testing/test_files.h"
 
 namespace edgeshare {
 namespace runtime {
 namespace {
-
-std::vector<uint8_t> ReadAll(const char* env) {
-  const char* path = std::getenv(env);
-  auto loader = FileDataLoader::from(path != nullptr ? path : "");
-  EXPECT_TRUE(loader.ok()) << loader.status().message();
-  std::vector<uint8_t> bytes(loader.ok() ? loader->size() : 0);
-  if (loader.ok()) EXPECT_TRUE(loader->load_into(0, bytes.size(), bytes.data()).ok());
-  return bytes;
-}
 
 // One mutation of `bytes`: bit flips, a truncation, a header field set to a huge or small value,
 // or a random 4-byte word inside the flatbuffer set to an extreme.
@@ -84,8 +76,8 @@ struct Counts {
 
 // Mutates lora_a.pte kIterations times (seeded) and loads and runs whatever survives.
 Counts LoadAndRunMutatedPrograms() {
-  const std::vector<uint8_t> pte = ReadAll("LORA_A_PTE");
-  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  const std::vector<uint8_t> pte = fixtures::read_file(fixtures::env_path("LORA_A_PTE"));
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
   EXPECT_FALSE(pte.empty());
   BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
   auto foundation = FlatTensorDataMap::load(&ptd_loader);
@@ -210,7 +202,7 @@ TEST(HardeningTest, UnionsWithoutTheirTableAreErrors) {
 }
 
 TEST(HardeningTest, MutatedDataFilesFailWithAnErrorNeverACrash) {
-  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
   ASSERT_FALSE(ptd.empty());
   std::mt19937 rng(5678);
   int loaded = 0;
@@ -247,7 +239,7 @@ TEST(HardeningTest, MutatedDataFilesFailWithAnErrorNeverACrash) {
 }
 
 TEST(HardeningTest, DuplicateKeysAcrossFilesAreRejected) {
-  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
   BufferDataLoader first_loader(ptd.data(), ptd.size(), "foundation.ptd");
   BufferDataLoader second_loader(ptd.data(), ptd.size(), "copy_of_foundation.ptd");
   auto first = FlatTensorDataMap::load(&first_loader);
@@ -260,7 +252,7 @@ TEST(HardeningTest, DuplicateKeysAcrossFilesAreRejected) {
 }
 
 TEST(HardeningTest, LoadDataIntoRefusesASmallDestination) {
-  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
   BufferDataLoader loader(ptd.data(), ptd.size(), "foundation.ptd");
   auto map = FlatTensorDataMap::load(&loader);
   ASSERT_TRUE(map.ok());

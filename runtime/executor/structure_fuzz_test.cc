@@ -25,6 +25,7 @@
 #include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
 #include "edgeshare/schema/flat_tensor_generated.h"
 #include "edgeshare/schema/program_generated.h"
+#include "edgeshare/testing/test_files.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -33,15 +34,6 @@ namespace {
 namespace fb = ::edgeshare::schema;
 
 constexpr size_t kHeaderSize = 48;
-
-std::vector<uint8_t> ReadAll(const char* env) {
-  const char* path = std::getenv(env);
-  auto loader = FileDataLoader::from(path != nullptr ? path : "");
-  EXPECT_TRUE(loader.ok()) << loader.status().message();
-  std::vector<uint8_t> bytes(loader.ok() ? loader->size() : 0);
-  if (loader.ok()) EXPECT_TRUE(loader->load_into(0, bytes.size(), bytes.data()).ok());
-  return bytes;
-}
 
 uint64_t GetU64(const std::vector<uint8_t>& b, size_t at) {
   uint64_t v;
@@ -387,8 +379,8 @@ constexpr int kPrograms = 3000;
 constexpr int kDataFiles = 1500;
 
 TEST(StructureFuzzTest, EditedProgramsFailWithAnErrorNeverACrash) {
-  const std::vector<uint8_t> pte = ReadAll("LORA_A_PTE");
-  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  const std::vector<uint8_t> pte = fixtures::read_file(fixtures::env_path("LORA_A_PTE"));
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
   ASSERT_FALSE(pte.empty());
   BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
   auto foundation = FlatTensorDataMap::load(&ptd_loader);
@@ -468,8 +460,8 @@ void MutateDataFile(Chooser& c, fb::FlatTensorT& file) {
 }
 
 TEST(StructureFuzzTest, EditedDataFilesFailWithAnErrorNeverACrash) {
-  const std::vector<uint8_t> pte = ReadAll("LORA_A_PTE");
-  const std::vector<uint8_t> ptd = ReadAll("FOUNDATION_PTD");
+  const std::vector<uint8_t> pte = fixtures::read_file(fixtures::env_path("LORA_A_PTE"));
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
   ASSERT_FALSE(ptd.empty());
   const fb::FlatTensor* original = fb::GetFlatTensor(ptd.data() + GetU64(ptd, 16));
   const Image image = Split(ptd, original->tensor_alignment());

@@ -17,6 +17,7 @@
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/named_data/data_file.h"
+#include "edgeshare/testing/test_files.h"
 #include "edgeshare/tools/counting_data_map.h"
 #include "edgeshare/tools/npy.h"
 
@@ -28,11 +29,6 @@ using runtime::DataFile;
 using runtime::FileDataLoader;
 using runtime::Method;
 using runtime::Program;
-
-const char* Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
 
 struct Loaded {
   std::unique_ptr<FileDataLoader> loader;
@@ -51,8 +47,8 @@ Loaded Load(const char* path) {
 }
 
 void ExpectMatchesReference(Method& method, const char* input_env, const char* output_env) {
-  auto input = tools::read_npy(Env(input_env));
-  auto expected = tools::read_npy(Env(output_env));
+  auto input = tools::read_npy(fixtures::env_path(input_env));
+  auto expected = tools::read_npy(fixtures::env_path(output_env));
   ASSERT_TRUE(input.ok() && expected.ok());
   ASSERT_TRUE(method.set_input(0, input->tensor()).ok());
   ASSERT_TRUE(method.execute().ok());
@@ -75,15 +71,15 @@ std::vector<std::string> FoundationKeys(const DataFile& file) {
 TEST(LoraSharingTest, two_programs_fetch_and_pack_the_foundation_once) {
   set_weight_sharing(true);
   reset_weights_cache_counters();
-  auto foundation = DataFile::open(Env("FOUNDATION_PTD"));
+  auto foundation = DataFile::open(fixtures::env_path("FOUNDATION_PTD"));
   ASSERT_TRUE(foundation.ok()) << foundation.status().message();
   const std::vector<std::string> keys = FoundationKeys(**foundation);
   ASSERT_EQ(keys.size(), 6u);  // fc1..fc3, weight and bias each
 
   // Fetches counted where the bytes leave foundation.ptd, whoever fetches them.
   const tools::CountingDataMap counted((*foundation)->map());
-  Loaded a = Load(Env("LORA_A_PTE"));
-  Loaded b = Load(Env("LORA_B_PTE"));
+  Loaded a = Load(fixtures::env_path("LORA_A_PTE"));
+  Loaded b = Load(fixtures::env_path("LORA_B_PTE"));
   {
     auto method_a = a.program->load_method("forward", &counted);
     ASSERT_TRUE(method_a.ok()) << method_a.status().message();
@@ -123,11 +119,11 @@ TEST(LoraSharingTest, two_programs_fetch_and_pack_the_foundation_once) {
 TEST(LoraSharingTest, with_sharing_off_each_program_packs_its_own_foundation) {
   set_weight_sharing(false);
   reset_weights_cache_counters();
-  auto foundation = DataFile::open(Env("FOUNDATION_PTD"));
+  auto foundation = DataFile::open(fixtures::env_path("FOUNDATION_PTD"));
   ASSERT_TRUE(foundation.ok());
   const tools::CountingDataMap counted((*foundation)->map());
-  Loaded a = Load(Env("LORA_A_PTE"));
-  Loaded b = Load(Env("LORA_B_PTE"));
+  Loaded a = Load(fixtures::env_path("LORA_A_PTE"));
+  Loaded b = Load(fixtures::env_path("LORA_B_PTE"));
   {
     auto method_a = a.program->load_method("forward", &counted);
     auto method_b = b.program->load_method("forward", &counted);
@@ -143,24 +139,11 @@ TEST(LoraSharingTest, with_sharing_off_each_program_packs_its_own_foundation) {
   set_weight_sharing(true);
 }
 
-std::vector<uint8_t> ReadFile(const std::string& path) {
-  std::vector<uint8_t> bytes;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return bytes;
-  uint8_t chunk[1 << 16];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) {
-    bytes.insert(bytes.end(), chunk, chunk + n);
-  }
-  std::fclose(f);
-  return bytes;
-}
-
 TEST(LoraSharingTest, FoundationWithAFlippedWeightByteFailsNamingTheKey) {
   set_weight_sharing(true);
   set_verify_content(true);
   reset_weights_cache_counters();
-  auto foundation = DataFile::open(Env("FOUNDATION_PTD"));
+  auto foundation = DataFile::open(fixtures::env_path("FOUNDATION_PTD"));
   ASSERT_TRUE(foundation.ok()) << foundation.status().message();
   // The largest entry is a weight; find its bytes in the file and flip one in a copy.
   const runtime::NamedDataMap& map = (*foundation)->map();
@@ -170,7 +153,7 @@ TEST(LoraSharingTest, FoundationWithAFlippedWeightByteFailsNamingTheKey) {
     const size_t n = (*map.get_tensor_layout(k.c_str())).nbytes();
     if (n > key_bytes) key = k, key_bytes = n;
   }
-  std::vector<uint8_t> file = ReadFile(Env("FOUNDATION_PTD"));
+  std::vector<uint8_t> file = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
   auto entry = map.get_data(key.c_str());
   ASSERT_TRUE(entry.ok()) << entry.status().message();
   const uint8_t* entry_bytes = static_cast<const uint8_t*>(entry->data());
@@ -178,7 +161,8 @@ TEST(LoraSharingTest, FoundationWithAFlippedWeightByteFailsNamingTheKey) {
   ASSERT_NE(at, file.end()) << key << " not found in the file";
   at[entry->size() / 2] ^= 0x40;
   entry->free();
-  const std::string tmp = *Env("TEST_TMPDIR") != '\0' ? Env("TEST_TMPDIR") : "/tmp";
+  const std::string tmp =
+      *fixtures::env_path("TEST_TMPDIR") != '\0' ? fixtures::env_path("TEST_TMPDIR") : "/tmp";
   const std::string tampered_path = tmp + "/tampered_foundation.ptd";
   std::FILE* out = std::fopen(tampered_path.c_str(), "wb");
   ASSERT_NE(out, nullptr);
@@ -187,7 +171,7 @@ TEST(LoraSharingTest, FoundationWithAFlippedWeightByteFailsNamingTheKey) {
 
   auto tampered = DataFile::open(tampered_path.c_str());
   ASSERT_TRUE(tampered.ok()) << tampered.status().message();  // Its digests are all still there.
-  Loaded a = Load(Env("LORA_A_PTE"));
+  Loaded a = Load(fixtures::env_path("LORA_A_PTE"));
   {
     auto method = a.program->load_method("forward", &(*tampered)->map());
     ASSERT_FALSE(method.ok());
