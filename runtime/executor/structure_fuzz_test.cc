@@ -492,7 +492,9 @@ TEST(StructureFuzzTest, EditedDataFilesFailWithAnErrorNeverACrash) {
       ASSERT_TRUE(key.ok());
       Result<FreeableBuffer> data = map->get_data(*key);
       Result<TensorLayout> layout = map->get_tensor_layout(*key);
-      if (data.ok() && layout.ok()) EXPECT_EQ(data->size(), layout->nbytes());
+      if (data.ok() && layout.ok()) {
+        EXPECT_EQ(data->size(), layout->nbytes());
+      }
     }
     // The program over an edited foundation: wrong shapes or missing keys must fail at load.
     Result<Method> method = program->load_method("forward", &*map);
