@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/format/file_header.h"
 #include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
+#include "edgeshare/schema/flat_tensor_generated.h"
 #include "edgeshare/schema/program_generated.h"
 #include "edgeshare/testing/test_files.h"
 
@@ -208,6 +210,60 @@ TEST(CraftedFilesTest, AKernelWritingADataFileConstantIsRejectedAtLoad) {
   ASSERT_FALSE(crafted.method.ok());
   ExpectMessage(crafted.method.status(), Error::InvalidProgram,
                 {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1", "constant"});
+}
+
+// foundation.ptd with entry `index`'s dim order reversed (a permuted layout, digests unchanged).
+std::vector<uint8_t> PermutedFoundation(const std::vector<uint8_t>& ptd, size_t index) {
+  const uint64_t fb_offset = GetU64(ptd, 16), base = GetU64(ptd, 32), size = GetU64(ptd, 40);
+  std::unique_ptr<fb::FlatTensorT> file(fb::GetFlatTensor(ptd.data() + fb_offset)->UnPack());
+  auto& order = file->named_data[index]->tensor_layout->dim_order;
+  std::reverse(order.begin(), order.end());
+  flatbuffers::FlatBufferBuilder fbb;
+  fb::FinishFlatTensorBuffer(fbb, fb::CreateFlatTensor(fbb, file.get()));
+  const uint64_t new_base = AlignUp(kFileHeaderSize + fbb.GetSize(), file->tensor_alignment);
+  std::vector<uint8_t> out(new_base + size, 0);
+  std::memcpy(out.data(), ptd.data(), kFileHeaderSize);
+  PutU64(out, 16, kFileHeaderSize);
+  PutU64(out, 24, fbb.GetSize());
+  PutU64(out, 32, new_base);
+  std::memcpy(&out[kFileHeaderSize], fbb.GetBufferPointer(), fbb.GetSize());
+  std::memcpy(&out[new_base], &ptd[base], size);
+  return out;
+}
+
+// A constant the data file lays out in another dim order would be read as the wrong numbers.
+TEST(CraftedFilesTest, ADataFileConstantInAnotherDimOrderIsRejectedAtLoad) {
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
+  ASSERT_FALSE(ptd.empty());
+  size_t index = 0;  // a rank-2 entry (a weight), whose reversed order is a real permutation
+  {
+    BufferDataLoader loader(ptd.data(), ptd.size(), "foundation.ptd");
+    auto map = FlatTensorDataMap::load(&loader);
+    ASSERT_TRUE(map.ok()) << map.status().message();
+    while (index < map->get_num_keys() &&
+           map->get_tensor_layout(*map->get_key(index))->sizes.size() != 2) {
+      ++index;
+    }
+    ASSERT_LT(index, map->get_num_keys());
+  }
+  const std::vector<uint8_t> permuted = PermutedFoundation(ptd, index);
+  BufferDataLoader ptd_loader(permuted.data(), permuted.size(), "permuted.ptd");
+  auto foundation = FlatTensorDataMap::load(&ptd_loader);
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  const char* key = *foundation->get_key(index);
+  const TensorLayout layout = *foundation->get_tensor_layout(key);
+  std::vector<int32_t> sizes(layout.sizes.begin(), layout.sizes.end());
+
+  auto program = ReluProgram({kConstant, kOutput});
+  fb::ExecutionPlanT& plan = *program->execution_plans[0];
+  plan.values[kConstant] = TensorValue(sizes);
+  plan.values[kConstant]->val.AsTensor()->external_key = key;
+  plan.values[kOutput] = PlannedValue(sizes, 0);
+  plan.non_const_buffer_sizes = {0, std::max<uint64_t>(32, layout.nbytes())};
+  Crafted crafted(Serialize(*program, kReluSegments), "relu.pte", &*foundation);
+  ASSERT_FALSE(crafted.method.ok());
+  ExpectMessage(crafted.method.status(), Error::InvalidData,
+                {"relu.pte", "permuted.ptd", std::string("'") + key + "'", "dim order"});
 }
 
 // The exporter gives every output fresh planned memory and keeps inputs live for the whole method

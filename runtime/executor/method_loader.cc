@@ -258,6 +258,15 @@ Result<void*> Method::Loader::external_constant(const char* what, const schema::
                            Error::InvalidData,
                            "constant '%s' in %s does not have the dtype and shape %s expects", key,
                            external_->name(), program_.name());
+  // Tensors here are contiguous: a data file laying the bytes out in another dim order would be
+  // read as the wrong numbers.
+  for (size_t d = 0; d < layout->dim_order.size(); ++d) {
+    ES_CHECK_OR_RETURN_ERROR(layout->dim_order[d] == d, Error::InvalidData,
+                             "constant '%s' in %s has dim order position %zu = %u; %s reads it "
+                             "contiguous (0, 1, ..., rank-1)",
+                             key, external_->name(), d, static_cast<unsigned>(layout->dim_order[d]),
+                             program_.name());
+  }
   Result<Digest> recorded = external_->get_digest(key);
   ES_CHECK_OR_RETURN_ERROR(recorded.ok(), recorded.error(), "constant '%s': %s", key,
                            recorded.status().message());
