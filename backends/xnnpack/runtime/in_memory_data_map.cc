@@ -59,6 +59,12 @@ void InMemoryDataMap::free_copy(void* context, const void* data, size_t size) {
   self->frees_ += 1;
 }
 
+void InMemoryDataMap::free_view(void* context, const void* /*data*/, size_t /*size*/) {
+  InMemoryDataMap* self = static_cast<InMemoryDataMap*>(context);
+  std::lock_guard<std::mutex> lock(self->mutex_);
+  self->frees_ += 1;
+}
+
 Result<FreeableBuffer> InMemoryDataMap::get_data(const char* key) const {
   count_call(key);
   auto it = entries_.find(key);
@@ -70,9 +76,13 @@ Result<FreeableBuffer> InMemoryDataMap::get_data(const char* key) const {
     get_data_calls_[key] += 1;
   }
   const size_t n = it->second.values.size() * sizeof(float);
+  auto* self = const_cast<InMemoryDataMap*>(this);
+  if (buffers_ == Buffers::kViews) {
+    return FreeableBuffer(it->second.values.data(), n, &InMemoryDataMap::free_view, self);
+  }
   uint8_t* copy = new uint8_t[n > 0 ? n : 1];
   std::memcpy(copy, it->second.values.data(), n);
-  return FreeableBuffer(copy, n, &InMemoryDataMap::free_copy, const_cast<InMemoryDataMap*>(this));
+  return FreeableBuffer(copy, n, &InMemoryDataMap::free_copy, self);
 }
 
 Status InMemoryDataMap::load_data_into(const char* key, void* dst, size_t size) const {

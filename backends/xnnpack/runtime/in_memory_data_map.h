@@ -4,7 +4,8 @@
 // exporter writes it; the delegate checks fetched bytes against it) unless the test gives one, e.g.
 // to make a map whose bytes were changed under their recorded digest. get_data() hands out a heap
 // copy whose free callback counts, so tests can assert that the delegate gave unpacked weights
-// back.
+// back; a map made with Buffers::kViews hands out zero-copy views instead (as an mmapped .ptd
+// does), still counting their frees, for benchmarks that must not time a copy.
 //
 //   InMemoryDataMap map("foundation.ptd");
 //   map.add("layers.0.weight", weights);            // std::vector<float>
@@ -13,7 +14,8 @@
 //   EXPECT_EQ(map.frees(), map.get_data_calls());
 //
 // Errors: NotFound for unknown keys. Thread-safety: counters are atomic-safe under a mutex.
-// Ownership: the map owns its entries; buffers from get_data are copies owned by the caller.
+// Ownership: the map owns its entries; buffers from get_data are copies owned by the caller, or
+// (kViews) views valid while the map and the entry live.
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_IN_MEMORY_DATA_MAP_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_IN_MEMORY_DATA_MAP_H_
@@ -30,7 +32,9 @@ namespace xnnpack {
 
 class InMemoryDataMap final : public runtime::NamedDataMap {
  public:
-  explicit InMemoryDataMap(std::string name) : name_(std::move(name)) {}
+  enum class Buffers { kCopies, kViews };
+  explicit InMemoryDataMap(std::string name, Buffers buffers = Buffers::kCopies)
+      : name_(std::move(name)), buffers_(buffers) {}
 
   // Adds (or replaces) `key`; returns the digest recorded for it.
   runtime::Digest add(const std::string& key, const std::vector<float>& values);
@@ -62,8 +66,10 @@ class InMemoryDataMap final : public runtime::NamedDataMap {
     runtime::Digest digest;
   };
   static void free_copy(void* context, const void* data, size_t size);
+  static void free_view(void* context, const void* data, size_t size);
 
   std::string name_;
+  Buffers buffers_;
   std::map<std::string, Entry> entries_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, size_t> get_data_calls_;

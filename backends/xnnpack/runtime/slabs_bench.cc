@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/in_memory_data_map.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
@@ -38,7 +39,6 @@ namespace {
 
 using runtime::Digest;
 using runtime::Error;
-using runtime::FreeableBuffer;
 using runtime::Result;
 using runtime::Status;
 
@@ -70,46 +70,6 @@ struct Layer {
   ConstantRef weight, bias;
 };
 
-// The model's constants held in memory, handed out zero-copy (as an mmapped .ptd would be).
-class ModelMap final : public runtime::NamedDataMap {
- public:
-  void add(const std::string& key, std::vector<float> data) {
-    keys_.push_back(key);
-    digests_.push_back(*runtime::sha256(data.data(), data.size() * sizeof(float)));
-    data_.push_back(std::move(data));
-  }
-  const Digest& digest(size_t i) const { return digests_[i]; }
-  Result<runtime::TensorLayout> get_tensor_layout(const char*) const override {
-    return Status(Error::NotSupported);
-  }
-  Result<FreeableBuffer> get_data(const char* key) const override {
-    const size_t i = index(key);
-    if (i == keys_.size()) return Status(Error::NotFound);
-    return FreeableBuffer(data_[i].data(), data_[i].size() * sizeof(float), /*free_fn=*/nullptr);
-  }
-  Status load_data_into(const char*, void*, size_t) const override {
-    return Status(Error::NotSupported);
-  }
-  size_t get_num_keys() const override { return keys_.size(); }
-  Result<const char*> get_key(size_t i) const override { return keys_[i].c_str(); }
-  Result<Digest> get_digest(const char* key) const override {
-    const size_t i = index(key);
-    if (i == keys_.size()) return Status(Error::NotFound);
-    return digests_[i];
-  }
-  const char* name() const override { return "reference.ptd"; }
-
- private:
-  size_t index(const char* key) const {
-    size_t i = 0;
-    while (i < keys_.size() && keys_[i] != key) ++i;
-    return i;
-  }
-  std::vector<std::string> keys_;
-  std::vector<Digest> digests_;
-  std::vector<std::vector<float>> data_;
-};
-
 ConstantRef named(const std::string& key, const Digest& digest, std::vector<uint32_t> dims) {
   ConstantRef ref;
   ref.key = key;
@@ -118,7 +78,7 @@ ConstantRef named(const std::string& key, const Digest& digest, std::vector<uint
   return ref;
 }
 
-std::vector<Layer> make_model(ModelMap* map) {
+std::vector<Layer> make_model(InMemoryDataMap* map) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
   const size_t shapes[3][2] = {{kModel, kModel}, {kHidden, kModel}, {kModel, kHidden}};
@@ -133,12 +93,11 @@ std::vector<Layer> make_model(ModelMap* map) {
       std::vector<float> w(layer.out * layer.in), bias(layer.out);
       for (float& f : w) f = dist(rng);
       for (float& f : bias) f = dist(rng);
-      const size_t i = map->get_num_keys();
-      map->add(key + ".weight", std::move(w));
-      map->add(key + ".bias", std::move(bias));
+      const Digest weight_digest = map->add(key + ".weight", w);
+      const Digest bias_digest = map->add(key + ".bias", bias);
       const uint32_t out = static_cast<uint32_t>(layer.out), in = static_cast<uint32_t>(layer.in);
-      layer.weight = named(key + ".weight", map->digest(i), {out, in});
-      layer.bias = named(key + ".bias", map->digest(i + 1), {out});
+      layer.weight = named(key + ".weight", weight_digest, {out, in});
+      layer.bias = named(key + ".bias", bias_digest, {out});
       layers.push_back(std::move(layer));
     }
   }
@@ -153,7 +112,7 @@ struct Config {
   std::vector<double> ms[2][2];  // [T=1, T=32][1, 2 threads]
 };
 
-void pack_all(WeightsCache* cache, const ModelMap& map, const std::vector<Layer>& layers,
+void pack_all(WeightsCache* cache, const InMemoryDataMap& map, const std::vector<Layer>& layers,
               size_t first, size_t step, std::vector<PackedOperator*>* ops) {
   for (size_t i = first; i < layers.size(); i += step) {
     const Layer& l = layers[i];
@@ -171,7 +130,7 @@ double forward(const Config& config, size_t batch, const std::vector<float>& x,
   return now_ms() - t0;
 }
 
-void bench_forward(const ModelMap& map, const std::vector<Layer>& layers) {
+void bench_forward(const InMemoryDataMap& map, const std::vector<Layer>& layers) {
   std::vector<Config> configs;
   auto add = [&](const std::string& name, size_t slab_bytes, bool across_pool) {
     Config c;
@@ -220,7 +179,7 @@ void bench_forward(const ModelMap& map, const std::vector<Layer>& layers) {
 }
 
 // One first load through a fresh cache, by `loaders` threads splitting the weights. Returns ms.
-double first_load(const ModelMap& map, const std::vector<Layer>& layers, size_t slab_bytes,
+double first_load(const InMemoryDataMap& map, const std::vector<Layer>& layers, size_t slab_bytes,
                   size_t loaders) {
   WeightsCache cache(slab_bytes);
   std::vector<std::vector<PackedOperator*>> ops(loaders);
@@ -238,7 +197,7 @@ double first_load(const ModelMap& map, const std::vector<Layer>& layers, size_t 
   return ms;
 }
 
-void bench_first_load(const ModelMap& map, const std::vector<Layer>& layers) {
+void bench_first_load(const InMemoryDataMap& map, const std::vector<Layer>& layers) {
   set_verify_content(true);
   struct Load {
     const char* name;
@@ -282,7 +241,8 @@ int main() {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   std::printf("L2 per core (sysconf): %ld bytes; default slab: %zu bytes\n", l2,
               default_slab_bytes());
-  ModelMap map;
+  // The model's constants handed out zero-copy, as an mmapped .ptd would be.
+  InMemoryDataMap map("reference.ptd", InMemoryDataMap::Buffers::kViews);
   const std::vector<Layer> layers = make_model(&map);
   bench_forward(map, layers);
   bench_first_load(map, layers);
