@@ -1,8 +1,11 @@
 // EValue: one value of a method: a Tensor, an int, a double, a bool, an int list, a string (e.g.
-// gelu's approximate="tanh"), or none.
+// gelu's approximate="tanh"), a list of values (a Tensor[] such as cat's inputs, or a Tensor?[]
+// such as index.Tensor's indices, whose entries may be none), or none.
 //
 // Kernels and delegates get their arguments as EValues. An EValue never owns memory (an int list
-// points into the program's flatbuffer), so it is trivially copyable and never allocates.
+// points into the program's flatbuffer or, when some items are sizes computed at run time, into
+// the Method's own array, refreshed before each call; a value list points at the Method's values),
+// so it is trivially copyable and never allocates.
 //
 //   if (!arg.is_tensor()) return Error::InvalidArgument;
 //   Tensor& t = arg.to_tensor();
@@ -20,7 +23,7 @@ namespace runtime {
 
 class EValue {
  public:
-  enum class Tag : uint8_t { None, Int, Double, Bool, IntList, Tensor, String };
+  enum class Tag : uint8_t { None, Int, Double, Bool, IntList, Tensor, String, List };
 
   EValue() = default;
   explicit EValue(int64_t v) : tag_(Tag::Int) { payload_.i = v; }
@@ -30,6 +33,8 @@ class EValue {
   explicit EValue(const Tensor& t) : tag_(Tag::Tensor) { payload_.tensor = t; }
   // The string must outlive the value (Method's strings point into the program's flatbuffer).
   explicit EValue(const char* s) : tag_(Tag::String) { payload_.str = s; }
+  // The values must outlive this one (Method's lists point at its own values).
+  explicit EValue(Span<EValue* const> items) : tag_(Tag::List) { payload_.items = items; }
 
   Tag tag() const { return tag_; }
   bool is_none() const { return tag_ == Tag::None; }
@@ -39,6 +44,7 @@ class EValue {
   bool is_int_list() const { return tag_ == Tag::IntList; }
   bool is_tensor() const { return tag_ == Tag::Tensor; }
   bool is_string() const { return tag_ == Tag::String; }
+  bool is_list() const { return tag_ == Tag::List; }
 
   // Accessors require the matching tag; check it first.
   int64_t to_int() const { return payload_.i; }
@@ -46,6 +52,9 @@ class EValue {
   bool to_bool() const { return payload_.b; }
   Span<const int64_t> to_int_list() const { return payload_.list; }
   const char* to_str() const { return payload_.str; }
+  Span<EValue* const> to_list() const { return payload_.items; }
+  // Assigns an int in place (sizes computed at run time, e.g. aten::sym_size); requires is_int().
+  void set_int(int64_t v) { payload_.i = v; }
   Tensor& to_tensor() { return payload_.tensor; }
   const Tensor& to_tensor() const { return payload_.tensor; }
 
@@ -58,6 +67,7 @@ class EValue {
     bool b;
     Span<const int64_t> list;
     const char* str;
+    Span<EValue* const> items;
     Tensor tensor;
   } payload_;
 };

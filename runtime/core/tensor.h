@@ -1,11 +1,18 @@
-// Tensor: a non-owning, fixed-capacity view of a dense tensor: element type, sizes, data pointer.
+// Tensor: a non-owning view of a dense tensor: element type, sizes, data pointer, and the capacity
+// of the memory behind it.
 //
 // Tensors inside a Method point into its planned memory or at constant bytes it holds; a Tensor
 // never owns or frees its data. Sizes live inline (at most kMaxDims), so making or copying a
 // Tensor never allocates: kernels and delegates receive them on the execute path.
 //
-//   Tensor t(ScalarType::Float, {4, 256}, data);
-//   size_t n = t.numel();   float* p = t.data<float>();
+// A program exported with a dynamic dim (e.g. the token count, up to --max-seq-len) plans each
+// tensor at its upper bound: the Tensor is made with those sizes, which fix its capacity, and every
+// execute resizes it to the real sizes (a kernel computes its output's, set_input takes the
+// caller's). resize() keeps the rank and never grows past the capacity, so a shape outside the
+// bound is an error, never a write past the buffer.
+//
+//   Tensor t(ScalarType::Float, {128, 256}, data);   // capacity: 128 * 256 floats
+//   ES_RETURN_IF_ERROR(t.resize({7, 256}));            // numel() == 7 * 256 now
 //
 // Thread-safety: a value type; the data it points to is the owner's business.
 
@@ -17,6 +24,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/core/scalar_type.h"
 #include "edgeshare/runtime/core/span.h"
 
@@ -32,6 +40,7 @@ class Tensor {
   Tensor(ScalarType type, Span<const int32_t> sizes, void* data) : type_(type), data_(data) {
     dim_ = sizes.size() < kMaxDims ? sizes.size() : kMaxDims;
     for (size_t i = 0; i < dim_; ++i) sizes_[i] = sizes[i];
+    capacity_ = nbytes();
   }
   Tensor(ScalarType type, std::initializer_list<int32_t> sizes, void* data)
       : Tensor(type, Span<const int32_t>(sizes.begin(), sizes.size()), data) {}
@@ -46,6 +55,39 @@ class Tensor {
     return n;
   }
   size_t nbytes() const { return numel() * element_size(type_); }
+  // Bytes behind data(): nbytes() of the sizes the Tensor was made with.
+  size_t capacity() const { return capacity_; }
+
+  // Sets the sizes, keeping the rank, when they fit in capacity().
+  // Errors: InvalidArgument for another rank, a negative size, or more bytes than capacity()
+  // (the message gives both); the Tensor is unchanged then.
+  Status resize(Span<const int32_t> sizes) {
+    if (sizes.size() != dim_) {
+      return Status::Format(Error::InvalidArgument, "cannot resize a %zu-dim tensor to %zu dims",
+                            dim_, sizes.size());
+    }
+    size_t bytes = element_size(type_);
+    for (size_t i = 0; i < dim_; ++i) {
+      if (sizes[i] < 0) {
+        return Status::Format(Error::InvalidArgument, "size %d of dim %zu is negative", sizes[i],
+                              i);
+      }
+      bytes = sizes[i] == 0 || bytes <= capacity_ / static_cast<size_t>(sizes[i])
+                  ? bytes * static_cast<size_t>(sizes[i])
+                  : capacity_ + 1;
+    }
+    if (bytes > capacity_) {
+      return Status::Format(Error::InvalidArgument,
+                            "the shape needs more than the %zu bytes planned for this tensor "
+                            "(its upper bound)",
+                            capacity_);
+    }
+    for (size_t i = 0; i < dim_; ++i) sizes_[i] = sizes[i];
+    return Status();
+  }
+  Status resize(std::initializer_list<int32_t> sizes) {
+    return resize(Span<const int32_t>(sizes.begin(), sizes.size()));
+  }
 
   void* mutable_data() const { return data_; }
   const void* const_data() const { return data_; }
@@ -59,6 +101,7 @@ class Tensor {
   size_t dim_ = 0;
   std::array<int32_t, kMaxDims> sizes_{};
   void* data_ = nullptr;
+  size_t capacity_ = 0;
 };
 
 }  // namespace runtime

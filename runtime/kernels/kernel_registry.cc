@@ -15,10 +15,11 @@ KernelRegistry& registry() {
 
 }  // namespace
 
-Status register_kernel(const char* name, KernelFn fn, size_t num_inputs) {
+Status register_kernel(const char* name, KernelFn fn, size_t num_inputs, KernelOutputs outputs) {
   Kernel kernel;
   kernel.fn = fn;
   kernel.num_inputs = num_inputs;
+  kernel.outputs = outputs;
   return registry().add(name, kernel);
 }
 

@@ -6,7 +6,13 @@
 // say which arguments a kernel writes, and a hostile one must not be believed, so every kernel
 // registers its input count: the operator's schema arguments, fixed per overload (an optional one
 // is passed as None, never left out). Every later argument is an output, which Method::load
-// requires to be a planned tensor: never a constant, never a method input.
+// requires to be a planned tensor: never a constant, never a method input. A size kernel
+// (aten::sym_size.int, sym::mul, ...: the arithmetic of sizes known only at run time) registers
+// KernelOutputs::kInts instead: its outputs are Int values, each written by that one call.
+//
+// Shapes: a kernel computes its outputs' sizes from its inputs and sets them with
+// Tensor::resize (within the planned capacity), so one program serves every length up to the
+// bound it was exported for; resize's error is the kernel's.
 //
 //   Status add(Span<EValue* const> args) { ... }   // (self, other, alpha, out)
 //   static const bool registered = register_kernel("aten::add.Tensor", add, 3).ok();
@@ -18,6 +24,7 @@
 #define EDGESHARE_RUNTIME_KERNELS_KERNEL_REGISTRY_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "edgeshare/runtime/core/evalue.h"
 #include "edgeshare/runtime/core/result.h"
@@ -28,17 +35,22 @@ namespace runtime {
 
 using KernelFn = Status (*)(Span<EValue* const> args);
 
+// What a kernel's outputs are.
+enum class KernelOutputs : uint8_t { kTensors, kInts };
+
 struct Kernel {
   KernelFn fn = nullptr;
   // The leading args that are inputs; args from this index on are outputs.
   size_t num_inputs = 0;
+  KernelOutputs outputs = KernelOutputs::kTensors;
 
   explicit operator bool() const { return fn != nullptr; }
 };
 
 // Errors: AlreadyExists, InvalidArgument (null name or fn), MemoryAllocationFailed past 256
 // kernels.
-Status register_kernel(const char* name, KernelFn fn, size_t num_inputs);
+Status register_kernel(const char* name, KernelFn fn, size_t num_inputs,
+                       KernelOutputs outputs = KernelOutputs::kTensors);
 
 // The kernel registered under `name`; its fn is null when there is none.
 Kernel get_kernel(const char* name);
