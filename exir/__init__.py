@@ -26,14 +26,25 @@ from edgeshare.exir.export import (
     ExecutorchProgramManager,
     to_edge,
 )
+from edgeshare.exir.hf import (
+    CausalLMLogits,
+    HfInputError,
+    UnsupportedAdapterError,
+    export_hf_lora,
+    load_hf_model,
+    load_peft_adapter,
+)
+from edgeshare.exir.lora import AdapterNameError
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore, NamedDataStoreOutput
 from edgeshare.exir.partition import DelegationSpec, Partitioner, PartitionResult
 
 __all__ = [
     "AdapterMismatchError",
+    "AdapterNameError",
     "BackendDetails",
     "CallableDataPolicy",
+    "CausalLMLogits",
     "CompileSpec",
     "DataPlacement",
     "DataPlacementError",
@@ -44,6 +55,7 @@ __all__ = [
     "ExecutorchProgramManager",
     "ExportError",
     "FoundationDataPolicy",
+    "HfInputError",
     "InlineDataPolicy",
     "LoraDataPolicy",
     "LoweringError",
@@ -55,7 +67,11 @@ __all__ = [
     "PatternDataPolicy",
     "PreprocessResult",
     "SerializationError",
+    "UnsupportedAdapterError",
     "UnsupportedModelError",
     "canonical_name",
+    "export_hf_lora",
+    "load_hf_model",
+    "load_peft_adapter",
     "to_edge",
 ]

@@ -1,8 +1,8 @@
 """LoRA: the LoRALinear wrapper, applying adapters to a foundation, and the export helper.
 
 export_lora() writes foundation.ptd (the foundation weights under the bare foundation's names, once)
-plus either one .pte per adapter or one multi-method .pte whose methods are the adapters; each
-program holds only its adapter weights. Which weights are the foundation's is decided by identity
+plus either one .pte per adapter or one multi-method .pte whose methods are the adapters (and, if
+asked, the bare foundation's own .pte); each program holds only its adapter weights. Which weights are the foundation's is decided by identity
 (dtype, shape and bytes equal to a foundation tensor's; FoundationDataPolicy), not by name, so
 PEFT models and LoRA modules with any parameter names share the foundation.
 """
@@ -12,7 +12,7 @@ import dataclasses
 import os
 import re
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte, serialize_ptd
@@ -29,10 +29,12 @@ from edgeshare.exir.tensor_layout import tensor_bytes
 from torch import nn
 
 __all__ = [
+    "AdapterNameError",
     "FoundationMismatchWarning",
     "LoRALinear",
     "LoraExportResult",
     "apply_lora",
+    "check_adapter_name",
     "export_lora",
     "export_method",
 ]
@@ -48,6 +50,24 @@ class FoundationMismatchWarning(UserWarning):
     adapter fine-tunes in full (PEFT's modules_to_save), a surprise for a LoRA merged into its base
     layer or an adapter built on another checkpoint of the foundation.
     """
+
+
+class AdapterNameError(ExportError):
+    """An adapter name that cannot be a file stem (or is the foundation's own stem)."""
+
+
+def check_adapter_name(name: Any, foundation_tag: str = "foundation") -> None:
+    """Adapter names become file stems (<name>.pte) and method names.
+
+    Raises:
+      AdapterNameError: name is not letters, digits, '_', '.', '-' (not starting with '.' or
+        '-'), or is foundation_tag.
+    """
+    if not isinstance(name, str) or not _NAME.match(name) or name == foundation_tag:
+        raise AdapterNameError(
+            f"adapter name '{name}' must be a file stem (letters, digits, '_', '.', '-') different from "
+            f"'{foundation_tag}'"
+        )
 
 
 class LoRALinear(nn.Module):
@@ -189,13 +209,19 @@ def _check_shares(name: str, module: nn.Module, foundation: nn.Module, policy: F
         )
 
 
-def export_method(module: nn.Module, example_inputs: Tuple[Any, ...], what: str) -> torch.export.ExportedProgram:
+def export_method(
+    module: nn.Module,
+    example_inputs: Tuple[Any, ...],
+    what: str,
+    dynamic_shapes: Optional[Any] = None,
+) -> torch.export.ExportedProgram:
     """torch.export with an error that names what failed.
 
     Args:
       module: the model.
       example_inputs: its example inputs.
       what: names the model in errors (e.g. "adapter 'lora_a'").
+      dynamic_shapes: torch.export's dynamic_shapes (None: every size is static).
 
     Returns:
       The exported program.
@@ -205,7 +231,7 @@ def export_method(module: nn.Module, example_inputs: Tuple[Any, ...], what: str)
     """
     module = module.eval()
     try:
-        return torch.export.export(module, tuple(example_inputs), strict=False)
+        return torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # torch.export raises many types; keep its message.
         raise UnsupportedModelError(f"{what} could not be exported by torch.export: {type(e).__name__}: {e}") from e
 
@@ -224,6 +250,7 @@ class LoraExportResult:
       adapter_bytes: adapter name -> bytes of its own weights.
       adapter_keys: adapter name -> keys of its own weights in its .pte.
       modules: adapter name -> the eager model that was exported (for reference outputs).
+      foundation_program: the .pte of the bare foundation (method "forward"), if one was written.
     """
 
     files: Dict[str, int]
@@ -235,6 +262,7 @@ class LoraExportResult:
     adapter_bytes: Dict[str, int]
     adapter_keys: Dict[str, List[str]]
     modules: Dict[str, nn.Module]
+    foundation_program: Optional[str] = None
 
 
 def export_lora(
@@ -249,6 +277,9 @@ def export_lora(
     alpha: Optional[float] = None,
     config: Optional[ExecutorchBackendConfig] = None,
     data_policy: Optional[DataPolicy] = None,
+    dynamic_shapes: Optional[Any] = None,
+    foundation_program: Optional[str] = None,
+    progress: Optional[Callable[[str], None]] = None,
 ) -> LoraExportResult:
     """Exports LoRA variants of one foundation: <foundation_tag>.ptd plus their programs.
 
@@ -257,7 +288,7 @@ def export_lora(
       adapters: adapter name -> a state dict ("<layer>.lora_a.weight", "<layer>.lora_b.weight")
         or a whole adapter model (any module whose foundation weights equal the foundation's,
         e.g. a LoRA-wrapped copy or a PEFT model).
-      example_inputs: example inputs of the model (shapes are fixed at export).
+      example_inputs: example inputs of the model.
       out_dir: the folder to write to (created if missing).
       partitioner: the partitioner to delegate with (e.g. XnnpackPartitioner()), or None.
       multi_method: write one <program_name>.pte whose methods are the adapters, instead of one
@@ -269,6 +300,11 @@ def export_lora(
       data_policy: which weights are the foundation's. None: FoundationDataPolicy(foundation,
         foundation_tag), by identity (dtype, shape, bytes); LoraDataPolicy(foundation_tag) decides
         by name instead, for users who choose it.
+      dynamic_shapes: torch.export's dynamic_shapes for every program (None: shapes are fixed at
+        the example inputs').
+      foundation_program: if set, also writes the bare foundation as <foundation_program>.pte
+        (method "forward", every weight in <foundation_tag>.ptd); its entries decide the .ptd.
+      progress: called with one line per step (export, lowering, writing).
 
     Returns:
       What was written: paths, sizes, shared and per-adapter bytes.
@@ -276,9 +312,10 @@ def export_lora(
     Raises:
       AdapterMismatchError: a state-dict adapter does not fit the foundation, or an adapter model
         shares no weight with it (by name, for a name-based policy: a base weight that differs).
+      AdapterNameError: an adapter name is not a file stem or is foundation_tag or
+        foundation_program.
       UnsupportedModelError: the foundation has no parameters, or a model cannot be exported.
-      ExportError: an adapter name is unusable, or programs put different bytes under one
-        foundation key.
+      ExportError: programs put different bytes under one foundation key.
 
     Warns:
       FoundationMismatchWarning: a weight of an adapter model has a foundation weight's name and
@@ -290,30 +327,48 @@ def export_lora(
         raise UnsupportedModelError(f"foundation model {type(foundation).__name__} has no parameters")
     if not adapters:
         raise ExportError("export_lora needs at least one adapter")
+    if foundation_program is not None and (not _NAME.match(foundation_program) or foundation_program in adapters):
+        raise AdapterNameError(
+            f"foundation program name '{foundation_program}' must be a file stem no adapter has"
+        )
+    say = progress or (lambda line: None)
     inputs = tuple(example_inputs)
     policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
     modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
-    programs = {name: export_method(m, inputs, f"adapter '{name}'") for name, m in modules.items()}
+    to_export = dict(modules)
+    if foundation_program is not None:
+        to_export = {foundation_program: foundation.eval(), **modules}
+    programs: Dict[str, torch.export.ExportedProgram] = {}
+    for name, module in to_export.items():
+        what = "the foundation" if name == foundation_program and name not in modules else f"adapter '{name}'"
+        say(f"exporting {what} (torch.export)")
+        programs[name] = export_method(module, inputs, what, dynamic_shapes)
 
-    def lower(eps: Dict[str, torch.export.ExportedProgram]):
+    def lower(eps: Dict[str, torch.export.ExportedProgram], stem: str):
+        say(f"lowering {stem}")
         edge = to_edge(eps, data_policy=policy)
         if partitioner is not None:
             edge = edge.to_backend(partitioner)
         return edge.to_executorch(config)
 
     outputs = []
+    if foundation_program is not None:
+        outputs.append((foundation_program, lower({"forward": programs.pop(foundation_program)}, foundation_program), []))
     if multi_method:
-        outputs.append((program_name, lower(programs), list(programs)))
+        outputs.append((program_name, lower(programs, program_name), list(programs)))
     else:
         for name, ep in programs.items():
-            outputs.append((name, lower({"forward": ep}), [name]))
-    foundation_bytes = _foundation_file([(stem, et) for stem, et, _ in outputs], foundation_tag)
+            outputs.append((name, lower({"forward": ep}, name), [name]))
+    foundation_bytes = _foundation_file(
+        [(stem, et) for stem, et, _ in outputs], foundation_tag, foundation_program is not None
+    )
     os.makedirs(out_dir, exist_ok=True)
     files: Dict[str, int] = {}
     program_paths: Dict[str, str] = {}
     methods: Dict[str, str] = {}
     for stem, et, names in outputs:
         path = os.path.join(out_dir, f"{stem}.pte")
+        say(f"writing {path}")
         with open(path, "wb") as f:
             f.write(et.buffer)
         files[path] = len(et.buffer)
@@ -321,6 +376,7 @@ def export_lora(
             program_paths[name] = path
             methods[name] = name if multi_method else "forward"
     foundation_path = os.path.join(out_dir, f"{foundation_tag}.ptd")
+    say(f"writing {foundation_path}")
     with open(foundation_path, "wb") as f:
         f.write(foundation_bytes)
     files[foundation_path] = len(foundation_bytes)
@@ -330,6 +386,8 @@ def export_lora(
     adapter_bytes: Dict[str, int] = {}
     adapter_keys: Dict[str, List[str]] = {}
     for stem, et, names in outputs:
+        if not names:
+            continue
         pte = deserialize_pte(et.buffer, f"{stem}.pte")
         for name in names:
             prefix = f"{methods[name]}/"
@@ -346,6 +404,7 @@ def export_lora(
         adapter_bytes,
         adapter_keys,
         modules,
+        os.path.join(out_dir, f"{foundation_program}.pte") if foundation_program is not None else None,
     )
 
 
@@ -359,8 +418,7 @@ def _adapter_models(
     """Adapter name -> its model in eval mode (state dicts applied), each checked against policy."""
     modules: Dict[str, nn.Module] = {}
     for name, adapter in adapters.items():
-        if not isinstance(name, str) or not _NAME.match(name) or name == foundation_tag:
-            raise ExportError(f"adapter name '{name}' must be a file stem different from '{foundation_tag}'")
+        check_adapter_name(name, foundation_tag)
         if isinstance(adapter, nn.Module):
             module = adapter
         elif isinstance(adapter, Mapping):
@@ -375,11 +433,13 @@ def _adapter_models(
     return modules
 
 
-def _foundation_file(outputs: Sequence[Tuple[str, Any]], tag: str) -> bytes:
+def _foundation_file(outputs: Sequence[Tuple[str, Any]], tag: str, first_is_foundation: bool = False) -> bytes:
     """The one <tag>.ptd of every program: the union of the foundation entries each one uses.
 
     Programs usually use the same foundation weights and yield the same file; one whose adapter
-    replaced a foundation weight uses fewer, and the union still serves every program.
+    replaced a foundation weight uses fewer, and the union still serves every program. When the
+    first program is the bare foundation, its file holds every entry and is the file, whatever the
+    adapters are (so foundation.ptd is the same for any set of adapters).
 
     Raises:
       ExportError: a program put nothing in <tag>.ptd, or two programs put different bytes under
@@ -393,6 +453,8 @@ def _foundation_file(outputs: Sequence[Tuple[str, Any]], tag: str) -> bytes:
         files.append((stem, ptd))
     if all(ptd == files[0][1] for _, ptd in files):
         return files[0][1]
+    if first_is_foundation:
+        return _foundation_superset(files, tag)
     entries: Dict[str, Tuple[bytes, int, Any]] = {}
     owners: Dict[str, str] = {}
     alignment = 1
@@ -407,3 +469,22 @@ def _foundation_file(outputs: Sequence[Tuple[str, Any]], tag: str) -> bytes:
             entries.setdefault(key, (blob.data, 1, blob.tensor_layout))
             owners.setdefault(key, stem)
     return serialize_ptd(entries, alignment)
+
+
+def _foundation_superset(files: Sequence[Tuple[str, bytes]], tag: str) -> bytes:
+    """The bare foundation's <tag>.ptd (files[0]), checked to hold every other program's entries.
+
+    Raises:
+      ExportError: a program uses a key the foundation's file lacks, or other bytes under one.
+    """
+    stem0, ptd0 = files[0]
+    reference = deserialize_ptd(ptd0, f"{tag}.ptd of '{stem0}'").named_data
+    for stem, ptd in files[1:]:
+        for key, blob in deserialize_ptd(ptd, f"{tag}.ptd of '{stem}'").named_data.items():
+            ref = reference.get(key)
+            if ref is None or ref.data != blob.data:
+                raise ExportError(
+                    f"program '{stem}' put {'a key' if ref is None else 'other bytes'} under {tag}.ptd key "
+                    f"'{key}' that the foundation program '{stem0}' does not"
+                )
+    return ptd0

@@ -1,0 +1,304 @@
+"""Hugging Face inputs: a causal LM directory and PEFT LoRA adapter directories, exported for LoRA.
+
+A model directory is what `save_pretrained` writes (config.json + model.safetensors, or shards
+listed in model.safetensors.index.json); it is loaded with transformers' AutoModelForCausalLM
+from local files only. An adapter directory is what PEFT's `save_pretrained` writes
+(adapter_config.json + adapter_model.safetensors); it is loaded with peft onto a fresh copy of the
+model (the base path it records is not used). Each program's method "forward" takes int64
+input_ids [1, T] and returns the logits [1, T, vocab]; T is dynamic, 1..max_seq_len.
+
+    from edgeshare.exir.hf import export_hf_lora
+
+    result = export_hf_lora("tiny/model", {"chat": "tiny/chat", "code": "tiny/code"}, "out")
+    # out/chat.pte, out/code.pte, out/foundation.pte (no adapter), out/foundation.ptd
+
+Every directory or file problem is an HfInputError naming it, checked before anything is loaded;
+a PEFT type other than LoRA is an UnsupportedAdapterError; an adapter that does not fit the model
+(another hidden size, modules the model lacks) is an AdapterMismatchError naming the adapter.
+"""
+
+import copy
+import json
+import os
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+import torch
+from edgeshare.exir.data_policy import FoundationDataPolicy
+from edgeshare.exir.errors import AdapterMismatchError, ExportError
+from edgeshare.exir.export import ExecutorchBackendConfig
+from edgeshare.exir.lora import LoraExportResult, check_adapter_name, export_lora
+from edgeshare.exir.partition import Partitioner
+from torch import nn
+
+__all__ = [
+    "CausalLMLogits",
+    "HfInputError",
+    "UnsupportedAdapterError",
+    "export_hf_lora",
+    "load_hf_model",
+    "load_peft_adapter",
+    "token_dynamic_shapes",
+]
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+WEIGHTS_INDEX = "model.safetensors.index.json"
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+FOUNDATION = "foundation"
+
+
+class HfInputError(ExportError):
+    """A model or adapter directory, or a file in it, is missing or unreadable (naming it)."""
+
+
+class UnsupportedAdapterError(HfInputError):
+    """A PEFT adapter of another type than LoRA (IA3, prefix tuning, ...), naming adapter and type."""
+
+
+class CausalLMLogits(nn.Module):
+    """A causal LM (or a PEFT model over one) as a function of token ids: the logits, no KV cache.
+
+    Args:
+      model: a transformers causal LM or a peft PeftModel wrapping one.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"
+
+
+def _read_json(path: str, what: str) -> Dict[str, Any]:
+    if not os.path.isfile(path):
+        raise HfInputError(f"{what} has no {os.path.basename(path)} ({path} is missing)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise HfInputError(f"{what}: {path} is not valid JSON ({_one_line(e)})") from e
+    if not isinstance(value, dict):
+        raise HfInputError(f"{what}: {path} holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _check_safetensors(path: str, what: str) -> None:
+    """Reads the header of a safetensors file (which also checks it covers the whole file)."""
+    import safetensors  # noqa: PLC0415 (only the HF path needs it)
+
+    if not os.path.isfile(path):
+        raise HfInputError(f"{what} has no {os.path.basename(path)} ({path} is missing)")
+    try:
+        with safetensors.safe_open(path, framework="pt") as f:
+            f.keys()
+    except Exception as e:  # safetensors raises its own SafetensorError (not exported) and OSError.
+        raise HfInputError(f"{what}: {path} is not a valid safetensors file ({_one_line(e)})") from e
+
+
+def _check_dir(path: str, what: str) -> None:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what} must be a path, got {type(path).__name__}")
+    if not os.path.isdir(path):
+        raise HfInputError(f"{what} '{path}' does not exist or is not a directory")
+
+
+def _weight_files(model_dir: str, what: str) -> List[str]:
+    single = os.path.join(model_dir, WEIGHTS)
+    index = os.path.join(model_dir, WEIGHTS_INDEX)
+    if os.path.isfile(single) or not os.path.isfile(index):
+        return [single]
+    weight_map = _read_json(index, what).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise HfInputError(f"{what}: {index} has no weight_map")
+    return [os.path.join(model_dir, name) for name in sorted(set(weight_map.values()))]
+
+
+def load_hf_model(model_dir: str) -> nn.Module:
+    """Loads a causal LM that `save_pretrained` wrote, offline, in float32 and eval mode.
+
+    Args:
+      model_dir: the directory (config.json + model.safetensors or sharded safetensors).
+
+    Returns:
+      The transformers model.
+
+    Raises:
+      HfInputError: the directory, its config.json or a safetensors file is missing or corrupt,
+        transformers cannot build the model from it, or the files lack weights the model has.
+    """
+    what = f"model directory '{model_dir}'"
+    _check_dir(model_dir, "model directory")
+    config = _read_json(os.path.join(model_dir, CONFIG), what)
+    if not isinstance(config.get("model_type"), str):
+        raise HfInputError(f"{what}: {os.path.join(model_dir, CONFIG)} has no model_type")
+    for path in _weight_files(model_dir, what):
+        _check_safetensors(path, what)
+    import transformers  # noqa: PLC0415 (importing transformers takes seconds)
+
+    try:
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(
+            model_dir, local_files_only=True, dtype=torch.float32, output_loading_info=True
+        )
+    except Exception as e:  # transformers raises ValueError, OSError, KeyError...: keep its words.
+        raise HfInputError(f"{what}: transformers cannot load it as a causal LM ({_one_line(e)})") from e
+    for kind in ("missing_keys", "mismatched_keys"):
+        keys = sorted(str(k) for k in info.get(kind) or ())
+        if keys:
+            # transformers fills missing or mismatched weights with random values: never export those.
+            raise HfInputError(
+                f"{what}: the safetensors files do not fit {type(model).__name__} "
+                f"({kind.replace('_', ' ')}: {', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})"
+            )
+    return model.eval()
+
+
+def _check_adapter_dir(name: str, adapter_dir: str) -> None:
+    what = f"adapter '{name}' directory '{adapter_dir}'"
+    _check_dir(adapter_dir, f"adapter '{name}' directory")
+    config = _read_json(os.path.join(adapter_dir, ADAPTER_CONFIG), what)
+    peft_type = config.get("peft_type")
+    if peft_type != "LORA":
+        raise UnsupportedAdapterError(
+            f"adapter '{name}' ({os.path.join(adapter_dir, ADAPTER_CONFIG)}) is a PEFT {peft_type} "
+            "adapter; only LoRA adapters (peft_type LORA) can be exported"
+        )
+    _check_safetensors(os.path.join(adapter_dir, ADAPTER_WEIGHTS), what)
+
+
+def load_peft_adapter(base: nn.Module, name: str, adapter_dir: str) -> nn.Module:
+    """Loads a PEFT LoRA adapter onto a copy of base (base is not modified).
+
+    Args:
+      base: the model load_hf_model returned.
+      name: the adapter's name (for errors).
+      adapter_dir: the directory PEFT's save_pretrained wrote.
+
+    Returns:
+      The PEFT model in eval mode.
+
+    Raises:
+      HfInputError: the directory or one of its files is missing or corrupt.
+      UnsupportedAdapterError: the adapter is not a LoRA adapter.
+      AdapterMismatchError: its weights do not fit the model (shapes, or modules it lacks).
+    """
+    _check_adapter_dir(name, adapter_dir)
+    import peft  # noqa: PLC0415
+    import safetensors.torch  # noqa: PLC0415
+
+    what = f"adapter '{name}' ({adapter_dir})"
+    try:
+        model = peft.PeftModel.from_pretrained(copy.deepcopy(base), adapter_dir, is_trainable=False)
+    except RuntimeError as e:
+        mismatch = [line.strip() for line in str(e).splitlines() if "size mismatch" in line]
+        detail = mismatch[0] if mismatch else _one_line(e)
+        raise AdapterMismatchError(f"{what} does not fit the model: {detail}") from e
+    except ValueError as e:  # e.g. "Target modules {...} not found in the base model".
+        raise AdapterMismatchError(f"{what} does not fit the model: {_one_line(e)}") from e
+    except Exception as e:
+        raise HfInputError(f"{what}: peft cannot load it ({_one_line(e)})") from e
+    # PEFT only warns about adapter weights it did not use: an adapter for another model would
+    # then export as if it had fewer layers adapted. Every weight of the file must be in the model.
+    saved = safetensors.torch.load_file(os.path.join(adapter_dir, ADAPTER_WEIGHTS))
+    loaded = peft.get_peft_model_state_dict(model)
+    unused = sorted(k for k in saved if k not in loaded or not torch.equal(loaded[k], saved[k].to(loaded[k].dtype)))
+    if unused:
+        raise AdapterMismatchError(
+            f"{what} does not fit the model: {len(unused)} of its weights are not used by it "
+            f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})"
+        )
+    return model.eval()
+
+
+def token_dynamic_shapes(max_seq_len: int) -> Optional[Dict[str, Dict[int, Any]]]:
+    """The dynamic_shapes of CausalLMLogits: input_ids' token dim T in 1..max_seq_len.
+
+    torch 2.13's export keeps min=1 (no 0/1 specialisation of a declared Dim): the program is
+    right for T=1 (checked by hf_export_test). None for max_seq_len 1 (static T=1).
+    """
+    if max_seq_len == 1:
+        return None
+    return {"input_ids": {1: torch.export.Dim("T", min=1, max=max_seq_len)}}
+
+
+def _check_max_seq_len(max_seq_len: int, model: nn.Module, model_dir: str) -> None:
+    if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len < 1:
+        raise ExportError(f"max_seq_len must be a positive int, got {max_seq_len!r}")
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if isinstance(limit, int) and max_seq_len > limit:
+        raise ExportError(
+            f"max_seq_len {max_seq_len} exceeds the model's max_position_embeddings {limit} ({model_dir})"
+        )
+
+
+def export_hf_lora(
+    model_dir: str,
+    adapters: Mapping[str, str],
+    out_dir: str,
+    max_seq_len: int = 128,
+    partitioner: Optional[Partitioner] = None,
+    config: Optional[ExecutorchBackendConfig] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> LoraExportResult:
+    """Exports a Hugging Face causal LM with PEFT LoRA adapters: one program per adapter plus the bare
+    foundation, all over one foundation.ptd.
+
+    Writes out_dir/<name>.pte per adapter, out_dir/foundation.pte (no adapter) and
+    out_dir/foundation.ptd. Foundation weights are recognised by identity and keyed by the bare
+    model's parameter names (an lm_head tied to the embedding is stored once).
+
+    Args:
+      model_dir: the model directory (config.json + safetensors).
+      adapters: adapter name (a file stem, not "foundation") -> its PEFT directory.
+      out_dir: the folder to write (created if missing).
+      max_seq_len: the largest T the programs accept.
+      partitioner: the partitioner to delegate with (e.g. XnnpackPartitioner()), or None.
+      config: serialization options.
+      progress: called with one line per step (loading, export, lowering, writing).
+
+    Returns:
+      What was written (result.foundation_program is out_dir/foundation.pte).
+
+    Raises:
+      HfInputError, UnsupportedAdapterError, AdapterMismatchError: see load_hf_model and
+        load_peft_adapter.
+      ExportError: an adapter name is not a usable file stem, max_seq_len is out of range, or
+        the export fails (UnsupportedModelError naming the model).
+    """
+    say = progress or (lambda line: None)
+    if not adapters:
+        raise ExportError("export_hf_lora needs at least one adapter")
+    for name in adapters:
+        check_adapter_name(name, FOUNDATION)
+    for name, adapter_dir in adapters.items():
+        _check_adapter_dir(name, adapter_dir)  # every input checked before the slow loading
+    say(f"loading model {model_dir}")
+    base = load_hf_model(model_dir)
+    _check_max_seq_len(max_seq_len, base, model_dir)
+    models: Dict[str, nn.Module] = {}
+    for name, adapter_dir in adapters.items():
+        say(f"loading adapter '{name}' from {adapter_dir}")
+        models[name] = CausalLMLogits(load_peft_adapter(base, name, adapter_dir))
+    example_t = 1 if max_seq_len == 1 else max(2, min(max_seq_len, 7))
+    vocab = int(base.get_input_embeddings().weight.shape[0])
+    example = torch.randint(0, vocab, (1, example_t), generator=torch.Generator().manual_seed(0))
+    return export_lora(
+        CausalLMLogits(base),
+        models,
+        (example,),
+        out_dir,
+        partitioner,
+        foundation_tag=FOUNDATION,
+        config=config,
+        # Keys from the bare model's own names ("lm_head.weight"), not the wrapper's.
+        data_policy=FoundationDataPolicy(base, FOUNDATION),
+        dynamic_shapes=token_dynamic_shapes(max_seq_len),
+        foundation_program=FOUNDATION,
+        progress=say,
+    )
