@@ -4,7 +4,6 @@ Every directory here is written by the test from a tiny config (models/hf_tiny.p
 downloaded.
 """
 
-import json
 import os
 import shutil
 
@@ -160,7 +159,14 @@ def test_non_lora_peft_types_are_refused_naming_adapter_and_type(base, tmp_path)
     for name, config, kind in (("ia3", ia3, "IA3"), ("prefix", prefix, "PREFIX_TUNING")):
         path = str(tmp_path / name)
         peft.get_peft_model(hf_tiny.make_tiny_model("llama"), config).save_pretrained(path)
-        error = _raises(UnsupportedAdapterError, f"adapter '{name}' .* is a PEFT {kind} adapter", load_peft_adapter, base, name, path)
+        error = _raises(
+            UnsupportedAdapterError,
+            f"adapter '{name}' .* is a PEFT {kind} adapter",
+            load_peft_adapter,
+            base,
+            name,
+            path,
+        )
         assert isinstance(error, HfInputError)
 
 
@@ -183,13 +189,20 @@ def test_adapter_trained_on_another_hidden_size_is_a_mismatch(base, tmp_path):
 def test_adapter_for_modules_the_model_lacks_is_a_mismatch(base, tmp_path):
     path = str(tmp_path / "gpt2_adapter")
     hf_tiny.save_peft_adapter(hf_tiny.make_tiny_model("gpt2"), path, ["c_attn"], 4, 8.0, seed=1, fan_in_fan_out=True)
-    _raises(AdapterMismatchError, r"adapter 'g' .* does not fit the model: .*c_attn", load_peft_adapter, base, "g", path)
+    _raises(
+        AdapterMismatchError, r"adapter 'g' .* does not fit the model: .*c_attn", load_peft_adapter, base, "g", path
+    )
 
 
 @pytest.mark.parametrize("name", ["a/b", "", "foundation", ".hidden", "x y"])
 def test_adapter_names_that_are_not_file_stems_are_refused_before_loading(llama, tmp_path, name):
     error = _raises(
-        AdapterNameError, "must be a file stem", export_hf_lora, "/no/such/model", {name: llama.adapter_dirs["a"]}, str(tmp_path)
+        AdapterNameError,
+        "must be a file stem",
+        export_hf_lora,
+        "/no/such/model",
+        {name: llama.adapter_dirs["a"]},
+        str(tmp_path),
     )
     assert f"'{name}'" in str(error)
 
@@ -197,7 +210,14 @@ def test_adapter_names_that_are_not_file_stems_are_refused_before_loading(llama,
 def test_export_checks_every_directory_before_loading(llama, tmp_path):
     adapters = {"a": llama.adapter_dirs["a"], "b": str(tmp_path / "missing")}
     _raises(HfInputError, "adapter 'b' directory", export_hf_lora, "/no/such/model", adapters, str(tmp_path))
-    _raises(HfInputError, "model directory '/no/such/model'", export_hf_lora, "/no/such/model", {"a": adapters["a"]}, str(tmp_path))
+    _raises(
+        HfInputError,
+        "model directory '/no/such/model'",
+        export_hf_lora,
+        "/no/such/model",
+        {"a": adapters["a"]},
+        str(tmp_path),
+    )
     _raises(ExportError, "at least one adapter", export_hf_lora, llama.model_dir, {}, str(tmp_path))
 
 

@@ -2,9 +2,10 @@
 
 export_lora() writes foundation.ptd (the foundation weights under the bare foundation's names, once)
 plus either one .pte per adapter or one multi-method .pte whose methods are the adapters (and, if
-asked, the bare foundation's own .pte); each program holds only its adapter weights. Which weights are the foundation's is decided by identity
-(dtype, shape and bytes equal to a foundation tensor's; FoundationDataPolicy), not by name, so
-PEFT models and LoRA modules with any parameter names share the foundation.
+asked, the bare foundation's own .pte); each program holds only its adapter weights. Which weights
+are the foundation's is decided by identity (dtype, shape and bytes equal to a foundation
+tensor's; FoundationDataPolicy), not by name, so PEFT models and LoRA modules with any parameter
+names share the foundation.
 """
 
 import copy
@@ -25,7 +26,6 @@ from edgeshare.exir.data_policy import (
 from edgeshare.exir.errors import AdapterMismatchError, ExportError, UnsupportedModelError
 from edgeshare.exir.export import ExecutorchBackendConfig, to_edge
 from edgeshare.exir.partition import Partitioner
-from edgeshare.exir.tensor_layout import tensor_bytes
 from torch import nn
 
 __all__ = [
@@ -328,11 +328,8 @@ def export_lora(
     if not adapters:
         raise ExportError("export_lora needs at least one adapter")
     if foundation_program is not None and (not _NAME.match(foundation_program) or foundation_program in adapters):
-        raise AdapterNameError(
-            f"foundation program name '{foundation_program}' must be a file stem no adapter has"
-        )
+        raise AdapterNameError(f"foundation program name '{foundation_program}' must be a file stem no adapter has")
     say = progress or (lambda line: None)
-    inputs = tuple(example_inputs)
     policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
     modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
     to_export = dict(modules)
@@ -340,9 +337,9 @@ def export_lora(
         to_export = {foundation_program: foundation.eval(), **modules}
     programs: Dict[str, torch.export.ExportedProgram] = {}
     for name, module in to_export.items():
-        what = "the foundation" if name == foundation_program and name not in modules else f"adapter '{name}'"
+        what = f"adapter '{name}'" if name in modules else "the foundation"
         say(f"exporting {what} (torch.export)")
-        programs[name] = export_method(module, inputs, what, dynamic_shapes)
+        programs[name] = export_method(module, tuple(example_inputs), what, dynamic_shapes)
 
     def lower(eps: Dict[str, torch.export.ExportedProgram], stem: str):
         say(f"lowering {stem}")
@@ -351,28 +348,56 @@ def export_lora(
             edge = edge.to_backend(partitioner)
         return edge.to_executorch(config)
 
-    outputs = []
+    outputs: List[_Output] = []
     if foundation_program is not None:
-        outputs.append((foundation_program, lower({"forward": programs.pop(foundation_program)}, foundation_program), []))
+        outputs.append(
+            _Output(foundation_program, lower({"forward": programs.pop(foundation_program)}, "the foundation"), [])
+        )
     if multi_method:
-        outputs.append((program_name, lower(programs, program_name), list(programs)))
+        outputs.append(_Output(program_name, lower(programs, program_name), list(programs)))
     else:
-        for name, ep in programs.items():
-            outputs.append((name, lower({"forward": ep}, name), [name]))
+        outputs.extend(
+            _Output(name, lower({"forward": ep}, f"adapter '{name}'"), [name]) for name, ep in programs.items()
+        )
     foundation_bytes = _foundation_file(
-        [(stem, et) for stem, et, _ in outputs], foundation_tag, foundation_program is not None
+        [(o.stem, o.program) for o in outputs], foundation_tag, foundation_program is not None
     )
+    result = _write(outputs, foundation_bytes, out_dir, foundation_tag, multi_method, say)
+    result.modules = modules
+    if foundation_program is not None:
+        result.foundation_program = os.path.join(out_dir, f"{foundation_program}.pte")
+    return result
+
+
+@dataclasses.dataclass
+class _Output:
+    """One program to write: its file stem, what to_executorch made, the adapters it holds."""
+
+    stem: str
+    program: Any
+    adapters: List[str]
+
+
+def _write(
+    outputs: Sequence[_Output],
+    foundation_bytes: bytes,
+    out_dir: str,
+    foundation_tag: str,
+    multi_method: bool,
+    say: Callable[[str], None],
+) -> LoraExportResult:
+    """Writes the programs and <foundation_tag>.ptd; returns what was written (modules empty)."""
     os.makedirs(out_dir, exist_ok=True)
     files: Dict[str, int] = {}
     program_paths: Dict[str, str] = {}
     methods: Dict[str, str] = {}
-    for stem, et, names in outputs:
-        path = os.path.join(out_dir, f"{stem}.pte")
+    for out in outputs:
+        path = os.path.join(out_dir, f"{out.stem}.pte")
         say(f"writing {path}")
         with open(path, "wb") as f:
-            f.write(et.buffer)
-        files[path] = len(et.buffer)
-        for name in names:
+            f.write(out.program.buffer)
+        files[path] = len(out.program.buffer)
+        for name in out.adapters:
             program_paths[name] = path
             methods[name] = name if multi_method else "forward"
     foundation_path = os.path.join(out_dir, f"{foundation_tag}.ptd")
@@ -381,17 +406,14 @@ def export_lora(
         f.write(foundation_bytes)
     files[foundation_path] = len(foundation_bytes)
     ptd_file = deserialize_ptd(foundation_bytes, foundation_path)
-    shared_keys = list(ptd_file.named_data)
-    shared_bytes = sum(len(b.data) for b in ptd_file.named_data.values())
     adapter_bytes: Dict[str, int] = {}
     adapter_keys: Dict[str, List[str]] = {}
-    for stem, et, names in outputs:
-        if not names:
+    for out in outputs:
+        if not out.adapters:
             continue
-        pte = deserialize_pte(et.buffer, f"{stem}.pte")
-        for name in names:
-            prefix = f"{methods[name]}/"
-            keys = [k for k in pte.named_data if k.startswith(prefix)]
+        pte = deserialize_pte(out.program.buffer, f"{out.stem}.pte")
+        for name in out.adapters:
+            keys = [k for k in pte.named_data if k.startswith(f"{methods[name]}/")]
             adapter_keys[name] = keys
             adapter_bytes[name] = sum(len(pte.named_data[k].data) for k in keys)
     return LoraExportResult(
@@ -399,12 +421,11 @@ def export_lora(
         foundation_path,
         program_paths,
         methods,
-        shared_keys,
-        shared_bytes,
+        list(ptd_file.named_data),
+        sum(len(b.data) for b in ptd_file.named_data.values()),
         adapter_bytes,
         adapter_keys,
-        modules,
-        os.path.join(out_dir, f"{foundation_program}.pte") if foundation_program is not None else None,
+        {},
     )
 
 

@@ -7,9 +7,9 @@ import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir import LoraDataPolicy, to_edge
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
-from edgeshare.exir.lora import export_lora
+from edgeshare.exir.lora import AdapterNameError, export_lora
 from edgeshare.exir.tensor_layout import tensor_bytes
-from edgeshare.models import demo_lora
+from edgeshare.models import demo_lora, lora_variants
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +73,32 @@ def test_foundation_ptd_is_byte_identical_for_bare_foundation_and_each_adapter(d
     for name, module in adapters.items():
         single = export_lora(foundation, {name: module}, inputs, str(tmp_path / name), XnnpackPartitioner())
         assert _read(single.foundation_path) == reference
+
+
+def test_foundation_program_holds_no_weight_and_decides_the_ptd(tmp_path):
+    foundation, adapters, inputs = lora_variants.replaced_weight()
+    lines = []
+    both = export_lora(
+        foundation, adapters, inputs, str(tmp_path / "both"), None, foundation_program="base", progress=lines.append
+    )
+    assert both.foundation_program == str(tmp_path / "both" / "base.pte")
+    assert sorted(os.listdir(tmp_path / "both")) == ["base.pte", "foundation.ptd", "lora.pte", "tuned.pte"]
+    assert not deserialize_pte(_read(both.foundation_program)).named_data
+    # "tuned" replaces fc2.weight, so its own .ptd lacks it; the foundation program's has every
+    # weight and is the file, the same as with the plain adapter alone.
+    alone = export_lora(
+        foundation, {"lora": adapters["lora"]}, inputs, str(tmp_path / "one"), None, foundation_program="base"
+    )
+    assert _read(both.foundation_path) == _read(alone.foundation_path)
+    assert sorted(both.shared_keys) == sorted(foundation.state_dict())
+    assert [line.split(" ")[0] for line in lines] == ["exporting"] * 3 + ["lowering"] * 3 + ["writing"] * 4
+
+
+def test_foundation_program_name_must_be_a_stem_no_adapter_has(tmp_path):
+    foundation, adapters, inputs = lora_variants.replaced_weight()
+    for stem in ("lora", "a/b"):
+        with pytest.raises(AdapterNameError, match=f"foundation program name '{stem}'"):
+            export_lora(foundation, adapters, inputs, str(tmp_path), None, foundation_program=stem)
 
 
 if __name__ == "__main__":

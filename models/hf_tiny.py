@@ -70,7 +70,14 @@ class _Family:
 
 def _gpt2() -> transformers.PretrainedConfig:
     return transformers.GPT2Config(
-        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=2, n_head=4, n_positions=256, n_inner=128, bos_token_id=0, eos_token_id=0
+        vocab_size=VOCAB,
+        n_embd=HIDDEN,
+        n_layer=2,
+        n_head=4,
+        n_positions=256,
+        n_inner=128,
+        bos_token_id=0,
+        eos_token_id=0,
     )
 
 

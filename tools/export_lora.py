@@ -3,6 +3,13 @@
     bazel run //tools:export_lora                         # the built-in demo -> ./edgeshare_out/
     bazel run //tools:export_lora -- --out DIR --reference
     bazel run //tools:export_lora -- --model my_model.py:make --methods
+    bazel run //tools:export_lora -- --hf-model DIR --adapter chat=DIR --adapter code=DIR --out OUT
+
+--hf-model takes a directory that transformers' save_pretrained wrote (config.json + safetensors;
+loaded offline) and --adapter NAME=DIR (repeatable) PEFT LoRA adapter directories
+(adapter_config.json + adapter_model.safetensors). It writes OUT/<NAME>.pte per adapter,
+OUT/foundation.pte (no adapter) and OUT/foundation.ptd; each program's method "forward" takes int64
+input_ids [1, T], T from 1 to --max-seq-len, and returns the logits [1, T, vocab].
 
 --model names a function (path/to/file.py:function or package.module:function; relative paths
 resolve against the directory the command was run from) returning
@@ -19,13 +26,14 @@ import importlib.util
 import os
 import sys
 import warnings
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir.data_policy import LoraDataPolicy
 from edgeshare.exir.errors import ExportError
+from edgeshare.exir.hf import export_hf_lora
 from edgeshare.exir.lora import LoraExportResult, export_lora
 
 DEMO = "edgeshare.models:demo_lora"
@@ -73,6 +81,39 @@ def load_model_function(spec: str) -> Callable[[], Any]:
     if not callable(fn):
         raise ExportError(f"--model: '{location}' has no function '{function}'")
     return fn
+
+
+def _user_path(path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(_user_dir(), path)
+
+
+def parse_adapters(specs: Sequence[str]) -> Dict[str, str]:
+    """--adapter NAME=DIR values -> {name: directory} (relative directories against the user's).
+
+    Raises:
+      ExportError: a value is not NAME=DIR, or a name is given twice.
+    """
+    adapters: Dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ExportError(f"--adapter '{spec}' must be NAME=DIR")
+        if name in adapters:
+            raise ExportError(f"--adapter: adapter name '{name}' is given twice")
+        adapters[name] = _user_path(path)
+    return adapters
+
+
+def _quiet_transformers() -> None:
+    """Progress bars and info logs of transformers would drown the tool's own progress lines."""
+    import transformers  # noqa: PLC0415 (only --hf-model needs it)
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _progress(line: str) -> None:
+    print(f"export_lora: {line}", flush=True)
 
 
 def _unpack(result: Any, spec: str) -> Tuple[torch.nn.Module, Any, Tuple[Any, ...]]:
@@ -134,19 +175,34 @@ def report(result: LoraExportResult, extra: Sequence[str]) -> str:
             f"adapter '{adapter}' (method '{result.methods[adapter]}' of {result.program_paths[adapter]}): "
             f"{size} bytes of its own weights ({len(result.adapter_keys[adapter])} tensors)"
         )
+    if result.foundation_program is not None:
+        lines.append(
+            f"foundation (method 'forward' of {result.foundation_program}): no weights of its own, every "
+            f"weight in {result.foundation_path}"
+        )
     total_adapter = sum(result.adapter_bytes.values())
+    per_adapter = total_adapter // max(len(result.adapter_bytes), 1)
+    unshared = result.shared_bytes * len(result.adapter_bytes) + total_adapter
     lines.append(
-        f"bytes shared: {result.shared_bytes}; bytes per adapter: {total_adapter // max(len(result.adapter_bytes), 1)}; "
-        f"without sharing the weights would take {result.shared_bytes * len(result.adapter_bytes) + total_adapter} bytes"
+        f"bytes shared: {result.shared_bytes}; bytes per adapter: {per_adapter}; "
+        f"without sharing the weights would take {unshared} bytes"
     )
     return "\n".join(lines)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Runs the tool; returns the exit status."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="export_lora", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=None, help="output folder (default: ./edgeshare_out)")
-    parser.add_argument("--model", default=DEMO, help="path/to/file.py:function or package.module:function")
+    parser.add_argument(
+        "--model", default=None, help=f"path/to/file.py:function or package.module:function (default {DEMO})"
+    )
+    parser.add_argument(
+        "--hf-model", default=None, metavar="DIR", help="a Hugging Face causal LM directory (save_pretrained)"
+    )
+    parser.add_argument(
+        "--adapter", action="append", default=[], metavar="NAME=DIR", help="a PEFT LoRA adapter directory (repeatable)"
+    )
+    parser.add_argument("--max-seq-len", type=int, default=128, help="largest token count T (with --hf-model)")
     parser.add_argument("--methods", action="store_true", help="one multi-method .pte instead of one per adapter")
     parser.add_argument("--name", default="lora", help="file stem of the multi-method .pte (with --methods)")
     parser.add_argument("--reference", action="store_true", help="also write example inputs and eager outputs (.npy)")
@@ -164,27 +220,67 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="how foundation weights are recognised: equal dtype, shape and bytes (default), or by "
         "name ('lora' in a name marks an adapter weight)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _check_hf_flags(args: argparse.Namespace) -> None:
+    if args.hf_model is None:
+        if args.adapter:
+            raise ExportError("--adapter needs --hf-model (--model returns its adapters itself)")
+        return
+    if not args.adapter:
+        raise ExportError("--hf-model needs at least one --adapter NAME=DIR")
+    for flag, given in (
+        ("--model", args.model is not None),
+        ("--methods", args.methods),
+        ("--reference", args.reference),
+        ("--foundation-by names", args.foundation_by == "names"),
+    ):
+        if given:
+            raise ExportError(f"{flag} cannot be combined with --hf-model")
+
+
+def _export(args: argparse.Namespace, out_dir: str) -> Tuple[LoraExportResult, List[str]]:
+    partitioner = XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype)
+    if args.hf_model is not None:
+        adapters = parse_adapters(args.adapter)
+        _quiet_transformers()
+        result = export_hf_lora(
+            _user_path(args.hf_model),
+            adapters,
+            out_dir,
+            max_seq_len=args.max_seq_len,
+            partitioner=partitioner,
+            progress=_progress,
+        )
+        return result, []
+    spec = args.model or DEMO
+    foundation, adapters, inputs = _unpack(load_model_function(spec)(), spec)
+    result = export_lora(
+        foundation,
+        adapters,
+        inputs,
+        out_dir,
+        partitioner,
+        multi_method=args.methods,
+        program_name=args.name,
+        data_policy=LoraDataPolicy() if args.foundation_by == "names" else None,
+    )
+    return result, write_reference(result, inputs, out_dir) if args.reference else []
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the tool; returns the exit status."""
+    args = _parser().parse_args(argv)
     # torch's own deprecation noise from deep-copying graphs; not actionable by users of this tool.
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
-    out_dir = args.out or "edgeshare_out"
-    if not os.path.isabs(out_dir):
-        out_dir = os.path.join(_user_dir(), out_dir)
+    out_dir = _user_path(args.out or "edgeshare_out")
     try:
-        foundation, adapters, inputs = _unpack(load_model_function(args.model)(), args.model)
-        result = export_lora(
-            foundation,
-            adapters,
-            inputs,
-            out_dir,
-            XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype),
-            multi_method=args.methods,
-            program_name=args.name,
-            data_policy=LoraDataPolicy() if args.foundation_by == "names" else None,
-        )
-        extra = write_reference(result, inputs, out_dir) if args.reference else []
+        _check_hf_flags(args)
+        result, extra = _export(args, out_dir)
     except (ValueError, TypeError) as e:
-        print(f"export_lora: error: {e}", file=sys.stderr)
+        # One line: the error names the file, directory, adapter or node at fault.
+        print(f"export_lora: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 1
     print(report(result, extra))
     return 0

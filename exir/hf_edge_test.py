@@ -1,0 +1,101 @@
+"""export_hf_lora through to_edge, to_backend and to_executorch, with a dynamic token dim.
+
+Needs the dynamic-shape emitter (symbolic sizes carried into the program). Checks what the files
+hold, not how they run (tools/export_lora_hf_run_test.py runs them):
+  - per adapter a .pte holding only its LoRA weights, the bare foundation's .pte holding none;
+  - foundation.ptd keyed by the bare model's names, the tied lm_head stored once (under the
+    embedding's key), byte-identical whichever adapters are exported;
+  - a progress line per step;
+  - every family's adapter program lowers and serializes.
+"""
+
+import os
+
+import pytest
+import torch
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir import FoundationDataPolicy, export_hf_lora, load_hf_model, load_peft_adapter, to_edge
+from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
+from edgeshare.exir.data_policy import foundation_tensors
+from edgeshare.exir.hf import CausalLMLogits, token_dynamic_shapes
+from edgeshare.exir.lora import export_method
+from edgeshare.exir.tensor_layout import tensor_bytes
+from edgeshare.models import hf_tiny
+
+MAX = 16
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return hf_tiny.save_tiny_lora("llama", str(tmp_path_factory.mktemp("llama")))
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _small_rest(named_data, lora) -> bool:
+    """Whatever else a program keeps is a small constant, never a weight (the smallest is 64x64)."""
+    return sum(len(blob.data) for key, blob in named_data.items() if key not in lora) < 4096
+
+
+def test_export_writes_adapter_and_foundation_programs_over_one_ptd(llama, tmp_path):
+    lines = []
+    out = str(tmp_path / "out")
+    result = export_hf_lora(
+        llama.model_dir, llama.adapter_dirs, out, MAX, partitioner=XnnpackPartitioner(), progress=lines.append
+    )
+    assert sorted(os.listdir(out)) == ["a.pte", "b.pte", "foundation.pte", "foundation.ptd"]
+    assert result.foundation_program == os.path.join(out, "foundation.pte")
+    base = load_hf_model(llama.model_dir)
+    names = foundation_tensors(base)
+    assert "model.embed_tokens.weight" in result.shared_keys and "lm_head.weight" not in result.shared_keys
+    assert set(result.shared_keys) <= set(names)
+    # The tied embedding/lm_head bytes are in foundation.ptd once and in no program.
+    raw = tensor_bytes(base.model.embed_tokens.weight)
+    assert {f: _read(os.path.join(out, f)).count(raw) for f in os.listdir(out)} == {
+        "a.pte": 0,
+        "b.pte": 0,
+        "foundation.pte": 0,
+        "foundation.ptd": 1,
+    }
+    for name in ("a", "b"):
+        pte = deserialize_pte(_read(os.path.join(out, f"{name}.pte")), f"{name}.pte")
+        assert [p.name for p in pte.program.executionPlans] == [b"forward"]
+        lora = [k for k in pte.named_data if ".lora_A." in k or ".lora_B." in k]
+        spec = hf_tiny.FAMILIES["llama"].adapters[name]
+        assert len(lora) == 2 * 2 * len(spec.target_modules), list(pte.named_data)  # 2 layers, A and B
+        assert _small_rest(pte.named_data, lora)
+    assert _small_rest(deserialize_pte(_read(result.foundation_program)).named_data, [])
+    steps = [line.split(" ")[0] for line in lines]
+    assert steps[:3] == ["loading", "loading", "loading"]
+    assert steps.count("exporting") == 3 and steps.count("lowering") == 3 and steps.count("writing") == 4
+
+
+def test_foundation_ptd_is_byte_identical_whichever_adapters_are_exported(llama, tmp_path):
+    first = export_hf_lora(llama.model_dir, llama.adapter_dirs, str(tmp_path / "ab"), MAX)
+    second = export_hf_lora(llama.model_dir, {"only_b": llama.adapter_dirs["b"]}, str(tmp_path / "b"), MAX)
+    assert _read(first.foundation_path) == _read(second.foundation_path)
+    ptd = deserialize_ptd(_read(first.foundation_path))
+    assert list(ptd.named_data) == first.shared_keys
+
+
+@pytest.mark.parametrize("family", sorted(hf_tiny.FAMILIES))
+def test_family_adapter_program_lowers_with_a_dynamic_token_dim(family, tmp_path):
+    files = hf_tiny.save_tiny_lora(family, str(tmp_path))
+    base = load_hf_model(files.model_dir)
+    model = CausalLMLogits(load_peft_adapter(base, "b", files.adapter_dirs["b"]))
+    ids = torch.randint(0, hf_tiny.VOCAB, (1, 7), generator=torch.Generator().manual_seed(0))
+    ep = export_method(model, (ids,), f"{family} b", token_dynamic_shapes(MAX))
+    edge = to_edge(ep, data_policy=FoundationDataPolicy(base))
+    et = edge.to_backend(XnnpackPartitioner()).to_executorch()
+    pte = deserialize_pte(et.buffer, f"{family}.pte")
+    lora = [k for k in pte.named_data if ".lora_" in k]
+    assert len(lora) == sum(1 for n, _ in model.named_parameters() if ".lora_" in n), list(pte.named_data)
+    assert _small_rest(pte.named_data, lora)
+    assert set(deserialize_ptd(et.data_files["foundation"]).named_data) <= set(foundation_tensors(base))
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

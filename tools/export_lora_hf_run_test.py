@@ -1,0 +1,91 @@
+"""export_lora --hf-model DIR --adapter a=DIR --adapter b=DIR, then //tools:run --method forward.
+
+A tiny Llama made from a config (seeded, never downloaded) with two PEFT LoRA adapters of different
+target modules and ranks. The three programs (a.pte, b.pte, foundation.pte) run in one process over
+foundation.ptd, from the same files at two token counts; their logits equal transformers + PEFT
+eager (PeftModel.from_pretrained) within 1e-4 and every foundation key is fetched once.
+"""
+
+import os
+
+import numpy as np
+import peft
+import pytest
+import torch
+import transformers
+from edgeshare.exir._serialize import deserialize_ptd
+from edgeshare.models import hf_tiny
+from edgeshare.testing.run_binary import RunError, run_programs
+from edgeshare.tools import export_lora
+
+TOLERANCE = 1e-4
+MAX_SEQ_LEN = 32
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    files = hf_tiny.save_tiny_lora("llama", str(root / "in"))
+    out = str(root / "out")
+    argv = ["--hf-model", files.model_dir, "--out", out, "--max-seq-len", str(MAX_SEQ_LEN)]
+    for name, path in files.adapter_dirs.items():
+        argv += ["--adapter", f"{name}={path}"]
+    assert export_lora.main(argv) == 0
+    return files, out
+
+
+def _eager(files: hf_tiny.TinyLoraFiles, ids: np.ndarray):
+    """Logits of transformers + PEFT as a user runs them: from the saved directories."""
+
+    def logits(model):
+        with torch.no_grad():
+            return model(input_ids=torch.from_numpy(ids), use_cache=False).logits.numpy()
+
+    def load():
+        return transformers.AutoModelForCausalLM.from_pretrained(files.model_dir, local_files_only=True).eval()
+
+    want = {"foundation": logits(load())}
+    for name, path in files.adapter_dirs.items():
+        want[name] = logits(peft.PeftModel.from_pretrained(load(), path).eval())
+    return want
+
+
+def test_cli_prints_progress_and_the_summary(tmp_path, capsys):
+    files = hf_tiny.save_tiny_lora("llama", str(tmp_path / "in"))
+    argv = ["--hf-model", files.model_dir, "--adapter", f"a={files.adapter_dirs['a']}", "--out", str(tmp_path / "o")]
+    assert export_lora.main(argv + ["--max-seq-len", "8"]) == 0
+    out = capsys.readouterr().out
+    for step in ("loading model", "loading adapter 'a'", "exporting", "lowering", "writing"):
+        assert f"export_lora: {step}" in out, out
+    assert "shared foundation weights" in out and "adapter 'a' (method 'forward'" in out
+    assert "foundation (method 'forward' of" in out
+
+
+@pytest.mark.parametrize("tokens", [3, 17])
+def test_programs_match_peft_eager_at_any_length_and_fetch_each_key_once(exported, tokens):
+    files, out = exported
+    ids = np.random.default_rng(tokens).integers(0, hf_tiny.VOCAB, size=(1, tokens), dtype=np.int64)
+    stems = ["a", "b", "foundation"]
+    programs = [os.path.join(out, f"{s}.pte") for s in stems]
+    ptd = os.path.join(out, "foundation.ptd")
+    run = run_programs(programs, [ptd], [ids], extra_args=["--method", "forward"])
+    want = _eager(files, ids)
+    for stem in stems:
+        (got,) = run.outputs[f"{stem}.forward"]
+        assert got.shape == (1, tokens, hf_tiny.VOCAB), (stem, got.shape)
+        np.testing.assert_allclose(got, want[stem], atol=TOLERANCE, rtol=TOLERANCE, err_msg=stem)
+    assert not np.allclose(want["a"], want["foundation"], atol=1e-3)
+    with open(ptd, "rb") as f:
+        keys = list(deserialize_ptd(f.read(), ptd).named_data)
+    assert run.stats["data_map_fetches"] == {key: 1 for key in keys}, run.stats
+
+
+def test_token_count_beyond_max_seq_len_is_an_error_not_a_wrong_answer(exported):
+    _, out = exported
+    ids = np.zeros((1, MAX_SEQ_LEN + 1), dtype=np.int64)
+    with pytest.raises(RunError):
+        run_programs([os.path.join(out, "a.pte")], [os.path.join(out, "foundation.ptd")], [ids])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

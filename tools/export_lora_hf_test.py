@@ -1,0 +1,91 @@
+"""export_lora --hf-model / --adapter: the flags, and one line on stderr plus exit 1 for every bad
+input (checked before anything is exported, so this test needs no emitter)."""
+
+import os
+import shutil
+
+import peft
+import pytest
+import transformers
+from edgeshare.models import hf_tiny
+from edgeshare.tools import export_lora
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return hf_tiny.save_tiny_lora("llama", str(tmp_path_factory.mktemp("llama")))
+
+
+def _fails(argv, capsys, *fragments):
+    assert export_lora.main(argv) == 1
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("export_lora: error: "), captured.err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert "Traceback" not in captured.out
+    return lines[0]
+
+
+def test_parse_adapters_resolves_relative_directories_against_the_users(tmp_path, monkeypatch):
+    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
+    assert export_lora.parse_adapters(["a=x/a", "b=/abs/b"]) == {"a": str(tmp_path / "x" / "a"), "b": "/abs/b"}
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--adapter", "a=x"], "--adapter needs --hf-model"),
+        (["--hf-model", "m"], "--hf-model needs at least one --adapter"),
+        (["--hf-model", "m", "--adapter", "a=x", "--methods"], "--methods cannot be combined with --hf-model"),
+        (["--hf-model", "m", "--adapter", "a=x", "--model", "f.py:g"], "--model cannot be combined"),
+        (["--hf-model", "m", "--adapter", "a=x", "--foundation-by", "names"], "--foundation-by names cannot"),
+        (["--hf-model", "m", "--adapter", "noequals"], "--adapter 'noequals' must be NAME=DIR"),
+        (["--hf-model", "m", "--adapter", "a=x", "--adapter", "a=y"], "adapter name 'a' is given twice"),
+    ],
+)
+def test_flag_misuse_is_one_line(tmp_path, capsys, argv, fragment):
+    _fails(argv + ["--out", str(tmp_path)], capsys, fragment)
+
+
+def test_missing_model_directory_is_one_line_naming_it(llama, tmp_path, capsys):
+    missing = str(tmp_path / "nowhere")
+    argv = ["--hf-model", missing, "--adapter", f"a={llama.adapter_dirs['a']}", "--out", str(tmp_path / "out")]
+    _fails(argv, capsys, f"model directory '{missing}' does not exist")
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_corrupt_config_json_is_one_line_naming_the_file(llama, tmp_path, capsys):
+    model_dir = str(tmp_path / "model")
+    shutil.copytree(llama.model_dir, model_dir)
+    with open(os.path.join(model_dir, "config.json"), "w") as f:
+        f.write("{ truncated")
+    argv = ["--hf-model", model_dir, "--adapter", f"a={llama.adapter_dirs['a']}", "--out", str(tmp_path / "out")]
+    _fails(argv, capsys, os.path.join(model_dir, "config.json"), "not valid JSON")
+
+
+def test_non_lora_adapter_is_one_line_naming_adapter_and_type(llama, tmp_path, capsys):
+    path = str(tmp_path / "prefix")
+    config = peft.PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=2)
+    peft.get_peft_model(hf_tiny.make_tiny_model("llama"), config).save_pretrained(path)
+    argv = ["--hf-model", llama.model_dir, "--adapter", f"p={path}", "--out", str(tmp_path / "out")]
+    _fails(argv, capsys, "adapter 'p'", "PEFT PREFIX_TUNING adapter", "only LoRA")
+
+
+def test_adapter_of_another_hidden_size_is_one_line(llama, tmp_path, capsys):
+    config = hf_tiny.tiny_config("llama")
+    config.hidden_size = 48
+    path = str(tmp_path / "wide")
+    other = transformers.AutoModelForCausalLM.from_config(config)
+    hf_tiny.save_peft_adapter(other, path, ["v_proj"], 2, 4.0, seed=3)
+    argv = ["--hf-model", llama.model_dir, "--adapter", f"wide={path}", "--out", str(tmp_path / "out")]
+    _fails(argv, capsys, "adapter 'wide'", "does not fit the model: size mismatch")
+
+
+def test_adapter_name_that_is_not_a_file_stem_is_one_line(llama, tmp_path, capsys):
+    argv = ["--hf-model", llama.model_dir, "--adapter", f"../a={llama.adapter_dirs['a']}", "--out", str(tmp_path)]
+    _fails(argv, capsys, "adapter name '../a' must be a file stem")
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,46 @@
+"""One tiny Hugging Face family (EDGESHARE_HF_FAMILY) with its two PEFT LoRA adapters, exported by
+export_hf_lora (XNNPACK) and run by //tools:run at T=1 and T=6 from the same files: logits equal
+transformers + PEFT eager within 1e-4; each foundation key fetched once across the three programs."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir import CausalLMLogits, export_hf_lora, load_hf_model, load_peft_adapter
+from edgeshare.models import hf_tiny
+from edgeshare.testing.run_binary import run_programs
+
+FAMILY = os.environ.get("EDGESHARE_HF_FAMILY", "llama")
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp(FAMILY)
+    files = hf_tiny.save_tiny_lora(FAMILY, str(root / "in"))
+    result = export_hf_lora(files.model_dir, files.adapter_dirs, str(root / "out"), 16, XnnpackPartitioner())
+    base = load_hf_model(files.model_dir)
+    models = {"foundation": CausalLMLogits(base)}
+    for name, path in files.adapter_dirs.items():
+        models[name] = CausalLMLogits(load_peft_adapter(base, name, path))
+    return result, models
+
+
+@pytest.mark.parametrize("tokens", [1, 6])
+def test_family_matches_eager_and_shares_the_foundation(exported, tokens):
+    result, models = exported
+    ids = np.random.default_rng(tokens).integers(0, hf_tiny.VOCAB, size=(1, tokens), dtype=np.int64)
+    programs = [result.program_paths["a"], result.program_paths["b"], result.foundation_program]
+    run = run_programs(programs, [result.foundation_path], [ids], extra_args=["--method", "forward"])
+    for name, model in models.items():
+        with torch.no_grad():
+            want = model(torch.from_numpy(ids)).numpy()
+        (got,) = run.outputs[f"{name}.forward"]
+        np.testing.assert_allclose(got, want, atol=TOLERANCE, rtol=TOLERANCE, err_msg=f"{FAMILY} {name} T={tokens}")
+    assert run.stats["data_map_fetches"] == {key: 1 for key in result.shared_keys}, run.stats
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
