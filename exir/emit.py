@@ -119,8 +119,7 @@ class _Bounds:
         upper = bound_sympy(expr, self.ranges).upper
         if upper in (int_oo, sympy.oo) or not upper.is_number:
             raise UnsupportedModelError(
-                f"{what}: size {expr} has no upper bound; give the dynamic dim a max "
-                "(torch.export.Dim(name, max=N))"
+                f"{what}: size {expr} has no upper bound; give the dynamic dim a max (torch.export.Dim(name, max=N))"
             )
         return int(upper)
 
@@ -432,7 +431,7 @@ class _MethodEmitter:
         for index in outputs + inputs:
             if index in self.planned:
                 self.planned[index][2] = len(self.instructions)
-        tensors = [PlannedTensor(i, n, f, l) for i, (n, f, l) in self.planned.items()]
+        tensors = [PlannedTensor(i, n, f, last) for i, (n, f, last) in self.planned.items()]
         offsets, total = plan_memory(tensors, self.memory_alignment)
         for index, offset in offsets.items():
             self.values[index].val.allocation.offset = offset
