@@ -10,6 +10,9 @@ Per method, in graph order:
   - every other ATen node becomes a KernelCall on "aten::<name>" with overload "" for .default,
     its schema arguments in order (defaults filled in), then its outputs;
   - nodes computed from constants alone (e.g. aten.full) are folded into constant segments;
+  - a buffer the method mutates (a KV cache) is state: a planned tensor live across executes, set
+    to its initial bytes at load; the op computing its new value (index_put, ...) writes the state
+    tensor in place when nothing reads the old value after it, else a copy call ends the method;
   - dynamic dims (torch.export's dynamic_shapes with a max): a tensor's sizes hold their upper
     bound (from the program's range constraints), dynamic_dims names the symbolic ones, and memory
     is planned for the bound; size nodes (aten.sym_size.int, python arithmetic on SymInts) become
@@ -28,7 +31,7 @@ import torch
 from edgeshare.exir._serialize._format import Segment, named_data_to_fb
 from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import UnsupportedModelError
-from edgeshare.exir.graph import lifted_inputs, lifted_tensor
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor, mutated_buffers
 from edgeshare.exir.lower import LoweredBackendModule, call_delegate
 from edgeshare.exir.memory_planning import PlannedTensor, plan_memory
 from edgeshare.exir.named_data_store import NamedDataStore
@@ -36,7 +39,7 @@ from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_by
 from edgeshare.schema import program_generated as fb
 from torch._ops import OpOverload
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import bound_sympy
 
@@ -167,6 +170,9 @@ class _MethodEmitter:
         self.planned: Dict[int, List[int]] = {}  # value index -> [nbytes, first, last]
         self.folded: Dict[torch.fx.Node, torch.Tensor] = {}
         self.bounds = _Bounds(ep)
+        self.state: List["fb.StateBufferT"] = []
+        self.state_values: Dict[str, int] = {}  # buffer placeholder name -> its state value
+        self.writes_state: Dict[torch.fx.Node, int] = {}  # node -> the state value it writes
 
     # values -----------------------------------------------------------------------------------
     def _add(self, e: "fb.EValueT") -> int:
@@ -290,6 +296,8 @@ class _MethodEmitter:
                 index = self._planned_tensor(val, what, -1)
                 self.node_values[node] = index
                 inputs.append(index)
+            elif node.name in self.mutated:
+                self._state_tensor(node, lifted_tensor(self.ep, spec.target), what)
             elif node.name in lifted:
                 tensor = lifted_tensor(self.ep, lifted[node.name].fqn)
                 tag = node.meta.get(EXTERNAL_TAG_META)
@@ -309,6 +317,31 @@ class _MethodEmitter:
             else:
                 raise UnsupportedModelError(f"{what}: input kind {spec.kind.name} is not supported")
         return inputs
+
+    def _state_tensor(self, node: torch.fx.Node, initial: torch.Tensor, what: str) -> None:
+        index = self._planned_tensor(initial, what, -1)
+        entry = fb.StateBufferT()
+        entry.value = index
+        if bool(torch.any(initial != 0)):
+            entry.initialSegment = self.segments.add(tensor_bytes(initial), self.constant_alignment)
+        self.state.append(entry)
+        self.state_values[node.name] = index
+        self.node_values[node] = index
+
+    def _plan_state_writes(self) -> None:
+        """Lets the op computing a buffer's new value write it in place when that is safe: the op
+        is an index_put on the buffer itself and nothing reads the old value after it."""
+        order = {n: i for i, n in enumerate(self.ep.graph.nodes)}
+        nodes = {n.name: n for n in self.ep.graph.nodes}
+        for placeholder, result in self.mutated.items():
+            buffer, new = nodes[placeholder], nodes[result]
+            in_place = (
+                new.target in (torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default)
+                and new.args[0] is buffer
+                and all(order[user] <= order[new] for user in buffer.users)
+            )
+            if in_place:
+                self.writes_state[new] = self.state_values[placeholder]
 
     def _fold(self, node: torch.fx.Node) -> bool:
         """Folds a node computed from constants alone (no placeholder feeds it)."""
@@ -376,7 +409,10 @@ class _MethodEmitter:
         for v in vals:
             if not isinstance(v, torch.Tensor):
                 raise UnsupportedModelError(f"{what}: output {v!r} is not a tensor")
-            outs.append(self._planned_tensor(v, what, len(self.instructions)))
+            if node in self.writes_state:
+                outs.append(self.writes_state[node])
+            else:
+                outs.append(self._planned_tensor(v, what, len(self.instructions)))
         self.node_values[node] = tuple(outs) if isinstance(val, (tuple, list)) else outs[0]
         overload = "" if op._overloadname == "default" else op._overloadname
         self._call(schema.name, overload, args + outs)
@@ -390,14 +426,19 @@ class _MethodEmitter:
         self._instruction(fb.InstructionArguments.KernelCall, call)
 
     def emit(self) -> "fb.ExecutionPlanT":
+        self.mutated = mutated_buffers(self.ep)
         inputs = self._placeholders()
+        self._plan_state_writes()
+        output_kinds = [spec.kind for spec in self.ep.graph_signature.output_specs]
         outputs: List[int] = []
+        state_updates: List[Tuple[int, int]] = []  # (state value, its new value), copied at the end
         for node in self.ep.graph.nodes:
             if node.op in ("placeholder", "get_attr"):
                 continue
             if node.op == "output":
                 what = f"method '{self.method}', output"
-                for out in torch.utils._pytree.tree_leaves(node.args[0]):
+                leaves = torch.utils._pytree.tree_leaves(node.args[0])
+                for i, out in enumerate(leaves):
                     if not isinstance(out, torch.fx.Node):
                         raise UnsupportedModelError(f"{what} {out!r} is not a tensor")
                     if out in self.folded:
@@ -406,7 +447,15 @@ class _MethodEmitter:
                         index = self.node_values[out]
                     if not isinstance(index, int):
                         raise UnsupportedModelError(f"{what} '{out.name}' is not a single tensor")
-                    outputs.append(index)
+                    if i < len(output_kinds) and output_kinds[i] == OutputKind.BUFFER_MUTATION:
+                        state = self._state_of_output(i)
+                        if index != state:
+                            state_updates.append((state, index))
+                    else:
+                        outputs.append(index)
+                for state, index in state_updates:
+                    self._use(index)
+                    self._call("aten::copy", "", [state, index, self._scalar(False, what), state])
                 continue
             if node.op != "call_function":
                 raise UnsupportedModelError(f"method '{self.method}', node '{node.name}': {node.op} is not supported")
@@ -428,7 +477,7 @@ class _MethodEmitter:
                 )
         # Outputs live past the last instruction; so do inputs: a method may execute again on the
         # inputs set once (tools/run --iterations), so no intermediate may be planned over them.
-        for index in outputs + inputs:
+        for index in outputs + inputs + [s.value for s in self.state]:
             if index in self.planned:
                 self.planned[index][2] = len(self.instructions)
         tensors = [PlannedTensor(i, n, f, last) for i, (n, f, last) in self.planned.items()]
@@ -449,7 +498,16 @@ class _MethodEmitter:
         plan.operators = ops
         plan.delegates = self.delegates
         plan.nonConstBufferSizes = [0, total]
+        plan.state = self.state
         return plan
+
+    def _state_of_output(self, i: int) -> int:
+        """The state value a BUFFER_MUTATION output (position i) updates."""
+        target = self.ep.graph_signature.output_specs[i].target
+        for spec in self.ep.graph_signature.input_specs:
+            if spec.kind == InputKind.BUFFER and spec.target == target:
+                return self.state_values[spec.arg.name]
+        raise UnsupportedModelError(f"method '{self.method}': mutated buffer '{target}' is not an input")
 
 
 def emit_program(

@@ -429,6 +429,60 @@ TEST(CraftedFilesTest, ListsNamingMissingOrWrongValuesAreRejectedAtLoad) {
   }
 }
 
+// State (a KV cache kept across executes): planned memory set to its initial bytes at load and by
+// reset_state(); never a constant, an input or a tensor of dynamic shape.
+TEST(CraftedFilesTest, StateStartsAtItsInitialBytesAndResets) {
+  auto program = ReluProgram({kInput, kOutput});
+  fb::ExecutionPlanT& plan = *program->execution_plans[0];
+  auto state = std::make_unique<fb::StateBufferT>();
+  state->value = kOutput;
+  state->initial_segment = 1;
+  plan.state.push_back(std::move(state));
+  std::vector<std::vector<uint8_t>> segments = kReluSegments;
+  const float initial[4] = {1, 2, 3, 4};
+  segments.emplace_back(reinterpret_cast<const uint8_t*>(initial),
+                        reinterpret_cast<const uint8_t*>(initial) + sizeof(initial));
+  Crafted crafted(Serialize(*program, segments), "state.pte");
+  ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+  Method& method = *crafted.method;
+  EXPECT_EQ(method.num_state(), 1u);
+  EXPECT_EQ(method.output(0)->data<float>()[2], 3.0f);
+  float x[4] = {-1, -1, -1, -1};
+  ASSERT_TRUE(method.set_input(0, Tensor(ScalarType::Float, {4}, x)).ok());
+  ASSERT_TRUE(method.execute().ok());
+  EXPECT_EQ(method.output(0)->data<float>()[2], 0.0f);
+  method.reset_state();
+  EXPECT_EQ(method.output(0)->data<float>()[2], 3.0f);
+}
+
+TEST(CraftedFilesTest, StateThatIsNotPlannedMemoryOrHasTheWrongBytesIsRejectedAtLoad) {
+  struct Case {
+    uint32_t value;
+    int32_t segment;
+    std::string piece;
+  };
+  const Case cases[] = {
+      {kConstant, -1, "state 0 (value 1) is not a planned tensor"},
+      {kInt, -1, "state 0 (value 3) is not a planned tensor"},
+      {kInput, -1, "state 0 (value 0) is an input of the method"},
+      {77, -1, "state 0 names value 77"},
+      {kOutput, 1, "state 0 needs 16 initial bytes but its segment holds 12"},
+      {kOutput, 5, "state 0 names segment 5"},
+  };
+  for (const Case& c : cases) {
+    auto program = ReluProgram({kInput, kOutput});
+    auto state = std::make_unique<fb::StateBufferT>();
+    state->value = c.value;
+    state->initial_segment = c.segment;
+    program->execution_plans[0]->state.push_back(std::move(state));
+    std::vector<std::vector<uint8_t>> segments = kReluSegments;
+    segments.emplace_back(12, 0);
+    Crafted crafted(Serialize(*program, segments), "state.pte");
+    ASSERT_FALSE(crafted.method.ok()) << c.piece;
+    ExpectMessage(crafted.method.status(), Error::InvalidProgram, {"state.pte", c.piece});
+  }
+}
+
 }  // namespace
 }  // namespace runtime
 }  // namespace edgeshare

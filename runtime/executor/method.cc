@@ -87,6 +87,16 @@ Result<Tensor> Method::output(size_t index) const {
   return value.to_tensor();
 }
 
+void Method::reset_state() {
+  for (const State& state : state_) {
+    if (state.initial != nullptr) {
+      std::memcpy(state.data, state.initial, state.nbytes);
+    } else {
+      std::memset(state.data, 0, state.nbytes);
+    }
+  }
+}
+
 Status Method::execute() {
   for (size_t i = 0; i < instructions_.size(); ++i) {
     const Instruction& instruction = instructions_[i];

@@ -91,6 +91,11 @@ class Method {
 
   Status execute();
 
+  // Sets every state tensor (a KV cache the method keeps across executes) back to its initial
+  // bytes, as at load. A method without state has nothing to reset.
+  void reset_state();
+  size_t num_state() const { return state_.size(); }
+
  private:
   // The load steps (method_loader.cc); a nested class, so it may fill in the fields below.
   class Loader;
@@ -120,6 +125,12 @@ class Method {
     const BackendInterface* backend = nullptr;
     DelegateHandle* handle = nullptr;
   };
+  // A state tensor: planned bytes that persist across executes, and what they start as.
+  struct State {
+    void* data = nullptr;
+    size_t nbytes = 0;
+    const void* initial = nullptr;  // null: zeros
+  };
   struct FreeDeleter {
     void operator()(uint8_t* p) const;
   };
@@ -144,6 +155,7 @@ class Method {
   std::vector<size_t> inputs_;
   std::vector<InputShape> input_shapes_;
   std::vector<size_t> outputs_;
+  std::vector<State> state_;
 };
 
 }  // namespace runtime

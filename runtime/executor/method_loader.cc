@@ -62,6 +62,7 @@ class Method::Loader {
     ES_RETURN_IF_ERROR(read_value_indices(plan_.inputs(), "input", &method_.inputs_));
     ES_RETURN_IF_ERROR(record_input_shapes());
     ES_RETURN_IF_ERROR(read_value_indices(plan_.outputs(), "output", &method_.outputs_));
+    ES_RETURN_IF_ERROR(init_state());
     ES_RETURN_IF_ERROR(reserve_arguments());
     ES_RETURN_IF_ERROR(init_delegates());
     return resolve_instructions();
@@ -76,6 +77,7 @@ class Method::Loader {
   Result<EValue> parse_list(size_t index, const schema::EValue& value);
   Result<uint8_t> dynamic_mask(const char* what, const schema::Tensor& tensor) const;
   Status record_input_shapes();
+  Status init_state();
   Result<EValue> parse_tensor(const char* what, const schema::Tensor& tensor);
   Result<void*> inline_constant(const char* what, const schema::Tensor& tensor, size_t nbytes);
   Result<void*> external_constant(const char* what, const schema::Tensor& tensor, ScalarType type,
@@ -332,6 +334,47 @@ Status Method::Loader::record_input_shapes() {
     }
     method_.input_shapes_.push_back(shape);
   }
+  return Status();
+}
+
+// State tensors live in planned memory; their initial bytes (if not zeros) stay in the program's
+// segment, a view the Method keeps for reset_state().
+Status Method::Loader::init_state() {
+  const auto* state = plan_.state();
+  for (size_t i = 0; i < length(state); ++i) {
+    const schema::StateBuffer& entry = *at(*state, i);
+    const uint32_t value = entry.value();
+    ES_CHECK_OR_RETURN_ERROR(value < method_.values_.size(), Error::InvalidProgram,
+                             "state %zu names value %u of %zu", i, value, method_.values_.size());
+    const schema::Tensor* tensor = at(*plan_.values(), value)->val_as_Tensor();
+    ES_CHECK_OR_RETURN_ERROR(tensor != nullptr && tensor->allocation() != nullptr &&
+                                 length(tensor->dynamic_dims()) == 0,
+                             Error::InvalidProgram,
+                             "state %zu (value %u) is not a planned tensor of fixed shape", i, value);
+    for (size_t input : method_.inputs_) {
+      ES_CHECK_OR_RETURN_ERROR(input != value, Error::InvalidProgram,
+                               "state %zu (value %u) is an input of the method", i, value);
+    }
+    const Tensor& t = method_.values_[value].to_tensor();
+    State out;
+    out.data = t.mutable_data();
+    out.nbytes = t.nbytes();
+    if (entry.initial_segment() >= 0) {
+      const auto index = static_cast<size_t>(entry.initial_segment());
+      ES_CHECK_OR_RETURN_ERROR(index < program_.num_segments(), Error::InvalidProgram,
+                               "state %zu names segment %zu of %zu", i, index,
+                               program_.num_segments());
+      const schema::DataSegment& segment = program_.segment(index);
+      ES_CHECK_OR_RETURN_ERROR(segment.size() == out.nbytes, Error::InvalidProgram,
+                               "state %zu needs %zu initial bytes but its segment holds %llu", i,
+                               out.nbytes, static_cast<unsigned long long>(segment.size()));
+      ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, program_.load_segment(segment, out.nbytes));
+      out.initial = bytes.data();
+      method_.constants_.push_back(std::move(bytes));
+    }
+    method_.state_.push_back(out);
+  }
+  method_.reset_state();
   return Status();
 }
 
