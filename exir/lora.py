@@ -18,6 +18,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte, serialize_ptd
 from edgeshare.exir.data_policy import (
+    DATA_KEY_META,
+    EXTERNAL_TAG_META,
     DataPolicy,
     FoundationDataPolicy,
     canonical_name,
@@ -25,8 +27,10 @@ from edgeshare.exir.data_policy import (
 )
 from edgeshare.exir.errors import AdapterMismatchError, ExportError, UnsupportedModelError
 from edgeshare.exir.export import ExecutorchBackendConfig, to_edge
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import Partitioner
 from torch import nn
+from torch.export.graph_signature import InputKind
 
 __all__ = [
     "AdapterNameError",
@@ -341,23 +345,23 @@ def export_lora(
         say(f"exporting {what} (torch.export)")
         programs[name] = export_method(module, tuple(example_inputs), what, dynamic_shapes)
 
-    def lower(eps: Dict[str, torch.export.ExportedProgram], stem: str):
+    def lower(eps: Dict[str, torch.export.ExportedProgram], stem: str) -> Tuple[Any, Dict[str, Dict[str, int]]]:
         say(f"lowering {stem}")
         edge = to_edge(eps, data_policy=policy)
         if partitioner is not None:
             edge = edge.to_backend(partitioner)
-        return edge.to_executorch(config)
+        return edge.to_executorch(config), _inline_weights(edge)
 
     outputs: List[_Output] = []
     if foundation_program is not None:
         outputs.append(
-            _Output(foundation_program, lower({"forward": programs.pop(foundation_program)}, "the foundation"), [])
+            _Output(foundation_program, *lower({"forward": programs.pop(foundation_program)}, "the foundation"), [])
         )
     if multi_method:
-        outputs.append(_Output(program_name, lower(programs, program_name), list(programs)))
+        outputs.append(_Output(program_name, *lower(programs, program_name), list(programs)))
     else:
         outputs.extend(
-            _Output(name, lower({"forward": ep}, f"adapter '{name}'"), [name]) for name, ep in programs.items()
+            _Output(name, *lower({"forward": ep}, f"adapter '{name}'"), [name]) for name, ep in programs.items()
         )
     foundation_bytes = _foundation_file(
         [(o.stem, o.program) for o in outputs], foundation_tag, foundation_program is not None
@@ -371,11 +375,32 @@ def export_lora(
 
 @dataclasses.dataclass
 class _Output:
-    """One program to write: its file stem, what to_executorch made, the adapters it holds."""
+    """One program to write: its file stem, what to_executorch made, the weights it keeps outside
+    any delegate (method -> key -> bytes), the adapters it holds."""
 
     stem: str
     program: Any
+    inline: Dict[str, Dict[str, int]]
     adapters: List[str]
+
+
+def _inline_weights(edge: Any) -> Dict[str, Dict[str, int]]:
+    """Per method, the parameters and buffers the program keeps that no delegate took (the emitter
+    writes them as program constants, not named data): key -> bytes."""
+    kept: Dict[str, Dict[str, int]] = {}
+    for method in edge.methods:
+        ep = edge.exported_program(method)
+        kinds = {s.arg.name: s.kind for s in ep.graph_signature.input_specs}
+        lifted = lifted_inputs(ep)
+        weights: Dict[str, int] = {}
+        for node in ep.graph.nodes:
+            if node.op != "placeholder" or node.name not in lifted or kinds[node.name] == InputKind.CONSTANT_TENSOR:
+                continue
+            if node.meta.get(EXTERNAL_TAG_META) is None and DATA_KEY_META in node.meta:
+                tensor = lifted_tensor(ep, lifted[node.name].fqn)
+                weights[node.meta[DATA_KEY_META]] = tensor.numel() * tensor.element_size()
+        kept[method] = weights
+    return kept
 
 
 def _write(
@@ -413,9 +438,12 @@ def _write(
             continue
         pte = deserialize_pte(out.program.buffer, f"{out.stem}.pte")
         for name in out.adapters:
-            keys = [k for k in pte.named_data if k.startswith(f"{methods[name]}/")]
-            adapter_keys[name] = keys
-            adapter_bytes[name] = sum(len(pte.named_data[k].data) for k in keys)
+            # Delegated weights are the .pte's named data; the others, program constants.
+            own = {k: len(b.data) for k, b in pte.named_data.items() if k.startswith(f"{methods[name]}/")}
+            for key, size in out.inline.get(methods[name], {}).items():
+                own.setdefault(key, size)
+            adapter_keys[name] = list(own)
+            adapter_bytes[name] = sum(own.values())
     return LoraExportResult(
         files,
         foundation_path,
