@@ -83,7 +83,7 @@ def test_programs_match_peft_eager_at_any_length_and_fetch_each_key_once(exporte
 def test_token_count_beyond_max_seq_len_is_an_error_not_a_wrong_answer(exported):
     _, out = exported
     ids = np.zeros((1, MAX_SEQ_LEN + 1), dtype=np.int64)
-    with pytest.raises(RunError):
+    with pytest.raises(RunError, match=rf"dim 1 is {MAX_SEQ_LEN + 1}, outside the 1\.\.{MAX_SEQ_LEN}"):
         run_programs([os.path.join(out, "a.pte")], [os.path.join(out, "foundation.ptd")], [ids])
 
 
