@@ -425,7 +425,8 @@ TEST(CraftedFilesTest, ListsNamingMissingOrWrongValuesAreRejectedAtLoad) {
     program->execution_plans[0]->values.push_back(ListValue(c.items, c.sym));
     Crafted crafted(Serialize(*program, kReluSegments), "lists.pte");
     ASSERT_FALSE(crafted.method.ok()) << c.piece;
-    ExpectMessage(crafted.method.status(), Error::InvalidProgram, {"lists.pte", "value 4", c.piece});
+    ExpectMessage(crafted.method.status(), Error::InvalidProgram,
+                  {"lists.pte", "value 4", c.piece});
   }
 }
 

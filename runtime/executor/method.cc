@@ -64,8 +64,7 @@ Status Method::set_input(size_t index, const Tensor& value) {
     format_sizes(value.sizes(), got, sizeof(got));
     return Status::Format(Error::InvalidArgument,
                           "input %zu of method '%s' must have shape [%s]%s, not [%s]", index,
-                          name(), expected, shape.dynamic_mask ? " (dynamic dims up to)" : "",
-                          got);
+                          name(), expected, shape.dynamic_mask ? " (dynamic dims up to)" : "", got);
   }
   Tensor& planned = values_[inputs_[index]].to_tensor();
   ES_RETURN_IF_ERROR(planned.resize(value.sizes()));

@@ -145,8 +145,8 @@ class Method {
   std::vector<ExternalConstant> external_constants_;  // views of data-file bytes, maybe shared
   std::unique_ptr<NamedDataMap> data_map_;
   std::vector<EValue> values_;
-  std::vector<EValue*> list_items_;      // ValueList items, reserved in full before use
-  std::vector<int64_t> sym_int_items_;   // SymIntList items, reserved in full before use
+  std::vector<EValue*> list_items_;     // ValueList items, reserved in full before use
+  std::vector<int64_t> sym_int_items_;  // SymIntList items, reserved in full before use
   std::vector<SymIntRefresh> refreshes_;
   std::vector<uint8_t> dynamic_masks_;  // per value: its dynamic dims (bit d: dim d)
   std::vector<EValue*> args_;

@@ -204,8 +204,7 @@ Result<EValue> Method::Loader::parse_list(size_t index, const schema::EValue& va
   ES_CHECK_OR_RETURN_ERROR(value.val() != nullptr, Error::InvalidProgram,
                            "value %zu is a %s without its table", index,
                            schema::EnumNameKernelTypes(value.val_type()));
-  const auto* items =
-      sym ? value.val_as_SymIntList()->items() : value.val_as_ValueList()->items();
+  const auto* items = sym ? value.val_as_SymIntList()->items() : value.val_as_ValueList()->items();
   const size_t begin = sym ? method_.sym_int_items_.size() : method_.list_items_.size();
   for (size_t i = 0; i < length(items); ++i) {
     const uint32_t item = at(*items, i);
@@ -220,8 +219,9 @@ Result<EValue> Method::Loader::parse_list(size_t index, const schema::EValue& va
       method_.sym_int_items_.push_back(method_.values_[item].to_int());
     } else {
       ES_CHECK_OR_RETURN_ERROR(
-          kind == schema::KernelTypes_Tensor || kind == schema::KernelTypes_Null, Error::InvalidProgram,
-          "list value %zu item %zu (value %u) is neither a tensor nor None", index, i, item);
+          kind == schema::KernelTypes_Tensor || kind == schema::KernelTypes_Null,
+          Error::InvalidProgram, "list value %zu item %zu (value %u) is neither a tensor nor None",
+          index, i, item);
       method_.list_items_.push_back(&method_.values_[item]);
     }
   }
@@ -262,7 +262,8 @@ Result<EValue> Method::Loader::parse_value(size_t index, const schema::EValue& v
     case schema::KernelTypes_Tensor: {
       char what[64];
       std::snprintf(what, sizeof(what), "value %zu", index);
-      ES_ASSIGN_OR_RETURN(method_.dynamic_masks_[index], dynamic_mask(what, *value.val_as_Tensor()));
+      ES_ASSIGN_OR_RETURN(method_.dynamic_masks_[index],
+                          dynamic_mask(what, *value.val_as_Tensor()));
       return parse_tensor(what, *value.val_as_Tensor());
     }
     default:
@@ -347,10 +348,10 @@ Status Method::Loader::init_state() {
     ES_CHECK_OR_RETURN_ERROR(value < method_.values_.size(), Error::InvalidProgram,
                              "state %zu names value %u of %zu", i, value, method_.values_.size());
     const schema::Tensor* tensor = at(*plan_.values(), value)->val_as_Tensor();
-    ES_CHECK_OR_RETURN_ERROR(tensor != nullptr && tensor->allocation() != nullptr &&
-                                 length(tensor->dynamic_dims()) == 0,
-                             Error::InvalidProgram,
-                             "state %zu (value %u) is not a planned tensor of fixed shape", i, value);
+    ES_CHECK_OR_RETURN_ERROR(
+        tensor != nullptr && tensor->allocation() != nullptr && length(tensor->dynamic_dims()) == 0,
+        Error::InvalidProgram, "state %zu (value %u) is not a planned tensor of fixed shape", i,
+        value);
     for (size_t input : method_.inputs_) {
       ES_CHECK_OR_RETURN_ERROR(input != value, Error::InvalidProgram,
                                "state %zu (value %u) is an input of the method", i, value);
