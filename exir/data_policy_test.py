@@ -120,11 +120,13 @@ def test_two_weights_under_one_key_is_an_error_naming_both():
         to_edge(ep, data_policy=policy)
 
 
-def test_dynamic_shapes_are_rejected_naming_the_method():
+def test_dynamic_shapes_are_kept_and_weights_still_placed():
     batch = torch.export.Dim("batch", min=2, max=8)
     ep = torch.export.export(_Two(), (torch.randn(2, 4),), dynamic_shapes=({0: batch},))
-    with pytest.raises(UnsupportedModelError, match="method 'forward'.*static shapes"):
-        to_edge(ep)
+    edge = to_edge(ep, data_policy=CallableDataPolicy(lambda m, n, t: DataPlacement(n, "foundation")))
+    x = next(n for n in edge.exported_program().graph.nodes if n.op == "placeholder" and n.name == "x")
+    assert not isinstance(x.meta["val"].shape[0], int)
+    assert any(DATA_KEY_META in n.meta for n in edge.exported_program().graph.nodes)
 
 
 class _Complex(torch.nn.Module):

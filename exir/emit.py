@@ -9,19 +9,29 @@ Per method, in graph order:
   - call_delegate nodes become DelegateCalls (inputs, then outputs) and their named data is merged;
   - every other ATen node becomes a KernelCall on "aten::<name>" with overload "" for .default,
     its schema arguments in order (defaults filled in), then its outputs;
-  - nodes computed from constants alone (e.g. aten.full) are folded into constant segments.
+  - nodes computed from constants alone (e.g. aten.full) are folded into constant segments;
+  - a buffer the method mutates (a KV cache) is state: a planned tensor live across executes, set
+    to its initial bytes at load; the op computing its new value (index_put, ...) writes the state
+    tensor in place when nothing reads the old value after it, else a copy call ends the method;
+  - dynamic dims (torch.export's dynamic_shapes with a max): a tensor's sizes hold their upper
+    bound (from the program's range constraints), dynamic_dims names the symbolic ones, and memory
+    is planned for the bound; size nodes (aten.sym_size.int, python arithmetic on SymInts) become
+    KernelCalls writing Int values ("aten::sym_size.int", "sym::add", ...); an int list with a
+    symbolic item becomes a SymIntList of Int values, a tensor list (cat's, index's) a ValueList.
 """
 
 import dataclasses
 import hashlib
+import math
 import operator
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
+import sympy
 import torch
 from edgeshare.exir._serialize._format import Segment, named_data_to_fb
 from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import UnsupportedModelError
-from edgeshare.exir.graph import lifted_inputs, lifted_tensor
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor, mutated_buffers
 from edgeshare.exir.lower import LoweredBackendModule, call_delegate
 from edgeshare.exir.memory_planning import PlannedTensor, plan_memory
 from edgeshare.exir.named_data_store import NamedDataStore
@@ -29,7 +39,9 @@ from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_by
 from edgeshare.schema import program_generated as fb
 from torch._ops import OpOverload
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import bound_sympy
 
 __all__ = ["EmittedProgram", "emit_program"]
 
@@ -79,6 +91,48 @@ def _tensor_value(tensor: torch.Tensor, what: str) -> "fb.TensorT":
     return t
 
 
+# Python arithmetic on sizes that torch.export records as call_function nodes, and the size
+# kernel each one becomes.
+_SIZE_OPS = {
+    operator.add: "sym::add",
+    operator.sub: "sym::sub",
+    operator.mul: "sym::mul",
+    operator.floordiv: "sym::floordiv",
+    operator.mod: "sym::mod",
+    operator.neg: "sym::neg",
+    torch.sym_max: "sym::max",
+    torch.sym_min: "sym::min",
+}
+
+
+def _is_symbolic(size: Any) -> bool:
+    return isinstance(size, torch.SymInt) and not size.node.expr.is_number
+
+
+class _Bounds:
+    """Upper bounds of a program's symbolic sizes, from its range constraints."""
+
+    def __init__(self, ep: ExportedProgram) -> None:
+        self.ranges = dict(ep.range_constraints)
+
+    def size(self, size: Union[int, torch.SymInt], what: str) -> int:
+        if not _is_symbolic(size):
+            return int(size)
+        expr = size.node.expr
+        upper = bound_sympy(expr, self.ranges).upper
+        if upper in (int_oo, sympy.oo) or not upper.is_number:
+            raise UnsupportedModelError(
+                f"{what}: size {expr} has no upper bound; give the dynamic dim a max (torch.export.Dim(name, max=N))"
+            )
+        return int(upper)
+
+    def tensor(self, tensor: torch.Tensor, what: str) -> Tuple[List[int], List[int]]:
+        """The tensor's sizes at their upper bound and the indices of its symbolic dims."""
+        sizes = [self.size(s, what) for s in tensor.shape]
+        dynamic = [d for d, s in enumerate(tensor.shape) if _is_symbolic(s)]
+        return sizes, dynamic
+
+
 def _evalue(kind: int, val: Any) -> "fb.EValueT":
     e = fb.EValueT()
     e.valType = kind
@@ -86,13 +140,8 @@ def _evalue(kind: int, val: Any) -> "fb.EValueT":
     return e
 
 
-def _check_static(value: Any, what: str) -> None:
-    if isinstance(value, torch.Tensor):
-        for s in value.shape:
-            if not isinstance(s, int):
-                raise UnsupportedModelError(
-                    f"{what} has a dynamic shape {tuple(value.shape)}; the runtime needs static shapes"
-                )
+def _is_size(node: torch.fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (int, torch.SymInt)) and not isinstance(node.meta.get("val"), bool)
 
 
 class _MethodEmitter:
@@ -120,6 +169,10 @@ class _MethodEmitter:
         self.node_values: Dict[torch.fx.Node, Union[int, Tuple[int, ...]]] = {}
         self.planned: Dict[int, List[int]] = {}  # value index -> [nbytes, first, last]
         self.folded: Dict[torch.fx.Node, torch.Tensor] = {}
+        self.bounds = _Bounds(ep)
+        self.state: List["fb.StateBufferT"] = []
+        self.state_values: Dict[str, int] = {}  # buffer placeholder name -> its state value
+        self.writes_state: Dict[torch.fx.Node, int] = {}  # node -> the state value it writes
 
     # values -----------------------------------------------------------------------------------
     def _add(self, e: "fb.EValueT") -> int:
@@ -127,12 +180,17 @@ class _MethodEmitter:
         return len(self.values) - 1
 
     def _planned_tensor(self, tensor: torch.Tensor, what: str, first_use: int) -> int:
-        _check_static(tensor, what)
-        t = _tensor_value(tensor, what)
+        sizes, dynamic = self.bounds.tensor(tensor, what)
+        t = fb.TensorT()
+        t.scalarType = scalar_type_of(tensor.dtype, what)
+        t.sizes = sizes
+        t.dimOrder = list(range(len(sizes)))
+        if dynamic:
+            t.dynamicDims = dynamic
         t.allocation = fb.AllocationInfoT()
         t.allocation.memoryId = PLANNED_MEMORY_ID
         index = self._add(_evalue(fb.KernelTypes.Tensor, t))
-        nbytes = tensor.numel() * tensor.element_size()
+        nbytes = math.prod(sizes) * tensor.element_size()
         self.planned[index] = [nbytes, first_use, first_use]
         return index
 
@@ -181,12 +239,45 @@ class _MethodEmitter:
             else:
                 index = self.node_values.get(value)
                 if not isinstance(index, int):
-                    raise UnsupportedModelError(f"{what}: argument '{value.name}' is not a single tensor")
+                    raise UnsupportedModelError(f"{what}: argument '{value.name}' is not a single value")
             self._use(index)
             return index
         if isinstance(value, (list, tuple)) and any(isinstance(v, torch.fx.Node) for v in value):
-            raise UnsupportedModelError(f"{what}: tensor-list arguments are not supported by the runtime")
+            return self._list(value, what)
         return self._scalar(value, what)
+
+    def _list(self, items: Sequence[Any], what: str) -> int:
+        """A list naming other values: sizes (some computed at run time) or tensors (some None)."""
+        if all(isinstance(v, int) or (isinstance(v, torch.fx.Node) and _is_size(v)) for v in items):
+            sym = fb.SymIntListT()
+            sym.items = [self._arg(v, what) for v in items]
+            return self._add(_evalue(fb.KernelTypes.SymIntList, sym))
+        if all(v is None or (isinstance(v, torch.fx.Node) and not _is_size(v)) for v in items):
+            lst = fb.ValueListT()
+            lst.items = [self._arg(v, what) for v in items]
+            return self._add(_evalue(fb.KernelTypes.ValueList, lst))
+        raise UnsupportedModelError(f"{what}: list argument {list(items)!r} mixes sizes and tensors")
+
+    def _size_node(self, node: torch.fx.Node) -> None:
+        """A node computing a size: a constant Int when torch.export proved it static, else a call
+        to a size kernel writing an Int value."""
+        val = node.meta.get("val")
+        what = f"method '{self.method}', node '{node.name}'"
+        if not _is_symbolic(val):
+            self.node_values[node] = self._scalar(int(val), what)
+            return
+        if node.target is torch.ops.aten.sym_size.int:
+            name, overload = "aten::sym_size", "int"
+        elif node.target in _SIZE_OPS:
+            name, overload = _SIZE_OPS[node.target], ""
+        else:
+            raise UnsupportedModelError(f"{what}: size computation {node.target} is not supported by the runtime")
+        args = [self._arg(a, what) for a in node.args]
+        out = fb.IntT()
+        out.intVal = 0  # written by the kernel on every execute
+        index = self._add(_evalue(fb.KernelTypes.Int, out))
+        self.node_values[node] = index
+        self._call(name, overload, args + [index])
 
     # nodes ------------------------------------------------------------------------------------
     def _placeholders(self) -> List[int]:
@@ -205,6 +296,8 @@ class _MethodEmitter:
                 index = self._planned_tensor(val, what, -1)
                 self.node_values[node] = index
                 inputs.append(index)
+            elif node.name in self.mutated:
+                self._state_tensor(node, lifted_tensor(self.ep, spec.target), what)
             elif node.name in lifted:
                 tensor = lifted_tensor(self.ep, lifted[node.name].fqn)
                 tag = node.meta.get(EXTERNAL_TAG_META)
@@ -224,6 +317,31 @@ class _MethodEmitter:
             else:
                 raise UnsupportedModelError(f"{what}: input kind {spec.kind.name} is not supported")
         return inputs
+
+    def _state_tensor(self, node: torch.fx.Node, initial: torch.Tensor, what: str) -> None:
+        index = self._planned_tensor(initial, what, -1)
+        entry = fb.StateBufferT()
+        entry.value = index
+        if bool(torch.any(initial != 0)):
+            entry.initialSegment = self.segments.add(tensor_bytes(initial), self.constant_alignment)
+        self.state.append(entry)
+        self.state_values[node.name] = index
+        self.node_values[node] = index
+
+    def _plan_state_writes(self) -> None:
+        """Lets the op computing a buffer's new value write it in place when that is safe: the op
+        is an index_put on the buffer itself and nothing reads the old value after it."""
+        order = {n: i for i, n in enumerate(self.ep.graph.nodes)}
+        nodes = {n.name: n for n in self.ep.graph.nodes}
+        for placeholder, result in self.mutated.items():
+            buffer, new = nodes[placeholder], nodes[result]
+            in_place = (
+                new.target in (torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default)
+                and new.args[0] is buffer
+                and all(order[user] <= order[new] for user in buffer.users)
+            )
+            if in_place:
+                self.writes_state[new] = self.state_values[placeholder]
 
     def _fold(self, node: torch.fx.Node) -> bool:
         """Folds a node computed from constants alone (no placeholder feeds it)."""
@@ -291,26 +409,36 @@ class _MethodEmitter:
         for v in vals:
             if not isinstance(v, torch.Tensor):
                 raise UnsupportedModelError(f"{what}: output {v!r} is not a tensor")
-            outs.append(self._planned_tensor(v, what, len(self.instructions)))
+            if node in self.writes_state:
+                outs.append(self.writes_state[node])
+            else:
+                outs.append(self._planned_tensor(v, what, len(self.instructions)))
         self.node_values[node] = tuple(outs) if isinstance(val, (tuple, list)) else outs[0]
-        name = schema.name
         overload = "" if op._overloadname == "default" else op._overloadname
+        self._call(schema.name, overload, args + outs)
+
+    def _call(self, name: str, overload: str, args: List[int]) -> None:
         if (name, overload) not in self.operators:
             self.operators.append((name, overload))
         call = fb.KernelCallT()
         call.opIndex = self.operators.index((name, overload))
-        call.args = args + outs
+        call.args = args
         self._instruction(fb.InstructionArguments.KernelCall, call)
 
     def emit(self) -> "fb.ExecutionPlanT":
+        self.mutated = mutated_buffers(self.ep)
         inputs = self._placeholders()
+        self._plan_state_writes()
+        output_kinds = [spec.kind for spec in self.ep.graph_signature.output_specs]
         outputs: List[int] = []
+        state_updates: List[Tuple[int, int]] = []  # (state value, its new value), copied at the end
         for node in self.ep.graph.nodes:
             if node.op in ("placeholder", "get_attr"):
                 continue
             if node.op == "output":
                 what = f"method '{self.method}', output"
-                for out in torch.utils._pytree.tree_leaves(node.args[0]):
+                leaves = torch.utils._pytree.tree_leaves(node.args[0])
+                for i, out in enumerate(leaves):
                     if not isinstance(out, torch.fx.Node):
                         raise UnsupportedModelError(f"{what} {out!r} is not a tensor")
                     if out in self.folded:
@@ -319,12 +447,22 @@ class _MethodEmitter:
                         index = self.node_values[out]
                     if not isinstance(index, int):
                         raise UnsupportedModelError(f"{what} '{out.name}' is not a single tensor")
-                    outputs.append(index)
+                    if i < len(output_kinds) and output_kinds[i] == OutputKind.BUFFER_MUTATION:
+                        state = self._state_of_output(i)
+                        if index != state:
+                            state_updates.append((state, index))
+                    else:
+                        outputs.append(index)
+                for state, index in state_updates:
+                    self._use(index)
+                    self._call("aten::copy", "", [state, index, self._scalar(False, what), state])
                 continue
             if node.op != "call_function":
                 raise UnsupportedModelError(f"method '{self.method}', node '{node.name}': {node.op} is not supported")
             if node.target is call_delegate:
                 self._delegate(node)
+            elif _is_size(node):
+                self._size_node(node)
             elif node.target is operator.getitem:
                 src, idx = node.args
                 if src in self.folded:
@@ -339,10 +477,10 @@ class _MethodEmitter:
                 )
         # Outputs live past the last instruction; so do inputs: a method may execute again on the
         # inputs set once (tools/run --iterations), so no intermediate may be planned over them.
-        for index in outputs + inputs:
+        for index in outputs + inputs + [s.value for s in self.state]:
             if index in self.planned:
                 self.planned[index][2] = len(self.instructions)
-        tensors = [PlannedTensor(i, n, f, l) for i, (n, f, l) in self.planned.items()]
+        tensors = [PlannedTensor(i, n, f, last) for i, (n, f, last) in self.planned.items()]
         offsets, total = plan_memory(tensors, self.memory_alignment)
         for index, offset in offsets.items():
             self.values[index].val.allocation.offset = offset
@@ -360,7 +498,16 @@ class _MethodEmitter:
         plan.operators = ops
         plan.delegates = self.delegates
         plan.nonConstBufferSizes = [0, total]
+        plan.state = self.state
         return plan
+
+    def _state_of_output(self, i: int) -> int:
+        """The state value a BUFFER_MUTATION output (position i) updates."""
+        target = self.ep.graph_signature.output_specs[i].target
+        for spec in self.ep.graph_signature.input_specs:
+            if spec.kind == InputKind.BUFFER and spec.target == target:
+                return self.state_values[spec.arg.name]
+        raise UnsupportedModelError(f"method '{self.method}': mutated buffer '{target}' is not an input")
 
 
 def emit_program(

@@ -52,21 +52,31 @@ def _check_method_name(method: str) -> None:
         raise UnsupportedModelError(f"method name '{method}' must be non-empty and contain no '/'")
 
 
-def _check_static_and_dtypes(method: str, ep: ExportedProgram) -> None:
+def _check_dtypes(method: str, ep: ExportedProgram) -> None:
+    """Every tensor has a dtype the files can hold; sizes may be symbolic (a dynamic token dim)."""
     for node in ep.graph.nodes:
         vals = node.meta.get("val")
         for val in vals if isinstance(vals, (tuple, list)) else [vals]:
-            if isinstance(val, torch.SymInt):
-                raise UnsupportedModelError(
-                    f"method '{method}', node '{node.name}' computes a symbolic size; the runtime needs static shapes"
-                )
             if isinstance(val, torch.Tensor):
-                if any(not isinstance(s, int) for s in val.shape):
-                    raise UnsupportedModelError(
-                        f"method '{method}', node '{node.name}' has dynamic shape {tuple(val.shape)}; "
-                        "the runtime needs static shapes (export without dynamic_shapes)"
-                    )
                 scalar_type_of(val.dtype, f"method '{method}', node '{node.name}'")
+
+
+# Checks torch.export leaves in the graph that verify what export already proved; they compute
+# nothing, and the runtime has no kernel for them.
+_ASSERTION_OPS = (
+    torch.ops.aten._assert_tensor_metadata.default,
+    torch.ops.aten._assert_scalar.default,
+    torch.ops.aten.sym_constrain_range_for_size.default,
+)
+
+
+def _remove_assertions(ep: ExportedProgram) -> None:
+    graph = ep.graph_module.graph
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target in _ASSERTION_OPS and not node.users:
+            graph.erase_node(node)
+    graph.eliminate_dead_code()
+    ep.graph_module.recompile()
 
 
 def _apply_data_policy(method: str, ep: ExportedProgram, policy: DataPolicy) -> None:
@@ -113,8 +123,9 @@ def to_edge(
       An EdgeProgramManager over the decomposed methods.
 
     Raises:
-      UnsupportedModelError: dynamic shapes, an unsupported dtype, or a bad method name, naming
-        the method and node.
+      UnsupportedModelError: an unsupported dtype or a bad method name, naming the method and
+        node. Dynamic dims (torch.export's dynamic_shapes, with a max) are kept: the program is
+        planned for their upper bound and runs at any size within it.
       DataPlacementError: the policy put two different weights under one key.
       TypeError: programs is not an ExportedProgram or a dict of them.
     """
@@ -130,9 +141,10 @@ def to_edge(
         _check_method_name(method)
         if not isinstance(ep, ExportedProgram):
             raise TypeError(f"method '{method}': expected an ExportedProgram, got {type(ep).__name__}")
-        _check_static_and_dtypes(method, ep)
+        _check_dtypes(method, ep)
         decomposed = ep.run_decompositions(edge_decompositions())
-        _check_static_and_dtypes(method, decomposed)
+        _remove_assertions(decomposed)
+        _check_dtypes(method, decomposed)
         _apply_data_policy(method, decomposed, policy)
         edge[method] = decomposed
     return EdgeProgramManager(edge)

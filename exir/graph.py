@@ -6,6 +6,7 @@ persistent buffers) or ep.constants (lifted constants, non-persistent buffers). 
 it once:
 
     lifted = lifted_inputs(ep)                  # placeholder name -> LiftedInput(kind, fqn)
+    state = mutated_buffers(ep)                 # placeholder name -> the node of its new value
     if is_lifted(ep, node):
         tensor = lifted_tensor(ep, lifted[node.name].fqn)
     bias = node_arg(linear_node, 2, "bias", None)
@@ -19,7 +20,7 @@ from typing import Any, Dict, Optional
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
 
 __all__ = [
     "LIFTED_KINDS",
@@ -28,6 +29,7 @@ __all__ = [
     "lifted_input",
     "lifted_inputs",
     "lifted_tensor",
+    "mutated_buffers",
     "node_arg",
 ]
 
@@ -51,17 +53,44 @@ class LiftedInput:
 def lifted_inputs(ep: ExportedProgram) -> Dict[str, LiftedInput]:
     """Placeholder name -> LiftedInput for every parameter, buffer and lifted constant of ep.
 
+    A buffer the program mutates (a KV cache) is not lifted: it is state, see mutated_buffers.
+
     Args:
       ep: the program.
 
     Returns:
       A new dict, in the signature's input order.
     """
+    mutated = {spec.target for spec in ep.graph_signature.output_specs if spec.kind == OutputKind.BUFFER_MUTATION}
     out: Dict[str, LiftedInput] = {}
     for spec in ep.graph_signature.input_specs:
-        if spec.kind in LIFTED_KINDS:
+        if spec.kind in LIFTED_KINDS and not (spec.kind == InputKind.BUFFER and spec.target in mutated):
             out[spec.arg.name] = LiftedInput(spec.kind, spec.target)
     return out
+
+
+def mutated_buffers(ep: ExportedProgram) -> Dict[str, str]:
+    """Placeholder name -> output name, for every buffer ep mutates (its state, e.g. a KV cache).
+
+    torch.export records `buf.index_copy_(...)` functionally: the placeholder holds the buffer's
+    value before the call, and the named output node its value after.
+
+    Args:
+      ep: the program.
+
+    Returns:
+      A new dict, in the signature's input order.
+    """
+    new_value = {
+        spec.target: spec.arg.name
+        for spec in ep.graph_signature.output_specs
+        if spec.kind == OutputKind.BUFFER_MUTATION
+    }
+    return {
+        spec.arg.name: new_value[spec.target]
+        for spec in ep.graph_signature.input_specs
+        if spec.kind == InputKind.BUFFER and spec.target in new_value
+    }
 
 
 def lifted_input(ep: ExportedProgram, node: Any) -> Optional[LiftedInput]:

@@ -343,6 +343,146 @@ TEST(CraftedFilesTest, ADelegateWritingAConstantIsRejectedAtLoad) {
       {"lora_a.pte", "'forward'", "instruction 0 (XnnpackBackend)", arg, value, "constant"});
 }
 
+// Dynamic dims (a program exported with a dynamic token count): the planned sizes are the
+// bound, set_input takes any size from 1 to it on a dynamic dim, and kernels resize their outputs.
+TEST(CraftedFilesTest, ADynamicInputTakesAnySizeWithinItsBound) {
+  auto program = ReluProgram({kInput, kOutput});
+  fb::ExecutionPlanT& plan = *program->execution_plans[0];
+  plan.values[kInput]->val.AsTensor()->dynamic_dims = {0};
+  plan.values[kOutput]->val.AsTensor()->dynamic_dims = {0};
+  Crafted crafted(Serialize(*program, kReluSegments), "relu.pte");
+  ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+  Method& method = *crafted.method;
+  float x[4] = {-1, 2, -3, 4};
+  for (int32_t n : {3, 1, 4}) {
+    ASSERT_TRUE(method.set_input(0, Tensor(ScalarType::Float, {n}, x)).ok());
+    ASSERT_TRUE(method.execute().ok());
+    Tensor y = *method.output(0);
+    ASSERT_EQ(y.dim(), 1u);
+    EXPECT_EQ(y.size(0), n);
+    EXPECT_EQ(y.data<float>()[n - 1], std::max(0.0f, x[n - 1]));
+  }
+  ExpectMessage(method.set_input(0, Tensor(ScalarType::Float, {5}, x)), Error::InvalidArgument,
+                {"input 0", "'forward'", "dim 0 is 5", "1..4"});
+  ExpectMessage(method.set_input(0, Tensor(ScalarType::Float, {0}, x)), Error::InvalidArgument,
+                {"dim 0 is 0", "1..4"});
+  // A failed set_input changes nothing: the last good size stays.
+  EXPECT_EQ(method.input(0)->size(0), 4);
+}
+
+TEST(CraftedFilesTest, AStaticInputStillNeedsItsExactShape) {
+  Crafted crafted(Serialize(*ReluProgram({kInput, kOutput}), kReluSegments), "relu.pte");
+  ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+  float x[4] = {};
+  ExpectMessage(crafted.method->set_input(0, Tensor(ScalarType::Float, {3}, x)),
+                Error::InvalidArgument, {"input 0", "shape [4]", "not [3]"});
+}
+
+TEST(CraftedFilesTest, DynamicDimsOnAConstantOrPastTheRankAreRejectedAtLoad) {
+  auto on_constant = ReluProgram({kInput, kOutput});
+  on_constant->execution_plans[0]->values[kConstant]->val.AsTensor()->dynamic_dims = {0};
+  Crafted constant(Serialize(*on_constant, kReluSegments), "relu.pte");
+  ASSERT_FALSE(constant.method.ok());
+  ExpectMessage(constant.method.status(), Error::InvalidProgram,
+                {"relu.pte", "value 1", "constant with dynamic dims"});
+
+  auto past_rank = ReluProgram({kInput, kOutput});
+  past_rank->execution_plans[0]->values[kInput]->val.AsTensor()->dynamic_dims = {1};
+  Crafted rank(Serialize(*past_rank, kReluSegments), "relu.pte");
+  ASSERT_FALSE(rank.method.ok());
+  ExpectMessage(rank.method.status(), Error::InvalidProgram, {"value 0", "dynamic dim 1 of 1"});
+}
+
+std::unique_ptr<fb::EValueT> ListValue(std::vector<uint32_t> items, bool sym) {
+  auto value = std::make_unique<fb::EValueT>();
+  if (sym) {
+    fb::SymIntListT list;
+    list.items = std::move(items);
+    value->val.Set(std::move(list));
+  } else {
+    fb::ValueListT list;
+    list.items = std::move(items);
+    value->val.Set(std::move(list));
+  }
+  return value;
+}
+
+// List items are other values of the plan: in range, and of the kind the list holds.
+TEST(CraftedFilesTest, ListsNamingMissingOrWrongValuesAreRejectedAtLoad) {
+  struct Case {
+    std::vector<uint32_t> items;
+    bool sym;
+    std::string piece;
+  };
+  const Case cases[] = {
+      {{kInput, 99}, false, "item 1 names value 99"},
+      {{kInput, kInt}, false, "item 1 (value 3) is neither a tensor nor None"},
+      {{kInt, kInput}, true, "item 1 (value 0) is not an Int"},
+      {{kInt, 4}, true, "item 1 (value 4) is not an Int"},
+  };
+  for (const Case& c : cases) {
+    auto program = ReluProgram({kInput, kOutput});
+    program->execution_plans[0]->values.push_back(ListValue(c.items, c.sym));
+    Crafted crafted(Serialize(*program, kReluSegments), "lists.pte");
+    ASSERT_FALSE(crafted.method.ok()) << c.piece;
+    ExpectMessage(crafted.method.status(), Error::InvalidProgram, {"lists.pte", "value 4", c.piece});
+  }
+}
+
+// State (a KV cache kept across executes): planned memory set to its initial bytes at load and by
+// reset_state(); never a constant, an input or a tensor of dynamic shape.
+TEST(CraftedFilesTest, StateStartsAtItsInitialBytesAndResets) {
+  auto program = ReluProgram({kInput, kOutput});
+  fb::ExecutionPlanT& plan = *program->execution_plans[0];
+  auto state = std::make_unique<fb::StateBufferT>();
+  state->value = kOutput;
+  state->initial_segment = 1;
+  plan.state.push_back(std::move(state));
+  std::vector<std::vector<uint8_t>> segments = kReluSegments;
+  const float initial[4] = {1, 2, 3, 4};
+  segments.emplace_back(reinterpret_cast<const uint8_t*>(initial),
+                        reinterpret_cast<const uint8_t*>(initial) + sizeof(initial));
+  Crafted crafted(Serialize(*program, segments), "state.pte");
+  ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+  Method& method = *crafted.method;
+  EXPECT_EQ(method.num_state(), 1u);
+  EXPECT_EQ(method.output(0)->data<float>()[2], 3.0f);
+  float x[4] = {-1, -1, -1, -1};
+  ASSERT_TRUE(method.set_input(0, Tensor(ScalarType::Float, {4}, x)).ok());
+  ASSERT_TRUE(method.execute().ok());
+  EXPECT_EQ(method.output(0)->data<float>()[2], 0.0f);
+  method.reset_state();
+  EXPECT_EQ(method.output(0)->data<float>()[2], 3.0f);
+}
+
+TEST(CraftedFilesTest, StateThatIsNotPlannedMemoryOrHasTheWrongBytesIsRejectedAtLoad) {
+  struct Case {
+    uint32_t value;
+    int32_t segment;
+    std::string piece;
+  };
+  const Case cases[] = {
+      {kConstant, -1, "state 0 (value 1) is not a planned tensor"},
+      {kInt, -1, "state 0 (value 3) is not a planned tensor"},
+      {kInput, -1, "state 0 (value 0) is an input of the method"},
+      {77, -1, "state 0 names value 77"},
+      {kOutput, 1, "state 0 needs 16 initial bytes but its segment holds 12"},
+      {kOutput, 5, "state 0 names segment 5"},
+  };
+  for (const Case& c : cases) {
+    auto program = ReluProgram({kInput, kOutput});
+    auto state = std::make_unique<fb::StateBufferT>();
+    state->value = c.value;
+    state->initial_segment = c.segment;
+    program->execution_plans[0]->state.push_back(std::move(state));
+    std::vector<std::vector<uint8_t>> segments = kReluSegments;
+    segments.emplace_back(12, 0);
+    Crafted crafted(Serialize(*program, segments), "state.pte");
+    ASSERT_FALSE(crafted.method.ok()) << c.piece;
+    ExpectMessage(crafted.method.status(), Error::InvalidProgram, {"state.pte", c.piece});
+  }
+}
+
 }  // namespace
 }  // namespace runtime
 }  // namespace edgeshare

@@ -25,32 +25,54 @@ Result<Tensor> Method::input(size_t index) const {
   return value.to_tensor();
 }
 
+namespace {
+
+// "2, 128, 64" into buf, for messages.
+void format_sizes(Span<const int32_t> sizes, char* buf, size_t size) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (size_t d = 0; d < sizes.size() && n < size; ++d) {
+    n += static_cast<size_t>(std::snprintf(buf + n, size - n, d ? ", %d" : "%d", sizes[d]));
+  }
+}
+
+}  // namespace
+
 Status Method::set_input(size_t index, const Tensor& value) {
   ES_ASSIGN_OR_RETURN(Tensor slot, input(index));
   ES_CHECK_OR_RETURN_ERROR(value.scalar_type() == slot.scalar_type(), Error::InvalidArgument,
                            "input %zu of method '%s' must be %s, not %s", index, name(),
                            to_string(slot.scalar_type()), to_string(value.scalar_type()));
-  bool same = value.dim() == slot.dim();
-  for (size_t d = 0; same && d < slot.dim(); ++d) same = value.size(d) == slot.size(d);
-  if (!same) {
-    char expected[96] = "";
-    char got[96] = "";
-    size_t n = 0;
-    for (size_t d = 0; d < slot.dim() && n < sizeof(expected); ++d) {
-      n += std::snprintf(expected + n, sizeof(expected) - n, d ? ", %d" : "%d", slot.size(d));
+  const InputShape& shape = input_shapes_[index];
+  bool fits = value.dim() == slot.dim();
+  for (size_t d = 0; fits && d < slot.dim(); ++d) {
+    if (shape.dynamic_mask & (1u << d)) {
+      if (value.size(d) < 1 || value.size(d) > shape.bound[d]) {
+        return Status::Format(Error::InvalidArgument,
+                              "input %zu of method '%s': dim %zu is %d, outside the 1..%d this "
+                              "program was exported for",
+                              index, name(), d, value.size(d), shape.bound[d]);
+      }
+    } else {
+      fits = value.size(d) == shape.bound[d];
     }
-    n = 0;
-    for (size_t d = 0; d < value.dim() && n < sizeof(got); ++d) {
-      n += std::snprintf(got + n, sizeof(got) - n, d ? ", %d" : "%d", value.size(d));
-    }
-    return Status::Format(Error::InvalidArgument,
-                          "input %zu of method '%s' must have shape [%s], not [%s]", index, name(),
-                          expected, got);
   }
-  if (slot.nbytes() > 0 && slot.mutable_data() != value.const_data()) {
+  if (!fits) {
+    char expected[96];
+    char got[96];
+    format_sizes(Span<const int32_t>(shape.bound, slot.dim()), expected, sizeof(expected));
+    format_sizes(value.sizes(), got, sizeof(got));
+    return Status::Format(Error::InvalidArgument,
+                          "input %zu of method '%s' must have shape [%s]%s, not [%s]", index,
+                          name(), expected, shape.dynamic_mask ? " (dynamic dims up to)" : "",
+                          got);
+  }
+  Tensor& planned = values_[inputs_[index]].to_tensor();
+  ES_RETURN_IF_ERROR(planned.resize(value.sizes()));
+  if (planned.nbytes() > 0 && planned.mutable_data() != value.const_data()) {
     ES_CHECK_OR_RETURN_ERROR(value.const_data() != nullptr, Error::InvalidArgument,
                              "input %zu of method '%s' has no data", index, name());
-    std::memcpy(slot.mutable_data(), value.const_data(), slot.nbytes());
+    std::memcpy(planned.mutable_data(), value.const_data(), planned.nbytes());
   }
   return Status();
 }
@@ -65,9 +87,23 @@ Result<Tensor> Method::output(size_t index) const {
   return value.to_tensor();
 }
 
+void Method::reset_state() {
+  for (const State& state : state_) {
+    if (state.initial != nullptr) {
+      std::memcpy(state.data, state.initial, state.nbytes);
+    } else {
+      std::memset(state.data, 0, state.nbytes);
+    }
+  }
+}
+
 Status Method::execute() {
   for (size_t i = 0; i < instructions_.size(); ++i) {
     const Instruction& instruction = instructions_[i];
+    for (size_t r = 0; r < instruction.refresh_count; ++r) {
+      const SymIntRefresh& refresh = refreshes_[instruction.refresh_begin + r];
+      *refresh.item = refresh.source->to_int();
+    }
     Span<EValue* const> args(args_.data() + instruction.args_begin, instruction.args_count);
     Status status = instruction.kernel != nullptr
                         ? instruction.kernel(args)

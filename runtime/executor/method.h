@@ -81,12 +81,20 @@ class Method {
   // A view of input i's planned memory, to fill in place. Errors: OutOfRange, InvalidArgument for
   // a non-tensor input.
   Result<Tensor> input(size_t index) const;
-  // Copies `value` into input i. Errors: OutOfRange; InvalidArgument if dtype or sizes differ.
+  // Copies `value` into input i and gives the input its sizes. A dim the program was exported
+  // dynamic (e.g. the token count) takes any size from 1 to its bound; every other dim must match.
+  // Errors: OutOfRange; InvalidArgument for another dtype or rank, a static dim that differs, or
+  // a dynamic one outside [1, bound] (the message names the dim and the bound).
   Status set_input(size_t index, const Tensor& value);
   // Output i after execute(). Errors: OutOfRange, InvalidArgument for a non-tensor output.
   Result<Tensor> output(size_t index) const;
 
   Status execute();
+
+  // Sets every state tensor (a KV cache the method keeps across executes) back to its initial
+  // bytes, as at load. A method without state has nothing to reset.
+  void reset_state();
+  size_t num_state() const { return state_.size(); }
 
  private:
   // The load steps (method_loader.cc); a nested class, so it may fill in the fields below.
@@ -98,10 +106,30 @@ class Method {
     size_t args_count = 0;
     size_t num_inputs = 0;  // args from this one on are outputs, checked writable at load
     const char* what = "";  // the operator or backend name, for messages
+    // refreshes_[refresh_begin, +refresh_count): the SymIntList items this call reads.
+    size_t refresh_begin = 0;
+    size_t refresh_count = 0;
+  };
+  // One item of a SymIntList: copied from its Int value before a call that reads the list, so
+  // kernels see a plain int list with the sizes of this execute.
+  struct SymIntRefresh {
+    int64_t* item = nullptr;
+    const EValue* source = nullptr;
+  };
+  // An input's sizes as planned (for dynamic dims: the bound) and which dims are dynamic.
+  struct InputShape {
+    int32_t bound[Tensor::kMaxDims] = {};
+    uint8_t dynamic_mask = 0;
   };
   struct Delegate {
     const BackendInterface* backend = nullptr;
     DelegateHandle* handle = nullptr;
+  };
+  // A state tensor: planned bytes that persist across executes, and what they start as.
+  struct State {
+    void* data = nullptr;
+    size_t nbytes = 0;
+    const void* initial = nullptr;  // null: zeros
   };
   struct FreeDeleter {
     void operator()(uint8_t* p) const;
@@ -117,11 +145,17 @@ class Method {
   std::vector<ExternalConstant> external_constants_;  // views of data-file bytes, maybe shared
   std::unique_ptr<NamedDataMap> data_map_;
   std::vector<EValue> values_;
+  std::vector<EValue*> list_items_;      // ValueList items, reserved in full before use
+  std::vector<int64_t> sym_int_items_;   // SymIntList items, reserved in full before use
+  std::vector<SymIntRefresh> refreshes_;
+  std::vector<uint8_t> dynamic_masks_;  // per value: its dynamic dims (bit d: dim d)
   std::vector<EValue*> args_;
   std::vector<Instruction> instructions_;
   std::vector<Delegate> delegates_;
   std::vector<size_t> inputs_;
+  std::vector<InputShape> input_shapes_;
   std::vector<size_t> outputs_;
+  std::vector<State> state_;
 };
 
 }  // namespace runtime

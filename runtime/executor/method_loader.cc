@@ -60,7 +60,9 @@ class Method::Loader {
     ES_RETURN_IF_ERROR(plan_memory());
     ES_RETURN_IF_ERROR(parse_values());
     ES_RETURN_IF_ERROR(read_value_indices(plan_.inputs(), "input", &method_.inputs_));
+    ES_RETURN_IF_ERROR(record_input_shapes());
     ES_RETURN_IF_ERROR(read_value_indices(plan_.outputs(), "output", &method_.outputs_));
+    ES_RETURN_IF_ERROR(init_state());
     ES_RETURN_IF_ERROR(reserve_arguments());
     ES_RETURN_IF_ERROR(init_delegates());
     return resolve_instructions();
@@ -70,7 +72,12 @@ class Method::Loader {
   Status build_data_map();
   Status plan_memory();
   Status parse_values();
+  Status reserve_lists();
   Result<EValue> parse_value(size_t index, const schema::EValue& value);
+  Result<EValue> parse_list(size_t index, const schema::EValue& value);
+  Result<uint8_t> dynamic_mask(const char* what, const schema::Tensor& tensor) const;
+  Status record_input_shapes();
+  Status init_state();
   Result<EValue> parse_tensor(const char* what, const schema::Tensor& tensor);
   Result<void*> inline_constant(const char* what, const schema::Tensor& tensor, size_t nbytes);
   Result<void*> external_constant(const char* what, const schema::Tensor& tensor, ScalarType type,
@@ -86,14 +93,23 @@ class Method::Loader {
   Status resolve_kernel_call(size_t index, const schema::KernelCall& call, Instruction* out);
   Status resolve_delegate_call(size_t index, const schema::DelegateCall& call, Instruction* out);
   Status bind_arguments(size_t index, const flatbuffers::Vector<uint32_t>* args, Instruction* out);
-  Status check_writable(size_t index, size_t arg, uint32_t value, const Instruction& out) const;
+  Status check_writable(size_t index, size_t arg, uint32_t value, const Instruction& out);
+  Status check_writable_int(size_t index, size_t arg, uint32_t value, const Instruction& out);
+  void add_refreshes(uint32_t value);
 
   const ProgramImage& program_;
   const schema::ExecutionPlan& plan_;
   const NamedDataMap* external_;
   Method& method_;
   std::vector<uint64_t> buffer_sizes_;  // the planned buffers' sizes, for bounds checks
+  std::vector<size_t> sym_list_begin_;  // per SymIntList value: its first item in sym_int_items_
+  std::vector<bool> int_written_;       // per value: an Int a size kernel already writes
+  bool writes_ints_ = false;            // the call being bound is a size kernel's
 };
+
+bool is_list_kind(schema::KernelTypes kind) {
+  return kind == schema::KernelTypes_ValueList || kind == schema::KernelTypes_SymIntList;
+}
 
 Result<Method> Method::load(std::shared_ptr<const ProgramImage> program,
                             const schema::ExecutionPlan& plan, const NamedDataMap* external_data) {
@@ -144,13 +160,76 @@ Status Method::Loader::plan_memory() {
   return Status();
 }
 
+// Lists point at other values, so they are parsed after every other value has its place.
 Status Method::Loader::parse_values() {
   const auto* values = plan_.values();
-  method_.values_.resize(length(values));
-  for (size_t v = 0; v < method_.values_.size(); ++v) {
+  const size_t n = length(values);
+  method_.values_.resize(n);
+  method_.dynamic_masks_.assign(n, 0);
+  int_written_.assign(n, false);
+  ES_RETURN_IF_ERROR(reserve_lists());
+  for (size_t v = 0; v < n; ++v) {
+    if (is_list_kind(at(*values, v)->val_type())) continue;
     ES_ASSIGN_OR_RETURN(method_.values_[v], parse_value(v, *at(*values, v)));
   }
+  for (size_t v = 0; v < n; ++v) {
+    if (!is_list_kind(at(*values, v)->val_type())) continue;
+    ES_ASSIGN_OR_RETURN(method_.values_[v], parse_list(v, *at(*values, v)));
+  }
   return Status();
+}
+
+// Both item arrays are reserved in full before any list points into them, so they never move.
+Status Method::Loader::reserve_lists() {
+  const auto* values = plan_.values();
+  size_t list_items = 0;
+  size_t sym_items = 0;
+  for (size_t v = 0; v < length(values); ++v) {
+    const schema::EValue& value = *at(*values, v);
+    if (const auto* list = value.val_as_ValueList()) list_items += length(list->items());
+    if (const auto* list = value.val_as_SymIntList()) sym_items += length(list->items());
+  }
+  method_.list_items_.reserve(list_items);
+  method_.sym_int_items_.reserve(sym_items);
+  sym_list_begin_.assign(length(values), 0);
+  return Status();
+}
+
+// A ValueList holds tensors or Nones (a Tensor[] or Tensor?[]); a SymIntList holds Ints, whose
+// values are copied into the list before every call that reads it (add_refreshes).
+Result<EValue> Method::Loader::parse_list(size_t index, const schema::EValue& value) {
+  const auto* values = plan_.values();
+  const size_t num_values = length(values);
+  const bool sym = value.val_type() == schema::KernelTypes_SymIntList;
+  ES_CHECK_OR_RETURN_ERROR(value.val() != nullptr, Error::InvalidProgram,
+                           "value %zu is a %s without its table", index,
+                           schema::EnumNameKernelTypes(value.val_type()));
+  const auto* items =
+      sym ? value.val_as_SymIntList()->items() : value.val_as_ValueList()->items();
+  const size_t begin = sym ? method_.sym_int_items_.size() : method_.list_items_.size();
+  for (size_t i = 0; i < length(items); ++i) {
+    const uint32_t item = at(*items, i);
+    ES_CHECK_OR_RETURN_ERROR(item < num_values, Error::InvalidProgram,
+                             "list value %zu item %zu names value %u of %zu", index, i, item,
+                             num_values);
+    const schema::KernelTypes kind = at(*values, item)->val_type();
+    if (sym) {
+      ES_CHECK_OR_RETURN_ERROR(kind == schema::KernelTypes_Int, Error::InvalidProgram,
+                               "int list value %zu item %zu (value %u) is not an Int", index, i,
+                               item);
+      method_.sym_int_items_.push_back(method_.values_[item].to_int());
+    } else {
+      ES_CHECK_OR_RETURN_ERROR(
+          kind == schema::KernelTypes_Tensor || kind == schema::KernelTypes_Null, Error::InvalidProgram,
+          "list value %zu item %zu (value %u) is neither a tensor nor None", index, i, item);
+      method_.list_items_.push_back(&method_.values_[item]);
+    }
+  }
+  if (sym) {
+    sym_list_begin_[index] = begin;
+    return EValue(Span<const int64_t>(method_.sym_int_items_.data() + begin, length(items)));
+  }
+  return EValue(Span<EValue* const>(method_.list_items_.data() + begin, length(items)));
 }
 
 // Scalars, lists and strings point into the flatbuffer; tensors are parsed by parse_tensor.
@@ -183,6 +262,7 @@ Result<EValue> Method::Loader::parse_value(size_t index, const schema::EValue& v
     case schema::KernelTypes_Tensor: {
       char what[64];
       std::snprintf(what, sizeof(what), "value %zu", index);
+      ES_ASSIGN_OR_RETURN(method_.dynamic_masks_[index], dynamic_mask(what, *value.val_as_Tensor()));
       return parse_tensor(what, *value.val_as_Tensor());
     }
     default:
@@ -222,6 +302,80 @@ Result<EValue> Method::Loader::parse_tensor(const char* what, const schema::Tens
   }
   Span<const int32_t> span_sizes(sizes == nullptr ? nullptr : sizes->data(), rank);
   return EValue(Tensor(type, span_sizes, data));
+}
+
+// Which dims vary per execute: only planned tensors may, each dim named once and in range.
+Result<uint8_t> Method::Loader::dynamic_mask(const char* what, const schema::Tensor& tensor) const {
+  const auto* dims = tensor.dynamic_dims();
+  if (length(dims) == 0) return uint8_t{0};
+  ES_CHECK_OR_RETURN_ERROR(tensor.constant_segment() < 0 && tensor.external_key() == nullptr,
+                           Error::InvalidProgram, "%s is a constant with dynamic dims", what);
+  uint8_t mask = 0;
+  const size_t rank = length(tensor.sizes());
+  for (size_t i = 0; i < length(dims); ++i) {
+    const uint8_t d = at(*dims, i);
+    ES_CHECK_OR_RETURN_ERROR(d < rank && d < Tensor::kMaxDims && !(mask & (1u << d)),
+                             Error::InvalidProgram, "%s names dynamic dim %u of %zu (or twice)",
+                             what, static_cast<unsigned>(d), rank);
+    mask = static_cast<uint8_t>(mask | (1u << d));
+  }
+  return mask;
+}
+
+// set_input's contract: the planned sizes are the bounds of the dynamic dims, exact otherwise.
+Status Method::Loader::record_input_shapes() {
+  for (size_t input : method_.inputs_) {
+    InputShape shape;
+    const EValue& value = method_.values_[input];
+    if (value.is_tensor()) {
+      const Tensor& t = value.to_tensor();
+      for (size_t d = 0; d < t.dim(); ++d) shape.bound[d] = t.size(d);
+      shape.dynamic_mask = method_.dynamic_masks_[input];
+    }
+    method_.input_shapes_.push_back(shape);
+  }
+  return Status();
+}
+
+// State tensors live in planned memory; their initial bytes (if not zeros) stay in the program's
+// segment, a view the Method keeps for reset_state().
+Status Method::Loader::init_state() {
+  const auto* state = plan_.state();
+  for (size_t i = 0; i < length(state); ++i) {
+    const schema::StateBuffer& entry = *at(*state, i);
+    const uint32_t value = entry.value();
+    ES_CHECK_OR_RETURN_ERROR(value < method_.values_.size(), Error::InvalidProgram,
+                             "state %zu names value %u of %zu", i, value, method_.values_.size());
+    const schema::Tensor* tensor = at(*plan_.values(), value)->val_as_Tensor();
+    ES_CHECK_OR_RETURN_ERROR(tensor != nullptr && tensor->allocation() != nullptr &&
+                                 length(tensor->dynamic_dims()) == 0,
+                             Error::InvalidProgram,
+                             "state %zu (value %u) is not a planned tensor of fixed shape", i, value);
+    for (size_t input : method_.inputs_) {
+      ES_CHECK_OR_RETURN_ERROR(input != value, Error::InvalidProgram,
+                               "state %zu (value %u) is an input of the method", i, value);
+    }
+    const Tensor& t = method_.values_[value].to_tensor();
+    State out;
+    out.data = t.mutable_data();
+    out.nbytes = t.nbytes();
+    if (entry.initial_segment() >= 0) {
+      const auto index = static_cast<size_t>(entry.initial_segment());
+      ES_CHECK_OR_RETURN_ERROR(index < program_.num_segments(), Error::InvalidProgram,
+                               "state %zu names segment %zu of %zu", i, index,
+                               program_.num_segments());
+      const schema::DataSegment& segment = program_.segment(index);
+      ES_CHECK_OR_RETURN_ERROR(segment.size() == out.nbytes, Error::InvalidProgram,
+                               "state %zu needs %zu initial bytes but its segment holds %llu", i,
+                               out.nbytes, static_cast<unsigned long long>(segment.size()));
+      ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, program_.load_segment(segment, out.nbytes));
+      out.initial = bytes.data();
+      method_.constants_.push_back(std::move(bytes));
+    }
+    method_.state_.push_back(out);
+  }
+  method_.reset_state();
+  return Status();
 }
 
 // A constant stored in the .pte: a view of (or a copy from) its segment, held by the Method.
@@ -426,6 +580,7 @@ Status Method::Loader::resolve_kernel_call(size_t index, const schema::KernelCal
   out->kernel = kernel.fn;
   // From the registry, not the file: which args a kernel writes is the kernel's to say.
   out->num_inputs = kernel.num_inputs;
+  writes_ints_ = kernel.outputs == KernelOutputs::kInts;
   out->what = op.name()->c_str();
   return Status();
 }
@@ -437,6 +592,7 @@ Status Method::Loader::resolve_delegate_call(size_t index, const schema::Delegat
                            "instruction %zu names delegate %u of %zu", index, call.delegate_index(),
                            num_delegates);
   out->delegate = call.delegate_index();
+  writes_ints_ = false;
   out->what = at(*plan_.delegates(), call.delegate_index())->id()->c_str();
   // init_delegates() ran first, so the backend can say from its own graph where outputs begin.
   const Delegate& delegate = method_.delegates_[out->delegate];
@@ -454,6 +610,7 @@ Status Method::Loader::bind_arguments(size_t index, const flatbuffers::Vector<ui
                                       Instruction* out) {
   const size_t num_values = method_.values_.size();
   out->args_begin = method_.args_.size();
+  out->refresh_begin = method_.refreshes_.size();
   const size_t n = length(args);
   ES_CHECK_OR_RETURN_ERROR(n >= out->num_inputs, Error::InvalidProgram,
                            "instruction %zu (%s) has %zu arguments, fewer than its %zu inputs",
@@ -468,10 +625,45 @@ Status Method::Loader::bind_arguments(size_t index, const flatbuffers::Vector<ui
                                "instruction %zu passes a non-tensor to delegate '%s'", index,
                                out->what);
     }
-    if (a >= out->num_inputs) ES_RETURN_IF_ERROR(check_writable(index, a, value, *out));
+    if (a >= out->num_inputs) {
+      ES_RETURN_IF_ERROR(writes_ints_ ? check_writable_int(index, a, value, *out)
+                                      : check_writable(index, a, value, *out));
+    }
+    add_refreshes(value);
     method_.args_.push_back(&method_.values_[value]);
   }
   out->args_count = n;
+  out->refresh_count = method_.refreshes_.size() - out->refresh_begin;
+  return Status();
+}
+
+void Method::Loader::add_refreshes(uint32_t value) {
+  const schema::SymIntList* list = at(*plan_.values(), value)->val_as_SymIntList();
+  if (list == nullptr) return;
+  int64_t* items = method_.sym_int_items_.data() + sym_list_begin_[value];
+  for (size_t i = 0; i < length(list->items()); ++i) {
+    method_.refreshes_.push_back({items + i, &method_.values_[at(*list->items(), i)]});
+  }
+}
+
+// A size kernel's output is an Int of this plan that no other call writes and the caller never
+// sees (not an input or output of the method); nothing else is ever written through it.
+Status Method::Loader::check_writable_int(size_t index, size_t arg, uint32_t value,
+                                          const Instruction& out) {
+  ES_CHECK_OR_RETURN_ERROR(at(*plan_.values(), value)->val_type() == schema::KernelTypes_Int,
+                           Error::InvalidProgram,
+                           "instruction %zu (%s) writes argument %zu, value %u, which is not an "
+                           "Int",
+                           index, out.what, arg, value);
+  ES_CHECK_OR_RETURN_ERROR(!int_written_[value], Error::InvalidProgram,
+                           "instruction %zu (%s) writes value %u, which another call writes", index,
+                           out.what, value);
+  for (size_t input : method_.inputs_) {
+    ES_CHECK_OR_RETURN_ERROR(input != value, Error::InvalidProgram,
+                             "instruction %zu (%s) writes value %u, an input of the method", index,
+                             out.what, value);
+  }
+  int_written_[value] = true;
   return Status();
 }
 
@@ -479,7 +671,7 @@ Status Method::Loader::bind_arguments(size_t index, const flatbuffers::Vector<ui
 // mapped read-only (a crash) or shared with other methods and programs (silent corruption); the
 // exporter never writes a method's inputs, which a caller may fill once and execute many times.
 Status Method::Loader::check_writable(size_t index, size_t arg, uint32_t value,
-                                      const Instruction& out) const {
+                                      const Instruction& out) {
   const schema::Tensor* tensor = at(*plan_.values(), value)->val_as_Tensor();
   ES_CHECK_OR_RETURN_ERROR(tensor != nullptr, Error::InvalidProgram,
                            "instruction %zu (%s) writes argument %zu, value %u, which is not a "
