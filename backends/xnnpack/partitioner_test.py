@@ -145,10 +145,14 @@ def test_dynamic_nodes_with_plain_symbols_are_tagged_and_compound_ones_left():
     assert isinstance(x.meta["val"].shape[1], torch.SymInt)
     assert tagged(aten.linear.default) == {True}
     assert tagged(aten.mean.dim) == {True}
-    softmaxes = {n.args[0].target: DELEGATION_TAG in n.meta for n in calls.values() if n.target == aten._softmax.default}
+    softmaxes = {
+        n.args[0].target: DELEGATION_TAG in n.meta for n in calls.values() if n.target == aten._softmax.default
+    }
     assert softmaxes == {aten.mul.Tensor: True, aten.permute.default: False}
     assert tagged(aten.view.default) == {False}
-    muls = {str(n.meta["val"].shape[1]): DELEGATION_TAG in n.meta for n in calls.values() if n.target == aten.mul.Tensor}
+    muls = {
+        str(n.meta["val"].shape[1]): DELEGATION_TAG in n.meta for n in calls.values() if n.target == aten.mul.Tensor
+    }
     compound = [k for k in muls if "*" in k]
     assert compound and not any(muls[k] for k in compound)
     assert any(muls[k] for k in muls if k not in compound)
