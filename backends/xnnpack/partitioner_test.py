@@ -132,7 +132,7 @@ class _Dynamic(nn.Module):
         return v, doubled, over_t, ids + 1
 
 
-def test_dynamic_nodes_with_plain_symbols_are_tagged_and_compound_ones_left():
+def test_dynamic_nodes_with_plain_symbols_are_tagged():
     ep, calls = _dynamic_tags(_Dynamic(), (torch.randn(1, 5, 8), torch.arange(5).reshape(1, 5)))
     aten = torch.ops.aten
 
@@ -145,19 +145,24 @@ def test_dynamic_nodes_with_plain_symbols_are_tagged_and_compound_ones_left():
     assert isinstance(x.meta["val"].shape[1], torch.SymInt)
     assert tagged(aten.linear.default) == {True}
     assert tagged(aten.mean.dim) == {True}
-    softmaxes = {
-        n.args[0].target: DELEGATION_TAG in n.meta for n in calls.values() if n.target == aten._softmax.default
-    }
-    assert softmaxes == {aten.mul.Tensor: True, aten.permute.default: False}
     assert tagged(aten.view.default) == {False}
-    muls = {
-        str(n.meta["val"].shape[1]): DELEGATION_TAG in n.meta for n in calls.values() if n.target == aten.mul.Tensor
-    }
-    compound = [k for k in muls if "*" in k]
-    assert compound and not any(muls[k] for k in compound)
-    assert any(muls[k] for k in muls if k not in compound)
-    int_adds = [n for n in calls.values() if n.target == aten.add.Tensor]
-    assert int_adds and all(n.meta["val"].dtype == torch.int64 and DELEGATION_TAG not in n.meta for n in int_adds)
+
+
+def _tagged_by(calls, target, key):
+    """{key(node): whether it is tagged} over the calls of target."""
+    return {key(n): DELEGATION_TAG in n.meta for n in calls.values() if n.target == target}
+
+
+def test_dynamic_nodes_over_a_symbolic_softmax_dim_a_compound_size_or_ints_are_left():
+    _, calls = _dynamic_tags(_Dynamic(), (torch.randn(1, 5, 8), torch.arange(5).reshape(1, 5)))
+    aten = torch.ops.aten
+    softmaxes = _tagged_by(calls, aten._softmax.default, lambda n: n.args[0].target)
+    assert softmaxes == {aten.mul.Tensor: True, aten.permute.default: False}
+    # By the size of dim 1: s27 (delegated) and 2*s27 (left).
+    muls = _tagged_by(calls, aten.mul.Tensor, lambda n: "*" in str(n.meta["val"].shape[1]))
+    assert muls == {False: True, True: False}
+    int_adds = _tagged_by(calls, aten.add.Tensor, lambda n: n.meta["val"].dtype)
+    assert int_adds == {torch.int64: False}
 
 
 def test_a_symbol_without_a_finite_bound_is_left():

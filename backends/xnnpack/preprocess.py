@@ -219,9 +219,14 @@ class _GraphBuilder:
             elif node.op == "output":
                 for k, out in enumerate(node.args[0]):
                     self._output(out, k)
+        return self._finish()
+
+    def _finish(self) -> bytes:
         graph = xfb.GraphT()
-        graph.version = DYNAMIC_GRAPH_VERSION if self.symbols else GRAPH_VERSION
-        graph.symbols = [self._symbol(s) for s in self.symbols] if self.symbols else None
+        graph.version = GRAPH_VERSION
+        if self.symbols:
+            graph.version = DYNAMIC_GRAPH_VERSION
+            graph.symbols = [self._symbol(s) for s in self.symbols]
         graph.values = self.values
         graph.nodes = self.nodes
         graph.numInputs = self.num_inputs
