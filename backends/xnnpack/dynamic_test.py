@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.backends.xnnpack.partitioner import FP16_TOLERANCE
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.exir import to_edge
 from edgeshare.exir.lower import LoweredBackendModule
@@ -38,11 +39,10 @@ class _Block(nn.Module):
         return torch.softmax(x, -1)
 
 
-@pytest.fixture(scope="module")
-def program() -> str:
+def _write(fc_weight_dtype: str) -> str:
     t = torch.export.Dim("T", min=1, max=MAX_LEN)
     ep = torch.export.export(_Block(), (torch.randn(1, 5, DIM),), dynamic_shapes=({1: t},))
-    lowered = to_edge(ep).to_backend(XnnpackPartitioner())
+    lowered = to_edge(ep).to_backend(XnnpackPartitioner(fc_weight_dtype=fc_weight_dtype))
     forward = lowered.exported_program("forward")
     calls = [n for n in forward.graph.nodes if n.op == "call_function"]
     delegates = [m for m in forward.graph_module.children() if isinstance(m, LoweredBackendModule)]
@@ -50,9 +50,16 @@ def program() -> str:
     assert len(delegates) == 1 and len(calls) == 2, [n.target for n in calls]
     graph = xfb.GraphT.InitFromObj(xfb.Graph.GetRootAs(delegates[0].processed_bytes, 0))
     assert graph.version == 2 and [s.max for s in graph.symbols] == [MAX_LEN]
+    half = 5  # ScalarType HALF: the fully connected weights under fc_weight_dtype="fp16"
+    assert any(v.dtype == half for v in graph.values) == (fc_weight_dtype == "fp16")
     out = tempfile.mkdtemp(prefix="xnnpack_dynamic_test_")
     lowered.to_executorch().write_to_dir(out, "block")
     return os.path.join(out, "block.pte")
+
+
+@pytest.fixture(scope="module")
+def program() -> str:
+    return _write("fp32")
 
 
 @pytest.mark.parametrize("length", [1, 7, MAX_LEN])
@@ -64,6 +71,17 @@ def test_runs_equal_to_torch_at_any_length_within_the_bound(program: str, length
     want = _Block()(x).detach().numpy()
     assert got[0].shape == want.shape
     np.testing.assert_allclose(got[0], want, atol=1e-5, rtol=1e-4)
+
+
+def test_fp16_weights_run_at_two_lengths_within_the_documented_bound() -> None:
+    program = _write("fp16")
+    for length in (3, 17):
+        torch.manual_seed(length)
+        x = torch.randn(1, length, DIM)
+        got = run_programs([program], inputs=[x.numpy()]).outputs["block.forward"][0]
+        want = _Block()(x).detach().numpy()
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() <= FP16_TOLERANCE * max(1.0, float(np.abs(want).max()))
 
 
 def test_a_length_past_the_bound_is_refused(program: str) -> None:
