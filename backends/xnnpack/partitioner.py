@@ -1,8 +1,15 @@
-"""XnnpackPartitioner: tags the float32, static-shape nodes the XNNPACK delegate runs.
+"""XnnpackPartitioner: tags the float32 nodes the XNNPACK delegate runs.
 
 What it accepts is the op-row registry (backends/xnnpack/op_rows/, one module per op family): a
 node is tagged when its output is a float32 tensor of rank <= 6 with no empty dimension, a row
-handles its target and the row's check says yes. The rows are listed at the end of this
+handles its target and the row's check says yes.
+
+Dynamic shapes (torch.export with dynamic_shapes, e.g. the token count T up to --max-seq-len): a
+value may have dims that are plain symbols with a finite bound (s70 in [1, 128]); the delegate
+plans memory for the bound and binds the symbols from its inputs' real sizes at every execute. A
+node reading or computing a compound size (s0*4, s0 + 1), a symbol without an upper bound, a view
+whose sizes are computed at run time (view(x, [1, sym_size(x, 1), 64])) or a softmax over a
+symbolic dim stays a kernel call. The rows are listed at the end of this
 docstring (generated from the registry).
 
 The checks mirror what the C++ delegate (runtime/xnn_executor.cc) accepts at init: a node tagged

@@ -5,6 +5,12 @@ digest, and its bytes go into the partition's NamedDataStore output under the ke
 the data policy recorded on its placeholder (so foundation weights land in foundation.ptd). Scalar
 operands of elementwise ops are inline constants.
 
+A partition of a program exported with dynamic shapes has values whose dims are plain symbols
+(the partitioner admits no other): each such dim is written at its symbol's bound with a reference
+to the symbol (Value.dim_symbols, Graph.symbols, graph version 2), and the delegate binds the
+symbols from its inputs' real sizes at every execute. A static partition's blob is unchanged
+(version 1, no symbols).
+
 With the compile spec fc_weight_dtype=fp16 (XnnpackPartitioner(fc_weight_dtype="fp16")), the weight
 and bias of every FULLY_CONNECTED node are HALF constants under "<key>.fp16" (same external tag),
 digested over their half bytes. "<key>.fp16" cannot be another weight's key: "<key>" is a tensor,
@@ -35,6 +41,8 @@ __all__ = ["XnnpackBackend", "GRAPH_FILE_IDENTIFIER", "WEIGHT_ALIGNMENT"]
 
 GRAPH_FILE_IDENTIFIER = b"ESX1"
 GRAPH_VERSION = 1
+# A graph with symbolic dims: an older delegate, which would run it at the bounds, refuses it.
+DYNAMIC_GRAPH_VERSION = 2
 WEIGHT_ALIGNMENT = 64
 FLOAT = 6
 HALF = 5
@@ -61,12 +69,38 @@ class _GraphBuilder:
         self.num_inputs = 0
         self.num_outputs = 0
         self._row: Optional[op_rows.OpRow] = None  # the row emitting now
+        # Symbols in order of first use: symbol -> its number in dim_symbols (1 for the first).
+        self.symbols: Dict[op_rows.SymDim, int] = {}
 
-    def _value(self, kind: int, dims, io_index: int = 0) -> int:
+    def _dims(self, dims: Sequence[Any], what: str) -> Tuple[List[int], Optional[List[int]]]:
+        """(sizes, dim_symbols) of a shape whose dims are ints or SymInts; dim_symbols is None
+        when every dim is exact."""
+        sizes: List[int] = []
+        symbols: List[int] = []
+        for d in dims:
+            if isinstance(d, int):
+                sizes.append(int(d))
+                symbols.append(0)
+                continue
+            sym = op_rows.sym_dim(d)
+            if sym is None:
+                raise LoweringError(
+                    f"{self.what}: {what} has dim {d}; XNNPACK takes exact sizes and plain bounded symbols"
+                )
+            sizes.append(sym.bound)
+            symbols.append(self.symbols.setdefault(sym, len(self.symbols) + 1))
+        return sizes, (symbols if any(symbols) else None)
+
+    def _value(self, kind: int, dims, io_index: int = 0, what: str = "a value") -> int:
+        sizes, symbols = self._dims(dims, what)
+        return self._raw_value(kind, sizes, symbols, io_index)
+
+    def _raw_value(self, kind: int, sizes: List[int], symbols: Optional[List[int]], io_index: int = 0) -> int:
         v = xfb.ValueT()
         v.kind = kind
         v.dtype = FLOAT
-        v.dims = [int(d) for d in dims]
+        v.dims = sizes
+        v.dimSymbols = symbols
         v.ioIndex = io_index
         self.values.append(v)
         return len(self.values) - 1
@@ -152,7 +186,7 @@ class _GraphBuilder:
         if self._row is None or kind not in self._row.kinds:
             row = self._row.name if self._row is not None else None
             raise LoweringError(f"{self.what}: op row '{row}' emits {kind}, which it does not list in its kinds")
-        y = self._value(xfb.ValueKind.INTERMEDIATE, out.meta["val"].shape)
+        y = self._value(xfb.ValueKind.INTERMEDIATE, out.meta["val"].shape, what=f"node '{out.name}'")
         n = xfb.NodeT()
         n.op = getattr(_OpKind, kind)
         n.inputs = list(inputs)
@@ -176,15 +210,23 @@ class _GraphBuilder:
                 elif node.name in lifted:
                     self.ids[node] = self._weight(node, lifted[node.name])
                 else:
-                    self.ids[node] = self._value(xfb.ValueKind.INPUT, node.meta["val"].shape, self.num_inputs)
+                    self.ids[node] = self._value(
+                        xfb.ValueKind.INPUT, node.meta["val"].shape, self.num_inputs, f"input '{node.name}'"
+                    )
                     self.num_inputs += 1
             elif node.op == "call_function":
                 self._call(node)
             elif node.op == "output":
                 for k, out in enumerate(node.args[0]):
                     self._output(out, k)
+        return self._finish()
+
+    def _finish(self) -> bytes:
         graph = xfb.GraphT()
         graph.version = GRAPH_VERSION
+        if self.symbols:
+            graph.version = DYNAMIC_GRAPH_VERSION
+            graph.symbols = [self._symbol(s) for s in self.symbols]
         graph.values = self.values
         graph.nodes = self.nodes
         graph.numInputs = self.num_inputs
@@ -193,6 +235,13 @@ class _GraphBuilder:
         builder.Finish(graph.Pack(builder), file_identifier=GRAPH_FILE_IDENTIFIER)
         return bytes(builder.Output())
 
+    @staticmethod
+    def _symbol(sym: op_rows.SymDim) -> "xfb.SymbolT":
+        s = xfb.SymbolT()
+        s.name = sym.name
+        s.max = sym.bound
+        return s
+
     def _output(self, out: torch.fx.Node, k: int) -> None:
         index = self.ids[out]
         value = self.values[index]
@@ -200,7 +249,7 @@ class _GraphBuilder:
             value.kind = xfb.ValueKind.OUTPUT
             value.ioIndex = k
         else:
-            y = self._value(xfb.ValueKind.OUTPUT, value.dims, k)
+            y = self._raw_value(xfb.ValueKind.OUTPUT, list(value.dims), value.dimSymbols, k)
             n = xfb.NodeT()
             n.op = _OpKind.COPY
             n.inputs = [index]

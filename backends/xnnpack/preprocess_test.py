@@ -8,6 +8,7 @@ import torch
 from edgeshare.backends.xnnpack import XnnpackBackend, XnnpackPartitioner
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.exir import LoraDataPolicy, NamedDataError, to_edge
+from edgeshare.exir.export import edge_decompositions
 from edgeshare.exir.lower import LoweredBackendModule
 from edgeshare.exir.tensor_layout import tensor_bytes
 from torch import nn
@@ -115,6 +116,46 @@ def test_rounding_rsqrt_and_mean_are_one_node_from_input_to_output(fn, kind, out
     assert (g.values[x].kind, g.values[x].ioIndex, list(g.values[x].dims)) == (xfb.ValueKind.INPUT, 0, [2, 3, 5])
     assert (g.values[y].kind, g.values[y].ioIndex, list(g.values[y].dims)) == (xfb.ValueKind.OUTPUT, 0, out_dims)
     assert (node.outputMin, node.outputMax) == (-math.inf, math.inf)
+
+
+def test_a_static_graph_keeps_version_1_and_no_symbols():
+    edge = to_edge(torch.export.export(_Block(), (torch.randn(2, 4),)))
+    (lowered,) = _lowered(edge)["forward"]
+    g = _graph(lowered.processed_bytes)
+    assert g.version == 1 and g.symbols is None
+    assert all(v.dimSymbols is None for v in g.values)
+
+
+class _DynamicBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = -torch.sigmoid(self.fc(x)) * x.mean(-1, keepdim=True)
+        return torch.softmax(h, -1), x
+
+
+def test_symbolic_dims_are_written_at_their_bound_with_the_symbol():
+    t = torch.export.Dim("T", min=1, max=48)
+    ep = torch.export.export(_DynamicBlock(), (torch.randn(1, 5, 8),), dynamic_shapes=({1: t},))
+    ep = ep.run_decompositions(edge_decompositions())
+    (name,) = {str(n.meta["val"].shape[1]) for n in ep.graph.nodes if n.name == "x"}
+    # Every node of this program is delegated: preprocess it whole, as one partition.
+    g = _graph(XnnpackBackend.preprocess(ep, []).processed_bytes)
+    assert g.version == 2
+    assert [(s.name, s.max) for s in g.symbols] == [(name.encode(), 48)]
+    by_kind = {}
+    for v in g.values:
+        by_kind.setdefault(v.kind, []).append((list(v.dims), None if v.dimSymbols is None else list(v.dimSymbols)))
+    assert by_kind[xfb.ValueKind.INPUT] == [([1, 48, 8], [0, 1, 0])]
+    # The weights are exact; the output x is a copy of the input, with the input's symbol.
+    assert all(syms is None for _, syms in by_kind[xfb.ValueKind.CONSTANT])
+    assert sorted(by_kind[xfb.ValueKind.OUTPUT]) == [([1, 48, 4], [0, 1, 0]), ([1, 48, 8], [0, 1, 0])]
+    assert ([1, 48, 1], [0, 1, 0]) in by_kind[xfb.ValueKind.INTERMEDIATE]
+    ops = [n.op for n in g.nodes]
+    for kind in (xfb.OpKind.FULLY_CONNECTED, xfb.OpKind.SIGMOID, xfb.OpKind.NEGATE, xfb.OpKind.SOFTMAX):
+        assert kind in ops
 
 
 if __name__ == "__main__":

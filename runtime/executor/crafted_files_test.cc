@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "edgeshare/runtime/core/sha256.h"
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
@@ -425,7 +426,8 @@ TEST(CraftedFilesTest, ListsNamingMissingOrWrongValuesAreRejectedAtLoad) {
     program->execution_plans[0]->values.push_back(ListValue(c.items, c.sym));
     Crafted crafted(Serialize(*program, kReluSegments), "lists.pte");
     ASSERT_FALSE(crafted.method.ok()) << c.piece;
-    ExpectMessage(crafted.method.status(), Error::InvalidProgram, {"lists.pte", "value 4", c.piece});
+    ExpectMessage(crafted.method.status(), Error::InvalidProgram,
+                  {"lists.pte", "value 4", c.piece});
   }
 }
 
@@ -480,6 +482,83 @@ TEST(CraftedFilesTest, StateThatIsNotPlannedMemoryOrHasTheWrongBytesIsRejectedAt
     Crafted crafted(Serialize(*program, segments), "state.pte");
     ASSERT_FALSE(crafted.method.ok()) << c.piece;
     ExpectMessage(crafted.method.status(), Error::InvalidProgram, {"state.pte", c.piece});
+  }
+}
+
+// foundation.ptd with entry `index`'s bytes replaced by `bytes` (same size) and its digest updated.
+std::vector<uint8_t> WithEntryBytes(const std::vector<uint8_t>& ptd, size_t index,
+                                    const std::vector<uint8_t>& bytes) {
+  std::vector<uint8_t> out = ptd;
+  const uint64_t fb_offset = GetU64(ptd, 16), base = GetU64(ptd, 32);
+  std::unique_ptr<fb::FlatTensorT> file(fb::GetFlatTensor(ptd.data() + fb_offset)->UnPack());
+  const fb::DataSegment& segment = file->segments[file->named_data[index]->segment_index];
+  EXPECT_EQ(segment.size(), bytes.size());
+  std::memcpy(&out[base + segment.offset()], bytes.data(), bytes.size());
+  const Digest digest = *sha256(bytes.data(), bytes.size());
+  file->named_data[index]->digest.assign(digest.bytes.begin(), digest.bytes.end());
+  flatbuffers::FlatBufferBuilder fbb;
+  fb::FinishFlatTensorBuffer(fbb, fb::CreateFlatTensor(fbb, file.get()));
+  EXPECT_LE(kFileHeaderSize + fbb.GetSize(), base);  // same size: the digest only changed bytes
+  std::memcpy(&out[kFileHeaderSize], fbb.GetBufferPointer(), fbb.GetSize());
+  PutU64(out, 24, fbb.GetSize());
+  return out;
+}
+
+// Adapter swap: a constant the program left open (no digest) is re-pointed at another data file's
+// bytes; one pinned by digest (a foundation weight) is refused, and a failed rebind changes
+// nothing.
+TEST(CraftedFilesTest, AnOpenExternalConstantRebindsToAnotherDataFile) {
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
+  BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
+  auto foundation = FlatTensorDataMap::load(&ptd_loader);
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  size_t index = 0;  // a small rank-1 entry (a bias or a norm weight)
+  while (foundation->get_tensor_layout(*foundation->get_key(index))->sizes.size() != 1) ++index;
+  const char* key = *foundation->get_key(index);
+  const TensorLayout layout = *foundation->get_tensor_layout(key);
+  std::vector<int32_t> sizes(layout.sizes.begin(), layout.sizes.end());
+  std::vector<uint8_t> other_bytes(layout.nbytes());
+  for (size_t i = 0; i < other_bytes.size() / 4; ++i) {
+    const float v = static_cast<float>(i % 7) - 3.0f;
+    std::memcpy(&other_bytes[i * 4], &v, 4);
+  }
+  const std::vector<uint8_t> other_ptd = WithEntryBytes(ptd, index, other_bytes);
+  BufferDataLoader other_loader(other_ptd.data(), other_ptd.size(), "adapter_b.ptd");
+  auto other = FlatTensorDataMap::load(&other_loader);
+  ASSERT_TRUE(other.ok()) << other.status().message();
+
+  // relu(constant) with the constant open (no external_digest), then pinned.
+  for (bool pinned : {false, true}) {
+    auto program = ReluProgram({kConstant, kOutput});
+    fb::ExecutionPlanT& plan = *program->execution_plans[0];
+    plan.values[kConstant] = TensorValue(sizes);
+    plan.values[kConstant]->val.AsTensor()->external_key = key;
+    if (pinned) {
+      const Digest d = *foundation->get_digest(key);
+      plan.values[kConstant]->val.AsTensor()->external_digest.assign(d.bytes.begin(),
+                                                                     d.bytes.end());
+    }
+    plan.values[kOutput] = PlannedValue(sizes, 0);
+    plan.non_const_buffer_sizes = {0, std::max<uint64_t>(32, layout.nbytes())};
+    Crafted crafted(Serialize(*program, kReluSegments), "lora.pte", &*foundation);
+    ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+    Method& method = *crafted.method;
+    ASSERT_TRUE(method.execute().ok());
+    const float before = method.output(0)->data<float>()[3];
+    const Status status = method.rebind_data(*other);
+    if (pinned) {
+      ExpectMessage(status, Error::InvalidArgument, {"adapter_b.ptd", key, "pins by digest"});
+      ASSERT_TRUE(method.execute().ok());
+      EXPECT_EQ(method.output(0)->data<float>()[3], before);  // unchanged
+      continue;
+    }
+    ASSERT_TRUE(status.ok()) << status.message();
+    ASSERT_TRUE(method.execute().ok());
+    EXPECT_EQ(method.output(0)->data<float>()[3], 0.0f);  // relu(3 % 7 - 3)
+    EXPECT_EQ(method.output(0)->data<float>()[6], 3.0f);  // relu(6 % 7 - 3)
+    ASSERT_TRUE(method.rebind_data(*foundation).ok());    // and back
+    ASSERT_TRUE(method.execute().ok());
+    EXPECT_EQ(method.output(0)->data<float>()[3], before);
   }
 }
 

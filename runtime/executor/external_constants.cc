@@ -150,5 +150,27 @@ void reset_external_constant_stats() {
   t.counters = ExternalConstantStats{};
 }
 
+Status check_external_layout(const NamedDataMap& map, const char* key, ScalarType type,
+                             Span<const int32_t> sizes, const char* reader) {
+  Result<TensorLayout> layout = map.get_tensor_layout(key);
+  ES_CHECK_OR_RETURN_ERROR(layout.ok(), layout.error(), "constant '%s': %s", key,
+                           layout.status().message());
+  bool same = layout->scalar_type == type && layout->sizes.size() == sizes.size();
+  for (size_t d = 0; same && d < sizes.size(); ++d) same = layout->sizes[d] == sizes[d];
+  ES_CHECK_OR_RETURN_ERROR(same, Error::InvalidData,
+                           "constant '%s' in %s does not have the dtype and shape %s expects", key,
+                           map.name(), reader);
+  // Tensors here are contiguous: a data file laying the bytes out in another dim order would be
+  // read as the wrong numbers.
+  for (size_t d = 0; d < layout->dim_order.size(); ++d) {
+    ES_CHECK_OR_RETURN_ERROR(layout->dim_order[d] == d, Error::InvalidData,
+                             "constant '%s' in %s has dim order position %zu = %u; %s reads it "
+                             "contiguous (0, 1, ..., rank-1)",
+                             key, map.name(), d, static_cast<unsigned>(layout->dim_order[d]),
+                             reader);
+  }
+  return Status();
+}
+
 }  // namespace runtime
 }  // namespace edgeshare

@@ -73,6 +73,12 @@ class ExternalConstant {
 
 ExternalConstantStats external_constant_stats();
 
+// Whether `key` in `map` is a tensor of `type` and `sizes`, laid out contiguously: what a reader
+// (named in messages, e.g. the .pte) of the external constant expects. Errors: the map's
+// get_tensor_layout errors (prefixed with the key); InvalidData naming key, map and reader.
+Status check_external_layout(const NamedDataMap& map, const char* key, ScalarType type,
+                             Span<const int32_t> sizes, const char* reader);
+
 // Zeroes the counters (live entries are untouched). For tests and tools.
 void reset_external_constant_stats();
 

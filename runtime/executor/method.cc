@@ -64,8 +64,7 @@ Status Method::set_input(size_t index, const Tensor& value) {
     format_sizes(value.sizes(), got, sizeof(got));
     return Status::Format(Error::InvalidArgument,
                           "input %zu of method '%s' must have shape [%s]%s, not [%s]", index,
-                          name(), expected, shape.dynamic_mask ? " (dynamic dims up to)" : "",
-                          got);
+                          name(), expected, shape.dynamic_mask ? " (dynamic dims up to)" : "", got);
   }
   Tensor& planned = values_[inputs_[index]].to_tensor();
   ES_RETURN_IF_ERROR(planned.resize(value.sizes()));
@@ -95,6 +94,48 @@ void Method::reset_state() {
       std::memset(state.data, 0, state.nbytes);
     }
   }
+}
+
+Status Method::rebind_data(const NamedDataMap& data) {
+  struct Rebound {
+    size_t slot;
+    ExternalConstant bytes;
+  };
+  std::vector<Rebound> rebound;
+  for (size_t i = 0; i < external_slots_.size(); ++i) {
+    const ExternalSlot& slot = external_slots_[i];
+    Result<Digest> digest = data.get_digest(slot.key);
+    if (!digest.ok() && digest.error() == Error::NotFound) continue;
+    ES_CHECK_OR_RETURN_ERROR(digest.ok(), digest.error(), "constant '%s': %s", slot.key,
+                             digest.status().message());
+    ES_CHECK_OR_RETURN_ERROR(!slot.pinned, Error::InvalidArgument,
+                             "%s holds '%s', which method '%s' of %s pins by digest (a foundation "
+                             "weight): only an adapter exported for swapping can be rebound",
+                             data.name(), slot.key, name(), program_->name());
+    ES_CHECK_OR_RETURN_ERROR(delegate_map_ == nullptr || !delegate_map_->was_read(slot.key),
+                             Error::InvalidArgument,
+                             "a delegate of method '%s' of %s read '%s' at load (its bytes are "
+                             "packed): it cannot be rebound to %s",
+                             name(), program_->name(), slot.key, data.name());
+    const Tensor& t = values_[slot.value].to_tensor();
+    ES_RETURN_IF_ERROR(
+        check_external_layout(data, slot.key, t.scalar_type(), t.sizes(), program_->name()));
+    ES_ASSIGN_OR_RETURN(ExternalConstant bytes,
+                        ExternalConstant::acquire(data, slot.key, *digest, t.nbytes()));
+    rebound.push_back({i, std::move(bytes)});
+  }
+  ES_CHECK_OR_RETURN_ERROR(!rebound.empty(), Error::NotFound,
+                           "%s holds none of the constants method '%s' of %s can rebind",
+                           data.name(), name(), program_->name());
+  for (Rebound& r : rebound) {
+    const ExternalSlot& slot = external_slots_[r.slot];
+    const Tensor old = values_[slot.value].to_tensor();
+    values_[slot.value] =
+        EValue(Tensor(old.scalar_type(), old.sizes(), const_cast<void*>(r.bytes.data())));
+    external_constants_[slot.holder] = std::move(r.bytes);
+  }
+  reset_state();
+  return Status();
 }
 
 Status Method::execute() {

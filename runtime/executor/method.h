@@ -36,6 +36,7 @@
 #include "edgeshare/runtime/core/named_data_map.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/executor/external_constants.h"
+#include "edgeshare/runtime/executor/key_recording_data_map.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 
 namespace edgeshare {
@@ -94,6 +95,17 @@ class Method {
   // Sets every state tensor (a KV cache the method keeps across executes) back to its initial
   // bytes, as at load. A method without state has nothing to reset.
   void reset_state();
+
+  // Swaps the adapter: re-points every external constant the program left open (recorded without
+  // a digest: a swappable adapter export) whose key `data` holds at data's bytes, after the checks
+  // of load (dtype, shape, dim order; bytes verified per the content policy), then resets the
+  // state (the KV cache belongs to the old adapter). Foundation constants (pinned by digest) and
+  // what delegates packed at load are untouched: nothing is fetched or packed but the new bytes.
+  // All or nothing: on error the Method is as before. `data` must outlive the Method or its next
+  // rebind_data. Errors: NotFound when `data` holds none of the open constants; InvalidArgument
+  // when it holds a pinned constant's key or one a delegate read at load; InvalidData (layout,
+  // bytes) and the map's errors otherwise, naming key and file.
+  Status rebind_data(const NamedDataMap& data);
   size_t num_state() const { return state_.size(); }
 
  private:
@@ -125,6 +137,14 @@ class Method {
     const BackendInterface* backend = nullptr;
     DelegateHandle* handle = nullptr;
   };
+  // An external constant: its value, key (in the program's flatbuffer), its holder in
+  // external_constants_, and whether the program pinned it by digest.
+  struct ExternalSlot {
+    size_t value = 0;
+    const char* key = "";
+    size_t holder = 0;
+    bool pinned = false;
+  };
   // A state tensor: planned bytes that persist across executes, and what they start as.
   struct State {
     void* data = nullptr;
@@ -136,6 +156,7 @@ class Method {
   };
 
   Method() = default;
+  const NamedDataMap* delegate_data_map() const { return delegate_map_.get(); }
 
   // First, so it is released last: everything below may point into it.
   std::shared_ptr<const ProgramImage> program_;
@@ -143,10 +164,12 @@ class Method {
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> buffers_;
   std::vector<FreeableBuffer> constants_;
   std::vector<ExternalConstant> external_constants_;  // views of data-file bytes, maybe shared
+  std::vector<ExternalSlot> external_slots_;
   std::unique_ptr<NamedDataMap> data_map_;
+  std::unique_ptr<KeyRecordingDataMap> delegate_map_;  // data_map_ as delegates see it
   std::vector<EValue> values_;
-  std::vector<EValue*> list_items_;      // ValueList items, reserved in full before use
-  std::vector<int64_t> sym_int_items_;   // SymIntList items, reserved in full before use
+  std::vector<EValue*> list_items_;     // ValueList items, reserved in full before use
+  std::vector<int64_t> sym_int_items_;  // SymIntList items, reserved in full before use
   std::vector<SymIntRefresh> refreshes_;
   std::vector<uint8_t> dynamic_masks_;  // per value: its dynamic dims (bit d: dim d)
   std::vector<EValue*> args_;

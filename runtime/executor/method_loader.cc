@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "edgeshare/runtime/executor/external_constants.h"
+#include "edgeshare/runtime/executor/key_recording_data_map.h"
 #include "edgeshare/runtime/executor/method.h"
 #include "edgeshare/runtime/executor/program_image.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
@@ -29,14 +30,6 @@ size_t length(const flatbuffers::Vector<T>* vector) {
 template <typename T>
 auto at(const flatbuffers::Vector<T>& vector, size_t index) {
   return vector.Get(static_cast<flatbuffers::uoffset_t>(index));
-}
-
-bool same_sizes(Span<const int32_t> a, const flatbuffers::Vector<int32_t>* b) {
-  if (a.size() != length(b)) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != at(*b, i)) return false;
-  }
-  return true;
 }
 
 const flatbuffers::Vector<uint32_t>* arguments_of(const schema::Instruction& instruction) {
@@ -105,6 +98,7 @@ class Method::Loader {
   std::vector<size_t> sym_list_begin_;  // per SymIntList value: its first item in sym_int_items_
   std::vector<bool> int_written_;       // per value: an Int a size kernel already writes
   bool writes_ints_ = false;            // the call being bound is a size kernel's
+  size_t parsing_value_ = 0;            // the value parse_tensor is parsing
 };
 
 bool is_list_kind(schema::KernelTypes kind) {
@@ -133,6 +127,7 @@ Status Method::Loader::build_data_map() {
   ES_ASSIGN_OR_RETURN(MergedDataMap merged,
                       MergedDataMap::create({program_.named_data(), external_}));
   method_.data_map_ = std::make_unique<MergedDataMap>(std::move(merged));
+  method_.delegate_map_ = std::make_unique<KeyRecordingDataMap>(method_.data_map_.get());
   return Status();
 }
 
@@ -204,8 +199,7 @@ Result<EValue> Method::Loader::parse_list(size_t index, const schema::EValue& va
   ES_CHECK_OR_RETURN_ERROR(value.val() != nullptr, Error::InvalidProgram,
                            "value %zu is a %s without its table", index,
                            schema::EnumNameKernelTypes(value.val_type()));
-  const auto* items =
-      sym ? value.val_as_SymIntList()->items() : value.val_as_ValueList()->items();
+  const auto* items = sym ? value.val_as_SymIntList()->items() : value.val_as_ValueList()->items();
   const size_t begin = sym ? method_.sym_int_items_.size() : method_.list_items_.size();
   for (size_t i = 0; i < length(items); ++i) {
     const uint32_t item = at(*items, i);
@@ -220,8 +214,9 @@ Result<EValue> Method::Loader::parse_list(size_t index, const schema::EValue& va
       method_.sym_int_items_.push_back(method_.values_[item].to_int());
     } else {
       ES_CHECK_OR_RETURN_ERROR(
-          kind == schema::KernelTypes_Tensor || kind == schema::KernelTypes_Null, Error::InvalidProgram,
-          "list value %zu item %zu (value %u) is neither a tensor nor None", index, i, item);
+          kind == schema::KernelTypes_Tensor || kind == schema::KernelTypes_Null,
+          Error::InvalidProgram, "list value %zu item %zu (value %u) is neither a tensor nor None",
+          index, i, item);
       method_.list_items_.push_back(&method_.values_[item]);
     }
   }
@@ -262,7 +257,9 @@ Result<EValue> Method::Loader::parse_value(size_t index, const schema::EValue& v
     case schema::KernelTypes_Tensor: {
       char what[64];
       std::snprintf(what, sizeof(what), "value %zu", index);
-      ES_ASSIGN_OR_RETURN(method_.dynamic_masks_[index], dynamic_mask(what, *value.val_as_Tensor()));
+      ES_ASSIGN_OR_RETURN(method_.dynamic_masks_[index],
+                          dynamic_mask(what, *value.val_as_Tensor()));
+      parsing_value_ = index;
       return parse_tensor(what, *value.val_as_Tensor());
     }
     default:
@@ -347,10 +344,10 @@ Status Method::Loader::init_state() {
     ES_CHECK_OR_RETURN_ERROR(value < method_.values_.size(), Error::InvalidProgram,
                              "state %zu names value %u of %zu", i, value, method_.values_.size());
     const schema::Tensor* tensor = at(*plan_.values(), value)->val_as_Tensor();
-    ES_CHECK_OR_RETURN_ERROR(tensor != nullptr && tensor->allocation() != nullptr &&
-                                 length(tensor->dynamic_dims()) == 0,
-                             Error::InvalidProgram,
-                             "state %zu (value %u) is not a planned tensor of fixed shape", i, value);
+    ES_CHECK_OR_RETURN_ERROR(
+        tensor != nullptr && tensor->allocation() != nullptr && length(tensor->dynamic_dims()) == 0,
+        Error::InvalidProgram, "state %zu (value %u) is not a planned tensor of fixed shape", i,
+        value);
     for (size_t input : method_.inputs_) {
       ES_CHECK_OR_RETURN_ERROR(input != value, Error::InvalidProgram,
                                "state %zu (value %u) is an input of the method", i, value);
@@ -405,22 +402,11 @@ Result<void*> Method::Loader::external_constant(const char* what, const schema::
   const char* key = tensor.external_key()->c_str();
   ES_CHECK_OR_RETURN_ERROR(external_ != nullptr, Error::NotFound,
                            "constant '%s' lives in a data file, but none was given", key);
-  Result<TensorLayout> layout = external_->get_tensor_layout(key);
-  ES_CHECK_OR_RETURN_ERROR(layout.ok(), layout.error(), "constant '%s': %s", key,
-                           layout.status().message());
-  ES_CHECK_OR_RETURN_ERROR(layout->scalar_type == type && same_sizes(layout->sizes, tensor.sizes()),
-                           Error::InvalidData,
-                           "constant '%s' in %s does not have the dtype and shape %s expects", key,
-                           external_->name(), program_.name());
-  // Tensors here are contiguous: a data file laying the bytes out in another dim order would be
-  // read as the wrong numbers.
-  for (size_t d = 0; d < layout->dim_order.size(); ++d) {
-    ES_CHECK_OR_RETURN_ERROR(layout->dim_order[d] == d, Error::InvalidData,
-                             "constant '%s' in %s has dim order position %zu = %u; %s reads it "
-                             "contiguous (0, 1, ..., rank-1)",
-                             key, external_->name(), d, static_cast<unsigned>(layout->dim_order[d]),
-                             program_.name());
-  }
+  const auto* sizes = tensor.sizes();
+  ES_RETURN_IF_ERROR(check_external_layout(
+      *external_, key, type,
+      Span<const int32_t>(sizes == nullptr ? nullptr : sizes->data(), length(sizes)),
+      program_.name()));
   Result<Digest> recorded = external_->get_digest(key);
   ES_CHECK_OR_RETURN_ERROR(recorded.ok(), recorded.error(), "constant '%s': %s", key,
                            recorded.status().message());
@@ -438,6 +424,10 @@ Result<void*> Method::Loader::external_constant(const char* what, const schema::
   ES_ASSIGN_OR_RETURN(ExternalConstant bytes,
                       ExternalConstant::acquire(*external_, key, *recorded, nbytes));
   void* data = const_cast<void*>(bytes.data());
+  // Constants the program pins by digest (the foundation) are never rebound; the others (a
+  // swappable adapter's) may be, by Method::rebind_data.
+  method_.external_slots_.push_back({parsing_value_, key, method_.external_constants_.size(),
+                                     tensor.external_digest() != nullptr});
   method_.external_constants_.push_back(std::move(bytes));
   return data;
 }
@@ -529,7 +519,7 @@ Status Method::Loader::init_delegate(size_t index, const schema::BackendDelegate
       specs.push_back(s);
     }
   }
-  BackendInitContext context(method_.data_map_.get(), method_.name());
+  BackendInitContext context(method_.delegate_data_map(), method_.name());
   Result<DelegateHandle*> handle =
       backend->init(context, &processed, Span<const CompileSpec>(specs.data(), specs.size()));
   if (!handle.ok()) {

@@ -34,7 +34,7 @@ from edgeshare.backends.xnnpack.op_rows import (
     rounding,
     unary,
 )
-from edgeshare.backends.xnnpack.op_rows._checks import MAX_RANK, float_tensor
+from edgeshare.backends.xnnpack.op_rows._checks import MAX_RANK, SymDim, dims_of, float_tensor, sym_dim
 from edgeshare.backends.xnnpack.op_rows._row import CheckContext, Emitter, OpRow
 
 __all__ = [
@@ -45,12 +45,15 @@ __all__ = [
     "REGISTRY",
     "Registry",
     "RegistryError",
+    "SymDim",
+    "dims_of",
     "emitted_op_kinds",
     "float_tensor",
     "op_kind_names",
     "row_for",
     "summary",
     "supported_targets",
+    "sym_dim",
 ]
 
 

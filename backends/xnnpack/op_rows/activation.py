@@ -4,7 +4,7 @@ leaky_relu, elu."""
 import math
 
 import torch
-from edgeshare.backends.xnnpack.op_rows._checks import finite, number
+from edgeshare.backends.xnnpack.op_rows._checks import dims_of, finite, number
 from edgeshare.backends.xnnpack.op_rows._row import Emitter
 from edgeshare.backends.xnnpack.op_rows._unary import unary_row
 from edgeshare.exir.graph import node_arg
@@ -32,10 +32,11 @@ def _hardtanh_ok(node: torch.fx.Node) -> bool:
 
 
 def _softmax_ok(node: torch.fx.Node) -> bool:
-    rank = node.args[0].meta["val"].dim()
+    dims = dims_of(node.args[0].meta["val"])
+    rank = len(dims)
     dim = node.args[1]
-    # args[2] is half_to_float.
-    return rank > 0 and dim in (-1, rank - 1) and not node.args[2]
+    # args[2] is half_to_float. XNNPACK's softmax fixes its row length at create: an exact last dim.
+    return rank > 0 and dim in (-1, rank - 1) and not node.args[2] and isinstance(dims[-1], int)
 
 
 def _elu_ok(node: torch.fx.Node) -> bool:
@@ -87,7 +88,7 @@ ROWS = (
     ),
     unary_row("sigmoid", [aten.sigmoid.default], "SIGMOID", "sigmoid"),
     unary_row("silu", [aten.silu.default], "SILU", "silu (to_edge decomposes it into sigmoid * x)"),
-    unary_row("softmax", [aten._softmax.default], "SOFTMAX", "softmax over the last dim", _softmax_ok),
+    unary_row("softmax", [aten._softmax.default], "SOFTMAX", "softmax over the last dim (an exact one)", _softmax_ok),
     unary_row("hardswish", [aten.hardswish.default], "HARDSWISH", "hardswish (to_edge decomposes it)"),
     unary_row(
         "leaky_relu",

@@ -3,7 +3,7 @@
 from typing import Sequence
 
 import torch
-from edgeshare.backends.xnnpack.op_rows._checks import float_tensor, number
+from edgeshare.backends.xnnpack.op_rows._checks import broadcast_dims, dims_of, float_tensor, number
 from edgeshare.backends.xnnpack.op_rows._row import CheckContext, EmitFn, Emitter, OpRow
 from edgeshare.exir.graph import node_arg
 
@@ -19,7 +19,13 @@ def _check(ctx: CheckContext, node: torch.fx.Node) -> bool:
         return False
     ok_a = float_tensor(a) or number(a)
     ok_b = float_tensor(b) or number(b)
-    return ok_a and ok_b and (float_tensor(a) or float_tensor(b))
+    if not (ok_a and ok_b and (float_tensor(a) or float_tensor(b))):
+        return False
+    if not (float_tensor(a) and float_tensor(b)):
+        return True
+    # Both tensors: the broadcast must hold at every size of their symbols.
+    want = broadcast_dims(dims_of(a.meta["val"]), dims_of(b.meta["val"]))
+    return want is not None and want == dims_of(node.meta["val"])
 
 
 def _emitter(kind: str) -> EmitFn:

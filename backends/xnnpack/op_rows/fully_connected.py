@@ -3,7 +3,7 @@
 from typing import Any, Tuple
 
 import torch
-from edgeshare.backends.xnnpack.op_rows._checks import float_tensor
+from edgeshare.backends.xnnpack.op_rows._checks import dims_of, float_tensor
 from edgeshare.backends.xnnpack.op_rows._row import CheckContext, Emitter, OpRow
 from edgeshare.exir.graph import node_arg
 
@@ -24,6 +24,8 @@ def _check(ctx: CheckContext, node: torch.fx.Node) -> bool:
         and ctx.is_weight(w)
         and float_tensor(w)
         and w.meta["val"].dim() == 2
+        # The weight's input channels: exact (x's other dims may be symbols).
+        and dims_of(x.meta["val"])[-1:] == dims_of(w.meta["val"])[1:]
         and (b is None or (ctx.is_weight(b) and float_tensor(b)))
     )
 

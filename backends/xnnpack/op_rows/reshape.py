@@ -4,8 +4,9 @@
 """
 
 import torch
-from edgeshare.backends.xnnpack.op_rows._checks import float_tensor
+from edgeshare.backends.xnnpack.op_rows._checks import dims_of, float_tensor, same_numel
 from edgeshare.backends.xnnpack.op_rows._row import CheckContext, Emitter, OpRow
+from torch.utils import _pytree as pytree
 
 __all__ = ["ROWS"]
 
@@ -18,8 +19,12 @@ def _check(ctx: CheckContext, node: torch.fx.Node) -> bool:
         fmt = node.kwargs.get("memory_format")
         if fmt not in (None, torch.contiguous_format, torch.preserve_format):
             return False
-    # Contiguous tensors hold the same bytes in both shapes.
-    return float_tensor(x) and x.meta["val"].numel() == node.meta["val"].numel()
+    # A size computed at run time (view(x, [1, sym_size(x, 1), 64])) would be a delegate input
+    # that is no tensor: such a node stays a kernel call.
+    if any(isinstance(a, torch.fx.Node) for a in pytree.tree_leaves((node.args[1:], node.kwargs))):
+        return False
+    # Contiguous tensors hold the same bytes in both shapes, at every size of their symbols.
+    return float_tensor(x) and same_numel(dims_of(x.meta["val"]), dims_of(node.meta["val"]))
 
 
 def _emit(e: Emitter, node: torch.fx.Node) -> None:
@@ -33,6 +38,9 @@ ROWS = (
         kinds=("COPY",),
         check=_check,
         emit=_emit,
-        summary="view, clone (contiguous or preserve memory_format), squeeze, unsqueeze: a COPY",
+        summary=(
+            "view, clone (contiguous or preserve memory_format), squeeze, unsqueeze: a COPY (no size "
+            "computed at run time among the arguments)"
+        ),
     ),
 )

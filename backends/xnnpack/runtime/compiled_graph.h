@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/steps.h"
@@ -30,8 +31,20 @@ namespace xnnpack {
 struct ValueInfo {
   uint8_t kind = 0;                                        // schema::ValueKind; 0 is INTERMEDIATE.
   runtime::ScalarType dtype = runtime::ScalarType::Float;  // Half: fully connected weights only.
-  std::vector<int32_t> dims;  // Validated to fit int32 (Tensor sizes) and XNN_MAX_TENSOR_DIMS.
+  // Validated to fit int32 (Tensor sizes) and XNN_MAX_TENSOR_DIMS. A symbolic dim holds its
+  // symbol's max: dims and numel are what the value's memory is planned for.
+  std::vector<int32_t> dims;
+  // What shape rules compare: dims, with a symbolic dim as -(1 + its symbol's index), so two dims
+  // are equal when both are the same exact size or the same symbol.
+  std::vector<int64_t> shape;
   size_t numel = 1;
+  bool dynamic = false;  // Some dim is symbolic.
+};
+
+// A symbolic size (xnnpack_graph.fbs Symbol), bound per execute from the delegate's inputs.
+struct SymbolInfo {
+  std::string name;
+  int32_t max = 1;
 };
 
 struct CompiledGraph {
@@ -43,6 +56,8 @@ struct CompiledGraph {
   std::vector<Step> steps;
   std::vector<float> arena;
   std::vector<void*> pointers;  // Per value id: constants and arena slots fixed, io bound per run.
+  std::vector<SymbolInfo> symbols;    // Empty for a static graph.
+  std::vector<int32_t> symbol_sizes;  // Per symbol: its size in this run (sized at init).
 };
 
 }  // namespace xnnpack

@@ -8,6 +8,10 @@
 //   g.node(schema::OpKind_FULLY_CONNECTED, {x, w}, {y});
 //   std::vector<uint8_t> blob = g.build();
 //
+// Symbolic dims (a dynamic token count): `uint32_t t = g.symbol("s0", 16);` then
+// `g.input({1, 16, 64}, {0, t, 0})` (dim 1 is symbol s0, its max 16 in dims) and
+// `g.build(/*version=*/2)`.
+//
 // Inputs and outputs get io_index in the order they are added. Nothing is validated here: tests
 // build broken graphs on purpose. Not thread-safe; owns nothing beyond its own vectors.
 
@@ -28,14 +32,20 @@ namespace xnnpack {
 
 class GraphBuilder {
  public:
-  uint32_t input(std::vector<uint32_t> dims) {
-    return add(schema::ValueKind_INPUT, std::move(dims), num_inputs_++);
+  // dim_symbols: empty (every dim exact) or one entry per dim, 0 or a symbol() number.
+  uint32_t input(std::vector<uint32_t> dims, std::vector<uint32_t> dim_symbols = {}) {
+    return add(schema::ValueKind_INPUT, std::move(dims), num_inputs_++, std::move(dim_symbols));
   }
-  uint32_t output(std::vector<uint32_t> dims) {
-    return add(schema::ValueKind_OUTPUT, std::move(dims), num_outputs_++);
+  uint32_t output(std::vector<uint32_t> dims, std::vector<uint32_t> dim_symbols = {}) {
+    return add(schema::ValueKind_OUTPUT, std::move(dims), num_outputs_++, std::move(dim_symbols));
   }
-  uint32_t intermediate(std::vector<uint32_t> dims) {
-    return add(schema::ValueKind_INTERMEDIATE, std::move(dims), 0);
+  uint32_t intermediate(std::vector<uint32_t> dims, std::vector<uint32_t> dim_symbols = {}) {
+    return add(schema::ValueKind_INTERMEDIATE, std::move(dims), 0, std::move(dim_symbols));
+  }
+  // A new symbol; the number to put in dim_symbols (1 for the first).
+  uint32_t symbol(const std::string& name, uint32_t max) {
+    symbols_.push_back(Symbol{name, max});
+    return static_cast<uint32_t>(symbols_.size());
   }
   uint32_t named(const std::string& key, std::vector<uint32_t> dims,
                  const runtime::Digest& digest) {
@@ -69,15 +79,20 @@ class GraphBuilder {
       values.push_back(schema::CreateValueDirect(
           fbb, v.kind, static_cast<edgeshare::schema::ScalarType>(v.dtype), &v.dims, v.io_index,
           v.key.empty() ? nullptr : v.key.c_str(), v.digest.empty() ? nullptr : &v.digest,
-          v.inline_data.empty() ? nullptr : &v.inline_data));
+          v.inline_data.empty() ? nullptr : &v.inline_data,
+          v.dim_symbols.empty() ? nullptr : &v.dim_symbols));
     }
     std::vector<flatbuffers::Offset<schema::Node>> nodes;
     for (const Node& n : nodes_) {
       nodes.push_back(schema::CreateNodeDirect(fbb, n.op, &n.inputs, &n.outputs, n.output_min,
                                                n.output_max, n.alpha));
     }
-    auto graph =
-        schema::CreateGraphDirect(fbb, version, &values, &nodes, num_inputs_, num_outputs_);
+    std::vector<flatbuffers::Offset<schema::Symbol>> symbols;
+    for (const Symbol& sym : symbols_) {
+      symbols.push_back(schema::CreateSymbolDirect(fbb, sym.name.c_str(), sym.max));
+    }
+    auto graph = schema::CreateGraphDirect(fbb, version, &values, &nodes, num_inputs_, num_outputs_,
+                                           symbols.empty() ? nullptr : &symbols);
     schema::FinishGraphBuffer(fbb, graph);
     return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   }
@@ -91,6 +106,11 @@ class GraphBuilder {
     std::string key;
     std::vector<uint8_t> digest;
     std::vector<uint8_t> inline_data;
+    std::vector<uint32_t> dim_symbols;
+  };
+  struct Symbol {
+    std::string name;
+    uint32_t max;
   };
   struct Node {
     schema::OpKind op;
@@ -100,10 +120,12 @@ class GraphBuilder {
     float output_max;
     float alpha;
   };
-  uint32_t add(schema::ValueKind kind, std::vector<uint32_t> dims, uint32_t io_index) {
+  uint32_t add(schema::ValueKind kind, std::vector<uint32_t> dims, uint32_t io_index,
+               std::vector<uint32_t> dim_symbols = {}) {
     Value v;
     v.kind = kind;
     v.dims = std::move(dims);
+    v.dim_symbols = std::move(dim_symbols);
     v.io_index = io_index;
     values_.push_back(std::move(v));
     return static_cast<uint32_t>(values_.size() - 1);
@@ -111,6 +133,7 @@ class GraphBuilder {
 
   std::vector<Value> values_;
   std::vector<Node> nodes_;
+  std::vector<Symbol> symbols_;
   uint32_t num_inputs_ = 0;
   uint32_t num_outputs_ = 0;
 };

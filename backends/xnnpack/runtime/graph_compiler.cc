@@ -28,6 +28,8 @@ Status GraphCompiler::compile(GraphValues values) {
   out_->inputs = std::move(values.inputs);
   out_->outputs = std::move(values.outputs);
   defined_ = std::move(values.defined);
+  out_->symbols = std::move(values.symbols);
+  out_->symbol_sizes.assign(out_->symbols.size(), 0);
   out_->pointers.assign(out_->values.size(), nullptr);
   slot_offset_.assign(out_->values.size(), SIZE_MAX);
   place_inline_constants();
@@ -158,7 +160,7 @@ Status GraphCompiler::read_attributes(const fb::Node& node, NodeContext* c) cons
 // The op cannot clamp itself (or is shared, where a clamp would split the cache entry): its output
 // is clamped in place.
 Status GraphCompiler::add_output_clamp(const NodeContext& c) {
-  const size_t n = c.y.numel;
+  const size_t n = elementwise_channels(c.y);
   xnn_operator_t op = nullptr;
   const xnn_status status =
       xnn_create_clamp_nc_f32(n, n, n, c.output_min, c.output_max, /*flags=*/0, &op);
@@ -168,6 +170,8 @@ Status GraphCompiler::add_output_clamp(const NodeContext& c) {
                            "node %u (%s): XNNPACK could not create the output clamp (status %d)",
                            c.node, c.name, static_cast<int>(status));
   clamp.setup = xnn_setup_clamp_nc_f32;
+  clamp.channels = n;
+  clamp.batch = c.y.numel / n;
   clamp.in = clamp.out = c.out;
   add_step(c.node, std::move(clamp));
   return Status();
@@ -247,12 +251,20 @@ uint32_t GraphCompiler::new_constant(float v) {
   ValueInfo constant;
   constant.kind = fb::ValueKind_CONSTANT;
   constant.dims = {1};
+  constant.shape = {1};
   const uint32_t id = add_value(constant);
   std::vector<float> data(1 + kPadFloats, 0.0f);
   data[0] = v;
   out_->pointers[id] = data.data();
   out_->constants.push_back(std::move(data));
   return id;
+}
+
+size_t GraphCompiler::elementwise_channels(const ValueInfo& v) {
+  if (!v.dynamic) return v.numel;
+  size_t channels = 1;
+  for (size_t d = v.shape.size(); d-- > 0 && v.shape[d] >= 0;) channels *= v.dims[d];
+  return channels;
 }
 
 }  // namespace xnnpack

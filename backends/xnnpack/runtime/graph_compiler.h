@@ -73,6 +73,10 @@ class GraphCompiler {
   uint32_t new_half_scratch(size_t numel);
   // A new constant [1] holding `value`.
   uint32_t new_constant(float value);
+  // The channels of an elementwise operator over `v`, which sees it as [numel / channels,
+  // channels]: numel for a static value (one row); for a dynamic one, the product of the dims
+  // after its last symbolic dim, so the row count follows the symbols from run to run.
+  static size_t elementwise_channels(const ValueInfo& v);
   template <typename T>
   void add_step(uint32_t node, T&& step) {
     out_->steps.push_back(Step{node, std::forward<T>(step)});

@@ -36,20 +36,46 @@ Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   return Status();
 }
 
-Status read_dims(uint32_t id, const fb::Value& v, ValueInfo* info) {
-  if (v.dims() == nullptr) return Status();
+// dims, and dim_symbols when present: a symbolic dim must hold its symbol's max.
+Status read_dims(uint32_t id, const fb::Value& v, const std::vector<SymbolInfo>& symbols,
+                 ValueInfo* info) {
+  if (v.dims() == nullptr) {
+    ES_CHECK_OR_RETURN_ERROR(v.dim_symbols() == nullptr || v.dim_symbols()->size() == 0,
+                             Error::InvalidProgram, "value %u has dim_symbols but no dims", id);
+    return Status();
+  }
   ES_CHECK_OR_RETURN_ERROR(
       v.dims()->size() <= XNN_MAX_TENSOR_DIMS && v.dims()->size() <= runtime::Tensor::kMaxDims,
       Error::NotSupported, "value %u has rank %u, more than %d", id, v.dims()->size(),
       XNN_MAX_TENSOR_DIMS);
+  const auto* syms = v.dim_symbols();
+  ES_CHECK_OR_RETURN_ERROR(syms == nullptr || syms->size() == v.dims()->size(),
+                           Error::InvalidProgram, "value %u has %u dims but %u dim_symbols", id,
+                           v.dims()->size(), syms == nullptr ? 0u : syms->size());
   uint64_t numel = 1;
-  for (uint32_t d : *v.dims()) {
+  for (uint32_t i = 0; i < v.dims()->size(); ++i) {
+    const uint32_t d = v.dims()->Get(i);
     ES_CHECK_OR_RETURN_ERROR(d > 0 && d <= static_cast<uint32_t>(INT32_MAX), Error::InvalidProgram,
                              "value %u has a dimension of %u", id, d);
     numel *= d;
     ES_CHECK_OR_RETURN_ERROR(numel <= kMaxNumel, Error::InvalidProgram,
                              "value %u has too many elements", id);
     info->dims.push_back(static_cast<int32_t>(d));
+    const uint32_t k = syms == nullptr ? 0 : syms->Get(i);
+    if (k == 0) {
+      info->shape.push_back(d);
+      continue;
+    }
+    ES_CHECK_OR_RETURN_ERROR(k <= symbols.size(), Error::InvalidProgram,
+                             "value %u: dim %u names symbol %u of %zu", id, i, k, symbols.size());
+    const SymbolInfo& symbol = symbols[k - 1];
+    ES_CHECK_OR_RETURN_ERROR(static_cast<int32_t>(d) == symbol.max, Error::InvalidProgram,
+                             "value %u: dim %u is symbol '%s' (max %d) but holds %u", id, i,
+                             symbol.name.c_str(), symbol.max, d);
+    ES_CHECK_OR_RETURN_ERROR(v.kind() != fb::ValueKind_CONSTANT, Error::InvalidProgram,
+                             "constant value %u has a symbolic dim", id);
+    info->shape.push_back(-static_cast<int64_t>(k));
+    info->dynamic = true;
   }
   info->numel = static_cast<size_t>(numel);
   return Status();
@@ -90,7 +116,7 @@ Status read_constant(uint32_t id, const fb::Value& v, const ValueInfo& info) {
 Status read_value(uint32_t id, const fb::Value& v, GraphValues* out) {
   ValueInfo& info = out->values[id];
   ES_RETURN_IF_ERROR(read_kind_and_dtype(id, v, &info));
-  ES_RETURN_IF_ERROR(read_dims(id, v, &info));
+  ES_RETURN_IF_ERROR(read_dims(id, v, out->symbols, &info));
   switch (v.kind()) {
     case fb::ValueKind_INPUT:
     case fb::ValueKind_OUTPUT:
@@ -101,6 +127,38 @@ Status read_value(uint32_t id, const fb::Value& v, GraphValues* out) {
     default:  // INTERMEDIATE
       return Status();
   }
+}
+
+Status read_symbols(const fb::Graph& graph, std::vector<SymbolInfo>* out) {
+  out->clear();
+  if (graph.symbols() == nullptr || graph.symbols()->size() == 0) return Status();
+  ES_CHECK_OR_RETURN_ERROR(graph.version() >= 2, Error::InvalidProgram,
+                           "XNNPACK graph version %u has symbols; symbolic dims need version 2",
+                           graph.version());
+  for (uint32_t k = 0; k < graph.symbols()->size(); ++k) {
+    const fb::Symbol* s = graph.symbols()->Get(k);
+    ES_CHECK_OR_RETURN_ERROR(s->name() != nullptr && s->name()->size() > 0 && s->max() > 0 &&
+                                 s->max() <= static_cast<uint32_t>(INT32_MAX),
+                             Error::InvalidProgram, "symbol %u has no name or a max of %u", k,
+                             s->max());
+    out->push_back(SymbolInfo{s->name()->str(), static_cast<int32_t>(s->max())});
+  }
+  return Status();
+}
+
+// A symbol no input dim binds would have no size at execute.
+Status check_symbols_bound(const GraphValues& g) {
+  std::vector<bool> bound(g.symbols.size(), false);
+  for (uint32_t id : g.inputs) {
+    for (int64_t d : g.values[id].shape) {
+      if (d < 0) bound[static_cast<size_t>(-d - 1)] = true;
+    }
+  }
+  for (size_t k = 0; k < bound.size(); ++k) {
+    ES_CHECK_OR_RETURN_ERROR(bound[k], Error::InvalidProgram,
+                             "symbol '%s' is the size of no input dim", g.symbols[k].name.c_str());
+  }
+  return Status();
 }
 
 }  // namespace
@@ -139,6 +197,7 @@ Status read_values(const fb::Graph& graph, GraphValues* out) {
   out->outputs.assign(num_outputs, UINT32_MAX);
   out->values.assign(num_values, ValueInfo());
   out->defined.assign(num_values, false);
+  ES_RETURN_IF_ERROR(read_symbols(graph, &out->symbols));
   for (uint32_t id = 0; id < num_values; ++id) {
     ES_RETURN_IF_ERROR(read_value(id, *fvalues.Get(id), out));
   }
@@ -150,7 +209,7 @@ Status read_values(const fb::Graph& graph, GraphValues* out) {
     ES_CHECK_OR_RETURN_ERROR(out->outputs[i] != UINT32_MAX, Error::InvalidProgram,
                              "no value is delegate output %u", i);
   }
-  return Status();
+  return check_symbols_bound(*out);
 }
 
 std::string dims_string(const std::vector<int32_t>& dims) {
@@ -158,6 +217,15 @@ std::string dims_string(const std::vector<int32_t>& dims) {
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i > 0) s += ", ";
     s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+std::string dims_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += shape[i] < 0 ? "sym" + std::to_string(-shape[i] - 1) : std::to_string(shape[i]);
   }
   return s + "]";
 }

@@ -27,8 +27,8 @@
 namespace edgeshare {
 namespace xnnpack {
 
-// Graph versions this delegate reads (0: the field left unset).
-constexpr uint32_t kMaxGraphVersion = 1;
+// Graph versions this delegate reads (0: the field left unset; 2: symbolic dims).
+constexpr uint32_t kMaxGraphVersion = 2;
 // Bounds that keep size arithmetic far from overflow and a hostile blob from asking for absurd
 // memory: 2^28 floats (1 GiB) per value and for the whole arena.
 constexpr uint64_t kMaxNumel = uint64_t{1} << 28;
@@ -41,18 +41,22 @@ struct GraphValues {
   std::vector<uint32_t> outputs;  // Value id per delegate output.
   // Per value id: readable before any node runs (inputs and constants).
   std::vector<bool> defined;
+  std::vector<SymbolInfo> symbols;  // Graph.symbols; empty for a static graph.
 };
 
 // Verifies the FlatBuffer (before any accessor reads it), its identifier and version, and that it
 // has values and nodes within kMaxValues. Errors: InvalidProgram, NotSupported (version).
 runtime::Result<const schema::Graph*> verify_graph(const void* blob, size_t size);
 
-// Checks every value (kind, dtype, dims, io slot, constant payload) and that every io slot is
-// taken once. Errors: InvalidProgram, NotSupported (dtype, rank).
+// Checks every value (kind, dtype, dims and their symbols, io slot, constant payload), that every
+// io slot is taken once and that every symbol is bound by some input dim. Errors: InvalidProgram,
+// NotSupported (dtype, rank).
 runtime::Status read_values(const schema::Graph& graph, GraphValues* out);
 
 // "[2, 3]", for messages.
 std::string dims_string(const std::vector<int32_t>& dims);
+// "[1, sym0, 64]": a ValueInfo::shape, symbol k as "sym<k>", for messages.
+std::string dims_string(const std::vector<int64_t>& shape);
 
 }  // namespace xnnpack
 }  // namespace edgeshare

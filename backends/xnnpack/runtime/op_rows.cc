@@ -2,6 +2,7 @@
 
 #include <xnnpack.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <utility>
@@ -23,14 +24,16 @@ namespace {
 
 // ---- Shape rules ---------------------------------------------------------------------------
 
-// The numpy broadcast of two shapes, or false when they are incompatible.
-bool broadcast(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
-               std::vector<int32_t>* out) {
+// The numpy broadcast of two shapes (ValueInfo::shape), or false when they are incompatible. A
+// symbolic dim broadcasts with 1 or with itself only: against any other size, whether it
+// broadcasts would depend on the run.
+bool broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+               std::vector<int64_t>* out) {
   const size_t rank = a.size() > b.size() ? a.size() : b.size();
   out->assign(rank, 1);
   for (size_t i = 0; i < rank; ++i) {
-    const int32_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-    const int32_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
     if (da != db && da != 1 && db != 1) return false;
     (*out)[rank - 1 - i] = da == 1 ? db : da;
   }
@@ -39,20 +42,29 @@ bool broadcast(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
 
 Status broadcast_shapes(const NodeContext& c) {
   const ValueInfo& b = c.compiler->value(c.in[1]);
-  std::vector<int32_t> want;
-  ES_CHECK_OR_RETURN_ERROR(broadcast(c.x.dims, b.dims, &want), Error::InvalidProgram,
+  std::vector<int64_t> want;
+  ES_CHECK_OR_RETURN_ERROR(broadcast(c.x.shape, b.shape, &want), Error::InvalidProgram,
                            "node %u (%s): shapes %s and %s do not broadcast", c.node, c.name,
-                           dims_string(c.x.dims).c_str(), dims_string(b.dims).c_str());
-  ES_CHECK_OR_RETURN_ERROR(c.y.dims == want, Error::InvalidProgram,
+                           dims_string(c.x.shape).c_str(), dims_string(b.shape).c_str());
+  ES_CHECK_OR_RETURN_ERROR(c.y.shape == want, Error::InvalidProgram,
                            "node %u (%s): output is %s, the broadcast is %s", c.node, c.name,
-                           dims_string(c.y.dims).c_str(), dims_string(want).c_str());
+                           dims_string(c.y.shape).c_str(), dims_string(want).c_str());
   return Status();
 }
 
 Status same_shape(const NodeContext& c) {
-  ES_CHECK_OR_RETURN_ERROR(c.x.dims == c.y.dims, Error::InvalidProgram,
+  ES_CHECK_OR_RETURN_ERROR(c.x.shape == c.y.shape, Error::InvalidProgram,
                            "node %u (%s): output %s differs from input %s", c.node, c.name,
-                           dims_string(c.y.dims).c_str(), dims_string(c.x.dims).c_str());
+                           dims_string(c.y.shape).c_str(), dims_string(c.x.shape).c_str());
+  return Status();
+}
+
+// Softmax's operator fixes its row length at create: the last dim must be exact.
+Status same_shape_exact_last_dim(const NodeContext& c) {
+  ES_RETURN_IF_ERROR(same_shape(c));
+  ES_CHECK_OR_RETURN_ERROR(c.x.shape.empty() || c.x.shape.back() > 0, Error::NotSupported,
+                           "node %u (%s): input %s has a symbolic last dim", c.node, c.name,
+                           dims_string(c.x.shape).c_str());
   return Status();
 }
 
@@ -71,27 +83,39 @@ Status same_shape_positive_alpha(const NodeContext& c) {
   return Status();
 }
 
-// A reshape: the same element count.
+// The symbols of a shape, sorted (with repeats).
+std::vector<int64_t> symbols_of(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> symbols;
+  for (int64_t d : shape) {
+    if (d < 0) symbols.push_back(d);
+  }
+  std::sort(symbols.begin(), symbols.end());
+  return symbols;
+}
+
+// A reshape: the same element count in every run, i.e. at the bound and over the same symbols
+// (then the exact dims multiply to the same count too).
 Status same_numel(const NodeContext& c) {
-  ES_CHECK_OR_RETURN_ERROR(c.x.numel == c.y.numel, Error::InvalidProgram,
+  ES_CHECK_OR_RETURN_ERROR(c.x.numel == c.y.numel && symbols_of(c.x.shape) == symbols_of(c.y.shape),
+                           Error::InvalidProgram,
                            "node %u (%s): %s and %s hold different element counts", c.node, c.name,
-                           dims_string(c.x.dims).c_str(), dims_string(c.y.dims).c_str());
+                           dims_string(c.x.shape).c_str(), dims_string(c.y.shape).c_str());
   return Status();
 }
 
 // x [..., n] -> y [..., 1] or [...]: the same elements.
 Status mean_last_dim_shapes(const NodeContext& c) {
-  ES_CHECK_OR_RETURN_ERROR(!c.x.dims.empty(), Error::InvalidProgram,
+  ES_CHECK_OR_RETURN_ERROR(!c.x.shape.empty(), Error::InvalidProgram,
                            "node %u (%s): input is a scalar; it has no last dimension", c.node,
                            c.name);
-  std::vector<int32_t> kept = c.x.dims;
+  std::vector<int64_t> kept = c.x.shape;
   kept.back() = 1;
-  const std::vector<int32_t> dropped(c.x.dims.begin(), c.x.dims.end() - 1);
-  ES_CHECK_OR_RETURN_ERROR(c.y.dims == kept || c.y.dims == dropped, Error::InvalidProgram,
+  const std::vector<int64_t> dropped(c.x.shape.begin(), c.x.shape.end() - 1);
+  ES_CHECK_OR_RETURN_ERROR(c.y.shape == kept || c.y.shape == dropped, Error::InvalidProgram,
                            "node %u (%s): output is %s; the mean of %s over its last dimension "
                            "is %s or %s",
-                           c.node, c.name, dims_string(c.y.dims).c_str(),
-                           dims_string(c.x.dims).c_str(), dims_string(kept).c_str(),
+                           c.node, c.name, dims_string(c.y.shape).c_str(),
+                           dims_string(c.x.shape).c_str(), dims_string(kept).c_str(),
                            dims_string(dropped).c_str());
   return Status();
 }
@@ -129,16 +153,16 @@ Status fully_connected_shapes(const NodeContext& c) {
   ES_RETURN_IF_ERROR(fully_connected_bias_dtype(c, w));
   const size_t out_ch = w.dims[0];
   const size_t in_ch = w.dims[1];
-  ES_CHECK_OR_RETURN_ERROR(!c.x.dims.empty() && static_cast<size_t>(c.x.dims.back()) == in_ch,
+  ES_CHECK_OR_RETURN_ERROR(!c.x.shape.empty() && c.x.shape.back() == static_cast<int64_t>(in_ch),
                            Error::InvalidProgram,
                            "node %u (FULLY_CONNECTED): input %s does not end in the weight's %zu "
                            "input channels",
-                           c.node, dims_string(c.x.dims).c_str(), in_ch);
-  std::vector<int32_t> want = c.x.dims;
-  want.back() = static_cast<int32_t>(out_ch);
-  ES_CHECK_OR_RETURN_ERROR(c.y.dims == want, Error::InvalidProgram,
+                           c.node, dims_string(c.x.shape).c_str(), in_ch);
+  std::vector<int64_t> want = c.x.shape;
+  want.back() = static_cast<int64_t>(out_ch);
+  ES_CHECK_OR_RETURN_ERROR(c.y.shape == want, Error::InvalidProgram,
                            "node %u (FULLY_CONNECTED): output is %s, expected %s", c.node,
-                           dims_string(c.y.dims).c_str(), dims_string(want).c_str());
+                           dims_string(c.y.shape).c_str(), dims_string(want).c_str());
   return fully_connected_bias_shape(c, out_ch);
 }
 
@@ -201,6 +225,7 @@ Status add_unary(NodeContext& c, size_t channels, uint32_t in, uint32_t out, con
   step.op.reset(op);
   ES_RETURN_IF_ERROR(check_created(c, status, what));
   step.setup = unary_setup<kSetup>;
+  step.channels = channels;
   step.batch = c.x.numel / channels;
   step.in = in;
   step.out = out;
@@ -236,7 +261,7 @@ Status add_binary(NodeContext& c, uint32_t a, uint32_t b, uint32_t out, const ch
 template <auto kCreate, auto kSetup, Layout kLayout = Layout::kFlat>
 Status build_unary(NodeContext& c) {
   ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[0]));
-  size_t channels = c.x.numel;
+  size_t channels = GraphCompiler::elementwise_channels(c.x);
   if constexpr (kLayout == Layout::kRowsOfLastDim) {
     channels = c.x.dims.empty() ? 1 : c.x.dims.back();
   }
@@ -255,7 +280,7 @@ Status build_silu(NodeContext& c) {
   ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[0]));
   const uint32_t sigmoid = c.compiler->new_scratch(c.x);
   ES_RETURN_IF_ERROR((add_unary<xnn_create_sigmoid_nc_f32, xnn_setup_sigmoid_nc_f32>(
-      c, c.x.numel, c.in[0], sigmoid, "sigmoid")));
+      c, GraphCompiler::elementwise_channels(c.x), c.in[0], sigmoid, "sigmoid")));
   return add_binary<xnn_create_multiply_nd_f32, xnn_setup_multiply_nd_f32>(c, c.in[0], sigmoid,
                                                                            c.out, "multiply");
 }
@@ -265,7 +290,7 @@ Status build_rsqrt(NodeContext& c) {
   ES_RETURN_IF_ERROR(c.compiler->ensure_pointer(c.in[0]));
   const uint32_t root = c.compiler->new_scratch(c.x);
   ES_RETURN_IF_ERROR((add_unary<xnn_create_square_root_nc_f32, xnn_setup_square_root_nc_f32>(
-      c, c.x.numel, c.in[0], root, "square root")));
+      c, GraphCompiler::elementwise_channels(c.x), c.in[0], root, "square root")));
   const uint32_t one = c.compiler->new_constant(1.0f);
   return add_binary<xnn_create_divide_nd_f32, xnn_setup_divide_nd_f32>(c, one, root, c.out,
                                                                        "divide");
@@ -298,6 +323,7 @@ Status add_fully_connected_f16(NodeContext& c, PackedRef packed, size_t batch, s
   FullyConnectedF16Step step;
   step.packed = std::move(packed);
   step.batch = batch;
+  step.in_channels = in_ch;
   step.in = c.in[0];
   step.out = c.out;
   step.half_in = c.compiler->new_half_scratch(c.x.numel);
@@ -335,6 +361,7 @@ Status build_fully_connected(NodeContext& c) {
   FullyConnectedStep step;
   step.packed = std::move(ref);
   step.batch = batch;
+  step.in_channels = in_ch;
   step.in = c.in[0];
   step.out = c.out;
   g.add_step(c.node, std::move(step));

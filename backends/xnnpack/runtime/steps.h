@@ -52,11 +52,11 @@ using BinarySetup = xnn_status (*)(xnn_operator_t, size_t, const size_t*, size_t
 using PoolingSetup = xnn_status (*)(xnn_operator_t, size_t, size_t, const float*, float*,
                                     pthreadpool_t);
 
-// in [batch, channels] -> out, channels fixed at create.
+// in [batch, channels] -> out, channels fixed at create (batch set per run in a dynamic graph).
 struct UnaryStep {
   Operator op;
   UnarySetup setup = nullptr;
-  size_t batch = 1;
+  size_t batch = 1, channels = 1;
   uint32_t in = 0, out = 0;
 };
 
@@ -80,7 +80,7 @@ struct PoolingStep {
 // The cache's f32 fully connected operator: in [batch, in_ch] -> out [batch, out_ch].
 struct FullyConnectedStep {
   PackedRef packed;
-  size_t batch = 1;
+  size_t batch = 1, in_channels = 1;
   uint32_t in = 0, out = 0;
 };
 
@@ -88,7 +88,7 @@ struct FullyConnectedStep {
 struct FullyConnectedF16Step {
   PackedRef packed;
   Operator to_half, to_float;
-  size_t batch = 1;
+  size_t batch = 1, in_channels = 1;
   uint32_t in = 0, half_in = 0, half_out = 0, out = 0;
 };
 

@@ -4,7 +4,10 @@
 //   auto delegate = TestDelegate::init(blob, &map);
 //   ASSERT_TRUE(delegate.ok()) << delegate.status().message();
 //   HostTensor x{{5, 64}, input}, y{{5, 32}, std::vector<float>(160)};
-//   ASSERT_TRUE(delegate->run({&x}, {&y}).ok());
+//   ASSERT_TRUE(delegate->run({&x}, {&y}).ok());   // y.dims: the output's sizes after the run
+//
+// An output's data is its capacity: a dynamic graph's output may be given at its bound and comes
+// back with dims resized to the real shape (data keeps its length).
 //
 // Errors: whatever the backend returns. Not thread-safe per object (one thread per TestDelegate).
 // Ownership: owns its handle; the map must outlive it.
@@ -12,6 +15,7 @@
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_TEST_DELEGATE_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_TEST_DELEGATE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -64,8 +68,14 @@ class TestDelegate {
     for (HostTensor* t : outputs) values.emplace_back(as_tensor(t));
     std::vector<runtime::EValue*> args;
     for (runtime::EValue& v : values) args.push_back(&v);
-    return backend_->execute(handle_,
-                             runtime::Span<runtime::EValue* const>(args.data(), args.size()));
+    runtime::Status status =
+        backend_->execute(handle_, runtime::Span<runtime::EValue* const>(args.data(), args.size()));
+    // A dynamic graph resizes its outputs: the host tensors take the real shapes.
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      runtime::Span<const int32_t> sizes = values[inputs.size() + i].to_tensor().sizes();
+      outputs[i]->dims.assign(sizes.begin(), sizes.end());
+    }
+    return status;
   }
   // The raw execute, for tests that build their own args.
   runtime::Status execute(runtime::Span<runtime::EValue* const> args) {

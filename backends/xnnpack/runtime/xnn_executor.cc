@@ -1,5 +1,6 @@
 #include "edgeshare/backends/xnnpack/runtime/xnn_executor.h"
 
+#include "edgeshare/backends/xnnpack/runtime/dynamic_shapes.h"
 #include "edgeshare/backends/xnnpack/runtime/graph_compiler.h"
 #include "edgeshare/backends/xnnpack/runtime/graph_reader.h"
 #include "edgeshare/backends/xnnpack/runtime/steps.h"
@@ -40,35 +41,52 @@ Result<std::unique_ptr<XnnExecutor>> XnnExecutor::create(const void* blob, size_
   return executor;
 }
 
-// Checks each arg against its graph value and points the value at the arg's data.
+// Checks each arg against its graph value and points the value at the arg's data. In a graph
+// with symbols, inputs bind them first, then each dynamic output is resized to its real shape and
+// every step is set up for it; a static graph's args must match exactly, as they always did.
 Status XnnExecutor::bind_args(Span<EValue* const> args) {
   const size_t num_inputs = graph_.inputs.size();
   const size_t want = num_inputs + graph_.outputs.size();
   ES_CHECK_OR_RETURN_ERROR(args.size() == want, Error::InvalidArgument,
                            "XNNPACK delegate got %zu args, its graph has %zu inputs + %zu outputs",
                            args.size(), num_inputs, graph_.outputs.size());
+  const bool dynamic = !graph_.symbols.empty();
+  if (dynamic) start_binding(&graph_);
   for (size_t i = 0; i < want; ++i) {
     const bool is_input = i < num_inputs;
     const uint32_t id = is_input ? graph_.inputs[i] : graph_.outputs[i - num_inputs];
-    const EValue* arg = args[i];
+    EValue* arg = args[i];
     ES_CHECK_OR_RETURN_ERROR(arg != nullptr && arg->is_tensor(), Error::InvalidArgument,
                              "XNNPACK delegate arg %zu is not a tensor", i);
-    const runtime::Tensor& t = arg->to_tensor();
+    runtime::Tensor& t = arg->to_tensor();
     ES_CHECK_OR_RETURN_ERROR(t.scalar_type() == ScalarType::Float, Error::InvalidArgument,
                              "XNNPACK delegate arg %zu has dtype %s, expected Float", i,
                              runtime::to_string(t.scalar_type()));
-    const std::vector<int32_t>& dims = graph_.values[id].dims;
-    bool same = t.dim() == dims.size();
-    for (size_t d = 0; same && d < dims.size(); ++d) same = t.size(d) == dims[d];
-    ES_CHECK_OR_RETURN_ERROR(same, Error::InvalidArgument,
-                             "XNNPACK delegate arg %zu (%s %zu) has a shape other than the "
-                             "graph's (rank %zu)",
-                             i, is_input ? "input" : "output", is_input ? i : i - num_inputs,
-                             dims.size());
     ES_CHECK_OR_RETURN_ERROR(t.mutable_data() != nullptr, Error::InvalidArgument,
                              "XNNPACK delegate arg %zu has no data", i);
     graph_.pointers[id] = t.mutable_data();
+    if (dynamic && is_input) {
+      ES_RETURN_IF_ERROR(bind_input(&graph_, i, t));
+    } else if (dynamic) {
+      ES_RETURN_IF_ERROR(resize_output(graph_, i - num_inputs, &t));  // inputs came first
+    } else {
+      ES_RETURN_IF_ERROR(check_static_shape(graph_.values[id], t, i, is_input, num_inputs));
+    }
   }
+  if (dynamic) reshape_steps(&graph_);
+  return Status();
+}
+
+Status XnnExecutor::check_static_shape(const ValueInfo& v, const runtime::Tensor& t, size_t i,
+                                       bool is_input, size_t num_inputs) {
+  const std::vector<int32_t>& dims = v.dims;
+  bool same = t.dim() == dims.size();
+  for (size_t d = 0; same && d < dims.size(); ++d) same = t.size(d) == dims[d];
+  ES_CHECK_OR_RETURN_ERROR(same, Error::InvalidArgument,
+                           "XNNPACK delegate arg %zu (%s %zu) has a shape other than the "
+                           "graph's (rank %zu)",
+                           i, is_input ? "input" : "output", is_input ? i : i - num_inputs,
+                           dims.size());
   return Status();
 }
 

@@ -15,10 +15,16 @@
 //                       XnnExecutor::create(blob, size, named_data_map, /*share_weights=*/true));
 //   ES_RETURN_IF_ERROR(executor->execute(args));   // args: inputs then outputs, float tensors
 //
+// A graph with symbolic dims (a dynamic token count) runs at any sizes up to the bounds it was
+// exported for: execute() binds each symbol from the real sizes of the inputs, sets every step up
+// for them (dynamic_shapes.h) and resizes each dynamic output tensor to its real shape (outputs
+// come planned at the bound). Memory is planned at init for the bounds.
+//
 // Errors: create(): InvalidProgram (malformed or inconsistent graph: which node/value and why),
 // NotSupported (a dtype or version this delegate lacks), the WeightsCache's errors for constants,
 // DelegateInitFailed (XNNPACK refused an operator). execute(): InvalidArgument (wrong number,
-// dtype or shape of args), DelegateExecutionFailed. execute() never allocates.
+// dtype or shape of args; a symbol bound to two sizes or past its bound, naming the symbol; an
+// output too small for its real shape), DelegateExecutionFailed. execute() never allocates.
 // Thread-safety: execute() on one executor from one thread at a time; different executors may run
 // at once even when they share packed weights.
 // Ownership: the blob and the map are only read during create(); nothing points into them later.
@@ -59,6 +65,8 @@ class XnnExecutor {
  private:
   XnnExecutor() = default;
   runtime::Status bind_args(runtime::Span<runtime::EValue* const> args);
+  static runtime::Status check_static_shape(const ValueInfo& v, const runtime::Tensor& t, size_t i,
+                                            bool is_input, size_t num_inputs);
 
   WeightsCache* cache_ = nullptr;
   std::unique_ptr<WeightsCache> private_cache_;  // Set when sharing is off; destroyed last.

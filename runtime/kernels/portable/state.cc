@@ -36,8 +36,7 @@ Result<OneIndex> one_index(Span<EValue* const> indices, size_t rank, const char*
   OneIndex found;
   for (size_t i = 0; i < indices.size(); ++i) {
     if (indices[i]->is_none()) continue;
-    ES_CHECK_OR_RETURN_ERROR(indices[i]->is_tensor() && found.index == nullptr,
-                             Error::NotSupported,
+    ES_CHECK_OR_RETURN_ERROR(indices[i]->is_tensor() && found.index == nullptr, Error::NotSupported,
                              "%s: only one index tensor (the others None) is supported", op);
     found.dim = i;
     found.index = &indices[i]->to_tensor();

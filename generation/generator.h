@@ -1,0 +1,67 @@
+// Generator: greedy decoding (token ids in, token ids out) with a method that keeps a KV cache.
+//
+// The method is the exporter's stateful one ("forward_cached" for --hf-model exports): inputs
+// int64 input_ids [1, T] (T dynamic, 1..max length) and an int64 start position (a scalar), output
+// float logits [1, T, vocab]; its state is the KV cache. generate() resets the state, prefills the
+// whole prompt in one execute, then runs one execute per new token, each time picking the token
+// with the largest logit (the first one on ties, like torch.argmax).
+//
+//   ES_ASSIGN_OR_RETURN(Generator generator, Generator::create(&method));
+//   ES_ASSIGN_OR_RETURN(Generation out, generator.generate(prompt, /*max_new_tokens=*/32));
+//   out.tokens;  out.prefill_ms;  out.decode_tokens_per_s;
+//
+// Errors: create: InvalidArgument when the method does not have that signature (naming it).
+// generate: InvalidArgument for an empty prompt or prompt + new tokens past the method's maximum
+// length; the method's own errors otherwise.
+// Ownership: borrows the Method, which must outlive the Generator. Thread-safety: one thread at a
+// time per Generator (and per Method); Generators over different Methods may run concurrently.
+
+#ifndef EDGESHARE_GENERATION_GENERATOR_H_
+#define EDGESHARE_GENERATION_GENERATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/span.h"
+#include "edgeshare/runtime/executor/method.h"
+
+namespace edgeshare {
+namespace generation {
+
+struct Generation {
+  std::vector<int64_t> tokens;  // the new tokens only, in order
+  double prefill_ms = 0;        // the prompt's one execute, including the first token's argmax
+  // New tokens after the first, per second of decode executes (0 with fewer than two tokens).
+  double decode_tokens_per_s = 0;
+};
+
+class Generator {
+ public:
+  static runtime::Result<Generator> create(runtime::Method* method);
+
+  // Greedy: stops after max_new_tokens, or after `eos` (included) when eos >= 0.
+  runtime::Result<Generation> generate(runtime::Span<const int64_t> prompt, size_t max_new_tokens,
+                                       int64_t eos = -1);
+
+  // The longest prompt + generated sequence the method was exported for.
+  size_t max_length() const { return max_length_; }
+  size_t vocab_size() const { return vocab_size_; }
+
+ private:
+  Generator(runtime::Method* method, size_t max_length, size_t vocab_size)
+      : method_(method), max_length_(max_length), vocab_size_(vocab_size) {}
+
+  // One execute over `tokens` at `start`; returns the argmax of the last position's logits.
+  runtime::Result<int64_t> step(runtime::Span<const int64_t> tokens, int64_t start);
+
+  runtime::Method* method_;
+  size_t max_length_;
+  size_t vocab_size_;
+};
+
+}  // namespace generation
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_GENERATION_GENERATOR_H_
