@@ -44,26 +44,27 @@ def _lora_tensors(model):
     return {n: tensor_bytes(p) for n, p in model.named_parameters() if ".lora_A." in n or ".lora_B." in n}
 
 
-def test_export_writes_adapter_and_foundation_programs_over_one_ptd(llama, tmp_path):
+@pytest.fixture(scope="module")
+def exported(llama, tmp_path_factory):
     lines = []
-    out = str(tmp_path / "out")
+    out = str(tmp_path_factory.mktemp("out"))
     result = export_hf_lora(
         llama.model_dir, llama.adapter_dirs, out, MAX, partitioner=XnnpackPartitioner(), progress=lines.append
     )
+    return result, out, lines
+
+
+def test_export_writes_adapter_and_foundation_programs_over_one_ptd(llama, exported):
+    result, out, lines = exported
     assert sorted(os.listdir(out)) == ["a.pte", "b.pte", "foundation.ptd", "foundation.pte"]
     assert result.foundation_program == os.path.join(out, "foundation.pte")
     base = load_hf_model(llama.model_dir)
     names = foundation_tensors(base)
     assert "model.embed_tokens.weight" in result.shared_keys and "lm_head.weight" not in result.shared_keys
     assert set(result.shared_keys) <= set(names)
-    # The tied embedding/lm_head bytes are in foundation.ptd once and in no program.
-    raw = tensor_bytes(base.model.embed_tokens.weight)
-    assert {f: _read(os.path.join(out, f)).count(raw) for f in os.listdir(out)} == {
-        "a.pte": 0,
-        "b.pte": 0,
-        "foundation.pte": 0,
-        "foundation.ptd": 1,
-    }
+    # Every large foundation tensor (the tied embedding/lm_head among them) is in foundation.ptd
+    # once and in no program.
+    assert "model.embed_tokens.weight" in _big_foundation_tensors(base)
     files = {f: _read(os.path.join(out, f)) for f in os.listdir(out)}
     for key, raw in _big_foundation_tensors(base).items():
         counts = {f: data.count(raw) for f, data in files.items()}
@@ -80,9 +81,10 @@ def test_export_writes_adapter_and_foundation_programs_over_one_ptd(llama, tmp_p
     assert steps.count("exporting") == 3 and steps.count("lowering") == 3 and steps.count("writing") == 4
 
 
-def test_foundation_ptd_is_byte_identical_whichever_adapters_are_exported(llama, tmp_path):
-    first = export_hf_lora(llama.model_dir, llama.adapter_dirs, str(tmp_path / "ab"), MAX)
-    second = export_hf_lora(llama.model_dir, {"only_b": llama.adapter_dirs["b"]}, str(tmp_path / "b"), MAX)
+def test_foundation_ptd_is_byte_identical_whichever_adapters_are_exported(llama, exported, tmp_path):
+    first, _, _ = exported
+    only_b = {"only_b": llama.adapter_dirs["b"]}
+    second = export_hf_lora(llama.model_dir, only_b, str(tmp_path / "b"), MAX, partitioner=XnnpackPartitioner())
     assert _read(first.foundation_path) == _read(second.foundation_path)
     ptd = deserialize_ptd(_read(first.foundation_path))
     assert list(ptd.named_data) == first.shared_keys
