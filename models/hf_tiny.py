@@ -116,9 +116,20 @@ def tiny_config(family: str) -> transformers.PretrainedConfig:
 
 
 def make_tiny_model(family: str, seed: int = 0) -> nn.Module:
-    """A causal LM of the family with seeded random weights, in eval mode, float32."""
+    """A causal LM of the family with seeded random weights, in eval mode, float32.
+
+    transformers initialises every bias to zeros and every norm weight to ones (or zeros): equal
+    bytes a trained checkpoint never has, which the identity policy would store under one key. Each
+    1-D parameter gets seeded noise so that every weight is distinct, as in a real model.
+    """
     torch.manual_seed(seed)
-    return transformers.AutoModelForCausalLM.from_config(tiny_config(family)).eval()
+    model = transformers.AutoModelForCausalLM.from_config(tiny_config(family)).eval()
+    g = torch.Generator().manual_seed(seed + 1000)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 1:
+                param.add_(torch.randn(param.shape, generator=g) * 0.05)
+    return model
 
 
 def _seed_lora(model: nn.Module, seed: int) -> None:

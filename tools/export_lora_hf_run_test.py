@@ -77,7 +77,9 @@ def test_programs_match_peft_eager_at_any_length_and_fetch_each_key_once(exporte
     assert not np.allclose(want["a"], want["foundation"], atol=1e-3)
     with open(ptd, "rb") as f:
         keys = list(deserialize_ptd(f.read(), ptd).named_data)
-    assert run.stats["data_map_fetches"] == {key: 1 for key in keys}, run.stats
+    fetches = run.stats["data_map_fetches"]
+    assert sorted(fetches) == sorted(keys)
+    assert {key: n for key, n in fetches.items() if n != 1} == {}, "foundation keys fetched more than once"
 
 
 def test_token_count_beyond_max_seq_len_is_an_error_not_a_wrong_answer(exported):
