@@ -4,6 +4,7 @@ Every directory here is written by the test from a tiny config (models/hf_tiny.p
 downloaded.
 """
 
+import json
 import os
 import shutil
 
@@ -66,6 +67,20 @@ def test_adapters_load_on_a_copy_and_equal_peft_from_pretrained(llama, base):
             assert torch.allclose(got, CausalLMLogits(reference)(x), atol=1e-6), name
             assert not torch.allclose(got, plain, atol=1e-3), f"adapter {name} changes nothing"
     assert not any("lora" in n for n, _ in base.named_parameters())  # base not modified
+
+
+def test_the_adapters_recorded_base_path_is_not_used(llama, base, tmp_path):
+    adapter_dir = _copy(llama.adapter_dirs["a"], tmp_path, "a")
+    config_path = os.path.join(adapter_dir, "adapter_config.json")
+    with open(config_path) as f:
+        config = json.load(f)
+    config["base_model_name_or_path"] = "some-org/not-on-this-machine"
+    with open(config_path, "w") as f:
+        json.dump(config, f)
+    model = load_peft_adapter(base, "a", adapter_dir)
+    reference = load_peft_adapter(base, "a", llama.adapter_dirs["a"])
+    with torch.no_grad():
+        assert torch.equal(CausalLMLogits(model)(_ids(3)), CausalLMLogits(reference)(_ids(3)))
 
 
 def _copy(src: str, tmp_path, name: str) -> str:
