@@ -110,6 +110,8 @@ def _quiet_transformers() -> None:
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+    # Raised inside peft's loading by transformers' own deprecation; nothing a user can change.
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
 def _progress(line: str) -> None:
