@@ -129,6 +129,18 @@ def test_missing_or_corrupt_safetensors_names_the_file(llama, tmp_path):
     _raises(HfInputError, "not a valid safetensors file", load_hf_model, model_dir)
 
 
+def test_sharded_safetensors_load_and_a_missing_shard_is_named(tmp_path):
+    model_dir = str(tmp_path / "sharded")
+    hf_tiny.make_tiny_model("llama").save_pretrained(model_dir, max_shard_size="100KB")
+    shards = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))
+    assert len(shards) > 1 and "model.safetensors.index.json" in os.listdir(model_dir)
+    loaded = load_hf_model(model_dir)
+    for name, tensor in hf_tiny.make_tiny_model("llama").state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+    os.remove(os.path.join(model_dir, shards[-1]))
+    _raises(HfInputError, f"has no {shards[-1]}", load_hf_model, model_dir)
+
+
 def test_safetensors_missing_a_weight_is_refused_not_filled_with_random_values(llama, tmp_path):
     from safetensors.torch import load_file, save_file
 
