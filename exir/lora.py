@@ -325,14 +325,7 @@ def export_lora(
       FoundationMismatchWarning: a weight of an adapter model has a foundation weight's name and
         shape but other bytes (it is kept with the adapter).
     """
-    if not isinstance(foundation, nn.Module):
-        raise TypeError(f"foundation must be an nn.Module, got {type(foundation).__name__}")
-    if not any(True for _ in foundation.parameters()):
-        raise UnsupportedModelError(f"foundation model {type(foundation).__name__} has no parameters")
-    if not adapters:
-        raise ExportError("export_lora needs at least one adapter")
-    if foundation_program is not None and (not _NAME.match(foundation_program) or foundation_program in adapters):
-        raise AdapterNameError(f"foundation program name '{foundation_program}' must be a file stem no adapter has")
+    _check_export_args(foundation, adapters, foundation_program)
     say = progress or (lambda line: None)
     policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
     modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
@@ -371,6 +364,17 @@ def export_lora(
     if foundation_program is not None:
         result.foundation_program = os.path.join(out_dir, f"{foundation_program}.pte")
     return result
+
+
+def _check_export_args(foundation: Any, adapters: Mapping[str, Any], foundation_program: Optional[str]) -> None:
+    if not isinstance(foundation, nn.Module):
+        raise TypeError(f"foundation must be an nn.Module, got {type(foundation).__name__}")
+    if not any(True for _ in foundation.parameters()):
+        raise UnsupportedModelError(f"foundation model {type(foundation).__name__} has no parameters")
+    if not adapters:
+        raise ExportError("export_lora needs at least one adapter")
+    if foundation_program is not None and (not _NAME.match(foundation_program) or foundation_program in adapters):
+        raise AdapterNameError(f"foundation program name '{foundation_program}' must be a file stem no adapter has")
 
 
 @dataclasses.dataclass
