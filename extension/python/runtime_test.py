@@ -2,6 +2,7 @@
 the same foundation sharing in one process, errors raised with the runtime's message, and methods
 run from two Python threads at once."""
 
+import faulthandler
 import gc
 import json
 import os
@@ -230,11 +231,72 @@ def test_two_threads_run_two_methods_and_one_method_at_once(programs):
     assert not failures, failures
 
 
+def test_opening_and_loading_release_the_gil(tmp_path):
+    # Opening a FIFO blocks until a writer opens it. The writer is this thread, which can only get
+    # there if the reader released the GIL while it waits; otherwise faulthandler ends the test.
+    for name, load in (("data.ptd", DataFile.open), ("program.pte", Program.load)):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        errors = []
+
+        def read(load=load, fifo=fifo, errors=errors):
+            try:
+                load(fifo)
+            except EdgeshareError as error:
+                errors.append(error)
+
+        faulthandler.dump_traceback_later(30, exit=True)
+        try:
+            reader = threading.Thread(target=read)
+            reader.start()
+            with open(fifo, "wb"):
+                pass
+            reader.join()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        # The runtime then refuses the FIFO, naming it.
+        assert len(errors) == 1 and str(fifo) in errors[0].message, (name, errors)
+
+
 def test_stats_count_what_this_process_loaded(programs):
     stats = weights_cache_stats()
     assert stats["packed_entries"] > 0 and stats["data_files_open"] >= 1
     assert stats["sharing"] is True and stats["verify"] is True
     assert isinstance(stats["external_constants"], dict)
+
+
+MAX_LEN = 16
+
+
+@pytest.fixture(scope="module")
+def dynamic_program(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    from edgeshare.exir import to_edge
+
+    class Scale(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x * 2.0 + 1.0)
+
+    t = torch.export.Dim("T", min=1, max=MAX_LEN)
+    ep = torch.export.export(Scale(), (torch.randn(5, 8),), dynamic_shapes=({0: t},))
+    out = tmp_path_factory.mktemp("dynamic")
+    to_edge(ep).to_executorch().write_to_dir(str(out), "scale")
+    return Program.load(out / "scale.pte"), Scale()
+
+
+def test_a_dynamic_dim_takes_any_length_up_to_its_bound(dynamic_program):
+    import torch
+
+    program, module = dynamic_program
+    method = program.method("forward")
+    assert method.inputs == [TensorSpec(dtype="float32", shape=(MAX_LEN, 8))]
+    for length in (1, 7, MAX_LEN):
+        x = np.random.default_rng(length).standard_normal((length, 8)).astype(np.float32)
+        (got,) = method.execute(x)
+        assert got.shape == (length, 8)
+        np.testing.assert_allclose(got, module(torch.from_numpy(x)).numpy(), atol=1e-6)
+    with pytest.raises(EdgeshareError, match=r"input 0 of method 'forward': dim 0 is 17, outside the 1\.\.16"):
+        method.execute(np.zeros((MAX_LEN + 1, 8), np.float32))
 
 
 if __name__ == "__main__":
