@@ -113,13 +113,16 @@ Result<ScalarType> ScalarTypeOf(const py::dtype& dtype) {
 // buffer protocol or __array__ (a CPU torch tensor) without importing its library.
 py::array AsContiguousArray(const py::handle& value, size_t index, const LoadedMethod& method) {
   py::array array = py::array::ensure(value, py::array::c_style);
-  if (!array) {
-    throw Failure{Error::InvalidArgument,
-                  "input " + std::to_string(index) + " of method '" + method.name() + "' is a " +
-                      std::string(py::str(py::type::handle_of(value).attr("__name__"))) +
-                      ", not an array (numpy, a CPU torch tensor, or a buffer)"};
+  if (array) return array;
+  // ensure() swallows the reason (e.g. a torch tensor that requires grad); numpy tells it.
+  std::string why = "not an array";
+  try {
+    py::module_::import("numpy").attr("ascontiguousarray")(value);
+  } catch (py::error_already_set& error) {
+    why = error.what();
   }
-  return array;
+  throw Failure{Error::InvalidArgument, "input " + std::to_string(index) + " of method '" +
+                                            method.name() + "' cannot be read as an array: " + why};
 }
 
 Tensor TensorOf(const py::array& array, size_t index, const LoadedMethod& method,

@@ -98,6 +98,8 @@ def test_torch_tensors_and_non_contiguous_arrays_are_accepted(programs):
     np.testing.assert_array_equal(from_torch, expected)
     (from_transposed,) = method.execute(np.ascontiguousarray(x.T).T)
     np.testing.assert_array_equal(from_transposed, expected)
+    with pytest.raises(EdgeshareError, match="input 0 of method 'forward' cannot be read as an array: .*grad"):
+        method.execute(torch.from_numpy(x).requires_grad_())
 
 
 def test_outputs_are_copies_that_the_next_execute_leaves_alone(programs):
