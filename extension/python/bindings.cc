@@ -130,9 +130,9 @@ Tensor TensorOf(const py::array& array, size_t index, const LoadedMethod& method
   const std::string what = "input " + std::to_string(index) + " of method '" + method.name() + "'";
   const Result<ScalarType> type = ScalarTypeOf(array.dtype());
   if (!type.ok()) {
-    throw Failure{Error::InvalidArgument,
-                  what + " has dtype " + std::string(py::str(array.dtype())) +
-                      ", which the runtime has no type for"};
+    throw Failure{Error::InvalidArgument, what + " has dtype " +
+                                              std::string(py::str(array.dtype())) +
+                                              ", which the runtime has no type for"};
   }
   if (array.ndim() > static_cast<py::ssize_t>(Tensor::kMaxDims)) {
     throw Failure{Error::InvalidArgument, what + " has " + std::to_string(array.ndim()) +
@@ -289,8 +289,8 @@ void DefineClasses(py::module_& m) {
 
   py::class_<MethodHandle>(m, "Method")
       .def_property_readonly("name", [](const MethodHandle& h) { return h.method->name(); })
-      .def_property_readonly("inputs",
-                             [](const MethodHandle& h) { return SpecsToPython(h.method->inputs()); })
+      .def_property_readonly(
+          "inputs", [](const MethodHandle& h) { return SpecsToPython(h.method->inputs()); })
       .def_property_readonly(
           "outputs", [](const MethodHandle& h) { return SpecsToPython(h.method->outputs()); })
       .def("execute", &Execute);

@@ -86,7 +86,8 @@ Result<std::shared_ptr<LoadedProgram>> LoadedProgram::load(
   loaded->program_ = std::make_unique<Program>(std::move(program));
   for (size_t m = 0; m < loaded->program_->num_methods(); ++m) {
     ES_ASSIGN_OR_RETURN(const char* name, loaded->program_->get_method_name(m));
-    ES_ASSIGN_OR_RETURN(Method method, loaded->program_->load_method(name, loaded->external_.get()));
+    ES_ASSIGN_OR_RETURN(Method method,
+                        loaded->program_->load_method(name, loaded->external_.get()));
     loaded->methods_.push_back(
         std::make_unique<LoadedMethod>(std::move(method), loaded->program_->name()));
   }
