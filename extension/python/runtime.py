@@ -185,7 +185,10 @@ class Program:
             for a missing file, InvalidProgram for a malformed one, NotFound for a weight none of
             `data_files` holds, InvalidData for a data file whose contents are not the ones the
             program was exported with, AlreadyExists for a key in two data files.
+          TypeError: `data_files` is one path rather than a sequence of them.
         """
+        if isinstance(data_files, (str, bytes, os.PathLike)):
+            raise TypeError(f"Program.load({os.fspath(path)!r}): data_files must be a list of files, not one path")
         files = [f if isinstance(f, DataFile) else DataFile.open(f) for f in data_files]
         native = _native.Program.load(os.fspath(path), [f._native for f in files])
         return cls(native, files)

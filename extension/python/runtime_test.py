@@ -138,6 +138,11 @@ except EdgeshareError as error:
 """
 
 
+def test_data_files_given_as_one_path_is_a_type_error():
+    with pytest.raises(TypeError, match="data_files must be a list"):
+        Program.load(PROGRAMS["lora_a"], FOUNDATION)
+
+
 def test_program_without_its_data_file_names_the_missing_key():
     # A fresh process: in this one the foundation's weights are already in the shared cache, which
     # answers a lookup by the weight's recorded digest without asking a data file.
