@@ -153,8 +153,9 @@ Tensor TensorOf(const py::array& array, size_t index, const LoadedMethod& method
 
 py::array ToNumpy(OwnedTensor&& tensor) {
   py::dtype dtype = Unwrap(DtypeOf(tensor.type));
-  uint8_t* data = tensor.data.release();
+  uint8_t* data = tensor.data.get();
   py::capsule owner(data, [](void* p) { delete[] static_cast<uint8_t*>(p); });
+  tensor.data.release();  // The capsule frees it now, when numpy lets go of the array.
   return py::array(dtype, tensor.sizes, {}, data, owner);
 }
 
