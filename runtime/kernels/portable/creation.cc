@@ -64,17 +64,23 @@ Status scalar_tensor(Args args) {
   return fill(*out, value, op);
 }
 
-// arange.start_step(start, end, step, dtype?, layout?, device?, pin_memory?): start + i * step
-// for i < ceil((end - start) / step), as torch computes it (in int64 when all three are ints,
-// in double otherwise).
-Status arange(Args args) {
-  const char* op = "aten::arange";
-  ES_RETURN_IF_ERROR(expect_args(args, 8, op));
-  ES_ASSIGN_OR_RETURN(const Number start, number_arg(args, 0, op));
-  ES_ASSIGN_OR_RETURN(const Number end, number_arg(args, 1, op));
-  ES_ASSIGN_OR_RETURN(const Number step, number_arg(args, 2, op));
-  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 7, op));
-  ES_RETURN_IF_ERROR(expect_dtype_arg(args, 3, *out, op));
+// start + i * step for i < ceil((end - start) / step), as torch computes it (in int64 when all
+// three are ints, in double otherwise). `bounds` is how many of (start, end, step) the overload
+// takes: 1 (end), 2 (start, end) or 3; the dtype, layout, device and pin_memory follow them.
+Status arange_of(Args args, size_t bounds, const char* op) {
+  ES_RETURN_IF_ERROR(expect_args(args, bounds + 5, op));
+  Number start, step;
+  step.i = 1;
+  step.d = 1.0;
+  if (bounds >= 2) {
+    ES_ASSIGN_OR_RETURN(start, number_arg(args, 0, op));
+  }
+  ES_ASSIGN_OR_RETURN(const Number end, number_arg(args, bounds == 1 ? 0 : 1, op));
+  if (bounds == 3) {
+    ES_ASSIGN_OR_RETURN(step, number_arg(args, 2, op));
+  }
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, bounds + 4, op));
+  ES_RETURN_IF_ERROR(expect_dtype_arg(args, bounds, *out, op));
   ES_CHECK_OR_RETURN_ERROR(
       out->scalar_type() == ScalarType::Float || out->scalar_type() == ScalarType::Long,
       Error::NotSupported, "%s: output is %s; only Float and Long are supported", op,
@@ -104,6 +110,11 @@ Status arange(Args args) {
   }
   return Status();
 }
+
+// arange(end, ...), arange.start(start, end, ...), arange.start_step(start, end, step, ...)
+Status arange(Args a) { return arange_of(a, 1, "aten::arange"); }
+Status arange_start(Args a) { return arange_of(a, 2, "aten::arange.start"); }
+Status arange_start_step(Args a) { return arange_of(a, 3, "aten::arange.start_step"); }
 
 // _to_copy(self, dtype?, layout?, device?, pin_memory?, non_blocking, memory_format?): self
 // converted to out's dtype as torch casts (float to int truncates; nonzero is true).
@@ -135,7 +146,9 @@ const bool registered = [] {
       {"aten::full", full, 6},
       {"aten::full_like", full_like, 7},
       {"aten::scalar_tensor", scalar_tensor, 5},
-      {"aten::arange.start_step", arange, 7},
+      {"aten::arange", arange, 5},
+      {"aten::arange.start", arange_start, 6},
+      {"aten::arange.start_step", arange_start_step, 7},
       {"aten::_to_copy", to_copy, 7},
   };
   bool ok = true;
