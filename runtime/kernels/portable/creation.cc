@@ -7,6 +7,7 @@
 // non_blocking and memory_format do not change what a CPU kernel writes and are ignored.
 
 #include <cmath>
+#include <limits>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
@@ -64,36 +65,51 @@ Status scalar_tensor(Args args) {
   return fill(*out, value, op);
 }
 
+// arange's start, end and step.
+struct Range {
+  Number start, end, step;
+  bool integral = true;  // all three ints: computed in int64
+};
+
+// `bounds`: how many of (start, end, step) the overload takes: 1 (end), 2 (start, end) or 3.
+Result<Range> read_range(Args args, size_t bounds, const char* op) {
+  Range r;
+  r.step.i = 1;
+  r.step.d = 1.0;
+  if (bounds >= 2) {
+    ES_ASSIGN_OR_RETURN(r.start, number_arg(args, 0, op));
+  }
+  ES_ASSIGN_OR_RETURN(r.end, number_arg(args, bounds == 1 ? 0 : 1, op));
+  if (bounds == 3) {
+    ES_ASSIGN_OR_RETURN(r.step, number_arg(args, 2, op));
+  }
+  r.integral = r.start.type != ScalarType::Float && r.end.type != ScalarType::Float &&
+               r.step.type != ScalarType::Float;
+  const double s = r.start.as<double>(), e = r.end.as<double>(), d = r.step.as<double>();
+  ES_CHECK_OR_RETURN_ERROR(d != 0.0 && std::isfinite(s) && std::isfinite(e), Error::InvalidArgument,
+                           "%s: step must be nonzero and the bounds finite", op);
+  ES_CHECK_OR_RETURN_ERROR((d > 0 && e >= s) || (d < 0 && e <= s), Error::InvalidArgument,
+                           "%s: the bounds are inconsistent with the sign of step", op);
+  return r;
+}
+
 // start + i * step for i < ceil((end - start) / step), as torch computes it (in int64 when all
-// three are ints, in double otherwise). `bounds` is how many of (start, end, step) the overload
-// takes: 1 (end), 2 (start, end) or 3; the dtype, layout, device and pin_memory follow them.
+// three are ints, in double otherwise). dtype, layout, device and pin_memory follow the bounds.
 Status arange_of(Args args, size_t bounds, const char* op) {
   ES_RETURN_IF_ERROR(expect_args(args, bounds + 5, op));
-  Number start, step;
-  step.i = 1;
-  step.d = 1.0;
-  if (bounds >= 2) {
-    ES_ASSIGN_OR_RETURN(start, number_arg(args, 0, op));
-  }
-  ES_ASSIGN_OR_RETURN(const Number end, number_arg(args, bounds == 1 ? 0 : 1, op));
-  if (bounds == 3) {
-    ES_ASSIGN_OR_RETURN(step, number_arg(args, 2, op));
-  }
+  ES_ASSIGN_OR_RETURN(const Range r, read_range(args, bounds, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, bounds + 4, op));
   ES_RETURN_IF_ERROR(expect_dtype_arg(args, bounds, *out, op));
   ES_CHECK_OR_RETURN_ERROR(
       out->scalar_type() == ScalarType::Float || out->scalar_type() == ScalarType::Long,
       Error::NotSupported, "%s: output is %s; only Float and Long are supported", op,
       to_string(out->scalar_type()));
-  const bool integral = start.type != ScalarType::Float && end.type != ScalarType::Float &&
-                        step.type != ScalarType::Float;
-  const double s = start.as<double>(), e = end.as<double>(), d = step.as<double>();
-  ES_CHECK_OR_RETURN_ERROR(d != 0.0 && std::isfinite(s) && std::isfinite(e), Error::InvalidArgument,
-                           "%s: step must be nonzero and the bounds finite", op);
-  ES_CHECK_OR_RETURN_ERROR((d > 0 && e >= s) || (d < 0 && e <= s), Error::InvalidArgument,
-                           "%s: the bounds are inconsistent with the sign of step", op);
-  const double length = integral ? std::ceil(static_cast<double>(end.i - start.i) / step.i)
-                                 : std::ceil((e - s) / d);
+  const double s = r.start.as<double>(), e = r.end.as<double>(), d = r.step.as<double>();
+  // In double: int64 end - start may overflow for a hostile program, and double is exact for
+  // every length a tensor can have.
+  const double length = std::ceil((e - s) / d);
+  ES_CHECK_OR_RETURN_ERROR(length <= std::numeric_limits<int32_t>::max(), Error::InvalidArgument,
+                           "%s: %g elements is too many", op, length);
   Shape shape;
   ES_RETURN_IF_ERROR(append(shape, static_cast<int64_t>(length), op));
   ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
@@ -101,8 +117,10 @@ Status arange_of(Args args, size_t bounds, const char* op) {
   if (out->scalar_type() == ScalarType::Long) {
     int64_t* y = out->data<int64_t>();
     for (size_t i = 0; i < n; ++i) {
-      y[i] = integral ? start.i + static_cast<int64_t>(i) * step.i
-                      : static_cast<int64_t>(s + static_cast<double>(i) * d);
+      // Unsigned: wraps instead of overflowing for a hostile step.
+      y[i] = r.integral ? static_cast<int64_t>(static_cast<uint64_t>(r.start.i) +
+                                               i * static_cast<uint64_t>(r.step.i))
+                        : static_cast<int64_t>(s + static_cast<double>(i) * d);
     }
   } else {
     float* y = out->data<float>();

@@ -59,6 +59,52 @@ Result<Indices> read_indices(const Tensor& self, Span<EValue* const> items) {
   return ix;
 }
 
+// The output's shape: each out dim is a self dim (source[i] = d) or a dim j of B
+// (source[i] = -1 - j).
+Result<Shape> index_shape(const Tensor& self, const Indices& ix, int* source) {
+  const size_t first = ix.dims[0], last = ix.dims[ix.count - 1];
+  const bool adjacent = last - first + 1 == ix.count;
+  Shape shape;
+  const size_t lead = adjacent ? first : 0;  // self dims before B
+  for (size_t d = 0; d < lead; ++d) {
+    source[shape.rank] = static_cast<int>(d);
+    ES_RETURN_IF_ERROR(append(shape, self.size(d), kOp));
+  }
+  for (size_t j = 0; j < ix.broadcast.rank; ++j) {
+    source[shape.rank] = -1 - static_cast<int>(j);
+    ES_RETURN_IF_ERROR(append(shape, ix.broadcast.sizes[j], kOp));
+  }
+  size_t k = 0;
+  for (size_t d = lead; d < self.dim(); ++d) {
+    if (k < ix.count && ix.dims[k] == d) {
+      ++k;
+      continue;
+    }
+    source[shape.rank] = static_cast<int>(d);
+    ES_RETURN_IF_ERROR(append(shape, self.size(d), kOp));
+  }
+  return shape;
+}
+
+// The offset in self (in elements) the index tensors pick at B's position b_pos, added to base.
+Result<size_t> picked_offset(const Tensor& self, const Indices& ix, const size_t* self_strides,
+                             const size_t* b_pos, size_t base) {
+  size_t offset = base;
+  for (size_t t = 0; t < ix.count; ++t) {
+    size_t at = 0;
+    for (size_t j = 0; j < ix.broadcast.rank; ++j) at += b_pos[j] * ix.strides[t][j];
+    const int64_t raw = load<int64_t>(ix.tensors[t]->const_data(), ix.tensors[t]->scalar_type(), at);
+    const int64_t size = self.size(ix.dims[t]);
+    const int64_t v = raw < 0 ? raw + size : raw;
+    ES_CHECK_OR_RETURN_ERROR(v >= 0 && v < size, Error::OutOfRange,
+                             "%s: index %lld is out of range for dim %zu of size %lld", kOp,
+                             static_cast<long long>(raw), ix.dims[t],
+                             static_cast<long long>(size));
+    offset += static_cast<size_t>(v) * self_strides[ix.dims[t]];
+  }
+  return offset;
+}
+
 Status index(Args args) {
   ES_RETURN_IF_ERROR(expect_args(args, 3, kOp));
   ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, kOp));
@@ -69,39 +115,18 @@ Status index(Args args) {
                            "%s: output dtype %s differs from input dtype %s", kOp,
                            to_string(out->scalar_type()), to_string(self->scalar_type()));
   ES_ASSIGN_OR_RETURN(const Indices ix, read_indices(*self, args[1]->to_list()));
-  const size_t rank = self->dim();
   if (ix.count == 0) {  // all None: self itself
     ES_RETURN_IF_ERROR(resize_output(*out, self->sizes(), kOp));
     if (out->nbytes() > 0) std::memcpy(out->mutable_data(), self->const_data(), out->nbytes());
     return Status();
   }
-  const size_t first = ix.dims[0], last = ix.dims[ix.count - 1];
-  const bool adjacent = last - first + 1 == ix.count;
-  // Each out dim is a self dim (source[i] = d) or a dim of B (source[i] = -1 - j).
-  int source[Tensor::kMaxDims * 2];
-  Shape shape;
-  const size_t lead = adjacent ? first : 0;  // self dims before B
-  for (size_t d = 0; d < lead; ++d) {
-    source[shape.rank] = static_cast<int>(d);
-    ES_RETURN_IF_ERROR(append(shape, self->size(d), kOp));
-  }
-  for (size_t j = 0; j < ix.broadcast.rank; ++j) {
-    source[shape.rank] = -1 - static_cast<int>(j);
-    ES_RETURN_IF_ERROR(append(shape, ix.broadcast.sizes[j], kOp));
-  }
-  size_t k = 0;
-  for (size_t d = lead; d < rank; ++d) {
-    if (k < ix.count && ix.dims[k] == d) {
-      ++k;
-      continue;
-    }
-    source[shape.rank] = static_cast<int>(d);
-    ES_RETURN_IF_ERROR(append(shape, self->size(d), kOp));
-  }
+  int source[Tensor::kMaxDims];
+  ES_ASSIGN_OR_RETURN(const Shape shape, index_shape(*self, ix, source));
   ES_RETURN_IF_ERROR(resize_output(*out, shape, kOp));
 
   // Self dims after the last indexed one end out's shape in both layouts and are contiguous in
   // self: copy them as one block per position of the other out dims.
+  const size_t rank = self->dim(), last = ix.dims[ix.count - 1];
   size_t self_strides[Tensor::kMaxDims];
   size_t stride = 1;
   for (size_t d = rank; d-- > 0;) {
@@ -115,29 +140,18 @@ Status index(Args args) {
   for (size_t i = 0; i < outer_rank; ++i) positions *= static_cast<size_t>(shape.sizes[i]);
   const auto* src = static_cast<const uint8_t*>(self->const_data());
   auto* dst = static_cast<uint8_t*>(out->mutable_data());
-  size_t pos[Tensor::kMaxDims * 2] = {};
+  size_t pos[Tensor::kMaxDims] = {};
   for (size_t p = 0; p < positions; ++p) {
-    size_t offset = 0;
+    size_t base = 0;
     size_t b_pos[Tensor::kMaxDims] = {};
     for (size_t i = 0; i < outer_rank; ++i) {
       if (source[i] >= 0) {
-        offset += pos[i] * self_strides[source[i]];
+        base += pos[i] * self_strides[source[i]];
       } else {
         b_pos[-1 - source[i]] = pos[i];
       }
     }
-    for (size_t t = 0; t < ix.count; ++t) {
-      size_t at = 0;
-      for (size_t j = 0; j < ix.broadcast.rank; ++j) at += b_pos[j] * ix.strides[t][j];
-      int64_t v = load<int64_t>(ix.tensors[t]->const_data(), ix.tensors[t]->scalar_type(), at);
-      const int64_t size = self->size(ix.dims[t]);
-      if (v < 0) v += size;
-      ES_CHECK_OR_RETURN_ERROR(v >= 0 && v < size, Error::OutOfRange,
-                               "%s: index %lld is out of range for dim %zu of size %lld", kOp,
-                               static_cast<long long>(v < 0 ? v - size : v), ix.dims[t],
-                               static_cast<long long>(size));
-      offset += static_cast<size_t>(v) * self_strides[ix.dims[t]];
-    }
+    ES_ASSIGN_OR_RETURN(const size_t offset, picked_offset(*self, ix, self_strides, b_pos, base));
     if (block > 0) std::memcpy(dst, src + offset * elem, block);
     dst += block;
     for (size_t i = outer_rank; i-- > 0;) {

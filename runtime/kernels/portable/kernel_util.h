@@ -167,12 +167,26 @@ inline Status expect_types(const Tensor& t, const char* op, const char* what) {
   return Status();
 }
 
+// v as To, the way torch's CPU casts do, but defined for every input: a float that is NaN or
+// outside an integer type's range becomes that type's lowest value (what x86 produces, instead of
+// C++'s undefined behaviour); nonzero (NaN included) is true.
+template <typename To, typename From>
+inline To convert(From v) {
+  if constexpr (std::is_floating_point<From>::value && std::is_integral<To>::value &&
+                !std::is_same<To, bool>::value) {
+    // 2^63 and 2^31 are exact in float; the comparisons are false for NaN.
+    const From limit = -static_cast<From>(std::numeric_limits<To>::lowest());
+    if (!(v >= -limit && v < limit)) return std::numeric_limits<To>::lowest();
+  }
+  return static_cast<To>(v);
+}
+
 // Element i of data (of type `type`, one of Float, Long, Int, Bool) as T.
 template <typename T>
 inline T load(const void* data, ScalarType type, size_t i) {
   switch (type) {
     case ScalarType::Float:
-      return static_cast<T>(static_cast<const float*>(data)[i]);
+      return convert<T>(static_cast<const float*>(data)[i]);
     case ScalarType::Long:
       return static_cast<T>(static_cast<const int64_t*>(data)[i]);
     case ScalarType::Int:
@@ -192,10 +206,10 @@ inline void store(void* data, ScalarType type, size_t i, T v) {
       static_cast<float*>(data)[i] = static_cast<float>(v);
       break;
     case ScalarType::Long:
-      static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
+      static_cast<int64_t*>(data)[i] = convert<int64_t>(v);
       break;
     case ScalarType::Int:
-      static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v);
+      static_cast<int32_t*>(data)[i] = convert<int32_t>(v);
       break;
     case ScalarType::Bool:
       static_cast<bool*>(data)[i] = static_cast<bool>(v);
@@ -228,7 +242,7 @@ struct Number {
 
   template <typename T>
   T as() const {
-    if (type == ScalarType::Float) return static_cast<T>(d);
+    if (type == ScalarType::Float) return convert<T>(d);
     return static_cast<T>(i);
   }
 };

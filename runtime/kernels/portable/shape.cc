@@ -348,6 +348,37 @@ Status split_with_sizes(Args args) {
   return Status();
 }
 
+// A 1-d tensor with no elements, which cat skips.
+bool legacy_empty(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+
+// The shape of cat(items, dim) (items checked to be tensors of out's dtype), given the first
+// item that is not skipped; its dim normalised into *dim.
+Result<Shape> cat_shape(Span<EValue* const> items, const Tensor& first, int64_t dim_value,
+                        size_t* dim, const char* op) {
+  ES_CHECK_OR_RETURN_ERROR(first.dim() > 0, Error::InvalidProgram,
+                           "%s: zero-dim tensors cannot be joined", op);
+  ES_ASSIGN_OR_RETURN(*dim, dim_arg(dim_value, first.dim(), op));
+  Shape shape = shape_of(first);
+  int64_t joined = 0;
+  for (size_t k = 0; k < items.size(); ++k) {
+    const Tensor& t = items[k]->to_tensor();
+    if (legacy_empty(t)) continue;
+    ES_CHECK_OR_RETURN_ERROR(t.dim() == first.dim(), Error::InvalidProgram,
+                             "%s: item %zu has rank %zu, expected %zu", op, k, t.dim(),
+                             first.dim());
+    for (size_t d = 0; d < t.dim(); ++d) {
+      ES_CHECK_OR_RETURN_ERROR(d == *dim || t.size(d) == first.size(d), Error::InvalidProgram,
+                               "%s: item %zu has size %d in dim %zu, expected %d", op, k,
+                               t.size(d), d, first.size(d));
+    }
+    joined += t.size(*dim);
+  }
+  ES_CHECK_OR_RETURN_ERROR(joined <= std::numeric_limits<int32_t>::max(), Error::InvalidProgram,
+                           "%s: the joined size is out of range", op);
+  shape.sizes[*dim] = static_cast<int32_t>(joined);
+  return shape;
+}
+
 // cat(tensors, dim): the tensors joined along dim. As in torch, a 1-d tensor with no elements is
 // skipped whatever its rank (the legacy empty tensor), so cat([empty, x]) is x.
 Status cat(Args args) {
@@ -367,33 +398,13 @@ Status cat(Args args) {
     ES_CHECK_OR_RETURN_ERROR(t.scalar_type() == out->scalar_type(), Error::NotSupported,
                              "%s: item %zu is %s, the output %s (mixed dtypes are not supported)",
                              op, k, to_string(t.scalar_type()), to_string(out->scalar_type()));
-    const bool skipped = t.dim() == 1 && t.size(0) == 0;
-    if (!skipped && first == nullptr) first = &t;
+    if (!legacy_empty(t) && first == nullptr) first = &t;
   }
   if (first == nullptr) {  // every item is an empty 1-d tensor: so is the result
     return resize_output(*out, items[0]->to_tensor().sizes(), op);
   }
-  ES_CHECK_OR_RETURN_ERROR(first->dim() > 0, Error::InvalidProgram,
-                           "%s: zero-dim tensors cannot be joined", op);
-  ES_ASSIGN_OR_RETURN(const size_t dim, dim_arg(dim_value, first->dim(), op));
-  Shape shape = shape_of(*first);
-  int64_t joined = 0;
-  for (size_t k = 0; k < items.size(); ++k) {
-    const Tensor& t = items[k]->to_tensor();
-    if (t.dim() == 1 && t.size(0) == 0) continue;
-    ES_CHECK_OR_RETURN_ERROR(t.dim() == first->dim(), Error::InvalidProgram,
-                             "%s: item %zu has rank %zu, expected %zu", op, k, t.dim(),
-                             first->dim());
-    for (size_t d = 0; d < t.dim(); ++d) {
-      ES_CHECK_OR_RETURN_ERROR(d == dim || t.size(d) == first->size(d), Error::InvalidProgram,
-                               "%s: item %zu has size %d in dim %zu, expected %d", op, k,
-                               t.size(d), d, first->size(d));
-    }
-    joined += t.size(dim);
-  }
-  ES_CHECK_OR_RETURN_ERROR(joined <= std::numeric_limits<int32_t>::max(), Error::InvalidProgram,
-                           "%s: the joined size is out of range", op);
-  shape.sizes[dim] = static_cast<int32_t>(joined);
+  size_t dim = 0;
+  ES_ASSIGN_OR_RETURN(const Shape shape, cat_shape(items, *first, dim_value, &dim, op));
   ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
   size_t outer = 1, inner = element_size(out->scalar_type());
   for (size_t d = 0; d < dim; ++d) outer *= static_cast<size_t>(shape.sizes[d]);
@@ -402,7 +413,7 @@ Status cat(Args args) {
   for (size_t o = 0; o < outer; ++o) {
     for (size_t k = 0; k < items.size(); ++k) {
       const Tensor& t = items[k]->to_tensor();
-      if (t.dim() == 1 && t.size(0) == 0) continue;
+      if (legacy_empty(t)) continue;
       const size_t bytes = static_cast<size_t>(t.size(dim)) * inner;
       if (bytes == 0) continue;
       std::memcpy(dst, static_cast<const uint8_t*>(t.const_data()) + o * bytes, bytes);
