@@ -219,6 +219,15 @@ inline void store(void* data, ScalarType type, size_t i, T v) {
   }
 }
 
+// The ScalarType of a C++ element type (float, int64_t or bool).
+template <typename T>
+constexpr ScalarType type_of() {
+  return std::is_same<T, float>::value     ? ScalarType::Float
+         : std::is_same<T, int64_t>::value ? ScalarType::Long
+         : std::is_same<T, bool>::value    ? ScalarType::Bool
+                                           : ScalarType::Double;  // none the kernels compute in
+}
+
 // Calls fn(T()) with T the C++ type of `type` (Float, Long or Bool).
 template <typename Fn>
 inline Status dispatch(ScalarType type, const char* op, Fn&& fn) {
@@ -429,6 +438,25 @@ Status elementwise(const Operand* operands, size_t count, Tensor& out, const cha
                            "%s: needs at least one tensor operand", op);
   ES_ASSIGN_OR_RETURN(const Shape shape, broadcast_shape(tensors, num_tensors, op));
   ES_RETURN_IF_ERROR(resize_output(out, shape, op));
+  // The common case, every tensor of T and out's size and out of fn's type: a flat loop.
+  using R = typename std::decay<decltype(fn(static_cast<const T*>(constant)))>::type;
+  bool flat = out.scalar_type() == type_of<R>();
+  for (size_t k = 0; k < num_tensors; ++k) {
+    flat = flat && tensors[k]->scalar_type() == type_of<T>() && tensors[k]->numel() == out.numel();
+  }
+  if (flat) {
+    const T* p[Broadcast::kMaxInputs] = {};
+    for (size_t k = 0; k < count; ++k) {
+      if (operands[k].tensor != nullptr) p[k] = operands[k].tensor->template data<T>();
+    }
+    R* y = out.data<R>();
+    for (size_t i = 0; i < out.numel(); ++i) {
+      T v[Broadcast::kMaxInputs];
+      for (size_t k = 0; k < count; ++k) v[k] = p[k] != nullptr ? p[k][i] : constant[k];
+      y[i] = fn(static_cast<const T*>(v));
+    }
+    return Status();
+  }
   ES_ASSIGN_OR_RETURN(const Broadcast b, Broadcast::make(out, tensors, num_tensors, op));
   void* y = out.mutable_data();
   const ScalarType out_type = out.scalar_type();
