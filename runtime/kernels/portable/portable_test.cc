@@ -535,6 +535,29 @@ TEST(PortableResizeTest, ShapeKernelsFollowTheirInputs) {
                       {table, ids, v.integer(-1), v.flag(false), v.flag(false), emb})
                     .ok());
     EXPECT_EQ(v.sizes(emb), Sizes({1, t, 2}));
+    // layer norm's mean and rstd: [T, 1]
+    const size_t norm = v.output(ScalarType::Float, {3, 4});
+    const size_t mean = v.output(ScalarType::Float, {3, 1});
+    const size_t rstd = v.output(ScalarType::Float, {3, 1});
+    ASSERT_TRUE(v.Run("aten::native_layer_norm",
+                      {x, v.ints({4}), v.none(), v.none(), v.number(1e-5), norm, mean, rstd})
+                    .ok());
+    EXPECT_EQ(v.sizes(norm), Sizes({t, 4}));
+    EXPECT_EQ(v.sizes(rstd), Sizes({t, 1}));
+    EXPECT_EQ(v.data<float>(mean)[t - 1], static_cast<float>((t - 1) * 4) + 1.5f);
+    // bmm of [1, T, 4] and [1, 4, T] -> [1, T, T]; split_with_sizes along T.
+    const size_t q = v.output(ScalarType::Float, {1, 3, 4});
+    ASSERT_TRUE(v.Run("aten::unsqueeze", {x, v.integer(0), q}).ok());
+    const size_t k = v.output(ScalarType::Float, {1, 4, 3});
+    ASSERT_TRUE(v.Run("aten::transpose.int", {q, v.integer(1), v.integer(2), k}).ok());
+    const size_t scores = v.output(ScalarType::Float, {1, 3, 3});
+    ASSERT_TRUE(v.Run("aten::bmm", {q, k, scores}).ok());
+    EXPECT_EQ(v.sizes(scores), Sizes({1, t, t}));
+    const size_t head = v.output(ScalarType::Float, {1, 4});
+    const size_t tail = v.output(ScalarType::Float, {3, 4});
+    ASSERT_TRUE(
+        v.Run("aten::split_with_sizes", {x, v.ints({1, t - 1}), v.integer(0), head, tail}).ok());
+    EXPECT_EQ(v.sizes(tail), Sizes({t - 1, 4}));
   }
 }
 
