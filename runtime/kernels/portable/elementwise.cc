@@ -143,7 +143,8 @@ Status neg(Args args) {
   const Operand operands[1] = {Operand{self, Number()}};
   return dispatch(self->scalar_type(), op, [&](auto zero) {
     using T = decltype(zero);
-    return elementwise<T>(operands, 1, *out, op, [](const T* v) { return static_cast<T>(T(0) - v[0]); });
+    return elementwise<T>(operands, 1, *out, op,
+                          [](const T* v) { return static_cast<T>(T(0) - v[0]); });
   });
 }
 Status cos_kernel(Args a) {

@@ -41,8 +41,8 @@ Result<Indices> read_indices(const Tensor& self, Span<EValue* const> items) {
     const Tensor& t = items[d]->to_tensor();
     ES_CHECK_OR_RETURN_ERROR(
         t.scalar_type() == ScalarType::Long || t.scalar_type() == ScalarType::Int,
-        Error::NotSupported, "%s: index %zu is %s; only Long and Int indices are supported", kOp,
-        d, to_string(t.scalar_type()));
+        Error::NotSupported, "%s: index %zu is %s; only Long and Int indices are supported", kOp, d,
+        to_string(t.scalar_type()));
     ix.tensors[ix.count] = &t;
     ix.dims[ix.count++] = d;
   }
@@ -93,13 +93,13 @@ Result<size_t> picked_offset(const Tensor& self, const Indices& ix, const size_t
   for (size_t t = 0; t < ix.count; ++t) {
     size_t at = 0;
     for (size_t j = 0; j < ix.broadcast.rank; ++j) at += b_pos[j] * ix.strides[t][j];
-    const int64_t raw = load<int64_t>(ix.tensors[t]->const_data(), ix.tensors[t]->scalar_type(), at);
+    const int64_t raw =
+        load<int64_t>(ix.tensors[t]->const_data(), ix.tensors[t]->scalar_type(), at);
     const int64_t size = self.size(ix.dims[t]);
     const int64_t v = raw < 0 ? raw + size : raw;
     ES_CHECK_OR_RETURN_ERROR(v >= 0 && v < size, Error::OutOfRange,
                              "%s: index %lld is out of range for dim %zu of size %lld", kOp,
-                             static_cast<long long>(raw), ix.dims[t],
-                             static_cast<long long>(size));
+                             static_cast<long long>(raw), ix.dims[t], static_cast<long long>(size));
     offset += static_cast<size_t>(v) * self_strides[ix.dims[t]];
   }
   return offset;

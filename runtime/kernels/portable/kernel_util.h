@@ -368,8 +368,7 @@ inline Result<Shape> broadcast_shape(const Tensor* const* inputs, size_t count, 
       const size_t d = shape.rank - in.dim() + j;
       const int32_t size = in.size(j);
       if (size == 1) continue;
-      ES_CHECK_OR_RETURN_ERROR(shape.sizes[d] == 1 || shape.sizes[d] == size,
-                               Error::InvalidProgram,
+      ES_CHECK_OR_RETURN_ERROR(shape.sizes[d] == 1 || shape.sizes[d] == size, Error::InvalidProgram,
                                "%s: input %zu (dim %zu of size %d) does not broadcast with size %d",
                                op, k, j, size, shape.sizes[d]);
       shape.sizes[d] = size;
@@ -415,7 +414,6 @@ inline ScalarType promote(const Operand* operands, size_t count) {
 // converted to out's type. At least one operand must be a tensor; at most Broadcast::kMaxInputs.
 template <typename T, typename Fn>
 Status elementwise(const Operand* operands, size_t count, Tensor& out, const char* op, Fn&& fn);
-
 
 template <typename T, typename Fn>
 Status elementwise(const Operand* operands, size_t count, Tensor& out, const char* op, Fn&& fn) {
@@ -464,8 +462,8 @@ Status elementwise(const Operand* operands, size_t count, Tensor& out, const cha
     T v[Broadcast::kMaxInputs];
     for (size_t k = 0; k < count; ++k) {
       const Tensor* t = operands[k].tensor;
-      v[k] = t != nullptr ? load<T>(t->const_data(), t->scalar_type(), offsets[slot[k]])
-                          : constant[k];
+      v[k] =
+          t != nullptr ? load<T>(t->const_data(), t->scalar_type(), offsets[slot[k]]) : constant[k];
     }
     store(y, out_type, i, fn(static_cast<const T*>(v)));
   });

@@ -446,8 +446,8 @@ class Values {
                 size_t bytes) {
     buffers_.emplace_back(bytes + 1);  // never empty, so data() is never null
     if (bytes > 0) std::memcpy(buffers_.back().data(), data, bytes);
-    return add(EValue(Tensor(type, Span<const int32_t>(sizes.data(), sizes.size()),
-                             buffers_.back().data())));
+    return add(EValue(
+        Tensor(type, Span<const int32_t>(sizes.data(), sizes.size()), buffers_.back().data())));
   }
   size_t add(EValue v) {
     values_.push_back(v);
@@ -466,7 +466,9 @@ using Floats = std::vector<float>;
 using Longs = std::vector<int64_t>;
 using Bools = std::vector<uint8_t>;
 
-bool Mentions(const Status& s, const char* text) { return std::strstr(s.message(), text) != nullptr; }
+bool Mentions(const Status& s, const char* text) {
+  return std::strstr(s.message(), text) != nullptr;
+}
 
 TEST(PortableResizeTest, OneOutputServesEveryLengthUpToItsCapacity) {
   // add.Tensor(x[T, 2], bias[2]) into an output planned for T <= 4.
@@ -508,8 +510,7 @@ TEST(PortableResizeTest, ShapeKernelsFollowTheirInputs) {
     const size_t unsq = v.output(ScalarType::Float, {1, 3, 4});
     ASSERT_TRUE(v.Run("aten::unsqueeze", {x, v.integer(0), unsq}).ok());
     const size_t expanded = v.output(ScalarType::Float, {2, 3, 4});
-    ASSERT_TRUE(
-        v.Run("aten::expand", {unsq, v.ints({2, -1, -1}), v.flag(false), expanded}).ok());
+    ASSERT_TRUE(v.Run("aten::expand", {unsq, v.ints({2, -1, -1}), v.flag(false), expanded}).ok());
     EXPECT_EQ(v.sizes(expanded), Sizes({2, t, 4}));
     EXPECT_EQ(v.data<float>(expanded)[static_cast<size_t>(t) * 4], 0.0f);
     // slice(x, 0, 1, end=max) -> [T - 1, 4]
@@ -531,9 +532,9 @@ TEST(PortableResizeTest, ShapeKernelsFollowTheirInputs) {
     const size_t table = v.floats({3, 2}, {0, 1, 10, 11, 20, 21});
     const size_t ids = v.longs({1, t}, Longs(static_cast<size_t>(t), 2));
     const size_t emb = v.output(ScalarType::Float, {1, 3, 2});
-    ASSERT_TRUE(v.Run("aten::embedding",
-                      {table, ids, v.integer(-1), v.flag(false), v.flag(false), emb})
-                    .ok());
+    ASSERT_TRUE(
+        v.Run("aten::embedding", {table, ids, v.integer(-1), v.flag(false), v.flag(false), emb})
+            .ok());
     EXPECT_EQ(v.sizes(emb), Sizes({1, t, 2}));
     // layer norm's mean and rstd: [T, 1]
     const size_t norm = v.output(ScalarType::Float, {3, 4});
@@ -589,7 +590,8 @@ TEST(PortableDtypeTest, IntegerAndBoolArithmeticFollowsTorchPromotion) {
   ASSERT_TRUE(v.Run("aten::div.Tensor", {pos, v.integer(2), quotient}).ok());
   EXPECT_EQ(v.data<float>(quotient), Floats({0, 0.5f, 1}));
   // torch refuses bool - bool.
-  const Status sub = v.Run("aten::sub.Tensor", {a, b, v.integer(1), v.output(ScalarType::Bool, {4})});
+  const Status sub =
+      v.Run("aten::sub.Tensor", {a, b, v.integer(1), v.output(ScalarType::Bool, {4})});
   EXPECT_EQ(sub.code(), Error::NotSupported);
   EXPECT_TRUE(Mentions(sub, "aten::sub")) << sub.message();
   const Status neg = v.Run("aten::neg", {pos, v.output(ScalarType::Long, {3})});
@@ -645,21 +647,18 @@ TEST(PortableDtypeTest, CreationAndConversion) {
   Values v;
   // arange(0, T) with T known only at run time, into an output planned for 8.
   const size_t positions = v.output(ScalarType::Long, {8});
-  ASSERT_TRUE(v.Run("aten::arange.start_step",
-                    {v.integer(2), v.integer(5), v.integer(1), v.none(), v.none(), v.none(),
-                     v.none(), positions})
+  ASSERT_TRUE(v.Run("aten::arange.start_step", {v.integer(2), v.integer(5), v.integer(1), v.none(),
+                                                v.none(), v.none(), v.none(), positions})
                   .ok());
   EXPECT_EQ(v.data<int64_t>(positions), Longs({2, 3, 4}));
   const size_t steps = v.output(ScalarType::Float, {8});
-  ASSERT_TRUE(v.Run("aten::arange.start_step",
-                    {v.integer(0), v.number(1.0), v.number(0.25), v.integer(6), v.none(),
-                     v.none(), v.none(), steps})
+  ASSERT_TRUE(v.Run("aten::arange.start_step", {v.integer(0), v.number(1.0), v.number(0.25),
+                                                v.integer(6), v.none(), v.none(), v.none(), steps})
                   .ok());
   EXPECT_EQ(v.data<float>(steps), Floats({0, 0.25f, 0.5f, 0.75f}));
   const size_t down = v.output(ScalarType::Long, {8});
-  ASSERT_TRUE(v.Run("aten::arange.start_step",
-                    {v.integer(3), v.integer(-4), v.integer(-3), v.none(), v.none(), v.none(),
-                     v.none(), down})
+  ASSERT_TRUE(v.Run("aten::arange.start_step", {v.integer(3), v.integer(-4), v.integer(-3),
+                                                v.none(), v.none(), v.none(), v.none(), down})
                   .ok());
   EXPECT_EQ(v.data<int64_t>(down), Longs({3, 0, -3}));
   EXPECT_EQ(v.Run("aten::arange.start_step", {v.integer(0), v.integer(9), v.integer(1), v.none(),
@@ -667,21 +666,21 @@ TEST(PortableDtypeTest, CreationAndConversion) {
                 .code(),
             Error::InvalidArgument);
   // A dtype argument must agree with the planned output (6 is Float).
-  EXPECT_EQ(v.Run("aten::arange.start_step", {v.integer(0), v.integer(2), v.integer(1),
-                                              v.integer(6), v.none(), v.none(), v.none(),
-                                              positions})
-                .code(),
-            Error::InvalidProgram);
+  EXPECT_EQ(
+      v.Run("aten::arange.start_step", {v.integer(0), v.integer(2), v.integer(1), v.integer(6),
+                                        v.none(), v.none(), v.none(), positions})
+          .code(),
+      Error::InvalidProgram);
   // full, full_like, scalar_tensor
   const size_t full = v.output(ScalarType::Bool, {2, 2});
-  ASSERT_TRUE(v.Run("aten::full", {v.ints({1, 2}), v.flag(true), v.none(), v.none(), v.none(),
-                                   v.none(), full})
+  ASSERT_TRUE(v.Run("aten::full",
+                    {v.ints({1, 2}), v.flag(true), v.none(), v.none(), v.none(), v.none(), full})
                   .ok());
   EXPECT_EQ(v.sizes(full), Sizes({1, 2}));
   EXPECT_EQ(v.data<uint8_t>(full), Bools({1, 1}));
   const size_t like = v.output(ScalarType::Long, {4});
-  ASSERT_TRUE(v.Run("aten::full_like", {v.longs({3}, {0, 0, 0}), v.integer(-7), v.none(),
-                                        v.none(), v.none(), v.none(), v.none(), like})
+  ASSERT_TRUE(v.Run("aten::full_like", {v.longs({3}, {0, 0, 0}), v.integer(-7), v.none(), v.none(),
+                                        v.none(), v.none(), v.none(), like})
                   .ok());
   EXPECT_EQ(v.data<int64_t>(like), Longs({-7, -7, -7}));
   const size_t scalar = v.output(ScalarType::Float, {});
@@ -694,8 +693,8 @@ TEST(PortableDtypeTest, CreationAndConversion) {
   const size_t as_long = v.output(ScalarType::Long, {4});
   const size_t as_bool = v.output(ScalarType::Bool, {4});
   const size_t back = v.output(ScalarType::Float, {4});
-  for (const auto& step : {std::make_pair(x, as_long), std::make_pair(x, as_bool),
-                           std::make_pair(as_bool, back)}) {
+  for (const auto& step :
+       {std::make_pair(x, as_long), std::make_pair(x, as_bool), std::make_pair(as_bool, back)}) {
     ASSERT_TRUE(v.Run("aten::_to_copy", {step.first, v.none(), v.none(), v.none(), v.none(),
                                          v.flag(false), v.none(), step.second})
                     .ok());
@@ -723,8 +722,7 @@ TEST(PortableListTest, CatJoinsAlongDimAndSkipsEmptyOneDimTensors) {
   ASSERT_TRUE(v.Run("aten::cat", {v.list({b, b}), v.integer(0), rows}).ok());
   EXPECT_EQ(v.data<int64_t>(rows), Longs({3, 4, 5, 6, 3, 4, 5, 6}));
   // Mismatched sizes off the joined dim; a mixed-dtype list.
-  EXPECT_EQ(v.Run("aten::cat", {v.list({a, b}), v.integer(0), rows}).code(),
-            Error::InvalidProgram);
+  EXPECT_EQ(v.Run("aten::cat", {v.list({a, b}), v.integer(0), rows}).code(), Error::InvalidProgram);
   const size_t f = v.floats({2, 1}, {0, 0});
   EXPECT_EQ(v.Run("aten::cat", {v.list({a, f}), v.integer(1), out}).code(), Error::NotSupported);
   // Past the planned capacity.
@@ -764,8 +762,8 @@ TEST(PortableListTest, IndexFollowsTorchAdvancedIndexing) {
   ASSERT_TRUE(v.Run("aten::index.Tensor", {flags, v.list({v.longs({2}, {1, 2})}), picked}).ok());
   EXPECT_EQ(v.data<uint8_t>(picked), Bools({1, 0}));
   // Out of range; a boolean mask index.
-  const Status out_of_range =
-      v.Run("aten::index.Tensor", {x, v.list({v.longs({1}, {2})}), v.output(ScalarType::Float, {1, 3, 4})});
+  const Status out_of_range = v.Run("aten::index.Tensor", {x, v.list({v.longs({1}, {2})}),
+                                                           v.output(ScalarType::Float, {1, 3, 4})});
   EXPECT_EQ(out_of_range.code(), Error::OutOfRange);
   EXPECT_TRUE(Mentions(out_of_range, "aten::index.Tensor")) << out_of_range.message();
   EXPECT_EQ(v.Run("aten::index.Tensor",
@@ -787,9 +785,9 @@ TEST(PortableSizesTest, SizeKernelsWriteIntsWithPythonSemantics) {
     const char* op;
     int64_t a, b, want;
   } const cases[] = {
-      {"sym::add", 5, 3, 8},         {"sym::sub", 5, 7, -2},       {"sym::mul", -4, 3, -12},
-      {"sym::floordiv", 7, 2, 3},    {"sym::floordiv", -7, 2, -4}, {"sym::floordiv", 7, -2, -4},
-      {"sym::mod", -7, 3, 2},        {"sym::mod", 7, -3, -2},      {"sym::max", 1, 128, 128},
+      {"sym::add", 5, 3, 8},      {"sym::sub", 5, 7, -2},       {"sym::mul", -4, 3, -12},
+      {"sym::floordiv", 7, 2, 3}, {"sym::floordiv", -7, 2, -4}, {"sym::floordiv", 7, -2, -4},
+      {"sym::mod", -7, 3, 2},     {"sym::mod", 7, -3, -2},      {"sym::max", 1, 128, 128},
       {"sym::min", 1, 128, 1},
   };
   for (const auto& c : cases) {

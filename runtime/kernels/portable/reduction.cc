@@ -17,7 +17,7 @@ namespace {
 struct ReducePlan {
   bool reduced[Tensor::kMaxDims] = {};
   Shape out_shape;
-  size_t count = 1;  // elements of self folded into each output element
+  size_t count = 1;                       // elements of self folded into each output element
   size_t strides[Tensor::kMaxDims] = {};  // output stride of each self dim (0 when reduced)
 };
 
@@ -37,8 +37,8 @@ Result<ReducePlan> plan_reduce(const Tensor& self, const EValue& dims, bool keep
     for (size_t i = 0; i < list.size(); ++i) {
       ES_ASSIGN_OR_RETURN(const size_t d, dim_arg(list[i], rank, op));
       if (rank == 0) continue;  // dim 0 / -1 of a scalar reduces nothing
-      ES_CHECK_OR_RETURN_ERROR(!plan.reduced[d], Error::InvalidProgram,
-                               "%s: dim %zu appears twice", op, d);
+      ES_CHECK_OR_RETURN_ERROR(!plan.reduced[d], Error::InvalidProgram, "%s: dim %zu appears twice",
+                               op, d);
       plan.reduced[d] = true;
     }
   }
@@ -87,8 +87,7 @@ Status reduce(Args args, bool mean, const char* op) {
   ES_RETURN_IF_ERROR(expect_types(*self, op, "self"));
   ES_RETURN_IF_ERROR(expect_dtype_arg(args, 3, *out, op));
   ES_CHECK_OR_RETURN_ERROR(
-      out->scalar_type() == ScalarType::Float ||
-          (!mean && out->scalar_type() == ScalarType::Long),
+      out->scalar_type() == ScalarType::Float || (!mean && out->scalar_type() == ScalarType::Long),
       Error::NotSupported, "%s: a %s result is not supported", op, to_string(out->scalar_type()));
   ES_ASSIGN_OR_RETURN(const ReducePlan plan, plan_reduce(*self, *args[1], keepdim != 0, op));
   ES_RETURN_IF_ERROR(resize_output(*out, plan.out_shape, op));
@@ -190,12 +189,8 @@ const bool registered = [] {
     KernelFn fn;
     size_t num_inputs;
   } const kernels[] = {
-      {"aten::sum.dim_IntList", sum, 4},
-      {"aten::mean.dim", mean, 4},
-      {"aten::any.dim", any_dim, 3},
-      {"aten::any.dims", any_dims, 3},
-      {"aten::any", any_all, 1},
-      {"aten::cumsum", cumsum, 3},
+      {"aten::sum.dim_IntList", sum, 4}, {"aten::mean.dim", mean, 4}, {"aten::any.dim", any_dim, 3},
+      {"aten::any.dims", any_dims, 3},   {"aten::any", any_all, 1},   {"aten::cumsum", cumsum, 3},
   };
   bool ok = true;
   for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn, k.num_inputs).ok();

@@ -368,8 +368,8 @@ Result<Shape> cat_shape(Span<EValue* const> items, const Tensor& first, int64_t 
                              first.dim());
     for (size_t d = 0; d < t.dim(); ++d) {
       ES_CHECK_OR_RETURN_ERROR(d == *dim || t.size(d) == first.size(d), Error::InvalidProgram,
-                               "%s: item %zu has size %d in dim %zu, expected %d", op, k,
-                               t.size(d), d, first.size(d));
+                               "%s: item %zu has size %d in dim %zu, expected %d", op, k, t.size(d),
+                               d, first.size(d));
     }
     joined += t.size(*dim);
   }
@@ -432,9 +432,9 @@ Status embedding(Args args) {
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 5, op));
   ES_RETURN_IF_ERROR(same_type(*weight, *out, op));
   ES_CHECK_OR_RETURN_ERROR(weight->dim() == 2, Error::InvalidProgram, "%s: weight must be 2-d", op);
-  ES_CHECK_OR_RETURN_ERROR(indices->scalar_type() == ScalarType::Long ||
-                               indices->scalar_type() == ScalarType::Int,
-                           Error::NotSupported, "%s: indices must be Long or Int", op);
+  ES_CHECK_OR_RETURN_ERROR(
+      indices->scalar_type() == ScalarType::Long || indices->scalar_type() == ScalarType::Int,
+      Error::NotSupported, "%s: indices must be Long or Int", op);
   const size_t rows = weight->size(0), width = weight->size(1);
   Shape shape = shape_of(*indices);
   ES_RETURN_IF_ERROR(append(shape, weight->size(1), op));
