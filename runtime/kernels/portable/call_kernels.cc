@@ -94,6 +94,19 @@ bool read_list(CallValues& call, EValue* value) {
   return true;
 }
 
+bool read_int_list(CallValues& call, EValue* value) {
+  size_t count = 0;
+  if (std::scanf("%zu", &count) != 1) return false;
+  call.int_lists.emplace_back(count);
+  for (int64_t& v : call.int_lists.back()) {
+    long long x = 0;
+    if (std::scanf("%lld", &x) != 1) return false;
+    v = x;
+  }
+  *value = EValue(Span<const int64_t>(call.int_lists.back().data(), count));
+  return true;
+}
+
 // Reads the arguments up to `end`; false on malformed input.
 bool read_args(CallValues& call) {
   std::string kind;
@@ -113,15 +126,7 @@ bool read_args(CallValues& call) {
     } else if (kind == "io") {
       value = EValue(static_cast<int64_t>(0));
     } else if (kind == "il") {
-      size_t count = 0;
-      ok = std::scanf("%zu", &count) == 1;
-      call.int_lists.emplace_back(count);
-      for (int64_t& v : call.int_lists.back()) {
-        long long x = 0;
-        ok = ok && std::scanf("%lld", &x) == 1;
-        v = x;
-      }
-      value = EValue(Span<const int64_t>(call.int_lists.back().data(), count));
+      ok = read_int_list(call, &value);
     } else if (kind == "tl") {
       ok = read_list(call, &value);
     } else if (kind != "n") {
