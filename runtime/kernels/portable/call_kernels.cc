@@ -7,6 +7,7 @@
 //   o <dtype> <rank> <sizes...>               an output tensor planned at these sizes (capacity)
 //   i <int> | d <double> | n                  an Int, a Double, None
 //   io                                        an Int output (a size kernel's)
+//   s <word>                                  a String (e.g. gelu's approximate)
 //   il <count> <ints...>                      an int list
 //   tl <count> <items...>                     a list whose items are `t ...` or `n`
 // For each call one line: `ok` and per output ` <rank> <sizes...> <values...>` (a tensor) or
@@ -33,6 +34,7 @@ struct CallValues {
   std::deque<std::vector<uint8_t>> buffers;
   std::deque<std::vector<int32_t>> sizes;
   std::deque<std::vector<int64_t>> int_lists;
+  std::deque<std::string> strings;
   std::deque<std::vector<EValue*>> lists;
   std::deque<EValue> items;  // list items
   std::vector<EValue*> args;
@@ -123,6 +125,9 @@ bool read_args(CallValues& call) {
       double v = 0;
       ok = std::scanf("%lf", &v) == 1;
       value = EValue(v);
+    } else if (kind == "s") {
+      ok = read_word(&call.strings.emplace_back());
+      value = EValue(call.strings.back().c_str());
     } else if (kind == "io") {
       value = EValue(static_cast<int64_t>(0));
     } else if (kind == "il") {

@@ -1,10 +1,13 @@
-"""Single portable kernel calls against torch, on random shapes and float32 / int64 / bool values.
+"""Single portable kernel calls against torch: on random shapes and float32 / int64 / bool values,
+and on every node of small decoder LLMs (Llama, Qwen2, Mistral, Phi-3, Gemma, GPT-2).
 
 Each case is one call of a registered kernel through call_kernels (the registry, the way Method
 calls it), with every output planned larger than its result, so the kernel must compute its
 output's shape and resize it: the shape and the values must equal torch's. This reaches what the
 whole-model test (portable_torch_test) cannot export yet: Tensor[] and Tensor?[] arguments (cat,
-index.Tensor), sizes known at run time (arange's end, size kernels) and dtype conversions.
+index.Tensor), sizes known at run time (arange's end, size kernels) and dtype conversions. The LLM
+cases export each model with a dynamic token count, run the decomposed graph in torch at several
+lengths, and call the kernel of every node on the inputs torch gave that node.
 """
 
 import dataclasses
@@ -12,10 +15,12 @@ import operator
 import os
 import random
 import subprocess
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import pytest
 import torch
+import transformers
+from edgeshare.exir.export import edge_decompositions
 
 DTYPES = (torch.float32, torch.int64, torch.bool)
 _CODES = {torch.float32: 6, torch.int64: 4, torch.bool: 11}
@@ -64,6 +69,11 @@ def n() -> str:
 
 def il(values: Sequence[int]) -> str:
     return " ".join(["il", str(len(values)), *map(str, values)])
+
+
+def word(value: str) -> str:
+    """A String argument (one word)."""
+    return f"s {value}"
 
 
 def tl(items: Sequence[Optional[torch.Tensor]]) -> str:
@@ -383,6 +393,131 @@ def test_kernel_calls_match_torch(family: str) -> None:
         if why is not None:
             wrong.append(f"{call.op} {' '.join(call.args)[:300]}: {why}")
     assert not wrong, f"{len(wrong)} of {len(calls)} calls ({sorted(ops)}) differ from torch:\n" + "\n".join(wrong[:20])
+
+
+_SYM_NODES: Dict[Callable[..., Any], str] = {
+    operator.add: "sym::add",
+    operator.sub: "sym::sub",
+    operator.mul: "sym::mul",
+    operator.floordiv: "sym::floordiv",
+    operator.mod: "sym::mod",
+    operator.neg: "sym::neg",
+}
+
+# Checked by the exporter and dropped, not run.
+_NOT_KERNELS = {"aten::_assert_tensor_metadata"}
+
+
+def _encode(value: Any, env: Dict[torch.fx.Node, Any]) -> str:
+    """A node argument as call_kernels reads it, with the values torch computed for its inputs."""
+    if isinstance(value, torch.fx.Node):
+        value = env[value]
+    if isinstance(value, torch.Tensor):
+        return t(value)
+    if isinstance(value, (list, tuple)):
+        items = [env[v] if isinstance(v, torch.fx.Node) else v for v in value]
+        if any(x is None or isinstance(x, torch.Tensor) for x in items):
+            return tl(items)
+        return il([int(x) for x in items])  # SymInts are ints by now, as Method materialises them
+    if value is None or isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+        return n()
+    if isinstance(value, torch.dtype):
+        return i(_CODES[value])
+    if isinstance(value, (bool, int)):
+        return i(int(value))
+    if isinstance(value, float):
+        return d(value)
+    if isinstance(value, str):
+        return word(value)
+    raise TypeError(f"no encoding for {value!r}")
+
+
+def _node_calls(gm: torch.fx.GraphModule, inputs: Sequence[torch.Tensor]) -> List[Call]:
+    """One call per kernel node of gm, on the values torch computes for inputs."""
+    env: Dict[torch.fx.Node, Any] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node: torch.fx.Node) -> Any:  # noqa: D102
+            env[node] = super().run_node(node)
+            return env[node]
+
+    Recorder(gm).run(*inputs)
+    calls = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        value = env[node]
+        if node.target in _SYM_NODES:
+            args = tuple(_encode(a, env) for a in node.args)
+            calls.append(Call(_SYM_NODES[node.target], args + ("io",), (int(value),)))
+            continue
+        schema = getattr(node.target, "_schema", None)
+        if schema is None:  # operator.getitem of a multi-output node
+            continue
+        name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+        if name in _NOT_KERNELS:
+            continue
+        args = []
+        for k, a in enumerate(schema.arguments):
+            if k < len(node.args):
+                arg = node.args[k]
+            else:
+                arg = node.kwargs.get(a.name, a.default_value if a.has_default_value() else None)
+            args.append(_encode(arg, env))
+        if name == "aten::sym_size.int":
+            calls.append(Call(name, tuple(args) + ("io",), (int(value),)))
+            continue
+        outs = list(value) if isinstance(value, (tuple, list)) else [value]
+        calls.append(Call(name, tuple(args + [out(o) for o in outs]), tuple(o.contiguous() for o in outs)))
+    return calls
+
+
+_LLM_SIZES = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+)
+
+LLMS: Dict[str, Callable[[], Any]] = {
+    "llama": lambda: transformers.LlamaConfig(**_LLM_SIZES),
+    "qwen2": lambda: transformers.Qwen2Config(**_LLM_SIZES),
+    "mistral": lambda: transformers.MistralConfig(**_LLM_SIZES, sliding_window=4),
+    "phi3": lambda: transformers.Phi3Config(**_LLM_SIZES, pad_token_id=0),
+    "gemma": lambda: transformers.GemmaConfig(**_LLM_SIZES, head_dim=8),
+    "gpt2": lambda: transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=128),
+}
+
+
+class _Logits(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+
+@pytest.mark.parametrize("family", sorted(LLMS))
+def test_every_node_of_a_decoder_llm_matches_torch(family: str) -> None:
+    torch.manual_seed(0)
+    model = _Logits(transformers.AutoModelForCausalLM.from_config(LLMS[family]()).eval())
+    length = torch.export.Dim("length", min=1, max=128)
+    ids = torch.randint(0, 64, (1, 8))
+    ep = torch.export.export(model, (ids,), dynamic_shapes=({1: length},))
+    gm = ep.run_decompositions(edge_decompositions()).module()
+    wrong = []
+    for tokens in (8, 3, 1):
+        calls = _node_calls(gm, [torch.randint(0, 64, (1, tokens))])
+        for call, line in zip(calls, _run(calls)):
+            why = _mismatch(call, line)
+            if why is not None:
+                wrong.append(f"T={tokens} {call.op}: {why}")
+    assert {c.op for c in calls} >= {"aten::index.Tensor", "aten::cat", "aten::sym_size.int"}
+    assert not wrong, f"{family}: " + "\n".join(wrong[:20])
 
 
 def test_a_result_past_the_planned_capacity_is_an_error_naming_the_op() -> None:
