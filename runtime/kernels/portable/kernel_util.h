@@ -87,20 +87,6 @@ inline Result<size_t> dim_arg(int64_t dim, size_t rank, const char* op) {
   return static_cast<size_t>(dim < 0 ? dim + r : dim);
 }
 
-inline bool same_shape(const Tensor& a, const Tensor& b) {
-  if (a.dim() != b.dim()) return false;
-  for (size_t i = 0; i < a.dim(); ++i) {
-    if (a.size(i) != b.size(i)) return false;
-  }
-  return true;
-}
-
-inline Status expect_numel(const Tensor& out, size_t numel, const char* op) {
-  ES_CHECK_OR_RETURN_ERROR(out.numel() == numel, Error::InvalidProgram,
-                           "%s: output has %zu elements, expected %zu", op, out.numel(), numel);
-  return Status();
-}
-
 // Output sizes a kernel computes before it resizes its output.
 struct Shape {
   int32_t sizes[Tensor::kMaxDims] = {};
