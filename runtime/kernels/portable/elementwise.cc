@@ -1,8 +1,9 @@
-// Portable fp32 elementwise kernels: binary ops with numpy broadcasting (tensor or scalar other),
-// and unary activations.
+// Portable elementwise kernels: binary arithmetic with numpy broadcasting and torch's type
+// promotion over Float, Long and Bool (tensor or number operands), and unary math ops.
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
@@ -14,79 +15,77 @@ namespace {
 
 enum class Binary { Add, Sub, Mul, Div, Max, Min, Pow };
 
-inline float apply(Binary op, float a, float b) {
-  switch (op) {
-    case Binary::Add:
-      return a + b;
-    case Binary::Sub:
-      return a - b;
-    case Binary::Mul:
-      return a * b;
-    case Binary::Div:
-      return a / b;
-    case Binary::Max:
-      return a > b || std::isnan(a) ? a : b;
-    case Binary::Min:
-      return a < b || std::isnan(a) ? a : b;
-    case Binary::Pow:
-      return std::pow(a, b);
+// base ** exponent for integers, as torch computes it: negative exponents give 0 unless the base
+// is 1 or -1 (torch refuses them for a number exponent; a tensor of them reaches here).
+int64_t int_pow(int64_t base, int64_t exponent) {
+  if (exponent < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exponent & 1) != 0 ? -1 : 1;
+    return 0;
   }
-  return 0.0f;
+  // Unsigned, so overflow wraps as torch's does instead of being undefined.
+  uint64_t result = 1;
+  uint64_t b = static_cast<uint64_t>(base);
+  while (exponent > 0) {
+    if ((exponent & 1) != 0) result *= b;
+    b *= b;
+    exponent >>= 1;
+  }
+  return static_cast<int64_t>(result);
 }
 
-// One operand of a binary op: a float tensor or a number.
-struct Operand {
-  const Tensor* tensor = nullptr;
-  float value = 0.0f;
-};
-
-Result<Operand> operand(Args args, size_t i, const char* name) {
-  ES_CHECK_OR_RETURN_ERROR(i < args.size(), Error::InvalidProgram, "%s: missing argument %zu", name,
-                           i);
-  Operand o;
-  if (args[i]->is_tensor()) {
-    ES_ASSIGN_OR_RETURN(Tensor * t, float_arg(args, i, name));
-    o.tensor = t;
-  } else {
-    ES_ASSIGN_OR_RETURN(const double v, scalar_arg(args, i, name));
-    o.value = static_cast<float>(v);
+// In the compute type T: bool arithmetic goes through int and back, which makes add a logical
+// or and mul a logical and, as in torch.
+template <typename T>
+inline T apply(Binary op, T a, T b) {
+  switch (op) {
+    case Binary::Add:
+      return static_cast<T>(a + b);
+    case Binary::Sub:
+      return static_cast<T>(a - b);
+    case Binary::Mul:
+      return static_cast<T>(a * b);
+    case Binary::Div:
+      return static_cast<T>(a / b);  // only reached with T = float
+    case Binary::Max:
+      return a > b || a != a ? a : b;  // NaN wins, as in torch
+    case Binary::Min:
+      return a < b || a != a ? a : b;
+    case Binary::Pow:
+      if constexpr (std::is_floating_point<T>::value) {
+        return std::pow(a, b);
+      } else {
+        return static_cast<T>(int_pow(static_cast<int64_t>(a), static_cast<int64_t>(b)));
+      }
   }
-  return o;
+  return T();
 }
 
 // out = self (op) alpha * other (reverse, for rsub: out = other (op) alpha * self). Either operand
-// may be a number (the edge dialect writes `2 - x` as sub.Tensor(2, x)), not both.
+// may be a number (the edge dialect writes `2 - x` as sub.Tensor(2, x)), not both. The compute
+// type is torch's result type of the operands (Float for div, which is true division).
 Status binary(Args args, Binary op, bool has_alpha, bool reverse, const char* name) {
   ES_RETURN_IF_ERROR(expect_args(args, has_alpha ? 4 : 3, name));
-  ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, args.size() - 1, name));
-  ES_ASSIGN_OR_RETURN(const Operand self, operand(args, 0, name));
-  ES_ASSIGN_OR_RETURN(const Operand other, operand(args, 1, name));
-  ES_CHECK_OR_RETURN_ERROR(self.tensor != nullptr || other.tensor != nullptr, Error::InvalidProgram,
-                           "%s: needs at least one tensor operand", name);
-  float alpha = 1.0f;
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, args.size() - 1, name));
+  ES_ASSIGN_OR_RETURN(const Operand self, operand_arg(args, 0, name));
+  ES_ASSIGN_OR_RETURN(const Operand other, operand_arg(args, 1, name));
+  Number alpha;
+  alpha.i = 1;
   if (has_alpha) {
-    ES_ASSIGN_OR_RETURN(const double a, scalar_arg(args, 2, name));
-    alpha = static_cast<float>(a);
+    ES_ASSIGN_OR_RETURN(alpha, number_arg(args, 2, name));
   }
-  // lhs (op) alpha * rhs
-  const Operand& lhs = reverse ? other : self;
-  const Operand& rhs = reverse ? self : other;
-  const Tensor* inputs[2];
-  size_t count = 0;
-  if (lhs.tensor != nullptr) inputs[count++] = lhs.tensor;
-  if (rhs.tensor != nullptr) inputs[count++] = rhs.tensor;
-  ES_ASSIGN_OR_RETURN(Broadcast b, Broadcast::make(*out, inputs, count, name));
-  const float* l = lhs.tensor != nullptr ? lhs.tensor->data<float>() : &lhs.value;
-  const float* r = rhs.tensor != nullptr ? rhs.tensor->data<float>() : &rhs.value;
-  const size_t li = lhs.tensor != nullptr ? 0 : Broadcast::kMaxInputs;
-  const size_t ri = rhs.tensor != nullptr ? count - 1 : Broadcast::kMaxInputs;
-  float* y = out->data<float>();
-  b.for_each([&](size_t i, const size_t* o) {
-    const float a = l[li == Broadcast::kMaxInputs ? 0 : o[li]];
-    const float c = r[ri == Broadcast::kMaxInputs ? 0 : o[ri]];
-    y[i] = apply(op, a, has_alpha ? alpha * c : c);
+  const Operand operands[2] = {reverse ? other : self, reverse ? self : other};
+  const ScalarType type = op == Binary::Div ? ScalarType::Float : promote(operands, 2);
+  ES_CHECK_OR_RETURN_ERROR(type != ScalarType::Bool || (op != Binary::Sub && op != Binary::Pow),
+                           Error::NotSupported, "%s: Bool operands are not supported (%s, %s)",
+                           name, to_string(operands[0].type()), to_string(operands[1].type()));
+  return dispatch(type, name, [&](auto zero) {
+    using T = decltype(zero);
+    const T a = alpha.as<T>();
+    return elementwise<T>(operands, 2, *out, name, [&](const T* v) {
+      return apply<T>(op, v[0], has_alpha ? static_cast<T>(a * v[1]) : v[1]);
+    });
   });
-  return Status();
 }
 
 Status add(Args a) { return binary(a, Binary::Add, true, false, "aten::add"); }
@@ -98,17 +97,25 @@ Status maximum(Args a) { return binary(a, Binary::Max, false, false, "aten::maxi
 Status minimum(Args a) { return binary(a, Binary::Min, false, false, "aten::minimum"); }
 Status pow(Args a) { return binary(a, Binary::Pow, false, false, "aten::pow"); }
 
-// out[i] = fn(self[i]) for ops whose only other arguments are handled by the caller.
+// out[i] = fn(self[i]) computed in float (an integer or bool self is converted, as torch's
+// floating ops do), for ops whose only other arguments are handled by the caller.
 template <typename Fn>
 Status unary(Args args, size_t count, const char* name, Fn&& fn) {
   ES_RETURN_IF_ERROR(expect_args(args, count, name));
-  ES_ASSIGN_OR_RETURN(Tensor * self, float_arg(args, 0, name));
+  ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, name));
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, count - 1, name));
-  ES_CHECK_OR_RETURN_ERROR(same_shape(*self, *out), Error::InvalidProgram,
-                           "%s: output shape differs from input shape", name);
-  const float* x = self->data<float>();
+  ES_RETURN_IF_ERROR(expect_types(*self, name, "self"));
+  ES_RETURN_IF_ERROR(resize_output(*out, self->sizes(), name));
   float* y = out->data<float>();
-  for (size_t i = 0; i < self->numel(); ++i) y[i] = fn(x[i]);
+  if (self->scalar_type() == ScalarType::Float) {
+    const float* x = self->data<float>();
+    for (size_t i = 0; i < self->numel(); ++i) y[i] = fn(x[i]);
+    return Status();
+  }
+  const void* x = self->const_data();
+  for (size_t i = 0; i < self->numel(); ++i) {
+    y[i] = fn(load<float>(x, self->scalar_type(), i));
+  }
   return Status();
 }
 
@@ -125,8 +132,26 @@ Status tanh_kernel(Args a) {
 Status silu(Args a) {
   return unary(a, 2, "aten::silu", [](float x) { return x * sigmoid_of(x); });
 }
-Status neg(Args a) {
-  return unary(a, 2, "aten::neg", [](float x) { return -x; });
+// neg keeps self's type (Float or Long; torch refuses Bool).
+Status neg(Args args) {
+  const char* op = "aten::neg";
+  ES_RETURN_IF_ERROR(expect_args(args, 2, op));
+  ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 1, op));
+  ES_CHECK_OR_RETURN_ERROR(self->scalar_type() != ScalarType::Bool, Error::NotSupported,
+                           "%s: Bool input is not supported", op);
+  const Operand operands[1] = {Operand{self, Number()}};
+  return dispatch(self->scalar_type(), op, [&](auto zero) {
+    using T = decltype(zero);
+    return elementwise<T>(operands, 1, *out, op,
+                          [](const T* v) { return static_cast<T>(T(0) - v[0]); });
+  });
+}
+Status cos_kernel(Args a) {
+  return unary(a, 2, "aten::cos", [](float x) { return std::cos(x); });
+}
+Status sin_kernel(Args a) {
+  return unary(a, 2, "aten::sin", [](float x) { return std::sin(x); });
 }
 Status exp_kernel(Args a) {
   return unary(a, 2, "aten::exp", [](float x) { return std::exp(x); });
@@ -235,6 +260,8 @@ const bool registered = [] {
       {"aten::tanh", tanh_kernel, 1},
       {"aten::silu", silu, 1},
       {"aten::neg", neg, 1},
+      {"aten::cos", cos_kernel, 1},
+      {"aten::sin", sin_kernel, 1},
       {"aten::exp", exp_kernel, 1},
       {"aten::sqrt", sqrt_kernel, 1},
       {"aten::rsqrt", rsqrt, 1},

@@ -4,6 +4,9 @@ Method::load trusts these counts, not the program, to know which args a call wri
 past the inputs must be a planned tensor), so a count that is one short would let a hostile file
 have an input written, and one too many would refuse real programs. The counts are read from the
 registrations in the kernel sources and checked against torch.ops.aten.<op>.<overload>._schema.
+The size kernels named sym::<op> are not torch operators (they stand for the Python operators
+torch.export records on SymInts: operator.add, operator.floordiv, ...), so their counts are checked
+against SYM_INPUTS, the operands of those Python operators.
 """
 
 import os
@@ -12,10 +15,32 @@ from typing import List, Tuple
 
 import torch
 
-SOURCES = ["elementwise.cc", "linear_algebra.cc", "normalization.cc", "reduction.cc", "shape.cc"]
+SOURCES = [
+    "creation.cc",
+    "elementwise.cc",
+    "indexing.cc",
+    "linear_algebra.cc",
+    "logical.cc",
+    "normalization.cc",
+    "reduction.cc",
+    "shape.cc",
+    "sizes.cc",
+]
+
+# The Python operators on SymInts the exporter writes as sym::<op>, and their operand counts.
+SYM_INPUTS = {
+    "sym::add": 2,
+    "sym::sub": 2,
+    "sym::mul": 2,
+    "sym::floordiv": 2,
+    "sym::mod": 2,
+    "sym::max": 2,
+    "sym::min": 2,
+    "sym::neg": 1,
+}
 
 # {"aten::add.Tensor", add, 3} in a table, or register_kernel("aten::mm", mm, 2).
-_REGISTRATION = re.compile(r'"(aten::[\w.]+)",\s*\w+,\s*(\d+)\s*[)}]')
+_REGISTRATION = re.compile(r'"((?:aten|sym)::[\w.]+)",\s*\w+,\s*(\d+)\s*[)}]')
 
 
 def _registrations() -> List[Tuple[str, int, str]]:
@@ -24,7 +49,7 @@ def _registrations() -> List[Tuple[str, int, str]]:
     for source in SOURCES:
         with open(os.path.join(here, source)) as f:
             text = f.read()
-        names = re.findall(r'(?:\{|register_kernel\()\s*"(aten::[\w.]+)"', text)
+        names = re.findall(r'(?:\{|register_kernel\()\s*"((?:aten|sym)::[\w.]+)"', text)
         matched = [(name, int(count), source) for name, count in _REGISTRATION.findall(text)]
         # Every operator name in the file is a registration this test can read (none slips by).
         assert sorted(names) == sorted(name for name, _, _ in matched), (source, names)
@@ -38,14 +63,26 @@ def _schema_arguments(name: str) -> int:
 
 
 def test_every_kernel_registers_its_schema_argument_count() -> None:
-    registrations = _registrations()
-    assert len(registrations) > 50
+    registrations = [r for r in _registrations() if r[0].startswith("aten::")]
+    assert len(registrations) > 80
     wrong = [
         f"{name} ({source}) registers {count} inputs, its schema has {_schema_arguments(name)}"
         for name, count, source in registrations
         if count != _schema_arguments(name)
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def test_size_kernels_register_their_python_operator_operand_count() -> None:
+    # sym::<op> has no torch schema to read (skipped above); SYM_INPUTS holds the operands of the
+    # Python operator it stands for, and every sym:: kernel must be in it.
+    registered = {name: count for name, count, _ in _registrations() if name.startswith("sym::")}
+    assert registered == SYM_INPUTS
+
+
+def test_each_operator_is_registered_once() -> None:
+    names = [name for name, _, _ in _registrations()]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
 
 
 if __name__ == "__main__":

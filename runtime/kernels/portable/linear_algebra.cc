@@ -1,5 +1,6 @@
 // Portable fp32 matrix kernels: linear, addmm, mm, bmm. Straightforward loops ordered for
-// contiguous inner access; the XNNPACK delegate is where speed lives.
+// contiguous inner access; the XNNPACK delegate is where speed lives. Each resizes its output to
+// the product's shape.
 
 #include <cstring>
 
@@ -50,7 +51,9 @@ Status linear(Args args) {
   ES_CHECK_OR_RETURN_ERROR(static_cast<size_t>(input->size(input->dim() - 1)) == in,
                            Error::InvalidProgram, "%s: input's last dim is not %zu", op, in);
   const size_t rows = input->numel() / (in == 0 ? 1 : in);
-  ES_RETURN_IF_ERROR(expect_numel(*out, rows * outc, op));
+  Shape shape = shape_of(*input);
+  shape.sizes[shape.rank - 1] = weight->size(0);
+  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
   ES_CHECK_OR_RETURN_ERROR(bias == nullptr || bias->numel() == outc, Error::InvalidProgram,
                            "%s: bias must have %zu elements", op, outc);
   matmul(input->data<float>(), weight->data<float>(), out->data<float>(), rows, in, outc, true);
@@ -80,7 +83,7 @@ Status mm(Args args) {
   ES_RETURN_IF_ERROR(check_2d(*b, op, "mat2"));
   ES_CHECK_OR_RETURN_ERROR(a->size(1) == b->size(0), Error::InvalidProgram,
                            "%s: inner dims %d and %d differ", op, a->size(1), b->size(0));
-  ES_RETURN_IF_ERROR(expect_numel(*out, static_cast<size_t>(a->size(0)) * b->size(1), op));
+  ES_RETURN_IF_ERROR(resize_output(*out, {a->size(0), b->size(1)}, op));
   matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1), b->size(1),
          false);
   return Status();
@@ -98,10 +101,9 @@ Status addmm(Args args) {
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 5, op));
   ES_RETURN_IF_ERROR(check_2d(*a, op, "mat1"));
   ES_RETURN_IF_ERROR(check_2d(*b, op, "mat2"));
-  ES_RETURN_IF_ERROR(check_2d(*out, op, "out"));
-  ES_CHECK_OR_RETURN_ERROR(
-      a->size(1) == b->size(0) && out->size(0) == a->size(0) && out->size(1) == b->size(1),
-      Error::InvalidProgram, "%s: shapes do not match", op);
+  ES_CHECK_OR_RETURN_ERROR(a->size(1) == b->size(0), Error::InvalidProgram,
+                           "%s: inner dims %d and %d differ", op, a->size(1), b->size(0));
+  ES_RETURN_IF_ERROR(resize_output(*out, {a->size(0), b->size(1)}, op));
   matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1), b->size(1),
          false);
   const Tensor* inputs[] = {self};
@@ -125,7 +127,7 @@ Status bmm(Args args) {
       a->dim() == 3 && b->dim() == 3 && a->size(0) == b->size(0) && a->size(2) == b->size(1),
       Error::InvalidProgram, "%s: shapes do not match", op);
   const size_t batch = a->size(0), m = a->size(1), k = a->size(2), n = b->size(2);
-  ES_RETURN_IF_ERROR(expect_numel(*out, batch * m * n, op));
+  ES_RETURN_IF_ERROR(resize_output(*out, {a->size(0), a->size(1), b->size(2)}, op));
   for (size_t i = 0; i < batch; ++i) {
     matmul(a->data<float>() + i * m * k, b->data<float>() + i * k * n,
            out->data<float>() + i * m * n, m, k, n, false);

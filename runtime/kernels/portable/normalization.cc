@@ -1,4 +1,5 @@
-// Portable fp32 softmax and layer norm.
+// Portable fp32 softmax and layer norm; outputs are resized to the input's shape (layer norm's
+// mean and rstd to it with the normalized dims as 1).
 
 #include <cmath>
 
@@ -13,8 +14,7 @@ namespace {
 // Softmax (or log-softmax) of self along dim into out; self and out have the same shape.
 Status softmax_along(const Tensor& self, Tensor& out, int64_t dim_arg_value, bool log,
                      const char* op) {
-  ES_CHECK_OR_RETURN_ERROR(same_shape(self, out), Error::InvalidProgram,
-                           "%s: output shape differs from input shape", op);
+  ES_RETURN_IF_ERROR(resize_output(out, self.sizes(), op));
   ES_ASSIGN_OR_RETURN(const size_t dim, dim_arg(dim_arg_value, self.dim(), op));
   size_t outer = 1, inner = 1;
   const size_t n = self.dim() == 0 ? 1 : static_cast<size_t>(self.size(dim));
@@ -75,8 +75,9 @@ Status layer_norm_into(Args args, size_t first_output, Tensor* mean, Tensor* rst
   ES_ASSIGN_OR_RETURN(Tensor * bias, optional_float_arg(args, 3, op));
   ES_ASSIGN_OR_RETURN(const double eps, scalar_arg(args, 4, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, first_output, op));
-  ES_CHECK_OR_RETURN_ERROR(shape.size() <= input->dim() && same_shape(*input, *out),
-                           Error::InvalidProgram, "%s: shapes do not match", op);
+  ES_CHECK_OR_RETURN_ERROR(shape.size() <= input->dim(), Error::InvalidProgram,
+                           "%s: normalized_shape has more dims than the input", op);
+  ES_RETURN_IF_ERROR(resize_output(*out, input->sizes(), op));
   size_t n = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     const size_t d = input->dim() - shape.size() + i;
@@ -90,10 +91,11 @@ Status layer_norm_into(Args args, size_t first_output, Tensor* mean, Tensor* rst
   ES_CHECK_OR_RETURN_ERROR(bias == nullptr || bias->numel() == n, Error::InvalidProgram,
                            "%s: bias must have %zu elements", op, n);
   const size_t rows = input->numel() / n;
-  ES_CHECK_OR_RETURN_ERROR(mean == nullptr || mean->numel() == rows, Error::InvalidProgram,
-                           "%s: mean must have %zu elements", op, rows);
-  ES_CHECK_OR_RETURN_ERROR(rstd == nullptr || rstd->numel() == rows, Error::InvalidProgram,
-                           "%s: rstd must have %zu elements", op, rows);
+  // mean and rstd: the input's shape with the normalized dims as 1.
+  Shape stats = shape_of(*input);
+  for (size_t d = input->dim() - shape.size(); d < input->dim(); ++d) stats.sizes[d] = 1;
+  if (mean != nullptr) ES_RETURN_IF_ERROR(resize_output(*mean, stats, op));
+  if (rstd != nullptr) ES_RETURN_IF_ERROR(resize_output(*rstd, stats, op));
   const float* x = input->data<float>();
   float* y = out->data<float>();
   for (size_t r = 0; r < rows; ++r) {

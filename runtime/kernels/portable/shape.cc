@@ -1,7 +1,9 @@
 // Portable shape kernels: views are materialised as copies into the planned output (the memory
-// planner gives every value its own buffer), so they work for any dtype.
+// planner gives every value its own buffer), so they work for any dtype. Each computes its
+// output's shape from its inputs and arguments and resizes the output to it.
 
 #include <cstring>
+#include <limits>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
@@ -18,25 +20,100 @@ Status same_type(const Tensor& a, const Tensor& b, const char* op) {
   return Status();
 }
 
-// Copies self into out when both have the same number of elements (view, reshape, clone, ...).
-Status copy_same_numel(Args args, size_t count, const char* op) {
-  ES_RETURN_IF_ERROR(expect_args(args, count, op));
-  ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
-  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, count - 1, op));
-  ES_RETURN_IF_ERROR(same_type(*self, *out, op));
-  ES_RETURN_IF_ERROR(expect_numel(*out, self->numel(), op));
-  if (out->nbytes() > 0) std::memcpy(out->mutable_data(), self->const_data(), out->nbytes());
+// Copies self into out resized to `shape` (same elements, another shape: view, clone, ...).
+Status copy_as(const Tensor& self, Tensor& out, const Shape& shape, const char* op) {
+  ES_RETURN_IF_ERROR(same_type(self, out, op));
+  ES_CHECK_OR_RETURN_ERROR(shape.numel() == self.numel(), Error::InvalidProgram,
+                           "%s: the output would have %zu elements, self has %zu", op,
+                           shape.numel(), self.numel());
+  ES_RETURN_IF_ERROR(resize_output(out, shape, op));
+  if (out.nbytes() > 0) std::memcpy(out.mutable_data(), self.const_data(), out.nbytes());
   return Status();
 }
 
-Status view(Args a) { return copy_same_numel(a, 3, "aten::view"); }
-Status unsafe_view(Args a) { return copy_same_numel(a, 3, "aten::_unsafe_view"); }
-Status reshape(Args a) { return copy_same_numel(a, 3, "aten::reshape"); }
-Status view_copy(Args a) { return copy_same_numel(a, 3, "aten::view_copy"); }
-Status clone(Args a) { return copy_same_numel(a, 3, "aten::clone"); }
-Status alias(Args a) { return copy_same_numel(a, 2, "aten::alias"); }
-Status unsqueeze(Args a) { return copy_same_numel(a, 3, "aten::unsqueeze"); }
-Status squeeze_dim(Args a) { return copy_same_numel(a, 3, "aten::squeeze"); }
+// (self, size): sizes from the list, one of them may be -1 (inferred from self's elements).
+Status view_like(Args args, const char* op) {
+  ES_RETURN_IF_ERROR(expect_args(args, 3, op));
+  ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Span<const int64_t> sizes, int_list_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 2, op));
+  Shape shape;
+  size_t inferred = Tensor::kMaxDims;
+  size_t known = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1) {
+      ES_CHECK_OR_RETURN_ERROR(inferred == Tensor::kMaxDims, Error::InvalidProgram,
+                               "%s: more than one size is -1", op);
+      inferred = i;
+      ES_RETURN_IF_ERROR(append(shape, 0, op));
+      continue;
+    }
+    ES_RETURN_IF_ERROR(append(shape, sizes[i], op));
+    known *= static_cast<size_t>(sizes[i]);
+  }
+  if (inferred != Tensor::kMaxDims) {
+    ES_CHECK_OR_RETURN_ERROR(known != 0 && self->numel() % known == 0, Error::InvalidProgram,
+                             "%s: cannot infer the size -1 of a view of %zu elements", op,
+                             self->numel());
+    shape.sizes[inferred] = static_cast<int32_t>(self->numel() / known);
+  }
+  return copy_as(*self, *out, shape, op);
+}
+
+Status view(Args a) { return view_like(a, "aten::view"); }
+Status unsafe_view(Args a) { return view_like(a, "aten::_unsafe_view"); }
+Status reshape(Args a) { return view_like(a, "aten::reshape"); }
+Status view_copy(Args a) { return view_like(a, "aten::view_copy"); }
+
+// (self, ..., out) -> a copy of self with its shape.
+Status copy_same_shape(Args args, size_t count, const char* op) {
+  ES_RETURN_IF_ERROR(expect_args(args, count, op));
+  ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, count - 1, op));
+  return copy_as(*self, *out, shape_of(*self), op);
+}
+
+Status clone(Args a) { return copy_same_shape(a, 3, "aten::clone"); }
+Status alias(Args a) { return copy_same_shape(a, 2, "aten::alias"); }
+
+// unsqueeze(self, dim): a size-1 dim inserted at dim (of the result's rank).
+Status unsqueeze(Args args) {
+  const char* op = "aten::unsqueeze";
+  ES_RETURN_IF_ERROR(expect_args(args, 3, op));
+  ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(const int64_t dim_value, int_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 2, op));
+  ES_ASSIGN_OR_RETURN(const size_t dim, dim_arg(dim_value, self->dim() + 1, op));
+  Shape shape;
+  for (size_t d = 0; d <= self->dim(); ++d) {
+    if (d == dim) ES_RETURN_IF_ERROR(append(shape, 1, op));
+    if (d < self->dim()) ES_RETURN_IF_ERROR(append(shape, self->size(d), op));
+  }
+  return copy_as(*self, *out, shape, op);
+}
+
+// squeeze.dim(self, dim) and squeeze.dims(self, dims): the listed dims of size 1 removed.
+Status squeeze(Args args) {
+  const char* op = "aten::squeeze";
+  ES_RETURN_IF_ERROR(expect_args(args, 3, op));
+  ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 2, op));
+  ES_CHECK_OR_RETURN_ERROR(args[1]->is_int() || args[1]->is_int_list(), Error::InvalidProgram,
+                           "%s: dim must be an int or an int list", op);
+  const int64_t single = args[1]->is_int() ? args[1]->to_int() : 0;
+  const Span<const int64_t> dims =
+      args[1]->is_int() ? Span<const int64_t>(&single, 1) : args[1]->to_int_list();
+  bool drop[Tensor::kMaxDims] = {};
+  for (size_t i = 0; i < dims.size(); ++i) {
+    ES_ASSIGN_OR_RETURN(const size_t d, dim_arg(dims[i], self->dim(), op));
+    if (d < self->dim() && self->size(d) == 1) drop[d] = true;
+  }
+  Shape shape;
+  for (size_t d = 0; d < self->dim(); ++d) {
+    if (!drop[d]) ES_RETURN_IF_ERROR(append(shape, self->size(d), op));
+  }
+  return copy_as(*self, *out, shape, op);
+}
 
 // Copies elements of `self` to `out` where out's index i reads self at offsets from `strides`
 // (one stride per out dim, in self's elements, plus a base offset).
@@ -75,20 +152,41 @@ Status permute(Args args) {
   ES_ASSIGN_OR_RETURN(Span<const int64_t> dims, int_list_arg(args, 1, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 2, op));
   ES_RETURN_IF_ERROR(same_type(*self, *out, op));
-  ES_CHECK_OR_RETURN_ERROR(dims.size() == self->dim() && out->dim() == self->dim(),
-                           Error::InvalidProgram, "%s: dims do not match the rank", op);
+  ES_CHECK_OR_RETURN_ERROR(dims.size() == self->dim(), Error::InvalidProgram,
+                           "%s: %zu dims for a rank-%zu tensor", op, dims.size(), self->dim());
   size_t in_strides[Tensor::kMaxDims];
   contiguous_strides(*self, in_strides);
   size_t strides[Tensor::kMaxDims];
   bool seen[Tensor::kMaxDims] = {};
+  Shape shape;
   for (size_t d = 0; d < dims.size(); ++d) {
     ES_ASSIGN_OR_RETURN(const size_t from, dim_arg(dims[d], self->dim(), op));
-    ES_CHECK_OR_RETURN_ERROR(!seen[from] && out->size(d) == self->size(from), Error::InvalidProgram,
-                             "%s: dims are not a permutation matching the output", op);
+    ES_CHECK_OR_RETURN_ERROR(!seen[from], Error::InvalidProgram, "%s: dims are not a permutation",
+                             op);
     seen[from] = true;
     strides[d] = in_strides[from];
+    ES_RETURN_IF_ERROR(append(shape, self->size(from), op));
   }
+  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
   strided_copy(*self, *out, strides, 0);
+  return Status();
+}
+
+// self with dims d0 and d1 swapped (both valid dims of a rank >= 1 self).
+Status swap_dims(const Tensor& self, Tensor& out, size_t d0, size_t d1, const char* op) {
+  ES_RETURN_IF_ERROR(same_type(self, out, op));
+  size_t strides[Tensor::kMaxDims];
+  contiguous_strides(self, strides);
+  Shape shape = shape_of(self);
+  if (self.dim() > 0) {
+    const size_t tmp = strides[d0];
+    strides[d0] = strides[d1];
+    strides[d1] = tmp;
+    shape.sizes[d0] = self.size(d1);
+    shape.sizes[d1] = self.size(d0);
+  }
+  ES_RETURN_IF_ERROR(resize_output(out, shape, op));
+  strided_copy(self, out, strides, 0);
   return Status();
 }
 
@@ -100,25 +198,9 @@ Status transpose(Args args) {
   ES_ASSIGN_OR_RETURN(const int64_t d0_arg, int_arg(args, 1, op));
   ES_ASSIGN_OR_RETURN(const int64_t d1_arg, int_arg(args, 2, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 3, op));
-  ES_RETURN_IF_ERROR(same_type(*self, *out, op));
   ES_ASSIGN_OR_RETURN(const size_t d0, dim_arg(d0_arg, self->dim(), op));
   ES_ASSIGN_OR_RETURN(const size_t d1, dim_arg(d1_arg, self->dim(), op));
-  ES_CHECK_OR_RETURN_ERROR(out->dim() == self->dim(), Error::InvalidProgram, "%s: rank differs",
-                           op);
-  size_t strides[Tensor::kMaxDims];
-  contiguous_strides(*self, strides);
-  if (self->dim() > 0) {
-    const size_t tmp = strides[d0];
-    strides[d0] = strides[d1];
-    strides[d1] = tmp;
-  }
-  for (size_t d = 0; d < self->dim(); ++d) {
-    const size_t from = d == d0 ? d1 : (d == d1 ? d0 : d);
-    ES_CHECK_OR_RETURN_ERROR(out->size(d) == self->size(from), Error::InvalidProgram,
-                             "%s: output shape does not match", op);
-  }
-  strided_copy(*self, *out, strides, 0);
-  return Status();
+  return swap_dims(*self, *out, d0, d1, op);
 }
 
 // t(self): 2-d transpose (1-d and 0-d are copies).
@@ -127,23 +209,32 @@ Status t(Args args) {
   ES_RETURN_IF_ERROR(expect_args(args, 2, op));
   ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 1, op));
-  ES_RETURN_IF_ERROR(same_type(*self, *out, op));
-  if (self->dim() < 2) return copy_same_numel(args, 2, op);
-  ES_CHECK_OR_RETURN_ERROR(self->dim() == 2 && out->dim() == 2 && out->size(0) == self->size(1) &&
-                               out->size(1) == self->size(0),
-                           Error::InvalidProgram, "%s: shapes do not match", op);
-  const size_t strides[2] = {1, static_cast<size_t>(self->size(1))};
-  strided_copy(*self, *out, strides, 0);
-  return Status();
+  if (self->dim() < 2) return copy_as(*self, *out, shape_of(*self), op);
+  ES_CHECK_OR_RETURN_ERROR(self->dim() == 2, Error::InvalidProgram, "%s: self must be 2-d", op);
+  return swap_dims(*self, *out, 0, 1, op);
 }
 
-// expand(self, size, implicit): broadcast self to out's shape.
+// expand(self, size, implicit): self broadcast to size, where -1 keeps self's size.
 Status expand(Args args) {
   const char* op = "aten::expand";
   ES_RETURN_IF_ERROR(expect_args(args, 4, op));
   ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Span<const int64_t> sizes, int_list_arg(args, 1, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 3, op));
   ES_RETURN_IF_ERROR(same_type(*self, *out, op));
+  ES_CHECK_OR_RETURN_ERROR(sizes.size() >= self->dim(), Error::InvalidProgram,
+                           "%s: %zu sizes for a rank-%zu tensor", op, sizes.size(), self->dim());
+  const size_t lead = sizes.size() - self->dim();
+  Shape shape;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t in = i < lead ? -1 : self->size(i - lead);
+    const int64_t want = sizes[i] == -1 && i >= lead ? in : sizes[i];
+    ES_CHECK_OR_RETURN_ERROR(in == -1 || in == 1 || in == want, Error::InvalidProgram,
+                             "%s: dim %zu of size %lld cannot expand to %lld", op, i - lead,
+                             static_cast<long long>(in), static_cast<long long>(want));
+    ES_RETURN_IF_ERROR(append(shape, want, op));
+  }
+  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
   const Tensor* inputs[] = {self};
   ES_ASSIGN_OR_RETURN(Broadcast b, Broadcast::make(*out, inputs, 1, op));
   const size_t elem = element_size(self->scalar_type());
@@ -164,8 +255,8 @@ Status slice(Args args) {
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 5, op));
   ES_RETURN_IF_ERROR(same_type(*self, *out, op));
   ES_ASSIGN_OR_RETURN(const size_t dim, dim_arg(dim_value, self->dim(), op));
-  ES_CHECK_OR_RETURN_ERROR(self->dim() > 0 && out->dim() == self->dim() && step > 0,
-                           Error::InvalidProgram, "%s: bad arguments", op);
+  ES_CHECK_OR_RETURN_ERROR(self->dim() > 0 && step > 0, Error::InvalidProgram,
+                           "%s: self must have a dim and step must be positive", op);
   const int64_t size = self->size(dim);
   // Checked before reading: to_int() of a value of another kind reads the wrong union member.
   ES_CHECK_OR_RETURN_ERROR(args[2]->is_none() || args[2]->is_int(), Error::InvalidProgram,
@@ -178,12 +269,9 @@ Status slice(Args args) {
   if (end < 0) end += size;
   start = start < 0 ? 0 : (start > size ? size : start);
   end = end < start ? start : (end > size ? size : end);
-  const int64_t count = (end - start + step - 1) / step;
-  for (size_t d = 0; d < self->dim(); ++d) {
-    const int64_t want = d == dim ? count : self->size(d);
-    ES_CHECK_OR_RETURN_ERROR(out->size(d) == want, Error::InvalidProgram,
-                             "%s: output shape does not match", op);
-  }
+  Shape shape = shape_of(*self);
+  shape.sizes[dim] = static_cast<int32_t>((end - start + step - 1) / step);
+  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
   size_t strides[Tensor::kMaxDims];
   contiguous_strides(*self, strides);
   const size_t base = static_cast<size_t>(start) * strides[dim];
@@ -201,22 +289,23 @@ Status select(Args args) {
   ES_ASSIGN_OR_RETURN(int64_t index, int_arg(args, 2, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 3, op));
   ES_RETURN_IF_ERROR(same_type(*self, *out, op));
-  ES_CHECK_OR_RETURN_ERROR(self->dim() > 0 && out->dim() + 1 == self->dim(), Error::InvalidProgram,
-                           "%s: output rank must be one less", op);
+  ES_CHECK_OR_RETURN_ERROR(self->dim() > 0, Error::InvalidProgram, "%s: self is rank 0", op);
   ES_ASSIGN_OR_RETURN(const size_t dim, dim_arg(dim_value, self->dim(), op));
   const int64_t size = self->size(dim);
   if (index < 0) index += size;
   ES_CHECK_OR_RETURN_ERROR(index >= 0 && index < size, Error::InvalidProgram,
-                           "%s: index out of range", op);
+                           "%s: index %lld is out of range for size %lld", op,
+                           static_cast<long long>(index), static_cast<long long>(size));
   size_t in_strides[Tensor::kMaxDims];
   contiguous_strides(*self, in_strides);
   size_t strides[Tensor::kMaxDims];
-  for (size_t d = 0, o = 0; d < self->dim(); ++d) {
+  Shape shape;
+  for (size_t d = 0; d < self->dim(); ++d) {
     if (d == dim) continue;
-    ES_CHECK_OR_RETURN_ERROR(out->size(o) == self->size(d), Error::InvalidProgram,
-                             "%s: output shape does not match", op);
-    strides[o++] = in_strides[d];
+    strides[shape.rank] = in_strides[d];
+    ES_RETURN_IF_ERROR(append(shape, self->size(d), op));
   }
+  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
   strided_copy(*self, *out, strides, static_cast<size_t>(index) * in_strides[dim]);
   return Status();
 }
@@ -236,7 +325,9 @@ Status split_with_sizes(Args args) {
                            args.size() - 3);
   int64_t total = 0;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    ES_CHECK_OR_RETURN_ERROR(sizes[k] >= 0, Error::InvalidProgram, "%s: negative split size", op);
+    ES_CHECK_OR_RETURN_ERROR(sizes[k] >= 0 && sizes[k] <= self->size(dim), Error::InvalidProgram,
+                             "%s: split size %lld is out of range", op,
+                             static_cast<long long>(sizes[k]));
     total += sizes[k];
   }
   ES_CHECK_OR_RETURN_ERROR(total == self->size(dim), Error::InvalidProgram,
@@ -248,15 +339,86 @@ Status split_with_sizes(Args args) {
   for (size_t k = 0; k < sizes.size(); ++k) {
     ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 3 + k, op));
     ES_RETURN_IF_ERROR(same_type(*self, *out, op));
-    ES_CHECK_OR_RETURN_ERROR(out->dim() == self->dim(), Error::InvalidProgram,
-                             "%s: output %zu has rank %zu", op, k, out->dim());
-    for (size_t d = 0; d < self->dim(); ++d) {
-      const int64_t want = d == dim ? sizes[k] : self->size(d);
-      ES_CHECK_OR_RETURN_ERROR(out->size(d) == want, Error::InvalidProgram,
-                               "%s: output %zu does not match its split", op, k);
-    }
+    Shape shape = shape_of(*self);
+    shape.sizes[dim] = static_cast<int32_t>(sizes[k]);
+    ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
     strided_copy(*self, *out, strides, start * strides[dim]);
     start += static_cast<size_t>(sizes[k]);
+  }
+  return Status();
+}
+
+// A 1-d tensor with no elements, which cat skips.
+bool legacy_empty(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+
+// The shape of cat(items, dim) (items checked to be tensors of out's dtype), given the first
+// item that is not skipped; its dim normalised into *dim.
+Result<Shape> cat_shape(Span<EValue* const> items, const Tensor& first, int64_t dim_value,
+                        size_t* dim, const char* op) {
+  ES_CHECK_OR_RETURN_ERROR(first.dim() > 0, Error::InvalidProgram,
+                           "%s: zero-dim tensors cannot be joined", op);
+  ES_ASSIGN_OR_RETURN(*dim, dim_arg(dim_value, first.dim(), op));
+  Shape shape = shape_of(first);
+  int64_t joined = 0;
+  for (size_t k = 0; k < items.size(); ++k) {
+    const Tensor& t = items[k]->to_tensor();
+    if (legacy_empty(t)) continue;
+    ES_CHECK_OR_RETURN_ERROR(t.dim() == first.dim(), Error::InvalidProgram,
+                             "%s: item %zu has rank %zu, expected %zu", op, k, t.dim(),
+                             first.dim());
+    for (size_t d = 0; d < t.dim(); ++d) {
+      ES_CHECK_OR_RETURN_ERROR(d == *dim || t.size(d) == first.size(d), Error::InvalidProgram,
+                               "%s: item %zu has size %d in dim %zu, expected %d", op, k, t.size(d),
+                               d, first.size(d));
+    }
+    joined += t.size(*dim);
+  }
+  ES_CHECK_OR_RETURN_ERROR(joined <= std::numeric_limits<int32_t>::max(), Error::InvalidProgram,
+                           "%s: the joined size is out of range", op);
+  shape.sizes[*dim] = static_cast<int32_t>(joined);
+  return shape;
+}
+
+// cat(tensors, dim): the tensors joined along dim. As in torch, a 1-d tensor with no elements is
+// skipped whatever its rank (the legacy empty tensor), so cat([empty, x]) is x.
+Status cat(Args args) {
+  const char* op = "aten::cat";
+  ES_RETURN_IF_ERROR(expect_args(args, 3, op));
+  ES_CHECK_OR_RETURN_ERROR(args[0]->is_list(), Error::InvalidProgram,
+                           "%s: argument 0 must be a list of tensors", op);
+  const Span<EValue* const> items = args[0]->to_list();
+  ES_ASSIGN_OR_RETURN(const int64_t dim_value, int_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 2, op));
+  ES_CHECK_OR_RETURN_ERROR(items.size() > 0, Error::InvalidProgram, "%s: no tensors", op);
+  const Tensor* first = nullptr;  // the first tensor that is not skipped
+  for (size_t k = 0; k < items.size(); ++k) {
+    ES_CHECK_OR_RETURN_ERROR(items[k] != nullptr && items[k]->is_tensor(), Error::InvalidProgram,
+                             "%s: item %zu is not a tensor", op, k);
+    const Tensor& t = items[k]->to_tensor();
+    ES_CHECK_OR_RETURN_ERROR(t.scalar_type() == out->scalar_type(), Error::NotSupported,
+                             "%s: item %zu is %s, the output %s (mixed dtypes are not supported)",
+                             op, k, to_string(t.scalar_type()), to_string(out->scalar_type()));
+    if (!legacy_empty(t) && first == nullptr) first = &t;
+  }
+  if (first == nullptr) {  // every item is an empty 1-d tensor: so is the result
+    return resize_output(*out, items[0]->to_tensor().sizes(), op);
+  }
+  size_t dim = 0;
+  ES_ASSIGN_OR_RETURN(const Shape shape, cat_shape(items, *first, dim_value, &dim, op));
+  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
+  size_t outer = 1, inner = element_size(out->scalar_type());
+  for (size_t d = 0; d < dim; ++d) outer *= static_cast<size_t>(shape.sizes[d]);
+  for (size_t d = dim + 1; d < shape.rank; ++d) inner *= static_cast<size_t>(shape.sizes[d]);
+  auto* dst = static_cast<uint8_t*>(out->mutable_data());
+  for (size_t o = 0; o < outer; ++o) {
+    for (size_t k = 0; k < items.size(); ++k) {
+      const Tensor& t = items[k]->to_tensor();
+      if (legacy_empty(t)) continue;
+      const size_t bytes = static_cast<size_t>(t.size(dim)) * inner;
+      if (bytes == 0) continue;
+      std::memcpy(dst, static_cast<const uint8_t*>(t.const_data()) + o * bytes, bytes);
+      dst += bytes;
+    }
   }
   return Status();
 }
@@ -270,20 +432,18 @@ Status embedding(Args args) {
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 5, op));
   ES_RETURN_IF_ERROR(same_type(*weight, *out, op));
   ES_CHECK_OR_RETURN_ERROR(weight->dim() == 2, Error::InvalidProgram, "%s: weight must be 2-d", op);
+  ES_CHECK_OR_RETURN_ERROR(
+      indices->scalar_type() == ScalarType::Long || indices->scalar_type() == ScalarType::Int,
+      Error::NotSupported, "%s: indices must be Long or Int", op);
   const size_t rows = weight->size(0), width = weight->size(1);
-  ES_RETURN_IF_ERROR(expect_numel(*out, indices->numel() * width, op));
+  Shape shape = shape_of(*indices);
+  ES_RETURN_IF_ERROR(append(shape, weight->size(1), op));
+  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
   const size_t row_bytes = width * element_size(weight->scalar_type());
   const auto* src = static_cast<const uint8_t*>(weight->const_data());
   auto* dst = static_cast<uint8_t*>(out->mutable_data());
   for (size_t i = 0; i < indices->numel(); ++i) {
-    int64_t index;
-    if (indices->scalar_type() == ScalarType::Long) {
-      index = indices->data<int64_t>()[i];
-    } else {
-      ES_CHECK_OR_RETURN_ERROR(indices->scalar_type() == ScalarType::Int, Error::NotSupported,
-                               "%s: indices must be Long or Int", op);
-      index = indices->data<int32_t>()[i];
-    }
+    const int64_t index = load<int64_t>(indices->const_data(), indices->scalar_type(), i);
     ES_CHECK_OR_RETURN_ERROR(index >= 0 && static_cast<size_t>(index) < rows, Error::OutOfRange,
                              "%s: index %lld is outside the table of %zu rows", op,
                              static_cast<long long>(index), rows);
@@ -306,8 +466,8 @@ const bool registered = [] {
       {"aten::clone", clone, 2},
       {"aten::alias", alias, 1},
       {"aten::unsqueeze", unsqueeze, 2},
-      {"aten::squeeze.dim", squeeze_dim, 2},
-      {"aten::squeeze.dims", squeeze_dim, 2},
+      {"aten::squeeze.dim", squeeze, 2},
+      {"aten::squeeze.dims", squeeze, 2},
       {"aten::permute", permute, 2},
       {"aten::transpose.int", transpose, 3},
       {"aten::t", t, 1},
@@ -316,6 +476,7 @@ const bool registered = [] {
       {"aten::select.int", select, 3},
       {"aten::split_with_sizes", split_with_sizes, 3},
       {"aten::embedding", embedding, 5},
+      {"aten::cat", cat, 2},
   };
   bool ok = true;
   for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn, k.num_inputs).ok();

@@ -18,7 +18,7 @@ Status copy_self(const Tensor& self, Tensor* out, const char* op) {
   ES_CHECK_OR_RETURN_ERROR(self.scalar_type() == out->scalar_type(), Error::InvalidProgram,
                            "%s: output dtype %s differs from input dtype %s", op,
                            to_string(out->scalar_type()), to_string(self.scalar_type()));
-  ES_RETURN_IF_ERROR(out->resize(self.sizes()));
+  ES_RETURN_IF_ERROR(resize_output(*out, self.sizes(), op));
   if (out->mutable_data() != self.const_data() && self.nbytes() > 0) {
     std::memcpy(out->mutable_data(), self.const_data(), self.nbytes());
   }
@@ -123,7 +123,7 @@ Status copy(Args args) {
   ES_CHECK_OR_RETURN_ERROR(self->scalar_type() == out->scalar_type(), Error::InvalidProgram,
                            "%s: output dtype %s differs from input dtype %s", op,
                            to_string(out->scalar_type()), to_string(self->scalar_type()));
-  ES_RETURN_IF_ERROR(out->resize(self->sizes()));
+  ES_RETURN_IF_ERROR(resize_output(*out, self->sizes(), op));
   const Tensor* inputs[] = {src};
   ES_ASSIGN_OR_RETURN(Broadcast walk, Broadcast::make(*out, inputs, 1, op));
   const size_t elem = element_size(out->scalar_type());

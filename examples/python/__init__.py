@@ -1,0 +1,1 @@
+"""Using edgeshare's runtime from Python (edgeshare.extension.python)."""

@@ -1,0 +1,34 @@
+"""edgeshare's runtime from Python: open data files, load programs, run methods on numpy arrays.
+
+    from edgeshare.extension.python import DataFile, Program
+
+    foundation = DataFile.open("foundation.ptd")
+    program = Program.load("lora_a.pte", [foundation])
+    (logits,) = program.method("forward").execute(x)
+
+No torch needed at run time (numpy only). See runtime.py for the details.
+"""
+
+from edgeshare.extension.python._errors import EdgeshareError
+from edgeshare.extension.python.runtime import (
+    DataFile,
+    Method,
+    Program,
+    TensorSpec,
+    set_num_threads,
+    set_verify_content,
+    set_weight_sharing,
+    weights_cache_stats,
+)
+
+__all__ = [
+    "DataFile",
+    "EdgeshareError",
+    "Method",
+    "Program",
+    "TensorSpec",
+    "set_num_threads",
+    "set_verify_content",
+    "set_weight_sharing",
+    "weights_cache_stats",
+]

@@ -1,0 +1,108 @@
+#include "edgeshare/extension/python/loaded_program.h"
+
+#include <cstring>
+#include <utility>
+
+namespace edgeshare {
+namespace python {
+
+using runtime::DataFile;
+using runtime::Error;
+using runtime::MergedDataMap;
+using runtime::Method;
+using runtime::MmapDataLoader;
+using runtime::Program;
+using runtime::Result;
+using runtime::Status;
+using runtime::Tensor;
+
+namespace {
+
+TensorSpec SpecOf(const Result<Tensor>& tensor) {
+  TensorSpec spec;
+  if (!tensor.ok()) return spec;  // Not a tensor: nothing more to say about it.
+  spec.is_tensor = true;
+  spec.type = tensor->scalar_type();
+  for (int32_t size : tensor->sizes()) spec.sizes.push_back(size);
+  return spec;
+}
+
+OwnedTensor CopyOut(const Tensor& tensor) {
+  OwnedTensor out;
+  out.type = tensor.scalar_type();
+  for (int32_t size : tensor.sizes()) out.sizes.push_back(size);
+  out.nbytes = tensor.nbytes();
+  // At least one byte, so that an empty output still has a buffer to hand over.
+  out.data = std::make_unique<uint8_t[]>(out.nbytes > 0 ? out.nbytes : 1);
+  if (out.nbytes > 0) std::memcpy(out.data.get(), tensor.const_data(), out.nbytes);
+  return out;
+}
+
+}  // namespace
+
+LoadedMethod::LoadedMethod(Method method, std::string program_name)
+    : method_(std::move(method)), program_name_(std::move(program_name)) {
+  for (size_t i = 0; i < method_.num_inputs(); ++i) inputs_.push_back(SpecOf(method_.input(i)));
+  for (size_t i = 0; i < method_.num_outputs(); ++i) outputs_.push_back(SpecOf(method_.output(i)));
+}
+
+Result<std::vector<OwnedTensor>> LoadedMethod::run(const std::vector<Tensor>& inputs) {
+  ES_CHECK_OR_RETURN_ERROR(inputs.size() == method_.num_inputs(), Error::InvalidArgument,
+                           "method '%s' of %s takes %zu input(s), not %zu", name(),
+                           program_name_.c_str(), method_.num_inputs(), inputs.size());
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Status status = method_.set_input(i, inputs[i]);
+    if (!status.ok()) return status.WithContext("%s", program_name_.c_str());
+  }
+  ES_RETURN_IF_ERROR(method_.execute());
+  std::vector<OwnedTensor> outputs;
+  outputs.reserve(method_.num_outputs());
+  for (size_t i = 0; i < method_.num_outputs(); ++i) {
+    ES_ASSIGN_OR_RETURN(Tensor output, method_.output(i));
+    outputs.push_back(CopyOut(output));
+  }
+  return outputs;
+}
+
+Result<std::shared_ptr<LoadedProgram>> LoadedProgram::load(
+    const std::string& path, std::vector<std::shared_ptr<const DataFile>> data_files) {
+  std::shared_ptr<LoadedProgram> loaded(new LoadedProgram());
+  loaded->path_ = path;
+  loaded->data_files_ = std::move(data_files);
+  std::vector<const runtime::NamedDataMap*> maps;
+  for (const std::shared_ptr<const DataFile>& file : loaded->data_files_) {
+    ES_CHECK_OR_RETURN_ERROR(file != nullptr, Error::InvalidArgument,
+                             "a data file given for %s is not open", path.c_str());
+    maps.push_back(&file->map());
+  }
+  if (!maps.empty()) {
+    ES_ASSIGN_OR_RETURN(MergedDataMap merged, MergedDataMap::create(maps));
+    loaded->external_ = std::make_unique<MergedDataMap>(std::move(merged));
+  }
+  ES_ASSIGN_OR_RETURN(MmapDataLoader loader, MmapDataLoader::from(path.c_str()));
+  loaded->loader_ = std::make_unique<MmapDataLoader>(std::move(loader));
+  ES_ASSIGN_OR_RETURN(Program program, Program::load(loaded->loader_.get()));
+  loaded->program_ = std::make_unique<Program>(std::move(program));
+  for (size_t m = 0; m < loaded->program_->num_methods(); ++m) {
+    ES_ASSIGN_OR_RETURN(const char* name, loaded->program_->get_method_name(m));
+    ES_ASSIGN_OR_RETURN(Method method,
+                        loaded->program_->load_method(name, loaded->external_.get()));
+    loaded->methods_.push_back(
+        std::make_unique<LoadedMethod>(std::move(method), loaded->program_->name()));
+  }
+  return loaded;
+}
+
+Result<LoadedMethod*> LoadedProgram::method(const std::string& name) {
+  std::string available;
+  for (const std::unique_ptr<LoadedMethod>& method : methods_) {
+    if (name == method->name()) return method.get();
+    available += (available.empty() ? "" : ", ") + std::string(method->name());
+  }
+  return Status::Format(Error::NotFound, "%s has no method '%s' (methods: %s)", program_->name(),
+                        name.c_str(), available.c_str());
+}
+
+}  // namespace python
+}  // namespace edgeshare

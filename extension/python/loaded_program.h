@@ -1,0 +1,116 @@
+// LoadedProgram: a .pte loaded over its data files with every method, as one shareable object for
+// a language binding (the Python extension holds it by shared_ptr); LoadedMethod: one of its
+// methods, run on caller tensors with the outputs copied out.
+//
+// This is the binding's runtime half, kept free of pybind11 so that it builds with the runtime's
+// flags: it returns Result/Status, the pybind11 half only converts arrays and raises.
+//
+//   ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> foundation, DataFile::open("f.ptd"));
+//   ES_ASSIGN_OR_RETURN(std::shared_ptr<LoadedProgram> program,
+//                       LoadedProgram::load("lora_a.pte", {foundation}));
+//   ES_ASSIGN_OR_RETURN(LoadedMethod * forward, program->method("forward"));
+//   ES_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outputs, forward->run({x}));
+//
+// Errors: load() passes on DataFile, MergedDataMap, MmapDataLoader, Program::load and load_method
+// errors (each naming the file or method); method() gives NotFound naming the program and listing
+// its methods; run() gives InvalidArgument for a wrong input count (naming method and program) and
+// passes on set_input's and execute's errors.
+// Thread-safety: load() and the accessors may be called from any thread. run() may be called from
+// several threads: calls on one method are serialised by its mutex (a runtime Method runs on one
+// thread at a time), calls on different methods run in parallel.
+// Ownership: a LoadedProgram owns its data file references, their merged map, its loader, its
+// Program and its methods, and destroys the methods first. A LoadedMethod lives as long as its
+// LoadedProgram: holders keep the program's shared_ptr. run()'s outputs own their bytes.
+
+#ifndef EDGESHARE_EXTENSION_PYTHON_LOADED_PROGRAM_H_
+#define EDGESHARE_EXTENSION_PYTHON_LOADED_PROGRAM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/scalar_type.h"
+#include "edgeshare/runtime/core/tensor.h"
+#include "edgeshare/runtime/data_loader/mmap_data_loader.h"
+#include "edgeshare/runtime/executor/program.h"
+#include "edgeshare/runtime/named_data/data_file.h"
+#include "edgeshare/runtime/named_data/merged_data_map.h"
+
+namespace edgeshare {
+namespace python {
+
+// An input or output as the program planned it: its dtype and its sizes (for a dim exported
+// dynamic, its upper bound). is_tensor is false for a non-tensor value (e.g. an int).
+struct TensorSpec {
+  bool is_tensor = false;
+  runtime::ScalarType type = runtime::ScalarType::Float;
+  std::vector<int64_t> sizes;
+};
+
+// A tensor that owns its bytes: an output copied out of a method's planned memory, which the next
+// run overwrites.
+struct OwnedTensor {
+  runtime::ScalarType type = runtime::ScalarType::Float;
+  std::vector<int64_t> sizes;
+  std::unique_ptr<uint8_t[]> data;
+  size_t nbytes = 0;
+};
+
+class LoadedMethod {
+ public:
+  explicit LoadedMethod(runtime::Method method, std::string program_name);
+
+  const char* name() const { return method_.name(); }
+  const std::vector<TensorSpec>& inputs() const { return inputs_; }
+  const std::vector<TensorSpec>& outputs() const { return outputs_; }
+
+  // Copies `inputs` into the method's inputs (set_input: a dynamic dim takes any size within its
+  // bound), executes, and copies every output out at its real shape.
+  runtime::Result<std::vector<OwnedTensor>> run(const std::vector<runtime::Tensor>& inputs);
+
+ private:
+  std::mutex mutex_;  // One run at a time: the Method's planned memory is reused by each.
+  runtime::Method method_;
+  std::string program_name_;
+  std::vector<TensorSpec> inputs_;   // As planned, read before any set_input resized them.
+  std::vector<TensorSpec> outputs_;  // Likewise.
+};
+
+class LoadedProgram {
+ public:
+  // Maps the .pte at `path` and loads every method against the merged `data_files`.
+  static runtime::Result<std::shared_ptr<LoadedProgram>> load(
+      const std::string& path, std::vector<std::shared_ptr<const runtime::DataFile>> data_files);
+
+  const std::string& path() const { return path_; }
+  const std::vector<std::shared_ptr<const runtime::DataFile>>& data_files() const {
+    return data_files_;
+  }
+  size_t num_methods() const { return methods_.size(); }
+  LoadedMethod& method(size_t index) { return *methods_[index]; }
+  // Errors: NotFound naming the program and listing its methods.
+  runtime::Result<LoadedMethod*> method(const std::string& name);
+
+  LoadedProgram(const LoadedProgram&) = delete;
+  LoadedProgram& operator=(const LoadedProgram&) = delete;
+
+ private:
+  LoadedProgram() = default;
+
+  // Destroyed bottom-up: the methods before the program, loader, map and files they borrow.
+  std::string path_;
+  std::vector<std::shared_ptr<const runtime::DataFile>> data_files_;
+  std::unique_ptr<runtime::MergedDataMap> external_;  // Null without data files.
+  std::unique_ptr<runtime::MmapDataLoader> loader_;
+  std::unique_ptr<runtime::Program> program_;
+  std::vector<std::unique_ptr<LoadedMethod>> methods_;  // In the program's order.
+};
+
+}  // namespace python
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_EXTENSION_PYTHON_LOADED_PROGRAM_H_

@@ -1,0 +1,258 @@
+"""The Python runtime: open data files, load programs, run methods on numpy arrays.
+
+Everything runs in edgeshare's C++ runtime (the _edgeshare_runtime extension), in this process:
+data files are opened once per process and shared, and the XNNPACK delegate's process-wide weights
+cache packs a foundation weight once for every program loaded over it, exactly as in the C++ tools.
+
+    foundation = DataFile.open("foundation.ptd")
+    lora_a = Program.load("lora_a.pte", [foundation])
+    lora_b = Program.load("lora_b.pte", [foundation])      # shares the foundation's packed weights
+    (logits,) = lora_a.method("forward").execute(x)          # x: a numpy array (or a CPU torch tensor)
+
+Errors: every runtime failure raises EdgeshareError with the runtime's Error name in `.code` and its
+one-line message (naming the file, method, input or key). Threads: loading and execute() release the
+GIL; two methods run in parallel on two threads, and calls on one method wait for each other.
+Lifetimes: a Method keeps its Program alive, and a Program its data files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+from edgeshare.extension.python import _edgeshare_runtime as _native
+from edgeshare.extension.python._errors import EdgeshareError
+
+__all__ = [
+    "DataFile",
+    "EdgeshareError",
+    "Method",
+    "Program",
+    "TensorSpec",
+    "set_num_threads",
+    "set_verify_content",
+    "set_weight_sharing",
+    "weights_cache_stats",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """An input or output of a method, as the program planned it.
+
+    Attributes:
+      dtype: the numpy dtype name ("float32", "int64", "bool", ...), or the runtime's type name
+        when numpy has none ("BFloat16").
+      shape: the planned sizes; a dim exported dynamic (e.g. the token count) takes any size from 1
+        to this bound.
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+
+
+class DataFile:
+    """A .ptd data file, memory-mapped and verified once per process.
+
+    Opening the same file again (by any path) gives the same mapping while it is open; it closes
+    when neither Python nor any program loaded over it holds it.
+    """
+
+    def __init__(self, native: Any) -> None:
+        """Internal: use DataFile.open()."""
+        self._native = native
+
+    @classmethod
+    def open(cls, path: PathLike) -> DataFile:
+        """Opens (or finds already open) the data file at `path`.
+
+        Args:
+          path: the .ptd file.
+
+        Returns:
+          The open file.
+
+        Raises:
+          EdgeshareError: AccessFailed for a missing file, InvalidData for a malformed one; the
+            message names the file.
+        """
+        return cls(_native.DataFile.open(os.fspath(path)))
+
+    @property
+    def path(self) -> str:
+        """The path it was first opened by."""
+        return self._native.path
+
+    def __repr__(self) -> str:
+        return f"DataFile({self.path!r})"
+
+
+class Method:
+    """One loaded method of a Program, ready to execute.
+
+    generate() and adapter swapping (issue 12: stateful methods with a KV cache, adapters bound on
+    a loaded foundation) will be methods of this class once the runtime supports them.
+    """
+
+    def __init__(self, native: Any, program: Program) -> None:
+        """Internal: use Program.method()."""
+        self._native = native
+        self._program = program  # The native handle keeps the C++ program; this, the Python one.
+        self._inputs = [_spec(spec) for spec in native.inputs]
+        self._outputs = [_spec(spec) for spec in native.outputs]
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    @property
+    def program(self) -> Program:
+        return self._program
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self._inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    @property
+    def inputs(self) -> List[Optional[TensorSpec]]:
+        """Each input's planned dtype and shape; None for an input that is not a tensor."""
+        return list(self._inputs)
+
+    @property
+    def outputs(self) -> List[Optional[TensorSpec]]:
+        """Each output's planned dtype and shape (its upper bound); None for a non-tensor."""
+        return list(self._outputs)
+
+    def execute(self, *inputs: Any) -> List[np.ndarray]:
+        """Runs the method once.
+
+        Args:
+          *inputs: one array per input, of the input's dtype and shape (a dynamic dim may take
+            any size up to its bound): numpy arrays, CPU torch tensors (read through __array__,
+            without copying when contiguous) or anything with the buffer protocol. Each is copied
+            once, straight into the method's planned input memory.
+
+        Returns:
+          The outputs as new numpy arrays of their real shapes (copied out: the method's memory is
+          reused by the next call).
+
+        Raises:
+          EdgeshareError: InvalidArgument for a wrong number of inputs or an input of another
+            dtype or shape (naming the method and input); a kernel's or delegate's error naming
+            the instruction.
+        """
+        return list(self._native.execute(*inputs))
+
+    def __repr__(self) -> str:
+        return f"Method({self.name!r} of {self._program.path!r})"
+
+
+class Program:
+    """A .pte program loaded with every method, over the data files that hold its external weights.
+
+    Loading fetches and packs weights through the process-wide caches: a second program over the
+    same foundation data file reuses its packed weights.
+    """
+
+    def __init__(self, native: Any, data_files: List[DataFile]) -> None:
+        """Internal: use Program.load()."""
+        self._native = native
+        self._data_files = data_files
+        self._methods: Dict[str, Method] = {}
+
+    @classmethod
+    def load(cls, path: PathLike, data_files: Sequence[Union[DataFile, PathLike]] = ()) -> Program:
+        """Maps the .pte at `path` and loads every method of it.
+
+        Args:
+          path: the .pte file.
+          data_files: the data files (DataFile objects or paths of .ptd files) holding the weights
+            the program takes from outside, e.g. its foundation.
+
+        Returns:
+          The loaded program.
+
+        Raises:
+          EdgeshareError: with the runtime's message naming the file, method or key: AccessFailed
+            for a missing file, InvalidProgram for a malformed one, NotFound for a weight none of
+            `data_files` holds, InvalidData for a data file whose contents are not the ones the
+            program was exported with, AlreadyExists for a key in two data files.
+          TypeError: `data_files` is one path rather than a sequence of them.
+        """
+        if isinstance(data_files, (str, bytes, os.PathLike)):
+            raise TypeError(f"Program.load({os.fspath(path)!r}): data_files must be a list of files, not one path")
+        files = [f if isinstance(f, DataFile) else DataFile.open(f) for f in data_files]
+        native = _native.Program.load(os.fspath(path), [f._native for f in files])
+        return cls(native, files)
+
+    @property
+    def path(self) -> str:
+        return self._native.path
+
+    @property
+    def data_files(self) -> List[DataFile]:
+        return list(self._data_files)
+
+    @property
+    def methods(self) -> List[str]:
+        """The method names, in the program's order."""
+        return list(self._native.method_names)
+
+    def method(self, name: str) -> Method:
+        """The loaded method called `name` (the same object on every call).
+
+        Raises:
+          EdgeshareError: NotFound naming the program and listing its methods.
+        """
+        if name not in self._methods:
+            self._methods[name] = Method(self._native.method(name), self)
+        return self._methods[name]
+
+    def __repr__(self) -> str:
+        return f"Program({self.path!r}, methods={self.methods})"
+
+
+def weights_cache_stats() -> Dict[str, Any]:
+    """What the process has fetched, packed and shared so far, as //tools:run --stats-json reports.
+
+    Returns:
+      "packs", "cache_hits", "bytes_fetched", "packed_entries" (live), "named_data_fetches" (key ->
+      fetches by the delegate), "verifications", "bytes_verified", "verification_failures",
+      "external_constants" (the executor's counters), "data_files_open", "sharing", "verify".
+    """
+    return dict(_native.weights_cache_stats())
+
+
+def set_num_threads(threads: int) -> None:
+    """How many threads the XNNPACK delegate's operators use (process-wide; 1 by default).
+
+    Raises:
+      EdgeshareError: InvalidArgument for fewer than 1 or more than 256 threads.
+    """
+    _native.set_num_threads(threads)
+
+
+def set_verify_content(enabled: bool) -> None:
+    """Turns hashing of fetched weights against their recorded digests on (default) or off, for
+    loads from now on. Off trusts the data files as they are."""
+    _native.set_verify_content(enabled)
+
+
+def set_weight_sharing(enabled: bool) -> None:
+    """Turns the process-wide sharing of weights on (default) or off, for loads from now on."""
+    _native.set_weight_sharing(enabled)
+
+
+def _spec(native: Optional[tuple[Any, Sequence[int]]]) -> Optional[TensorSpec]:
+    if native is None:
+        return None
+    dtype, shape = native
+    return TensorSpec(dtype=np.dtype(dtype).name if not isinstance(dtype, str) else dtype, shape=tuple(shape))
