@@ -20,10 +20,10 @@ a PEFT type other than LoRA is an UnsupportedAdapterError; an adapter that does 
 import copy
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
 import torch
-from edgeshare.exir.data_policy import FoundationDataPolicy
+from edgeshare.exir.data_policy import FoundationDataPolicy, foundation_tensors
 from edgeshare.exir.errors import AdapterMismatchError, ExportError
 from edgeshare.exir.export import ExecutorchBackendConfig
 from edgeshare.exir.lora import LoraExportResult, check_adapter_name, export_lora
@@ -37,6 +37,7 @@ __all__ = [
     "export_hf_lora",
     "load_hf_model",
     "load_peft_adapter",
+    "tied_keys",
     "token_dynamic_shapes",
 ]
 
@@ -214,6 +215,18 @@ def load_peft_adapter(base: nn.Module, name: str, adapter_dir: str) -> nn.Module
             f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})"
         )
     return model.eval()
+
+
+def tied_keys(model: nn.Module) -> Set[str]:
+    """The foundation keys that several of model's tensor names share: an lm_head tied to the
+    embedding, or equal buffers (rotary inv_freq and its copy). FoundationDataPolicy stores each
+    once, under the first name."""
+    policy = FoundationDataPolicy(model)
+    names: Dict[str, int] = {}
+    for tensor in foundation_tensors(model).values():
+        key = policy.foundation_key(tensor)
+        names[key] = names.get(key, 0) + 1
+    return {key for key, count in names.items() if count > 1}
 
 
 def token_dynamic_shapes(max_seq_len: int) -> Optional[Dict[str, Dict[int, Any]]]:
