@@ -3,6 +3,7 @@ model is exported with NO partitioner, so every op is a kernel call, and its out
 torch within 1e-4 on the shapes a transformer uses ([T, d], [B, H, T, Dh])."""
 
 import dataclasses
+import inspect
 import os
 import tempfile
 import zlib
@@ -386,6 +387,9 @@ def _export(module: nn.Module, inputs: Sequence[torch.Tensor], dynamic: bool) ->
     if dynamic:
         length = torch.export.Dim("length", min=1, max=MAX_LEN)
         shapes = tuple({0: length} if i == 0 else None for i in range(len(inputs)))
+        params = inspect.signature(module.forward).parameters.values()
+        if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params):
+            shapes = (shapes,)  # forward(*inputs): one spec for the whole tuple
     return to_edge(torch.export.export(module, tuple(inputs), dynamic_shapes=shapes)).to_executorch()
 
 
