@@ -106,6 +106,21 @@ Result<ExternalConstant> ExternalConstant::acquire(const NamedDataMap& map, cons
   return ExternalConstant(entry);
 }
 
+ExternalConstant ExternalConstant::find_shared(const char* key, const Digest& digest,
+                                               bool verified) {
+  if (!share_constants_enabled()) return ExternalConstant();
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  for (auto& [identity, entry] : t.entries) {
+    if (identity.key == key && identity.digest == digest && (identity.verified || !verified)) {
+      ++entry->holders;
+      ++t.counters.shared_hits;
+      return ExternalConstant(entry);
+    }
+  }
+  return ExternalConstant();
+}
+
 ExternalConstant::ExternalConstant(ExternalConstant&& other) noexcept
     : shared_(std::exchange(other.shared_, nullptr)), own_(std::move(other.own_)) {}
 

@@ -51,6 +51,12 @@ class ExternalConstant {
   static Result<ExternalConstant> acquire(const NamedDataMap& map, const char* key,
                                           const Digest& digest, size_t nbytes);
 
+  // A hold on bytes a Method already holds for `key` with `digest`, read from ANY map (the digest
+  // is the identity; with `verified`, only bytes that were hashed), or an empty ExternalConstant
+  // (data() null) when none is live. Never fetches. For a delegate packing a weight the executor
+  // also reads (a tied embedding), so that the bytes leave the data file once.
+  static ExternalConstant find_shared(const char* key, const Digest& digest, bool verified);
+
   ExternalConstant() = default;
   ExternalConstant(ExternalConstant&& other) noexcept;
   ExternalConstant& operator=(ExternalConstant&& other) noexcept;
@@ -59,6 +65,7 @@ class ExternalConstant {
   ~ExternalConstant() { release(); }
 
   const void* data() const;
+  bool empty() const { return shared_ == nullptr && own_.data() == nullptr; }
 
   struct Entry;  // Opaque: a shared view in the process's table (external_constants.cc).
 

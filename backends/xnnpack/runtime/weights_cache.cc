@@ -416,6 +416,16 @@ bool WeightsCache::borrow_locked(const ConstantRef& ref, bool verify, Bytes* byt
     bytes->size = retained->size();
     return true;
   }
+  // Bytes the executor already holds for a kernel (a tied embedding packed as lm_head): the same
+  // identity, so the same bytes, and the data file is read once.
+  runtime::ExternalConstant held =
+      runtime::ExternalConstant::find_shared(ref.key.c_str(), ref.identity.digest, verify);
+  if (!held.empty()) {
+    bytes->data = held.data();
+    bytes->size = ref.identity.nbytes();
+    bytes->shared = std::move(held);
+    return true;
+  }
   // Fetched once: bytes load_unpacked_data() holds are taken over (a miss ends by freeing every
   // unpacked buffer anyway), so that no other miss can free them under this one.
   for (auto it = unpacked_.begin(); it != unpacked_.end(); ++it) {
@@ -452,6 +462,7 @@ Status WeightsCache::bytes_for_miss(const NamedDataMap* map, const ConstantRef& 
 
 void WeightsCache::drop_bytes_locked(Bytes* bytes) {
   bytes->owned.free();
+  bytes->shared = runtime::ExternalConstant();
   if (bytes->pinned != nullptr) release_locked(bytes->pinned);
   bytes->pinned = nullptr;
 }

@@ -61,6 +61,7 @@
 #include "edgeshare/runtime/core/named_data_map.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/core/scalar_type.h"
+#include "edgeshare/runtime/executor/external_constants.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -268,6 +269,7 @@ class WeightsCache {
     size_t size = 0;
     runtime::FreeableBuffer owned;
     RetainedConstant* pinned = nullptr;
+    runtime::ExternalConstant shared;  // bytes the executor holds for the same identity
     bool unchecked = false;
   };
   struct PackJob;
