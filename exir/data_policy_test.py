@@ -144,5 +144,18 @@ def test_unsupported_dtypes_are_rejected_naming_the_method_and_node():
         to_edge(ep)
 
 
+class _Erf(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return torch.special.erf(x) + 1.0
+
+
+def test_an_operator_the_runtime_cannot_run_is_refused_at_export_naming_the_node():
+    ep = torch.export.export(_Erf(), (torch.randn(4),))
+    with pytest.raises(
+        UnsupportedModelError, match=r"method 'forward', node 'erf.*aten::erf has no kernel in the runtime"
+    ):
+        to_edge(ep).to_executorch()
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -35,6 +35,7 @@ from edgeshare.exir.graph import lifted_inputs, lifted_tensor, mutated_buffers
 from edgeshare.exir.lower import LoweredBackendModule, call_delegate
 from edgeshare.exir.memory_planning import PlannedTensor, plan_memory
 from edgeshare.exir.named_data_store import NamedDataStore
+from edgeshare.exir.runtime_kernels import supports
 from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_bytes
 from edgeshare.schema import program_generated as fb
 from torch._ops import OpOverload
@@ -277,7 +278,7 @@ class _MethodEmitter:
         out.intVal = 0  # written by the kernel on every execute
         index = self._add(_evalue(fb.KernelTypes.Int, out))
         self.node_values[node] = index
-        self._call(name, overload, args + [index])
+        self._call(name, overload, args + [index], what)
 
     # nodes ------------------------------------------------------------------------------------
     def _placeholders(self) -> List[int]:
@@ -415,9 +416,14 @@ class _MethodEmitter:
                 outs.append(self._planned_tensor(v, what, len(self.instructions)))
         self.node_values[node] = tuple(outs) if isinstance(val, (tuple, list)) else outs[0]
         overload = "" if op._overloadname == "default" else op._overloadname
-        self._call(schema.name, overload, args + outs)
+        self._call(schema.name, overload, args + outs, what)
 
-    def _call(self, name: str, overload: str, args: List[int]) -> None:
+    def _call(self, name: str, overload: str, args: List[int], what: str) -> None:
+        full = f"{name}.{overload}" if overload else name
+        if not supports(full):
+            raise UnsupportedModelError(
+                f"{what}: operator {full} has no kernel in the runtime and no delegate took the node"
+            )
         if (name, overload) not in self.operators:
             self.operators.append((name, overload))
         call = fb.KernelCallT()
@@ -455,7 +461,7 @@ class _MethodEmitter:
                         outputs.append(index)
                 for state, index in state_updates:
                     self._use(index)
-                    self._call("aten::copy", "", [state, index, self._scalar(False, what), state])
+                    self._call("aten::copy", "", [state, index, self._scalar(False, what), state], what)
                 continue
             if node.op != "call_function":
                 raise UnsupportedModelError(f"method '{self.method}', node '{node.name}': {node.op} is not supported")

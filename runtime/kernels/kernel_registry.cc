@@ -25,5 +25,9 @@ Status register_kernel(const char* name, KernelFn fn, size_t num_inputs, KernelO
 
 Kernel get_kernel(const char* name) { return registry().find(name); }
 
+size_t num_kernels() { return registry().size(); }
+
+const char* kernel_name(size_t index) { return registry().name_at(index); }
+
 }  // namespace runtime
 }  // namespace edgeshare

@@ -55,6 +55,10 @@ Status register_kernel(const char* name, KernelFn fn, size_t num_inputs,
 // The kernel registered under `name`; its fn is null when there is none.
 Kernel get_kernel(const char* name);
 
+// How many kernels are registered, and the name of the i-th ("" past the end).
+size_t num_kernels();
+const char* kernel_name(size_t index);
+
 }  // namespace runtime
 }  // namespace edgeshare
 

@@ -52,6 +52,17 @@ class NameRegistry {
     return T();
   }
 
+  // The number of names, and the i-th in registration order ("" past the end): for tools that
+  // list what a binary can run.
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return count_;
+  }
+  const char* name_at(size_t i) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return i < count_ ? entries_[i].name : "";
+  }
+
  private:
   struct Entry {
     char name[kMaxName];

@@ -25,6 +25,7 @@ SOURCES = [
     "reduction.cc",
     "shape.cc",
     "sizes.cc",
+    "state.cc",
 ]
 
 # The Python operators on SymInts the exporter writes as sym::<op>, and their operand counts.
