@@ -68,7 +68,7 @@ def test_lora_transformer_block_is_partially_delegated(tmp_path):
     external = {v.val.externalKey.decode() for v in plan.values if v.valType == 6 and v.val.externalKey}
     assert {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"} <= external
     assert result.adapter_keys["a"] == sorted(
-        f"forward/{l}.{w}.weight" for l in ("q", "v") for w in ("lora_a", "lora_b")
+        f"forward/{layer}.{w}.weight" for layer in ("q", "v") for w in ("lora_a", "lora_b")
     )
 
 

@@ -11,7 +11,7 @@ import copy
 import dataclasses
 import heapq
 import operator
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
 import torch
 from edgeshare.exir.compile_spec import CompileSpec

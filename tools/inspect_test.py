@@ -1,9 +1,6 @@
 """inspect on the demo files: it shows what each file holds and which keys a program needs."""
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 from edgeshare.tools.inspect_tool import DataSummary, ProgramSummary, inspect_file

@@ -61,6 +61,10 @@ class DataSummary:
     entries: Dict[str, Dict[str, object]]
 
 
+def _layout_text(layout) -> str:
+    return f"{_SCALAR_TYPES.get(layout.scalar_type, layout.scalar_type)}{[int(x) for x in _seq(layout.sizes)]}"
+
+
 def _seq(values: object) -> list:
     """A FlatBuffers object-API vector (None, a list or a numpy array) as a list."""
     return [] if values is None else list(values)
@@ -143,9 +147,7 @@ def inspect_file(path: str) -> object:
         for key, blob in ptd.named_data.items():
             layout = blob.tensor_layout
             entries[key] = {
-                "layout": None
-                if layout is None
-                else f"{_SCALAR_TYPES.get(layout.scalar_type, layout.scalar_type)}{[int(x) for x in _seq(layout.sizes)]}",
+                "layout": None if layout is None else _layout_text(layout),
                 "bytes": len(blob.data),
                 "sha256": blob.digest.hex()[:16],
             }
