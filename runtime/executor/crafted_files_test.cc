@@ -41,7 +41,8 @@ uint64_t GetU64(const std::vector<uint8_t>& b, size_t at) {
 
 // A .pte: the header, `program` (its segments' offsets filled in here) and `segments`.
 std::vector<uint8_t> Serialize(fb::ProgramT program,
-                               const std::vector<std::vector<uint8_t>>& segments) {
+                               const std::vector<std::vector<uint8_t>>& segments,
+                               uint32_t declared_alignment = kSegmentAlignment) {
   std::vector<uint8_t> area;
   program.segments.clear();
   for (const std::vector<uint8_t>& segment : segments) {
@@ -49,7 +50,7 @@ std::vector<uint8_t> Serialize(fb::ProgramT program,
     program.segments.emplace_back(area.size(), segment.size());
     area.insert(area.end(), segment.begin(), segment.end());
   }
-  program.segment_alignment = kSegmentAlignment;
+  program.segment_alignment = declared_alignment;
   program.version = kFormatVersion;
   flatbuffers::FlatBufferBuilder fbb;
   fb::FinishProgramBuffer(fbb, fb::Program::Pack(fbb, &program));
@@ -283,6 +284,21 @@ TEST(CraftedFilesTest, AKernelWritingAScalarIsRejectedAtLoad) {
   ExpectMessage(
       crafted.method.status(), Error::InvalidProgram,
       {"relu.pte", "'forward'", "instruction 0 (aten::relu)", "argument 1", "not a tensor"});
+}
+
+// Segments are laid out 64-aligned; a file that declares another alignment is not what it says.
+TEST(CraftedFilesTest, SegmentsNotAlignedAsDeclaredAreRejected) {
+  std::vector<std::vector<uint8_t>> segments = kReluSegments;
+  segments.emplace_back(16, 0);  // the second segment sits at offset 64
+  for (uint32_t declared : {48u, 128u}) {
+    const std::vector<uint8_t> file =
+        Serialize(*ReluProgram({kInput, kOutput}), segments, declared);
+    BufferDataLoader loader(file.data(), file.size(), "aligned.pte");
+    Result<Program> program = Program::load(&loader);
+    ASSERT_FALSE(program.ok()) << declared;
+    ExpectMessage(program.status(), Error::InvalidProgram,
+                  {"aligned.pte", declared == 48 ? "not a power of two" : "not 128-aligned"});
+  }
 }
 
 TEST(CraftedFilesTest, AKernelCallWithoutAllItsInputsIsRejectedAtLoad) {

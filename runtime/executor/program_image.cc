@@ -13,7 +13,22 @@ namespace runtime {
 namespace {
 
 // Segments, named data and method names: everything a later lookup relies on without checking.
-Status validate_tables(const schema::Program& root, uint64_t segment_data_size, const char* file) {
+// Segments are aligned as the file says (the exporter aligns constants for SIMD loads and mmap).
+Status validate_tables(const schema::Program& root, const FileHeader& header, const char* file) {
+  const uint64_t segment_data_size = header.segment_data_size;
+  const uint32_t alignment = root.segment_alignment();
+  if (root.segments() != nullptr && root.segments()->size() > 0) {
+    ES_CHECK_OR_RETURN_ERROR(alignment != 0 && (alignment & (alignment - 1)) == 0,
+                             Error::InvalidProgram,
+                             "%s: segment_alignment %u is not a power of two", file, alignment);
+    ES_CHECK_OR_RETURN_ERROR(header.segment_base_offset % alignment == 0, Error::InvalidProgram,
+                             "%s: segment base offset is not %u-aligned", file, alignment);
+    for (const schema::DataSegment* segment : *root.segments()) {
+      ES_CHECK_OR_RETURN_ERROR(segment->offset() % alignment == 0, Error::InvalidProgram,
+                               "%s: a segment at offset %llu is not %u-aligned", file,
+                               static_cast<unsigned long long>(segment->offset()), alignment);
+    }
+  }
   if (root.segments() != nullptr) {
     for (flatbuffers::uoffset_t i = 0; i < root.segments()->size(); ++i) {
       ES_RETURN_IF_ERROR(check_segment(root.segments(), i, segment_data_size, file, "the program",
@@ -57,7 +72,7 @@ Result<ProgramImage> ProgramImage::load(const DataLoader* loader) {
   const schema::Program* root = schema::GetProgram(image.flatbuffer_.data());
   ES_CHECK_OR_RETURN_ERROR(root->version() == kFormatVersion, Error::InvalidProgram,
                            "%s: Program version %u is not supported", file, root->version());
-  ES_RETURN_IF_ERROR(validate_tables(*root, header.segment_data_size, file));
+  ES_RETURN_IF_ERROR(validate_tables(*root, header, file));
   image.root_ = root;
   image.segment_base_offset_ = header.segment_base_offset;
   if (root->named_data() != nullptr && root->named_data()->size() > 0) {
