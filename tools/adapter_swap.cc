@@ -1,0 +1,50 @@
+#include "edgeshare/tools/adapter_swap.h"
+
+namespace edgeshare {
+namespace tools {
+
+using runtime::DataFile;
+using runtime::Error;
+using runtime::NamedDataMap;
+using runtime::Result;
+using runtime::Status;
+
+Result<const NamedDataMap*> replaced_adapter(
+    const DataFile& adapter, const DataFile* bound,
+    const std::vector<std::shared_ptr<const DataFile>>& loaded_with, const std::string& program) {
+  if (bound != nullptr) return &bound->map();
+  const NamedDataMap& map = adapter.map();
+  ES_CHECK_OR_RETURN_ERROR(map.get_num_keys() > 0, Error::InvalidArgument, "%s holds no weights",
+                           adapter.path());
+  ES_ASSIGN_OR_RETURN(const char* first, map.get_key(0));
+  for (const std::shared_ptr<const DataFile>& file : loaded_with) {
+    if (file != nullptr && file->map().get_digest(first).ok()) return &file->map();
+  }
+  return Status::Format(Error::InvalidArgument,
+                        "%s is no adapter of %s: none of the data files it was loaded with holds "
+                        "its key '%s'",
+                        adapter.path(), program.c_str(), first);
+}
+
+Status check_same_adapter_keys(const NamedDataMap& adapter, const NamedDataMap& replaced,
+                               const char* path, const std::string& program) {
+  for (size_t i = 0; i < adapter.get_num_keys(); ++i) {
+    ES_ASSIGN_OR_RETURN(const char* key, adapter.get_key(i));
+    ES_CHECK_OR_RETURN_ERROR(replaced.get_digest(key).ok(), Error::InvalidArgument,
+                             "%s holds '%s', which the adapter of %s it would replace (%s) lacks: "
+                             "an adapter of another structure (adapted modules or rank) needs its "
+                             "own program",
+                             path, key, program.c_str(), replaced.name());
+  }
+  ES_CHECK_OR_RETURN_ERROR(adapter.get_num_keys() == replaced.get_num_keys(),
+                           Error::InvalidArgument,
+                           "%s holds %zu weights, the adapter of %s it would replace (%s) %zu: an "
+                           "adapter of another structure (adapted modules or rank) needs its own "
+                           "program",
+                           path, adapter.get_num_keys(), program.c_str(), replaced.name(),
+                           replaced.get_num_keys());
+  return Status();
+}
+
+}  // namespace tools
+}  // namespace edgeshare
