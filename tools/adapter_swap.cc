@@ -16,13 +16,17 @@ Result<const NamedDataMap*> replaced_adapter(
   const NamedDataMap& map = adapter.map();
   ES_CHECK_OR_RETURN_ERROR(map.get_num_keys() > 0, Error::InvalidArgument, "%s holds no weights",
                            adapter.path());
-  ES_ASSIGN_OR_RETURN(const char* first, map.get_key(0));
-  for (const std::shared_ptr<const DataFile>& file : loaded_with) {
-    if (file != nullptr && file->map().get_digest(first).ok()) return &file->map();
+  for (size_t i = 0; i < map.get_num_keys(); ++i) {
+    ES_ASSIGN_OR_RETURN(const char* key, map.get_key(i));
+    for (const std::shared_ptr<const DataFile>& file : loaded_with) {
+      if (file != nullptr && file->map().get_digest(key).ok()) return &file->map();
+    }
   }
+  ES_ASSIGN_OR_RETURN(const char* first, map.get_key(0));
   return Status::Format(Error::InvalidArgument,
                         "%s is no adapter of %s: none of the data files it was loaded with holds "
-                        "its key '%s'",
+                        "any of its keys ('%s', ...): an adapter of another structure (adapted "
+                        "modules or rank) needs its own program",
                         adapter.path(), program.c_str(), first);
 }
 

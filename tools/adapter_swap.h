@@ -26,7 +26,7 @@ namespace edgeshare {
 namespace tools {
 
 // The map `adapter` would replace: `bound` (the adapter bound last) when not null, else the one of
-// `loaded_with` (the files the program was loaded over) that holds adapter's first key.
+// `loaded_with` (the files the program was loaded over) that holds one of adapter's keys.
 runtime::Result<const runtime::NamedDataMap*> replaced_adapter(
     const runtime::DataFile& adapter, const runtime::DataFile* bound,
     const std::vector<std::shared_ptr<const runtime::DataFile>>& loaded_with,

@@ -173,6 +173,7 @@ class Program:
         self._native = native
         self._data_files = data_files
         self._methods: Dict[str, Method] = {}
+        self._adapter: Optional[DataFile] = None
 
     @classmethod
     def load(cls, path: PathLike, data_files: Sequence[Union[DataFile, PathLike]] = ()) -> Program:
@@ -237,7 +238,7 @@ class Program:
     @property
     def adapter(self) -> Optional[DataFile]:
         """The adapter bound last by bind_adapter (None before the first swap)."""
-        return getattr(self, "_adapter", None)
+        return self._adapter
 
     def method(self, name: str) -> Method:
         """The loaded method called `name` (the same object on every call).
