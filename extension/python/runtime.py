@@ -100,8 +100,7 @@ class DataFile:
 class Method:
     """One loaded method of a Program, ready to execute.
 
-    generate() and adapter swapping (issue 12: stateful methods with a KV cache, adapters bound on
-    a loaded foundation) will be methods of this class once the runtime supports them.
+    Adapters are swapped for every method at once: Program.bind_adapter.
     """
 
     def __init__(self, native: Any, program: Program) -> None:
