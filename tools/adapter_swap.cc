@@ -34,19 +34,19 @@ Status check_same_adapter_keys(const NamedDataMap& adapter, const NamedDataMap& 
                                const char* path, const std::string& program) {
   for (size_t i = 0; i < adapter.get_num_keys(); ++i) {
     ES_ASSIGN_OR_RETURN(const char* key, adapter.get_key(i));
-    ES_CHECK_OR_RETURN_ERROR(replaced.get_digest(key).ok(), Error::InvalidArgument,
-                             "%s holds '%s', which the adapter it would replace (%s) lacks: it is "
-                             "no adapter of %s (a foundation's data file, or an adapter of another "
-                             "structure: other adapted modules or rank, which needs its own program)",
-                             path, key, replaced.name(), program.c_str());
+    ES_CHECK_OR_RETURN_ERROR(
+        replaced.get_digest(key).ok(), Error::InvalidArgument,
+        "%s holds '%s', which the adapter it would replace (%s) lacks: it is "
+        "no adapter of %s (a foundation's data file, or an adapter of another "
+        "structure: other adapted modules or rank, which needs its own program)",
+        path, key, replaced.name(), program.c_str());
   }
-  ES_CHECK_OR_RETURN_ERROR(adapter.get_num_keys() == replaced.get_num_keys(),
-                           Error::InvalidArgument,
-                           "%s holds %zu weights, the adapter it would replace (%s) %zu: it is no "
-                           "adapter of %s (an adapter of another structure: other adapted modules "
-                           "or rank, which needs its own program)",
-                           path, adapter.get_num_keys(), replaced.name(), replaced.get_num_keys(),
-                           program.c_str());
+  ES_CHECK_OR_RETURN_ERROR(
+      adapter.get_num_keys() == replaced.get_num_keys(), Error::InvalidArgument,
+      "%s holds %zu weights, the adapter it would replace (%s) %zu: it is no "
+      "adapter of %s (an adapter of another structure: other adapted modules "
+      "or rank, which needs its own program)",
+      path, adapter.get_num_keys(), replaced.name(), replaced.get_num_keys(), program.c_str());
   return Status();
 }
 

@@ -4,9 +4,9 @@
 // whichever open keys a file holds, so a file holding only some of them (an adapter of fewer
 // adapted modules) would leave the others on the old adapter: these checks refuse it first.
 //
-//   ES_ASSIGN_OR_RETURN(const NamedDataMap* old, replaced_adapter(*code, bound, loaded_with, "lora.pte"));
-//   ES_RETURN_IF_ERROR(check_same_adapter_keys(code->map(), *old, code->path(), "lora.pte"));
-//   ES_RETURN_IF_ERROR(method.rebind_data(code->map()));
+//   ES_ASSIGN_OR_RETURN(const NamedDataMap* old, replaced_adapter(*code, bound, loaded_with,
+//   "lora.pte")); ES_RETURN_IF_ERROR(check_same_adapter_keys(code->map(), *old, code->path(),
+//   "lora.pte")); ES_RETURN_IF_ERROR(method.rebind_data(code->map()));
 //
 // Pure functions over borrowed maps: no ownership, thread-safe as the maps are. Errors:
 // InvalidArgument naming the file and the key at fault.

@@ -38,9 +38,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir.data_policy import LoraDataPolicy
+from edgeshare.exir.data_policy import FoundationDataPolicy, LoraDataPolicy
 from edgeshare.exir.errors import ExportError
-from edgeshare.exir.data_policy import FoundationDataPolicy
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
 from edgeshare.exir.lora import LoraExportResult, _adapter_models, export_lora
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable

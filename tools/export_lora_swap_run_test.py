@@ -99,6 +99,26 @@ def test_swaps_fetch_and_pack_no_foundation_weight(exported):
     assert swapped.stdout.count("bound ") == 4
 
 
+def test_model_flag_swappable_demo_equals_its_own_programs(tmp_path):
+    swap, own = str(tmp_path / "swap"), str(tmp_path / "own")
+    assert export_lora.main(["--swappable", "--out", swap]) == 0  # the demo: lora_a, lora_b
+    assert export_lora.main(["--out", own]) == 0
+    assert sorted(os.listdir(swap)) == ["foundation.ptd", "foundation.pte", "lora.pte", "lora_a.ptd", "lora_b.ptd"]
+    x = np.random.default_rng(0).uniform(-1, 1, size=(4, 256)).astype(np.float32)
+    foundation = os.path.join(swap, "foundation.ptd")
+    swapped = run_programs(
+        [os.path.join(swap, "lora.pte")],
+        [foundation, os.path.join(swap, "lora_a.ptd")],
+        [x],
+        extra_args=["--swap-adapter", os.path.join(swap, "lora_b.ptd")],
+    )
+    want = run_programs([os.path.join(own, "lora_a.pte"), os.path.join(own, "lora_b.pte")], [foundation], [x])
+    for stem, name in (("lora", "lora_a"), ("lora@lora_b", "lora_b")):
+        np.testing.assert_allclose(
+            swapped.outputs[f"{stem}.forward"][0], want.outputs[f"{name}.forward"][0], atol=TOLERANCE, rtol=TOLERANCE
+        )
+
+
 @pytest.mark.parametrize(
     "bad, message",
     [

@@ -56,7 +56,7 @@ struct Options {
   std::string outputs_dir;
   std::string stats_json;
   int iterations = 1;
-  std::vector<std::string> methods;  // --method, repeated; empty runs every method.
+  std::vector<std::string> methods;        // --method, repeated; empty runs every method.
   std::vector<std::string> swap_adapters;  // --swap-adapter, repeated, in order.
 };
 
@@ -136,8 +136,8 @@ Status ReportOutputs(const Options& options, const std::string& label, Method& m
                 ShapeText(out).c_str(), sum);
     if (!options.outputs_dir.empty()) {
       ::mkdir(options.outputs_dir.c_str(), 0755);
-      const std::string path = options.outputs_dir + "/" + label + "." + method.name() +
-                               ".output" + std::to_string(o) + ".npy";
+      const std::string path = options.outputs_dir + "/" + label + "." + method.name() + ".output" +
+                               std::to_string(o) + ".npy";
       ES_RETURN_IF_ERROR(write_npy(path, out));
     }
   }

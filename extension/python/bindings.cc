@@ -216,7 +216,8 @@ std::shared_ptr<LoadedProgram> LoadProgram(
 }
 
 void BindAdapter(LoadedProgram& program, const std::shared_ptr<OpenDataFile>& adapter) {
-  if (adapter == nullptr) throw Failure{Error::InvalidArgument, "bind_adapter: the adapter is None"};
+  if (adapter == nullptr)
+    throw Failure{Error::InvalidArgument, "bind_adapter: the adapter is None"};
   Status status;
   {
     py::gil_scoped_release release;

@@ -123,7 +123,8 @@ Status LoadedProgram::bind_adapter(std::shared_ptr<const DataFile> adapter) {
   std::lock_guard<std::mutex> lock(adapter_mutex_);
   ES_ASSIGN_OR_RETURN(const NamedDataMap* replaced,
                       tools::replaced_adapter(*adapter, adapter_.get(), data_files_, path_));
-  ES_RETURN_IF_ERROR(tools::check_same_adapter_keys(adapter->map(), *replaced, adapter->path(), path_));
+  ES_RETURN_IF_ERROR(
+      tools::check_same_adapter_keys(adapter->map(), *replaced, adapter->path(), path_));
   size_t rebound = 0;
   Status none = Status();
   for (size_t m = 0; m < methods_.size(); ++m) {

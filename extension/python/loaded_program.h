@@ -122,7 +122,7 @@ class LoadedProgram {
   // Destroyed bottom-up: the methods before the program, loader, map and files they borrow.
   std::string path_;
   std::vector<std::shared_ptr<const runtime::DataFile>> data_files_;
-  mutable std::mutex adapter_mutex_;  // Serialises bind_adapter.
+  mutable std::mutex adapter_mutex_;                  // Serialises bind_adapter.
   std::shared_ptr<const runtime::DataFile> adapter_;  // What the methods read, once swapped.
   std::unique_ptr<runtime::MergedDataMap> external_;  // Null without data files.
   std::unique_ptr<runtime::MmapDataLoader> loader_;

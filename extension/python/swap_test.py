@@ -56,7 +56,9 @@ def want(exported):
 
 def _load(exported):
     swap = os.path.join(exported, "swap")
-    return Program.load(os.path.join(swap, "lora.pte"), [os.path.join(swap, "foundation.ptd"), os.path.join(swap, "a.ptd")])
+    return Program.load(
+        os.path.join(swap, "lora.pte"), [os.path.join(swap, "foundation.ptd"), os.path.join(swap, "a.ptd")]
+    )
 
 
 def _check(program, want, name):
