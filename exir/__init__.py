@@ -31,6 +31,7 @@ from edgeshare.exir.hf import (
     HfInputError,
     UnsupportedAdapterError,
     export_hf_lora,
+    export_hf_swappable,
     load_hf_model,
     load_peft_adapter,
 )
@@ -38,6 +39,7 @@ from edgeshare.exir.lora import AdapterNameError
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore, NamedDataStoreOutput
 from edgeshare.exir.partition import DelegationSpec, Partitioner, PartitionResult
+from edgeshare.exir.swappable import SwappableDataPolicy, SwappableExportResult, export_swappable
 
 __all__ = [
     "AdapterMismatchError",
@@ -67,10 +69,14 @@ __all__ = [
     "PatternDataPolicy",
     "PreprocessResult",
     "SerializationError",
+    "SwappableDataPolicy",
+    "SwappableExportResult",
     "UnsupportedAdapterError",
     "UnsupportedModelError",
     "canonical_name",
     "export_hf_lora",
+    "export_hf_swappable",
+    "export_swappable",
     "load_hf_model",
     "load_peft_adapter",
     "to_edge",

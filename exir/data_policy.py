@@ -3,7 +3,8 @@
 A policy is asked once per parameter or buffer of each method and answers with a DataPlacement
 (key + external tag) or None (not covered: the weight stays inline in the program). to_edge records
 the answer on the parameter's placeholder node (node.meta[DATA_KEY_META] and
-node.meta[EXTERNAL_TAG_META]) so that backends and the emitter store the weight under that key.
+node.meta[EXTERNAL_TAG_META], node.meta[DATA_OPEN_META]) so that backends and the emitter store
+the weight under that key.
 
 Keys of data kept by the program are qualified by the method name ("forward/fc1.lora_a.weight") so
 that methods never collide; keys of external data are names shared by every program.
@@ -25,6 +26,7 @@ from torch import nn
 __all__ = [
     "CallableDataPolicy",
     "DATA_KEY_META",
+    "DATA_OPEN_META",
     "DataPlacement",
     "DataPolicy",
     "EXTERNAL_TAG_META",
@@ -38,6 +40,7 @@ __all__ = [
 
 DATA_KEY_META = "edgeshare_data_key"
 EXTERNAL_TAG_META = "edgeshare_external_tag"
+DATA_OPEN_META = "edgeshare_data_open"
 
 # Path components LoRA wrappers insert around the wrapped layer (edgeshare's LoRALinear uses
 # "base"; PEFT uses "base_layer" and prefixes "base_model.model.").
@@ -52,10 +55,19 @@ class DataPlacement:
     Attributes:
       key: the named-data key.
       external_tag: None to keep it with the program; else the .ptd tag ("foundation").
+      open: external data the runtime may rebind to another file's bytes under the same key
+        (Method::rebind_data: a swappable adapter). The program records no digest for it, and no
+        delegate packs it (the XNNPACK partitioner leaves the nodes reading it to kernels). False
+        pins the bytes by their SHA-256 (the foundation). Only meaningful with an external_tag.
     """
 
     key: str
     external_tag: Optional[str] = None
+    open: bool = False
+
+    def __post_init__(self) -> None:
+        if self.open and self.external_tag is None:
+            raise ValueError(f"DataPlacement '{self.key}': open data needs an external tag (a .ptd to rebind)")
 
 
 def program_key(method: str, name: str) -> str:

@@ -4,8 +4,9 @@ Per method, in graph order:
   - user inputs and every tensor an instruction writes are memory-planned (memory_id 1); inputs
     and outputs are live for the whole method, so inputs survive execute();
   - weights whose placement has an external tag become Tensor values with external_key and
-    external_digest (the SHA-256 of their bytes, which go to that tag's .ptd); other weights
-    become constant_segment tensors in the .pte;
+    external_digest (the SHA-256 of their bytes, which go to that tag's .ptd; none for an open
+    placement, which the runtime may rebind); other weights become constant_segment tensors in
+    the .pte;
   - call_delegate nodes become DelegateCalls (inputs, then outputs) and their named data is merged;
   - every other ATen node becomes a KernelCall on "aten::<name>" with overload "" for .default,
     its schema arguments in order (defaults filled in), then its outputs;
@@ -29,7 +30,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import sympy
 import torch
 from edgeshare.exir._serialize._format import Segment, named_data_to_fb
-from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
+from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import UnsupportedModelError
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor, mutated_buffers
 from edgeshare.exir.lower import LoweredBackendModule, call_delegate
@@ -309,9 +310,11 @@ class _MethodEmitter:
                     self.store.add_named_data(key, data, self.constant_alignment, tag, layout)
                     t = _tensor_value(tensor, what)
                     t.externalKey = key
-                    # The identity the runtime checks against the data file's digest for the key:
-                    # the same SHA-256 the store records for these bytes.
-                    t.externalDigest = list(hashlib.sha256(data).digest())
+                    if not node.meta.get(DATA_OPEN_META, False):
+                        # The identity the runtime checks against the data file's digest for the
+                        # key: the same SHA-256 the store records for these bytes. Open data (a
+                        # swappable adapter) has none, so the runtime may rebind it.
+                        t.externalDigest = list(hashlib.sha256(data).digest())
                     self.node_values[node] = self._add(_evalue(fb.KernelTypes.Tensor, t))
                 else:
                     self.node_values[node] = self._constant_tensor(tensor, what)

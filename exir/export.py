@@ -14,6 +14,7 @@ import torch
 from edgeshare.exir._serialize import serialize_ptd, serialize_pte
 from edgeshare.exir.data_policy import (
     DATA_KEY_META,
+    DATA_OPEN_META,
     EXTERNAL_TAG_META,
     DataPlacement,
     DataPolicy,
@@ -107,6 +108,7 @@ def _apply_data_policy(method: str, ep: ExportedProgram, policy: DataPolicy) -> 
         node = placeholders[name]
         node.meta[DATA_KEY_META] = placement.key
         node.meta[EXTERNAL_TAG_META] = placement.external_tag
+        node.meta[DATA_OPEN_META] = placement.open
 
 
 def to_edge(

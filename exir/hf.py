@@ -20,7 +20,7 @@ a PEFT type other than LoRA is an UnsupportedAdapterError; an adapter that does 
 import copy
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Set
 
 import torch
 from edgeshare.exir.data_policy import FoundationDataPolicy, foundation_tensors
@@ -30,11 +30,15 @@ from edgeshare.exir.lora import LoraExportResult, check_adapter_name, export_lor
 from edgeshare.exir.partition import Partitioner
 from torch import nn
 
+if TYPE_CHECKING:
+    from edgeshare.exir.swappable import SwappableExportResult
+
 __all__ = [
     "CausalLMLogits",
     "HfInputError",
     "UnsupportedAdapterError",
     "export_hf_lora",
+    "export_hf_swappable",
     "load_hf_model",
     "load_peft_adapter",
     "tied_keys",
@@ -313,5 +317,53 @@ def export_hf_lora(
         data_policy=FoundationDataPolicy(base, FOUNDATION),
         dynamic_shapes=token_dynamic_shapes(max_seq_len),
         foundation_program=FOUNDATION,
+        progress=say,
+    )
+
+
+def export_hf_swappable(
+    model_dir: str,
+    adapters: Mapping[str, str],
+    out_dir: str,
+    max_seq_len: int = 128,
+    partitioner: Optional[Partitioner] = None,
+    config: Optional[ExecutorchBackendConfig] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> "SwappableExportResult":
+    """export_hf_lora's inputs, written for adapter swapping (exir.swappable.export_swappable):
+    out_dir/lora.pte shared by every adapter of the first adapter's structure (PEFT target modules,
+    rank, alpha), out_dir/<name>.ptd with each such adapter's weights, out_dir/<name>.pte for an
+    adapter of another structure, and foundation.pte / foundation.ptd as export_hf_lora writes them.
+
+    Raises:
+      As export_hf_lora.
+    """
+    from edgeshare.exir.swappable import export_swappable  # noqa: PLC0415 (swappable imports lora)
+
+    say = progress or (lambda line: None)
+    if not adapters:
+        raise ExportError("export_hf_swappable needs at least one adapter")
+    for name, adapter_dir in adapters.items():
+        check_adapter_name(name, FOUNDATION)
+        _check_adapter_dir(name, adapter_dir)
+    say(f"loading model {model_dir}")
+    base = load_hf_model(model_dir)
+    _check_max_seq_len(max_seq_len, base, model_dir)
+    models: Dict[str, nn.Module] = {}
+    for name, adapter_dir in adapters.items():
+        say(f"loading adapter '{name}' from {adapter_dir}")
+        models[name] = CausalLMLogits(load_peft_adapter(base, name, adapter_dir))
+    example_t = 1 if max_seq_len == 1 else max(2, min(max_seq_len, 7))
+    vocab = int(base.get_input_embeddings().weight.shape[0])
+    example = torch.randint(0, vocab, (1, example_t), generator=torch.Generator().manual_seed(0))
+    return export_swappable(
+        CausalLMLogits(base),
+        models,
+        (example,),
+        out_dir,
+        partitioner,
+        foundation_policy=FoundationDataPolicy(base, FOUNDATION),
+        dynamic_shapes=token_dynamic_shapes(max_seq_len),
+        config=config,
         progress=say,
     )

@@ -4,6 +4,7 @@
     bazel run //tools:export_lora -- --out DIR --reference
     bazel run //tools:export_lora -- --model my_model.py:make --methods
     bazel run //tools:export_lora -- --hf-model DIR --adapter chat=DIR --adapter code=DIR --out OUT
+    bazel run //tools:export_lora -- --hf-model DIR --adapter chat=DIR --adapter code=DIR --swappable
 
 --hf-model takes a directory that transformers' save_pretrained wrote (config.json + safetensors;
 loaded offline) and --adapter NAME=DIR (repeatable) PEFT LoRA adapter directories
@@ -14,6 +15,12 @@ input_ids [1, T], T from 1 to --max-seq-len, and returns the logits [1, T, vocab
 --model names a function (path/to/file.py:function or package.module:function; relative paths
 resolve against the directory the command was run from) returning
 (foundation nn.Module, {adapter name: state dict or module}, example inputs).
+
+--swappable (with --hf-model or --model) writes the adapters that share the first adapter's
+structure (adapted modules, rank, alpha) as ONE OUT/lora.pte plus OUT/<NAME>.ptd per adapter (only
+its weights), which a loaded lora.pte swaps without touching the foundation (tools/run
+--swap-adapter, Program.bind_adapter in Python); an adapter of another structure gets its own
+OUT/<NAME>.pte over the same foundation. OUT/foundation.pte and OUT/foundation.ptd as without it.
 
 A weight of an adapter model is the foundation's when its dtype, shape and bytes equal a foundation
 tensor's, whatever it is called (--foundation-by bytes, the default); --foundation-by names decides
@@ -31,10 +38,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir.data_policy import LoraDataPolicy
+from edgeshare.exir.data_policy import FoundationDataPolicy, LoraDataPolicy
 from edgeshare.exir.errors import ExportError
-from edgeshare.exir.hf import export_hf_lora
-from edgeshare.exir.lora import LoraExportResult, export_lora
+from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
+from edgeshare.exir.lora import LoraExportResult, _adapter_models, export_lora
+from edgeshare.exir.swappable import SwappableExportResult, export_swappable
 
 DEMO = "edgeshare.models:demo_lora"
 
@@ -205,6 +213,11 @@ def _parser() -> argparse.ArgumentParser:
         "--adapter", action="append", default=[], metavar="NAME=DIR", help="a PEFT LoRA adapter directory (repeatable)"
     )
     parser.add_argument("--max-seq-len", type=int, default=128, help="largest token count T (with --hf-model)")
+    parser.add_argument(
+        "--swappable",
+        action="store_true",
+        help="one lora.pte for the adapters of one structure plus <NAME>.ptd per adapter, swapped at run time",
+    )
     parser.add_argument("--methods", action="store_true", help="one multi-method .pte instead of one per adapter")
     parser.add_argument("--name", default="lora", help="file stem of the multi-method .pte (with --methods)")
     parser.add_argument("--reference", action="store_true", help="also write example inputs and eager outputs (.npy)")
@@ -240,6 +253,59 @@ def _check_hf_flags(args: argparse.Namespace) -> None:
     ):
         if given:
             raise ExportError(f"{flag} cannot be combined with --hf-model")
+
+
+def swappable_report(result: SwappableExportResult) -> str:
+    """A summary of a --swappable export: the shared program, each adapter file, the others."""
+    lines = ["wrote:"]
+    lines.extend(f"  {path}  {size} bytes ({_human(size)})" for path, size in result.files.items())
+    program_size = result.files[result.swappable_program]
+    lines.append(f"swappable program: {result.swappable_program}  {program_size} bytes ({_human(program_size)})")
+    lines.append(f"  {'adapter':<16} {'data file':<40} bytes")
+    for name, path in result.adapter_files.items():
+        lines.append(f"  {name:<16} {path:<40} {result.files[path]}")
+    lines.append(
+        f"each adapter file holds {len(result.adapter_keys)} tensors; load {result.swappable_program} over "
+        f"{result.foundation_path} and one of them, then bind another to swap"
+    )
+    for name, path in result.own_programs.items():
+        lines.append(
+            f"adapter '{name}' has another structure (adapted modules, rank or alpha) than "
+            f"'{next(iter(result.adapter_files))}': its own program {path} over {result.foundation_path}"
+        )
+    lines.append(f"foundation: {result.foundation_program} over {result.foundation_path}")
+    return "\n".join(lines)
+
+
+def _export_swappable(args: argparse.Namespace, out_dir: str) -> SwappableExportResult:
+    partitioner = XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype)
+    if args.hf_model is not None:
+        _quiet_transformers()
+        return export_hf_swappable(
+            _user_path(args.hf_model),
+            parse_adapters(args.adapter),
+            out_dir,
+            max_seq_len=args.max_seq_len,
+            partitioner=partitioner,
+            progress=_progress,
+        )
+    spec = args.model or DEMO
+    foundation, adapters, inputs = _unpack(load_model_function(spec)(), spec)
+    policy = FoundationDataPolicy(foundation)
+    modules = _adapter_models(foundation, adapters, policy, None, policy.foundation_tag)
+    return export_swappable(foundation, modules, inputs, out_dir, partitioner, policy, progress=_progress)
+
+
+def _check_swappable_flags(args: argparse.Namespace) -> None:
+    if not args.swappable:
+        return
+    for flag, given in (
+        ("--methods", args.methods),
+        ("--reference", args.reference),
+        ("--foundation-by names", args.foundation_by == "names"),
+    ):
+        if given:
+            raise ExportError(f"{flag} cannot be combined with --swappable")
 
 
 def _export(args: argparse.Namespace, out_dir: str) -> Tuple[LoraExportResult, List[str]]:
@@ -279,6 +345,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out_dir = _user_path(args.out or "edgeshare_out")
     try:
         _check_hf_flags(args)
+        _check_swappable_flags(args)
+        if args.swappable:
+            print(swappable_report(_export_swappable(args, out_dir)))
+            return 0
         result, extra = _export(args, out_dir)
     except (ValueError, TypeError) as e:
         # One line: the error names the file, directory, adapter or node at fault.

@@ -3,7 +3,7 @@
 //
 //   bazel run //tools:run -- --program lora_a.pte --program lora_b.pte --data foundation.ptd
 //       [--inputs x.npy[,y.npy]] [--outputs DIR] [--stats-json FILE] [--no-share] [--iterations N]
-//       [--threads N] [--no-verify] [--method NAME]...
+//       [--threads N] [--no-verify] [--method NAME]... [--swap-adapter X.ptd]...
 //
 // Without --inputs every input is filled with seeded values in [-1, 1). --method (repeatable)
 // runs only the methods of that name, in every program that has one; every method is still
@@ -11,12 +11,19 @@
 // DIR/<program>.<method>.output<i>.npy. --stats-json writes the weights cache's counters, the
 // fetches of every data-file key counted at the data map ("data_map_fetches") and the executor's
 // external constant counters. --no-verify trusts the data files (no hashing of fetched bytes).
+// --swap-adapter (repeatable; programs exported with export_lora --swappable, loaded over
+// foundation.ptd and one adapter's .ptd): after the first runs, each listed adapter is bound in
+// turn to every loaded program that reads swappable weights (Method::rebind_data: no foundation
+// weight is fetched or packed) and every selected method runs again; --outputs then also writes
+// DIR/<program>@<adapter>.<method>.output<i>.npy. Adapter fetches are counted in
+// "data_map_fetches" too.
 // A malformed file gives a one-line error and exit status 1.
 
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -26,6 +33,8 @@
 #include "edgeshare/runtime/core/log.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/named_data/data_file.h"
+#include "edgeshare/tools/adapter_swap.h"
+#include "edgeshare/tools/counting_data_map.h"
 #include "edgeshare/tools/npy.h"
 #include "edgeshare/tools/program_set.h"
 #include "edgeshare/tools/program_set_flags.h"
@@ -47,7 +56,15 @@ struct Options {
   std::string outputs_dir;
   std::string stats_json;
   int iterations = 1;
-  std::vector<std::string> methods;  // --method, repeated; empty runs every method.
+  std::vector<std::string> methods;        // --method, repeated; empty runs every method.
+  std::vector<std::string> swap_adapters;  // --swap-adapter, repeated, in order.
+};
+
+// The adapter files bound by --swap-adapter, each behind a counting map. Declared before the
+// ProgramSet in Run, so that it outlives the methods that read it.
+struct SwappedAdapters {
+  std::vector<std::shared_ptr<const DataFile>> files;
+  std::vector<std::unique_ptr<CountingDataMap>> counted;
 };
 
 void DeclareFlags(CLI::App& app, Options& options) {
@@ -62,24 +79,31 @@ void DeclareFlags(CLI::App& app, Options& options) {
   app.add_option("--method", options.methods,
                  "run only this method of every program that has it (repeatable)")
       ->allow_extra_args(false);
+  app.add_option("--swap-adapter", options.swap_adapters,
+                 "X.ptd: after the runs, bind this adapter and run again (repeatable)")
+      ->allow_extra_args(false);
 }
 
 // Under `bazel run` the tool starts in its runfiles: every path given means the user's directory.
 void ResolveUserPaths(Options& options) {
   for (std::vector<std::string>* paths :
-       {&options.set.programs, &options.set.data_files, &options.inputs}) {
+       {&options.set.programs, &options.set.data_files, &options.inputs, &options.swap_adapters}) {
     for (std::string& path : *paths) path = user_path(path);
   }
   options.outputs_dir = user_path(options.outputs_dir);
   options.stats_json = user_path(options.stats_json);
 }
 
-Status WriteStats(const std::string& path, const ProgramSet& set) {
+Status WriteStats(const std::string& path, const ProgramSet& set, const SwappedAdapters& swapped) {
   const xnnpack::WeightsCacheStats stats = xnnpack::process_weights_cache_stats();
   nlohmann::json json = weights_cache_json(stats);
   json["named_data_fetches"] = stats.named_data_fetches;
   // Counted at the data map: every fetch of a data-file key, the executor's own included.
-  json["data_map_fetches"] = set.data_map_fetches();
+  std::map<std::string, size_t> fetches = set.data_map_fetches();
+  for (const std::unique_ptr<CountingDataMap>& map : swapped.counted) {
+    for (const auto& [key, count] : map->fetches()) fetches[key] += count;
+  }
+  json["data_map_fetches"] = fetches;
   json["external_constants"] = external_constants_json(runtime::external_constant_stats());
   json["verify"] = xnnpack::verify_content_enabled();
   json["sharing"] = xnnpack::weight_sharing_enabled();
@@ -101,7 +125,7 @@ std::string ShapeText(const Tensor& t) {
 }
 
 // Prints each output's dtype, shape and sum; with --outputs writes it as a .npy file too.
-Status ReportOutputs(const Options& options, const LoadedProgram& entry, Method& method) {
+Status ReportOutputs(const Options& options, const std::string& label, Method& method) {
   for (size_t o = 0; o < method.num_outputs(); ++o) {
     ES_ASSIGN_OR_RETURN(Tensor out, method.output(o));
     double sum = 0;
@@ -112,8 +136,8 @@ Status ReportOutputs(const Options& options, const LoadedProgram& entry, Method&
                 ShapeText(out).c_str(), sum);
     if (!options.outputs_dir.empty()) {
       ::mkdir(options.outputs_dir.c_str(), 0755);
-      const std::string path = options.outputs_dir + "/" + entry.name + "." + method.name() +
-                               ".output" + std::to_string(o) + ".npy";
+      const std::string path = options.outputs_dir + "/" + label + "." + method.name() + ".output" +
+                               std::to_string(o) + ".npy";
       ES_RETURN_IF_ERROR(write_npy(path, out));
     }
   }
@@ -146,10 +170,81 @@ Status CheckMethodsExist(const Options& options, ProgramSet& set) {
   return Status();
 }
 
+Status RunMethods(const Options& options, ProgramSet& set, std::vector<NpyArray>& inputs,
+                  const std::string& suffix) {
+  for (LoadedProgram& entry : set.programs()) {
+    for (Method& method : entry.methods) {
+      if (!Selected(options, method)) continue;
+      ES_RETURN_IF_ERROR(seed_inputs(method, inputs, entry.name));
+      ES_ASSIGN_OR_RETURN(std::vector<double> samples, time_method(method, 0, options.iterations));
+      double best_ms = samples.front();
+      for (double ms : samples) best_ms = ms < best_ms ? ms : best_ms;
+      std::printf("%s%s.%s: %.3f ms\n", entry.name.c_str(), suffix.c_str(), method.name(), best_ms);
+      ES_RETURN_IF_ERROR(ReportOutputs(options, entry.name + suffix, method));
+    }
+  }
+  return Status();
+}
+
+// Binds `adapter` to every method of `entry` that reads swappable weights; false when none does.
+Result<bool> BindAdapter(LoadedProgram& entry, const DataFile& adapter, const DataFile*& bound,
+                         const std::vector<std::shared_ptr<const DataFile>>& loaded_with,
+                         const runtime::NamedDataMap& counted) {
+  ES_ASSIGN_OR_RETURN(const runtime::NamedDataMap* replaced,
+                      replaced_adapter(adapter, bound, loaded_with, entry.path));
+  ES_RETURN_IF_ERROR(check_same_adapter_keys(adapter.map(), *replaced, adapter.path(), entry.path));
+  bool any = false;
+  for (Method& method : entry.methods) {
+    const Status status = method.rebind_data(counted);
+    if (status.code() == Error::NotFound) continue;  // This method reads none of its keys.
+    ES_RETURN_IF_ERROR(status);
+    any = true;
+  }
+  if (any) bound = &adapter;
+  return any;
+}
+
+// --swap-adapter: each adapter bound in turn to every program that takes it, then every method
+// runs again.
+Status SwapAndRun(const Options& options, ProgramSet& set, std::vector<NpyArray>& inputs,
+                  SwappedAdapters& swapped) {
+  std::vector<std::shared_ptr<const DataFile>> loaded_with;
+  for (const std::string& path : options.set.data_files) {
+    ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> file, DataFile::open(path.c_str()));
+    loaded_with.push_back(std::move(file));
+  }
+  std::vector<const DataFile*> bound(set.programs().size(), nullptr);
+  for (const std::string& path : options.swap_adapters) {
+    ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> file, DataFile::open(path.c_str()));
+    swapped.files.push_back(file);
+    swapped.counted.push_back(std::make_unique<CountingDataMap>(file->map()));
+    bool any = false;
+    for (size_t p = 0; p < set.programs().size(); ++p) {
+      const auto start = std::chrono::steady_clock::now();
+      ES_ASSIGN_OR_RETURN(bool taken, BindAdapter(set.programs()[p], *file, bound[p], loaded_with,
+                                                  *swapped.counted.back()));
+      if (taken) {
+        std::printf("bound %s to %s in %.3f ms\n", path.c_str(), set.programs()[p].name.c_str(),
+                    milliseconds_since(start));
+      }
+      any = any || taken;
+    }
+    ES_CHECK_OR_RETURN_ERROR(any, Error::InvalidArgument,
+                             "--swap-adapter %s: no program loaded reads swappable weights "
+                             "(export with export_lora --swappable)",
+                             path.c_str());
+    std::string stem = path.substr(path.find_last_of('/') + 1);
+    stem = stem.substr(0, stem.find_last_of('.'));
+    ES_RETURN_IF_ERROR(RunMethods(options, set, inputs, "@" + stem));
+  }
+  return Status();
+}
+
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
   xnnpack::set_verify_content(options.set.verify);
   ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
+  SwappedAdapters swapped;  // Outlives `set`: its methods may read these files.
   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
 
   std::vector<NpyArray> inputs;
@@ -168,24 +263,15 @@ Status Run(const Options& options) {
 
   ES_RETURN_IF_ERROR(CheckMethodsExist(options, set));
 
-  for (LoadedProgram& entry : set.programs()) {
-    for (Method& method : entry.methods) {
-      if (!Selected(options, method)) continue;
-      ES_RETURN_IF_ERROR(seed_inputs(method, inputs, entry.name));
-      ES_ASSIGN_OR_RETURN(std::vector<double> samples, time_method(method, 0, options.iterations));
-      double best_ms = samples.front();
-      for (double ms : samples) best_ms = ms < best_ms ? ms : best_ms;
-      std::printf("%s.%s: %.3f ms\n", entry.name.c_str(), method.name(), best_ms);
-      ES_RETURN_IF_ERROR(ReportOutputs(options, entry, method));
-    }
-  }
+  ES_RETURN_IF_ERROR(RunMethods(options, set, inputs, ""));
+  ES_RETURN_IF_ERROR(SwapAndRun(options, set, inputs, swapped));
 
   const xnnpack::WeightsCacheStats stats = xnnpack::process_weights_cache_stats();
   std::printf("weights cache: %zu packed entries, %llu packs, %llu hits, %llu bytes fetched\n",
               stats.num_packed_entries, static_cast<unsigned long long>(stats.packs),
               static_cast<unsigned long long>(stats.cache_hits),
               static_cast<unsigned long long>(stats.bytes_fetched));
-  if (!options.stats_json.empty()) ES_RETURN_IF_ERROR(WriteStats(options.stats_json, set));
+  if (!options.stats_json.empty()) ES_RETURN_IF_ERROR(WriteStats(options.stats_json, set, swapped));
   return Status();
 }
 

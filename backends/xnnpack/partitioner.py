@@ -16,6 +16,10 @@ The checks mirror what the C++ delegate (runtime/xnn_executor.cc) accepts at ini
 here must never make a program fail to load. One known difference from torch remains: XNNPACK's
 clamp (relu, hardtanh, clamp), maximum and minimum do not propagate NaN inputs as torch does.
 
+Open data (a DataPlacement with open=True: a swappable adapter's weights, which the runtime may
+rebind to another adapter file) is never packed: a node reading an open weight stays a kernel call
+(the portable kernels read the mapped bytes, so a swap re-packs nothing).
+
 fp16 fully connected weights (`XnnpackPartitioner(fc_weight_dtype="fp16")`): every delegated
 linear's weight and bias are stored as IEEE half under "<key>.fp16" (half the bytes, in the same
 file the data policy sends the fp32 weight to) and run by XNNPACK's f16 fully connected operator,
@@ -31,6 +35,7 @@ from typing import Callable, Dict, Optional
 import torch
 from edgeshare.backends.xnnpack import op_rows
 from edgeshare.exir.compile_spec import CompileSpec
+from edgeshare.exir.data_policy import DATA_OPEN_META
 from edgeshare.exir.graph import is_lifted, lifted_inputs
 from edgeshare.exir.partition import (
     DelegationSpec,
@@ -78,6 +83,8 @@ class _Checker:
             return False
         if not op_rows.float_tensor(node):
             return False
+        if any(arg.op == "placeholder" and arg.meta.get(DATA_OPEN_META, False) for arg in node.all_input_nodes):
+            return False  # A delegate would pack it; open data must stay rebindable.
         row = op_rows.row_for(node.target)
         return row is not None and row.check(self.ctx, node)
 

@@ -29,7 +29,7 @@ from edgeshare.backends.xnnpack import op_rows
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.backends.xnnpack.partitioner import FC_WEIGHT_DTYPE_SPEC, FC_WEIGHT_DTYPES
 from edgeshare.exir.compile_spec import CompileSpec
-from edgeshare.exir.data_policy import DATA_KEY_META, EXTERNAL_TAG_META
+from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import LoweringError
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
@@ -111,7 +111,15 @@ class _GraphBuilder:
         self.values[index].inlineData = list(struct.pack("<f", float(x)))
         return index
 
+    def _check_pinned(self, node: torch.fx.Node, fqn: str) -> None:
+        if node.meta.get(DATA_OPEN_META, False):
+            raise LoweringError(
+                f"{self.what}: weight '{fqn}' is open (rebindable) data; a delegate would pack it "
+                "(XnnpackPartitioner leaves the nodes reading it to kernels)"
+            )
+
     def _weight(self, node: torch.fx.Node, fqn: str) -> int:
+        self._check_pinned(node, fqn)
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
@@ -125,6 +133,7 @@ class _GraphBuilder:
         return index
 
     def _half_weight(self, node: torch.fx.Node, fqn: str) -> int:
+        self._check_pinned(node, fqn)
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")

@@ -215,6 +215,17 @@ std::shared_ptr<LoadedProgram> LoadProgram(
   return Unwrap(std::move(program));
 }
 
+void BindAdapter(LoadedProgram& program, const std::shared_ptr<OpenDataFile>& adapter) {
+  if (adapter == nullptr)
+    throw Failure{Error::InvalidArgument, "bind_adapter: the adapter is None"};
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = program.bind_adapter(adapter->file);
+  }
+  Check(status);
+}
+
 MethodHandle FindMethod(const std::shared_ptr<LoadedProgram>& program, const std::string& name) {
   return MethodHandle{program, Unwrap(program->method(name))};
 }
@@ -286,7 +297,8 @@ void DefineClasses(py::module_& m) {
                                }
                                return names;
                              })
-      .def("method", &FindMethod, py::arg("name"));
+      .def("method", &FindMethod, py::arg("name"))
+      .def("bind_adapter", &BindAdapter, py::arg("adapter"));
 
   py::class_<MethodHandle>(m, "Method")
       .def_property_readonly("name", [](const MethodHandle& h) { return h.method->name(); })

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include "edgeshare/tools/adapter_swap.h"
+
 namespace edgeshare {
 namespace python {
 
@@ -11,6 +13,7 @@ using runtime::Error;
 using runtime::MergedDataMap;
 using runtime::Method;
 using runtime::MmapDataLoader;
+using runtime::NamedDataMap;
 using runtime::Program;
 using runtime::Result;
 using runtime::Status;
@@ -65,6 +68,11 @@ Result<std::vector<OwnedTensor>> LoadedMethod::run(const std::vector<Tensor>& in
   return outputs;
 }
 
+Status LoadedMethod::rebind(const runtime::NamedDataMap& data) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return method_.rebind_data(data);
+}
+
 Result<std::shared_ptr<LoadedProgram>> LoadedProgram::load(
     const std::string& path, std::vector<std::shared_ptr<const DataFile>> data_files) {
   std::shared_ptr<LoadedProgram> loaded(new LoadedProgram());
@@ -102,6 +110,39 @@ Result<LoadedMethod*> LoadedProgram::method(const std::string& name) {
   }
   return Status::Format(Error::NotFound, "%s has no method '%s' (methods: %s)", program_->name(),
                         name.c_str(), available.c_str());
+}
+
+std::shared_ptr<const DataFile> LoadedProgram::adapter() const {
+  std::lock_guard<std::mutex> lock(adapter_mutex_);
+  return adapter_;
+}
+
+Status LoadedProgram::bind_adapter(std::shared_ptr<const DataFile> adapter) {
+  ES_CHECK_OR_RETURN_ERROR(adapter != nullptr, Error::InvalidArgument,
+                           "bind_adapter on %s: the adapter file is not open", path_.c_str());
+  std::lock_guard<std::mutex> lock(adapter_mutex_);
+  ES_ASSIGN_OR_RETURN(const NamedDataMap* replaced,
+                      tools::replaced_adapter(*adapter, adapter_.get(), data_files_, path_));
+  ES_RETURN_IF_ERROR(
+      tools::check_same_adapter_keys(adapter->map(), *replaced, adapter->path(), path_));
+  size_t rebound = 0;
+  Status none = Status();
+  for (size_t m = 0; m < methods_.size(); ++m) {
+    Status status = methods_[m]->rebind(adapter->map());
+    if (status.code() == Error::NotFound) {  // This method reads none of the adapter's keys.
+      if (none.ok()) none = status;
+      continue;
+    }
+    if (!status.ok()) {
+      // All or nothing: the methods already rebound go back to the bytes they had.
+      for (size_t back = 0; back < m; ++back) (void)methods_[back]->rebind(*replaced);
+      return status;
+    }
+    ++rebound;
+  }
+  if (rebound == 0) return none;
+  adapter_ = std::move(adapter);
+  return Status();
 }
 
 }  // namespace python

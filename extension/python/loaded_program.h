@@ -11,13 +11,22 @@
 //   ES_ASSIGN_OR_RETURN(LoadedMethod * forward, program->method("forward"));
 //   ES_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outputs, forward->run({x}));
 //
+// Adapter swap (a lora.pte exported with --swappable, loaded over foundation.ptd + one adapter's
+// .ptd): bind_adapter(DataFile::open("code.ptd")) rebinds every method to that adapter's bytes
+// (Method::rebind_data: nothing of the foundation is fetched or packed, the state is reset).
+//
 // Errors: load() passes on DataFile, MergedDataMap, MmapDataLoader, Program::load and load_method
 // errors (each naming the file or method); method() gives NotFound naming the program and listing
 // its methods; run() gives InvalidArgument for a wrong input count (naming method and program) and
-// passes on set_input's and execute's errors.
+// passes on set_input's and execute's errors. bind_adapter() gives InvalidArgument when the file
+// holds other keys than the adapter it replaces (another structure) and passes on rebind_data's
+// errors (a foundation file: its keys are pinned; shapes that differ); on error every method keeps
+// its previous adapter.
 // Thread-safety: load() and the accessors may be called from any thread. run() may be called from
 // several threads: calls on one method are serialised by its mutex (a runtime Method runs on one
-// thread at a time), calls on different methods run in parallel.
+// thread at a time), calls on different methods run in parallel. bind_adapter() calls are
+// serialised; each method is rebound between two of its runs (a run on another method meanwhile
+// may still see the previous adapter).
 // Ownership: a LoadedProgram owns its data file references, their merged map, its loader, its
 // Program and its methods, and destroys the methods first. A LoadedMethod lives as long as its
 // LoadedProgram: holders keep the program's shared_ptr. run()'s outputs own their bytes.
@@ -72,6 +81,9 @@ class LoadedMethod {
   // bound), executes, and copies every output out at its real shape.
   runtime::Result<std::vector<OwnedTensor>> run(const std::vector<runtime::Tensor>& inputs);
 
+  // Method::rebind_data between two runs. `data` must outlive the method or its next rebind.
+  runtime::Status rebind(const runtime::NamedDataMap& data);
+
  private:
   std::mutex mutex_;  // One run at a time: the Method's planned memory is reused by each.
   runtime::Method method_;
@@ -95,6 +107,12 @@ class LoadedProgram {
   // Errors: NotFound naming the program and listing its methods.
   runtime::Result<LoadedMethod*> method(const std::string& name);
 
+  // Binds another adapter .ptd of the same structure to every method that holds open (swappable)
+  // constants; all methods or none. The program keeps `adapter` open while it is bound.
+  runtime::Status bind_adapter(std::shared_ptr<const runtime::DataFile> adapter);
+  // The adapter bound last by bind_adapter (null before the first).
+  std::shared_ptr<const runtime::DataFile> adapter() const;
+
   LoadedProgram(const LoadedProgram&) = delete;
   LoadedProgram& operator=(const LoadedProgram&) = delete;
 
@@ -104,6 +122,8 @@ class LoadedProgram {
   // Destroyed bottom-up: the methods before the program, loader, map and files they borrow.
   std::string path_;
   std::vector<std::shared_ptr<const runtime::DataFile>> data_files_;
+  mutable std::mutex adapter_mutex_;                  // Serialises bind_adapter.
+  std::shared_ptr<const runtime::DataFile> adapter_;  // What the methods read, once swapped.
   std::unique_ptr<runtime::MergedDataMap> external_;  // Null without data files.
   std::unique_ptr<runtime::MmapDataLoader> loader_;
   std::unique_ptr<runtime::Program> program_;

@@ -9,6 +9,12 @@ cache packs a foundation weight once for every program loaded over it, exactly a
     lora_b = Program.load("lora_b.pte", [foundation])      # shares the foundation's packed weights
     (logits,) = lora_a.method("forward").execute(x)          # x: a numpy array (or a CPU torch tensor)
 
+Adapters exported with `export_lora --swappable` (one lora.pte, one <name>.ptd per adapter) are
+swapped on the loaded program, without fetching or packing anything of the foundation:
+
+    chat = Program.load("lora.pte", [foundation, DataFile.open("chat.ptd")])
+    chat.bind_adapter(DataFile.open("code.ptd"))           # every method now runs adapter "code"
+
 Errors: every runtime failure raises EdgeshareError with the runtime's Error name in `.code` and its
 one-line message (naming the file, method, input or key). Threads: loading and execute() release the
 GIL; two methods run in parallel on two threads, and calls on one method wait for each other.
@@ -94,8 +100,7 @@ class DataFile:
 class Method:
     """One loaded method of a Program, ready to execute.
 
-    generate() and adapter swapping (issue 12: stateful methods with a KV cache, adapters bound on
-    a loaded foundation) will be methods of this class once the runtime supports them.
+    Adapters are swapped for every method at once: Program.bind_adapter.
     """
 
     def __init__(self, native: Any, program: Program) -> None:
@@ -167,6 +172,7 @@ class Program:
         self._native = native
         self._data_files = data_files
         self._methods: Dict[str, Method] = {}
+        self._adapter: Optional[DataFile] = None
 
     @classmethod
     def load(cls, path: PathLike, data_files: Sequence[Union[DataFile, PathLike]] = ()) -> Program:
@@ -205,6 +211,33 @@ class Program:
     def methods(self) -> List[str]:
         """The method names, in the program's order."""
         return list(self._native.method_names)
+
+    def bind_adapter(self, adapter: Union[DataFile, PathLike]) -> None:
+        """Swaps the adapter of every method to another adapter data file of the same structure.
+
+        For a program exported with `export_lora --swappable` (lora.pte), loaded over the
+        foundation's data file and one adapter's. Nothing of the foundation is fetched or packed
+        again, the adapter's weights are read where the file is mapped (not packed), and every
+        method's state (a KV cache) is reset. The GIL is released meanwhile; a method runs either
+        before or after the swap, never during it. The program keeps `adapter` open while bound.
+
+        Args:
+          adapter: the adapter's .ptd (a DataFile or a path).
+
+        Raises:
+          EdgeshareError: InvalidArgument for a file of another structure (other keys: another set
+            of adapted modules) or the foundation's data file (its weights are pinned), InvalidData
+            for other shapes or a corrupt file, AccessFailed for a missing one; the message names
+            the file. On error every method keeps its previous adapter.
+        """
+        file = adapter if isinstance(adapter, DataFile) else DataFile.open(adapter)
+        self._native.bind_adapter(file._native)
+        self._adapter = file
+
+    @property
+    def adapter(self) -> Optional[DataFile]:
+        """The adapter bound last by bind_adapter (None before the first swap)."""
+        return self._adapter
 
     def method(self, name: str) -> Method:
         """The loaded method called `name` (the same object on every call).

@@ -1,0 +1,43 @@
+// Adapter swap checks shared by //tools:run --swap-adapter and the Python runtime's bind_adapter:
+// which loaded data file a new adapter .ptd replaces, and whether it has the same structure (the
+// same keys; Method::rebind_data checks each key's dtype and shape). Method::rebind_data rebinds
+// whichever open keys a file holds, so a file holding only some of them (an adapter of fewer
+// adapted modules) would leave the others on the old adapter: these checks refuse it first.
+//
+//   ES_ASSIGN_OR_RETURN(const NamedDataMap* old, replaced_adapter(*code, bound, loaded_with,
+//   "lora.pte")); ES_RETURN_IF_ERROR(check_same_adapter_keys(code->map(), *old, code->path(),
+//   "lora.pte")); ES_RETURN_IF_ERROR(method.rebind_data(code->map()));
+//
+// Pure functions over borrowed maps: no ownership, thread-safe as the maps are. Errors:
+// InvalidArgument naming the file and the key at fault.
+
+#ifndef EDGESHARE_TOOLS_ADAPTER_SWAP_H_
+#define EDGESHARE_TOOLS_ADAPTER_SWAP_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgeshare/runtime/core/named_data_map.h"
+#include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/named_data/data_file.h"
+
+namespace edgeshare {
+namespace tools {
+
+// The map `adapter` would replace: `bound` (the adapter bound last) when not null, else the one of
+// `loaded_with` (the files the program was loaded over) that holds one of adapter's keys.
+runtime::Result<const runtime::NamedDataMap*> replaced_adapter(
+    const runtime::DataFile& adapter, const runtime::DataFile* bound,
+    const std::vector<std::shared_ptr<const runtime::DataFile>>& loaded_with,
+    const std::string& program);
+
+// InvalidArgument unless `adapter` holds exactly the keys of `replaced`.
+runtime::Status check_same_adapter_keys(const runtime::NamedDataMap& adapter,
+                                        const runtime::NamedDataMap& replaced, const char* path,
+                                        const std::string& program);
+
+}  // namespace tools
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_TOOLS_ADAPTER_SWAP_H_
