@@ -10,11 +10,14 @@
 //                       LoadedProgram::load("lora_a.pte", {foundation}));
 //   ES_ASSIGN_OR_RETURN(LoadedMethod * forward, program->method("forward"));
 //   ES_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outputs, forward->run({x}));
+//   ES_ASSIGN_OR_RETURN(LoadedMethod * cached, program->method("forward_cached"));
+//   ES_ASSIGN_OR_RETURN(generation::Generation out, cached->generate(prompt, 32));
 //
 // Errors: load() passes on DataFile, MergedDataMap, MmapDataLoader, Program::load and load_method
 // errors (each naming the file or method); method() gives NotFound naming the program and listing
 // its methods; run() gives InvalidArgument for a wrong input count (naming method and program) and
-// passes on set_input's and execute's errors.
+// passes on set_input's and execute's errors; generate() gives InvalidArgument for a method without
+// the generation signature or state (naming it and the program) and passes on Generator's errors.
 // Thread-safety: load() and the accessors may be called from any thread. run() may be called from
 // several threads: calls on one method are serialised by its mutex (a runtime Method runs on one
 // thread at a time), calls on different methods run in parallel.
@@ -29,11 +32,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/core/scalar_type.h"
+#include "edgeshare/runtime/core/span.h"
 #include "edgeshare/runtime/core/tensor.h"
 #include "edgeshare/runtime/data_loader/mmap_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
@@ -72,10 +78,19 @@ class LoadedMethod {
   // bound), executes, and copies every output out at its real shape.
   runtime::Result<std::vector<OwnedTensor>> run(const std::vector<runtime::Tensor>& inputs);
 
+  // Greedy generation with this stateful method (generation::Generator): resets its KV cache,
+  // prefills `prompt`, returns up to max_new_tokens new tokens (stopping after eos if eos >= 0).
+  runtime::Result<generation::Generation> generate(runtime::Span<const int64_t> prompt,
+                                                   size_t max_new_tokens, int64_t eos = -1);
+
  private:
   std::mutex mutex_;  // One run at a time: the Method's planned memory is reused by each.
   runtime::Method method_;
   std::string program_name_;
+  // Made at construction, while the inputs still have their planned sizes (the bounds the
+  // Generator reads); or why the method cannot generate.
+  std::optional<generation::Generator> generator_;
+  runtime::Status generator_error_;
   std::vector<TensorSpec> inputs_;   // As planned, read before any set_input resized them.
   std::vector<TensorSpec> outputs_;  // Likewise.
 };
