@@ -22,6 +22,7 @@ naming the model type and the layer kind).
 """
 
 import dataclasses
+import functools
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -42,6 +43,7 @@ __all__ = [
 CACHED_METHOD = "forward_cached"
 
 
+@dataclasses.dataclass(frozen=True)
 class KvCacheShape:
     """The cache a config needs: layers, and per layer [1, kv_heads, max_seq_len, head_dim] twice.
 
@@ -51,13 +53,9 @@ class KvCacheShape:
       head_dim: the size of one head (config.head_dim, else hidden_size / heads).
     """
 
-    def __init__(self, layers: int, kv_heads: int, head_dim: int) -> None:
-        self.layers = layers
-        self.kv_heads = kv_heads
-        self.head_dim = head_dim
-
-    def __repr__(self) -> str:
-        return f"KvCacheShape(layers={self.layers}, kv_heads={self.kv_heads}, head_dim={self.head_dim})"
+    layers: int
+    kv_heads: int
+    head_dim: int
 
 
 def _config_int(config: Any, *names: str) -> Optional[int]:
@@ -123,6 +121,7 @@ def _cache_classes() -> Tuple[type, type]:
     return Cache, CacheLayerMixin
 
 
+@functools.lru_cache(maxsize=None)
 def _layer_class() -> type:
     _, mixin = _cache_classes()
 

@@ -152,7 +152,7 @@ def test_a_method_without_state_is_refused(llama, tmp_path):
     assert "has no method 'nope' (methods: forward, forward_cached)" in line
 
 
-@pytest.mark.parametrize("kind", ["not_npy", "float", "2x3"])
+@pytest.mark.parametrize("kind", ["not_npy", "float", "2x3", "empty"])
 def test_a_bad_prompt_file_is_one_line_exit_1(llama, tmp_path, kind):
     _, out, _ = llama
     path = str(tmp_path / "prompt.npy")
@@ -160,11 +160,17 @@ def test_a_bad_prompt_file_is_one_line_exit_1(llama, tmp_path, kind):
         with open(path, "wb") as f:
             f.write(b"these are not token ids")
     else:
-        np.save(path, np.zeros((3,), np.float32) if kind == "float" else np.zeros((2, 3), np.int64))
+        shapes = {"float": np.zeros((3,), np.float32), "2x3": np.zeros((2, 3), np.int64), "empty": np.zeros((0,), np.int64)}
+        np.save(path, shapes[kind])
     args = ["--program", os.path.join(out, "a.pte"), "--data", os.path.join(out, "foundation.ptd")]
     line = _one_line_error(_run(args + ["--prompt-ids", path]))
     assert path in line, line
-    expected = {"not_npy": "", "float": "prompt ids must be int64", "2x3": "must have shape [P] or [1, P]"}[kind]
+    expected = {
+        "not_npy": "",
+        "float": "prompt ids must be int64",
+        "2x3": "must have shape [P] or [1, P]",
+        "empty": "the prompt is empty",
+    }[kind]
     assert expected in line, line
 
 
