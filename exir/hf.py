@@ -5,7 +5,9 @@ listed in model.safetensors.index.json); it is loaded with transformers' AutoMod
 from local files only. An adapter directory is what PEFT's `save_pretrained` writes
 (adapter_config.json + adapter_model.safetensors); it is loaded with peft onto a fresh copy of the
 model (the base path it records is not used). Each program's method "forward" takes int64
-input_ids [1, T] and returns the logits [1, T, vocab]; T is dynamic, 1..max_seq_len.
+input_ids [1, T] and returns the logits [1, T, vocab]; T is dynamic, 1..max_seq_len. Beside it,
+"forward_cached" (exir/hf_cache.py) takes input_ids [1, T] and an int64 start position and keeps a
+KV cache of max_seq_len positions as its state: the method text generation runs.
 
     from edgeshare.exir.hf import export_hf_lora
 
@@ -26,6 +28,7 @@ import torch
 from edgeshare.exir.data_policy import FoundationDataPolicy, foundation_tensors
 from edgeshare.exir.errors import AdapterMismatchError, ExportError
 from edgeshare.exir.export import ExecutorchBackendConfig
+from edgeshare.exir.hf_cache import kv_cache_method
 from edgeshare.exir.lora import LoraExportResult, check_adapter_name, export_lora
 from edgeshare.exir.partition import Partitioner
 from torch import nn
@@ -267,7 +270,8 @@ def export_hf_lora(
     foundation, all over one foundation.ptd.
 
     Writes out_dir/<name>.pte per adapter, out_dir/foundation.pte (no adapter) and
-    out_dir/foundation.ptd. Foundation weights are recognised by identity and keyed by the bare
+    out_dir/foundation.ptd. Each program has the stateless "forward" and the KV-cache method
+    "forward_cached" (hf_cache.CachedCausalLM), sharing their weights. Foundation weights are recognised by identity and keyed by the bare
     model's parameter names (an lm_head tied to the embedding is stored once).
 
     Args:
@@ -286,7 +290,8 @@ def export_hf_lora(
       HfInputError, UnsupportedAdapterError, AdapterMismatchError: see load_hf_model and
         load_peft_adapter.
       ExportError: an adapter name is not a usable file stem, max_seq_len is out of range, or
-        the export fails (UnsupportedModelError naming the model).
+        the export fails (UnsupportedModelError naming the model, also for a model whose
+        attention a full KV cache cannot serve, e.g. a sliding window shorter than max_seq_len).
     """
     say = progress or (lambda line: None)
     if not adapters:
@@ -298,6 +303,7 @@ def export_hf_lora(
     say(f"loading model {model_dir}")
     base = load_hf_model(model_dir)
     _check_max_seq_len(max_seq_len, base, model_dir)
+    cached = kv_cache_method(base, max_seq_len)  # refuses unsupported attention before the adapters load
     models: Dict[str, nn.Module] = {}
     for name, adapter_dir in adapters.items():
         say(f"loading adapter '{name}' from {adapter_dir}")
@@ -318,6 +324,7 @@ def export_hf_lora(
         dynamic_shapes=token_dynamic_shapes(max_seq_len),
         foundation_program=FOUNDATION,
         progress=say,
+        extra_methods=[cached],
     )
 
 

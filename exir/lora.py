@@ -34,6 +34,7 @@ from torch.export.graph_signature import InputKind
 
 __all__ = [
     "AdapterNameError",
+    "ExtraMethod",
     "FoundationMismatchWarning",
     "LoRALinear",
     "LoraExportResult",
@@ -240,6 +241,26 @@ def export_method(
         raise UnsupportedModelError(f"{what} could not be exported by torch.export: {type(e).__name__}: {e}") from e
 
 
+@dataclasses.dataclass(frozen=True)
+class ExtraMethod:
+    """A method export_lora writes beside "forward" in every program (e.g. a KV-cache method).
+
+    Each program's methods are lowered together, so weights they share are stored once (foundation
+    weights under their .ptd keys; adapter weights by content).
+
+    Attributes:
+      name: the method name (not "forward").
+      wrap: the model "forward" exports (the foundation or an adapter model) -> the module to export.
+      example_inputs: that module's example inputs.
+      dynamic_shapes: its torch.export dynamic_shapes (None: static).
+    """
+
+    name: str
+    wrap: Callable[[nn.Module], nn.Module]
+    example_inputs: Tuple[Any, ...]
+    dynamic_shapes: Optional[Any] = None
+
+
 @dataclasses.dataclass
 class LoraExportResult:
     """What export_lora wrote.
@@ -284,6 +305,7 @@ def export_lora(
     dynamic_shapes: Optional[Any] = None,
     foundation_program: Optional[str] = None,
     progress: Optional[Callable[[str], None]] = None,
+    extra_methods: Sequence[ExtraMethod] = (),
 ) -> LoraExportResult:
     """Exports LoRA variants of one foundation: <foundation_tag>.ptd plus their programs.
 
@@ -309,6 +331,7 @@ def export_lora(
       foundation_program: if set, also writes the bare foundation as <foundation_program>.pte
         (method "forward", every weight in <foundation_tag>.ptd); its entries decide the .ptd.
       progress: called with one line per step (export, lowering, writing).
+      extra_methods: more methods of every program, beside "forward" (not with multi_method).
 
     Returns:
       What was written: paths, sizes, shared and per-adapter bytes.
@@ -326,6 +349,7 @@ def export_lora(
         shape but other bytes (it is kept with the adapter).
     """
     _check_export_args(foundation, adapters, foundation_program)
+    _check_extra_methods(extra_methods, multi_method)
     say = progress or (lambda line: None)
     policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
     modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
@@ -333,10 +357,12 @@ def export_lora(
     if foundation_program is not None:
         to_export = {foundation_program: foundation.eval(), **modules}
     programs: Dict[str, torch.export.ExportedProgram] = {}
+    extras: Dict[str, Dict[str, torch.export.ExportedProgram]] = {}
     for name, module in to_export.items():
         what = f"adapter '{name}'" if name in modules else "the foundation"
         say(f"exporting {what} (torch.export)")
         programs[name] = export_method(module, tuple(example_inputs), what, dynamic_shapes)
+        extras[name] = _export_extra_methods(module, extra_methods, what, say)
 
     def lower(eps: Dict[str, torch.export.ExportedProgram], stem: str) -> Tuple[Any, Dict[str, Dict[str, int]]]:
         say(f"lowering {stem}")
@@ -348,13 +374,18 @@ def export_lora(
     outputs: List[_Output] = []
     if foundation_program is not None:
         outputs.append(
-            _Output(foundation_program, *lower({"forward": programs.pop(foundation_program)}, "the foundation"), [])
+            _Output(
+                foundation_program,
+                *lower({"forward": programs.pop(foundation_program), **extras[foundation_program]}, "the foundation"),
+                [],
+            )
         )
     if multi_method:
         outputs.append(_Output(program_name, *lower(programs, program_name), list(programs)))
     else:
         outputs.extend(
-            _Output(name, *lower({"forward": ep}, f"adapter '{name}'"), [name]) for name, ep in programs.items()
+            _Output(name, *lower({"forward": ep, **extras[name]}, f"adapter '{name}'"), [name])
+            for name, ep in programs.items()
         )
     foundation_bytes = _foundation_file(
         [(o.stem, o.program) for o in outputs], foundation_tag, foundation_program is not None
@@ -375,6 +406,27 @@ def _check_export_args(foundation: Any, adapters: Mapping[str, Any], foundation_
         raise ExportError("export_lora needs at least one adapter")
     if foundation_program is not None and (not _NAME.match(foundation_program) or foundation_program in adapters):
         raise AdapterNameError(f"foundation program name '{foundation_program}' must be a file stem no adapter has")
+
+
+def _check_extra_methods(extra_methods: Sequence[ExtraMethod], multi_method: bool) -> None:
+    names = [m.name for m in extra_methods]
+    if extra_methods and multi_method:
+        raise ExportError(f"extra methods ({', '.join(names)}) need one program per adapter, not multi_method")
+    for name in names:
+        if not isinstance(name, str) or not _NAME.match(name) or name == "forward" or names.count(name) > 1:
+            raise ExportError(f"extra method name '{name}' must be an identifier other than 'forward', given once")
+
+
+def _export_extra_methods(
+    module: nn.Module, extra_methods: Sequence[ExtraMethod], what: str, say: Callable[[str], None]
+) -> Dict[str, torch.export.ExportedProgram]:
+    exported: Dict[str, torch.export.ExportedProgram] = {}
+    for extra in extra_methods:
+        say(f"exporting {what}, method '{extra.name}' (torch.export)")
+        exported[extra.name] = export_method(
+            extra.wrap(module), tuple(extra.example_inputs), f"{what}, method '{extra.name}'", extra.dynamic_shapes
+        )
+    return exported
 
 
 @dataclasses.dataclass

@@ -10,6 +10,9 @@
 //   ES_ASSIGN_OR_RETURN(Generation out, generator.generate(prompt, /*max_new_tokens=*/32));
 //   out.tokens;  out.prefill_ms;  out.decode_tokens_per_s;
 //
+// create() reads the bounds (the longest input_ids, the vocabulary) from the method's inputs and
+// outputs as planned: call it before anything calls set_input on the method (which gives the input
+// the sizes of that call), e.g. right after load_method, and keep the Generator.
 // Errors: create: InvalidArgument when the method does not have that signature (naming it).
 // generate: InvalidArgument for an empty prompt or prompt + new tokens past the method's maximum
 // length; the method's own errors otherwise.

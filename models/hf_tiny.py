@@ -15,7 +15,7 @@ target modules and ranks, with non-zero lora_B so that each adapter changes the 
 import copy
 import dataclasses
 import os
-from typing import Callable, Dict, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import peft
 import torch
@@ -115,15 +115,22 @@ def tiny_config(family: str) -> transformers.PretrainedConfig:
     return _family(family).config()
 
 
-def make_tiny_model(family: str, seed: int = 0) -> nn.Module:
+def make_tiny_model(family: str, seed: int = 0, initializer_range: Optional[float] = None) -> nn.Module:
     """A causal LM of the family with seeded random weights, in eval mode, float32.
+
+    initializer_range (None: the config's 0.02) sets the weights' std: with 0.02 the tiny models
+    repeat one token when generating; about 0.2 makes greedy generation attend to its history and
+    give varied tokens (generation tests need that).
 
     transformers initialises every bias to zeros and every norm weight to ones (or zeros): equal
     bytes a trained checkpoint never has, which the identity policy would store under one key. Each
     1-D parameter gets seeded noise so that every weight is distinct, as in a real model.
     """
+    config = tiny_config(family)
+    if initializer_range is not None:
+        config.initializer_range = initializer_range
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(tiny_config(family)).eval()
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
     g = torch.Generator().manual_seed(seed + 1000)
     with torch.no_grad():
         for param in model.parameters():
@@ -190,7 +197,9 @@ class TinyLoraFiles:
     adapter_dirs: Dict[str, str]
 
 
-def save_tiny_lora(family: str, out_dir: str, seed: int = 0) -> TinyLoraFiles:
+def save_tiny_lora(
+    family: str, out_dir: str, seed: int = 0, initializer_range: Optional[float] = None
+) -> TinyLoraFiles:
     """Writes a tiny model of the family and its two LoRA adapters "a" and "b" under out_dir.
 
     "a" and "b" adapt different modules with different ranks (see FAMILIES).
@@ -199,12 +208,13 @@ def save_tiny_lora(family: str, out_dir: str, seed: int = 0) -> TinyLoraFiles:
       family: the model family.
       out_dir: the directory to write model/, a/ and b/ in.
       seed: seeds the model; the adapters use seed + 1 and seed + 2.
+      initializer_range: the model weights' std (see make_tiny_model).
 
     Returns:
       The directories written.
     """
     spec = _family(family)
-    model = make_tiny_model(family, seed)
+    model = make_tiny_model(family, seed, initializer_range)
     model_dir = os.path.join(out_dir, "model")
     model.save_pretrained(model_dir)
     adapter_dirs: Dict[str, str] = {}

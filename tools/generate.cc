@@ -68,6 +68,8 @@ Result<std::vector<int64_t>> ReadPrompt(const std::string& path) {
   ES_CHECK_OR_RETURN_ERROR(
       array.shape.size() == 1 || (array.shape.size() == 2 && array.shape[0] == 1),
       Error::InvalidArgument, "%s: prompt ids must have shape [P] or [1, P]", path.c_str());
+  ES_CHECK_OR_RETURN_ERROR(!array.data.empty(), Error::InvalidArgument,
+                           "%s: the prompt is empty (no token ids)", path.c_str());
   std::vector<int64_t> ids(array.data.size() / sizeof(int64_t));
   if (!ids.empty()) std::memcpy(ids.data(), array.data.data(), ids.size() * sizeof(int64_t));
   return ids;

@@ -12,6 +12,7 @@ No torch needed at run time (numpy only). See runtime.py for the details.
 from edgeshare.extension.python._errors import EdgeshareError
 from edgeshare.extension.python.runtime import (
     DataFile,
+    GenerationResult,
     Method,
     Program,
     TensorSpec,
@@ -24,6 +25,7 @@ from edgeshare.extension.python.runtime import (
 __all__ = [
     "DataFile",
     "EdgeshareError",
+    "GenerationResult",
     "Method",
     "Program",
     "TensorSpec",

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/extension/python/loaded_program.h"
+#include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/error.h"
 #include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/named_data/data_file.h"
@@ -178,6 +180,44 @@ std::vector<py::array> Execute(const MethodHandle& self, const py::args& args) {
   return result;
 }
 
+// The prompt as int64 token ids: an array of shape [P] or [1, P] (numpy, a CPU torch tensor, ...).
+py::array_t<int64_t> PromptIds(const py::handle& value, const LoadedMethod& method) {
+  const std::string what = "the prompt ids of method '" + std::string(method.name()) + "'";
+  py::array array = py::array::ensure(value, py::array::c_style);
+  if (!array) throw Failure{Error::InvalidArgument, what + " cannot be read as an array"};
+  const Result<ScalarType> type = ScalarTypeOf(array.dtype());
+  if (!type.ok() || *type != ScalarType::Long) {
+    throw Failure{Error::InvalidArgument,
+                  what + " must be int64, not " + std::string(py::str(array.dtype()))};
+  }
+  if (!(array.ndim() == 1 || (array.ndim() == 2 && array.shape(0) == 1))) {
+    throw Failure{Error::InvalidArgument, what + " must have shape [P] or [1, P]"};
+  }
+  return py::array_t<int64_t>(array);
+}
+
+py::tuple Generate(const MethodHandle& self, const py::handle& prompt_ids, int64_t max_new_tokens,
+                   std::optional<int64_t> eos_id) {
+  if (max_new_tokens < 0) {
+    throw Failure{Error::InvalidArgument,
+                  "generate(): max_new_tokens is " + std::to_string(max_new_tokens) + ", not >= 0"};
+  }
+  if (eos_id.has_value() && *eos_id < 0) {
+    throw Failure{Error::InvalidArgument,
+                  "generate(): eos_id is " + std::to_string(*eos_id) + ", not a token id"};
+  }
+  py::array_t<int64_t> ids = PromptIds(prompt_ids, *self.method);
+  const runtime::Span<const int64_t> prompt(ids.data(), static_cast<size_t>(ids.size()));
+  Result<generation::Generation> out = Status(Error::Internal);
+  {
+    py::gil_scoped_release release;
+    out = self.method->generate(prompt, static_cast<size_t>(max_new_tokens), eos_id.value_or(-1));
+  }
+  generation::Generation generated = Unwrap(std::move(out));
+  return py::make_tuple(py::cast(generated.tokens), generated.prefill_ms,
+                        generated.decode_tokens_per_s);
+}
+
 py::object SpecToPython(const TensorSpec& spec) {
   if (!spec.is_tensor) return py::none();
   Result<py::dtype> dtype = DtypeOf(spec.type);
@@ -306,7 +346,9 @@ void DefineClasses(py::module_& m) {
           "inputs", [](const MethodHandle& h) { return SpecsToPython(h.method->inputs()); })
       .def_property_readonly(
           "outputs", [](const MethodHandle& h) { return SpecsToPython(h.method->outputs()); })
-      .def("execute", &Execute);
+      .def("execute", &Execute)
+      .def("generate", &Generate, py::arg("prompt_ids"), py::arg("max_new_tokens"),
+           py::arg("eos_id") = py::none());
 }
 
 }  // namespace

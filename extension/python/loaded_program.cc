@@ -47,6 +47,21 @@ LoadedMethod::LoadedMethod(Method method, std::string program_name)
     : method_(std::move(method)), program_name_(std::move(program_name)) {
   for (size_t i = 0; i < method_.num_inputs(); ++i) inputs_.push_back(SpecOf(method_.input(i)));
   for (size_t i = 0; i < method_.num_outputs(); ++i) outputs_.push_back(SpecOf(method_.output(i)));
+  Result<generation::Generator> generator = generation::Generator::create(&method_);
+  if (generator.ok()) {
+    generator_.emplace(std::move(generator).get());
+  } else {
+    generator_error_ = generator.status();
+  }
+}
+
+Result<generation::Generation> LoadedMethod::generate(runtime::Span<const int64_t> prompt,
+                                                      size_t max_new_tokens, int64_t eos) {
+  if (!generator_.has_value()) return generator_error_.WithContext("%s", program_name_.c_str());
+  std::lock_guard<std::mutex> lock(mutex_);
+  Result<generation::Generation> out = generator_->generate(prompt, max_new_tokens, eos);
+  if (!out.ok()) return out.status().WithContext("%s", program_name_.c_str());
+  return out;
 }
 
 Result<std::vector<OwnedTensor>> LoadedMethod::run(const std::vector<Tensor>& inputs) {

@@ -10,6 +10,8 @@
 //                       LoadedProgram::load("lora_a.pte", {foundation}));
 //   ES_ASSIGN_OR_RETURN(LoadedMethod * forward, program->method("forward"));
 //   ES_ASSIGN_OR_RETURN(std::vector<OwnedTensor> outputs, forward->run({x}));
+//   ES_ASSIGN_OR_RETURN(LoadedMethod * cached, program->method("forward_cached"));
+//   ES_ASSIGN_OR_RETURN(generation::Generation out, cached->generate(prompt, 32));
 //
 // Adapter swap (a lora.pte exported with --swappable, loaded over foundation.ptd + one adapter's
 // .ptd): bind_adapter(DataFile::open("code.ptd")) rebinds every method to that adapter's bytes
@@ -22,6 +24,8 @@
 // holds other keys than the adapter it replaces (another structure) and passes on rebind_data's
 // errors (a foundation file: its keys are pinned; shapes that differ); on error every method keeps
 // its previous adapter.
+// passes on set_input's and execute's errors; generate() gives InvalidArgument for a method without
+// the generation signature or state (naming it and the program) and passes on Generator's errors.
 // Thread-safety: load() and the accessors may be called from any thread. run() may be called from
 // several threads: calls on one method are serialised by its mutex (a runtime Method runs on one
 // thread at a time), calls on different methods run in parallel. bind_adapter() calls are
@@ -38,11 +42,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/core/scalar_type.h"
+#include "edgeshare/runtime/core/span.h"
 #include "edgeshare/runtime/core/tensor.h"
 #include "edgeshare/runtime/data_loader/mmap_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
@@ -83,11 +90,19 @@ class LoadedMethod {
 
   // Method::rebind_data between two runs. `data` must outlive the method or its next rebind.
   runtime::Status rebind(const runtime::NamedDataMap& data);
+  // Greedy generation with this stateful method (generation::Generator): resets its KV cache,
+  // prefills `prompt`, returns up to max_new_tokens new tokens (stopping after eos if eos >= 0).
+  runtime::Result<generation::Generation> generate(runtime::Span<const int64_t> prompt,
+                                                   size_t max_new_tokens, int64_t eos = -1);
 
  private:
   std::mutex mutex_;  // One run at a time: the Method's planned memory is reused by each.
   runtime::Method method_;
   std::string program_name_;
+  // Made at construction, while the inputs still have their planned sizes (the bounds the
+  // Generator reads); or why the method cannot generate.
+  std::optional<generation::Generator> generator_;
+  runtime::Status generator_error_;
   std::vector<TensorSpec> inputs_;   // As planned, read before any set_input resized them.
   std::vector<TensorSpec> outputs_;  // Likewise.
 };

@@ -34,6 +34,7 @@ from edgeshare.extension.python._errors import EdgeshareError
 __all__ = [
     "DataFile",
     "EdgeshareError",
+    "GenerationResult",
     "Method",
     "Program",
     "TensorSpec",
@@ -59,6 +60,22 @@ class TensorSpec:
 
     dtype: str
     shape: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationResult:
+    """What Method.generate returned.
+
+    Attributes:
+      tokens: the new token ids, in order (the prompt is not repeated).
+      prefill_ms: the prompt's one execute (with the first token's argmax), in milliseconds.
+      decode_tokens_per_s: new tokens after the first per second of decode executes (0 with fewer
+        than two new tokens).
+    """
+
+    tokens: List[int]
+    prefill_ms: float
+    decode_tokens_per_s: float
 
 
 class DataFile:
@@ -101,6 +118,8 @@ class Method:
     """One loaded method of a Program, ready to execute.
 
     Adapters are swapped for every method at once: Program.bind_adapter.
+    A stateful method (a KV cache, e.g. "forward_cached" of an --hf-model export) also generates:
+    generate() greedy-decodes token ids.
     """
 
     def __init__(self, native: Any, program: Program) -> None:
@@ -155,6 +174,29 @@ class Method:
             the instruction.
         """
         return list(self._native.execute(*inputs))
+
+    def generate(self, prompt_ids: Any, max_new_tokens: int, eos_id: Optional[int] = None) -> GenerationResult:
+        """Greedy decoding with this stateful method: resets its KV cache, prefills the prompt in
+        one execute, then runs one execute per new token (the largest logit, the first on ties).
+
+        The GIL is released while it runs; calls on one method wait for each other.
+
+        Args:
+          prompt_ids: int64 token ids of shape [P] or [1, P] (numpy or a CPU torch tensor).
+          max_new_tokens: how many tokens to generate.
+          eos_id: stop after this token (it is included); None generates max_new_tokens.
+
+        Returns:
+          The new tokens and the timings.
+
+        Raises:
+          EdgeshareError: InvalidArgument for a prompt of another dtype or shape, an empty prompt,
+            a prompt plus new tokens longer than the method was exported for (--max-seq-len), a
+            negative max_new_tokens, or a method without the generation signature or state
+            (naming it); the method's own errors.
+        """
+        tokens, prefill_ms, decode_tokens_per_s = self._native.generate(prompt_ids, int(max_new_tokens), eos_id)
+        return GenerationResult(list(tokens), float(prefill_ms), float(decode_tokens_per_s))
 
     def __repr__(self) -> str:
         return f"Method({self.name!r} of {self._program.path!r})"

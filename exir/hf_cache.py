@@ -1,0 +1,284 @@
+"""A causal LM with its KV cache as module buffers: the stateful "forward_cached" of --hf-model exports.
+
+CachedCausalLM(model, max_seq_len) takes int64 input_ids [1, T] and an int64 start position (0-d)
+and returns the logits [1, T, vocab] of positions start..start+T-1, attending to every earlier
+position it was called with. The keys and values of each layer live in two registered buffers
+[1, kv_heads, max_seq_len, head_dim] (zeros), written in place with index_copy_: torch.export
+records them as BUFFER_MUTATION outputs (index_put) and the emitter makes them the method's state,
+kept across executes by the runtime. A prompt is prefilled in one call (start 0), then each new
+token is one T=1 call at the next position.
+
+    from edgeshare.exir.hf_cache import CachedCausalLM, cached_example_inputs
+
+    cached = CachedCausalLM(peft_model, max_seq_len=128)
+    logits = cached(prompt_ids, torch.tensor(0))             # prefill
+    logits = cached(next_id.view(1, 1), torch.tensor(len(prompt)))
+
+transformers' own cache classes allocate their tensors lazily and keep them as plain attributes,
+which torch.export cannot see as state; the cache here is a transformers Cache whose layers read the
+wrapper's buffers. Only full attention is supported: a config with sliding-window or other layer
+kinds that a full cache of max_seq_len positions would change is refused (UnsupportedModelError,
+naming the model type and the layer kind).
+"""
+
+import dataclasses
+import functools
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+from edgeshare.exir.errors import UnsupportedModelError
+from edgeshare.exir.lora import ExtraMethod
+from torch import nn
+
+__all__ = [
+    "CACHED_METHOD",
+    "CachedCausalLM",
+    "KvCacheShape",
+    "cached_dynamic_shapes",
+    "cached_example_inputs",
+    "kv_cache_method",
+    "kv_cache_shape",
+]
+
+CACHED_METHOD = "forward_cached"
+
+
+@dataclasses.dataclass(frozen=True)
+class KvCacheShape:
+    """The cache a config needs: layers, and per layer [1, kv_heads, max_seq_len, head_dim] twice.
+
+    Attributes:
+      layers: the number of attention layers.
+      kv_heads: key/value heads per layer (num_key_value_heads, else the attention heads).
+      head_dim: the size of one head (config.head_dim, else hidden_size / heads).
+    """
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+
+
+def _config_int(config: Any, *names: str) -> Optional[int]:
+    for name in names:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def kv_cache_shape(config: Any, max_seq_len: int) -> KvCacheShape:
+    """Reads the cache dimensions from a transformers config and refuses what a full cache cannot serve.
+
+    GPT-2's n_layer / n_head / n_embd are read through the config's attribute map
+    (num_hidden_layers, num_attention_heads, hidden_size).
+
+    Args:
+      config: the model's config.
+      max_seq_len: the positions the cache holds.
+
+    Returns:
+      The cache shape.
+
+    Raises:
+      UnsupportedModelError: a dimension is missing, a layer kind other than full attention, or a
+        sliding window shorter than max_seq_len (naming the model type).
+    """
+    model_type = getattr(config, "model_type", type(config).__name__)
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types:
+        other = sorted({str(kind) for kind in layer_types if kind != "full_attention"})
+        if other:
+            raise UnsupportedModelError(
+                f"model type '{model_type}' has {', '.join(other)} layers; the KV-cache method supports "
+                "full_attention layers only"
+            )
+    window = getattr(config, "sliding_window", None)
+    uses_window = getattr(config, "use_sliding_window", True)
+    if isinstance(window, int) and uses_window and window < max_seq_len:
+        raise UnsupportedModelError(
+            f"model type '{model_type}' attends through a sliding window of {window} positions, shorter "
+            f"than max_seq_len {max_seq_len}; the KV-cache method supports full attention only"
+        )
+    layers = _config_int(config, "num_hidden_layers")
+    heads = _config_int(config, "num_attention_heads")
+    hidden = _config_int(config, "hidden_size")
+    if layers is None or heads is None:
+        raise UnsupportedModelError(
+            f"model type '{model_type}': its config has no num_hidden_layers / num_attention_heads"
+        )
+    kv_heads = _config_int(config, "num_key_value_heads") or heads
+    head_dim = _config_int(config, "head_dim")
+    if head_dim is None:
+        if hidden is None or hidden % heads:
+            raise UnsupportedModelError(f"model type '{model_type}': its config gives no head_dim")
+        head_dim = hidden // heads
+    return KvCacheShape(layers, kv_heads, head_dim)
+
+
+def _cache_classes() -> Tuple[type, type]:
+    from transformers.cache_utils import Cache, CacheLayerMixin  # noqa: PLC0415 (slow import)
+
+    return Cache, CacheLayerMixin
+
+
+@functools.lru_cache(maxsize=None)
+def _layer_class() -> type:
+    _, mixin = _cache_classes()
+
+    class _BufferLayer(mixin):  # type: ignore[misc, valid-type]
+        """One layer of the cache: its keys and values are the owner's buffers (read on each access,
+        so that torch.export sees the buffers and functionalizes their mutation)."""
+
+        is_compileable = True
+        is_sliding = False
+
+        def __init__(self, owner: "CachedCausalLM", index: int) -> None:
+            super().__init__()
+            self._owner = owner
+            self._index = index
+            self.is_initialized = True
+
+        @property
+        def keys(self) -> torch.Tensor:  # noqa: D102
+            return getattr(self._owner, f"key_cache_{self._index}")
+
+        @keys.setter
+        def keys(self, value: Any) -> None:
+            pass  # the mixin's __init__ and reset() assign; the buffers stay the owner's
+
+        @property
+        def values(self) -> torch.Tensor:  # noqa: D102
+            return getattr(self._owner, f"value_cache_{self._index}")
+
+        @values.setter
+        def values(self, value: Any) -> None:
+            pass
+
+        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+            pass  # allocated by the owner
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+            if key_states.shape[1:2] + key_states.shape[3:] != self.keys.shape[1:2] + self.keys.shape[3:]:
+                raise UnsupportedModelError(
+                    f"layer {self._index}: the model's keys are {tuple(key_states.shape)} but the cache, "
+                    f"read from its config, is {tuple(self.keys.shape)} ([1, kv_heads, positions, head_dim])"
+                )
+            positions = self._owner.step.positions
+            self.keys.index_copy_(2, positions, key_states)
+            self.values.index_copy_(2, positions, value_states)
+            return self.keys, self.values
+
+        def get_mask_sizes(self, *args: Any, **kwargs: Any) -> Tuple[int, int]:
+            return self._owner.max_seq_len, 0  # the whole cache; the causal mask hides the future
+
+        def get_seq_length(self) -> Any:
+            return self._owner.step.start_pos
+
+        def get_max_length(self) -> int:
+            return self._owner.max_seq_len
+
+        def get_max_cache_shape(self) -> int:
+            return self._owner.max_seq_len
+
+    return _BufferLayer
+
+
+@dataclasses.dataclass
+class _Step:
+    """The positions of the current call, read by the cache layers (a plain object, not a tensor
+    attribute of the module: torch.export would warn that a module attribute changed)."""
+
+    positions: torch.Tensor
+    start_pos: torch.Tensor
+
+
+class CachedCausalLM(nn.Module):
+    """A causal LM (or a PEFT model over one) with a KV cache of max_seq_len positions as buffers.
+
+    Args:
+      model: a transformers causal LM or a peft PeftModel wrapping one.
+      max_seq_len: the positions the cache holds (prompt plus generated tokens).
+
+    Raises:
+      UnsupportedModelError: the config needs a cache kind other than full attention (see
+        kv_cache_shape).
+    """
+
+    def __init__(self, model: nn.Module, max_seq_len: int) -> None:
+        super().__init__()
+        self.model = model
+        self.max_seq_len = max_seq_len
+        config = getattr(model, "config", None)
+        if config is None:
+            raise UnsupportedModelError(f"{type(model).__name__} has no config (not a transformers model?)")
+        self.shape = kv_cache_shape(config, max_seq_len)
+        dtype = next(model.parameters()).dtype
+        size = (1, self.shape.kv_heads, max_seq_len, self.shape.head_dim)
+        for i in range(self.shape.layers):
+            self.register_buffer(f"key_cache_{i}", torch.zeros(size, dtype=dtype))
+            self.register_buffer(f"value_cache_{i}", torch.zeros(size, dtype=dtype))
+        cache, _ = _cache_classes()
+        layer = _layer_class()
+        self._cache = cache(layers=[layer(self, i) for i in range(self.shape.layers)])
+        self.step = _Step(torch.zeros(0, dtype=torch.long), torch.zeros((), dtype=torch.long))
+
+    def reset(self) -> None:
+        """Zeroes the cache (the runtime's Method::reset_state)."""
+        with torch.no_grad():
+            for buffer in self.buffers(recurse=False):
+                buffer.zero_()
+
+    def forward(self, input_ids: torch.Tensor, start_pos: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        positions = torch.arange(input_ids.shape[1], dtype=torch.long) + start_pos
+        self.step = _Step(positions, start_pos)
+        out = self.model(
+            input_ids=input_ids,
+            past_key_values=self._cache,
+            cache_position=positions,
+            position_ids=positions.unsqueeze(0),
+            use_cache=True,
+        )
+        return out.logits
+
+
+def cached_example_inputs(vocab: int, max_seq_len: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Seeded example inputs of CachedCausalLM: a few token ids and start position 0."""
+    t = 1 if max_seq_len == 1 else max(2, min(max_seq_len, 7))
+    ids = torch.randint(0, vocab, (1, t), generator=torch.Generator().manual_seed(0))
+    return ids, torch.tensor(0, dtype=torch.long)
+
+
+def cached_dynamic_shapes(max_seq_len: int) -> Optional[Dict[str, Any]]:
+    """CachedCausalLM's dynamic_shapes: input_ids' T in 1..max_seq_len, start_pos a scalar."""
+    if max_seq_len == 1:
+        return None
+    return {"input_ids": {1: torch.export.Dim("T", min=1, max=max_seq_len)}, "start_pos": None}
+
+
+def _inner_model(module: nn.Module) -> nn.Module:
+    """The causal LM a "forward" wrapper (CausalLMLogits) holds, or module itself."""
+    inner = getattr(module, "model", None)
+    return inner if isinstance(inner, nn.Module) and getattr(module, "config", None) is None else module
+
+
+def kv_cache_method(base: nn.Module, max_seq_len: int) -> ExtraMethod:
+    """export_lora's "forward_cached" of a Hugging Face export: CachedCausalLM over each program's model.
+
+    Args:
+      base: the bare model (its config is checked here, its vocabulary sizes the example).
+      max_seq_len: the positions the cache holds.
+
+    Returns:
+      The extra method; its wrap takes what "forward" exports (CausalLMLogits or the model).
+
+    Raises:
+      UnsupportedModelError: the config needs another cache kind (see kv_cache_shape).
+    """
+    kv_cache_shape(base.config, max_seq_len)
+    vocab = int(base.get_input_embeddings().weight.shape[0])
+    return ExtraMethod(
+        CACHED_METHOD,
+        lambda module: CachedCausalLM(_inner_model(module), max_seq_len),
+        cached_example_inputs(vocab, max_seq_len),
+        cached_dynamic_shapes(max_seq_len),
+    )

@@ -1,0 +1,105 @@
+"""Method.generate from Python: greedy tokens over a stateful method equal transformers' and
+//tools:generate's, and its errors are EdgeshareErrors naming what is wrong.
+
+The fixture (//testing:generation_files) is the tiny Llama with PEFT adapters a and b exported with
+--hf-model (max_seq_len 48), a prompt and transformers' generate(do_sample=False) tokens for it.
+"""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+from edgeshare.extension.python import DataFile, EdgeshareError, GenerationResult, Program
+
+# expected.json and the files beside it.
+FILES = os.path.dirname(os.environ["GENERATION_EXPECTED_JSON"])
+
+
+def _path(name: str) -> str:
+    return os.path.join(FILES, name)
+
+
+@pytest.fixture(scope="module")
+def expected():
+    with open(_path("expected.json")) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def programs():
+    foundation = DataFile.open(_path("foundation.ptd"))
+    return {stem: Program.load(_path(f"{stem}.pte"), [foundation]) for stem in ("a", "b", "foundation")}
+
+
+@pytest.fixture(scope="module")
+def prompt():
+    return np.load(_path("prompt.npy"))
+
+
+def test_tokens_equal_transformers_for_each_adapter_and_the_foundation(programs, prompt, expected):
+    n = expected["new_tokens"]
+    for stem, program in programs.items():
+        out = program.method("forward_cached").generate(prompt, n)
+        assert isinstance(out, GenerationResult)
+        assert out.tokens == expected["tokens"][stem], stem
+        assert out.prefill_ms > 0 and out.decode_tokens_per_s > 0
+    assert expected["tokens"]["a"] != expected["tokens"]["foundation"]
+
+
+def test_tokens_equal_tools_generate(programs, prompt, tmp_path):
+    tool = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools", "generate")
+    out_json = str(tmp_path / "g.json")
+    args = [tool, "--program", _path("a.pte"), "--data", _path("foundation.ptd"), "--prompt-ids", _path("prompt.npy")]
+    proc = subprocess.run(args + ["--max-new-tokens", "20", "--json", out_json], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with open(out_json) as f:
+        want = json.load(f)["tokens"]
+    assert programs["a"].method("forward_cached").generate(prompt.reshape(1, -1), 20).tokens == want
+
+
+def test_generate_again_resets_the_cache_and_eos_stops(programs, prompt, expected):
+    method = programs["b"].method("forward_cached")
+    want = expected["tokens"]["b"]
+    assert method.generate(prompt, 5).tokens == want[:5]
+    assert method.generate(prompt, 5).tokens == want[:5]  # the same: the KV cache was reset
+    # execute() between generations does not disturb the next one.
+    method.execute(prompt.reshape(1, -1), np.array(0, dtype=np.int64))
+    assert method.generate(prompt, 3, eos_id=want[1]).tokens == want[: want.index(want[1]) + 1]
+
+
+def test_a_length_past_max_seq_len_is_an_edgeshare_error(programs, prompt, expected):
+    method = programs["a"].method("forward_cached")
+    n = expected["max_seq_len"] - len(prompt) + 2
+    with pytest.raises(EdgeshareError, match=f"plus {n} new tokens is longer than the {expected['max_seq_len']}") as e:
+        method.generate(prompt, n)
+    assert e.value.code == "InvalidArgument"
+    assert "forward_cached" in e.value.message
+
+
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (np.zeros(3, np.float32), "must be int64, not float32"),
+        (np.zeros(3, np.int32), "must be int64, not int32"),
+        (np.zeros((2, 3), np.int64), "must have shape [P] or [1, P]"),
+        (np.zeros(0, np.int64), "the prompt is empty"),
+    ],
+)
+def test_a_wrong_prompt_is_an_edgeshare_error(programs, bad, words):
+    with pytest.raises(EdgeshareError) as e:
+        programs["a"].method("forward_cached").generate(bad, 4)
+    assert e.value.code == "InvalidArgument" and words in e.value.message, e.value.message
+
+
+def test_a_method_without_state_cannot_generate(programs, prompt):
+    with pytest.raises(EdgeshareError, match="method 'forward' takes 1 inputs") as e:
+        programs["a"].method("forward").generate(prompt, 4)
+    assert e.value.code == "InvalidArgument"
+    with pytest.raises(EdgeshareError, match="max_new_tokens is -1"):
+        programs["a"].method("forward_cached").generate(prompt, -1)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

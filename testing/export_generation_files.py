@@ -1,0 +1,74 @@
+"""Writes the generation fixture: the tiny Llama with PEFT adapters a and b exported with --hf-model
+(a.pte, b.pte, foundation.pte over foundation.ptd, each with "forward_cached"), a prompt, and the
+tokens transformers' generate(do_sample=False) gives for it with each adapter and the bare model.
+
+The model's weights have std 0.2 (hf_tiny.make_tiny_model): greedy decoding then depends on its
+history and on the adapter, so equal tokens mean something.
+
+    export_generation_files --out DIR
+    # DIR/a.pte, DIR/b.pte, DIR/foundation.pte, DIR/foundation.ptd, DIR/prompt.npy, DIR/expected.json,
+    # DIR/expected.txt (the prompt and the tokens, one "<name> <ids...>" line each, for C++ tests)
+    # expected.json: {"max_seq_len": 48, "new_tokens": 32, "tokens": {"a": [...], "b": [...],
+    #                 "foundation": [...]}}
+"""
+
+import argparse
+import json
+import os
+import tempfile
+import warnings
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import peft
+import torch
+import transformers
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir.hf import export_hf_lora
+from edgeshare.models import hf_tiny
+
+MAX_SEQ_LEN = 48
+NEW_TOKENS = 32
+INIT_STD = 0.2
+PROMPT_LEN = 6
+
+
+def transformers_tokens(model_dir: str, adapter_dir: Optional[str], prompt: np.ndarray, n: int) -> List[int]:
+    """Greedy tokens of transformers (+ PEFT) from the saved directories, as a user runs them."""
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).eval()
+    if adapter_dir is not None:
+        model = peft.PeftModel.from_pretrained(model, adapter_dir).eval()
+    ids = torch.from_numpy(prompt).view(1, -1)
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=n, min_new_tokens=n
+        )
+    return out[0, ids.shape[1] :].tolist()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Writes the files into --out; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="output folder")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = hf_tiny.save_tiny_lora("llama", tmp, initializer_range=INIT_STD)
+        export_hf_lora(files.model_dir, files.adapter_dirs, args.out, MAX_SEQ_LEN, XnnpackPartitioner())
+        prompt = np.random.default_rng(1).integers(0, hf_tiny.VOCAB, size=(PROMPT_LEN,), dtype=np.int64)
+        np.save(os.path.join(args.out, "prompt.npy"), prompt)
+        tokens: Dict[str, List[int]] = {"foundation": transformers_tokens(files.model_dir, None, prompt, NEW_TOKENS)}
+        for name, path in sorted(files.adapter_dirs.items()):
+            tokens[name] = transformers_tokens(files.model_dir, path, prompt, NEW_TOKENS)
+    with open(os.path.join(args.out, "expected.json"), "w") as f:
+        json.dump({"max_seq_len": MAX_SEQ_LEN, "new_tokens": NEW_TOKENS, "tokens": tokens}, f)
+    # The same for C++ tests, one "<name> <ids...>" line each: prompt, a, b, foundation.
+    with open(os.path.join(args.out, "expected.txt"), "w") as f:
+        for name, ids in [("prompt", prompt.tolist())] + sorted(tokens.items()):
+            f.write(" ".join([name] + [str(i) for i in ids]) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,189 @@
+"""//tools:generate over export_lora --hf-model programs: greedy tokens equal transformers' generate.
+
+The in-repo tiny Llama (weights std 0.2, so that greedy decoding gives varied tokens, not one
+repeated token) with two PEFT adapters is exported once; one generate process loads a.pte, b.pte
+and foundation.pte over foundation.ptd and generates 32 tokens with each program's
+"forward_cached" (its KV cache). Each equals transformers' generate(do_sample=False) of
+PeftModel.from_pretrained (or the bare model) token for token. Then the errors, each one line and
+exit 1, and one light run of a second family (GPT-2: learned positions, no GQA, Conv1D adapters).
+"""
+
+import json
+import os
+import subprocess
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import peft
+import pytest
+import torch
+import transformers
+from edgeshare.exir import to_edge
+from edgeshare.models import hf_tiny
+from edgeshare.tools import export_lora
+
+MAX_SEQ_LEN = 48
+NEW_TOKENS = 32
+INIT_STD = 0.2
+PROMPT = np.random.default_rng(1).integers(0, hf_tiny.VOCAB, size=(6,), dtype=np.int64)
+
+
+def _generate_path() -> str:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(root, "tools", "generate")
+
+
+def _run(args: Sequence[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([_generate_path(), *args], capture_output=True, text=True, check=False)
+
+
+def _export(family: str, root: str, adapters: Sequence[str], max_seq_len: int) -> hf_tiny.TinyLoraFiles:
+    files = hf_tiny.save_tiny_lora(family, os.path.join(root, "in"), initializer_range=INIT_STD)
+    argv = ["--hf-model", files.model_dir, "--out", os.path.join(root, "out"), "--max-seq-len", str(max_seq_len)]
+    for name in adapters:
+        argv += ["--adapter", f"{name}={files.adapter_dirs[name]}"]
+    assert export_lora.main(argv) == 0
+    return files
+
+
+def _transformers_tokens(files: hf_tiny.TinyLoraFiles, adapter: Optional[str], prompt: np.ndarray, n: int) -> List[int]:
+    """What a user gets from transformers + PEFT, from the saved directories."""
+    model = transformers.AutoModelForCausalLM.from_pretrained(files.model_dir, local_files_only=True).eval()
+    if adapter is not None:
+        model = peft.PeftModel.from_pretrained(model, files.adapter_dirs[adapter]).eval()
+    ids = torch.from_numpy(prompt).view(1, -1)
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=n,
+            min_new_tokens=n,
+        )
+    return out[0, ids.shape[1] :].tolist()
+
+
+def _generate(out: str, stems: Sequence[str], prompt_path: str, n: int, json_path: str) -> Dict[str, dict]:
+    args = ["--data", os.path.join(out, "foundation.ptd"), "--prompt-ids", prompt_path]
+    args += ["--max-new-tokens", str(n), "--json", json_path]
+    for stem in stems:
+        args += ["--program", os.path.join(out, f"{stem}.pte")]
+    proc = _run(args)
+    assert proc.returncode == 0, proc.stderr
+    with open(json_path) as f:
+        result = json.load(f)
+    return result if len(stems) > 1 else {stems[0]: result}
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("llama"))
+    files = _export("llama", root, ["a", "b"], MAX_SEQ_LEN)
+    prompt_path = os.path.join(root, "prompt.npy")
+    np.save(prompt_path, PROMPT)
+    return files, os.path.join(root, "out"), prompt_path
+
+
+def test_tokens_equal_transformers_generate_for_two_adapters_and_the_foundation(llama, tmp_path):
+    files, out, prompt_path = llama
+    got = _generate(out, ["a", "b", "foundation"], prompt_path, NEW_TOKENS, str(tmp_path / "g.json"))
+    for stem, adapter in (("a", "a"), ("b", "b"), ("foundation", None)):
+        result = got[stem]
+        want = _transformers_tokens(files, adapter, PROMPT, NEW_TOKENS)
+        assert result["tokens"] == want, stem
+        assert result["prefill_ms"] > 0 and result["decode_tokens_per_s"] > 0, result
+    # The check only means something if decoding depends on the history and on the adapter.
+    assert len(set(got["foundation"]["tokens"])) > NEW_TOKENS // 2
+    assert got["a"]["tokens"] != got["foundation"]["tokens"] != got["b"]["tokens"]
+
+
+def test_prompt_as_a_1xp_array_and_the_longest_fit(llama, tmp_path):
+    files, out, _ = llama
+    prompt = np.random.default_rng(2).integers(0, hf_tiny.VOCAB, size=(1, MAX_SEQ_LEN - 7), dtype=np.int64)
+    path = str(tmp_path / "long.npy")
+    np.save(path, prompt)
+    got = _generate(out, ["a"], path, 8, str(tmp_path / "g.json"))  # prompt + 8 - 1 = MAX_SEQ_LEN fed
+    assert got["a"]["tokens"] == _transformers_tokens(files, "a", prompt[0], 8)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("generate: error: "), proc.stderr
+    return lines[0]
+
+
+def test_prompt_plus_new_tokens_past_max_seq_len_is_an_error(llama):
+    _, out, prompt_path = llama
+    n = MAX_SEQ_LEN - len(PROMPT) + 2
+    args = ["--program", os.path.join(out, "a.pte"), "--data", os.path.join(out, "foundation.ptd")]
+    line = _one_line_error(_run(args + ["--prompt-ids", prompt_path, "--max-new-tokens", str(n)]))
+    assert f"a prompt of {len(PROMPT)} tokens plus {n} new tokens is longer than the {MAX_SEQ_LEN}" in line
+    assert "forward_cached" in line
+
+
+class _Stateless(torch.nn.Module):
+    """(input_ids, start_pos) -> logits, the generation signature, but no KV cache."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(hf_tiny.VOCAB, 8)
+        self.head = torch.nn.Linear(8, hf_tiny.VOCAB)
+
+    def forward(self, input_ids: torch.Tensor, start_pos: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.head(self.embed(input_ids)) + start_pos.to(torch.float32)
+
+
+def test_a_method_without_state_is_refused(llama, tmp_path):
+    _, out, prompt_path = llama
+    t = torch.export.Dim("T", min=1, max=16)
+    ep = torch.export.export(
+        _Stateless(), (torch.zeros(1, 3, dtype=torch.long), torch.tensor(0)), dynamic_shapes=({1: t}, None)
+    )
+    to_edge(ep).to_executorch().write_to_dir(str(tmp_path), "stateless")
+    program = ["--program", str(tmp_path / "stateless.pte"), "--prompt-ids", prompt_path]
+    line = _one_line_error(_run(program + ["--method", "forward", "--max-new-tokens", "2"]))
+    assert "method 'forward' keeps no state (no KV cache)" in line
+    # The stateless "forward" of an export takes input_ids only.
+    args = ["--program", os.path.join(out, "a.pte"), "--data", os.path.join(out, "foundation.ptd")]
+    line = _one_line_error(_run(args + ["--prompt-ids", prompt_path, "--method", "forward"]))
+    assert "method 'forward' takes 1 inputs" in line
+    line = _one_line_error(_run(args + ["--prompt-ids", prompt_path, "--method", "nope"]))
+    assert "has no method 'nope' (methods: forward, forward_cached)" in line
+
+
+@pytest.mark.parametrize("kind", ["not_npy", "float", "2x3", "empty"])
+def test_a_bad_prompt_file_is_one_line_exit_1(llama, tmp_path, kind):
+    _, out, _ = llama
+    path = str(tmp_path / "prompt.npy")
+    if kind == "not_npy":
+        with open(path, "wb") as f:
+            f.write(b"these are not token ids")
+    else:
+        shapes = {"float": np.zeros((3,), np.float32), "2x3": np.zeros((2, 3), np.int64), "empty": np.zeros((0,), np.int64)}
+        np.save(path, shapes[kind])
+    args = ["--program", os.path.join(out, "a.pte"), "--data", os.path.join(out, "foundation.ptd")]
+    line = _one_line_error(_run(args + ["--prompt-ids", path]))
+    assert path in line, line
+    expected = {
+        "not_npy": "",
+        "float": "prompt ids must be int64",
+        "2x3": "must have shape [P] or [1, P]",
+        "empty": "the prompt is empty",
+    }[kind]
+    assert expected in line, line
+
+
+def test_a_second_family_gpt2_equals_transformers(tmp_path):
+    files = _export("gpt2", str(tmp_path), ["a"], 24)
+    prompt = PROMPT[:5]
+    path = str(tmp_path / "prompt.npy")
+    np.save(path, prompt)
+    got = _generate(str(tmp_path / "out"), ["a", "foundation"], path, 16, str(tmp_path / "g.json"))
+    assert got["a"]["tokens"] == _transformers_tokens(files, "a", prompt, 16)
+    assert got["foundation"]["tokens"] == _transformers_tokens(files, None, prompt, 16)
+    assert got["a"]["tokens"] != got["foundation"]["tokens"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
