@@ -18,6 +18,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,10 @@ struct SymbolInfo {
   int32_t max = 1;
 };
 
+struct FreeFloats {
+  void operator()(float* p) const { std::free(p); }
+};
+
 struct CompiledGraph {
   std::vector<ValueInfo> values;
   std::vector<uint32_t> inputs;   // Value id per delegate input.
@@ -54,7 +60,10 @@ struct CompiledGraph {
   std::vector<RetainedRef> retained;
   std::vector<std::vector<float>> constants;  // Inline and internal constants, padded.
   std::vector<Step> steps;
-  std::vector<float> arena;
+  // Intermediates; calloc'd, so pages the runs never reach (lengths below the bound) stay out of
+  // RSS. Slots are shared by values whose lifetimes do not overlap.
+  std::unique_ptr<float, FreeFloats> arena;
+  size_t arena_floats = 0;
   std::vector<void*> pointers;  // Per value id: constants and arena slots fixed, io bound per run.
   std::vector<SymbolInfo> symbols;    // Empty for a static graph.
   std::vector<int32_t> symbol_sizes;  // Per symbol: its size in this run (sized at init).

@@ -2,6 +2,7 @@
 
 #include <xnnpack.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -32,9 +33,16 @@ Status GraphCompiler::compile(GraphValues values) {
   out_->symbol_sizes.assign(out_->symbols.size(), 0);
   out_->pointers.assign(out_->values.size(), nullptr);
   slot_offset_.assign(out_->values.size(), SIZE_MAX);
+  slot_floats_.assign(out_->values.size(), 0);
+  first_use_.assign(out_->values.size(), 0);
+  last_use_.assign(out_->values.size(), 0);
   place_inline_constants();
   mark_read_directly();
-  for (uint32_t n = 0; n < graph_.nodes()->size(); ++n) ES_RETURN_IF_ERROR(compile_node(n));
+  mark_last_reads();
+  for (uint32_t n = 0; n < graph_.nodes()->size(); ++n) {
+    current_node_ = n;
+    ES_RETURN_IF_ERROR(compile_node(n));
+  }
   for (uint32_t i = 0; i < out_->outputs.size(); ++i) {
     ES_CHECK_OR_RETURN_ERROR(defined_[out_->outputs[i]], Error::InvalidProgram,
                              "no node writes delegate output %u (value %u)", i, out_->outputs[i]);
@@ -68,6 +76,19 @@ void GraphCompiler::mark_read_directly() {
     for (uint32_t i = 0; i < node->inputs()->size(); ++i) {
       const uint32_t id = node->inputs()->Get(i);
       if (id < read_directly_.size() && (!packs || i == 0)) read_directly_[id] = true;
+    }
+  }
+}
+
+// Lifetimes in nodes: a value lives from the node writing it to the last node reading it, so two
+// values whose nodes never overlap can share arena bytes. Out-of-range ids are skipped here and
+// rejected by read_inputs().
+void GraphCompiler::mark_last_reads() {
+  const auto& nodes = *graph_.nodes();
+  for (uint32_t n = 0; n < nodes.size(); ++n) {
+    if (nodes.Get(n)->inputs() == nullptr) continue;
+    for (uint32_t id : *nodes.Get(n)->inputs()) {
+      if (id < last_use_.size()) last_use_[id] = std::max(last_use_[id], n);
     }
   }
 }
@@ -141,7 +162,7 @@ Status GraphCompiler::claim_output(const fb::Node& node, NodeContext* c) {
                              "node %u (%s) writes its own input value %u", c->node, c->name, out);
   }
   defined_[out] = true;
-  if (kind == fb::ValueKind_INTERMEDIATE) slot_offset_[out] = add_slot(value(out).numel);
+  if (kind == fb::ValueKind_INTERMEDIATE) add_slot(out, value(out).numel);
   c->out = out;
   return Status();
 }
@@ -177,15 +198,51 @@ Status GraphCompiler::add_output_clamp(const NodeContext& c) {
   return Status();
 }
 
+// Greedy by size, largest first: each slot goes at the lowest aligned offset that overlaps no
+// placed slot whose lifetime meets its own (inclusive, so a node's inputs, scratch and output never
+// share bytes).
 Status GraphCompiler::place_arena() {
+  std::vector<uint32_t> ids;
+  for (uint32_t id = 0; id < slot_floats_.size(); ++id) {
+    if (slot_floats_[id] > 0) ids.push_back(id);
+  }
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](uint32_t a, uint32_t b) { return slot_floats_[a] > slot_floats_[b]; });
+  std::vector<uint32_t> placed;
+  for (uint32_t id : ids) {
+    size_t offset = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (uint32_t other : placed) {
+        const bool live_together =
+            first_use_[id] <= last_use_[other] && first_use_[other] <= last_use_[id];
+        const bool overlap = offset < slot_offset_[other] + slot_floats_[other] &&
+                             slot_offset_[other] < offset + slot_floats_[id];
+        if (live_together && overlap) {
+          offset = slot_offset_[other] + slot_floats_[other];
+          moved = true;
+        }
+      }
+    }
+    slot_offset_[id] = offset;
+    arena_floats_ = std::max(arena_floats_, offset + slot_floats_[id]);
+    placed.push_back(id);
+  }
   ES_CHECK_OR_RETURN_ERROR(arena_floats_ <= kMaxNumel, Error::InvalidProgram,
                            "XNNPACK graph needs %zu bytes of intermediates, more than %llu",
                            arena_floats_ * sizeof(float),
                            static_cast<unsigned long long>(kMaxNumel * sizeof(float)));
-  // One arena for every intermediate; sizes are static, so this is the last allocation.
-  out_->arena.assign(arena_floats_, 0.0f);
+  // One arena for every intermediate, the last allocation. Zeroed (nothing uninitialised is ever
+  // read) but by calloc, so untouched pages cost no memory.
+  out_->arena_floats = arena_floats_;
+  if (arena_floats_ > 0) {
+    out_->arena.reset(static_cast<float*>(std::calloc(arena_floats_, sizeof(float))));
+    ES_CHECK_OR_RETURN_ERROR(out_->arena != nullptr, Error::MemoryAllocationFailed,
+                             "XNNPACK graph: cannot allocate %zu bytes of intermediates",
+                             arena_floats_ * sizeof(float));
+  }
   for (size_t id = 0; id < slot_offset_.size(); ++id) {
-    if (slot_offset_[id] != SIZE_MAX) out_->pointers[id] = out_->arena.data() + slot_offset_[id];
+    if (slot_offset_[id] != SIZE_MAX) out_->pointers[id] = out_->arena.get() + slot_offset_[id];
   }
   return Status();
 }
@@ -218,14 +275,18 @@ uint32_t GraphCompiler::add_value(const ValueInfo& info) {
   out_->values.push_back(info);
   out_->pointers.push_back(nullptr);
   slot_offset_.push_back(SIZE_MAX);
+  slot_floats_.push_back(0);
+  first_use_.push_back(current_node_);
+  last_use_.push_back(current_node_);
   return id;
 }
 
-size_t GraphCompiler::add_slot(size_t floats) {
-  const size_t offset = arena_floats_;
-  arena_floats_ +=
+void GraphCompiler::add_slot(uint32_t id, size_t floats) {
+  slot_floats_[id] =
       (floats + kPadFloats + kSlotAlignFloats - 1) / kSlotAlignFloats * kSlotAlignFloats;
-  return offset;
+  slot_offset_[id] = 0;  // placed in place_arena
+  first_use_[id] = current_node_;
+  last_use_[id] = std::max(last_use_[id], current_node_);
 }
 
 uint32_t GraphCompiler::new_scratch(const ValueInfo& like) {
@@ -233,7 +294,7 @@ uint32_t GraphCompiler::new_scratch(const ValueInfo& like) {
   scratch.kind = fb::ValueKind_INTERMEDIATE;
   scratch.dtype = ScalarType::Float;
   const uint32_t id = add_value(scratch);
-  slot_offset_[id] = add_slot(scratch.numel);
+  add_slot(id, scratch.numel);
   return id;
 }
 
@@ -243,7 +304,7 @@ uint32_t GraphCompiler::new_half_scratch(size_t numel) {
   scratch.dtype = ScalarType::Half;
   scratch.numel = numel;
   const uint32_t id = add_value(scratch);
-  slot_offset_[id] = add_slot((numel + 1) / 2);
+  add_slot(id, (numel + 1) / 2);
   return id;
 }
 

@@ -94,7 +94,10 @@ class GraphCompiler {
   runtime::Status add_output_clamp(const NodeContext& c);
   runtime::Status place_arena();
   uint32_t add_value(const ValueInfo& info);
-  size_t add_slot(size_t floats);
+  // Gives value `id` an arena slot of `floats`, live from the node being compiled to its last
+  // reader; its offset is chosen in place_arena.
+  void add_slot(uint32_t id, size_t floats);
+  void mark_last_reads();
 
   const schema::Graph& graph_;
   WeightsCache* cache_;
@@ -103,6 +106,10 @@ class GraphCompiler {
   std::vector<bool> defined_;
   std::vector<bool> read_directly_;
   std::vector<size_t> slot_offset_;  // Per value id: its arena offset in floats, or SIZE_MAX.
+  std::vector<size_t> slot_floats_;  // Per value id: its slot size (padded), or 0.
+  std::vector<uint32_t> first_use_;  // Per value id: the node that writes it.
+  std::vector<uint32_t> last_use_;   // Per value id: the last node that reads it.
+  uint32_t current_node_ = 0;
   size_t arena_floats_ = 0;
 };
 

@@ -59,6 +59,8 @@ class XnnExecutor {
 
   size_t num_inputs() const { return graph_.inputs.size(); }
   size_t num_outputs() const { return graph_.outputs.size(); }
+  // Bytes of the arena of intermediates (values that are never live together share bytes).
+  size_t arena_bytes() const { return graph_.arena_floats * sizeof(float); }
   // The cache this executor's packed operators come from (shared or its own).
   const WeightsCache& weights_cache() const { return *cache_; }
 

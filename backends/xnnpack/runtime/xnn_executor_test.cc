@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,33 @@ TEST_F(XnnExecutorTest, bit_flips_never_crash) {
       (void)d->run({&x}, {&y});
     }
   }
+}
+
+// A chain of 8 elementwise ops over [64, 64] needs two live intermediates at a time, not 7: values
+// that are never live together share arena bytes (a delegate at max-seq-len holds many).
+TEST_F(XnnExecutorTest, intermediates_share_the_arena_by_lifetime) {
+  InMemoryDataMap map("m");
+  GraphBuilder g;
+  uint32_t v = g.input({64, 64});
+  for (int i = 0; i < 7; ++i) {
+    const uint32_t next = g.intermediate({64, 64});
+    g.node(schema::OpKind_ABS, {v}, {next});
+    v = next;
+  }
+  g.node(schema::OpKind_NEGATE, {v}, {g.output({64, 64})});
+  const std::vector<uint8_t> blob = g.build();
+  auto executor = XnnExecutor::create(blob.data(), blob.size(), &map, /*share_weights=*/true);
+  ASSERT_TRUE(executor.ok()) << executor.status().message();
+  const size_t one = 64 * 64 * sizeof(float);
+  EXPECT_GE((*executor)->arena_bytes(), 2 * one);
+  EXPECT_LT((*executor)->arena_bytes(), 3 * one);
+  // And it still computes: -|...|x|...| = -|x|.
+  auto d = TestDelegate::init(blob, &map);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  HostTensor x{{64, 64}, random_floats(64 * 64, -1, 1, 5)};
+  HostTensor y{{64, 64}, std::vector<float>(64 * 64)};
+  ASSERT_TRUE(d->run({&x}, {&y}).ok());
+  for (size_t i = 0; i < x.data.size(); ++i) EXPECT_EQ(y.data[i], -std::fabs(x.data[i]));
 }
 
 TEST_F(XnnExecutorTest, unsupported_version) {
