@@ -52,6 +52,7 @@ TABLE = (
     ("  per extra adapter program, shared", "rss_mb_per_extra_adapter_shared"),
     ("    of it anonymous (heap, packed)", "rss_anon_mb_per_extra_adapter_shared"),
     ("    of it file-backed (mapped .pte)", "rss_file_mb_per_extra_adapter_shared"),
+    ("  malloc'd per extra adapter program (touched or not)", "heap_mb_per_extra_adapter_shared"),
     ("  per extra adapter program, unshared", "rss_mb_per_extra_adapter_unshared"),
     ("  adapter weights (bytes in its .pte)", "adapter_mb"),
     ("  per extra adapter - adapter bytes (goal <= 0.5)", "rss_mb_per_extra_adapter_over_budget"),
@@ -68,6 +69,28 @@ TABLE = (
     ("  eager decode tokens/s", "torch_decode_tokens_per_s"),
     ("  runtime / eager decode tokens/s", "decode_rate_over_torch"),
     ("  tokens equal to eager", "generate_tokens_match"),
+    ("Adapter swap (issue 12; Method::rebind_data, 1 thread)", None),
+    ("  reference model, ms per swap (goal <= 0.15)", "adapter_swap_ms"),
+    ("  reference model, adapter .ptd MiB", "adapter_swap_mb"),
+    ("  tiny LLM, ms per swap", "adapter_swap_ms_llm"),
+    ("  RSS MiB, lora.pte + 8 swappable adapters", "rss_mb_8_swappable"),
+    ("  RSS MiB, 8 adapter programs (shared)", "rss_mb_8_programs"),
+    ("  swappable / programs", "rss_8_swappable_over_programs"),
+    ("  swappable program forward ms, T=1", "swappable_latency_ms_t1"),
+    ("  swappable program forward ms, T=32", "swappable_latency_ms_t32"),
+)
+
+# Shown when the run had --peer.
+PEER_TABLE = (
+    ("Against ExecuTorch 1.5.1, interleaved, forward ms (1 thread)", None),
+    ("  peer", "peer"),
+    ("  runtime, T=1", "peer_edgeshare_latency_ms_t1"),
+    ("  ExecuTorch, T=1", "peer_latency_ms_t1"),
+    ("  runtime / ExecuTorch, T=1", "latency_t1_over_peer"),
+    ("  runtime, T=32", "peer_edgeshare_latency_ms_t32"),
+    ("  ExecuTorch, T=32", "peer_latency_ms_t32"),
+    ("  runtime / ExecuTorch, T=32", "latency_t32_over_peer"),
+    ("  ExecuTorch max abs error vs eager, T=32", "peer_max_abs_error_t32"),
 )
 
 
@@ -94,7 +117,12 @@ def _memory(runs: Dict[str, List[Dict[str, Any]]], extra: int) -> Dict[str, floa
             [(r["rss_trimmed_kib"] - r["rss_before_kib"]) / 1024.0 for r in reports]
         )
         out[f"peak_mb_all_{share}"] = _median([(r["hwm_loaded_kib"] - r["rss_before_kib"]) / 1024.0 for r in reports])
-        for series, name in (("rss_after_kib", "rss"), ("rss_anon_after_kib", "rss_anon"), ("rss_file_after_kib", "rss_file")):
+        for series, name in (
+            ("rss_after_kib", "rss"),
+            ("rss_anon_after_kib", "rss_anon"),
+            ("rss_file_after_kib", "rss_file"),
+            ("heap_after_kib", "heap"),
+        ):
             # From the first adapter to the last: what each further adapter program adds.
             out[f"{name}_mb_per_extra_adapter_{share}"] = _median(
                 [(r[series][last] - r[series][1]) / 1024.0 / extra for r in reports]
@@ -102,7 +130,9 @@ def _memory(runs: Dict[str, List[Dict[str, Any]]], extra: int) -> Dict[str, floa
         out[f"load_ms_first_adapter_{share}"] = _median([r["load_ms"][1] for r in reports])
         out[f"load_ms_foundation_{share}"] = _median([r["load_ms"][0] for r in reports])
         out[f"bytes_fetched_mb_all_{share}"] = _median([r["bytes_fetched"] / MIB for r in reports])
-    out["rss_mb_foundation"] = _median([_kib_delta(r, "rss_after_kib", "rss_before_kib", 0) for r in runs["all_shared"]])
+    out["rss_mb_foundation"] = _median(
+        [_kib_delta(r, "rss_after_kib", "rss_before_kib", 0) for r in runs["all_shared"]]
+    )
     out["rss_all_shared_over_unshared"] = out["rss_mb_all_shared"] / out["rss_mb_all_unshared"]
     return out
 
@@ -176,7 +206,7 @@ def _cell(value: Optional[Any]) -> str:
 def format_llm_table(result: Dict[str, Any]) -> str:
     """The figures as a text table; rows not measured show '-', and why is listed below."""
     lines = [f"tiny-LLM: {result.get('description', '')}"]
-    for label, key in TABLE:
+    for label, key in TABLE + (PEER_TABLE if "peer" in result else ()):
         lines.append(label if key is None else f"{label:58s} {_cell(result.get(key)):>10}")
     for what, why in result.get("not_measured", {}).items():
         lines.append(f"not measured: {what}: {why}")

@@ -2,13 +2,12 @@
 tools/generate in fresh processes, and transformers eager (PEFT) at 1 thread."""
 
 import dataclasses
-import inspect
 import json
 import os
 import subprocess
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import torch
@@ -27,7 +26,7 @@ __all__ = [
     "export_llm",
     "generate_torch",
     "measure_llm",
-    "swap_export_option",
+    "run_forward",
 ]
 
 # The stateful method issue 12 adds beside "forward" (input_ids [1, T], start position -> logits).
@@ -52,12 +51,6 @@ class LlmExported:
     export_s: float
     result: LoraExportResult
     inputs: Dict[int, str]
-
-
-def swap_export_option() -> Optional[str]:
-    """The name of export_hf_lora's adapter-swap option (issue 12), or None while it is not there."""
-    names = [p for p in inspect.signature(export_hf_lora).parameters if "swap" in p]
-    return names[0] if names else None
 
 
 def _write_ids(path: str, tokens: int, vocab: int, seed: int) -> str:
@@ -119,17 +112,14 @@ def _configs(exported: LlmExported, n1: int, n32: int) -> Dict[str, Tuple[List[s
 def _runner(exported: LlmExported, programs: List[str], share: bool, iterations: int, tokens: int, warmup: int):
     if iterations == 0:
         return run_runner(programs, exported.foundation, share, 0, 0, 1)
-    return _run_with_inputs(programs, exported.foundation, share, iterations, warmup, exported.inputs[tokens])
+    return run_forward(exported, programs[0], tokens, iterations, warmup)
 
 
-def _run_with_inputs(programs: List[str], data: str, share: bool, iterations: int, warmup: int, ids: str):
-    """lora_runner timing method "forward" on ids (run_runner has no --input: the LoRA case has none)."""
-    args = [runner_path(), "--data", data, "--method", "forward", "--input", ids]
-    for p in programs:
-        args += ["--program", p]
-    if not share:
-        args.append("--no-share")
-    args += ["--iterations", str(iterations), "--warmup", str(warmup), "--threads", "1"]
+def run_forward(exported: LlmExported, program: str, tokens: int, iterations: int, warmup: int) -> Dict[str, Any]:
+    """One fresh lora_runner timing method "forward" of program on input_ids [1, tokens], 1 thread."""
+    args = [runner_path(), "--data", exported.foundation, "--program", program, "--method", "forward"]
+    args += ["--input", exported.inputs[tokens], "--iterations", str(iterations), "--warmup", str(warmup)]
+    args += ["--threads", "1"]
     return _json_line(subprocess.run(args, capture_output=True, text=True, check=False), "lora_runner")
 
 
@@ -229,11 +219,4 @@ def measure_llm(
             f"pending: the programs have no '{CACHED_METHOD}' method (methods: {', '.join(methods)}); "
             "issue 12's stateful export (helper kv) is not on this branch"
         )
-    option = swap_export_option()
-    pending["adapter_swap"] = (
-        "pending: export_hf_lora has no adapter-swap option (issue 12, helper swap); lora_runner "
-        "--swap-data times Method::rebind_data once swappable files exist"
-        if option is None
-        else f"pending: export_hf_lora has option '{option}' but this bench does not use it yet"
-    )
     return LlmMeasured(runs, torch_ms, generate, torch_generate, pending)

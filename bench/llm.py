@@ -2,6 +2,7 @@
 exported from a Hugging Face directory and run, against transformers + PEFT eager in the same run.
 
     ./bazelw run -c opt //bench:llm -- [--json FILE] [--repeats N] [--keep DIR] [--small]
+        [--vocab V] [--max-seq-len N] [--peer executorch]
 
 It writes a LlamaForCausalLM made from a config (bench/_llm_model.LlmSpec: 4 layers, hidden 1024,
 intermediate 2816, 16 heads / 4 kv heads, vocab 32000, seeded random weights; nothing downloaded)
@@ -25,11 +26,16 @@ processes, `--repeats` times round-robin (1 thread):
   listed under not_measured as pending; so is the adapter swap (lora_runner --swap-data times
   Method::rebind_data once an export writes swappable adapters).
 
+With --peer executorch, ExecuTorch 1.5.1 (its own venv, bench/_peer.py) lowers the first adapter's
+PEFT model (static T=1 and T=32, foundation in a .ptd) and its forward is timed interleaved with
+lora_runner: peer_latency_ms_t{1,32}, peer_edgeshare_latency_ms_t*, latency_t*_over_peer.
+
 The machine is shared: compare only ratios within one run. --small is a very small model for the
 plumbing's smoke test (bench/llm_test.py).
 """
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
@@ -42,12 +48,16 @@ from edgeshare.bench._export import BenchError
 from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, format_llm_table, llm_figures
 from edgeshare.bench._llm_measure import export_llm, measure_llm
 from edgeshare.bench._llm_model import LlmSpec, save_llm
+from edgeshare.bench._llm_peer import LLM_PEER_KEYS, measure_llm_peer
+from edgeshare.bench._llm_swap import SWAP_KEYS, measure_swap, swap_pending
 from edgeshare.bench._report import to_json
 
-__all__ = ["LLM_REQUIRED_KEYS", "SMALL", "LlmSpec", "main", "run_llm"]
+__all__ = ["LLM_PEER_KEYS", "LLM_REQUIRED_KEYS", "SMALL", "SWAP_KEYS", "LlmSpec", "main", "run_llm"]
 
 # The plumbing's smoke test: the same structure, tiny sizes, 3 adapters.
-SMALL = LlmSpec(layers=2, hidden=64, intermediate=128, heads=4, kv_heads=2, vocab=256, max_seq_len=64, rank=4, alpha=8.0, adapters=3)
+SMALL = LlmSpec(
+    layers=2, hidden=64, intermediate=128, heads=4, kv_heads=2, vocab=256, max_seq_len=64, rank=4, alpha=8.0, adapters=3
+)
 
 
 def run_llm(
@@ -59,8 +69,11 @@ def run_llm(
     warmup: int = 2,
     new_tokens: int = 32,
     log: Callable[[str], None] = lambda message: None,
+    peer: bool = False,
+    swap: bool = True,
 ) -> Dict[str, Any]:
-    """Writes, exports and measures the model in work_dir; returns its figures.
+    """Writes, exports and measures the model in work_dir; returns its figures (with peer: also
+    ExecuTorch 1.5.1's, interleaved).
 
     Raises:
       BenchError: a runner, tools/generate or tools/inspect process failed.
@@ -72,7 +85,19 @@ def run_llm(
     exported.result.modules.clear()  # eight eager copies of the model: not needed any more
     log(f"[tiny-llm] exported in {exported.export_s:.1f} s; measuring ({repeats} repeats)")
     measured = measure_llm(files, exported, repeats, iterations_t1, iterations_t32, warmup, new_tokens)
-    return llm_figures(spec.describe(), exported, measured)
+    out = llm_figures(spec.describe(), exported, measured)
+    iterations = {1: iterations_t1, 32: iterations_t32}
+    pending = swap_pending()
+    if pending is None and swap:
+        log("[tiny-llm] adapter swap: swappable exports (reference model, tiny LLM) and rebind_data timings")
+        out.update(measure_swap(spec, files, exported, work_dir, repeats, iterations))
+    elif pending is not None:
+        out["not_measured"]["adapter_swap"] = pending
+    else:
+        out["not_measured"]["adapter_swap"] = "skipped (--no-swap)"
+    if peer:
+        out.update(measure_llm_peer(files, exported, work_dir, repeats, iterations, warmup, log))
+    return out
 
 
 def _user_path(path: str) -> str:
@@ -91,7 +116,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep", default=None, help="write into this folder and keep the files")
     parser.add_argument("--small", action="store_true", help="a very small model (smoke test)")
     parser.add_argument("--vocab", type=int, default=None, help="override the vocabulary size")
+    parser.add_argument(
+        "--max-seq-len", type=int, default=None, help="override the programs' token bound (memory is planned for it)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
+    parser.add_argument("--no-swap", action="store_true", help="skip the adapter-swap stage (issue 12)")
+    parser.add_argument(
+        "--peer",
+        default=None,
+        choices=["executorch"],
+        help="also time ExecuTorch 1.5.1 on the same model, interleaved (its own venv, made on first use)",
+    )
     return parser
 
 
@@ -102,8 +137,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if min(args.repeats, args.iterations, args.iterations_t32, args.new_tokens) < 1:
         parser.error("--repeats, --iterations, --iterations-t32 and --new-tokens must be at least 1")
     spec = SMALL if args.small else LlmSpec()
-    if args.vocab is not None:
-        spec = LlmSpec(**{**spec.__dict__, "vocab": args.vocab})
+    overrides = {k: v for k, v in (("vocab", args.vocab), ("max_seq_len", args.max_seq_len)) if v is not None}
+    if overrides:
+        spec = dataclasses.replace(spec, **overrides)
+    if spec.max_seq_len < 32:
+        parser.error("--max-seq-len must be at least 32 (the T=32 forward and the 32-token prompt)")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
 
     def log(message: str) -> None:
@@ -114,7 +152,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.perf_counter()
     try:
         result = run_llm(
-            spec, root, args.repeats, args.iterations, args.iterations_t32, args.warmup, args.new_tokens, log
+            spec,
+            root,
+            args.repeats,
+            args.iterations,
+            args.iterations_t32,
+            args.warmup,
+            args.new_tokens,
+            log,
+            args.peer is not None,
+            not args.no_swap,
         )
     except (BenchError, ValueError, TypeError, OSError) as e:
         print(f"llm: error: {e}", file=sys.stderr)

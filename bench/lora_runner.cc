@@ -18,15 +18,17 @@
 //
 //   {"sharing": true, "verify": true, "programs": 2, "rss_before_kib": ..., "data_open_ms": ...,
 //    "load_ms": [..per program..], "rss_after_kib": [..per program..], "rss_anon_after_kib": [..],
-//    "rss_file_after_kib": [..], "rss_loaded_kib": ...,
+//    "rss_file_after_kib": [..], "heap_before_kib": ..., "heap_after_kib": [..per program..],
+//    "rss_loaded_kib": ...,
 //    "rss_anon_before_kib": ..., "rss_file_before_kib": ..., "rss_anon_loaded_kib": ...,
 //    "rss_file_loaded_kib": ..., "hwm_loaded_kib": ..., "rss_trimmed_kib": ..., "rss_ran_kib": ...,
 //    "rss_released_kib": ..., "latency_ms": [..K samples..], "packs": ..., "cache_hits": ...,
 //    "bytes_fetched": ..., "packed_entries": ..., "packed_entries_released": ...,
 //    "data_files_open": ..., "methods": [..the first program's method names..],
-//    "swap_ms": [..one per rebind..], "swap_open_ms": ...}
+//    "swap_ms": [..one per rebind..], "swap_open_ms": ..., "rss_swapped_kib": ...}
 //
-// Memory figures are KiB as /proc/self/status gives them. hwm_loaded_kib is VmHWM after loading:
+// Memory figures are KiB as /proc/self/status gives them; heap_* is malloc's bytes in use
+// (mallinfo2), allocated whether touched or not (a calloc'd plan untouched is not in VmRSS). hwm_loaded_kib is VmHWM after loading:
 // the kernel folds the current RSS into it when it is read or memory is unmapped, so a peak given
 // back in other ways (brk shrink, madvise) may be missed: it is a lower bound of the peak.
 // An error is one line on stderr and exit status 1.
@@ -92,6 +94,7 @@ struct MemoryKib {
   long anon = 0;
   long file = 0;
   long hwm = 0;
+  long heap = 0;  // malloc's bytes in use (mallinfo2: small chunks + mmapped ones), in KiB
 };
 
 Result<MemoryKib> ReadMemory() {
@@ -114,6 +117,8 @@ Result<MemoryKib> ReadMemory() {
     }
   }
   std::fclose(f);
+  const struct mallinfo2 info = ::mallinfo2();
+  memory.heap = static_cast<long>((info.uordblks + info.hblkhd) / 1024);
   ES_CHECK_OR_RETURN_ERROR(found_rss, Error::InvalidData, "no VmRSS in /proc/self/status");
   return memory;
 }
@@ -175,11 +180,12 @@ Status Run(const Options& options) {
   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
   std::vector<MemoryKib> after;
   ES_RETURN_IF_ERROR(LoadAll(options, set, after));
-  std::vector<long> rss_after_kib, anon_after_kib, file_after_kib;
+  std::vector<long> rss_after_kib, anon_after_kib, file_after_kib, heap_after_kib;
   for (const MemoryKib& step : after) {
     rss_after_kib.push_back(step.rss);
     anon_after_kib.push_back(step.anon);
     file_after_kib.push_back(step.file);
+    heap_after_kib.push_back(step.heap);
   }
   ES_ASSIGN_OR_RETURN(const MemoryKib after_load, ReadMemory());
   const xnnpack::WeightsCacheStats stats = xnnpack::process_weights_cache_stats();
@@ -212,6 +218,7 @@ Status Run(const Options& options) {
   if (!swap_files.empty()) {
     ES_ASSIGN_OR_RETURN(swap_ms, MeasureSwaps(*timed, swap_files, options.swap_rounds));
   }
+  ES_ASSIGN_OR_RETURN(const MemoryKib swapped, ReadMemory());
 
   std::vector<double> load_ms;
   for (const tools::LoadedProgram& entry : set.programs()) load_ms.push_back(entry.load_ms);
@@ -230,6 +237,8 @@ Status Run(const Options& options) {
   report["rss_after_kib"] = rss_after_kib;
   report["rss_anon_after_kib"] = anon_after_kib;
   report["rss_file_after_kib"] = file_after_kib;
+  report["heap_after_kib"] = heap_after_kib;
+  report["heap_before_kib"] = before.heap;
   report["rss_loaded_kib"] = after_load.rss;
   report["rss_anon_before_kib"] = before.anon;
   report["rss_file_before_kib"] = before.file;
@@ -245,6 +254,7 @@ Status Run(const Options& options) {
   report["methods"] = methods;
   report["swap_ms"] = swap_ms;
   report["swap_open_ms"] = swap_open_ms;
+  report["rss_swapped_kib"] = swapped.rss;
   std::printf("%s\n", report.dump().c_str());
   return Status();
 }
