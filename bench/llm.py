@@ -96,7 +96,11 @@ def run_llm(
     else:
         out["not_measured"]["adapter_swap"] = "skipped (--no-swap)"
     if peer:
-        out.update(measure_llm_peer(files, exported, work_dir, repeats, iterations, warmup, log))
+        try:
+            out.update(measure_llm_peer(files, exported, work_dir, repeats, iterations, warmup, log))
+        except BenchError as e:  # the peer is opt-in: its failure must not lose the run's figures
+            log(f"[tiny-llm] peer executorch failed: {e}")
+            out["not_measured"]["peer"] = f"failed: {e}"
     return out
 
 
