@@ -26,7 +26,7 @@ from edgeshare.bench._export import BenchError
 from edgeshare.bench._llm_measure import LlmExported
 from edgeshare.bench._llm_model import LlmFiles, LlmSpec
 from edgeshare.bench._measure import runner_path
-from edgeshare.bench._models import reference_model
+from edgeshare.bench._models import BenchModel, demo_model, reference_model
 
 __all__ = ["SWAP_KEYS", "measure_swap", "swap_pending"]
 
@@ -66,10 +66,9 @@ def _median_swap(reports: Sequence[Dict[str, Any]]) -> float:
     return float(statistics.median(ms for r in reports for ms in r["swap_ms"]))
 
 
-def _reference(work_dir: str, repeats: int, rounds: int) -> Dict[str, Any]:
+def _reference(model: BenchModel, work_dir: str, repeats: int, rounds: int) -> Dict[str, Any]:
     from edgeshare.exir import export_swappable  # noqa: PLC0415
 
-    model = reference_model()
     result = export_swappable(
         model.foundation,
         model.adapters,
@@ -85,6 +84,7 @@ def _reference(work_dir: str, repeats: int, rounds: int) -> Dict[str, Any]:
         "adapter_swap_ms": _median_swap(reports),
         "adapter_swap_ms_unverified": _median_swap(trusted),
         "adapter_swap_mb": os.path.getsize(adapters[0]) / (1024.0 * 1024.0),
+        "adapter_swap_model": model.name,
     }
 
 
@@ -130,10 +130,12 @@ def measure_swap(
     repeats: int,
     iterations: Dict[int, int],
     rounds: int = 20,
+    small: bool = False,
 ) -> Dict[str, Any]:
-    """The swap figures (see the module doc); {} when swap_pending() says why not."""
+    """The swap figures (see the module doc); {} when swap_pending() says why not. small: the demo
+    model instead of the reference (the smoke test)."""
     if swap_pending() is not None:
         return {}
-    out = _reference(work_dir, repeats, rounds)
+    out = _reference(demo_model() if small else reference_model(), work_dir, repeats, rounds)
     out.update(_llm(spec, files, exported, work_dir, repeats, rounds, iterations))
     return out

@@ -90,7 +90,7 @@ def run_llm(
     pending = swap_pending()
     if pending is None and swap:
         log("[tiny-llm] adapter swap: swappable exports (reference model, tiny LLM) and rebind_data timings")
-        out.update(measure_swap(spec, files, exported, work_dir, repeats, iterations))
+        out.update(measure_swap(spec, files, exported, work_dir, repeats, iterations, small=spec == SMALL))
     elif pending is not None:
         out["not_measured"]["adapter_swap"] = pending
     else:
