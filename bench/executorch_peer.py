@@ -40,7 +40,7 @@ PTD_NAME = "foundation"
 
 def _foundation_tag(node: torch.fx.Node) -> Optional[str]:
     """foundation.ptd for every weight but the adapter's (LoRA A and B stay in the .pte)."""
-    name = str(node.target)
+    name = str(node.target).lower()  # PEFT spells them lora_A / lora_B
     return None if (".lora_a." in name or ".lora_b." in name) else PTD_NAME
 
 

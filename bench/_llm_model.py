@@ -1,0 +1,93 @@
+"""The tiny-LLM benchmark's model: a Llama-family causal LM from a config (seeded random weights,
+nothing downloaded) and NUM_ADAPTERS PEFT LoRA adapters, written as a user has them on disk."""
+
+import dataclasses
+import os
+from typing import Dict, Tuple
+
+import torch
+import transformers
+from edgeshare.models.hf_tiny import save_peft_adapter
+
+__all__ = ["LlmFiles", "LlmSpec", "save_llm"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LlmSpec:
+    """What the tiny-LLM case measures (the defaults are issue 11's case).
+
+    Attributes:
+      layers, hidden, intermediate, heads, kv_heads, vocab: the LlamaConfig (grouped-query
+        attention: kv_heads < heads; lm_head not tied, as in TinyLlama).
+      max_seq_len: the programs' token bound (memory is planned for it).
+      rank, alpha, targets: every adapter's LoRA structure.
+      adapters: how many adapters (seeds 1..adapters).
+    """
+
+    layers: int = 4
+    hidden: int = 1024
+    intermediate: int = 2816
+    heads: int = 16
+    kv_heads: int = 4
+    vocab: int = 32000
+    max_seq_len: int = 128
+    rank: int = 16
+    alpha: float = 32.0
+    targets: Tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    adapters: int = 8
+
+    def describe(self) -> str:
+        """One line for the table."""
+        return (
+            f"Llama {self.layers} layers, hidden {self.hidden}, intermediate {self.intermediate}, "
+            f"{self.heads} heads / {self.kv_heads} kv, vocab {self.vocab}, max_seq_len {self.max_seq_len}; "
+            f"{self.adapters} LoRA r{self.rank} on {','.join(t.split('_')[0] for t in self.targets)}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class LlmFiles:
+    """What save_llm wrote.
+
+    Attributes:
+      model_dir: config.json + model.safetensors.
+      adapter_dirs: "adapter1".. -> its PEFT directory (adapter_config.json + adapter_model.safetensors).
+    """
+
+    model_dir: str
+    adapter_dirs: Dict[str, str]
+
+
+def _config(spec: LlmSpec) -> transformers.LlamaConfig:
+    return transformers.LlamaConfig(
+        vocab_size=spec.vocab,
+        hidden_size=spec.hidden,
+        intermediate_size=spec.intermediate,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        num_key_value_heads=spec.kv_heads,
+        max_position_embeddings=max(2048, spec.max_seq_len),
+        tie_word_embeddings=False,
+    )
+
+
+def save_llm(spec: LlmSpec, out_dir: str, seed: int = 0) -> LlmFiles:
+    """Writes the model (seed) and its adapters (seeds seed+1..) under out_dir/model, out_dir/adapterN.
+
+    Norm weights get seeded noise (as models.hf_tiny does) so that no two weights share bytes.
+    """
+    torch.manual_seed(seed)
+    model = transformers.LlamaForCausalLM(_config(spec)).eval()
+    g = torch.Generator().manual_seed(seed + 1000)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 1:
+                param.add_(torch.randn(param.shape, generator=g) * 0.05)
+    model_dir = os.path.join(out_dir, "model")
+    model.save_pretrained(model_dir)
+    adapter_dirs: Dict[str, str] = {}
+    for i in range(1, spec.adapters + 1):
+        path = os.path.join(out_dir, f"adapter{i}")
+        save_peft_adapter(model, path, spec.targets, spec.rank, spec.alpha, seed + i)
+        adapter_dirs[f"adapter{i}"] = path
+    return LlmFiles(model_dir, adapter_dirs)

@@ -1,0 +1,187 @@
+"""llm: the tiny-LLM case (issues 11 and 12): a Llama-family model with 8 PEFT LoRA adapters,
+exported from a Hugging Face directory and run, against transformers + PEFT eager in the same run.
+
+    ./bazelw run -c opt //bench:llm -- [--json FILE] [--repeats N] [--keep DIR] [--small]
+        [--vocab V] [--max-seq-len N] [--peer executorch]
+
+It writes a LlamaForCausalLM made from a config (bench/_llm_model.LlmSpec: 4 layers, hidden 1024,
+intermediate 2816, 16 heads / 4 kv heads, vocab 32000, seeded random weights; nothing downloaded)
+with save_pretrained, and 8 PEFT LoRA adapters (q,k,v,o; r16, alpha 32; seeds 1..8) as PEFT
+directories; exports them with exir.export_hf_lora (XnnpackPartitioner, max_seq_len 128) into
+adapterN.pte + foundation.pte + foundation.ptd, timing the export. Then, in fresh bench/lora_runner
+processes, `--repeats` times round-robin (1 thread):
+
+- forward (method "forward", int64 input_ids [1, T] from one export) at T=1 and T=32 of adapter1
+  and of the bare foundation; transformers eager (PeftModel, torch.set_num_threads(1)) on the same
+  ids: latency_ms_t{1,32}, torch_latency_ms_t{1,32}, latency_t{1,32}_over_torch (and _foundation);
+- foundation.pte + the 8 adapter programs in one process, sharing on and off (--no-share):
+  rss_mb_all_{shared,unshared}; rss_mb_per_extra_adapter_{shared,unshared} (growth from adapter 1
+  to adapter 8, per program), split into rss_anon_ / rss_file_ (heap and packed weights vs mapped
+  .pte pages); adapter_mb (the adapter's weight bytes) and rss_mb_per_extra_adapter_over_budget
+  (issue 11's goal: <= 0.5); planned_mb_<method> (planned memory per method, at max_seq_len, from
+  tools/inspect); rss_ran_mb_t{1,32} (what running touches afterwards).
+- generation (issue 12), when the programs have the stateful method "forward_cached": tools/generate
+  --json (32-token prompt, 32 new tokens, greedy) against transformers' own KV cache: prefill_ms,
+  decode_tokens_per_s, the eager figures, ratios, and whether the tokens are equal. Until then it is
+  listed under not_measured as pending; so is the adapter swap (lora_runner --swap-data times
+  Method::rebind_data once an export writes swappable adapters).
+
+With --peer executorch, ExecuTorch 1.5.1 (its own venv, bench/_peer.py) lowers the first adapter's
+PEFT model (static T=1 and T=32, foundation in a .ptd) and its forward is timed interleaved with
+lora_runner: peer_latency_ms_t{1,32}, peer_edgeshare_latency_ms_t*, latency_t*_over_peer.
+
+The machine is shared: compare only ratios within one run. --small is a very small model for the
+plumbing's smoke test (bench/llm_test.py).
+"""
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Callable, Dict, Optional, Sequence
+
+from edgeshare.bench._export import BenchError
+from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, format_llm_table, llm_figures
+from edgeshare.bench._llm_measure import export_llm, measure_llm
+from edgeshare.bench._llm_model import LlmSpec, save_llm
+from edgeshare.bench._llm_peer import LLM_PEER_KEYS, measure_llm_peer
+from edgeshare.bench._llm_swap import SWAP_KEYS, measure_swap, swap_pending
+from edgeshare.bench._report import to_json
+
+__all__ = ["LLM_PEER_KEYS", "LLM_REQUIRED_KEYS", "SMALL", "SWAP_KEYS", "LlmSpec", "main", "run_llm"]
+
+# The plumbing's smoke test: the same structure, tiny sizes, 3 adapters.
+SMALL = LlmSpec(
+    layers=2, hidden=64, intermediate=128, heads=4, kv_heads=2, vocab=256, max_seq_len=64, rank=4, alpha=8.0, adapters=3
+)
+
+
+def run_llm(
+    spec: LlmSpec,
+    work_dir: str,
+    repeats: int = 3,
+    iterations_t1: int = 20,
+    iterations_t32: int = 5,
+    warmup: int = 2,
+    new_tokens: int = 32,
+    log: Callable[[str], None] = lambda message: None,
+    peer: bool = False,
+    swap: bool = True,
+) -> Dict[str, Any]:
+    """Writes, exports and measures the model in work_dir; returns its figures (with peer: also
+    ExecuTorch 1.5.1's, interleaved).
+
+    Raises:
+      BenchError: a runner, tools/generate or tools/inspect process failed.
+    """
+    log(f"[tiny-llm] writing the model and {spec.adapters} adapters ({spec.describe()})")
+    files = save_llm(spec, os.path.join(work_dir, "hf"))
+    log("[tiny-llm] exporting with export_hf_lora (XNNPACK)")
+    exported = export_llm(spec, files, os.path.join(work_dir, "out"), log)
+    exported.result.modules.clear()  # eight eager copies of the model: not needed any more
+    log(f"[tiny-llm] exported in {exported.export_s:.1f} s; measuring ({repeats} repeats)")
+    measured = measure_llm(files, exported, repeats, iterations_t1, iterations_t32, warmup, new_tokens)
+    out = llm_figures(spec.describe(), exported, measured)
+    iterations = {1: iterations_t1, 32: iterations_t32}
+    pending = swap_pending()
+    if pending is None and swap:
+        log("[tiny-llm] adapter swap: swappable exports (reference model, tiny LLM) and rebind_data timings")
+        out.update(measure_swap(spec, files, exported, work_dir, repeats, iterations, small=spec == SMALL))
+    elif pending is not None:
+        out["not_measured"]["adapter_swap"] = pending
+    else:
+        out["not_measured"]["adapter_swap"] = "skipped (--no-swap)"
+    if peer:
+        try:
+            out.update(measure_llm_peer(files, exported, work_dir, repeats, iterations, warmup, log))
+        except BenchError as e:  # the peer is opt-in: its failure must not lose the run's figures
+            log(f"[tiny-llm] peer executorch failed: {e}")
+            out["not_measured"]["peer"] = f"failed: {e}"
+    return out
+
+
+def _user_path(path: str) -> str:
+    base = os.environ.get("BUILD_WORKING_DIRECTORY") or os.getcwd()
+    return path if os.path.isabs(path) else os.path.join(base, path)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llm", description=__doc__.split("\n")[0])
+    parser.add_argument("--json", default=None, help="write the figures to this file")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per configuration")
+    parser.add_argument("--iterations", type=int, default=20, help="timed runs at T=1")
+    parser.add_argument("--iterations-t32", type=int, default=5, help="timed runs at T=32")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed runs before timing")
+    parser.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (issue 12)")
+    parser.add_argument("--keep", default=None, help="write into this folder and keep the files")
+    parser.add_argument("--small", action="store_true", help="a very small model (smoke test)")
+    parser.add_argument("--vocab", type=int, default=None, help="override the vocabulary size")
+    parser.add_argument(
+        "--max-seq-len", type=int, default=None, help="override the programs' token bound (memory is planned for it)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress messages")
+    parser.add_argument("--no-swap", action="store_true", help="skip the adapter-swap stage (issue 12)")
+    parser.add_argument(
+        "--peer",
+        default=None,
+        choices=["executorch"],
+        help="also time ExecuTorch 1.5.1 on the same model, interleaved (its own venv, made on first use)",
+    )
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the case; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if min(args.repeats, args.iterations, args.iterations_t32, args.new_tokens) < 1:
+        parser.error("--repeats, --iterations, --iterations-t32 and --new-tokens must be at least 1")
+    spec = SMALL if args.small else LlmSpec()
+    overrides = {k: v for k, v in (("vocab", args.vocab), ("max_seq_len", args.max_seq_len)) if v is not None}
+    if overrides:
+        spec = dataclasses.replace(spec, **overrides)
+    if spec.max_seq_len < 32:
+        parser.error("--max-seq-len must be at least 32 (the T=32 forward and the 32-token prompt)")
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    root = _user_path(args.keep) if args.keep else tempfile.mkdtemp(prefix="edgeshare_llm_")
+    start = time.perf_counter()
+    try:
+        result = run_llm(
+            spec,
+            root,
+            args.repeats,
+            args.iterations,
+            args.iterations_t32,
+            args.warmup,
+            args.new_tokens,
+            log,
+            args.peer is not None,
+            not args.no_swap,
+        )
+    except (BenchError, ValueError, TypeError, OSError) as e:
+        print(f"llm: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    log(f"done in {time.perf_counter() - start:.0f} s")
+    print(format_llm_table(result))
+    text = to_json({"tiny-llm": result})
+    print(text)
+    if args.json:
+        with open(_user_path(args.json), "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

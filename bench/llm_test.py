@@ -1,0 +1,64 @@
+"""Smoke test of the tiny-LLM case's plumbing: the --small model, one repeat, one timed run each.
+
+Checks that the report has every required key with a positive number and that what is not measured
+yet says why; never asserts on timings."""
+
+import json
+import math
+import os
+import tempfile
+
+import pytest
+from edgeshare.bench import llm
+
+
+def test_small_report_has_every_key_with_positive_numbers() -> None:
+    out = os.path.join(tempfile.mkdtemp(prefix="llm_bench_test_"), "llm.json")
+    status = llm.main(
+        [
+            "--small",
+            "--json",
+            out,
+            "--repeats",
+            "1",
+            "--iterations",
+            "1",
+            "--iterations-t32",
+            "1",
+            "--warmup",
+            "0",
+            "--new-tokens",
+            "4",
+            "--quiet",
+        ]
+    )
+    assert status == 0
+    with open(out) as f:
+        report = json.load(f)
+    assert list(report) == ["tiny-llm"]
+    result = report["tiny-llm"]
+    for key in llm.LLM_REQUIRED_KEYS:
+        value = result.get(key)
+        assert isinstance(value, (int, float)) and math.isfinite(value) and value > 0, (key, value)
+    assert "forward" in result["methods"]
+    assert result["planned_mb_forward"] > 0
+    if "forward_cached" in result["methods"]:
+        assert result["decode_tokens_per_s"] > 0 and result["prefill_ms"] > 0
+        assert result["generate_tokens_match"] is True
+    else:
+        assert result["not_measured"]["generate"].startswith("pending:")
+    if "adapter_swap" in result["not_measured"]:
+        assert result["not_measured"]["adapter_swap"].startswith("pending:")
+    else:  # --small swaps the demo model's adapters
+        assert result["adapter_swap_model"] == "demo"
+        for key in llm.SWAP_KEYS + ("adapter_swap_ms_unverified",):
+            assert isinstance(result[key], float) and result[key] > 0, (key, result[key])
+
+
+def test_bad_repeats_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit):
+        llm.main(["--small", "--repeats", "0", "--quiet"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
