@@ -1,0 +1,40 @@
+"""Writes a tiny Hugging Face causal LM and two PEFT LoRA adapters, as save_pretrained does.
+
+    ./bazelw run //models:save_tiny_lora -- --family llama --out hf_demo
+    # hf_demo/model (config.json + safetensors); PEFT adapter dirs hf_demo/a and hf_demo/b (other
+    # target modules and ranks) and hf_demo/c (a's structure, other weights: swappable with a)
+
+For trying `export_lora --hf-model` without downloading anything: random seeded weights, from a config.
+"""
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+from edgeshare.models.hf_tiny import FAMILIES, make_tiny_model, save_peft_adapter, save_tiny_lora
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", default="llama", choices=sorted(FAMILIES))
+    parser.add_argument("--out", required=True, help="directory for model/, a/ and b/")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    out = os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), args.out)
+    # A wider init than transformers' default, so greedy text is not one repeated token.
+    files = save_tiny_lora(args.family, out, seed=args.seed, initializer_range=0.2)
+    family = FAMILIES[args.family]
+    a = family.adapters["a"]
+    base = make_tiny_model(args.family, args.seed, initializer_range=0.2)
+    c = os.path.join(out, "c")
+    save_peft_adapter(base, c, a.target_modules, a.rank, a.alpha, args.seed + 7, family.fan_in_fan_out)
+    files.adapter_dirs["c"] = c
+    print(f"model: {files.model_dir}")
+    for name, path in sorted(files.adapter_dirs.items()):
+        print(f"adapter {name}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
