@@ -271,8 +271,9 @@ def export_hf_lora(
 
     Writes out_dir/<name>.pte per adapter, out_dir/foundation.pte (no adapter) and
     out_dir/foundation.ptd. Each program has the stateless "forward" and the KV-cache method
-    "forward_cached" (hf_cache.CachedCausalLM), sharing their weights. Foundation weights are recognised by identity and keyed by the bare
-    model's parameter names (an lm_head tied to the embedding is stored once).
+    "forward_cached" (hf_cache.CachedCausalLM), sharing their weights. Foundation weights are
+    recognised by identity and keyed by the bare model's parameter names (an lm_head tied to the
+    embedding is stored once).
 
     Args:
       model_dir: the model directory (config.json + safetensors).
@@ -338,7 +339,8 @@ def export_hf_swappable(
     progress: Optional[Callable[[str], None]] = None,
 ) -> "SwappableExportResult":
     """export_hf_lora's inputs, written for adapter swapping (exir.swappable.export_swappable):
-    out_dir/lora.pte shared by every adapter of the first adapter's structure (PEFT target modules,
+    out_dir/lora.pte (forward and forward_cached) shared by every adapter of the first adapter's
+    structure (PEFT target modules,
     rank, alpha), out_dir/<name>.ptd with each such adapter's weights, out_dir/<name>.pte for an
     adapter of another structure, and foundation.pte / foundation.ptd as export_hf_lora writes them.
 
@@ -356,6 +358,7 @@ def export_hf_swappable(
     say(f"loading model {model_dir}")
     base = load_hf_model(model_dir)
     _check_max_seq_len(max_seq_len, base, model_dir)
+    cached = kv_cache_method(base, max_seq_len)  # refuses unsupported attention before the adapters load
     models: Dict[str, nn.Module] = {}
     for name, adapter_dir in adapters.items():
         say(f"loading adapter '{name}' from {adapter_dir}")
@@ -373,4 +376,5 @@ def export_hf_swappable(
         dynamic_shapes=token_dynamic_shapes(max_seq_len),
         config=config,
         progress=say,
+        extra_methods=[cached],
     )

@@ -31,7 +31,13 @@ from edgeshare.exir._serialize import deserialize_ptd
 from edgeshare.exir.data_policy import DataPlacement, DataPolicy, FoundationDataPolicy, canonical_name
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.export import ExecutorchBackendConfig, ExecutorchProgramManager, to_edge
-from edgeshare.exir.lora import _foundation_superset, check_adapter_name, export_method
+from edgeshare.exir.lora import (
+    ExtraMethod,
+    _export_extra_methods,
+    _foundation_superset,
+    check_adapter_name,
+    export_method,
+)
 from edgeshare.exir.partition import Partitioner
 from torch import nn
 
@@ -133,6 +139,7 @@ def export_swappable(
     dynamic_shapes: Optional[Any] = None,
     config: Optional[ExecutorchBackendConfig] = None,
     progress: Optional[Callable[[str], None]] = None,
+    extra_methods: Sequence[ExtraMethod] = (),
 ) -> SwappableExportResult:
     """Exports adapters of one structure as one swappable program plus a .ptd each (see module doc).
 
@@ -145,6 +152,8 @@ def export_swappable(
       partitioner: e.g. XnnpackPartitioner() (it leaves the adapter weights to kernels), or None.
       foundation_policy: recognises foundation weights; None: FoundationDataPolicy(foundation).
       dynamic_shapes: torch.export's dynamic_shapes for every program.
+      extra_methods: more methods of every program beside "forward" (e.g. the KV-cache
+        "forward_cached"); a swap rebinds the adapter for all of them.
       config: serialization options.
       progress: called with one line per step.
 
@@ -169,7 +178,8 @@ def export_swappable(
     def lower(module: nn.Module, what: str, data_policy: DataPolicy) -> ExecutorchProgramManager:
         say(f"exporting and lowering {what}")
         ep = export_method(module.eval(), tuple(example_inputs), what, dynamic_shapes)
-        edge = to_edge({"forward": ep}, data_policy=data_policy)
+        extras = _export_extra_methods(module, extra_methods, what, say)
+        edge = to_edge({"forward": ep, **extras}, data_policy=data_policy)
         if partitioner is not None:
             edge = edge.to_backend(partitioner)
         return edge.to_executorch(config)

@@ -159,11 +159,11 @@ def _export_and_run(tmp_path, monkeypatch, spec):
 def test_model_file_with_down_up_adapters_shares_the_foundation_and_matches_torch(tmp_path, monkeypatch):
     (tmp_path / "down_up.py").write_text(DOWN_UP_MODEL)
     out, run, ptd = _export_and_run(tmp_path, monkeypatch, "down_up.py:make")
-    assert sorted(ptd.named_data) == [f"{l}.{w}" for l in ("embed_proj", "out_proj") for w in ("bias", "weight")]
+    assert sorted(ptd.named_data) == [f"{m}.{w}" for m in ("embed_proj", "out_proj") for w in ("bias", "weight")]
     for name in ("chat", "code"):
         pte = deserialize_pte(open(os.path.join(out, f"{name}.pte"), "rb").read())
         assert sorted(pte.named_data) == [
-            f"forward/{l}.{w}.weight" for l in ("embed_proj", "out_proj") for w in ("down_proj", "up_proj")
+            f"forward/{m}.{w}.weight" for m in ("embed_proj", "out_proj") for w in ("down_proj", "up_proj")
         ]
     # Both programs run over one copy of the foundation: each weight fetched once, packed once.
     fetches = run.stats["named_data_fetches"]

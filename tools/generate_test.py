@@ -160,7 +160,11 @@ def test_a_bad_prompt_file_is_one_line_exit_1(llama, tmp_path, kind):
         with open(path, "wb") as f:
             f.write(b"these are not token ids")
     else:
-        shapes = {"float": np.zeros((3,), np.float32), "2x3": np.zeros((2, 3), np.int64), "empty": np.zeros((0,), np.int64)}
+        shapes = {
+            "float": np.zeros((3,), np.float32),
+            "2x3": np.zeros((2, 3), np.int64),
+            "empty": np.zeros((0,), np.int64),
+        }
         np.save(path, shapes[kind])
     args = ["--program", os.path.join(out, "a.pte"), "--data", os.path.join(out, "foundation.ptd")]
     line = _one_line_error(_run(args + ["--prompt-ids", path]))

@@ -2,7 +2,6 @@
 what users rely on: outputs match torch eager, the foundation is fetched and packed once, and broken
 files give a one-line error, not a crash."""
 
-import os
 import tempfile
 
 import numpy as np

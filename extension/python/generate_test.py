@@ -49,7 +49,8 @@ def test_tokens_equal_transformers_for_each_adapter_and_the_foundation(programs,
 
 
 def test_tokens_equal_tools_generate(programs, prompt, tmp_path):
-    tool = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools", "generate")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tool = os.path.join(root, "tools", "generate")
     out_json = str(tmp_path / "g.json")
     args = [tool, "--program", _path("a.pte"), "--data", _path("foundation.ptd"), "--prompt-ids", _path("prompt.npy")]
     proc = subprocess.run(args + ["--max-new-tokens", "20", "--json", out_json], capture_output=True, text=True)

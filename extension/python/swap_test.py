@@ -83,6 +83,26 @@ def test_swaps_back_and_forth_equal_each_adapters_own_program_and_fetch_nothing(
     assert _cache(weights_cache_stats()) == before
 
 
+def test_generation_after_swaps_equals_each_adapters_own_program(exported):
+    """forward_cached (the KV cache) swaps with forward: greedy tokens after a -> c -> a -> c on one
+    loaded lora.pte equal each adapter's own program's, token for token (the cache is reset)."""
+    foundation = DataFile.open(os.path.join(exported, "own", "foundation.ptd"))
+    prompt = _ids(5)
+    own = {
+        name: Program.load(os.path.join(exported, "own", f"{name}.pte"), [foundation])
+        .method("forward_cached")
+        .generate(prompt, 16)
+        .tokens
+        for name in ("a", "c")
+    }
+    assert own["a"] != own["c"]
+    program = _load(exported)
+    assert program.method("forward_cached").generate(prompt, 16).tokens == own["a"]
+    for name in ("c", "a", "c"):
+        program.bind_adapter(os.path.join(exported, "swap", f"{name}.ptd"))
+        assert program.method("forward_cached").generate(prompt, 16).tokens == own[name], name
+
+
 @pytest.mark.parametrize(
     "bad, code, message",
     [
