@@ -206,8 +206,11 @@ Status GraphCompiler::place_arena() {
   for (uint32_t id = 0; id < slot_floats_.size(); ++id) {
     if (slot_floats_[id] > 0) ids.push_back(id);
   }
-  std::stable_sort(ids.begin(), ids.end(),
-                   [&](uint32_t a, uint32_t b) { return slot_floats_[a] > slot_floats_[b]; });
+  // std::sort with the id as tie-break (deterministic); stable_sort's temporary buffer comes from
+  // nothrow operator new, which allocation-counting tests do not replace.
+  std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+    return slot_floats_[a] != slot_floats_[b] ? slot_floats_[a] > slot_floats_[b] : a < b;
+  });
   std::vector<uint32_t> placed;
   for (uint32_t id : ids) {
     size_t offset = 0;
