@@ -20,6 +20,7 @@ a PEFT type other than LoRA is an UnsupportedAdapterError; an adapter that does 
 """
 
 import copy
+import dataclasses
 import json
 import os
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Set
@@ -29,7 +30,7 @@ from edgeshare.exir.data_policy import FoundationDataPolicy, foundation_tensors
 from edgeshare.exir.errors import AdapterMismatchError, ExportError
 from edgeshare.exir.export import ExecutorchBackendConfig
 from edgeshare.exir.hf_cache import kv_cache_method
-from edgeshare.exir.lora import LoraExportResult, check_adapter_name, export_lora
+from edgeshare.exir.lora import ExtraMethod, LoraExportResult, check_adapter_name, export_lora
 from edgeshare.exir.partition import Partitioner
 from torch import nn
 
@@ -295,37 +296,21 @@ def export_hf_lora(
         attention a full KV cache cannot serve, e.g. a sliding window shorter than max_seq_len).
     """
     say = progress or (lambda line: None)
-    if not adapters:
-        raise ExportError("export_hf_lora needs at least one adapter")
-    for name in adapters:
-        check_adapter_name(name, FOUNDATION)
-    for name, adapter_dir in adapters.items():
-        _check_adapter_dir(name, adapter_dir)  # every input checked before the slow loading
-    say(f"loading model {model_dir}")
-    base = load_hf_model(model_dir)
-    _check_max_seq_len(max_seq_len, base, model_dir)
-    cached = kv_cache_method(base, max_seq_len)  # refuses unsupported attention before the adapters load
-    models: Dict[str, nn.Module] = {}
-    for name, adapter_dir in adapters.items():
-        say(f"loading adapter '{name}' from {adapter_dir}")
-        models[name] = CausalLMLogits(load_peft_adapter(base, name, adapter_dir))
-    example_t = 1 if max_seq_len == 1 else max(2, min(max_seq_len, 7))
-    vocab = int(base.get_input_embeddings().weight.shape[0])
-    example = torch.randint(0, vocab, (1, example_t), generator=torch.Generator().manual_seed(0))
+    inputs = _load_for_export("export_hf_lora", model_dir, adapters, max_seq_len, say)
     return export_lora(
-        CausalLMLogits(base),
-        models,
-        (example,),
+        CausalLMLogits(inputs.base),
+        inputs.models,
+        (inputs.example,),
         out_dir,
         partitioner,
         foundation_tag=FOUNDATION,
         config=config,
         # Keys from the bare model's own names ("lm_head.weight"), not the wrapper's.
-        data_policy=FoundationDataPolicy(base, FOUNDATION),
+        data_policy=FoundationDataPolicy(inputs.base, FOUNDATION),
         dynamic_shapes=token_dynamic_shapes(max_seq_len),
         foundation_program=FOUNDATION,
         progress=say,
-        extra_methods=[cached],
+        extra_methods=[inputs.cached],
     )
 
 
@@ -340,9 +325,9 @@ def export_hf_swappable(
 ) -> "SwappableExportResult":
     """export_hf_lora's inputs, written for adapter swapping (exir.swappable.export_swappable):
     out_dir/lora.pte (forward and forward_cached) shared by every adapter of the first adapter's
-    structure (PEFT target modules,
-    rank, alpha), out_dir/<name>.ptd with each such adapter's weights, out_dir/<name>.pte for an
-    adapter of another structure, and foundation.pte / foundation.ptd as export_hf_lora writes them.
+    structure (PEFT target modules, rank, alpha), out_dir/<name>.ptd with each such adapter's
+    weights, out_dir/<name>.pte for an adapter of another structure, and foundation.pte /
+    foundation.ptd as export_hf_lora writes them.
 
     Raises:
       As export_hf_lora.
@@ -350,10 +335,41 @@ def export_hf_swappable(
     from edgeshare.exir.swappable import export_swappable  # noqa: PLC0415 (swappable imports lora)
 
     say = progress or (lambda line: None)
+    inputs = _load_for_export("export_hf_swappable", model_dir, adapters, max_seq_len, say)
+    return export_swappable(
+        CausalLMLogits(inputs.base),
+        inputs.models,
+        (inputs.example,),
+        out_dir,
+        partitioner,
+        foundation_policy=FoundationDataPolicy(inputs.base, FOUNDATION),
+        dynamic_shapes=token_dynamic_shapes(max_seq_len),
+        config=config,
+        progress=say,
+        extra_methods=[inputs.cached],
+    )
+
+
+@dataclasses.dataclass
+class _ExportInputs:
+    """What both Hugging Face exports start from: the bare model, each adapter's logits module,
+    the KV-cache method and an example input_ids."""
+
+    base: nn.Module
+    models: Dict[str, nn.Module]
+    cached: ExtraMethod
+    example: torch.Tensor
+
+
+def _load_for_export(
+    caller: str, model_dir: str, adapters: Mapping[str, str], max_seq_len: int, say: Callable[[str], None]
+) -> _ExportInputs:
+    """Checks every input before the slow loading, then loads the model and its adapters."""
     if not adapters:
-        raise ExportError("export_hf_swappable needs at least one adapter")
-    for name, adapter_dir in adapters.items():
+        raise ExportError(f"{caller} needs at least one adapter")
+    for name in adapters:
         check_adapter_name(name, FOUNDATION)
+    for name, adapter_dir in adapters.items():
         _check_adapter_dir(name, adapter_dir)
     say(f"loading model {model_dir}")
     base = load_hf_model(model_dir)
@@ -366,15 +382,4 @@ def export_hf_swappable(
     example_t = 1 if max_seq_len == 1 else max(2, min(max_seq_len, 7))
     vocab = int(base.get_input_embeddings().weight.shape[0])
     example = torch.randint(0, vocab, (1, example_t), generator=torch.Generator().manual_seed(0))
-    return export_swappable(
-        CausalLMLogits(base),
-        models,
-        (example,),
-        out_dir,
-        partitioner,
-        foundation_policy=FoundationDataPolicy(base, FOUNDATION),
-        dynamic_shapes=token_dynamic_shapes(max_seq_len),
-        config=config,
-        progress=say,
-        extra_methods=[cached],
-    )
+    return _ExportInputs(base, models, cached, example)

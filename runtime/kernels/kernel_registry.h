@@ -55,6 +55,23 @@ Status register_kernel(const char* name, KernelFn fn, size_t num_inputs,
 // The kernel registered under `name`; its fn is null when there is none.
 Kernel get_kernel(const char* name);
 
+// One row of a kernel file's registration table.
+struct KernelEntry {
+  const char* name;
+  KernelFn fn;
+  size_t num_inputs;
+};
+
+// Registers every row of `table` (with the given output kind); false if any row was refused.
+template <size_t N>
+bool register_kernels(const KernelEntry (&table)[N],
+                      KernelOutputs outputs = KernelOutputs::kTensors) {
+  bool ok = true;
+  for (const KernelEntry& k : table)
+    ok &= register_kernel(k.name, k.fn, k.num_inputs, outputs).ok();
+  return ok;
+}
+
 // How many kernels are registered, and the name of the i-th ("" past the end).
 size_t num_kernels();
 const char* kernel_name(size_t index);

@@ -155,24 +155,16 @@ Status to_copy(Args args) {
 }
 
 // Input counts are the schema's arguments (keyword-only ones included); the output follows.
-const bool registered = [] {
-  struct {
-    const char* name;
-    KernelFn fn;
-    size_t num_inputs;
-  } const kernels[] = {
-      {"aten::full", full, 6},
-      {"aten::full_like", full_like, 7},
-      {"aten::scalar_tensor", scalar_tensor, 5},
-      {"aten::arange", arange, 5},
-      {"aten::arange.start", arange_start, 6},
-      {"aten::arange.start_step", arange_start_step, 7},
-      {"aten::_to_copy", to_copy, 7},
-  };
-  bool ok = true;
-  for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn, k.num_inputs).ok();
-  return ok;
-}();
+const KernelEntry kKernels[] = {
+    {"aten::full", full, 6},
+    {"aten::full_like", full_like, 7},
+    {"aten::scalar_tensor", scalar_tensor, 5},
+    {"aten::arange", arange, 5},
+    {"aten::arange.start", arange_start, 6},
+    {"aten::arange.start_step", arange_start_step, 7},
+    {"aten::_to_copy", to_copy, 7},
+};
+const bool registered = register_kernels(kKernels);
 
 }  // namespace
 }  // namespace portable

@@ -236,47 +236,39 @@ Status clamp(Args args) {
 
 // Input counts are the schema's arguments (torch.ops.aten.<op>.<overload>._schema); the one
 // output follows them.
-const bool registered = [] {
-  struct {
-    const char* name;
-    KernelFn fn;
-    size_t num_inputs;
-  } const kernels[] = {
-      {"aten::add.Tensor", add, 3},
-      {"aten::add.Scalar", add, 3},
-      {"aten::sub.Tensor", sub, 3},
-      {"aten::sub.Scalar", sub, 3},
-      {"aten::rsub.Scalar", rsub, 3},
-      {"aten::mul.Tensor", mul, 2},
-      {"aten::mul.Scalar", mul, 2},
-      {"aten::div.Tensor", div, 2},
-      {"aten::div.Scalar", div, 2},
-      {"aten::maximum", maximum, 2},
-      {"aten::minimum", minimum, 2},
-      {"aten::pow.Tensor_Scalar", pow, 2},
-      {"aten::pow.Tensor_Tensor", pow, 2},
-      {"aten::relu", relu, 1},
-      {"aten::sigmoid", sigmoid, 1},
-      {"aten::tanh", tanh_kernel, 1},
-      {"aten::silu", silu, 1},
-      {"aten::neg", neg, 1},
-      {"aten::cos", cos_kernel, 1},
-      {"aten::sin", sin_kernel, 1},
-      {"aten::exp", exp_kernel, 1},
-      {"aten::sqrt", sqrt_kernel, 1},
-      {"aten::rsqrt", rsqrt, 1},
-      {"aten::abs", abs_kernel, 1},
-      {"aten::gelu", gelu, 2},
-      {"aten::hardtanh", hardtanh, 3},
-      {"aten::clamp", clamp, 3},
-      {"aten::reciprocal", reciprocal, 1},
-      {"aten::leaky_relu", leaky_relu, 2},
-      {"aten::elu", elu, 4},
-  };
-  bool ok = true;
-  for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn, k.num_inputs).ok();
-  return ok;
-}();
+const KernelEntry kKernels[] = {
+    {"aten::add.Tensor", add, 3},
+    {"aten::add.Scalar", add, 3},
+    {"aten::sub.Tensor", sub, 3},
+    {"aten::sub.Scalar", sub, 3},
+    {"aten::rsub.Scalar", rsub, 3},
+    {"aten::mul.Tensor", mul, 2},
+    {"aten::mul.Scalar", mul, 2},
+    {"aten::div.Tensor", div, 2},
+    {"aten::div.Scalar", div, 2},
+    {"aten::maximum", maximum, 2},
+    {"aten::minimum", minimum, 2},
+    {"aten::pow.Tensor_Scalar", pow, 2},
+    {"aten::pow.Tensor_Tensor", pow, 2},
+    {"aten::relu", relu, 1},
+    {"aten::sigmoid", sigmoid, 1},
+    {"aten::tanh", tanh_kernel, 1},
+    {"aten::silu", silu, 1},
+    {"aten::neg", neg, 1},
+    {"aten::cos", cos_kernel, 1},
+    {"aten::sin", sin_kernel, 1},
+    {"aten::exp", exp_kernel, 1},
+    {"aten::sqrt", sqrt_kernel, 1},
+    {"aten::rsqrt", rsqrt, 1},
+    {"aten::abs", abs_kernel, 1},
+    {"aten::gelu", gelu, 2},
+    {"aten::hardtanh", hardtanh, 3},
+    {"aten::clamp", clamp, 3},
+    {"aten::reciprocal", reciprocal, 1},
+    {"aten::leaky_relu", leaky_relu, 2},
+    {"aten::elu", elu, 4},
+};
+const bool registered = register_kernels(kKernels);
 
 }  // namespace
 }  // namespace portable

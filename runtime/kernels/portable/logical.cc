@@ -116,33 +116,25 @@ Status where(Args args) {
 
 // Input counts are the schema's arguments (torch.ops.aten.<op>.<overload>._schema); the one
 // output follows them.
-const bool registered = [] {
-  struct {
-    const char* name;
-    KernelFn fn;
-    size_t num_inputs;
-  } const kernels[] = {
-      {"aten::eq.Scalar", eq, 2},
-      {"aten::eq.Tensor", eq, 2},
-      {"aten::ne.Scalar", ne, 2},
-      {"aten::ne.Tensor", ne, 2},
-      {"aten::lt.Scalar", lt, 2},
-      {"aten::lt.Tensor", lt, 2},
-      {"aten::le.Scalar", le, 2},
-      {"aten::le.Tensor", le, 2},
-      {"aten::gt.Scalar", gt, 2},
-      {"aten::gt.Tensor", gt, 2},
-      {"aten::ge.Scalar", ge, 2},
-      {"aten::ge.Tensor", ge, 2},
-      {"aten::bitwise_and.Tensor", bitwise_and, 2},
-      {"aten::bitwise_or.Tensor", bitwise_or, 2},
-      {"aten::logical_not", logical_not, 1},
-      {"aten::where.self", where, 3},
-  };
-  bool ok = true;
-  for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn, k.num_inputs).ok();
-  return ok;
-}();
+const KernelEntry kKernels[] = {
+    {"aten::eq.Scalar", eq, 2},
+    {"aten::eq.Tensor", eq, 2},
+    {"aten::ne.Scalar", ne, 2},
+    {"aten::ne.Tensor", ne, 2},
+    {"aten::lt.Scalar", lt, 2},
+    {"aten::lt.Tensor", lt, 2},
+    {"aten::le.Scalar", le, 2},
+    {"aten::le.Tensor", le, 2},
+    {"aten::gt.Scalar", gt, 2},
+    {"aten::gt.Tensor", gt, 2},
+    {"aten::ge.Scalar", ge, 2},
+    {"aten::ge.Tensor", ge, 2},
+    {"aten::bitwise_and.Tensor", bitwise_and, 2},
+    {"aten::bitwise_or.Tensor", bitwise_or, 2},
+    {"aten::logical_not", logical_not, 1},
+    {"aten::where.self", where, 3},
+};
+const bool registered = register_kernels(kKernels);
 
 }  // namespace
 }  // namespace portable

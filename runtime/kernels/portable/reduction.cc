@@ -183,19 +183,11 @@ Status cumsum(Args args) {
 }
 
 // Input counts are the schema's arguments; outputs follow.
-const bool registered = [] {
-  struct {
-    const char* name;
-    KernelFn fn;
-    size_t num_inputs;
-  } const kernels[] = {
-      {"aten::sum.dim_IntList", sum, 4}, {"aten::mean.dim", mean, 4}, {"aten::any.dim", any_dim, 3},
-      {"aten::any.dims", any_dims, 3},   {"aten::any", any_all, 1},   {"aten::cumsum", cumsum, 3},
-  };
-  bool ok = true;
-  for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn, k.num_inputs).ok();
-  return ok;
-}();
+const KernelEntry kKernels[] = {
+    {"aten::sum.dim_IntList", sum, 4}, {"aten::mean.dim", mean, 4}, {"aten::any.dim", any_dim, 3},
+    {"aten::any.dims", any_dims, 3},   {"aten::any", any_all, 1},   {"aten::cumsum", cumsum, 3},
+};
+const bool registered = register_kernels(kKernels);
 
 }  // namespace
 }  // namespace portable

@@ -453,35 +453,27 @@ Status embedding(Args args) {
 }
 
 // Input counts are the schema's arguments; outputs follow (split_with_sizes: one per piece).
-const bool registered = [] {
-  struct {
-    const char* name;
-    KernelFn fn;
-    size_t num_inputs;
-  } const kernels[] = {
-      {"aten::view", view, 2},
-      {"aten::_unsafe_view", unsafe_view, 2},
-      {"aten::reshape", reshape, 2},
-      {"aten::view_copy", view_copy, 2},
-      {"aten::clone", clone, 2},
-      {"aten::alias", alias, 1},
-      {"aten::unsqueeze", unsqueeze, 2},
-      {"aten::squeeze.dim", squeeze, 2},
-      {"aten::squeeze.dims", squeeze, 2},
-      {"aten::permute", permute, 2},
-      {"aten::transpose.int", transpose, 3},
-      {"aten::t", t, 1},
-      {"aten::expand", expand, 3},
-      {"aten::slice.Tensor", slice, 5},
-      {"aten::select.int", select, 3},
-      {"aten::split_with_sizes", split_with_sizes, 3},
-      {"aten::embedding", embedding, 5},
-      {"aten::cat", cat, 2},
-  };
-  bool ok = true;
-  for (const auto& k : kernels) ok &= register_kernel(k.name, k.fn, k.num_inputs).ok();
-  return ok;
-}();
+const KernelEntry kKernels[] = {
+    {"aten::view", view, 2},
+    {"aten::_unsafe_view", unsafe_view, 2},
+    {"aten::reshape", reshape, 2},
+    {"aten::view_copy", view_copy, 2},
+    {"aten::clone", clone, 2},
+    {"aten::alias", alias, 1},
+    {"aten::unsqueeze", unsqueeze, 2},
+    {"aten::squeeze.dim", squeeze, 2},
+    {"aten::squeeze.dims", squeeze, 2},
+    {"aten::permute", permute, 2},
+    {"aten::transpose.int", transpose, 3},
+    {"aten::t", t, 1},
+    {"aten::expand", expand, 3},
+    {"aten::slice.Tensor", slice, 5},
+    {"aten::select.int", select, 3},
+    {"aten::split_with_sizes", split_with_sizes, 3},
+    {"aten::embedding", embedding, 5},
+    {"aten::cat", cat, 2},
+};
+const bool registered = register_kernels(kKernels);
 
 }  // namespace
 }  // namespace portable

@@ -99,28 +99,18 @@ Status neg(Args args) {
 
 // Input counts: aten::sym_size.int's schema arguments; the sym:: ops take their Python
 // operator's operands (kernel_inputs_test checks both).
-const bool registered = [] {
-  struct {
-    const char* name;
-    KernelFn fn;
-    size_t num_inputs;
-  } const kernels[] = {
-      {"aten::sym_size.int", sym_size, 2},
-      {"sym::add", add, 2},
-      {"sym::sub", sub, 2},
-      {"sym::mul", mul, 2},
-      {"sym::floordiv", floordiv, 2},
-      {"sym::mod", mod, 2},
-      {"sym::max", max, 2},
-      {"sym::min", min, 2},
-      {"sym::neg", neg, 1},
-  };
-  bool ok = true;
-  for (const auto& k : kernels) {
-    ok &= register_kernel(k.name, k.fn, k.num_inputs, KernelOutputs::kInts).ok();
-  }
-  return ok;
-}();
+const KernelEntry kKernels[] = {
+    {"aten::sym_size.int", sym_size, 2},
+    {"sym::add", add, 2},
+    {"sym::sub", sub, 2},
+    {"sym::mul", mul, 2},
+    {"sym::floordiv", floordiv, 2},
+    {"sym::mod", mod, 2},
+    {"sym::max", max, 2},
+    {"sym::min", min, 2},
+    {"sym::neg", neg, 1},
+};
+const bool registered = register_kernels(kKernels, KernelOutputs::kInts);
 
 }  // namespace
 }  // namespace portable
