@@ -71,6 +71,7 @@ TABLE = (
     ("  tokens equal to eager", "generate_tokens_match"),
     ("Adapter swap (issue 12; Method::rebind_data, 1 thread)", None),
     ("  reference model, ms per swap (goal <= 0.15)", "adapter_swap_ms"),
+    ("  the same, a data file's first bind (SHA-256 of its bytes)", "adapter_swap_ms_first_bind"),
     ("  the same, --no-verify (no SHA-256 of the new bytes)", "adapter_swap_ms_unverified"),
     ("  reference model, adapter .ptd MiB", "adapter_swap_mb"),
     ("  tiny LLM, ms per swap", "adapter_swap_ms_llm"),

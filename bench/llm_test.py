@@ -51,7 +51,7 @@ def test_small_report_has_every_key_with_positive_numbers() -> None:
         assert result["not_measured"]["adapter_swap"].startswith("pending:")
     else:  # --small swaps the demo model's adapters
         assert result["adapter_swap_model"] == "demo"
-        for key in llm.SWAP_KEYS + ("adapter_swap_ms_unverified",):
+        for key in llm.SWAP_KEYS + ("adapter_swap_ms_unverified", "adapter_swap_ms_first_bind"):
             assert isinstance(result[key], float) and result[key] > 0, (key, result[key])
 
 

@@ -131,6 +131,7 @@ nlohmann::json external_constants_json(const runtime::ExternalConstantStats& sta
       {"verifications", stats.verifications},
       {"bytes_verified", stats.bytes_verified},
       {"verification_failures", stats.verification_failures},
+      {"verifications_remembered", stats.verifications_remembered},
       {"live_entries", stats.live_entries},
   };
 }

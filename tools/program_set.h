@@ -98,7 +98,8 @@ runtime::Result<std::vector<double>> time_method(runtime::Method& method, int wa
 nlohmann::json weights_cache_json(const xnnpack::WeightsCacheStats& stats);
 
 // {"fetches", "shared_hits", "verifications", "bytes_verified", "verification_failures",
-// "live_entries"} of the executor's external constants (constants outside any delegate).
+// "verifications_remembered", "live_entries"} of the executor's external constants (constants
+// outside any delegate).
 nlohmann::json external_constants_json(const runtime::ExternalConstantStats& stats);
 
 // Under `bazel run` a tool starts in its runfiles; a relative path means the user's directory.

@@ -279,6 +279,7 @@ py::dict WeightsCacheStats() {
   constants["verifications"] = external.verifications;
   constants["bytes_verified"] = external.bytes_verified;
   constants["verification_failures"] = external.verification_failures;
+  constants["verifications_remembered"] = external.verifications_remembered;
   constants["live_entries"] = external.live_entries;
   py::dict dict;
   dict["packs"] = stats.packs;

@@ -73,6 +73,16 @@ class NamedDataMap {
 
   // Which file(s) this map reads, for messages, e.g. "foundation.ptd". Never null.
   virtual const char* name() const = 0;
+
+  // Content-verification memo. A map whose bytes cannot change while it lives (a read-only mapping,
+  // which every zero-copy constant already trusts to stay put) may remember that an entry's bytes
+  // matched its own digest, so that acquiring the entry again, e.g. an adapter swapped back in,
+  // does not hash it again. The default remembers nothing; wrappers forward to the map they wrap.
+  virtual bool content_verified(const char* key) const {
+    (void)key;
+    return false;
+  }
+  virtual void set_content_verified(const char* key) const { (void)key; }
 };
 
 }  // namespace runtime

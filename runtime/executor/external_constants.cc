@@ -49,6 +49,19 @@ Table& table() {
   return *t;
 }
 
+// The map's memo covers its own digest only: a caller expecting another digest (a program pinning
+// other bytes) is always hashed, and fails.
+bool remembered_as_checked(const NamedDataMap& map, const char* key, const Digest& digest) {
+  if (!map.content_verified(key)) return false;
+  const Result<Digest> own = map.get_digest(key);
+  return own.ok() && *own == digest;
+}
+
+void remember_checked(const NamedDataMap& map, const char* key, const Digest& digest) {
+  const Result<Digest> own = map.get_digest(key);
+  if (own.ok() && *own == digest) map.set_content_verified(key);
+}
+
 }  // namespace
 
 // With sharing on, a held view is reused; a checked one serves unchecked loads too, never the
@@ -85,7 +98,11 @@ Result<ExternalConstant> ExternalConstant::acquire(const NamedDataMap& map, cons
   ES_CHECK_OR_RETURN_ERROR(bytes.size() == nbytes, Error::InvalidData,
                            "constant '%s' in %s has %zu bytes, expected %zu", key, map.name(),
                            bytes.size(), nbytes);
-  if (verify) {
+  // The memo is a shared check: with sharing off every Method hashes its own view.
+  if (verify && share && remembered_as_checked(map, key, digest)) {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    ++t.counters.verifications_remembered;
+  } else if (verify) {
     const Status checked = check_sha256(bytes.data(), bytes.size(), digest);
     {
       std::lock_guard<std::mutex> lock(t.mutex);
@@ -94,6 +111,7 @@ Result<ExternalConstant> ExternalConstant::acquire(const NamedDataMap& map, cons
       if (!checked.ok()) ++t.counters.verification_failures;
     }
     if (!checked.ok()) return checked.WithContext("constant '%s' in %s", key, map.name());
+    if (share) remember_checked(map, key, digest);
   }
   if (!share) return ExternalConstant(std::move(bytes));
   std::lock_guard<std::mutex> lock(t.mutex);

@@ -6,7 +6,9 @@
 // same data map with the same digest holds the SAME zero-copy view, fetched from the map once and
 // hashed once while any Method holds it; with verification on, the view's bytes are hashed and must
 // equal the map's recorded digest before any Method gets them, and bytes fetched unchecked
-// (verification off) are never handed to a checked load.
+// (verification off) are never handed to a checked load. A map that remembers checked entries
+// (NamedDataMap::content_verified: a DataFile while it is open) is hashed once per entry, so an
+// adapter swapped out and back in is not hashed again.
 //
 //   ES_ASSIGN_OR_RETURN(ExternalConstant c,
 //                       ExternalConstant::acquire(map, "ln1.weight", *map.get_digest("ln1.weight"),
@@ -42,7 +44,8 @@ struct ExternalConstantStats {
   uint64_t verifications = 0;  // views hashed against their digest
   uint64_t bytes_verified = 0;
   uint64_t verification_failures = 0;
-  size_t live_entries = 0;  // shared views held right now
+  uint64_t verifications_remembered = 0;  // views not hashed: their map had checked those bytes
+  size_t live_entries = 0;                // shared views held right now
 };
 
 class ExternalConstant {

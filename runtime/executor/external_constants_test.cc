@@ -172,11 +172,39 @@ TEST_F(ExternalConstantsTest, SecondProgramOverTheSameMapFetchesAndHashesNothing
   EXPECT_FALSE(out_a.empty());
   EXPECT_EQ(out_a, RunForward(*b));
 
-  // The views go with their last Method; a later load fetches and checks again.
+  // The views go with their last Method.
   { Method gone = std::move(*a); }
   EXPECT_EQ(external_constant_stats().live_entries, kNumNormKeys);
   { Method gone = std::move(*b); }
   EXPECT_EQ(external_constant_stats().live_entries, 0u);
+}
+
+// An adapter swapped out and back in: the views were dropped with their last Method, so a later
+// load fetches again, but the DataFile (still open) remembers which entries matched their digests
+// and nothing is hashed twice. A tampered copy is another file with its own memo and still fails.
+TEST_F(ExternalConstantsTest, ReloadFromAnOpenDataFileFetchesAgainButHashesNothing) {
+  auto foundation = Open(fixtures::env_path("BLOCK_FOUNDATION_PTD"));
+  Loaded block = LoadProgram();
+  std::vector<float> first;
+  {
+    auto a = block.program->load_method("forward", &foundation->map());
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    first = RunForward(*a);
+  }
+  EXPECT_EQ(external_constant_stats().live_entries, 0u);
+  auto again = block.program->load_method("forward", &foundation->map());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  const ExternalConstantStats stats = external_constant_stats();
+  EXPECT_EQ(stats.fetches, 2 * kNumNormKeys);
+  EXPECT_EQ(stats.verifications, kNumNormKeys);
+  EXPECT_EQ(stats.verifications_remembered, kNumNormKeys);
+  EXPECT_EQ(RunForward(*again), first);
+
+  auto tampered = Open(TamperedFoundation("ln2.bias"));
+  auto bad = block.program->load_method("forward", &tampered->map());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("ln2.bias"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST_F(ExternalConstantsTest, MethodsLoadedOnTwoThreadsShareOneCheckedViewPerKey) {

@@ -102,7 +102,7 @@ Status SegmentedDataMap::validate(const NamedDataVector* entries, const SegmentV
   return Status();
 }
 
-Result<const schema::NamedData*> SegmentedDataMap::find(const char* key) const {
+Result<size_t> SegmentedDataMap::find_index(const char* key) const {
   ES_CHECK_OR_RETURN_ERROR(key != nullptr, Error::InvalidArgument, "%s: null key", name());
   const size_t key_size = std::strlen(key);
   size_t lo = 0;
@@ -111,7 +111,7 @@ Result<const schema::NamedData*> SegmentedDataMap::find(const char* key) const {
     const size_t mid = lo + (hi - lo) / 2;
     const schema::NamedData* entry = entries_->Get(static_cast<flatbuffers::uoffset_t>(mid));
     const int order = CompareKeys(entry->key(), key, key_size);
-    if (order == 0) return entry;
+    if (order == 0) return mid;
     if (order < 0) {
       lo = mid + 1;
     } else {
@@ -119,6 +119,27 @@ Result<const schema::NamedData*> SegmentedDataMap::find(const char* key) const {
     }
   }
   return Status::Format(Error::NotFound, "key '%s' not found in %s", key, name());
+}
+
+Result<const schema::NamedData*> SegmentedDataMap::find(const char* key) const {
+  ES_ASSIGN_OR_RETURN(const size_t index, find_index(key));
+  return entries_->Get(static_cast<flatbuffers::uoffset_t>(index));
+}
+
+void SegmentedDataMap::remember_verified_content() {
+  if (verified_ == nullptr) verified_.reset(new std::atomic<bool>[get_num_keys() + 1]());
+}
+
+bool SegmentedDataMap::content_verified(const char* key) const {
+  if (verified_ == nullptr) return false;
+  const Result<size_t> index = find_index(key);
+  return index.ok() && verified_[*index].load(std::memory_order_acquire);
+}
+
+void SegmentedDataMap::set_content_verified(const char* key) const {
+  if (verified_ == nullptr) return;
+  const Result<size_t> index = find_index(key);
+  if (index.ok()) verified_[*index].store(true, std::memory_order_release);
 }
 
 Result<TensorLayout> SegmentedDataMap::get_tensor_layout(const char* key) const {

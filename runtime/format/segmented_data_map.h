@@ -9,8 +9,10 @@
 #ifndef EDGESHARE_RUNTIME_FORMAT_SEGMENTED_DATA_MAP_H_
 #define EDGESHARE_RUNTIME_FORMAT_SEGMENTED_DATA_MAP_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "edgeshare/runtime/core/data_loader.h"
 #include "edgeshare/runtime/core/named_data_map.h"
@@ -47,6 +49,12 @@ class SegmentedDataMap : public NamedDataMap {
   Result<const char*> get_key(size_t index) const override;
   Result<Digest> get_digest(const char* key) const override;
   const char* name() const override { return loader_->name(); }
+  bool content_verified(const char* key) const override;
+  void set_content_verified(const char* key) const override;
+
+  // Turns the content-verification memo on (off by default): only for a loader whose bytes cannot
+  // change while the map lives, such as a read-only mapping (a copying loader re-reads the file).
+  void remember_verified_content();
 
  protected:
   // The tables must have passed validate().
@@ -55,11 +63,14 @@ class SegmentedDataMap : public NamedDataMap {
       : entries_(entries), segments_(segments), base_(segment_base_offset), loader_(loader) {}
 
  private:
+  Result<size_t> find_index(const char* key) const;
   Result<const schema::NamedData*> find(const char* key) const;
   const NamedDataVector* entries_;
   const SegmentVector* segments_;
   uint64_t base_;
   const DataLoader* loader_;
+  // One flag per entry once remember_verified_content() ran; null while the memo is off.
+  std::unique_ptr<std::atomic<bool>[]> verified_;
 };
 
 }  // namespace runtime

@@ -35,6 +35,9 @@ Result<std::shared_ptr<const DataFile>> DataFile::open(const char* path) {
   std::shared_ptr<DataFile> file(new DataFile(std::move(loader)));
   ES_ASSIGN_OR_RETURN(FlatTensorDataMap map, FlatTensorDataMap::load(&file->loader_));
   file->map_.emplace(std::move(map));
+  // The file is mapped read-only for the DataFile's life: an entry hashed once need not be hashed
+  // again (an adapter swapped back in).
+  file->map_->remember_verified_content();
   registry.files[id] = file;
   return std::shared_ptr<const DataFile>(std::move(file));
 }

@@ -74,5 +74,15 @@ Result<Digest> MergedDataMap::get_digest(const char* key) const {
   return map->get_digest(key);
 }
 
+bool MergedDataMap::content_verified(const char* key) const {
+  const Result<const NamedDataMap*> map = owner(key);
+  return map.ok() && (*map)->content_verified(key);
+}
+
+void MergedDataMap::set_content_verified(const char* key) const {
+  const Result<const NamedDataMap*> map = owner(key);
+  if (map.ok()) (*map)->set_content_verified(key);
+}
+
 }  // namespace runtime
 }  // namespace edgeshare

@@ -34,6 +34,9 @@ class MergedDataMap final : public NamedDataMap {
   Result<Digest> get_digest(const char* key) const override;
   // The maps' names joined with ", ".
   const char* name() const override { return name_.c_str(); }
+  // The memo of the map holding `key`.
+  bool content_verified(const char* key) const override;
+  void set_content_verified(const char* key) const override;
 
  private:
   MergedDataMap(std::vector<const NamedDataMap*> maps, std::string name)
