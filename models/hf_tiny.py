@@ -225,3 +225,22 @@ def save_tiny_lora(
         )
         adapter_dirs[name] = path
     return TinyLoraFiles(model_dir, adapter_dirs)
+
+
+def save_twin_adapter(
+    family: str, out_dir: str, name: str = "c", seed: int = 0, initializer_range: Optional[float] = None
+) -> str:
+    """Writes adapter `name` with adapter "a"'s structure (modules, rank, alpha) and other weights.
+
+    The two can be exported for swapping on one loaded program (exir.export_hf_swappable). The
+    model is rebuilt from (family, seed, initializer_range): pass what save_tiny_lora was given.
+
+    Returns:
+      The adapter's directory, out_dir/name.
+    """
+    spec = _family(family)
+    a = spec.adapters["a"]
+    path = os.path.join(out_dir, name)
+    model = make_tiny_model(family, seed, initializer_range)
+    save_peft_adapter(model, path, a.target_modules, a.rank, a.alpha, seed + 7, spec.fan_in_fan_out)
+    return path

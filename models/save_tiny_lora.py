@@ -12,7 +12,7 @@ import os
 import sys
 from typing import List, Optional
 
-from edgeshare.models.hf_tiny import FAMILIES, make_tiny_model, save_peft_adapter, save_tiny_lora
+from edgeshare.models.hf_tiny import FAMILIES, save_tiny_lora, save_twin_adapter
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -24,12 +24,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), args.out)
     # A wider init than transformers' default, so greedy text is not one repeated token.
     files = save_tiny_lora(args.family, out, seed=args.seed, initializer_range=0.2)
-    family = FAMILIES[args.family]
-    a = family.adapters["a"]
-    base = make_tiny_model(args.family, args.seed, initializer_range=0.2)
-    c = os.path.join(out, "c")
-    save_peft_adapter(base, c, a.target_modules, a.rank, a.alpha, args.seed + 7, family.fan_in_fan_out)
-    files.adapter_dirs["c"] = c
+    files.adapter_dirs["c"] = save_twin_adapter(args.family, out, "c", args.seed, initializer_range=0.2)
     print(f"model: {files.model_dir}")
     for name, path in sorted(files.adapter_dirs.items()):
         print(f"adapter {name}: {path}")

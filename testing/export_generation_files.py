@@ -1,15 +1,18 @@
 """Writes the generation fixture: the tiny Llama with PEFT adapters a and b exported with --hf-model
-(a.pte, b.pte, foundation.pte over foundation.ptd, each with "forward_cached"), a prompt, and the
-tokens transformers' generate(do_sample=False) gives for it with each adapter and the bare model.
+(a.pte, b.pte, foundation.pte over foundation.ptd, each with "forward_cached"), adapters a and c (a's
+structure) exported for swapping (swap/lora.pte over swap/foundation.ptd with swap/a.ptd or
+swap/c.ptd), a prompt, and the tokens transformers' generate(do_sample=False) gives for it with each
+adapter and the bare model.
 
 The model's weights have std 0.2 (hf_tiny.make_tiny_model): greedy decoding then depends on its
 history and on the adapter, so equal tokens mean something.
 
     export_generation_files --out DIR
     # DIR/a.pte, DIR/b.pte, DIR/foundation.pte, DIR/foundation.ptd, DIR/prompt.npy, DIR/expected.json,
-    # DIR/expected.txt (the prompt and the tokens, one "<name> <ids...>" line each, for C++ tests)
+    # DIR/expected.txt (the prompt and the tokens, one "<name> <ids...>" line each, for C++ tests),
+    # DIR/swap/{lora.pte,foundation.pte,foundation.ptd,a.ptd,c.ptd}
     # expected.json: {"max_seq_len": 48, "new_tokens": 32, "tokens": {"a": [...], "b": [...],
-    #                 "foundation": [...]}}
+    #                 "c": [...], "foundation": [...]}}
 """
 
 import argparse
@@ -24,7 +27,7 @@ import peft
 import torch
 import transformers
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir.hf import export_hf_lora
+from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
 from edgeshare.models import hf_tiny
 
 MAX_SEQ_LEN = 48
@@ -56,6 +59,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         files = hf_tiny.save_tiny_lora("llama", tmp, initializer_range=INIT_STD)
         export_hf_lora(files.model_dir, files.adapter_dirs, args.out, MAX_SEQ_LEN, XnnpackPartitioner())
+        files.adapter_dirs["c"] = hf_tiny.save_twin_adapter("llama", tmp, "c", initializer_range=INIT_STD)
+        swappable = {name: files.adapter_dirs[name] for name in ("a", "c")}
+        export_hf_swappable(
+            files.model_dir, swappable, os.path.join(args.out, "swap"), MAX_SEQ_LEN, XnnpackPartitioner()
+        )
         prompt = np.random.default_rng(1).integers(0, hf_tiny.VOCAB, size=(PROMPT_LEN,), dtype=np.int64)
         np.save(os.path.join(args.out, "prompt.npy"), prompt)
         tokens: Dict[str, List[int]] = {"foundation": transformers_tokens(files.model_dir, None, prompt, NEW_TOKENS)}
@@ -63,7 +71,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             tokens[name] = transformers_tokens(files.model_dir, path, prompt, NEW_TOKENS)
     with open(os.path.join(args.out, "expected.json"), "w") as f:
         json.dump({"max_seq_len": MAX_SEQ_LEN, "new_tokens": NEW_TOKENS, "tokens": tokens}, f)
-    # The same for C++ tests, one "<name> <ids...>" line each: prompt, a, b, foundation.
+    # The same for C++ tests, one "<name> <ids...>" line each: prompt, a, b, c, foundation.
     with open(os.path.join(args.out, "expected.txt"), "w") as f:
         for name, ids in [("prompt", prompt.tolist())] + sorted(tokens.items()):
             f.write(" ".join([name] + [str(i) for i in ids]) + "\n")

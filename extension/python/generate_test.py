@@ -2,7 +2,8 @@
 //tools:generate's, and its errors are EdgeshareErrors naming what is wrong.
 
 The fixture (//testing:generation_files) is the tiny Llama with PEFT adapters a and b exported with
---hf-model (max_seq_len 48), a prompt and transformers' generate(do_sample=False) tokens for it.
+--hf-model (max_seq_len 48), a and c (one structure) exported for swapping (swap/), a prompt and
+transformers' generate(do_sample=False) tokens for it.
 """
 
 import json
@@ -46,6 +47,20 @@ def test_tokens_equal_transformers_for_each_adapter_and_the_foundation(programs,
         assert out.tokens == expected["tokens"][stem], stem
         assert out.prefill_ms > 0 and out.decode_tokens_per_s > 0
     assert expected["tokens"]["a"] != expected["tokens"]["foundation"]
+
+
+def test_tokens_after_swapping_adapters_back_and_forth_equal_transformers(prompt, expected):
+    """One loaded swappable lora.pte bound a -> c -> a -> c: 32 greedy tokens after each swap equal
+    transformers' with that adapter (the swap resets the KV cache)."""
+    n = expected["new_tokens"]
+    assert expected["tokens"]["a"] != expected["tokens"]["c"]
+    adapters = {name: DataFile.open(_path(f"swap/{name}.ptd")) for name in ("a", "c")}
+    program = Program.load(_path("swap/lora.pte"), [DataFile.open(_path("swap/foundation.ptd")), adapters["a"]])
+    method = program.method("forward_cached")
+    assert method.generate(prompt, n).tokens == expected["tokens"]["a"]
+    for name in ("c", "a", "c"):
+        program.bind_adapter(adapters[name])
+        assert method.generate(prompt, n).tokens == expected["tokens"][name], name
 
 
 def test_tokens_equal_tools_generate(programs, prompt, tmp_path):

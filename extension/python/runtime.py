@@ -262,6 +262,8 @@ class Program:
         again, the adapter's weights are read where the file is mapped (not packed), and every
         method's state (a KV cache) is reset. The GIL is released meanwhile; a method runs either
         before or after the swap, never during it. The program keeps `adapter` open while bound.
+        An open DataFile hashes each entry once: keep the adapters you switch between open
+        (DataFile.open each once) and swapping back costs no SHA-256 (about 0.05 ms per swap).
 
         Args:
           adapter: the adapter's .ptd (a DataFile or a path).

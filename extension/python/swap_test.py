@@ -25,10 +25,7 @@ TOKENS = (3, 17)
 def exported(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("swap"))
     files = hf_tiny.save_tiny_lora("llama", os.path.join(root, "in"))
-    spec = hf_tiny.FAMILIES["llama"].adapters["a"]
-    c = os.path.join(root, "in", "c")
-    hf_tiny.save_peft_adapter(hf_tiny.make_tiny_model("llama", 0), c, spec.target_modules, spec.rank, spec.alpha, 7)
-    same = {"a": files.adapter_dirs["a"], "c": c}
+    same = {"a": files.adapter_dirs["a"], "c": hf_tiny.save_twin_adapter("llama", os.path.join(root, "in"))}
     swap = os.path.join(root, "swap")
     export_hf_swappable(files.model_dir, same, swap, MAX_SEQ_LEN, XnnpackPartitioner())
     own = os.path.join(root, "own")
