@@ -578,6 +578,83 @@ TEST(CraftedFilesTest, AnOpenExternalConstantRebindsToAnotherDataFile) {
   }
 }
 
+// `inner` without one key: an adapter file of another structure (a subset of the keys).
+class WithoutKey final : public NamedDataMap {
+ public:
+  WithoutKey(const NamedDataMap& inner, std::string hidden) : inner_(inner), hidden_(hidden) {}
+  Result<TensorLayout> get_tensor_layout(const char* key) const override {
+    ES_RETURN_IF_ERROR(check(key));
+    return inner_.get_tensor_layout(key);
+  }
+  Result<FreeableBuffer> get_data(const char* key) const override {
+    ES_RETURN_IF_ERROR(check(key));
+    return inner_.get_data(key);
+  }
+  Status load_data_into(const char* key, void* dst, size_t size) const override {
+    ES_RETURN_IF_ERROR(check(key));
+    return inner_.load_data_into(key, dst, size);
+  }
+  size_t get_num_keys() const override { return 0; }  // rebind_data asks by key only
+  Result<const char*> get_key(size_t) const override {
+    return Status::Format(Error::OutOfRange, "none");
+  }
+  Result<Digest> get_digest(const char* key) const override {
+    ES_RETURN_IF_ERROR(check(key));
+    return inner_.get_digest(key);
+  }
+  const char* name() const override { return "half_adapter.ptd"; }
+
+ private:
+  Status check(const char* key) const {
+    return hidden_ == key ? Status::Format(Error::NotFound, "hidden") : Status();
+  }
+  const NamedDataMap& inner_;
+  std::string hidden_;
+};
+
+// A file holding only some of a method's open constants is refused naming the one it lacks, and
+// the method keeps every previous binding (half an adapter never runs with half of another).
+TEST(CraftedFilesTest, RebindingOnlySomeOpenConstantsIsRefused) {
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
+  BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
+  auto foundation = FlatTensorDataMap::load(&ptd_loader);
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  std::vector<const char*> keys;  // two rank-1 entries of one size (biases or norm weights)
+  std::vector<int32_t> sizes;
+  for (size_t i = 0; i < foundation->get_num_keys() && keys.size() < 2; ++i) {
+    const char* key = *foundation->get_key(i);
+    const TensorLayout layout = *foundation->get_tensor_layout(key);
+    if (layout.sizes.size() != 1 || (!sizes.empty() && layout.sizes[0] != sizes[0])) continue;
+    sizes.assign(layout.sizes.begin(), layout.sizes.end());
+    keys.push_back(key);
+  }
+  ASSERT_EQ(keys.size(), 2u);
+  // relu(first constant); the int value becomes a second open constant nobody reads.
+  auto program = ReluProgram({kConstant, kOutput});
+  fb::ExecutionPlanT& plan = *program->execution_plans[0];
+  plan.values[kConstant] = TensorValue(sizes);
+  plan.values[kConstant]->val.AsTensor()->external_key = keys[0];
+  plan.values[kInt] = TensorValue(sizes);
+  plan.values[kInt]->val.AsTensor()->external_key = keys[1];
+  plan.values[kOutput] = PlannedValue(sizes, 0);
+  plan.non_const_buffer_sizes = {0, std::max<uint64_t>(32, sizes[0] * sizeof(float))};
+  Crafted crafted(Serialize(*program, kReluSegments), "lora.pte", &*foundation);
+  ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+  Method& method = *crafted.method;
+  ASSERT_TRUE(method.execute().ok());
+  const std::vector<float> before(method.output(0)->data<float>(),
+                                  method.output(0)->data<float>() + sizes[0]);
+
+  WithoutKey half(*foundation, keys[1]);
+  ExpectMessage(method.rebind_data(half), Error::InvalidArgument,
+                {"half_adapter.ptd", keys[1], "lacks", "another structure"});
+  ASSERT_TRUE(method.execute().ok());
+  EXPECT_EQ(std::vector<float>(method.output(0)->data<float>(),
+                               method.output(0)->data<float>() + sizes[0]),
+            before);
+  EXPECT_TRUE(method.rebind_data(*foundation).ok());  // all of them: fine
+}
+
 }  // namespace
 }  // namespace runtime
 }  // namespace edgeshare

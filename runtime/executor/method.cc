@@ -102,10 +102,14 @@ Status Method::rebind_data(const NamedDataMap& data) {
     ExternalConstant bytes;
   };
   std::vector<Rebound> rebound;
+  const char* missing = nullptr;  // an open constant `data` lacks
   for (size_t i = 0; i < external_slots_.size(); ++i) {
     const ExternalSlot& slot = external_slots_[i];
     Result<Digest> digest = data.get_digest(slot.key);
-    if (!digest.ok() && digest.error() == Error::NotFound) continue;
+    if (!digest.ok() && digest.error() == Error::NotFound) {
+      if (!slot.pinned && missing == nullptr) missing = slot.key;
+      continue;
+    }
     ES_CHECK_OR_RETURN_ERROR(digest.ok(), digest.error(), "constant '%s': %s", slot.key,
                              digest.status().message());
     ES_CHECK_OR_RETURN_ERROR(!slot.pinned, Error::InvalidArgument,
@@ -127,6 +131,11 @@ Status Method::rebind_data(const NamedDataMap& data) {
   ES_CHECK_OR_RETURN_ERROR(!rebound.empty(), Error::NotFound,
                            "%s holds none of the constants method '%s' of %s can rebind",
                            data.name(), name(), program_->name());
+  // Half an adapter would run with the rest of the previous one: a file of another structure.
+  ES_CHECK_OR_RETURN_ERROR(missing == nullptr, Error::InvalidArgument,
+                           "%s lacks '%s', which method '%s' of %s rebinds with the rest of its "
+                           "adapter (an adapter of another structure?)",
+                           data.name(), missing, name(), program_->name());
   for (Rebound& r : rebound) {
     const ExternalSlot& slot = external_slots_[r.slot];
     const Tensor old = values_[slot.value].to_tensor();

@@ -97,14 +97,15 @@ class Method {
   void reset_state();
 
   // Swaps the adapter: re-points every external constant the program left open (recorded without
-  // a digest: a swappable adapter export) whose key `data` holds at data's bytes, after the checks
-  // of load (dtype, shape, dim order; bytes verified per the content policy), then resets the
-  // state (the KV cache belongs to the old adapter). Foundation constants (pinned by digest) and
-  // what delegates packed at load are untouched: nothing is fetched or packed but the new bytes.
-  // All or nothing: on error the Method is as before. `data` must outlive the Method or its next
-  // rebind_data. Errors: NotFound when `data` holds none of the open constants; InvalidArgument
-  // when it holds a pinned constant's key or one a delegate read at load; InvalidData (layout,
-  // bytes) and the map's errors otherwise, naming key and file.
+  // a digest: a swappable adapter export) at data's bytes (`data` holds all of them), after the
+  // checks of load (dtype, shape, dim order; bytes verified per the content policy), then resets
+  // the state (the KV cache belongs to the old adapter). Foundation constants (pinned by digest)
+  // and what delegates packed at load are untouched: nothing is fetched or packed but the new
+  // bytes. All or nothing: on error the Method is as before. `data` must outlive the Method or its
+  // next rebind_data. Errors: NotFound when `data` holds none of the open constants;
+  // InvalidArgument when it lacks some of them (half an adapter), or holds a pinned constant's key
+  // or one a delegate read at load; InvalidData (layout, bytes) and the map's errors otherwise,
+  // naming key and file.
   Status rebind_data(const NamedDataMap& data);
   size_t num_state() const { return state_.size(); }
 
