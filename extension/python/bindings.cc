@@ -222,7 +222,7 @@ py::object SpecToPython(const TensorSpec& spec) {
   if (!spec.is_tensor) return py::none();
   Result<py::dtype> dtype = DtypeOf(spec.type);
   return py::make_tuple(dtype.ok() ? py::object(*dtype) : py::str(runtime::to_string(spec.type)),
-                        py::tuple(py::cast(spec.sizes)));
+                        py::tuple(py::cast(spec.sizes)), py::tuple(py::cast(spec.dynamic_dims)));
 }
 
 py::list SpecsToPython(const std::vector<TensorSpec>& specs) {

@@ -21,12 +21,15 @@ using runtime::Tensor;
 
 namespace {
 
-TensorSpec SpecOf(const Result<Tensor>& tensor) {
+TensorSpec SpecOf(const Result<Tensor>& tensor, const Result<uint8_t>& dynamic) {
   TensorSpec spec;
   if (!tensor.ok()) return spec;  // Not a tensor: nothing more to say about it.
   spec.is_tensor = true;
   spec.type = tensor->scalar_type();
   for (int32_t size : tensor->sizes()) spec.sizes.push_back(size);
+  for (size_t d = 0; d < spec.sizes.size() && dynamic.ok(); ++d) {
+    if ((*dynamic >> d) & 1) spec.dynamic_dims.push_back(static_cast<int64_t>(d));
+  }
   return spec;
 }
 
@@ -45,8 +48,12 @@ OwnedTensor CopyOut(const Tensor& tensor) {
 
 LoadedMethod::LoadedMethod(Method method, std::string program_name)
     : method_(std::move(method)), program_name_(std::move(program_name)) {
-  for (size_t i = 0; i < method_.num_inputs(); ++i) inputs_.push_back(SpecOf(method_.input(i)));
-  for (size_t i = 0; i < method_.num_outputs(); ++i) outputs_.push_back(SpecOf(method_.output(i)));
+  for (size_t i = 0; i < method_.num_inputs(); ++i) {
+    inputs_.push_back(SpecOf(method_.input(i), method_.input_dynamic_dims(i)));
+  }
+  for (size_t i = 0; i < method_.num_outputs(); ++i) {
+    outputs_.push_back(SpecOf(method_.output(i), method_.output_dynamic_dims(i)));
+  }
   Result<generation::Generator> generator = generation::Generator::create(&method_);
   if (generator.ok()) {
     generator_.emplace(std::move(generator).get());

@@ -65,6 +65,7 @@ struct TensorSpec {
   bool is_tensor = false;
   runtime::ScalarType type = runtime::ScalarType::Float;
   std::vector<int64_t> sizes;
+  std::vector<int64_t> dynamic_dims;  // dims exported dynamic: each takes 1..sizes[d]
 };
 
 // A tensor that owns its bytes: an output copied out of a method's planned memory, which the next

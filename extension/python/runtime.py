@@ -56,10 +56,13 @@ class TensorSpec:
         when numpy has none ("BFloat16").
       shape: the planned sizes; a dim exported dynamic (e.g. the token count) takes any size from 1
         to this bound.
+      dynamic_dims: the dims exported dynamic, e.g. (1,) for input_ids [1, T] with T up to
+        --max-seq-len; () when every dim is fixed.
     """
 
     dtype: str
     shape: tuple[int, ...]
+    dynamic_dims: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,8 +331,9 @@ def set_weight_sharing(enabled: bool) -> None:
     _native.set_weight_sharing(enabled)
 
 
-def _spec(native: Optional[tuple[Any, Sequence[int]]]) -> Optional[TensorSpec]:
+def _spec(native: Optional[tuple[Any, Sequence[int], Sequence[int]]]) -> Optional[TensorSpec]:
     if native is None:
         return None
-    dtype, shape = native
-    return TensorSpec(dtype=np.dtype(dtype).name if not isinstance(dtype, str) else dtype, shape=tuple(shape))
+    dtype, shape, dynamic = native
+    name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    return TensorSpec(dtype=name, shape=tuple(shape), dynamic_dims=tuple(dynamic))

@@ -296,7 +296,8 @@ def test_a_dynamic_dim_takes_any_length_up_to_its_bound(dynamic_program):
 
     program, module = dynamic_program
     method = program.method("forward")
-    assert method.inputs == [TensorSpec(dtype="float32", shape=(MAX_LEN, 8))]
+    assert method.inputs == [TensorSpec(dtype="float32", shape=(MAX_LEN, 8), dynamic_dims=(0,))]
+    assert method.outputs == [TensorSpec(dtype="float32", shape=(MAX_LEN, 8), dynamic_dims=(0,))]
     for length in (1, 7, MAX_LEN):
         x = np.random.default_rng(length).standard_normal((length, 8)).astype(np.float32)
         (got,) = method.execute(x)

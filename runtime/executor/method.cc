@@ -25,6 +25,20 @@ Result<Tensor> Method::input(size_t index) const {
   return value.to_tensor();
 }
 
+Result<uint8_t> Method::input_dynamic_dims(size_t index) const {
+  ES_CHECK_OR_RETURN_ERROR(index < inputs_.size(), Error::OutOfRange,
+                           "method '%s' has %zu inputs; there is no input %zu", name(),
+                           inputs_.size(), index);
+  return dynamic_masks_[inputs_[index]];
+}
+
+Result<uint8_t> Method::output_dynamic_dims(size_t index) const {
+  ES_CHECK_OR_RETURN_ERROR(index < outputs_.size(), Error::OutOfRange,
+                           "method '%s' has %zu outputs; there is no output %zu", name(),
+                           outputs_.size(), index);
+  return dynamic_masks_[outputs_[index]];
+}
+
 namespace {
 
 // "2, 128, 64" into buf, for messages.

@@ -89,6 +89,10 @@ class Method {
   Status set_input(size_t index, const Tensor& value);
   // Output i after execute(). Errors: OutOfRange, InvalidArgument for a non-tensor output.
   Result<Tensor> output(size_t index) const;
+  // Which dims of input / output i the program exported dynamic: bit d set means dim d takes any
+  // size from 1 to its planned size (0 for a non-tensor). Errors: OutOfRange.
+  Result<uint8_t> input_dynamic_dims(size_t index) const;
+  Result<uint8_t> output_dynamic_dims(size_t index) const;
 
   Status execute();
 
