@@ -11,9 +11,9 @@
 // allocator's free pages). With --iterations K > 0 it then runs the first program's first method
 // (--method: that one) W times untimed and K times timed and reads VmRSS again; its inputs are the
 // --input .npy files in order (e.g. int64 input_ids [1, T] of an HF program: T picks the length of
-// a dynamic program), seeded floats for the rest. With --swap-data it opens those adapter data files
-// and times Method::rebind_data of that method onto each in turn, R rounds (an adapter swap on a
-// loaded method: "swap_ms", "swap_open_ms"). Last, it destroys everything and reads VmRSS once
+// a dynamic program), seeded floats for the rest. With --swap-data it opens those adapter data
+// files and times Method::rebind_data of that method onto each in turn, R rounds (an adapter swap
+// on a loaded method: "swap_ms", "swap_open_ms"). Last, it destroys everything and reads VmRSS once
 // more. It prints ONE JSON line on stdout:
 //
 //   {"sharing": true, "verify": true, "programs": 2, "rss_before_kib": ..., "data_open_ms": ...,
@@ -28,10 +28,10 @@
 //    "swap_ms": [..one per rebind..], "swap_open_ms": ..., "rss_swapped_kib": ...}
 //
 // Memory figures are KiB as /proc/self/status gives them; heap_* is malloc's bytes in use
-// (mallinfo2), allocated whether touched or not (a calloc'd plan untouched is not in VmRSS). hwm_loaded_kib is VmHWM after loading:
-// the kernel folds the current RSS into it when it is read or memory is unmapped, so a peak given
-// back in other ways (brk shrink, madvise) may be missed: it is a lower bound of the peak.
-// An error is one line on stderr and exit status 1.
+// (mallinfo2), allocated whether touched or not (a calloc'd plan untouched is not in VmRSS).
+// hwm_loaded_kib is VmHWM after loading: the kernel folds the current RSS into it when it is read
+// or memory is unmapped, so a peak given back in other ways (brk shrink, madvise) may be missed: it
+// is a lower bound of the peak. An error is one line on stderr and exit status 1.
 
 #include <malloc.h>
 
@@ -46,7 +46,6 @@
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
-#include "edgeshare/runtime/core/log.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/tools/npy.h"
@@ -259,29 +258,14 @@ Status Run(const Options& options) {
   return Status();
 }
 
-void LogToStderr(runtime::LogLevel level, const char* message) {
-  if (level >= runtime::LogLevel::Warning) std::fprintf(stderr, "%s\n", message);
-}
-
 }  // namespace
 }  // namespace bench
 }  // namespace edgeshare
 
 int main(int argc, char** argv) {
   using namespace edgeshare;
-  runtime::set_log_sink(bench::LogToStderr);
   CLI::App app{"One measurement of the LoRA benchmark: RSS, load times, latency.", "lora_runner"};
   bench::Options options;
   bench::DeclareFlags(app, options);
-  const runtime::Status parsed = tools::parse_flags(app, argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "lora_runner: error: %s\n%s", parsed.message(), app.help().c_str());
-    return 1;
-  }
-  const runtime::Status status = bench::Run(options);
-  if (!status.ok()) {
-    std::fprintf(stderr, "lora_runner: error: %s\n", status.message());
-    return 1;
-  }
-  return 0;
+  return tools::run_tool(app, argc, argv, [&] { return bench::Run(options); });
 }

@@ -20,7 +20,6 @@
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/generation/generator.h"
-#include "edgeshare/runtime/core/log.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/tools/npy.h"
 #include "edgeshare/tools/program_set.h"
@@ -129,34 +128,21 @@ Status Run(const Options& options) {
                    set.programs().size() == 1 ? by_program.begin().value() : by_program);
 }
 
-void LogToStderr(runtime::LogLevel level, const char* message) {
-  if (level >= runtime::LogLevel::Warning) std::fprintf(stderr, "%s\n", message);
-}
-
 }  // namespace
 }  // namespace tools
 }  // namespace edgeshare
 
 int main(int argc, char** argv) {
   using namespace edgeshare;
-  runtime::set_log_sink(tools::LogToStderr);
   CLI::App app{"Greedy generation with a program's KV-cache method, token ids in and out.",
                "generate"};
   tools::Options options;
   tools::DeclareFlags(app, options);
-  const runtime::Status parsed = tools::parse_flags(app, argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "generate: error: %s\n%s", parsed.message(), app.help().c_str());
-    return 1;
-  }
-  for (std::string& path : options.set.programs) path = tools::user_path(path);
-  for (std::string& path : options.set.data_files) path = tools::user_path(path);
-  options.prompt_ids = tools::user_path(options.prompt_ids);
-  options.json = tools::user_path(options.json);
-  const runtime::Status status = tools::Run(options);
-  if (!status.ok()) {
-    std::fprintf(stderr, "generate: error: %s\n", status.message());
-    return 1;
-  }
-  return 0;
+  return tools::run_tool(app, argc, argv, [&] {
+    for (std::string& path : options.set.programs) path = tools::user_path(path);
+    for (std::string& path : options.set.data_files) path = tools::user_path(path);
+    options.prompt_ids = tools::user_path(options.prompt_ids);
+    options.json = tools::user_path(options.json);
+    return tools::Run(options);
+  });
 }

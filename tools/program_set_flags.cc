@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "edgeshare/runtime/core/log.h"
+
 namespace edgeshare {
 namespace tools {
 
@@ -32,6 +34,31 @@ runtime::Status parse_flags(CLI::App& app, int argc, char** argv) {
     return runtime::Status::Format(runtime::Error::InvalidArgument, "%s", e.what());
   }
   return runtime::Status();
+}
+
+namespace {
+
+void LogToStderr(runtime::LogLevel level, const char* message) {
+  if (level >= runtime::LogLevel::Warning) std::fprintf(stderr, "%s\n", message);
+}
+
+}  // namespace
+
+int run_tool(CLI::App& app, int argc, char** argv, const std::function<runtime::Status()>& run) {
+  runtime::set_log_sink(LogToStderr);
+  const runtime::Status parsed = parse_flags(app, argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s: error: %s\n%s", app.get_name().c_str(), parsed.message(),
+                 app.help().c_str());
+    return 1;
+  }
+  const runtime::Status status = run();
+  if (!status.ok()) {
+    // One line: the message names the file and what is wrong with it.
+    std::fprintf(stderr, "%s: error: %s\n", app.get_name().c_str(), status.message());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace tools

@@ -30,7 +30,6 @@
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
-#include "edgeshare/runtime/core/log.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/tools/adapter_swap.h"
@@ -275,32 +274,18 @@ Status Run(const Options& options) {
   return Status();
 }
 
-void LogToStderr(runtime::LogLevel level, const char* message) {
-  if (level >= runtime::LogLevel::Warning) std::fprintf(stderr, "%s\n", message);
-}
-
 }  // namespace
 }  // namespace tools
 }  // namespace edgeshare
 
 int main(int argc, char** argv) {
   using namespace edgeshare;
-  runtime::set_log_sink(tools::LogToStderr);
   CLI::App app{"Loads every program over the data files, runs each method once, reports sharing.",
                "run"};
   tools::Options options;
   tools::DeclareFlags(app, options);
-  const runtime::Status parsed = tools::parse_flags(app, argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "run: error: %s\n%s", parsed.message(), app.help().c_str());
-    return 1;
-  }
-  tools::ResolveUserPaths(options);
-  const runtime::Status status = tools::Run(options);
-  if (!status.ok()) {
-    // One line: the message names the file and what is wrong with it.
-    std::fprintf(stderr, "run: error: %s\n", status.message());
-    return 1;
-  }
-  return 0;
+  return tools::run_tool(app, argc, argv, [&] {
+    tools::ResolveUserPaths(options);
+    return tools::Run(options);
+  });
 }
