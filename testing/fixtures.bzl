@@ -28,3 +28,17 @@ DEMO_FILES_ENV = {
     env: "$(rootpath %s)" % Label("//testing:" + name)
     for name, env in _DEMO_FILE_ENV_NAMES.items()
 }
+
+# The generation fixture (//testing:generation_files: programs with a KV cache, swappable adapters,
+# a prompt and transformers' tokens) as a test's `data` and `env`: tests find the files beside the
+# path in GENERATION_EXPECTED_TXT (C++) or GENERATION_EXPECTED_JSON (Python).
+GENERATION_FILES = [
+    Label("//testing:generation/expected.json"),
+    Label("//testing:generation/expected.txt"),
+    Label("//testing:generation_files"),
+]
+
+GENERATION_FILES_ENV = {
+    "GENERATION_EXPECTED_JSON": "$(rootpath %s)" % Label("//testing:generation/expected.json"),
+    "GENERATION_EXPECTED_TXT": "$(rootpath %s)" % Label("//testing:generation/expected.txt"),
+}
