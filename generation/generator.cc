@@ -45,8 +45,9 @@ Result<Generator> Generator::create(Method* method) {
   ES_CHECK_OR_RETURN_ERROR(method->num_state() > 0, Error::InvalidArgument,
                            "method '%s' keeps no state (no KV cache); export the stateful one",
                            name);
-  // The planned sizes are the bounds: input_ids' T is the longest sequence.
-  return Generator(method, static_cast<size_t>(ids.size(1)), static_cast<size_t>(logits.size(2)));
+  // input_ids' capacity (planned at the bound) is the longest sequence; its sizes are the last
+  // run's once the method has run.
+  return Generator(method, ids.capacity() / sizeof(int64_t), static_cast<size_t>(logits.size(2)));
 }
 
 Result<int64_t> Generator::step(Span<const int64_t> tokens, int64_t start) {

@@ -58,6 +58,11 @@ TEST(GeneratorSwap, tokens_after_each_swap_equal_transformers_with_that_adapter)
     ASSERT_TRUE(swapped.ok()) << swapped.message();
     EXPECT_EQ(GenerateOrFail(*generator, prompt, n), expected.at(names[i])) << "swap " << i;
   }
+  // A generator made after the method ran (its input_ids hold the last run's sizes) still knows
+  // the exported bound.
+  auto fresh = Generator::create(&*lora->method);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().message();
+  EXPECT_EQ(GenerateOrFail(*fresh, prompt, n), expected.at("c"));
   // a was checked at load and c at the first swap: every later swap hashed nothing.
   EXPECT_EQ(runtime::external_constant_stats().verifications, 0u);
   EXPECT_GT(runtime::external_constant_stats().verifications_remembered, 0u);

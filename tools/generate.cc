@@ -2,25 +2,33 @@
 //
 //   bazel run //tools:generate -- --program a.pte --data foundation.ptd --prompt-ids prompt.npy
 //       --max-new-tokens 32 [--json out.json] [--method forward_cached] [--eos-id N] [--threads N]
-//       [--no-share] [--no-verify]
+//       [--no-share] [--no-verify] [--swap-adapter X.ptd]...
 //
 // The prompt is an int64 .npy of shape [P] or [1, P]; the tokenizer is the caller's. Prints the new
 // token ids, the prefill time and decode tokens/s; --json writes
 // {"tokens": [...], "prefill_ms": ..., "decode_tokens_per_s": ...}. With several --program, each
-// generates from the same prompt (all loaded first, over the shared data files). A bad file, a
-// method without a KV cache or a prompt past the exported length is a one-line error, exit 1.
+// generates from the same prompt (all loaded first, over the shared data files), and the JSON has
+// one such object per program name. --swap-adapter (repeatable, for a `--swappable` lora.pte):
+// each adapter .ptd is bound in turn to every program that reads swappable weights (nothing of the
+// foundation fetched or packed, the KV cache reset) and each such program generates again; the
+// JSON gains "swaps": [{"adapter": path, "program": name, "tokens": [...], ...}, ...] in order.
+// A bad file, a method without a KV cache, a prompt past the exported length or an adapter of
+// another structure is a one-line error, exit 1.
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/tools/npy.h"
 #include "edgeshare/tools/program_set.h"
 #include "edgeshare/tools/program_set_flags.h"
@@ -31,6 +39,7 @@ namespace {
 
 using generation::Generation;
 using generation::Generator;
+using runtime::DataFile;
 using runtime::Error;
 using runtime::Method;
 using runtime::Result;
@@ -45,6 +54,7 @@ struct Options {
   std::string json;
   std::string method = "forward_cached";
   long long eos_id = -1;
+  std::vector<std::string> swap_adapters;  // --swap-adapter, repeated, in order.
 };
 
 void DeclareFlags(CLI::App& app, Options& options) {
@@ -57,6 +67,9 @@ void DeclareFlags(CLI::App& app, Options& options) {
   app.add_option("--json", options.json, "write tokens, prefill_ms and decode_tokens_per_s");
   app.add_option("--method", options.method, "the stateful method to generate with");
   app.add_option("--eos-id", options.eos_id, "stop after this token (default: never)");
+  app.add_option("--swap-adapter", options.swap_adapters,
+                 "an adapter .ptd to bind next (a --swappable lora.pte) and generate again; repeat")
+      ->allow_extra_args(false);
 }
 
 Result<std::vector<int64_t>> ReadPrompt(const std::string& path) {
@@ -100,32 +113,70 @@ nlohmann::json ToJson(const Generation& out) {
           {"decode_tokens_per_s", out.decode_tokens_per_s}};
 }
 
+// Generates with `entry`'s method, prints the tokens under `label`, returns them as JSON.
+Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry,
+                                    const std::string& label, const std::vector<int64_t>& prompt) {
+  ES_ASSIGN_OR_RETURN(Method * method, FindMethod(entry, options.method));
+  ES_ASSIGN_OR_RETURN(Generator generator, Generator::create(method));
+  ES_ASSIGN_OR_RETURN(Generation out,
+                      generator.generate(Span<const int64_t>(prompt.data(), prompt.size()),
+                                         static_cast<size_t>(options.max_new_tokens),
+                                         static_cast<int64_t>(options.eos_id)));
+  std::printf("%s:", label.c_str());
+  for (int64_t token : out.tokens) std::printf(" %lld", static_cast<long long>(token));
+  std::printf("\n  prefill %.3f ms (%zu tokens), decode %.1f tokens/s\n", out.prefill_ms,
+              prompt.size(), out.decode_tokens_per_s);
+  return ToJson(out);
+}
+
+// --swap-adapter: each file bound in turn to every program that takes it, which generates again.
+// `adapters` keeps the files open (declared before the program set: the methods read them).
+Result<nlohmann::json> SwapAndGenerate(const Options& options, ProgramSet& set,
+                                       const std::vector<int64_t>& prompt,
+                                       std::vector<std::shared_ptr<const DataFile>>& adapters) {
+  nlohmann::json swaps = nlohmann::json::array();
+  for (const std::string& path : options.swap_adapters) {
+    ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> file, DataFile::open(path.c_str()));
+    adapters.push_back(file);
+    bool any = false;
+    for (size_t p = 0; p < set.programs().size(); ++p) {
+      ES_ASSIGN_OR_RETURN(const bool taken, set.bind_adapter(p, *file, file->map()));
+      if (!taken) continue;
+      any = true;
+      LoadedProgram& entry = set.programs()[p];
+      ES_ASSIGN_OR_RETURN(nlohmann::json out,
+                          GenerateWith(options, entry, entry.name + "@" + path, prompt));
+      out["adapter"] = path;
+      out["program"] = entry.name;
+      swaps.push_back(std::move(out));
+    }
+    ES_CHECK_OR_RETURN_ERROR(any, Error::InvalidArgument,
+                             "--swap-adapter %s: no program loaded reads swappable weights "
+                             "(export with export_lora --swappable)",
+                             path.c_str());
+  }
+  return swaps;
+}
+
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
   xnnpack::set_verify_content(options.set.verify);
   ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
   ES_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, ReadPrompt(options.prompt_ids));
+  std::vector<std::shared_ptr<const DataFile>> adapters;  // Outlives `set`.
   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
   for (const std::string& path : options.set.programs) ES_RETURN_IF_ERROR(set.add(path));
 
   nlohmann::json by_program = nlohmann::json::object();
   for (LoadedProgram& entry : set.programs()) {
-    ES_ASSIGN_OR_RETURN(Method * method, FindMethod(entry, options.method));
-    ES_ASSIGN_OR_RETURN(Generator generator, Generator::create(method));
-    ES_ASSIGN_OR_RETURN(Generation out,
-                        generator.generate(Span<const int64_t>(prompt.data(), prompt.size()),
-                                           static_cast<size_t>(options.max_new_tokens),
-                                           static_cast<int64_t>(options.eos_id)));
-    std::printf("%s:", entry.name.c_str());
-    for (int64_t token : out.tokens) std::printf(" %lld", static_cast<long long>(token));
-    std::printf("\n  prefill %.3f ms (%zu tokens), decode %.1f tokens/s\n", out.prefill_ms,
-                prompt.size(), out.decode_tokens_per_s);
-    by_program[entry.name] = ToJson(out);
+    ES_ASSIGN_OR_RETURN(by_program[entry.name], GenerateWith(options, entry, entry.name, prompt));
   }
+  ES_ASSIGN_OR_RETURN(nlohmann::json swaps, SwapAndGenerate(options, set, prompt, adapters));
   if (options.json.empty()) return Status();
   // One program: the object itself; several: one object per program name.
-  return WriteJson(options.json,
-                   set.programs().size() == 1 ? by_program.begin().value() : by_program);
+  nlohmann::json json = set.programs().size() == 1 ? by_program.begin().value() : by_program;
+  if (!options.swap_adapters.empty()) json["swaps"] = std::move(swaps);
+  return WriteJson(options.json, json);
 }
 
 }  // namespace
@@ -143,6 +194,7 @@ int main(int argc, char** argv) {
     for (std::string& path : options.set.data_files) path = tools::user_path(path);
     options.prompt_ids = tools::user_path(options.prompt_ids);
     options.json = tools::user_path(options.json);
+    for (std::string& path : options.swap_adapters) path = tools::user_path(path);
     return tools::Run(options);
   });
 }

@@ -122,6 +122,58 @@ def test_prompt_plus_new_tokens_past_max_seq_len_is_an_error(llama):
     assert "forward_cached" in line
 
 
+# The generation fixture (//testing:generation_files): swap/ holds adapters a and c of one
+# structure exported with --swappable, expected.json transformers' tokens for each.
+FIXTURE = os.path.dirname(os.environ["GENERATION_EXPECTED_JSON"])
+
+
+def test_swap_adapter_generates_as_transformers_after_each_swap(tmp_path):
+    with open(os.path.join(FIXTURE, "expected.json")) as f:
+        expected = json.load(f)
+    swap = os.path.join(FIXTURE, "swap")
+    order = ["c", "a", "c"]
+    args = ["--program", os.path.join(swap, "lora.pte"), "--data", os.path.join(swap, "foundation.ptd")]
+    args += ["--data", os.path.join(swap, "a.ptd"), "--prompt-ids", os.path.join(FIXTURE, "prompt.npy")]
+    for name in order:
+        args += ["--swap-adapter", os.path.join(swap, f"{name}.ptd")]
+    out_json = str(tmp_path / "swaps.json")
+    proc = _run(args + ["--max-new-tokens", str(expected["new_tokens"]), "--json", out_json])
+    assert proc.returncode == 0, proc.stderr
+    with open(out_json) as f:
+        got = json.load(f)
+    assert got["tokens"] == expected["tokens"]["a"]
+    assert [s["adapter"].rsplit("/", 1)[-1] for s in got["swaps"]] == [f"{name}.ptd" for name in order]
+    for name, swapped in zip(order, got["swaps"]):
+        assert swapped["program"] == "lora"
+        assert swapped["tokens"] == expected["tokens"][name], name
+
+
+def test_swap_adapter_of_another_structure_is_one_line_exit_1(llama):
+    _, out, prompt_path = llama
+    swap = os.path.join(FIXTURE, "swap")
+    args = ["--program", os.path.join(swap, "lora.pte"), "--data", os.path.join(swap, "foundation.ptd")]
+    args += ["--data", os.path.join(swap, "a.ptd"), "--prompt-ids", prompt_path, "--max-new-tokens", "2"]
+    line = _one_line_error(_run(args + ["--swap-adapter", os.path.join(swap, "foundation.ptd")]))
+    assert "foundation.ptd" in line
+    line = _one_line_error(
+        _run(
+            [
+                "--program",
+                os.path.join(out, "a.pte"),
+                "--data",
+                os.path.join(out, "foundation.ptd"),
+                "--prompt-ids",
+                prompt_path,
+                "--max-new-tokens",
+                "2",
+                "--swap-adapter",
+                os.path.join(swap, "c.ptd"),
+            ]
+        )
+    )
+    assert "c.ptd" in line
+
+
 class _Stateless(torch.nn.Module):
     """(input_ids, start_pos) -> logits, the generation signature, but no KV cache."""
 

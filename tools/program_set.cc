@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "edgeshare/tools/adapter_swap.h"
+
 namespace edgeshare {
 namespace tools {
 
@@ -66,6 +68,25 @@ Status ProgramSet::add(const std::string& path) {
   entry.load_ms = milliseconds_since(start);
   programs_.push_back(std::move(entry));
   return Status();
+}
+
+Result<bool> ProgramSet::bind_adapter(size_t index, const DataFile& adapter,
+                                      const runtime::NamedDataMap& map) {
+  ES_CHECK_OR_RETURN_ERROR(index < programs_.size(), Error::OutOfRange, "program %zu of %zu loaded",
+                           index, programs_.size());
+  LoadedProgram& entry = programs_[index];
+  ES_ASSIGN_OR_RETURN(const runtime::NamedDataMap* replaced,
+                      replaced_adapter(adapter, entry.bound_adapter, data_files_, entry.path));
+  ES_RETURN_IF_ERROR(check_same_adapter_keys(adapter.map(), *replaced, adapter.path(), entry.path));
+  bool any = false;
+  for (Method& method : entry.methods) {
+    const Status status = method.rebind_data(map);
+    if (status.code() == Error::NotFound) continue;  // This method reads none of its keys.
+    ES_RETURN_IF_ERROR(status);
+    any = true;
+  }
+  if (any) entry.bound_adapter = &adapter;
+  return any;
 }
 
 std::map<std::string, size_t> ProgramSet::data_map_fetches() const {

@@ -49,7 +49,8 @@ struct LoadedProgram {
   double load_ms = 0;  // MmapDataLoader::from + Program::load + every load_method.
   std::unique_ptr<runtime::MmapDataLoader> loader;
   std::unique_ptr<runtime::Program> program;
-  std::vector<runtime::Method> methods;  // In the program's order.
+  std::vector<runtime::Method> methods;              // In the program's order.
+  const runtime::DataFile* bound_adapter = nullptr;  // The adapter bound last by bind_adapter.
 };
 
 class ProgramSet {
@@ -61,6 +62,16 @@ class ProgramSet {
   runtime::Status add(const std::string& path);
 
   std::vector<LoadedProgram>& programs() { return programs_; }
+
+  // An adapter swap (a .ptd of an `export_lora --swappable` program): binds `adapter` to every
+  // method of programs()[index] that reads swappable weights (Method::rebind_data), in place of the
+  // adapter it reads now (the one bound last, else the data file it was loaded over that holds the
+  // adapter's keys), which must hold the same keys (tools/adapter_swap.h). The methods read `map`
+  // (adapter.map() or a wrapper of it): both must outlive them. Returns false when no method of the
+  // program reads swappable weights. Errors: InvalidArgument naming the file (another structure,
+  // a foundation's file) and rebind_data's errors; on error the methods keep their adapter.
+  runtime::Result<bool> bind_adapter(size_t index, const runtime::DataFile& adapter,
+                                     const runtime::NamedDataMap& map);
   // Key -> how many times its bytes were fetched from the data files (get_data or load_data_into,
   // by delegates and by the executor alike), over every program loaded so far.
   std::map<std::string, size_t> data_map_fetches() const;

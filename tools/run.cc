@@ -32,7 +32,6 @@
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/named_data/data_file.h"
-#include "edgeshare/tools/adapter_swap.h"
 #include "edgeshare/tools/counting_data_map.h"
 #include "edgeshare/tools/npy.h"
 #include "edgeshare/tools/program_set.h"
@@ -185,34 +184,10 @@ Status RunMethods(const Options& options, ProgramSet& set, std::vector<NpyArray>
   return Status();
 }
 
-// Binds `adapter` to every method of `entry` that reads swappable weights; false when none does.
-Result<bool> BindAdapter(LoadedProgram& entry, const DataFile& adapter, const DataFile*& bound,
-                         const std::vector<std::shared_ptr<const DataFile>>& loaded_with,
-                         const runtime::NamedDataMap& counted) {
-  ES_ASSIGN_OR_RETURN(const runtime::NamedDataMap* replaced,
-                      replaced_adapter(adapter, bound, loaded_with, entry.path));
-  ES_RETURN_IF_ERROR(check_same_adapter_keys(adapter.map(), *replaced, adapter.path(), entry.path));
-  bool any = false;
-  for (Method& method : entry.methods) {
-    const Status status = method.rebind_data(counted);
-    if (status.code() == Error::NotFound) continue;  // This method reads none of its keys.
-    ES_RETURN_IF_ERROR(status);
-    any = true;
-  }
-  if (any) bound = &adapter;
-  return any;
-}
-
 // --swap-adapter: each adapter bound in turn to every program that takes it, then every method
 // runs again.
 Status SwapAndRun(const Options& options, ProgramSet& set, std::vector<NpyArray>& inputs,
                   SwappedAdapters& swapped) {
-  std::vector<std::shared_ptr<const DataFile>> loaded_with;
-  for (const std::string& path : options.set.data_files) {
-    ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> file, DataFile::open(path.c_str()));
-    loaded_with.push_back(std::move(file));
-  }
-  std::vector<const DataFile*> bound(set.programs().size(), nullptr);
   for (const std::string& path : options.swap_adapters) {
     ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> file, DataFile::open(path.c_str()));
     swapped.files.push_back(file);
@@ -220,8 +195,7 @@ Status SwapAndRun(const Options& options, ProgramSet& set, std::vector<NpyArray>
     bool any = false;
     for (size_t p = 0; p < set.programs().size(); ++p) {
       const auto start = std::chrono::steady_clock::now();
-      ES_ASSIGN_OR_RETURN(bool taken, BindAdapter(set.programs()[p], *file, bound[p], loaded_with,
-                                                  *swapped.counted.back()));
+      ES_ASSIGN_OR_RETURN(bool taken, set.bind_adapter(p, *file, *swapped.counted.back()));
       if (taken) {
         std::printf("bound %s to %s in %.3f ms\n", path.c_str(), set.programs()[p].name.c_str(),
                     milliseconds_since(start));
