@@ -1,8 +1,8 @@
 // Adapter swap checks shared by //tools:run --swap-adapter and the Python runtime's bind_adapter:
 // which loaded data file a new adapter .ptd replaces, and whether it has the same structure (the
-// same keys; Method::rebind_data checks each key's dtype and shape). Method::rebind_data rebinds
-// whichever open keys a file holds, so a file holding only some of them (an adapter of fewer
-// adapted modules) would leave the others on the old adapter: these checks refuse it first.
+// same keys; Method::rebind_data checks each key's dtype and shape, and refuses a file lacking
+// some of its open keys). These checks name the file it replaces and refuse extra keys too, so an
+// adapter of another structure fails before any method is touched.
 //
 //   ES_ASSIGN_OR_RETURN(const NamedDataMap* old, replaced_adapter(*code, bound, loaded_with,
 //   "lora.pte")); ES_RETURN_IF_ERROR(check_same_adapter_keys(code->map(), *old, code->path(),
