@@ -206,6 +206,7 @@ struct PackedOperator::SlabRun {
     SlabRun* run = static_cast<SlabRun*>(context);
     (void)run->started.load(std::memory_order_acquire);
     const Slab& slab = run->entry->slabs_[index];
+    touch_for(slab, run->batch_size);
     xnn_status status =
         run->entry->setup_slab(slab, run->batch_size, run->input, run->output, nullptr);
     if (status == xnn_status_success) status = xnn_run_operator(slab.op, nullptr);
@@ -236,6 +237,7 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
     return Status();
   }
   for (const Slab& slab : slabs_) {
+    touch_for(slab, batch_size);
     xnn_status status = setup_slab(slab, batch_size, input, output, pool);
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
                              "XNNPACK %sfully connected setup over '%s' failed (status %d)", kind,
@@ -246,6 +248,24 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
                              weight_key_.c_str(), static_cast<int>(status));
   }
   return Status();
+}
+
+void PackedOperator::plan_slabs(size_t slab_bytes) {
+  const size_t element = weight_dtype_ == runtime::ScalarType::Half ? 2 : 4;
+  size_t capacity = 0;
+  for (const auto& range :
+       xnnpack::plan_slabs(input_channels_, output_channels_, element, slab_bytes)) {
+    slabs_.push_back(Slab{nullptr, range.first, range.second});
+    // XNNPACK's packing of a slab: output channels rounded up to its column tile (at most 64
+    // here), each with its inputs and a bias; the slack covers its padding. Over-estimates are
+    // given back once every slab is placed.
+    capacity += ((range.second + 63) / 64 * 64) * (input_channels_ + 1) * element + 4096;
+  }
+  region_.reset(new PackedRegion(capacity, slabs_.size()));
+}
+
+void PackedOperator::touch_for(const Slab& slab, size_t batch_size) {
+  if (batch_size >= kTouchMinRows) touch(slab.packed, slab.packed_bytes);
 }
 
 Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
@@ -555,6 +575,7 @@ struct WeightsCache::PackJob {
     const float lo = -std::numeric_limits<float>::infinity();
     const float hi = std::numeric_limits<float>::infinity();
     // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
+    PackedRegionScope scope(entry->region_.get());
     status[index] = f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
                                                             /*output_stride=*/out, w, b, lo, hi,
                                                             /*flags=*/0, &slab.op)
@@ -563,6 +584,8 @@ struct WeightsCache::PackJob {
                               /*output_stride=*/out, reinterpret_cast<const float*>(w),
                               reinterpret_cast<const float*>(b), lo, hi,
                               /*flags=*/0, &slab.op);
+    slab.packed = scope.last_block();
+    slab.packed_bytes = scope.last_size();
   }
 
   void run() {
@@ -645,11 +668,7 @@ Status WeightsCache::pack_reserved(const NamedDataMap* map, const ConstantRef& w
   if (status.ok() && bias != nullptr) status = bytes_for_miss(map, *bias, verify, &bias_bytes);
   PackJob job;
   if (status.ok()) {
-    const size_t element = entry->weight_dtype_ == runtime::ScalarType::Half ? 2 : 4;
-    for (const auto& range :
-         plan_slabs(entry->input_channels_, entry->output_channels_, element, slab_bytes_)) {
-      entry->slabs_.push_back(PackedOperator::Slab{nullptr, range.first, range.second});
-    }
+    entry->plan_slabs(slab_bytes_);
     job.entry = entry;
     job.kernel = kernel.data;
     job.bias = bias != nullptr ? bias_bytes.data : nullptr;

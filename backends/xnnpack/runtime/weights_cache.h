@@ -56,6 +56,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/freeable_buffer.h"
 #include "edgeshare/runtime/core/named_data_map.h"
@@ -135,14 +136,24 @@ class PackedOperator {
     xnn_operator_t op = nullptr;
     size_t first = 0;  // First output channel.
     size_t count = 0;  // Output channels.
+    // The operator's packed weights in region_ (null when XNNPACK placed them elsewhere).
+    const void* packed = nullptr;
+    size_t packed_bytes = 0;
   };
   struct SlabRun;
   PackedOperator() = default;
+  // Plans the slabs (about `slab_bytes` packed bytes each) and the region they will be packed in.
+  void plan_slabs(size_t slab_bytes);
+  // Pulls a slab into this core's caches before a run over enough rows to reuse it from there.
+  static void touch_for(const Slab& slab, size_t batch_size);
   runtime::Status run(size_t batch_size, const void* input, void* output);
   xnn_status setup_slab(const Slab& slab, size_t batch_size, const void* input, void* output,
                         pthreadpool_t pool) const;
 
   std::vector<Slab> slabs_;
+  // Where the slabs' packed weights live; unmapped after the destructor's body deleted the
+  // operators.
+  std::unique_ptr<PackedRegion> region_;
   bool slabs_across_pool_ = kSlabsAcrossPool;
   std::mutex mutex_;
   // Guarded by the cache's lock: users holding the entry, and whether it is still being packed
