@@ -193,15 +193,15 @@ xnn_status PackedOperator::setup_slab(const Slab& slab, size_t batch_size, const
                                           static_cast<float*>(output) + slab.first, pool);
 }
 
-// Every slab over all rows, one slab per pool task: each thread keeps its slab in its own L2 while
-// it runs every row tile over it, instead of all threads sweeping each slab together.
+// Every slab over all rows, one slab per parallel_for item: each thread keeps its slab in its own
+// L2 while it runs every row tile over it, instead of all threads sweeping each slab together.
 struct PackedOperator::SlabRun {
   const PackedOperator* entry = nullptr;
   size_t batch_size = 0;
   const void* input = nullptr;
   void* output = nullptr;
-  // The pool hands tasks between threads with its own (uninstrumented) atomics; these make the
-  // same happens-before visible to ThreadSanitizer, as in WeightsCache::PackJob.
+  // parallel_for's own atomics already order the items; these keep the job's state explicit
+  // (status from any thread) and visible to ThreadSanitizer whatever runs the items.
   std::atomic<bool> started{false};
   std::atomic<int> finished{0};
   std::atomic<int> failed_status{0};
@@ -223,7 +223,9 @@ struct PackedOperator::SlabRun {
 
 Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
   std::lock_guard<std::mutex> lock(mutex_);
-  pthreadpool_t pool = threadpool();
+  // A small entry runs on the calling thread: see kPoolMinFlops.
+  const size_t flops = 2 * batch_size * input_channels_ * output_channels_;
+  pthreadpool_t pool = flops >= kPoolMinFlops || slabs_.size() > 1 ? threadpool() : nullptr;
   const char* kind = weight_dtype_ == runtime::ScalarType::Half ? "f16 " : "";
   if (slabs_across_pool_ && pool != nullptr && slabs_.size() > 1) {
     SlabRun job;
@@ -232,7 +234,7 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
     job.input = input;
     job.output = output;
     job.started.store(true, std::memory_order_release);
-    pthreadpool_parallelize_1d(pool, &SlabRun::task, &job, slabs_.size(), /*flags=*/0);
+    parallel_for(slabs_.size(), &SlabRun::task, &job);
     (void)job.finished.load(std::memory_order_acquire);
     const int status = job.failed_status.load(std::memory_order_relaxed);
     ES_CHECK_OR_RETURN_ERROR(status == 0, Error::DelegateExecutionFailed,

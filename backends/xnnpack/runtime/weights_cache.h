@@ -94,6 +94,13 @@ struct ConstantRef {
 // the cores, as it waits at one barrier per weight instead of one per slab).
 constexpr bool kSlabsAcrossPool = true;
 
+// A single-slab fully connected run of fewer FLOPs (2 x batch x in x out) than this runs on the
+// calling thread even with 2+ threads: e.g. a LoRA A or B matrix at T=32 (1-2 MFLOP, 8-20 us on
+// one core), where a pool call's wake-up and barrier cost about as much as they save, and on a busy
+// machine the barrier waits for a descheduled pool thread. Multi-slab entries use parallel_for
+// (threadpool.h), which never waits for a thread that took no work.
+constexpr size_t kPoolMinFlops = size_t{32} << 20;
+
 // A packed entry: the weights of one fully connected op, packed by XNNPACK fully connected
 // operators with output range (-inf, +inf). Its weight dtype picks the operator: Float packs f32
 // operators (float input and output), Half f16 ones (IEEE half input and output; the caller
@@ -113,9 +120,9 @@ class PackedOperator {
   ~PackedOperator();
 
   // setup + run of every slab under this entry's lock: an operator keeps the pointers of its last
-  // setup, so a setup from one thread must not be followed by another thread's run. With a
-  // delegate pool of 2+ threads the slabs are spread over the pool's threads (each slab on one
-  // thread, all rows), otherwise they run one after the other. Never allocates.
+  // setup, so a setup from one thread must not be followed by another thread's run. With 2+
+  // delegate threads the slabs are spread over them by parallel_for (each slab on one thread, all
+  // rows), otherwise they run one after the other. Never allocates.
   // Errors: DelegateExecutionFailed naming the weight key.
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
   // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
