@@ -22,7 +22,8 @@
 //    "rss_loaded_kib": ...,
 //    "rss_anon_before_kib": ..., "rss_file_before_kib": ..., "rss_anon_loaded_kib": ...,
 //    "rss_file_loaded_kib": ..., "hwm_loaded_kib": ..., "rss_trimmed_kib": ..., "rss_ran_kib": ...,
-//    "rss_released_kib": ..., "latency_ms": [..K samples..], "packs": ..., "cache_hits": ...,
+//    "rss_released_kib": ..., "latency_ms": [..K samples..], "cpu_ms_per_run": ...,
+//    "packs": ..., "cache_hits": ...,
 //    "bytes_fetched": ..., "packed_entries": ..., "packed_entries_released": ...,
 //    "data_files_open": ..., "methods": [..the first program's method names..],
 //    "swap_ms": [..one per rebind..], "swap_open_ms": ..., "rss_swapped_kib": ...}
@@ -34,6 +35,7 @@
 // is a lower bound of the peak. An error is one line on stderr and exit status 1.
 
 #include <malloc.h>
+#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -143,15 +145,28 @@ Result<Method*> FindMethod(tools::LoadedProgram& entry, const std::string& name)
                         name.c_str());
 }
 
+double ProcessCpuMs() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+// Wall-clock samples, and the process's CPU time per timed run in *cpu_ms (every thread's: with a
+// pool of 2+ threads it counts their spinning too). On a shared machine the CPU time of a 1-thread
+// run is what it cost, however long other processes held the core.
 Result<std::vector<double>> MeasureLatency(Method& method, const std::vector<std::string>& inputs,
-                                           int warmup, int iterations) {
+                                           int warmup, int iterations, double* cpu_ms) {
   std::vector<tools::NpyArray> given;
   for (const std::string& path : inputs) {
     ES_ASSIGN_OR_RETURN(tools::NpyArray array, tools::read_npy(path));
     given.push_back(std::move(array));
   }
   ES_RETURN_IF_ERROR(tools::seed_inputs(method, given, "the first program"));
-  return tools::time_method(method, warmup, iterations);
+  ES_RETURN_IF_ERROR(tools::time_method(method, warmup, 0).status());
+  const double cpu_start = ProcessCpuMs();
+  ES_ASSIGN_OR_RETURN(std::vector<double> samples, tools::time_method(method, 0, iterations));
+  *cpu_ms = (ProcessCpuMs() - cpu_start) / iterations;
+  return samples;
 }
 
 // An adapter swap: rebind_data onto each file in turn, `rounds` times; ms per rebind. The files
@@ -198,9 +213,10 @@ Status Run(const Options& options) {
 
   ES_ASSIGN_OR_RETURN(Method * timed, FindMethod(set.programs().front(), options.method));
   std::vector<double> latency_ms;
+  double cpu_ms_per_run = 0.0;
   if (options.iterations > 0) {
-    ES_ASSIGN_OR_RETURN(latency_ms,
-                        MeasureLatency(*timed, options.inputs, options.warmup, options.iterations));
+    ES_ASSIGN_OR_RETURN(latency_ms, MeasureLatency(*timed, options.inputs, options.warmup,
+                                                   options.iterations, &cpu_ms_per_run));
   }
   ES_ASSIGN_OR_RETURN(const MemoryKib ran, ReadMemory());
   nlohmann::json methods = nlohmann::json::array();
@@ -248,6 +264,7 @@ Status Run(const Options& options) {
   report["rss_ran_kib"] = ran.rss;
   report["rss_released_kib"] = released.rss;
   report["latency_ms"] = latency_ms;
+  report["cpu_ms_per_run"] = cpu_ms_per_run;
   report["packed_entries_released"] = released_stats.num_packed_entries;
   report["data_files_open"] = files_open;
   report["methods"] = methods;

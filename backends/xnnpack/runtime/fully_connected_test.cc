@@ -60,7 +60,7 @@ TEST_P(FullyConnected, output_clamp_is_applied_outside_the_shared_operator) {
       .Test();
 }
 
-// Weights larger than the cache's default column slab (L2/4: 512 KiB here, 256 KiB where the L2
+// Weights larger than the cache's default column slab (L2/8: 256 KiB here, 128 KiB where the L2
 // size is unknown) are packed as several slab operators, each writing its own output columns;
 // every slab runs over all rows on one thread, or one pool thread each with 2 threads.
 TEST_P(FullyConnected, weight_larger_than_a_slab) {

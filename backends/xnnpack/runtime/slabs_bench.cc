@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/in_memory_data_map.h"
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
@@ -237,7 +238,8 @@ void bench_first_load(const InMemoryDataMap& map, const std::vector<Layer>& laye
 
 int main() {
   using namespace edgeshare::xnnpack;
-  if (xnn_initialize(nullptr) != xnn_status_success) return 1;
+  // The delegate's allocator, so slabs are packed into huge pages as at run time.
+  if (initialize_xnnpack() != xnn_status_success) return 1;
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   std::printf("L2 per core (sysconf): %ld bytes; default slab: %zu bytes\n", l2,
               default_slab_bytes());

@@ -2,7 +2,11 @@
 //
 // By default every operator runs on the thread that calls Method::execute() (1 thread). Asking for
 // more creates one process-wide pthreadpool that every delegate handle uses; XNNPACK serialises
-// concurrent calls into one pool, so two methods running on two threads stay correct.
+// concurrent calls into one pool, so two methods running on two threads stay correct. The same
+// count also makes helper threads for parallel_for (the weights cache's slabs at run time): unlike
+// a pthreadpool call, which returns only once every pool thread has checked in, parallel_for waits
+// only for the items a helper has taken, so a helper the system has not scheduled yet (a busy
+// machine) costs parallelism, not a wait for the next scheduler tick.
 //
 //   ES_RETURN_IF_ERROR(edgeshare::xnnpack::set_num_threads(2));   // before executing
 //   ... method.execute() ...
@@ -30,6 +34,12 @@ size_t num_threads();
 
 // The pool operators run on, or null for the calling thread alone.
 pthreadpool_t threadpool();
+
+// Runs task(context, i) for every i in [0, count), each once, on the calling thread and the
+// current thread count's helpers; returns when all are done. Never allocates. While another
+// thread's parallel_for holds the helpers, this one runs its items alone (no waiting).
+using ParallelTask = void (*)(void* context, size_t index);
+void parallel_for(size_t count, ParallelTask task, void* context);
 
 }  // namespace xnnpack
 }  // namespace edgeshare

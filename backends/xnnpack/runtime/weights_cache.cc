@@ -30,13 +30,17 @@ constexpr uint8_t kFullyConnectedF32 = 1;
 // digest ever matched (the identity's dtype differs too).
 constexpr uint8_t kFullyConnectedF16 = 2;
 
-// Slab sizing, chosen by measurement (slabs_bench.cc on this project's 2 MiB-L2 AVX-512 cores,
-// the reference model's twelve weights, time relative to one operator per weight): at T=32 and 1
-// thread, slabs of L2/8 0.64x, L2/4 0.66x, L2/2 0.70x, L2 0.80x (the slab shares L2 with the
-// input rows, up to 256 KiB at 2048 inputs, and the output tile); at T=1 the extra setup + run
-// calls cost L2/8 +3%, L2/4 +2%, L2/2 -1%. L2/4 is the compromise; one layout serves every batch.
+// Slab sizing, chosen by measurement on this project's 2 MiB-L2 AVX-512 cores. Before packed
+// memory (packed_memory.h): slabs_bench.cc, the reference model's twelve weights, time relative to
+// one operator per weight: at T=32 and 1 thread, slabs of L2/8 0.64x, L2/4 0.66x, L2/2 0.70x, L2
+// 0.80x (the slab shares L2 with the input rows, up to 256 KiB at 2048 inputs, and the output
+// tile); at T=1 the extra setup + run calls cost L2/8 +3%, L2/4 +2%, L2/2 -1%. With slabs in huge
+// pages and touched before a run over many rows, paired lora_runner runs (reference model, CPU ms
+// per run, 3 pairs each): T=32 L2/4 20.6/20.2/20.5 vs L2/8 19.4/19.2/19.4 vs L2/16 19.0/19.1/19.9;
+// T=1 L2/4 5.3/5.0/5.0 vs L2/8 5.0/4.8/4.9 vs L2/16 (against L2/8) +3%. L2/8 it is; one layout
+// serves every batch.
 constexpr size_t kFallbackL2Bytes = size_t{1} << 20;
-constexpr size_t kL2BytesPerSlabByte = 4;
+constexpr size_t kL2BytesPerSlabByte = 8;
 // Slab widths are a multiple of this many output channels, which is a multiple of the column tile
 // (nr: 8, 16 or 32) of XNNPACK's x86 f32/f16 kernels: only the last slab can end in a partial tile.
 constexpr size_t kSlabChannelMultiple = 32;
@@ -189,15 +193,15 @@ xnn_status PackedOperator::setup_slab(const Slab& slab, size_t batch_size, const
                                           static_cast<float*>(output) + slab.first, pool);
 }
 
-// Every slab over all rows, one slab per pool task: each thread keeps its slab in its own L2 while
-// it runs every row tile over it, instead of all threads sweeping each slab together.
+// Every slab over all rows, one slab per parallel_for item: each thread keeps its slab in its own
+// L2 while it runs every row tile over it, instead of all threads sweeping each slab together.
 struct PackedOperator::SlabRun {
   const PackedOperator* entry = nullptr;
   size_t batch_size = 0;
   const void* input = nullptr;
   void* output = nullptr;
-  // The pool hands tasks between threads with its own (uninstrumented) atomics; these make the
-  // same happens-before visible to ThreadSanitizer, as in WeightsCache::PackJob.
+  // parallel_for's own atomics already order the items; these keep the job's state explicit
+  // (status from any thread) and visible to ThreadSanitizer whatever runs the items.
   std::atomic<bool> started{false};
   std::atomic<int> finished{0};
   std::atomic<int> failed_status{0};
@@ -206,6 +210,7 @@ struct PackedOperator::SlabRun {
     SlabRun* run = static_cast<SlabRun*>(context);
     (void)run->started.load(std::memory_order_acquire);
     const Slab& slab = run->entry->slabs_[index];
+    touch_for(slab, run->batch_size);
     xnn_status status =
         run->entry->setup_slab(slab, run->batch_size, run->input, run->output, nullptr);
     if (status == xnn_status_success) status = xnn_run_operator(slab.op, nullptr);
@@ -218,7 +223,9 @@ struct PackedOperator::SlabRun {
 
 Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
   std::lock_guard<std::mutex> lock(mutex_);
-  pthreadpool_t pool = threadpool();
+  // A small entry runs on the calling thread: see kPoolMinFlops.
+  const size_t flops = 2 * batch_size * input_channels_ * output_channels_;
+  pthreadpool_t pool = flops >= kPoolMinFlops || slabs_.size() > 1 ? threadpool() : nullptr;
   const char* kind = weight_dtype_ == runtime::ScalarType::Half ? "f16 " : "";
   if (slabs_across_pool_ && pool != nullptr && slabs_.size() > 1) {
     SlabRun job;
@@ -227,7 +234,7 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
     job.input = input;
     job.output = output;
     job.started.store(true, std::memory_order_release);
-    pthreadpool_parallelize_1d(pool, &SlabRun::task, &job, slabs_.size(), /*flags=*/0);
+    parallel_for(slabs_.size(), &SlabRun::task, &job);
     (void)job.finished.load(std::memory_order_acquire);
     const int status = job.failed_status.load(std::memory_order_relaxed);
     ES_CHECK_OR_RETURN_ERROR(status == 0, Error::DelegateExecutionFailed,
@@ -236,6 +243,7 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
     return Status();
   }
   for (const Slab& slab : slabs_) {
+    touch_for(slab, batch_size);
     xnn_status status = setup_slab(slab, batch_size, input, output, pool);
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
                              "XNNPACK %sfully connected setup over '%s' failed (status %d)", kind,
@@ -246,6 +254,24 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
                              weight_key_.c_str(), static_cast<int>(status));
   }
   return Status();
+}
+
+void PackedOperator::plan_slabs(size_t slab_bytes) {
+  const size_t element = weight_dtype_ == runtime::ScalarType::Half ? 2 : 4;
+  size_t capacity = 0;
+  for (const auto& range :
+       xnnpack::plan_slabs(input_channels_, output_channels_, element, slab_bytes)) {
+    slabs_.push_back(Slab{nullptr, range.first, range.second});
+    // XNNPACK's packing of a slab: output channels rounded up to its column tile (at most 64
+    // here), each with its inputs and a bias; the slack covers its padding. Over-estimates are
+    // given back once every slab is placed.
+    capacity += ((range.second + 63) / 64 * 64) * (input_channels_ + 1) * element + 4096;
+  }
+  region_.reset(new PackedRegion(capacity, slabs_.size()));
+}
+
+void PackedOperator::touch_for(const Slab& slab, size_t batch_size) {
+  if (batch_size >= kTouchMinRows) touch(slab.packed, slab.packed_bytes);
 }
 
 Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
@@ -555,6 +581,7 @@ struct WeightsCache::PackJob {
     const float lo = -std::numeric_limits<float>::infinity();
     const float hi = std::numeric_limits<float>::infinity();
     // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
+    PackedRegionScope scope(entry->region_.get());
     status[index] = f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
                                                             /*output_stride=*/out, w, b, lo, hi,
                                                             /*flags=*/0, &slab.op)
@@ -563,6 +590,8 @@ struct WeightsCache::PackJob {
                               /*output_stride=*/out, reinterpret_cast<const float*>(w),
                               reinterpret_cast<const float*>(b), lo, hi,
                               /*flags=*/0, &slab.op);
+    slab.packed = scope.last_block();
+    slab.packed_bytes = scope.last_size();
   }
 
   void run() {
@@ -645,11 +674,7 @@ Status WeightsCache::pack_reserved(const NamedDataMap* map, const ConstantRef& w
   if (status.ok() && bias != nullptr) status = bytes_for_miss(map, *bias, verify, &bias_bytes);
   PackJob job;
   if (status.ok()) {
-    const size_t element = entry->weight_dtype_ == runtime::ScalarType::Half ? 2 : 4;
-    for (const auto& range :
-         plan_slabs(entry->input_channels_, entry->output_channels_, element, slab_bytes_)) {
-      entry->slabs_.push_back(PackedOperator::Slab{nullptr, range.first, range.second});
-    }
+    entry->plan_slabs(slab_bytes_);
     job.entry = entry;
     job.kernel = kernel.data;
     job.bias = bias != nullptr ? bias_bytes.data : nullptr;

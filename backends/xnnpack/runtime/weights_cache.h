@@ -56,6 +56,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/freeable_buffer.h"
 #include "edgeshare/runtime/core/named_data_map.h"
@@ -93,6 +94,13 @@ struct ConstantRef {
 // the cores, as it waits at one barrier per weight instead of one per slab).
 constexpr bool kSlabsAcrossPool = true;
 
+// A single-slab fully connected run of fewer FLOPs (2 x batch x in x out) than this runs on the
+// calling thread even with 2+ threads: e.g. a LoRA A or B matrix at T=32 (1-2 MFLOP, 8-20 us on
+// one core), where a pool call's wake-up and barrier cost about as much as they save, and on a busy
+// machine the barrier waits for a descheduled pool thread. Multi-slab entries use parallel_for
+// (threadpool.h), which never waits for a thread that took no work.
+constexpr size_t kPoolMinFlops = size_t{32} << 20;
+
 // A packed entry: the weights of one fully connected op, packed by XNNPACK fully connected
 // operators with output range (-inf, +inf). Its weight dtype picks the operator: Float packs f32
 // operators (float input and output), Half f16 ones (IEEE half input and output; the caller
@@ -112,9 +120,9 @@ class PackedOperator {
   ~PackedOperator();
 
   // setup + run of every slab under this entry's lock: an operator keeps the pointers of its last
-  // setup, so a setup from one thread must not be followed by another thread's run. With a
-  // delegate pool of 2+ threads the slabs are spread over the pool's threads (each slab on one
-  // thread, all rows), otherwise they run one after the other. Never allocates.
+  // setup, so a setup from one thread must not be followed by another thread's run. With 2+
+  // delegate threads the slabs are spread over them by parallel_for (each slab on one thread, all
+  // rows), otherwise they run one after the other. Never allocates.
   // Errors: DelegateExecutionFailed naming the weight key.
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
   // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
@@ -135,14 +143,24 @@ class PackedOperator {
     xnn_operator_t op = nullptr;
     size_t first = 0;  // First output channel.
     size_t count = 0;  // Output channels.
+    // The operator's packed weights in region_ (null when XNNPACK placed them elsewhere).
+    const void* packed = nullptr;
+    size_t packed_bytes = 0;
   };
   struct SlabRun;
   PackedOperator() = default;
+  // Plans the slabs (about `slab_bytes` packed bytes each) and the region they will be packed in.
+  void plan_slabs(size_t slab_bytes);
+  // Pulls a slab into this core's caches before a run over enough rows to reuse it from there.
+  static void touch_for(const Slab& slab, size_t batch_size);
   runtime::Status run(size_t batch_size, const void* input, void* output);
   xnn_status setup_slab(const Slab& slab, size_t batch_size, const void* input, void* output,
                         pthreadpool_t pool) const;
 
   std::vector<Slab> slabs_;
+  // Where the slabs' packed weights live; unmapped after the destructor's body deleted the
+  // operators.
+  std::unique_ptr<PackedRegion> region_;
   bool slabs_across_pool_ = kSlabsAcrossPool;
   std::mutex mutex_;
   // Guarded by the cache's lock: users holding the entry, and whether it is still being packed

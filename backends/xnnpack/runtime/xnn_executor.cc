@@ -3,6 +3,7 @@
 #include "edgeshare/backends/xnnpack/runtime/dynamic_shapes.h"
 #include "edgeshare/backends/xnnpack/runtime/graph_compiler.h"
 #include "edgeshare/backends/xnnpack/runtime/graph_reader.h"
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 #include "edgeshare/backends/xnnpack/runtime/steps.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 
@@ -21,7 +22,7 @@ Result<std::unique_ptr<XnnExecutor>> XnnExecutor::create(const void* blob, size_
                                                          const NamedDataMap* map,
                                                          bool share_weights) {
   // XNNPACK must be initialised before any operator is made; it is idempotent and thread-safe.
-  const xnn_status init = xnn_initialize(/*allocator=*/nullptr);
+  const xnn_status init = initialize_xnnpack();
   ES_CHECK_OR_RETURN_ERROR(init == xnn_status_success, Error::DelegateInitFailed,
                            "xnn_initialize failed (status %d): unsupported CPU?",
                            static_cast<int>(init));

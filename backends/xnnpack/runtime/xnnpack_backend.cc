@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/backends/xnnpack/runtime/xnn_executor.h"
 #include "edgeshare/runtime/core/log.h"
@@ -24,7 +25,7 @@ using runtime::Status;
 class XnnpackBackend final : public runtime::BackendInterface {
  public:
   bool is_available() const override {
-    return xnn_initialize(/*allocator=*/nullptr) == xnn_status_success;
+    return initialize_xnnpack() == xnn_status_success;
   }
 
   Result<DelegateHandle*> init(const BackendInitContext& context, FreeableBuffer* processed,
