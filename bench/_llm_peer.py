@@ -28,7 +28,7 @@ from edgeshare.bench._peer import PeerProcess, peer_python
 from edgeshare.exir.hf import CausalLMLogits, load_hf_model, load_peft_adapter
 from edgeshare.exir.hf_cache import CachedCausalLM, cached_dynamic_shapes
 
-__all__ = ["LLM_PEER_GENERATE_KEYS", "LLM_PEER_KEYS", "PEER_NOT_MEASURED", "measure_llm_peer"]
+__all__ = ["LLM_PEER_GENERATE_KEYS", "LLM_PEER_KEYS", "PEER_NOT_MEASURED", "generate_figures", "measure_llm_peer"]
 
 LLM_PEER_KEYS = (
     "peer_latency_ms_t1",
@@ -97,7 +97,7 @@ def _forward_figures(peer: PeerProcess, ours: Dict[int, List[float]], theirs: Di
     return out
 
 
-def _generate_figures(
+def generate_figures(
     info: Dict[str, Any],
     ours: List[Dict[str, Any]],
     theirs: List[Dict[str, Any]],
@@ -199,7 +199,7 @@ def measure_llm_peer(
     out.update(_forward_figures(peer, ours, theirs))
     if generating:
         out.update(
-            _generate_figures(cached_info or {}, ours_generate, theirs_generate, theirs_warm, generation["tokens"])
+            generate_figures(cached_info or {}, ours_generate, theirs_generate, theirs_warm, generation["tokens"])
         )
     out[PEER_NOT_MEASURED] = not_measured
     out["peer_stage_s"] = time.perf_counter() - start
