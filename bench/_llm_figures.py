@@ -93,6 +93,17 @@ PEER_TABLE = (
     ("  ExecuTorch, T=32", "peer_latency_ms_t32"),
     ("  runtime / ExecuTorch, T=32", "latency_t32_over_peer"),
     ("  ExecuTorch max abs error vs eager, T=32", "peer_max_abs_error_t32"),
+    ("Against ExecuTorch 1.5.1, generation (KV cache; prompt 32, greedy, 1 thread)", None),
+    ("  runtime prefill ms (tools/generate, fresh process)", "peer_edgeshare_prefill_ms"),
+    ("  ExecuTorch prefill ms (fresh method, its first call)", "peer_prefill_ms"),
+    ("  ExecuTorch prefill ms, warm (the same method again)", "peer_prefill_ms_warm"),
+    ("  runtime / ExecuTorch prefill (< 1: runtime faster)", "prefill_over_peer"),
+    ("  runtime decode tokens/s", "peer_edgeshare_decode_tokens_per_s"),
+    ("  ExecuTorch decode tokens/s", "peer_decode_tokens_per_s"),
+    ("  ExecuTorch decode tokens/s, warm", "peer_decode_tokens_per_s_warm"),
+    ("  runtime / ExecuTorch decode rate (> 1: runtime faster)", "decode_rate_over_peer"),
+    ("  tokens equal (both sides, every run, transformers)", "peer_generate_tokens_match"),
+    ("  ExecuTorch max abs error vs eager, prefill logits", "peer_max_abs_error_cached"),
 )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "generate_torch",
     "measure_llm",
     "run_forward",
+    "run_generate",
 ]
 
 # The stateful method issue 12 adds beside "forward" (input_ids [1, T], start position -> logits).
@@ -140,7 +141,8 @@ def generate_path() -> str:
     return path
 
 
-def _run_generate(exported: LlmExported, prompt: str, new_tokens: int) -> Dict[str, Any]:
+def run_generate(exported: LlmExported, prompt: str, new_tokens: int) -> Dict[str, Any]:
+    """One fresh tools/generate (first adapter, 1 thread) greedy from prompt (.npy) -> its --json report."""
     out = tempfile.mktemp(suffix=".json", prefix="llm_generate_")
     args = [generate_path(), "--program", exported.programs[0], "--data", exported.foundation]
     args += ["--prompt-ids", prompt, "--max-new-tokens", str(new_tokens), "--json", out, "--threads", "1"]
@@ -213,7 +215,7 @@ def measure_llm(
         prompt = exported.inputs[PROMPT_TOKENS]
         generate_torch(peft_model, torch.from_numpy(np.load(prompt)), 2)  # warm-up: the first cached call
         for _ in range(repeats):
-            generate.append(_run_generate(exported, prompt, new_tokens))
+            generate.append(run_generate(exported, prompt, new_tokens))
             torch_generate.append(generate_torch(peft_model, torch.from_numpy(np.load(prompt)), new_tokens))
     else:
         pending["generate"] = (

@@ -136,6 +136,22 @@ class PeerProcess:
         self._proc.stdin.flush()
         return self._read(f"timing {program} with {threads} thread(s)")["latency_ms"]
 
+    def generate(self, program: str, threads: int, new_tokens: int, warmup: int, reload: bool) -> Dict[str, Any]:
+        """Greedy decoding of `new_tokens` with the KV-cache `program` -> tokens, prefill_ms,
+        decode_tokens_per_s (timed as generation::Generator times them; with `reload`, on a freshly
+        loaded method: see executorch_peer.py)."""
+        assert self._proc.stdin is not None
+        request = {
+            "generate": program,
+            "threads": threads,
+            "new_tokens": new_tokens,
+            "warmup": warmup,
+            "reload": reload,
+        }
+        self._proc.stdin.write(json.dumps(request) + "\n")
+        self._proc.stdin.flush()
+        return self._read(f"generating {new_tokens} tokens with {program}, {threads} thread(s)")
+
     def close(self) -> None:
         """Asks the peer to quit, waits for it, closes the log."""
         if self._proc.poll() is None and self._proc.stdin is not None:

@@ -28,7 +28,13 @@ processes, `--repeats` times round-robin (1 thread):
 
 With --peer executorch, ExecuTorch 1.5.1 (its own venv, bench/_peer.py) lowers the first adapter's
 PEFT model (static T=1 and T=32, foundation in a .ptd) and its forward is timed interleaved with
-lora_runner: peer_latency_ms_t{1,32}, peer_edgeshare_latency_ms_t*, latency_t*_over_peer.
+lora_runner: peer_latency_ms_t{1,32}, peer_edgeshare_latency_ms_t*, latency_t*_over_peer. When the
+programs have forward_cached, it also lowers the same KV-cache wrapper (exir.hf_cache.CachedCausalLM,
+dynamic T, the cache as mutable buffers) and greedy generation (32-token prompt, --new-tokens) is
+timed interleaved with tools/generate: peer_prefill_ms, peer_decode_tokens_per_s,
+peer_edgeshare_* (edgeshare's, interleaved), prefill_over_peer (< 1: edgeshare faster),
+decode_rate_over_peer (> 1: edgeshare faster), peer_generate_tokens_match (every run's tokens,
+both sides, equal transformers'). If ExecuTorch cannot lower the wrapper, not_measured says why.
 
 The machine is shared: compare only ratios within one run. --small is a very small model for the
 plumbing's smoke test (bench/llm_test.py).
@@ -48,11 +54,20 @@ from edgeshare.bench._export import BenchError
 from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, format_llm_table, llm_figures
 from edgeshare.bench._llm_measure import export_llm, measure_llm
 from edgeshare.bench._llm_model import LlmSpec, save_llm
-from edgeshare.bench._llm_peer import LLM_PEER_KEYS, measure_llm_peer
+from edgeshare.bench._llm_peer import LLM_PEER_GENERATE_KEYS, LLM_PEER_KEYS, PEER_NOT_MEASURED, measure_llm_peer
 from edgeshare.bench._llm_swap import SWAP_KEYS, measure_swap, swap_pending
 from edgeshare.bench._report import to_json
 
-__all__ = ["LLM_PEER_KEYS", "LLM_REQUIRED_KEYS", "SMALL", "SWAP_KEYS", "LlmSpec", "main", "run_llm"]
+__all__ = [
+    "LLM_PEER_GENERATE_KEYS",
+    "LLM_PEER_KEYS",
+    "LLM_REQUIRED_KEYS",
+    "SMALL",
+    "SWAP_KEYS",
+    "LlmSpec",
+    "main",
+    "run_llm",
+]
 
 # The plumbing's smoke test: the same structure, tiny sizes, 3 adapters.
 SMALL = LlmSpec(
@@ -96,8 +111,14 @@ def run_llm(
     else:
         out["not_measured"]["adapter_swap"] = "skipped (--no-swap)"
     if peer:
+        generation = None
+        if measured.torch_generate:  # the programs have forward_cached: the peer lowers it too
+            reference = measured.torch_generate[0]["tokens"]
+            generation = {"max_seq_len": spec.max_seq_len, "new_tokens": new_tokens, "tokens": reference}
         try:
-            out.update(measure_llm_peer(files, exported, work_dir, repeats, iterations, warmup, log))
+            figures = measure_llm_peer(files, exported, work_dir, repeats, iterations, warmup, log, generation)
+            out["not_measured"].update(figures.pop(PEER_NOT_MEASURED))
+            out.update(figures)
         except BenchError as e:  # the peer is opt-in: its failure must not lose the run's figures
             log(f"[tiny-llm] peer executorch failed: {e}")
             out["not_measured"]["peer"] = f"failed: {e}"
