@@ -516,8 +516,8 @@ struct WeightsCache::Miss {
   Kind kind = Kind::kHit;
   PackedOperator* entry = nullptr;
   Bytes kernel, bias;
-  Status hashed[2];                  // The weight's and the bias's checks, when hashed.
-  std::vector<xnn_status> created;   // Per slab.
+  Status hashed[2];                      // The weight's and the bias's checks, when hashed.
+  std::vector<xnn_status> created;       // Per slab.
   std::atomic<bool> hash_failed{false};  // Lets the packs after a failed hash skip their work.
   std::atomic<size_t> tasks_left{0};     // The last of this miss's tasks gives its bytes back.
 
@@ -541,9 +541,8 @@ struct WeightsCache::Miss {
     const bool f16 = entry->weight_dtype_ == runtime::ScalarType::Half;
     const size_t element = f16 ? 2 : 4;
     const uint8_t* w = static_cast<const uint8_t*>(kernel.data) + slab.first * in * element;
-    const uint8_t* b = request->has_bias
-                           ? static_cast<const uint8_t*>(bias.data) + slab.first * element
-                           : nullptr;
+    const uint8_t* b =
+        request->has_bias ? static_cast<const uint8_t*>(bias.data) + slab.first * element : nullptr;
     // Shared operators are created unclamped: a clamp is a property of the node using the
     // weights, not of the weights, so clamping here would split one weight into several entries.
     const float lo = -std::numeric_limits<float>::infinity();
@@ -630,27 +629,12 @@ Status WeightsCache::get_or_pack_fully_connected(const NamedDataMap* map,
                                                  size_t* failed) {
   entries->clear();
   const size_t n = requests.size();
-  *failed = n;
   const bool verify = verify_content_enabled();
   std::unique_ptr<Miss[]> misses(new Miss[n]);
   // The first request that fails before any hashing (dtypes refused, bytes not fetched) ends the
   // batch there, as it would end loads made one by one: nothing after it is reserved or fetched.
-  size_t stop = n;
   Status stop_error;
-  for (size_t i = 0; i < n && stop == n; ++i) {
-    const FullyConnectedRequest& r = requests[i];
-    Miss& m = misses[i];
-    m.request = &r;
-    stop_error = check_fully_connected_dtypes(r.weight, r.has_bias ? &r.bias : nullptr);
-    if (!stop_error.ok()) stop = i;
-    m.key.op_kind = r.weight.identity.dtype == runtime::ScalarType::Half ? kFullyConnectedF16
-                                                                         : kFullyConnectedF32;
-    m.key.weight = r.weight.identity;
-    m.key.has_bias = r.has_bias;
-    if (r.has_bias) m.key.bias = r.bias.identity;
-    m.key.input_channels = r.input_channels;
-    m.key.output_channels = r.output_channels;
-  }
+  const size_t stop = key_misses(requests, misses.get(), &stop_error);
   {
     std::unique_lock<std::mutex> lock(mutex_);
     reserve_locked(&lock, misses.get(), stop, verify);
@@ -667,29 +651,54 @@ Status WeightsCache::get_or_pack_fully_connected(const NamedDataMap* map,
   }
   hash_and_pack(misses.get(), fetched);
 
-  // Counted and published in request order, up to the first failure.
   std::lock_guard<std::mutex> lock(mutex_);
+  *failed = n;
+  const Status status = publish_locked(map, misses.get(), n, fetched, stop_error, failed);
+  if (!status.ok()) return status;
+  for (size_t i = 0; i < n; ++i) entries->push_back(misses[i].entry);
+  return Status();
+}
+
+size_t WeightsCache::key_misses(const std::vector<FullyConnectedRequest>& requests, Miss* misses,
+                                Status* error) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const FullyConnectedRequest& r = requests[i];
+    Miss& m = misses[i];
+    m.request = &r;
+    *error = check_fully_connected_dtypes(r.weight, r.has_bias ? &r.bias : nullptr);
+    if (!error->ok()) return i;
+    m.key.op_kind = r.weight.identity.dtype == runtime::ScalarType::Half ? kFullyConnectedF16
+                                                                         : kFullyConnectedF32;
+    m.key.weight = r.weight.identity;
+    m.key.has_bias = r.has_bias;
+    if (r.has_bias) m.key.bias = r.bias.identity;
+    m.key.input_channels = r.input_channels;
+    m.key.output_channels = r.output_channels;
+  }
+  return requests.size();
+}
+
+Status WeightsCache::publish_locked(const NamedDataMap* map, Miss* misses, size_t count,
+                                    size_t fetched, const Status& stop_error, size_t* failed) {
+  // Counted and published in request order, up to the first failure; what comes after it is
+  // dropped uncounted.
   Status status;
   bool any_fetched = false;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     Miss& m = misses[i];
     if (status.ok() && i < fetched) {
       status = finish_locked(map, &m);
       any_fetched = any_fetched || m.kind == Miss::Kind::kReserved;
-      if (!status.ok()) *failed = i;
-    } else if (status.ok() && i == fetched && fetched < n) {
+    } else if (status.ok() && i == fetched) {
       // The request that stopped the batch before hashing: its fetches count, as they would have.
       if (m.kernel.from_map) count_fetch_locked(m.request->weight, m.kernel.size);
       if (m.bias.from_map) count_fetch_locked(m.request->bias, m.bias.size);
       if (m.kind == Miss::Kind::kReserved) finish_reserved_locked(m.entry, stop_error);
       status = stop_error;
-      *failed = i;
-    } else if (m.kind == Miss::Kind::kReserved) {
-      // Packed for nothing, or never fetched: dropped uncounted.
-      finish_reserved_locked(m.entry, runtime::Status(Error::Internal));
-    } else if (m.kind == Miss::Kind::kHit && m.entry != nullptr) {
-      release_locked(m.entry);
+    } else {
+      abandon_locked(&m);
     }
+    if (!status.ok() && *failed == count) *failed = i;
     drop_bytes_locked(&m.kernel);
     drop_bytes_locked(&m.bias);
   }
@@ -697,10 +706,16 @@ Status WeightsCache::get_or_pack_fully_connected(const NamedDataMap* map,
   if (any_fetched) free_unpacked_data_locked();
   if (!status.ok()) {
     for (size_t i = 0; i < *failed; ++i) release_locked(misses[i].entry);
-    return status;
   }
-  for (size_t i = 0; i < n; ++i) entries->push_back(misses[i].entry);
-  return Status();
+  return status;
+}
+
+void WeightsCache::abandon_locked(Miss* miss) {
+  if (miss->kind == Miss::Kind::kReserved) {
+    finish_reserved_locked(miss->entry, Status(Error::Internal));  // Removed, never counted.
+  } else if (miss->kind == Miss::Kind::kHit && miss->entry != nullptr) {
+    release_locked(miss->entry);
+  }
 }
 
 void WeightsCache::reserve_locked(std::unique_lock<std::mutex>* lock, Miss* misses, size_t count,
@@ -764,8 +779,11 @@ void WeightsCache::hash_and_pack(Miss* misses, size_t count) {
                        std::memory_order_relaxed);
     if (m.needs_hash()) hashed.push_back(&m);
   }
-  std::stable_sort(hashed.begin(), hashed.end(), [](const Miss* a, const Miss* b) {
-    return a->kernel.size + a->bias.size > b->kernel.size + b->bias.size;
+  // std::sort with request order as tie-break: stable_sort's temporary buffer comes from nothrow
+  // operator new, which allocation-counting tests do not replace (ASan alloc-dealloc mismatch).
+  std::sort(hashed.begin(), hashed.end(), [](const Miss* a, const Miss* b) {
+    const size_t bytes_a = a->kernel.size + a->bias.size, bytes_b = b->kernel.size + b->bias.size;
+    return bytes_a != bytes_b ? bytes_a > bytes_b : a < b;  // `misses` is one array.
   });
   for (Miss* m : hashed) job.tasks.push_back(BatchJob::Task{m, BatchJob::kHash});
   for (size_t i = 0; i < count; ++i) {
@@ -804,8 +822,9 @@ Status WeightsCache::finish_locked(const NamedDataMap* map, Miss* miss) {
           : Status();
   Status status = weight_check.ok() ? bias_check : weight_check;
   if (status.ok()) {
-    status = create_status(miss->first_failure(), r.weight.identity.dtype == runtime::ScalarType::Half,
-                           r.weight, r.input_channels, r.output_channels);
+    status =
+        create_status(miss->first_failure(), r.weight.identity.dtype == runtime::ScalarType::Half,
+                      r.weight, r.input_channels, r.output_channels);
   }
   finish_reserved_locked(miss->entry, status);
   return status;

@@ -329,6 +329,10 @@ class WeightsCache {
                                  bool verify, Bytes* bytes);
   // Gives back a miss's bytes (owned ones freed, a pinned constant released).
   void drop_bytes_locked(Bytes* bytes);
+  // Fills in the key of each request's miss, up to the first request whose dtypes are refused:
+  // returns its index (with its error), or the number of requests.
+  static size_t key_misses(const std::vector<FullyConnectedRequest>& requests, Miss* misses,
+                           runtime::Status* error);
   // Waits (holding no reservation) until no key of misses[0, count) is being packed by another
   // load, then hits or reserves each: a "being packed" entry for a new key, or the entry of an
   // earlier miss of the batch with the same key.
@@ -340,6 +344,13 @@ class WeightsCache {
   // Counts and publishes one miss that got its bytes (or takes its hit), in request order; its
   // error if it failed (the reserved entry is removed then).
   runtime::Status finish_locked(const runtime::NamedDataMap* map, Miss* miss);
+  // finish_locked for misses[0, fetched) in order, then the error `stop_error` of misses[fetched]
+  // (when fetched < count), stopping at the first failure (its index in *failed); the misses
+  // after it are abandoned. On failure every reference the batch took is given back.
+  runtime::Status publish_locked(const runtime::NamedDataMap* map, Miss* misses, size_t count,
+                                 size_t fetched, const runtime::Status& stop_error, size_t* failed);
+  // Removes a miss's reserved entry uncounted, or gives back its hit's reference.
+  void abandon_locked(Miss* miss);
   // Publishes a reserved entry (`status` ok) or removes it, and wakes waiting requesters.
   void finish_reserved_locked(PackedOperator* entry, const runtime::Status& status);
   // Drops one reference (the last one deletes the entry).

@@ -710,11 +710,12 @@ TEST_P(VerifiedCacheTest, batch_gives_every_request_its_entry_and_counts_as_one_
   requests[2].bias.key = "b";
   requests[2].bias.identity.dims = {kSlabOut};
   requests[2].bias.identity.digest = map.add("b", b);
-  requests[3] = requests[0];  // The same weight again, under the same key.
+  requests[3] = requests[0];       // The same weight again, under the same key.
   WeightsCache cache(kSlabBytes);  // Four slabs per weight.
   std::vector<PackedOperator*> entries;
   size_t failed = 0;
-  const runtime::Status status = cache.get_or_pack_fully_connected(&map, requests, &entries, &failed);
+  const runtime::Status status =
+      cache.get_or_pack_fully_connected(&map, requests, &entries, &failed);
   ASSERT_TRUE(status.ok()) << status.message();
   ASSERT_EQ(entries.size(), 4u);
   EXPECT_EQ(entries[3], entries[0]);
