@@ -285,9 +285,13 @@ void GraphCompiler::request_packed(uint32_t node, FullyConnectedRequest request)
   request_nodes_.push_back(node);
 }
 
-// One batch for the whole graph: measured on the reference model's first load (12 weights,
-// 80 MiB), asking node by node kept one thread hashing each weight while the other packed its
-// slabs and then waited (...).
+// One batch for the whole graph: asked node by node, each miss was one pool call in which one
+// thread hashed the weight while the other packed its slabs and then waited for the hash, so two
+// threads gained little over one and lost badly when the cores were shared (pool calls waiting
+// on a descheduled thread). Measured with lora_runner on the reference model's first load, 25
+// interleaved pairs on a machine at load average 6-8 (other jobs on both cores): 2 threads,
+// verified, median 606 ms batched vs 1100 ms node by node (unverified 376 vs 980 ms); 1 thread
+// 524 vs 529 ms (unverified 256 vs 253 ms).
 Status GraphCompiler::pack_requested() {
   if (requests_.empty()) return Status();
   std::vector<PackedOperator*> entries;
