@@ -576,15 +576,15 @@ struct WeightsCache::Miss {
 };
 
 // Every reserved miss's hash (one task each: SHA-256 is sequential over an entry) and every slab's
-// pack (one task each), in ONE pthreadpool call. The hashes come first, largest first: pthreadpool
-// gives each thread a contiguous range of tasks and lets a thread that runs out steal single tasks
-// from the END of another's range, so the thread starting on the hashes takes them largest first
-// while the other, after its packs, steals from the far end (packs, then the smallest hashes): the
-// two finish within about one small hash of each other. Measured (weights_cache_bench, 10 x 8 MiB
-// weights, best of 7 interleaved, load average 2, i.e. one core mostly taken by another job):
-// verified, 2 threads, 98.8 ms as one batch vs 131.9 ms weight by weight (one hash task per pool
-// call, the other thread idle once its slabs were packed); unverified 43.9 vs 81.8 ms; 1 thread
-// 103.3 vs 107.6 ms (no slower).
+// pack (one task each), in ONE pthreadpool call. On a pool the hashes come first, largest first:
+// pthreadpool gives each thread a contiguous range of tasks and lets a thread that runs out steal
+// single tasks from the END of another's range, so the thread starting on the hashes takes them
+// largest first while the other, after its packs, steals from the far end (packs, then the
+// smallest hashes): the two finish within about one small hash of each other. Measured
+// (weights_cache_bench, 10 x 8 MiB weights, best of 7 interleaved, load average 2, i.e. one core
+// mostly taken by another job): verified, 2 threads, 98.8 ms as one batch vs 131.9 ms weight by
+// weight (one hash task per pool call, the other thread idle once its slabs were packed);
+// unverified 43.9 vs 81.8 ms; 1 thread 103.3 vs 107.6 ms (no slower).
 struct WeightsCache::BatchJob {
   static constexpr size_t kHash = SIZE_MAX;  // Task::slab of a hash task.
   struct Task {
@@ -596,6 +596,43 @@ struct WeightsCache::BatchJob {
   // same happens-before visible to ThreadSanitizer.
   std::atomic<bool> started{false};
   std::atomic<size_t> finished{0};
+
+  // For the calling thread alone (null pool): each entry is hashed and then packed while its bytes
+  // are still cached, and given back before the next is read (the peak of fetched bytes is one
+  // entry, as when graphs asked node by node); a failed hash skips its entry's packs.
+  void add_entry_by_entry(Miss* misses, size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+      if (misses[i].kind != Miss::Kind::kReserved) continue;
+      if (misses[i].needs_hash()) tasks.push_back(Task{&misses[i], kHash});
+      add_packs(&misses[i]);
+    }
+  }
+
+  // For a pool: the hashes largest first, then every pack (see above).
+  void add_hashes_first(Miss* misses, size_t count) {
+    std::vector<Miss*> hashed;
+    for (size_t i = 0; i < count; ++i) {
+      if (misses[i].kind == Miss::Kind::kReserved && misses[i].needs_hash()) {
+        hashed.push_back(&misses[i]);
+      }
+    }
+    // std::sort with request order as tie-break: stable_sort's temporary buffer comes from nothrow
+    // operator new, which allocation-counting tests do not replace (ASan alloc-dealloc mismatch).
+    std::sort(hashed.begin(), hashed.end(), [](const Miss* a, const Miss* b) {
+      const size_t bytes_a = a->kernel.size + a->bias.size;
+      const size_t bytes_b = b->kernel.size + b->bias.size;
+      return bytes_a != bytes_b ? bytes_a > bytes_b : a < b;  // `misses` is one array.
+    });
+    for (Miss* m : hashed) tasks.push_back(Task{m, kHash});
+    for (size_t i = 0; i < count; ++i) {
+      if (misses[i].kind == Miss::Kind::kReserved) add_packs(&misses[i]);
+    }
+  }
+
+  void add_packs(Miss* miss) {
+    for (size_t slab = 0; slab < miss->entry->slabs_.size(); ++slab)
+      tasks.push_back(Task{miss, slab});
+  }
 
   static void task(void* context, size_t index) {
     BatchJob* job = static_cast<BatchJob*>(context);
@@ -776,32 +813,21 @@ Status WeightsCache::fetch_miss(const NamedDataMap* map, bool verify, Miss* miss
 
 void WeightsCache::hash_and_pack(Miss* misses, size_t count) {
   BatchJob job;
-  std::vector<Miss*> hashed;
+  pthreadpool_t pool = threadpool();
   for (size_t i = 0; i < count; ++i) {
     Miss& m = misses[i];
     if (m.kind != Miss::Kind::kReserved) continue;
     m.tasks_left.store(m.entry->slabs_.size() + (m.needs_hash() ? 1 : 0),
                        std::memory_order_relaxed);
-    if (m.needs_hash()) hashed.push_back(&m);
   }
-  // std::sort with request order as tie-break: stable_sort's temporary buffer comes from nothrow
-  // operator new, which allocation-counting tests do not replace (ASan alloc-dealloc mismatch).
-  std::sort(hashed.begin(), hashed.end(), [](const Miss* a, const Miss* b) {
-    const size_t bytes_a = a->kernel.size + a->bias.size, bytes_b = b->kernel.size + b->bias.size;
-    return bytes_a != bytes_b ? bytes_a > bytes_b : a < b;  // `misses` is one array.
-  });
-  for (Miss* m : hashed) job.tasks.push_back(BatchJob::Task{m, BatchJob::kHash});
-  for (size_t i = 0; i < count; ++i) {
-    if (misses[i].kind != Miss::Kind::kReserved) continue;
-    for (size_t slab = 0; slab < misses[i].entry->slabs_.size(); ++slab) {
-      job.tasks.push_back(BatchJob::Task{&misses[i], slab});
-    }
+  if (pool == nullptr) {
+    job.add_entry_by_entry(misses, count);
+  } else {
+    job.add_hashes_first(misses, count);
   }
   if (job.tasks.empty()) return;
   job.started.store(true, std::memory_order_release);
-  // Null pool (1 thread): every task on this thread in order, so each hash before any pack and a
-  // failed hash skips its entry's packs.
-  pthreadpool_parallelize_1d(threadpool(), &BatchJob::task, &job, job.tasks.size(), /*flags=*/0);
+  pthreadpool_parallelize_1d(pool, &BatchJob::task, &job, job.tasks.size(), /*flags=*/0);
   (void)job.finished.load(std::memory_order_acquire);
 }
 
