@@ -584,7 +584,7 @@ struct WeightsCache::Miss {
 // (weights_cache_bench, 10 x 8 MiB weights, best of 7 interleaved, load average 2, i.e. one core
 // mostly taken by another job): verified, 2 threads, 98.8 ms as one batch vs 131.9 ms weight by
 // weight (one hash task per pool call, the other thread idle once its slabs were packed);
-// unverified 43.9 vs 81.8 ms; 1 thread 103.3 vs 107.6 ms (no slower).
+// unverified 43.9 vs 81.8 ms.
 struct WeightsCache::BatchJob {
   static constexpr size_t kHash = SIZE_MAX;  // Task::slab of a hash task.
   struct Task {
@@ -599,7 +599,9 @@ struct WeightsCache::BatchJob {
 
   // For the calling thread alone (null pool): each entry is hashed and then packed while its bytes
   // are still cached, and given back before the next is read (the peak of fetched bytes is one
-  // entry, as when graphs asked node by node); a failed hash skips its entry's packs.
+  // entry, as when graphs asked node by node); a failed hash skips its entry's packs. Measured
+  // (weights_cache_bench, best of 7 interleaved, load average 4): verified 116.5 ms as one batch
+  // vs 117.7 ms weight by weight, unverified 47.6 vs 47.7 ms.
   void add_entry_by_entry(Miss* misses, size_t count) {
     for (size_t i = 0; i < count; ++i) {
       if (misses[i].kind != Miss::Kind::kReserved) continue;
