@@ -291,7 +291,9 @@ void GraphCompiler::request_packed(uint32_t node, FullyConnectedRequest request)
 // on a descheduled thread). Measured with lora_runner on the reference model's first load, 25
 // interleaved pairs on a machine at load average 6-8 (other jobs on both cores): 2 threads,
 // verified, median 606 ms batched vs 1100 ms node by node (unverified 376 vs 980 ms); 1 thread
-// 524 vs 529 ms (unverified 256 vs 253 ms).
+// 524 vs 529 ms (unverified 256 vs 253 ms). In moments when the machine was mostly idle (>= 80%
+// idle for 0.5 s before each pair; 3 pairs): verified 2 threads / 1 thread 0.53x batched (82.7 /
+// 156.3 ms) vs 0.64x node by node (101.0 / 157.5 ms); unverified 0.60x vs 0.77x.
 Status GraphCompiler::pack_requested() {
   if (requests_.empty()) return Status();
   std::vector<PackedOperator*> entries;
