@@ -3,7 +3,9 @@
 // dtypes, single writes, output range), then hands the node to its op row (op_rows.h), which checks
 // shapes and builds the steps through the small API below. Intermediates and scratch values get
 // slots in one arena sized at the end; named constants that an operator reads at run time are
-// retained from the WeightsCache, inline ones copied.
+// retained from the WeightsCache, inline ones copied; the fully connected entries of all nodes are
+// asked of the WeightsCache in one batch after the last node, so that a first load packs them all
+// on every thread of the delegate's pool.
 //
 //   CompiledGraph compiled;
 //   GraphCompiler compiler(*graph, &cache, map, &compiled);
@@ -68,6 +70,11 @@ class GraphCompiler {
   ConstantRef constant_ref(uint32_t id) const;
   // Makes a named constant readable at run time (retained until the graph goes).
   runtime::Status ensure_pointer(uint32_t id);
+  // Asks for the shared fully connected entry of `node`. The requests of every node are packed
+  // together after the last node (one WeightsCache batch, all misses hashed and packed on the
+  // threadpool at once); the k-th fully connected step added (FullyConnectedStep or
+  // FullyConnectedF16Step) then gets the k-th request's entry.
+  void request_packed(uint32_t node, FullyConnectedRequest request);
   // A new float32 arena value shaped like `like`, or of `numel` IEEE halves.
   uint32_t new_scratch(const ValueInfo& like);
   uint32_t new_half_scratch(size_t numel);
@@ -93,6 +100,8 @@ class GraphCompiler {
   runtime::Status read_attributes(const schema::Node& node, NodeContext* c) const;
   runtime::Status add_output_clamp(const NodeContext& c);
   runtime::Status place_arena();
+  // Gets the requested entries (request_packed) and hands them to the fully connected steps.
+  runtime::Status pack_requested();
   uint32_t add_value(const ValueInfo& info);
   // Gives value `id` an arena slot of `floats`, live from the node being compiled to its last
   // reader; its offset is chosen in place_arena.
@@ -111,6 +120,8 @@ class GraphCompiler {
   std::vector<uint32_t> last_use_;   // Per value id: the last node that reads it.
   uint32_t current_node_ = 0;
   size_t arena_floats_ = 0;
+  std::vector<FullyConnectedRequest> requests_;  // In the order the nodes asked.
+  std::vector<uint32_t> request_nodes_;          // Per request: the node asking (for messages).
 };
 
 }  // namespace xnnpack

@@ -318,10 +318,8 @@ Status build_mean_last_dim(NodeContext& c) {
 
 // x (f32) -> half_in -> the shared f16 operator -> half_out -> y (f32). The converts are this
 // graph's own; the scratch slots are in its arena.
-Status add_fully_connected_f16(NodeContext& c, PackedRef packed, size_t batch, size_t in_ch,
-                               size_t out_ch) {
-  FullyConnectedF16Step step;
-  step.packed = std::move(packed);
+Status add_fully_connected_f16(NodeContext& c, size_t batch, size_t in_ch, size_t out_ch) {
+  FullyConnectedF16Step step;  // Its packed entry comes with the graph's batch (request_packed).
   step.batch = batch;
   step.in_channels = in_ch;
   step.in = c.in[0];
@@ -346,20 +344,19 @@ Status build_fully_connected(NodeContext& c) {
   const size_t out_ch = g.value(c.in[1]).dims[0];
   const size_t in_ch = g.value(c.in[1]).dims[1];
   const bool f16 = g.value(c.in[1]).dtype == ScalarType::Half;
-  const bool has_bias = c.num_in == 3;
-  ConstantRef bias_ref;
-  if (has_bias) bias_ref = g.constant_ref(c.in[2]);
+  FullyConnectedRequest request;
+  request.weight = g.constant_ref(c.in[1]);
+  request.has_bias = c.num_in == 3;
+  if (request.has_bias) request.bias = g.constant_ref(c.in[2]);
+  request.input_channels = in_ch;
+  request.output_channels = out_ch;
   if (g.read_directly(c.in[1])) ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[1]));
-  if (has_bias && g.read_directly(c.in[2])) ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[2]));
-  Result<PackedOperator*> packed = g.cache().get_or_pack_fully_connected(
-      g.map(), g.constant_ref(c.in[1]), has_bias ? &bias_ref : nullptr, in_ch, out_ch);
-  if (!packed.ok()) return packed.status().WithContext("node %u (FULLY_CONNECTED)", c.node);
-  PackedRef ref(*packed, CacheRelease<PackedOperator>{&g.cache()});
+  if (request.has_bias && g.read_directly(c.in[2])) ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[2]));
+  g.request_packed(c.node, std::move(request));
   ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[0]));
   const size_t batch = c.x.numel / in_ch;
-  if (f16) return add_fully_connected_f16(c, std::move(ref), batch, in_ch, out_ch);
-  FullyConnectedStep step;
-  step.packed = std::move(ref);
+  if (f16) return add_fully_connected_f16(c, batch, in_ch, out_ch);
+  FullyConnectedStep step;  // Its packed entry comes with the graph's batch (request_packed).
   step.batch = batch;
   step.in_channels = in_ch;
   step.in = c.in[0];

@@ -12,13 +12,18 @@
 // digest; no bytes read); (2) the bytes are fetched once and must be at least as large as dtype x
 // dims; (3) with content verification on (the default, see weight_sharing.h) the SHA-256 of ALL
 // fetched bytes (the whole entry) is computed and must equal that digest. Only then is an entry
-// published: the slabs' operators are created while the bytes are hashed (spread over the
-// delegate's threadpool when it has 2+ threads, else one after the other) and deleted unpublished
+// published: the slabs' operators are created while the bytes are hashed and deleted unpublished
 // if the hash differs; a retained constant is hashed before it is kept. Either way a failed check
 // caches nothing, so a file with bytes changed under their digests fails for its own load and
-// cannot poison the entry another (honest) program gets later. The fetched bytes are given back at
-// once after packing (free_unpacked_data). Inline constants (carried in the graph) are their own
-// identity and are not hashed.
+// cannot poison the entry another (honest) program gets later. The fetched bytes are given back as
+// soon as they are hashed and packed (free_unpacked_data for load_unpacked_data's). Inline
+// constants (carried in the graph) are their own identity and are not hashed.
+//
+// A graph asks for all its fully connected entries in ONE call (the batch form of
+// get_or_pack_fully_connected): every miss is reserved and fetched first, then all their hashes
+// (one task per entry: SHA-256 is sequential within one entry) and all their slab packs (one task
+// per slab) go to the delegate's threadpool in one call, so with 2+ threads a first load keeps
+// every thread busy to the end instead of one thread hashing while the others wait for it.
 //
 //   WeightsCache& cache = WeightsCache::shared();   // or a private WeightsCache
 //   ES_ASSIGN_OR_RETURN(PackedOperator* fc,
@@ -31,13 +36,15 @@
 // refused to create the operator), loader errors, each naming the key and the map's file(s). A
 // failed call leaves the cache as it was (only its counters move): no entry added, no reference
 // taken, no bytes held.
-// Thread-safety: every member may be called from any thread. A miss reserves its key under the
-// cache's lock (a "being packed" entry), then fetches, hashes and packs WITHOUT the lock and
-// publishes the entry under it: loads of different weights pack at the same time, while a second
-// requester of a key being packed waits for that entry and then hits it (or, if that pack failed,
-// tries itself), so no entry is ever packed twice. A PackedOperator serialises its own setup + run
-// under its own lock, so two handles sharing it may run on two threads. A miss hashes and packs
-// its slabs on the delegate's threadpool, so set_num_threads() must not run during a load either.
+// Thread-safety: every member may be called from any thread. A call reserves its misses under the
+// cache's lock ("being packed" entries), then fetches, hashes and packs WITHOUT the lock and
+// publishes the entries under it: loads of different weights pack at the same time, while a
+// requester of a key being packed elsewhere waits, holding no reservation of its own (so two
+// loads never wait for each other), until that entry is published (then hits it) or dropped
+// because that load's bytes failed their checks (then packs it itself), so no entry is ever
+// packed twice. A PackedOperator serialises its own setup + run under its own lock, so two handles
+// sharing it may run on two threads. A miss hashes and packs on the delegate's threadpool, so
+// set_num_threads() must not run during a load either.
 // Ownership: entries are reference-counted by their users (get_or_pack / retain_constant add one,
 // release drops one; the last release deletes). Pointers stay valid until that last release.
 
@@ -86,6 +93,16 @@ struct ConstantIdentity {
 struct ConstantRef {
   std::string key;
   ConstantIdentity identity;
+};
+
+// One fully connected entry a graph needs: weight [output_channels, input_channels] and, with
+// has_bias, bias [output_channels].
+struct FullyConnectedRequest {
+  ConstantRef weight;
+  bool has_bias = false;
+  ConstantRef bias;
+  size_t input_channels = 0;
+  size_t output_channels = 0;
 };
 
 // Whether runs on a pool of 2+ threads give each thread whole slabs, one pool call per weight
@@ -221,6 +238,18 @@ class WeightsCache {
                                                                const ConstantRef* bias,
                                                                size_t input_channels,
                                                                size_t output_channels);
+  // The entries of several fully connected ops at once (a graph's, in node order): the same
+  // result, errors, counters and cache state as calling the form above once per request in order
+  // and stopping at the first failure, but all misses are fetched first and then hashed and packed
+  // in one threadpool call (see the header comment). On success `entries` gets one entry (one
+  // reference) per request, in order. On failure nothing is held (entries cleared, every reference
+  // the call took given back, nothing published), `*failed` is the index of the first request
+  // that failed and the Status is its error; work already done on later requests is dropped
+  // uncounted, as if those requests had never been made.
+  runtime::Status get_or_pack_fully_connected(const runtime::NamedDataMap* map,
+                                              const std::vector<FullyConnectedRequest>& requests,
+                                              std::vector<PackedOperator*>* entries,
+                                              size_t* failed);
   void release(PackedOperator* entry);
 
   // The bytes of a named constant, fetched on the first request and kept until the last release.
@@ -289,8 +318,10 @@ class WeightsCache {
     RetainedConstant* pinned = nullptr;
     runtime::ExternalConstant shared;  // bytes the executor holds for the same identity
     bool unchecked = false;
+    bool from_map = false;  // Fetched from the map by this miss: one fetch to count.
   };
-  struct PackJob;
+  struct Miss;
+  struct BatchJob;
   struct Counters {
     std::map<std::string, size_t> named_data_fetches;
     uint64_t bytes_fetched = 0;
@@ -304,27 +335,44 @@ class WeightsCache {
   // The map's bytes for `ref` after checking its digest, not yet counted: no lock needed.
   runtime::Result<runtime::FreeableBuffer> fetch_unlocked(const runtime::NamedDataMap* map,
                                                           const ConstantRef& ref);
-  // Counts a fetch, then checks it holds enough bytes.
-  runtime::Status count_fetch_locked(const runtime::NamedDataMap* map, const ConstantRef& ref,
-                                     const runtime::FreeableBuffer& bytes);
+  // Counts one fetch of `size` bytes of `ref`.
+  void count_fetch_locked(const ConstantRef& ref, size_t size);
   runtime::Result<runtime::FreeableBuffer> fetch_locked(const runtime::NamedDataMap* map,
                                                         const ConstantRef& ref);
   // Bytes the cache already has for `ref` (see Bytes); false when they must be fetched.
   bool borrow_locked(const ConstantRef& ref, bool verify, Bytes* bytes);
-  // Borrowed or fetched bytes for a miss; takes the lock only around the cache's own state.
+  // Borrowed or fetched bytes for a miss (a fetch is counted later, by finish_locked); takes the
+  // lock only around the cache's own state.
   runtime::Status bytes_for_miss(const runtime::NamedDataMap* map, const ConstantRef& ref,
                                  bool verify, Bytes* bytes);
   // Gives back a miss's bytes (owned ones freed, a pinned constant released).
   void drop_bytes_locked(Bytes* bytes);
-  // The published entry for `key` (waiting while one is being packed), or null after reserving
-  // `key` with a new "being packed" entry in *reserved.
-  PackedOperator* find_or_reserve_locked(std::unique_lock<std::mutex>* lock, PackedKey* key,
-                                         bool verify, PackedOperator** reserved);
-  // Fetches, hashes and packs a reserved entry, the lock not held.
-  runtime::Status pack_reserved(const runtime::NamedDataMap* map, const ConstantRef& weight,
-                                const ConstantRef* bias, bool verify, PackedOperator* entry);
+  // Fills in the key of each request's miss, up to the first request whose dtypes are refused:
+  // returns its index (with its error), or the number of requests.
+  static size_t key_misses(const std::vector<FullyConnectedRequest>& requests, Miss* misses,
+                           runtime::Status* error);
+  // Waits (holding no reservation) until no key of misses[0, count) is being packed by another
+  // load, then hits or reserves each: a "being packed" entry for a new key, or the entry of an
+  // earlier miss of the batch with the same key.
+  void reserve_locked(std::unique_lock<std::mutex>* lock, Miss* misses, size_t count, bool verify);
+  // Fills in a reserved entry's shape and slabs and gets its bytes, the lock not held.
+  runtime::Status fetch_miss(const runtime::NamedDataMap* map, bool verify, Miss* miss);
+  // Hashes and packs the reserved misses among misses[0, count), the lock not held.
+  void hash_and_pack(Miss* misses, size_t count);
+  // Counts and publishes one miss that got its bytes (or takes its hit), in request order; its
+  // error if it failed (the reserved entry is removed then).
+  runtime::Status finish_locked(const runtime::NamedDataMap* map, Miss* miss);
+  // finish_locked for misses[0, fetched) in order, then the error `stop_error` of misses[fetched]
+  // (when fetched < count), stopping at the first failure (its index in *failed); the misses
+  // after it are abandoned. On failure every reference the batch took is given back.
+  runtime::Status publish_locked(const runtime::NamedDataMap* map, Miss* misses, size_t count,
+                                 size_t fetched, const runtime::Status& stop_error, size_t* failed);
+  // Removes a miss's reserved entry uncounted, or gives back its hit's reference.
+  void abandon_locked(Miss* miss);
   // Publishes a reserved entry (`status` ok) or removes it, and wakes waiting requesters.
   void finish_reserved_locked(PackedOperator* entry, const runtime::Status& status);
+  // Drops one reference (the last one deletes the entry).
+  void release_locked(PackedOperator* entry);
   PackedOperator* find_packed_locked(PackedKey* key, bool verify);
   RetainedConstant* find_retained_locked(const ConstantIdentity& identity, bool verify);
   void release_locked(RetainedConstant* constant);

@@ -690,6 +690,96 @@ TEST_P(VerifiedCacheTest, failed_calls_leave_entries_and_refcounts_unchanged) {
   EXPECT_EQ(map.live_buffers(), 0u);
 }
 
+// A graph's requests in one batch: one entry per request (a repeated key is a hit on the
+// batch's own entry), each computing its own weight, counted as requests made one by one.
+TEST_P(VerifiedCacheTest, batch_gives_every_request_its_entry_and_counts_as_one_by_one) {
+  ASSERT_EQ(xnn_initialize(/*allocator=*/nullptr), xnn_status_success);
+  InMemoryDataMap map("m.ptd");
+  std::vector<std::vector<float>> w;
+  std::vector<FullyConnectedRequest> requests(4);
+  for (uint32_t i = 0; i < 3; ++i) {
+    w.push_back(random_floats(kSlabOut * kSlabIn, -1, 1, 150 + i));
+    requests[i].weight.key = "w" + std::to_string(i);
+    requests[i].weight.identity.dims = {kSlabOut, kSlabIn};
+    requests[i].weight.identity.digest = map.add(requests[i].weight.key, w[i]);
+    requests[i].input_channels = kSlabIn;
+    requests[i].output_channels = kSlabOut;
+  }
+  const std::vector<float> b = random_floats(kSlabOut, -1, 1, 160);
+  requests[2].has_bias = true;
+  requests[2].bias.key = "b";
+  requests[2].bias.identity.dims = {kSlabOut};
+  requests[2].bias.identity.digest = map.add("b", b);
+  requests[3] = requests[0];       // The same weight again, under the same key.
+  WeightsCache cache(kSlabBytes);  // Four slabs per weight.
+  std::vector<PackedOperator*> entries;
+  size_t failed = 0;
+  const runtime::Status status =
+      cache.get_or_pack_fully_connected(&map, requests, &entries, &failed);
+  ASSERT_TRUE(status.ok()) << status.message();
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[3], entries[0]);
+  const WeightsCacheStats stats = cache.stats();
+  EXPECT_EQ(stats.packs, 3u);
+  EXPECT_EQ(stats.cache_hits, 1u);
+  EXPECT_EQ(stats.verifications, 4u);  // Three weights and the bias, each hashed once.
+  EXPECT_EQ(stats.named_data_fetches.at("w0"), 1u);
+  EXPECT_EQ(map.get_data_calls("w0"), 1u);
+  EXPECT_EQ(map.live_buffers(), 0u);  // Every fetched byte was given back after packing.
+  const std::vector<float> no_bias(kSlabOut, 0.0f);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(entries[i]->num_slabs(), 4u);
+    expect_slabbed_entry_computes(entries[i], w[i], i == 2 ? b : no_bias, /*f16=*/false,
+                                  "batch request " + std::to_string(i));
+  }
+  for (PackedOperator* entry : entries) cache.release(entry);
+  EXPECT_EQ(cache.get_num_packed_data(), 0u);
+}
+
+// A failing request in the middle of a batch: its error and index, nothing held, and the counters
+// of requests made one by one up to it (what was done for the requests after it is not counted).
+TEST_P(VerifiedCacheTest, batch_failing_midway_holds_nothing_and_counts_up_to_the_failure) {
+  ASSERT_EQ(xnn_initialize(/*allocator=*/nullptr), xnn_status_success);
+  InMemoryDataMap map("m.ptd");
+  std::vector<FullyConnectedRequest> requests(4);
+  for (uint32_t i = 0; i < 4; ++i) {
+    const std::vector<float> w = random_floats(kOut * kIn, -1, 1, 170 + i);
+    requests[i].weight.key = "w" + std::to_string(i);
+    requests[i].weight.identity.dims = {kOut, kIn};
+    // Request 2's bytes are changed under their digest.
+    requests[i].weight.identity.digest =
+        i == 2 ? map.add("w2", random_floats(kOut * kIn, -1, 1, 180), InMemoryDataMap::digest_of(w))
+               : map.add(requests[i].weight.key, w);
+    requests[i].input_channels = kIn;
+    requests[i].output_channels = kOut;
+  }
+  requests[1] = requests[0];
+  WeightsCache cache;
+  std::vector<PackedOperator*> entries;
+  size_t failed = 0;
+  expect_names(cache.get_or_pack_fully_connected(&map, requests, &entries, &failed),
+               runtime::Error::InvalidData, {"'w2'", "m.ptd", "SHA-256"});
+  EXPECT_EQ(failed, 2u);
+  EXPECT_TRUE(entries.empty());
+  const WeightsCacheStats stats = cache.stats();
+  EXPECT_EQ(stats.num_packed_entries, 0u);
+  EXPECT_EQ(stats.packs, 1u);  // w0, published and given back.
+  EXPECT_EQ(stats.cache_hits, 1u);
+  EXPECT_EQ(stats.verifications, 2u);
+  EXPECT_EQ(stats.verification_failures, 1u);
+  EXPECT_EQ(stats.named_data_fetches.count("w3"), 0u);
+  EXPECT_EQ(map.live_buffers(), 0u);
+
+  // A request that cannot be fetched ends the batch before it: nothing after it is fetched.
+  requests[2].weight.key = "missing";
+  expect_names(cache.get_or_pack_fully_connected(&map, requests, &entries, &failed),
+               runtime::Error::NotFound, {"missing"});
+  EXPECT_EQ(failed, 2u);
+  EXPECT_EQ(map.get_data_calls("w3"), 1u);  // Only the first batch's.
+  EXPECT_EQ(cache.get_num_packed_data(), 0u);
+  EXPECT_EQ(map.live_buffers(), 0u);
+}
+
 TEST_P(VerifiedCacheTest, load_unpacked_data_rejects_tampered_bytes_and_holds_nothing) {
   InMemoryDataMap map("m.ptd");
   ConstantRef ref;

@@ -1,8 +1,8 @@
 // Two handles (two "programs") sharing packed foundation weights, run on two threads at once; an
 // honest and a poisoned program loading the same foundation identity at once, with the delegate
 // threadpool hashing while it packs; and two threads loading different weights (packed at the same
-// time, the cache's lock not held) or the same weight (packed once). Build with --config=tsan to
-// check the locking.
+// time, the cache's lock not held) or the same weight (packed once), also as two batches of the
+// same weights in opposite orders. Build with --config=tsan to check the locking.
 
 #include <gtest/gtest.h>
 
@@ -250,6 +250,46 @@ TEST(WeightsCacheThreads, loads_of_different_weights_pack_at_once_and_of_one_wei
     EXPECT_EQ(stats.verifications, 3u);
     EXPECT_EQ(stats.num_packed_entries, 3u);
     for (PackedOperator* op : {*pa, *pb, *pc, *pd}) cache.release(op);
+    EXPECT_EQ(cache.get_num_packed_data(), 0u);
+  }
+  ASSERT_TRUE(set_num_threads(1).ok());
+}
+
+// Two graphs asking for the same three weights in opposite orders, at once: each batch reserves
+// what nobody packs yet and waits for the rest holding no reservation, so neither waits for the
+// other forever, and every weight is fetched, hashed and packed once.
+TEST(WeightsCacheThreads, two_batches_of_the_same_weights_in_opposite_orders_pack_each_once) {
+  set_weight_sharing(true);
+  set_verify_content(true);
+  ASSERT_TRUE(set_num_threads(2).ok());
+  for (int round = 0; round < 10; ++round) {
+    WeightsCache cache(/*slab_bytes=*/16384);
+    InMemoryDataMap a("a.ptd"), b("b.ptd");
+    std::vector<FullyConnectedRequest> ra(3), rb(3);
+    for (uint32_t i = 0; i < 3; ++i) {
+      const std::string key = "w" + std::to_string(i);
+      ra[i].weight = slabbed_weight(&a, key, 40 + i);
+      rb[2 - i].weight = slabbed_weight(&b, key, 40 + i);
+      ra[i].input_channels = rb[2 - i].input_channels = 64;
+      ra[i].output_channels = rb[2 - i].output_channels = 256;
+    }
+    std::vector<PackedOperator*> ea, eb;
+    size_t fa = 0, fb = 0;
+    runtime::Status sa, sb;
+    std::thread ta([&] { sa = cache.get_or_pack_fully_connected(&a, ra, &ea, &fa); });
+    std::thread tb([&] { sb = cache.get_or_pack_fully_connected(&b, rb, &eb, &fb); });
+    ta.join();
+    tb.join();
+    ASSERT_TRUE(sa.ok()) << sa.message();
+    ASSERT_TRUE(sb.ok()) << sb.message();
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(ea[i], eb[2 - i]);
+    EXPECT_EQ(a.get_data_calls() + b.get_data_calls(), 3u);
+    const WeightsCacheStats stats = cache.stats();
+    EXPECT_EQ(stats.packs, 3u);
+    EXPECT_EQ(stats.cache_hits, 3u);
+    EXPECT_EQ(stats.verifications, 3u);
+    for (PackedOperator* op : ea) cache.release(op);
+    for (PackedOperator* op : eb) cache.release(op);
     EXPECT_EQ(cache.get_num_packed_data(), 0u);
   }
   ASSERT_TRUE(set_num_threads(1).ok());
