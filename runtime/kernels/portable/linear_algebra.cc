@@ -29,8 +29,10 @@ void matmul(const float* a, const float* b, float* c, size_t m, size_t k, size_t
   for (size_t i = 0; i < m; ++i) {
     for (size_t p = 0; p < k; ++p) {
       const float av = a[i * k + p];
-      const float* brow = b + p * n;
-      float* crow = c + i * n;
+      // The output never aliases an input (memory planning): without that promise the compiler
+      // keeps this loop scalar (a KV cache's attention at T=32 ran at ~5 GFLOP/s here).
+      const float* __restrict brow = b + p * n;
+      float* __restrict crow = c + i * n;
       for (size_t j = 0; j < n; ++j) crow[j] += av * brow[j];
     }
   }
