@@ -14,7 +14,7 @@ import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench._export import BenchError
 from edgeshare.bench._llm_model import LlmFiles, LlmSpec
-from edgeshare.bench._measure import run_runner, runner_path, torch_latency_ms
+from edgeshare.bench._measure import json_report, run_runner, runner_path, torch_latency_ms
 from edgeshare.exir.hf import CausalLMLogits, export_hf_lora, load_hf_model, load_peft_adapter
 from edgeshare.exir.lora import LoraExportResult
 from torch import nn
@@ -121,16 +121,7 @@ def run_forward(exported: LlmExported, program: str, tokens: int, iterations: in
     args = [runner_path(), "--data", exported.foundation, "--program", program, "--method", "forward"]
     args += ["--input", exported.inputs[tokens], "--iterations", str(iterations), "--warmup", str(warmup)]
     args += ["--threads", "1"]
-    return _json_line(subprocess.run(args, capture_output=True, text=True, check=False), "lora_runner")
-
-
-def _json_line(proc: subprocess.CompletedProcess, what: str) -> Dict[str, Any]:
-    if proc.returncode != 0:
-        raise BenchError(f"{what} failed ({proc.returncode}): {proc.stderr.strip()}")
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise BenchError(f"{what} printed no report: {proc.stdout!r}")
-    return json.loads(lines[-1])
+    return json_report(subprocess.run(args, capture_output=True, text=True, check=False), "lora_runner")
 
 
 def generate_path() -> str:

@@ -1,8 +1,7 @@
 """The adapter-swap figures of issue 12: one loaded program, adapters bound by Method::rebind_data.
 
-They need swappable exports (exir.export_swappable / exir.export_hf_swappable: lora.pte plus one
-small .ptd per adapter). Until those are in exir this stage reports itself pending (swap_pending),
-never an estimate. With them, in fresh lora_runner processes (1 thread):
+Over swappable exports (exir.export_swappable / exir.export_hf_swappable: lora.pte plus one small
+.ptd per adapter), in fresh lora_runner processes (1 thread):
 
 - reference model (bench/_models.reference_model: 2 MiB adapters): adapter_swap_ms, the median
   Method::rebind_data onto the next adapter's .ptd (lora_runner --swap-data), goal <= 0.15 ms,
@@ -15,45 +14,27 @@ never an estimate. With them, in fresh lora_runner processes (1 thread):
   swappable_latency_ms_t{1,32} (the adapter's products run as kernels on mapped bytes).
 """
 
-import importlib.util
-import json
 import os
 import statistics
 import subprocess
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench._export import BenchError
 from edgeshare.bench._llm_measure import LlmExported
 from edgeshare.bench._llm_model import LlmFiles, LlmSpec
-from edgeshare.bench._measure import runner_path
+from edgeshare.bench._measure import json_report, runner_path
 from edgeshare.bench._models import BenchModel, demo_model, reference_model
 
-__all__ = ["SWAP_KEYS", "measure_swap", "swap_pending"]
+__all__ = ["SWAP_KEYS", "measure_swap"]
 
 SWAP_KEYS = ("adapter_swap_ms", "adapter_swap_ms_llm", "rss_mb_8_swappable", "rss_mb_8_programs")
 
 
-def swap_pending() -> Optional[str]:
-    """Why the swap figures cannot be measured with this exir, or None when they can."""
-    if importlib.util.find_spec("edgeshare.exir.swappable") is None:
-        return "pending: exir has no swappable export yet (issue 12, helper swap: exir.swappable)"
-    import edgeshare.exir.hf as hf  # noqa: PLC0415
-
-    if not hasattr(hf, "export_hf_swappable"):
-        return "pending: exir.hf has no export_hf_swappable yet (issue 12, helper swap)"
-    return None
-
-
 def _run(args: List[str]) -> Dict[str, Any]:
     proc = subprocess.run([runner_path()] + args + ["--threads", "1"], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise BenchError(f"lora_runner failed ({proc.returncode}): {proc.stderr.strip()}")
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise BenchError(f"lora_runner printed no report: {proc.stdout!r}")
-    return json.loads(lines[-1])
+    return json_report(proc, "lora_runner")
 
 
 def _swap_args(foundation: str, program: str, adapters: Sequence[str], rounds: int) -> List[str]:
@@ -140,10 +121,8 @@ def measure_swap(
     rounds: int = 20,
     small: bool = False,
 ) -> Dict[str, Any]:
-    """The swap figures (see the module doc); {} when swap_pending() says why not. small: the demo
-    model instead of the reference (the smoke test)."""
-    if swap_pending() is not None:
-        return {}
+    """The swap figures (see the module doc). small: the demo model instead of the reference (the
+    smoke test)."""
     out = _reference(demo_model() if small else reference_model(), work_dir, repeats, rounds)
     out.update(_llm(spec, files, exported, work_dir, repeats, rounds, iterations))
     return out

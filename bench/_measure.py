@@ -57,12 +57,20 @@ def run_runner(
     if not verify:
         args.append("--no-verify")
     args += ["--iterations", str(iterations), "--warmup", str(warmup), "--threads", str(threads)]
-    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    return json_report(subprocess.run(args, capture_output=True, text=True, check=False), "lora_runner")
+
+
+def json_report(proc: subprocess.CompletedProcess, what: str) -> Dict[str, Any]:
+    """The last JSON line a measuring process (lora_runner, tools/generate) printed.
+
+    Raises:
+      BenchError: naming `what` when it failed or printed no JSON line.
+    """
     if proc.returncode != 0:
-        raise BenchError(f"lora_runner failed ({proc.returncode}): {proc.stderr.strip()}")
+        raise BenchError(f"{what} failed ({proc.returncode}): {proc.stderr.strip()}")
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
-        raise BenchError(f"lora_runner printed no report: {proc.stdout!r}")
+        raise BenchError(f"{what} printed no report: {proc.stdout!r}")
     return json.loads(lines[-1])
 
 

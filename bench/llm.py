@@ -23,8 +23,8 @@ processes, `--repeats` times round-robin (1 thread):
 - generation (issue 12), when the programs have the stateful method "forward_cached": tools/generate
   --json (32-token prompt, 32 new tokens, greedy) against transformers' own KV cache: prefill_ms,
   decode_tokens_per_s, the eager figures, ratios, and whether the tokens are equal. Until then it is
-  listed under not_measured as pending; so is the adapter swap (lora_runner --swap-data times
-  Method::rebind_data once an export writes swappable adapters).
+  listed under not_measured as pending. The adapter swap: lora_runner --swap-data times
+  Method::rebind_data over swappable exports (bench/_llm_swap.py; --no-swap skips it).
 
 With --peer executorch, ExecuTorch 1.5.1 (its own venv, bench/_peer.py) lowers the first adapter's
 PEFT model (static T=1 and T=32, foundation in a .ptd) and its forward is timed interleaved with
@@ -55,7 +55,7 @@ from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, format_llm_table, ll
 from edgeshare.bench._llm_measure import export_llm, measure_llm
 from edgeshare.bench._llm_model import LlmSpec, save_llm
 from edgeshare.bench._llm_peer import LLM_PEER_GENERATE_KEYS, LLM_PEER_KEYS, PEER_NOT_MEASURED, measure_llm_peer
-from edgeshare.bench._llm_swap import SWAP_KEYS, measure_swap, swap_pending
+from edgeshare.bench._llm_swap import SWAP_KEYS, measure_swap
 from edgeshare.bench._report import to_json
 
 __all__ = [
@@ -102,12 +102,9 @@ def run_llm(
     measured = measure_llm(files, exported, repeats, iterations_t1, iterations_t32, warmup, new_tokens)
     out = llm_figures(spec.describe(), exported, measured)
     iterations = {1: iterations_t1, 32: iterations_t32}
-    pending = swap_pending()
-    if pending is None and swap:
+    if swap:
         log("[tiny-llm] adapter swap: swappable exports (reference model, tiny LLM) and rebind_data timings")
         out.update(measure_swap(spec, files, exported, work_dir, repeats, iterations, small=spec == SMALL))
-    elif pending is not None:
-        out["not_measured"]["adapter_swap"] = pending
     else:
         out["not_measured"]["adapter_swap"] = "skipped (--no-swap)"
     if peer:

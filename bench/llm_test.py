@@ -47,12 +47,10 @@ def test_small_report_has_every_key_with_positive_numbers() -> None:
         assert result["generate_tokens_match"] is True
     else:
         assert result["not_measured"]["generate"].startswith("pending:")
-    if "adapter_swap" in result["not_measured"]:
-        assert result["not_measured"]["adapter_swap"].startswith("pending:")
-    else:  # --small swaps the demo model's adapters
-        assert result["adapter_swap_model"] == "demo"
-        for key in llm.SWAP_KEYS + ("adapter_swap_ms_unverified", "adapter_swap_ms_first_bind"):
-            assert isinstance(result[key], float) and result[key] > 0, (key, result[key])
+    assert "adapter_swap" not in result["not_measured"]
+    assert result["adapter_swap_model"] == "demo"  # --small swaps the demo model's adapters
+    for key in llm.SWAP_KEYS + ("adapter_swap_ms_unverified", "adapter_swap_ms_first_bind"):
+        assert isinstance(result[key], float) and result[key] > 0, (key, result[key])
 
 
 def test_bad_repeats_is_a_usage_error() -> None:
