@@ -3,8 +3,9 @@ each latency as a multiple of the bound it cannot beat.
 
 A T=1 forward pass reads every weight once: its latency is at least weight bytes / single-core read
 bandwidth, from memory (a buffer well past the LLC) or, when the weights fit the LLC and the pass
-runs again and again, from the LLC (a buffer of the weights' size, read repeatedly). A T=32 pass
-is compute-bound: at least FLOPs / the in-cache fully connected GFLOP/s of the same XNNPACK. Ratios are latency / bound (1.0 would be at the bound; higher is slower).
+runs again and again, from the LLC (a buffer of the weights' size, read repeatedly). A T=32 pass is
+compute-bound: at least FLOPs / the in-cache fully connected GFLOP/s of the same XNNPACK. Ratios are
+latency / bound (1.0 would be at the bound; higher is slower).
 """
 
 import dataclasses
