@@ -31,6 +31,32 @@ void hex_prefix(const Digest& digest, char out[17]) {
   out[16] = '\0';
 }
 
+// SHA-256 over bytes that are not yet in cache (a weight fetched from a mapped file) stalls on
+// memory: the SHA extensions' loop reads each line only when it needs it, and the hardware
+// prefetcher does not run far enough ahead. A plain read of one byte per line over a block first
+// has many misses in flight at once and brings the block into L2 for the hash to find. Measured on
+// the reference model's 82 MiB foundation.ptd (page cache, mapped, one thread): 74-84 ms hashed in
+// one call, 55-57 ms in 16 KiB to 256 KiB blocks touched first; 64 KiB is the middle of that range.
+constexpr size_t kHashBlock = 64 * 1024;
+constexpr size_t kCacheLine = 64;
+
+void touch(const unsigned char* block, size_t size) {
+  unsigned char sink = 0;
+  for (size_t i = 0; i < size; i += kCacheLine) sink ^= block[i];
+  // Keeps the loads: nothing reads `sink`.
+  asm volatile("" : : "r"(sink));
+}
+
+bool update_in_blocks(EVP_MD_CTX* ctx, const void* data, size_t size) {
+  const unsigned char* bytes = static_cast<const unsigned char*>(data);
+  for (size_t offset = 0; offset < size; offset += kHashBlock) {
+    const size_t n = size - offset < kHashBlock ? size - offset : kHashBlock;
+    touch(bytes + offset, n);
+    if (EVP_DigestUpdate(ctx, bytes + offset, n) != 1) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<Digest> sha256(const void* data, size_t size) {
@@ -46,7 +72,7 @@ Result<Digest> sha256(const void* data, size_t size) {
   Digest digest;
   unsigned int length = 0;
   const bool ok = EVP_DigestInit_ex2(ctx.get(), md, /*params=*/nullptr) == 1 &&
-                  EVP_DigestUpdate(ctx.get(), data, size) == 1 &&
+                  update_in_blocks(ctx.get(), data, size) &&
                   EVP_DigestFinal_ex(ctx.get(), digest.bytes.data(), &length) == 1;
   ES_CHECK_OR_RETURN_ERROR(ok && length == digest.bytes.size(), Error::Internal,
                            "sha256: OpenSSL failed to hash %zu bytes", size);
