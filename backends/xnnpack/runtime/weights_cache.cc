@@ -605,15 +605,17 @@ struct WeightsCache::Miss {
 };
 
 // Every reserved miss's hash (one task each: SHA-256 is sequential over an entry) and every slab's
-// pack (one task each), in ONE pthreadpool call. On a pool the hashes come first, largest first:
-// pthreadpool gives each thread a contiguous range of tasks and lets a thread that runs out steal
-// single tasks from the END of another's range, so the thread starting on the hashes takes them
-// largest first while the other, after its packs, steals from the far end (packs, then the
-// smallest hashes): the two finish within about one small hash of each other. Measured
-// (weights_cache_bench, 10 x 8 MiB weights, best of 7 interleaved, load average 2, i.e. one core
-// mostly taken by another job): verified, 2 threads, 98.8 ms as one batch vs 131.9 ms weight by
-// weight (one hash task per pool call, the other thread idle once its slabs were packed);
-// unverified 43.9 vs 81.8 ms.
+// pack (one task each), in ONE pthreadpool call. pthreadpool gives thread t the t-th of equal
+// contiguous ranges of the tasks and lets a thread that runs out steal single tasks from the END of
+// another's range. So the tasks are laid out as one lane per thread, each lane its share of the
+// hashes (balanced by bytes, largest first) followed by packs: every thread starts hashing at once,
+// then packs whole entries in order, and a thread that finishes early steals packs (small tasks)
+// from the end of another lane. The lanes follow pthreadpool's split (the first `range % threads`
+// ranges one task longer); a different split would cost balance, not correctness. Measured
+// (lora_runner, reference model, verified first load, 2 threads, medians of 10 interleaved; a
+// method loads as one batch per delegate partition, 8 here): 58.6 ms with lanes vs 78.0 ms with
+// every hash at the start of the first range (that thread hashed nearly everything while the
+// other packed and then waited).
 struct WeightsCache::BatchJob {
   static constexpr size_t kHash = SIZE_MAX;  // Task::slab of a hash task.
   struct Task {
@@ -639,26 +641,53 @@ struct WeightsCache::BatchJob {
     }
   }
 
-  // For a pool: the hashes largest first, then every pack (see above).
-  void add_hashes_first(Miss* misses, size_t count) {
+  // For a pool of `threads`: one lane per thread (see above).
+  void add_in_lanes(Miss* misses, size_t count, size_t threads) {
     std::vector<Miss*> hashed;
+    size_t total = 0;
     for (size_t i = 0; i < count; ++i) {
-      if (misses[i].kind == Miss::Kind::kReserved && misses[i].needs_hash()) {
-        hashed.push_back(&misses[i]);
-      }
+      if (misses[i].kind != Miss::Kind::kReserved) continue;
+      if (misses[i].needs_hash()) hashed.push_back(&misses[i]);
+      total += misses[i].entry->slabs_.size();
     }
+    total += hashed.size();
     // std::sort with request order as tie-break: stable_sort's temporary buffer comes from nothrow
     // operator new, which allocation-counting tests do not replace (ASan alloc-dealloc mismatch).
     std::sort(hashed.begin(), hashed.end(), [](const Miss* a, const Miss* b) {
-      const size_t bytes_a = a->kernel.size + a->bias.size;
-      const size_t bytes_b = b->kernel.size + b->bias.size;
-      return bytes_a != bytes_b ? bytes_a > bytes_b : a < b;  // `misses` is one array.
+      return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b;  // `misses` is one array.
     });
-    for (Miss* m : hashed) tasks.push_back(Task{m, kHash});
+    struct Lane {
+      size_t next;  // Where its next task goes in `tasks`.
+      size_t end;   // One past its last.
+      size_t hash_bytes;
+    };
+    std::vector<Lane> lanes(threads);
+    for (size_t t = 0, start = 0; t < threads; ++t) {
+      const size_t length = total / threads + (t < total % threads ? 1 : 0);
+      lanes[t] = Lane{start, start + length, 0};
+      start += length;
+    }
+    tasks.assign(total, Task{nullptr, 0});
+    for (Miss* m : hashed) {
+      Lane* lightest = nullptr;
+      for (Lane& lane : lanes) {
+        if (lane.next < lane.end && (lightest == nullptr || lane.hash_bytes < lightest->hash_bytes))
+          lightest = &lane;
+      }
+      tasks[lightest->next++] = Task{m, kHash};  // Lanes hold `total` tasks: one has room.
+      lightest->hash_bytes += bytes(m);
+    }
+    size_t lane = 0;
     for (size_t i = 0; i < count; ++i) {
-      if (misses[i].kind == Miss::Kind::kReserved) add_packs(&misses[i]);
+      if (misses[i].kind != Miss::Kind::kReserved) continue;
+      for (size_t slab = 0; slab < misses[i].entry->slabs_.size(); ++slab) {
+        while (lanes[lane].next == lanes[lane].end) ++lane;
+        tasks[lanes[lane].next++] = Task{&misses[i], slab};
+      }
     }
   }
+
+  static size_t bytes(const Miss* m) { return m->kernel.size + m->bias.size; }
 
   void add_packs(Miss* miss) {
     for (size_t slab = 0; slab < miss->entry->slabs_.size(); ++slab)
@@ -851,7 +880,7 @@ void WeightsCache::hash_and_pack(Miss* misses, size_t count) {
   if (pool == nullptr) {
     job.add_entry_by_entry(misses, count);
   } else {
-    job.add_hashes_first(misses, count);
+    job.add_in_lanes(misses, count, pthreadpool_get_threads_count(pool));
   }
   if (job.tasks.empty()) return;
   job.started.store(true, std::memory_order_release);

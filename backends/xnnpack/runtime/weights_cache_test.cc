@@ -482,7 +482,7 @@ TEST_F(WeightsCacheTest, load_and_free_unpacked_data_directly) {
 }
 
 // Content verification, run with the delegate's threadpool at 1 thread (hash, then pack, on the
-// calling thread) and at 2 (hash and pack at once on two threads).
+// calling thread), at 2 (hash and pack at once on two threads) and at 3 (three lanes of tasks).
 class VerifiedCacheTest : public WeightsCacheTest, public ::testing::WithParamInterface<size_t> {
  protected:
   void SetUp() override {
@@ -495,7 +495,7 @@ class VerifiedCacheTest : public WeightsCacheTest, public ::testing::WithParamIn
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Threads, VerifiedCacheTest, ::testing::Values(1u, 2u));
+INSTANTIATE_TEST_SUITE_P(Threads, VerifiedCacheTest, ::testing::Values(1u, 2u, 3u));
 
 TEST_P(VerifiedCacheTest, tampered_weight_fails_naming_key_and_file_and_caches_nothing) {
   InMemoryDataMap map("foundation.ptd");
