@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "edgeshare/backends/xnnpack/runtime/packed_gemv.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/runtime/core/content_policy.h"
 #include "edgeshare/runtime/core/sha256.h"
@@ -231,7 +232,45 @@ struct PackedOperator::SlabRun {
   }
 };
 
+// One row over packed_gemv, one slab per parallel_for item.
+struct PackedOperator::RowRun {
+  const PackedOperator* entry = nullptr;
+  const float* input = nullptr;
+  float* output = nullptr;
+  std::atomic<bool> started{false};  // As in SlabRun.
+  std::atomic<int> finished{0};
+
+  static void task(void* context, size_t index) {
+    RowRun* run = static_cast<RowRun*>(context);
+    (void)run->started.load(std::memory_order_acquire);
+    const Slab& slab = run->entry->slabs_[index];
+    packed_gemv(slab.packed, run->entry->input_channels_, slab.count, run->input,
+                run->output + slab.first);
+    run->finished.fetch_add(1, std::memory_order_acq_rel);
+  }
+};
+
+void PackedOperator::run_one_row(const float* input, float* output) const {
+  if (slabs_across_pool_ && slabs_.size() > 1 && num_threads() > 1) {
+    RowRun job;
+    job.entry = this;
+    job.input = input;
+    job.output = output;
+    job.started.store(true, std::memory_order_release);
+    parallel_for(slabs_.size(), &RowRun::task, &job);
+    (void)job.finished.load(std::memory_order_acquire);
+    return;
+  }
+  for (const Slab& slab : slabs_) {
+    packed_gemv(slab.packed, input_channels_, slab.count, input, output + slab.first);
+  }
+}
+
 Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
+  if (batch_size == 1 && one_row_gemv_) {
+    run_one_row(static_cast<const float*>(input), static_cast<float*>(output));
+    return Status();
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   // A small entry runs on the calling thread: see kPoolMinFlops.
   const size_t flops = 2 * batch_size * input_channels_ * output_channels_;
@@ -573,6 +612,8 @@ struct WeightsCache::Miss {
     // weights, not of the weights, so clamping here would split one weight into several entries.
     const float lo = -std::numeric_limits<float>::infinity();
     const float hi = std::numeric_limits<float>::infinity();
+    // Asked before the scope: its first call packs a probe weight of its own.
+    const bool gemv = !f16 && packed_gemv_usable();
     // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
     PackedRegionScope scope(entry->region_.get());
     created[index] = f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
@@ -585,6 +626,8 @@ struct WeightsCache::Miss {
                                /*flags=*/0, &slab.op);
     slab.packed = scope.last_block();
     slab.packed_bytes = scope.last_size();
+    slab.gemv = gemv && created[index] == xnn_status_success && slab.packed != nullptr &&
+                slab.packed_bytes == packed_gemv_bytes(in, slab.count);
   }
 
   // Owned bytes go back as soon as nothing reads them: a batch holding every fetched weight to
@@ -922,6 +965,8 @@ void WeightsCache::finish_reserved_locked(PackedOperator* entry, const Status& s
   for (auto it = packed_.begin(); it != packed_.end(); ++it) {
     if (it->second.get() != entry) continue;
     if (status.ok()) {
+      entry->one_row_gemv_ = std::all_of(entry->slabs_.begin(), entry->slabs_.end(),
+                                         [](const PackedOperator::Slab& s) { return s.gemv; });
       entry->packing_ = false;
       entry->refs_ = 1;
       count_pack_locked();

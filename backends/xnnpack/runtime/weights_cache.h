@@ -139,7 +139,10 @@ class PackedOperator {
   // setup + run of every slab under this entry's lock: an operator keeps the pointers of its last
   // setup, so a setup from one thread must not be followed by another thread's run. With 2+
   // delegate threads the slabs are spread over them by parallel_for (each slab on one thread, all
-  // rows), otherwise they run one after the other. Never allocates.
+  // rows), otherwise they run one after the other. One row (batch_size 1) runs packed_gemv over
+  // the same packed bytes where it stands in for XNNPACK (packed_gemv.h): bitwise the same
+  // results, no operator set up, so no lock (threads decoding with one weight run at once).
+  // Never allocates.
   // Errors: DelegateExecutionFailed naming the weight key.
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
   // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
@@ -152,6 +155,9 @@ class PackedOperator {
   size_t input_channels() const { return input_channels_; }
   size_t output_channels() const { return output_channels_; }
   size_t num_slabs() const { return slabs_.size(); }
+  // Whether one-row runs go through packed_gemv (every slab in this entry's region, the kernel
+  // checked against XNNPACK on this machine) rather than XNNPACK's operators.
+  bool one_row_gemv() const { return one_row_gemv_; }
   const std::string& weight_key() const { return weight_key_; }
 
  private:
@@ -163,14 +169,18 @@ class PackedOperator {
     // The operator's packed weights in region_ (null when XNNPACK placed them elsewhere).
     const void* packed = nullptr;
     size_t packed_bytes = 0;
+    bool gemv = false;  // packed_gemv reads `packed` as XNNPACK's one-row kernel would.
   };
   struct SlabRun;
+  struct RowRun;
   PackedOperator() = default;
   // Plans the slabs (about `slab_bytes` packed bytes each) and the region they will be packed in.
   void plan_slabs(size_t slab_bytes);
   // Pulls a slab into this core's caches before a run over enough rows to reuse it from there.
   static void touch_for(const Slab& slab, size_t batch_size);
   runtime::Status run(size_t batch_size, const void* input, void* output);
+  // One row through packed_gemv on every slab (one_row_gemv_).
+  void run_one_row(const float* input, float* output) const;
   xnn_status setup_slab(const Slab& slab, size_t batch_size, const void* input, void* output,
                         pthreadpool_t pool) const;
 
@@ -179,6 +189,8 @@ class PackedOperator {
   // operators.
   std::unique_ptr<PackedRegion> region_;
   bool slabs_across_pool_ = kSlabsAcrossPool;
+  // Every slab is `gemv`: a one-row run needs no operator (set once packed, before publication).
+  bool one_row_gemv_ = false;
   std::mutex mutex_;
   // Guarded by the cache's lock: users holding the entry, and whether it is still being packed
   // (then it is nobody's yet: a requester of the same key waits for it).

@@ -2,7 +2,8 @@
 // honest and a poisoned program loading the same foundation identity at once, with the delegate
 // threadpool hashing while it packs; and two threads loading different weights (packed at the same
 // time, the cache's lock not held) or the same weight (packed once), also as two batches of the
-// same weights in opposite orders. Build with --config=tsan to check the locking.
+// same weights in opposite orders; and one-row runs of one weight on two threads at once (no lock).
+// Build with --config=tsan to check the locking.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,8 @@
 #include "edgeshare/backends/xnnpack/runtime/graph_builder.h"
 #include "edgeshare/backends/xnnpack/runtime/in_memory_data_map.h"
 #include "edgeshare/backends/xnnpack/runtime/operator_tester.h"
+#include "edgeshare/backends/xnnpack/runtime/packed_gemv.h"
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 #include "edgeshare/backends/xnnpack/runtime/test_delegate.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
@@ -293,6 +296,56 @@ TEST(WeightsCacheThreads, two_batches_of_the_same_weights_in_opposite_orders_pac
     EXPECT_EQ(cache.get_num_packed_data(), 0u);
   }
   ASSERT_TRUE(set_num_threads(1).ok());
+}
+
+// One-row runs of one shared weight on two threads at once, each with its own input: through
+// packed_gemv they set nothing up and take no lock, so each thread must still get its own row.
+TEST(WeightsCacheThreads, one_row_runs_of_one_weight_on_two_threads_at_once) {
+  ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
+  ASSERT_TRUE(set_num_threads(1).ok());
+  set_verify_content(true);
+  WeightsCache cache(/*slab_bytes=*/16384);
+  InMemoryDataMap map("m.ptd");
+  constexpr uint32_t kRowIn = 64, kRowOut = 256;
+  const std::vector<float> w = random_floats(kRowOut * kRowIn, -1, 1, 50);
+  ConstantRef ref;
+  ref.key = "w";
+  ref.identity.dims = {kRowOut, kRowIn};
+  ref.identity.digest = map.add("w", w);
+  runtime::Result<PackedOperator*> entry =
+      cache.get_or_pack_fully_connected(&map, ref, nullptr, kRowIn, kRowOut);
+  ASSERT_TRUE(entry.ok()) << entry.status().message();
+  EXPECT_EQ((*entry)->num_slabs(), 4u);
+  EXPECT_EQ((*entry)->one_row_gemv(), packed_gemv_usable());
+
+  std::atomic<int> failures{0};
+  auto worker = [&](uint32_t seed) {
+    const std::vector<float> x = random_floats(kRowIn, -1, 1, seed);
+    std::vector<float> want(kRowOut), y(kRowOut);
+    for (uint32_t o = 0; o < kRowOut; ++o) {
+      double acc = 0;
+      for (uint32_t i = 0; i < kRowIn; ++i) acc += double(x[i]) * w[o * kRowIn + i];
+      want[o] = float(acc);
+    }
+    for (int run = 0; run < kRuns; ++run) {
+      if (!(*entry)->run_fully_connected(1, x.data(), y.data()).ok()) {
+        failures++;
+        return;
+      }
+      for (uint32_t o = 0; o < kRowOut; ++o) {
+        if (std::fabs(y[o] - want[o]) > 1e-4f * std::max(1.0f, std::fabs(want[o]))) {
+          failures++;
+          return;
+        }
+      }
+    }
+  };
+  std::thread ta(worker, 51u);
+  std::thread tb(worker, 52u);
+  ta.join();
+  tb.join();
+  EXPECT_EQ(failures.load(), 0);
+  cache.release(*entry);
 }
 
 }  // namespace

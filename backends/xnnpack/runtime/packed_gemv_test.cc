@@ -1,0 +1,100 @@
+#include "edgeshare/backends/xnnpack/runtime/packed_gemv.h"
+
+#include <gtest/gtest.h>
+#include <xnnpack.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace {
+
+std::vector<float> values(size_t count, uint32_t seed) {
+  std::vector<float> v(count);
+  for (float& f : v) {
+    seed = seed * 1664525u + 1013904223u;
+    f = static_cast<float>(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+  }
+  return v;
+}
+
+// XNNPACK packs [n, k] (and the bias, if any) into a region; its one-row run is the reference
+// packed_gemv must equal bit for bit, reading the same packed bytes.
+void expect_bitwise_xnnpack(size_t k, size_t n, bool with_bias, std::vector<float> x,
+                            const std::string& what) {
+  SCOPED_TRACE(what);
+  const std::vector<float> w = values(n * k, static_cast<uint32_t>(k * 7919 + n));
+  const std::vector<float> bias = values(n, static_cast<uint32_t>(n * 31));
+  const float inf = std::numeric_limits<float>::infinity();
+  PackedRegion region(packed_gemv_bytes(k, n) + 4096, /*expected_blocks=*/1);
+  xnn_operator_t op = nullptr;
+  const void* block = nullptr;
+  size_t size = 0;
+  {
+    PackedRegionScope scope(&region);
+    ASSERT_EQ(xnn_create_fully_connected_nc_f32(k, n, k, n, w.data(),
+                                                with_bias ? bias.data() : nullptr, -inf, inf,
+                                                /*flags=*/0, &op),
+              xnn_status_success);
+    block = scope.last_block();
+    size = scope.last_size();
+  }
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(size, packed_gemv_bytes(k, n));
+  // One float past the end of y: the last partial tile must not write it.
+  std::vector<float> want(n), got(n + 1, 42.0f);
+  ASSERT_EQ(xnn_setup_fully_connected_nc_f32(op, 1, x.data(), want.data(), nullptr),
+            xnn_status_success);
+  ASSERT_EQ(xnn_run_operator(op, nullptr), xnn_status_success);
+  packed_gemv(block, k, n, x.data(), got.data());
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), n * sizeof(float)), 0);
+  EXPECT_EQ(got[n], 42.0f);
+  xnn_delete_operator(op);
+}
+
+class PackedGemvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
+    if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512: XNNPACK runs every row";
+    ASSERT_TRUE(packed_gemv_usable());
+  }
+};
+
+// Whole groups of four tiles, the tiles left over, and a partial last tile; biases and none.
+TEST_F(PackedGemvTest, equals_xnnpack_bit_for_bit_over_tile_counts_and_sizes) {
+  for (size_t k : {64u, 131u, 1024u}) {
+    for (size_t n : {64u, 65u, 80u, 127u, 200u, 1000u}) {
+      for (bool with_bias : {true, false}) {
+        expect_bitwise_xnnpack(k, n, with_bias, values(k, static_cast<uint32_t>(k + n)),
+                               "k=" + std::to_string(k) + " n=" + std::to_string(n) +
+                                   (with_bias ? " bias" : " no bias"));
+      }
+    }
+  }
+}
+
+// Infinities and NaNs come out as XNNPACK's clamp makes them.
+TEST_F(PackedGemvTest, non_finite_inputs_equal_xnnpack) {
+  std::vector<float> x = values(131, 5);
+  x[3] = std::numeric_limits<float>::infinity();
+  expect_bitwise_xnnpack(131, 70, true, x, "+inf input");
+  x[3] = std::nanf("");
+  expect_bitwise_xnnpack(131, 70, true, x, "NaN input");
+}
+
+TEST(PackedGemvBytesTest, counts_whole_tiles_with_a_bias_row) {
+  EXPECT_EQ(packed_gemv_bytes(1024, 64), 64u * 1025u * 4u);
+  EXPECT_EQ(packed_gemv_bytes(10, 17), 32u * 11u * 4u);
+}
+
+}  // namespace
+}  // namespace xnnpack
+}  // namespace edgeshare
