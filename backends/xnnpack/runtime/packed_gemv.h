@@ -1,12 +1,12 @@
 // One-row fully connected (T=1: a decode step, a single-token forward) over weights XNNPACK packed,
 // reading four column tiles at a time.
 //
-// XNNPACK's f32 one-row kernel on AVX-512 walks one tile of 16 output channels at a time with one
-// accumulator, so every step waits on the previous FMA and too few loads are in flight to stream
-// the weights at the memory's pace (a T=1 forward is nothing but weight bytes). packed_gemv reads
-// the same packed bytes (the one shared copy) four tiles at a time with four accumulators, and does
-// XNNPACK's arithmetic for every output (its bias, one FMA per input in input order, its clamp), so
-// its results are bitwise XNNPACK's.
+// XNNPACK's f32 one-row kernel walks one tile of 16 output channels at a time (one accumulator on
+// AVX-512, two on FMA3), so every step waits on the previous FMA and too few loads are in flight to
+// stream the weights at the memory's pace (a T=1 forward is nothing but weight bytes). packed_gemv
+// reads the same packed bytes (the one shared copy) four tiles at a time with four times the
+// accumulators, and does XNNPACK's arithmetic for every output (its bias, one FMA per input in
+// input order, its clamp), so its results are bitwise XNNPACK's.
 //
 // The packed layout ([16 biases][K x 16 weights] per tile of 16 output channels) is XNNPACK's
 // implementation, not its API. packed_gemv_usable() therefore checks it against XNNPACK itself,
@@ -18,7 +18,8 @@
 //   }
 //
 // Errors: none; packed_gemv_usable() says false when the kernel cannot stand in for XNNPACK's
-// (no AVX-512, XNNPACK not initialised with the delegate's allocator, or a mismatch).
+// (neither AVX-512 nor AVX2 with FMA, XNNPACK not initialised with the delegate's allocator, or a
+// mismatch).
 // Thread-safety: every function may be called from any number of threads at once; packed_gemv only
 // reads the packed bytes, so one weight can serve several threads without a lock.
 // Ownership: nothing is kept.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/packed_gemv_kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 
 namespace edgeshare {
@@ -27,8 +28,8 @@ std::vector<float> values(size_t count, uint32_t seed) {
 
 // XNNPACK packs [n, k] (and the bias, if any) into a region; its one-row run is the reference
 // packed_gemv must equal bit for bit, reading the same packed bytes.
-void expect_bitwise_xnnpack(size_t k, size_t n, bool with_bias, std::vector<float> x,
-                            const std::string& what) {
+void expect_bitwise_xnnpack(internal::GemvKernel kernel, size_t k, size_t n, bool with_bias,
+                            std::vector<float> x, const std::string& what) {
   SCOPED_TRACE(what);
   const std::vector<float> w = values(n * k, static_cast<uint32_t>(k * 7919 + n));
   const std::vector<float> bias = values(n, static_cast<uint32_t>(n * 31));
@@ -53,27 +54,46 @@ void expect_bitwise_xnnpack(size_t k, size_t n, bool with_bias, std::vector<floa
   ASSERT_EQ(xnn_setup_fully_connected_nc_f32(op, 1, x.data(), want.data(), nullptr),
             xnn_status_success);
   ASSERT_EQ(xnn_run_operator(op, nullptr), xnn_status_success);
-  packed_gemv(block, k, n, x.data(), got.data());
+  kernel(static_cast<const float*>(block), k, n, x.data(), got.data());
   EXPECT_EQ(std::memcmp(want.data(), got.data(), n * sizeof(float)), 0);
   EXPECT_EQ(got[n], 42.0f);
   xnn_delete_operator(op);
 }
 
-class PackedGemvTest : public ::testing::Test {
+// Each kernel this CPU can run, whichever packed_gemv picked.
+struct Kernel {
+  const char* name;
+  internal::GemvKernel kernel;
+  bool runs_here;
+};
+
+class PackedGemvTest : public ::testing::TestWithParam<Kernel> {
  protected:
   void SetUp() override {
     ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
-    if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512: XNNPACK runs every row";
-    ASSERT_TRUE(packed_gemv_usable());
+    if (!GetParam().runs_here) GTEST_SKIP() << GetParam().name << ": not on this CPU";
   }
 };
 
+INSTANTIATE_TEST_SUITE_P(
+    Kernels, PackedGemvTest,
+    ::testing::Values(Kernel{"avx512", &internal::gemv_avx512,
+                             static_cast<bool>(__builtin_cpu_supports("avx512f"))},
+                      Kernel{"avx2", &internal::gemv_avx2,
+                             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")}),
+    [](const ::testing::TestParamInfo<Kernel>& info) { return std::string(info.param.name); });
+
+TEST_P(PackedGemvTest, probe_accepts_it) {
+  EXPECT_TRUE(internal::matches_xnnpack(GetParam().kernel));
+}
+
 // Whole groups of four tiles, the tiles left over, and a partial last tile; biases and none.
-TEST_F(PackedGemvTest, equals_xnnpack_bit_for_bit_over_tile_counts_and_sizes) {
+TEST_P(PackedGemvTest, equals_xnnpack_bit_for_bit_over_tile_counts_and_sizes) {
   for (size_t k : {64u, 131u, 1024u}) {
     for (size_t n : {64u, 65u, 80u, 127u, 200u, 1000u}) {
       for (bool with_bias : {true, false}) {
-        expect_bitwise_xnnpack(k, n, with_bias, values(k, static_cast<uint32_t>(k + n)),
+        expect_bitwise_xnnpack(GetParam().kernel, k, n, with_bias,
+                               values(k, static_cast<uint32_t>(k + n)),
                                "k=" + std::to_string(k) + " n=" + std::to_string(n) +
                                    (with_bias ? " bias" : " no bias"));
       }
@@ -82,12 +102,38 @@ TEST_F(PackedGemvTest, equals_xnnpack_bit_for_bit_over_tile_counts_and_sizes) {
 }
 
 // Infinities and NaNs come out as XNNPACK's clamp makes them.
-TEST_F(PackedGemvTest, non_finite_inputs_equal_xnnpack) {
+TEST_P(PackedGemvTest, non_finite_inputs_equal_xnnpack) {
   std::vector<float> x = values(131, 5);
   x[3] = std::numeric_limits<float>::infinity();
-  expect_bitwise_xnnpack(131, 70, true, x, "+inf input");
+  expect_bitwise_xnnpack(GetParam().kernel, 131, 70, true, x, "+inf input");
   x[3] = std::nanf("");
-  expect_bitwise_xnnpack(131, 70, true, x, "NaN input");
+  expect_bitwise_xnnpack(GetParam().kernel, 131, 70, true, x, "NaN input");
+}
+
+// The public entry point: usable where a kernel runs, and then the picked kernel's results.
+TEST(PackedGemvPickTest, usable_wherever_a_kernel_runs_and_equals_it) {
+  ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
+  const internal::GemvKernel best = internal::best_kernel();
+  EXPECT_EQ(packed_gemv_usable(), best != nullptr);
+  if (best == nullptr) return;
+  constexpr size_t k = 200, n = 90;
+  const std::vector<float> w = values(n * k, 9), x = values(k, 10);
+  PackedRegion region(packed_gemv_bytes(k, n) + 4096, /*expected_blocks=*/1);
+  xnn_operator_t op = nullptr;
+  const void* block = nullptr;
+  {
+    PackedRegionScope scope(&region);
+    const float inf = std::numeric_limits<float>::infinity();
+    ASSERT_EQ(xnn_create_fully_connected_nc_f32(k, n, k, n, w.data(), nullptr, -inf, inf, 0, &op),
+              xnn_status_success);
+    block = scope.last_block();
+  }
+  ASSERT_NE(block, nullptr);
+  std::vector<float> want(n), got(n);
+  best(static_cast<const float*>(block), k, n, x.data(), want.data());
+  packed_gemv(block, k, n, x.data(), got.data());
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), n * sizeof(float)), 0);
+  xnn_delete_operator(op);
 }
 
 TEST(PackedGemvBytesTest, counts_whole_tiles_with_a_bias_row) {
