@@ -211,6 +211,7 @@ struct PackedOperator::SlabRun {
   size_t batch_size = 0;
   const void* input = nullptr;
   void* output = nullptr;
+  bool one_row = false;  // packed_gemv instead of the slabs' operators.
   // parallel_for's own atomics already order the items; these keep the job's state explicit
   // (status from any thread) and visible to ThreadSanitizer whatever runs the items.
   std::atomic<bool> started{false};
@@ -220,11 +221,8 @@ struct PackedOperator::SlabRun {
   static void task(void* context, size_t index) {
     SlabRun* run = static_cast<SlabRun*>(context);
     (void)run->started.load(std::memory_order_acquire);
-    const Slab& slab = run->entry->slabs_[index];
-    touch_for(slab, run->batch_size);
-    xnn_status status =
-        run->entry->setup_slab(slab, run->batch_size, run->input, run->output, nullptr);
-    if (status == xnn_status_success) status = xnn_run_operator(slab.op, nullptr);
+    const xnn_status status = run->entry->run_slab(
+        run->entry->slabs_[index], run->one_row, run->batch_size, run->input, run->output, nullptr);
     if (status != xnn_status_success) {
       run->failed_status.store(static_cast<int>(status), std::memory_order_relaxed);
     }
@@ -232,46 +230,23 @@ struct PackedOperator::SlabRun {
   }
 };
 
-// One row over packed_gemv, one slab per parallel_for item.
-struct PackedOperator::RowRun {
-  const PackedOperator* entry = nullptr;
-  const float* input = nullptr;
-  float* output = nullptr;
-  std::atomic<bool> started{false};  // As in SlabRun.
-  std::atomic<int> finished{0};
-
-  static void task(void* context, size_t index) {
-    RowRun* run = static_cast<RowRun*>(context);
-    (void)run->started.load(std::memory_order_acquire);
-    const Slab& slab = run->entry->slabs_[index];
-    packed_gemv(slab.packed, run->entry->input_channels_, slab.count, run->input,
-                run->output + slab.first);
-    run->finished.fetch_add(1, std::memory_order_acq_rel);
+xnn_status PackedOperator::run_slab(const Slab& slab, bool one_row, size_t batch_size,
+                                    const void* input, void* output, pthreadpool_t pool) const {
+  if (one_row) {
+    packed_gemv(slab.packed, input_channels_, slab.count, static_cast<const float*>(input),
+                static_cast<float*>(output) + slab.first);
+    return xnn_status_success;
   }
-};
-
-void PackedOperator::run_one_row(const float* input, float* output) const {
-  if (slabs_across_pool_ && slabs_.size() > 1 && num_threads() > 1) {
-    RowRun job;
-    job.entry = this;
-    job.input = input;
-    job.output = output;
-    job.started.store(true, std::memory_order_release);
-    parallel_for(slabs_.size(), &RowRun::task, &job);
-    (void)job.finished.load(std::memory_order_acquire);
-    return;
-  }
-  for (const Slab& slab : slabs_) {
-    packed_gemv(slab.packed, input_channels_, slab.count, input, output + slab.first);
-  }
+  touch_for(slab, batch_size);
+  const xnn_status status = setup_slab(slab, batch_size, input, output, pool);
+  return status == xnn_status_success ? xnn_run_operator(slab.op, pool) : status;
 }
 
 Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
-  if (batch_size == 1 && one_row_gemv_) {
-    run_one_row(static_cast<const float*>(input), static_cast<float*>(output));
-    return Status();
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
+  // packed_gemv sets no operator up, so one-row runs need no lock.
+  const bool one_row = batch_size == 1 && one_row_gemv_;
+  std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+  if (!one_row) lock.lock();
   // A small entry runs on the calling thread: see kPoolMinFlops.
   const size_t flops = 2 * batch_size * input_channels_ * output_channels_;
   pthreadpool_t pool = flops >= kPoolMinFlops || slabs_.size() > 1 ? threadpool() : nullptr;
@@ -282,6 +257,7 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
     job.batch_size = batch_size;
     job.input = input;
     job.output = output;
+    job.one_row = one_row;
     job.started.store(true, std::memory_order_release);
     parallel_for(slabs_.size(), &SlabRun::task, &job);
     (void)job.finished.load(std::memory_order_acquire);
@@ -292,12 +268,7 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
     return Status();
   }
   for (const Slab& slab : slabs_) {
-    touch_for(slab, batch_size);
-    xnn_status status = setup_slab(slab, batch_size, input, output, pool);
-    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
-                             "XNNPACK %sfully connected setup over '%s' failed (status %d)", kind,
-                             weight_key_.c_str(), static_cast<int>(status));
-    status = xnn_run_operator(slab.op, pool);
+    const xnn_status status = run_slab(slab, one_row, batch_size, input, output, pool);
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
                              "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
                              weight_key_.c_str(), static_cast<int>(status));

@@ -172,15 +172,15 @@ class PackedOperator {
     bool gemv = false;  // packed_gemv reads `packed` as XNNPACK's one-row kernel would.
   };
   struct SlabRun;
-  struct RowRun;
   PackedOperator() = default;
   // Plans the slabs (about `slab_bytes` packed bytes each) and the region they will be packed in.
   void plan_slabs(size_t slab_bytes);
   // Pulls a slab into this core's caches before a run over enough rows to reuse it from there.
   static void touch_for(const Slab& slab, size_t batch_size);
   runtime::Status run(size_t batch_size, const void* input, void* output);
-  // One row through packed_gemv on every slab (one_row_gemv_).
-  void run_one_row(const float* input, float* output) const;
+  // One slab over every row: packed_gemv for `one_row`, else touch_for, setup and run.
+  xnn_status run_slab(const Slab& slab, bool one_row, size_t batch_size, const void* input,
+                      void* output, pthreadpool_t pool) const;
   xnn_status setup_slab(const Slab& slab, size_t batch_size, const void* input, void* output,
                         pthreadpool_t pool) const;
 
