@@ -85,16 +85,14 @@ class LlmMeasured:
     Attributes:
       runs: configuration -> lora_runner reports, one per repeat.
       torch_ms: (what, tokens) -> transformers eager samples; what is "lora" or "foundation".
-      generate: tools/generate reports per repeat ({} while the programs have no CACHED_METHOD).
+      generate: tools/generate reports per repeat.
       torch_generate: transformers' own KV cache, per repeat: prefill_ms, decode_tokens_per_s, tokens.
-      pending: what could not be measured yet, and why.
     """
 
     runs: Dict[str, List[Dict[str, Any]]]
     torch_ms: Dict[Tuple[str, int], List[float]]
     generate: List[Dict[str, Any]]
     torch_generate: List[Dict[str, Any]]
-    pending: Dict[str, str]
 
 
 def _configs(exported: LlmExported, n1: int, n32: int) -> Dict[str, Tuple[List[str], bool, int, int]]:
@@ -190,27 +188,26 @@ def measure_llm(
     files: LlmFiles, exported: LlmExported, repeats: int, n1: int, n32: int, warmup: int, new_tokens: int
 ) -> LlmMeasured:
     """Every configuration in a fresh lora_runner process, `repeats` times round-robin; then
-    transformers eager; then generation (tools/generate against transformers' KV cache) when the
-    programs have CACHED_METHOD, else it is listed as pending."""
+    transformers eager; then generation (tools/generate against transformers' KV cache).
+
+    Raises:
+      BenchError: a process failed, or the programs have no CACHED_METHOD (every --hf-model export
+        has it).
+    """
     configs = _configs(exported, n1, n32)
     runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in configs}
     for _ in range(repeats):
         for name, (paths, share, iterations, tokens) in configs.items():
             runs[name].append(_runner(exported, paths, share, iterations, tokens, warmup))
+    methods = runs["lora_t1"][0].get("methods", [])
+    if CACHED_METHOD not in methods:
+        raise BenchError(f"the programs have no '{CACHED_METHOD}' method (methods: {', '.join(methods)})")
     torch_ms, peft_model = _torch_samples(files, exported, n1, n32, repeats, warmup)
-    pending: Dict[str, str] = {}
     generate: List[Dict[str, Any]] = []
     torch_generate: List[Dict[str, Any]] = []
-    methods = runs["lora_t1"][0].get("methods", [])
-    if CACHED_METHOD in methods:
-        prompt = exported.inputs[PROMPT_TOKENS]
-        generate_torch(peft_model, torch.from_numpy(np.load(prompt)), 2)  # warm-up: the first cached call
-        for _ in range(repeats):
-            generate.append(run_generate(exported, prompt, new_tokens))
-            torch_generate.append(generate_torch(peft_model, torch.from_numpy(np.load(prompt)), new_tokens))
-    else:
-        pending["generate"] = (
-            f"pending: the programs have no '{CACHED_METHOD}' method (methods: {', '.join(methods)}); "
-            "issue 12's stateful export (helper kv) is not on this branch"
-        )
-    return LlmMeasured(runs, torch_ms, generate, torch_generate, pending)
+    prompt = exported.inputs[PROMPT_TOKENS]
+    generate_torch(peft_model, torch.from_numpy(np.load(prompt)), 2)  # warm-up: the first cached call
+    for _ in range(repeats):
+        generate.append(run_generate(exported, prompt, new_tokens))
+        torch_generate.append(generate_torch(peft_model, torch.from_numpy(np.load(prompt)), new_tokens))
+    return LlmMeasured(runs, torch_ms, generate, torch_generate)

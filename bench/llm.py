@@ -20,10 +20,10 @@ processes, `--repeats` times round-robin (1 thread):
   .pte pages); adapter_mb (the adapter's weight bytes) and rss_mb_per_extra_adapter_over_budget
   (issue 11's goal: <= 0.5); planned_mb_<method> (planned memory per method, at max_seq_len, from
   tools/inspect); rss_ran_mb_t{1,32} (what running touches afterwards).
-- generation (issue 12), when the programs have the stateful method "forward_cached": tools/generate
-  --json (32-token prompt, 32 new tokens, greedy) against transformers' own KV cache: prefill_ms,
-  decode_tokens_per_s, the eager figures, ratios, and whether the tokens are equal. Until then it is
-  listed under not_measured as pending. The adapter swap: lora_runner --swap-data times
+- generation (issue 12), through the stateful method "forward_cached" every program has:
+  tools/generate --json (32-token prompt, 32 new tokens, greedy) against transformers' own KV cache:
+  prefill_ms, decode_tokens_per_s, the eager figures, ratios, and whether the tokens are equal. The
+  adapter swap: lora_runner --swap-data times
   Method::rebind_data over swappable exports (bench/_llm_swap.py; --no-swap skips it).
 
 With --peer executorch, ExecuTorch 1.5.1 (its own venv, bench/_peer.py) lowers the first adapter's
