@@ -22,6 +22,14 @@ namespace {
 // Output channels per packed tile: XNNPACK's nr for f32 on AVX-512 and on FMA3 (an XNNPACK that
 // packs otherwise fails the probe).
 constexpr size_t kTile = 16;
+// Rows per gemm block: 8 rows by 2 tiles keep 16 accumulators of AVX-512's 32 registers.
+constexpr int kGemmRows = 8;
+
+struct GemmArgs {
+  size_t k;
+  size_t x_stride;  // Floats between rows of x.
+  size_t y_stride;  // Floats between rows of y.
+};
 
 #ifdef ES_GEMV_X86
 // `kTiles` tiles side by side, `tile` floats apart. XNNPACK's clamp is kept (and its operand order,
@@ -95,6 +103,68 @@ void gemv_tiles(const float* packed, size_t k, size_t n, const float* x, float* 
     kOne(packed + t * tile, tile, k, x, y + t * kTile, t + 1 == tiles ? last_count : kTile);
   }
 }
+
+// kRows rows by kTiles tiles (XNNPACK's arithmetic per output, as above), prefetching `lines` lines
+// from `prefetch` into L2 over its steps through the inputs: the next slab arrives while this one
+// computes, which a read of the slab before its run (touch) cannot do.
+template <int kRows, int kTiles>
+__attribute__((target("avx512f"))) void gemm_block(const GemmArgs& a, const float* w,
+                                                   const float* x, float* y, size_t last_count,
+                                                   const char* prefetch, size_t lines) {
+  const __m512 lo = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512 hi = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  const size_t k = a.k, xs = a.x_stride;
+  const size_t tile = (k + 1) * kTile;
+  __m512 acc[kRows][kTiles];
+  // Unrolled so that the accumulators stay in registers (GCC keeps the loops, and so the arrays in
+  // memory, otherwise).
+#pragma GCC unroll 8
+  for (int t = 0; t < kTiles; ++t) {
+    const __m512 bias = _mm512_loadu_ps(w + t * tile);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) acc[r][t] = bias;
+  }
+  const size_t per_step = lines == 0 ? 0 : (lines + k - 1) / k;
+  const char* prefetch_end = prefetch + lines * 64;
+  const float* p = w + kTile;
+  for (size_t i = 0; i < k; ++i, p += kTile) {
+    if (prefetch < prefetch_end) {
+      for (size_t l = 0; l < per_step; ++l) _mm_prefetch(prefetch + 64 * l, _MM_HINT_T1);
+      prefetch += 64 * per_step;
+    }
+    __m512 wv[kTiles];
+#pragma GCC unroll 8
+    for (int t = 0; t < kTiles; ++t) wv[t] = _mm512_loadu_ps(p + t * tile);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 xr = _mm512_set1_ps(x[r * xs + i]);
+#pragma GCC unroll 8
+      for (int t = 0; t < kTiles; ++t) acc[r][t] = _mm512_fmadd_ps(wv[t], xr, acc[r][t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < kTiles; ++t) {
+      const __m512 v = _mm512_min_ps(_mm512_max_ps(acc[r][t], lo), hi);
+      float* out = y + r * a.y_stride + t * kTile;
+      if (t + 1 < kTiles || last_count == kTile) {
+        _mm512_storeu_ps(out, v);
+      } else {
+        _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << last_count) - 1), v);
+      }
+    }
+  }
+}
+
+using GemmBlock = void (*)(const GemmArgs&, const float*, const float*, float*, size_t, const char*,
+                           size_t);
+
+// [rows - 1][tiles - 1] for 1..kGemmRows rows and 1..2 tiles.
+template <int kRows>
+constexpr GemmBlock kBlocks[2] = {&gemm_block<kRows, 1>, &gemm_block<kRows, 2>};
+const GemmBlock* const kGemmBlocks[kGemmRows] = {kBlocks<1>, kBlocks<2>, kBlocks<3>, kBlocks<4>,
+                                                 kBlocks<5>, kBlocks<6>, kBlocks<7>, kBlocks<8>};
 #endif
 
 }  // namespace
@@ -113,6 +183,37 @@ void gemv_avx2(const float* packed, size_t k, size_t n, const float* x, float* y
 #endif
 }
 
+void gemm_avx512(const float* packed, size_t k, size_t n, size_t rows, const float* x,
+                 size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                 size_t prefetch_bytes) {
+#ifdef ES_GEMV_X86
+  const GemmArgs args{k, x_stride, y_stride};
+  const size_t tile = (k + 1) * kTile;
+  const size_t tiles = (n + kTile - 1) / kTile;
+  const size_t last_count = n - (tiles - 1) * kTile;
+  const size_t row_blocks = (rows + kGemmRows - 1) / kGemmRows;
+  const size_t tile_blocks = (tiles + 1) / 2;
+  // The next slab's lines, shared out over every block's steps.
+  const size_t lines = prefetch == nullptr ? 0 : (prefetch_bytes + 63) / 64;
+  const size_t lines_per_block =
+      (lines + row_blocks * tile_blocks - 1) / (row_blocks * tile_blocks);
+  const char* next = static_cast<const char*>(prefetch);
+  size_t issued = 0;
+  for (size_t r = 0; r < rows; r += kGemmRows) {
+    const size_t block_rows = rows - r < kGemmRows ? rows - r : kGemmRows;
+    for (size_t t = 0; t < tiles; t += 2) {
+      const size_t block_tiles = tiles - t < 2 ? tiles - t : 2;
+      const size_t block_lines =
+          lines - issued < lines_per_block ? lines - issued : lines_per_block;
+      kGemmBlocks[block_rows - 1][block_tiles - 1](
+          args, packed + t * tile, x + r * x_stride, y + r * y_stride + t * kTile,
+          t + block_tiles == tiles ? last_count : kTile, next + issued * 64, block_lines);
+      issued += block_lines;
+    }
+  }
+#endif
+}
+
 GemvKernel best_kernel() {
 #ifdef ES_GEMV_X86
   if (__builtin_cpu_supports("avx512f")) return &gemv_avx512;
@@ -121,10 +222,15 @@ GemvKernel best_kernel() {
   return nullptr;
 }
 
-bool matches_xnnpack(GemvKernel kernel) {
-  if (kernel == nullptr) return false;
+namespace {
+
+// XNNPACK packs a probe weight (odd sizes: a partial last tile, inputs not a multiple of any
+// unroll) and runs `rows` rows of it, on finite inputs and then with a NaN; `run(block, x, y)` must
+// give the same bits from the same packed bytes.
+template <typename Run>
+bool probe(size_t rows, Run run) {
   constexpr size_t k = 131, n = 53;
-  std::vector<float> w(n * k), bias(n), x(k), want(n), got(n);
+  std::vector<float> w(n * k), bias(n), x(rows * k), want(rows * n), got(rows * n);
   uint32_t state = 12345;
   auto next = [&state] {
     state = state * 1664525u + 1013904223u;
@@ -148,7 +254,7 @@ bool matches_xnnpack(GemvKernel kernel) {
     size = scope.last_size();
   }
   bool same = block != nullptr && size == packed_gemv_bytes(k, n) &&
-              xnn_setup_fully_connected_nc_f32(op, 1, x.data(), want.data(), nullptr) ==
+              xnn_setup_fully_connected_nc_f32(op, rows, x.data(), want.data(), nullptr) ==
                   xnn_status_success &&
               xnn_run_operator(op, nullptr) == xnn_status_success;
   // Then the same with a NaN input: what a NaN becomes is the clamp's operand order.
@@ -157,11 +263,35 @@ bool matches_xnnpack(GemvKernel kernel) {
       x[7] = std::numeric_limits<float>::quiet_NaN();
       same = xnn_run_operator(op, nullptr) == xnn_status_success;
     }
-    kernel(static_cast<const float*>(block), k, n, x.data(), got.data());
-    same = same && std::memcmp(want.data(), got.data(), n * sizeof(float)) == 0;
+    run(static_cast<const float*>(block), x.data(), got.data());
+    same = same && std::memcmp(want.data(), got.data(), got.size() * sizeof(float)) == 0;
   }
   xnn_delete_operator(op);
   return same;
+}
+
+}  // namespace
+
+bool matches_xnnpack(GemvKernel kernel) {
+  if (kernel == nullptr) return false;
+  return probe(
+      1, [kernel](const float* block, const float* x, float* y) { kernel(block, 131, 53, x, y); });
+}
+
+bool gemm_matches_xnnpack() {
+#ifdef ES_GEMV_X86
+  if (!__builtin_cpu_supports("avx512f")) return false;
+  // 2 rows (one partial block), 11 (a whole block and 3 rows), 32 (four blocks).
+  for (size_t rows : {2u, 11u, 32u}) {
+    const bool same = probe(rows, [rows](const float* block, const float* x, float* y) {
+      gemm_avx512(block, 131, 53, rows, x, 131, y, 53, nullptr, 0);
+    });
+    if (!same) return false;
+  }
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace internal
@@ -180,6 +310,19 @@ internal::GemvKernel checked_kernel() {
 }  // namespace
 
 bool packed_gemv_usable() { return checked_kernel() != nullptr; }
+
+bool packed_gemm_usable() {
+  static const bool usable = internal::gemm_matches_xnnpack();
+  return usable;
+}
+
+void packed_gemm(const void* packed, size_t input_channels, size_t output_channels, size_t rows,
+                 const float* x, float* y, size_t y_stride, const void* prefetch,
+                 size_t prefetch_bytes) {
+  if (!packed_gemm_usable()) return;
+  internal::gemm_avx512(static_cast<const float*>(packed), input_channels, output_channels, rows, x,
+                        input_channels, y, y_stride, prefetch, prefetch_bytes);
+}
 
 size_t packed_gemv_bytes(size_t input_channels, size_t output_channels) {
   return (output_channels + kTile - 1) / kTile * kTile * (input_channels + 1) * sizeof(float);

@@ -1,5 +1,6 @@
-// One-row fully connected (T=1: a decode step, a single-token forward) over weights XNNPACK packed,
-// reading four column tiles at a time.
+// Fully connected over weights XNNPACK packed, run by the delegate's own kernels: one row (T=1: a
+// decode step) four column tiles at a time, and several rows (T > 1: a prefill) while the next slab
+// is prefetched. One packed copy serves both and XNNPACK's own operators.
 //
 // XNNPACK's f32 one-row kernel walks one tile of 16 output channels at a time (one accumulator on
 // AVX-512, two on FMA3), so every step waits on the previous FMA and too few loads are in flight to
@@ -44,6 +45,19 @@ size_t packed_gemv_bytes(size_t input_channels, size_t output_channels);
 // (packed_gemv_bytes(k, n) bytes), unclamped. Only when packed_gemv_usable().
 void packed_gemv(const void* packed, size_t input_channels, size_t output_channels, const float* x,
                  float* y);
+
+// Several rows (T > 1) over the same packing, with XNNPACK's arithmetic per output (bitwise its
+// results), 8 rows by 32 output channels at a time, reading `prefetch_bytes` at `prefetch` (the
+// next slab a run will use) into L2 while it computes: XNNPACK's kernel can only be preceded by
+// such a read (touch), never overlapped with it. AVX-512 only; checked against XNNPACK once per
+// process like packed_gemv.
+bool packed_gemm_usable();
+
+// rows x n outputs at y (rows y_stride floats apart) from rows x k inputs at x (contiguous rows).
+// Only when packed_gemm_usable(); prefetch may be null.
+void packed_gemm(const void* packed, size_t input_channels, size_t output_channels, size_t rows,
+                 const float* x, float* y, size_t y_stride, const void* prefetch,
+                 size_t prefetch_bytes);
 
 }  // namespace xnnpack
 }  // namespace edgeshare

@@ -136,6 +136,67 @@ TEST(PackedGemvPickTest, usable_wherever_a_kernel_runs_and_equals_it) {
   xnn_delete_operator(op);
 }
 
+// packed_gemm against XNNPACK's run of the same packed weight at `rows` rows, into an output wider
+// than the weight's columns (a slab's place in a wider row), prefetching an unrelated buffer.
+void expect_gemm_bitwise_xnnpack(size_t k, size_t n, size_t rows, std::vector<float> x,
+                                 const std::string& what) {
+  SCOPED_TRACE(what);
+  const std::vector<float> w = values(n * k, static_cast<uint32_t>(k * 31 + n));
+  const std::vector<float> bias = values(n, static_cast<uint32_t>(n * 7));
+  const float inf = std::numeric_limits<float>::infinity();
+  const size_t stride = n + 5;
+  PackedRegion region(packed_gemv_bytes(k, n) + 4096, /*expected_blocks=*/1);
+  xnn_operator_t op = nullptr;
+  const void* block = nullptr;
+  {
+    PackedRegionScope scope(&region);
+    ASSERT_EQ(xnn_create_fully_connected_nc_f32(k, n, k, stride, w.data(), bias.data(), -inf, inf,
+                                                /*flags=*/0, &op),
+              xnn_status_success);
+    block = scope.last_block();
+  }
+  ASSERT_NE(block, nullptr);
+  std::vector<float> want(rows * stride, 42.0f), got(rows * stride, 42.0f);
+  const std::vector<float> other = values(64 << 10, 3);
+  ASSERT_EQ(xnn_setup_fully_connected_nc_f32(op, rows, x.data(), want.data(), nullptr),
+            xnn_status_success);
+  ASSERT_EQ(xnn_run_operator(op, nullptr), xnn_status_success);
+  packed_gemm(block, k, n, rows, x.data(), got.data(), stride, other.data(),
+              other.size() * sizeof(float));
+  // Every output bitwise, and the columns past n of each row untouched (42).
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), got.size() * sizeof(float)), 0);
+  xnn_delete_operator(op);
+}
+
+class PackedGemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
+    if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512: XNNPACK runs every row";
+    ASSERT_TRUE(packed_gemm_usable());
+  }
+};
+
+// Row counts around the 8-row blocks, tile counts around the 2-tile blocks, a partial last tile.
+TEST_F(PackedGemmTest, equals_xnnpack_bit_for_bit_over_row_and_tile_counts) {
+  for (size_t k : {64u, 131u, 1024u}) {
+    for (size_t n : {64u, 65u, 80u, 200u}) {
+      for (size_t rows : {2u, 3u, 7u, 8u, 9u, 16u, 31u, 32u, 33u}) {
+        expect_gemm_bitwise_xnnpack(
+            k, n, rows, values(rows * k, static_cast<uint32_t>(rows + k)),
+            "k=" + std::to_string(k) + " n=" + std::to_string(n) + " rows=" + std::to_string(rows));
+      }
+    }
+  }
+}
+
+TEST_F(PackedGemmTest, non_finite_inputs_equal_xnnpack) {
+  std::vector<float> x = values(11 * 131, 5);
+  x[3] = std::numeric_limits<float>::infinity();
+  x[131 * 9 + 4] = std::nanf("");
+  expect_gemm_bitwise_xnnpack(131, 70, 11, x, "+inf in row 0, NaN in row 9");
+}
+
 TEST(PackedGemvBytesTest, counts_whole_tiles_with_a_bias_row) {
   EXPECT_EQ(packed_gemv_bytes(1024, 64), 64u * 1025u * 4u);
   EXPECT_EQ(packed_gemv_bytes(10, 17), 32u * 11u * 4u);

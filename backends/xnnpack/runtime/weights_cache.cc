@@ -206,12 +206,15 @@ xnn_status PackedOperator::setup_slab(const Slab& slab, size_t batch_size, const
 
 // Every slab over all rows, one slab per parallel_for item: each thread keeps its slab in its own
 // L2 while it runs every row tile over it, instead of all threads sweeping each slab together.
+// Every slab over all rows, one slab per parallel_for item: each thread keeps its slab in its own
+// L2 while it runs every row tile over it, instead of all threads sweeping each slab together.
 struct PackedOperator::SlabRun {
   const PackedOperator* entry = nullptr;
   size_t batch_size = 0;
   const void* input = nullptr;
   void* output = nullptr;
-  bool one_row = false;  // packed_gemv instead of the slabs' operators.
+  bool own = false;  // packed_gemv / packed_gemm instead of the slabs' operators.
+  size_t threads = 1;
   // parallel_for's own atomics already order the items; these keep the job's state explicit
   // (status from any thread) and visible to ThreadSanitizer whatever runs the items.
   std::atomic<bool> started{false};
@@ -221,8 +224,12 @@ struct PackedOperator::SlabRun {
   static void task(void* context, size_t index) {
     SlabRun* run = static_cast<SlabRun*>(context);
     (void)run->started.load(std::memory_order_acquire);
+    const std::vector<Slab>& slabs = run->entry->slabs_;
+    // Each thread takes about every `threads`-th slab: that one is the slab to prefetch.
+    const size_t next = index + run->threads;
     const xnn_status status = run->entry->run_slab(
-        run->entry->slabs_[index], run->one_row, run->batch_size, run->input, run->output, nullptr);
+        slabs[index], next < slabs.size() ? &slabs[next] : nullptr, index < run->threads, run->own,
+        run->batch_size, run->input, run->output, nullptr);
     if (status != xnn_status_success) {
       run->failed_status.store(static_cast<int>(status), std::memory_order_relaxed);
     }
@@ -230,11 +237,20 @@ struct PackedOperator::SlabRun {
   }
 };
 
-xnn_status PackedOperator::run_slab(const Slab& slab, bool one_row, size_t batch_size,
-                                    const void* input, void* output, pthreadpool_t pool) const {
-  if (one_row) {
-    packed_gemv(slab.packed, input_channels_, slab.count, static_cast<const float*>(input),
-                static_cast<float*>(output) + slab.first);
+xnn_status PackedOperator::run_slab(const Slab& slab, const Slab* next, bool first, bool own,
+                                    size_t batch_size, const void* input, void* output,
+                                    pthreadpool_t pool) const {
+  const float* x = static_cast<const float*>(input);
+  float* y = static_cast<float*>(output) + slab.first;
+  if (own && batch_size == 1) {
+    packed_gemv(slab.packed, input_channels_, slab.count, x, y);
+    return xnn_status_success;
+  }
+  if (own) {
+    // The slab before came with this one prefetched; the first is read here.
+    if (first) touch_for(slab, batch_size);
+    packed_gemm(slab.packed, input_channels_, slab.count, batch_size, x, y, output_channels_,
+                next != nullptr ? next->packed : nullptr, next != nullptr ? next->packed_bytes : 0);
     return xnn_status_success;
   }
   touch_for(slab, batch_size);
@@ -243,10 +259,10 @@ xnn_status PackedOperator::run_slab(const Slab& slab, bool one_row, size_t batch
 }
 
 Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
-  // packed_gemv sets no operator up, so one-row runs need no lock.
-  const bool one_row = batch_size == 1 && one_row_gemv_;
+  // packed_gemv and packed_gemm set no operator up, so their runs need no lock.
+  const bool own = batch_size == 1 ? one_row_gemv_ : rows_gemm_;
   std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
-  if (!one_row) lock.lock();
+  if (!own) lock.lock();
   // A small entry runs on the calling thread: see kPoolMinFlops.
   const size_t flops = 2 * batch_size * input_channels_ * output_channels_;
   pthreadpool_t pool = flops >= kPoolMinFlops || slabs_.size() > 1 ? threadpool() : nullptr;
@@ -257,7 +273,8 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
     job.batch_size = batch_size;
     job.input = input;
     job.output = output;
-    job.one_row = one_row;
+    job.own = own;
+    job.threads = num_threads();
     job.started.store(true, std::memory_order_release);
     parallel_for(slabs_.size(), &SlabRun::task, &job);
     (void)job.finished.load(std::memory_order_acquire);
@@ -267,8 +284,10 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
                              weight_key_.c_str(), status);
     return Status();
   }
-  for (const Slab& slab : slabs_) {
-    const xnn_status status = run_slab(slab, one_row, batch_size, input, output, pool);
+  for (size_t i = 0; i < slabs_.size(); ++i) {
+    const Slab* next = i + 1 < slabs_.size() ? &slabs_[i + 1] : nullptr;
+    const xnn_status status =
+        run_slab(slabs_[i], next, i == 0, own, batch_size, input, output, pool);
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
                              "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
                              weight_key_.c_str(), static_cast<int>(status));
@@ -583,8 +602,8 @@ struct WeightsCache::Miss {
     // weights, not of the weights, so clamping here would split one weight into several entries.
     const float lo = -std::numeric_limits<float>::infinity();
     const float hi = std::numeric_limits<float>::infinity();
-    // Asked before the scope: its first call packs a probe weight of its own.
-    const bool gemv = !f16 && packed_gemv_usable();
+    // Asked before the scope: their first calls pack probe weights of their own.
+    const bool gemv = !f16 && (packed_gemv_usable() || packed_gemm_usable());
     // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
     PackedRegionScope scope(entry->region_.get());
     created[index] = f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
@@ -936,8 +955,10 @@ void WeightsCache::finish_reserved_locked(PackedOperator* entry, const Status& s
   for (auto it = packed_.begin(); it != packed_.end(); ++it) {
     if (it->second.get() != entry) continue;
     if (status.ok()) {
-      entry->one_row_gemv_ = std::all_of(entry->slabs_.begin(), entry->slabs_.end(),
-                                         [](const PackedOperator::Slab& s) { return s.gemv; });
+      const bool own_layout = std::all_of(entry->slabs_.begin(), entry->slabs_.end(),
+                                          [](const PackedOperator::Slab& s) { return s.gemv; });
+      entry->one_row_gemv_ = own_layout && packed_gemv_usable();
+      entry->rows_gemm_ = own_layout && packed_gemm_usable();
       entry->packing_ = false;
       entry->refs_ = 1;
       count_pack_locked();

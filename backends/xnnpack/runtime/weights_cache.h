@@ -139,9 +139,10 @@ class PackedOperator {
   // setup + run of every slab under this entry's lock: an operator keeps the pointers of its last
   // setup, so a setup from one thread must not be followed by another thread's run. With 2+
   // delegate threads the slabs are spread over them by parallel_for (each slab on one thread, all
-  // rows), otherwise they run one after the other. One row (batch_size 1) runs packed_gemv over
-  // the same packed bytes where it stands in for XNNPACK (packed_gemv.h): bitwise the same
-  // results, no operator set up, so no lock (threads decoding with one weight run at once).
+  // rows), otherwise they run one after the other. Where the delegate's kernels stand in for
+  // XNNPACK's (packed_gemv.h), one row runs packed_gemv and more rows packed_gemm (prefetching the
+  // next slab while it computes) over the same packed bytes: bitwise the same results, no operator
+  // set up, so no lock (threads running one weight run at once).
   // Never allocates.
   // Errors: DelegateExecutionFailed naming the weight key.
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
@@ -155,9 +156,11 @@ class PackedOperator {
   size_t input_channels() const { return input_channels_; }
   size_t output_channels() const { return output_channels_; }
   size_t num_slabs() const { return slabs_.size(); }
-  // Whether one-row runs go through packed_gemv (every slab in this entry's region, the kernel
-  // checked against XNNPACK on this machine) rather than XNNPACK's operators.
+  // Whether one-row runs go through packed_gemv, and runs of more rows through packed_gemm (every
+  // slab in this entry's region, the kernel checked against XNNPACK on this machine), rather than
+  // XNNPACK's operators.
   bool one_row_gemv() const { return one_row_gemv_; }
+  bool rows_gemm() const { return rows_gemm_; }
   const std::string& weight_key() const { return weight_key_; }
 
  private:
@@ -169,7 +172,7 @@ class PackedOperator {
     // The operator's packed weights in region_ (null when XNNPACK placed them elsewhere).
     const void* packed = nullptr;
     size_t packed_bytes = 0;
-    bool gemv = false;  // packed_gemv reads `packed` as XNNPACK's one-row kernel would.
+    bool gemv = false;  // packed_gemv and packed_gemm read `packed` as XNNPACK's kernels would.
   };
   struct SlabRun;
   PackedOperator() = default;
@@ -178,9 +181,11 @@ class PackedOperator {
   // Pulls a slab into this core's caches before a run over enough rows to reuse it from there.
   static void touch_for(const Slab& slab, size_t batch_size);
   runtime::Status run(size_t batch_size, const void* input, void* output);
-  // One slab over every row: packed_gemv for `one_row`, else touch_for, setup and run.
-  xnn_status run_slab(const Slab& slab, bool one_row, size_t batch_size, const void* input,
-                      void* output, pthreadpool_t pool) const;
+  // One slab over every row: with `own`, packed_gemv (one row) or packed_gemm prefetching `next`
+  // (touching the slab first only when it is the `first` a thread runs, nothing prefetched it);
+  // else touch_for, setup and run.
+  xnn_status run_slab(const Slab& slab, const Slab* next, bool first, bool own, size_t batch_size,
+                      const void* input, void* output, pthreadpool_t pool) const;
   xnn_status setup_slab(const Slab& slab, size_t batch_size, const void* input, void* output,
                         pthreadpool_t pool) const;
 
@@ -189,8 +194,10 @@ class PackedOperator {
   // operators.
   std::unique_ptr<PackedRegion> region_;
   bool slabs_across_pool_ = kSlabsAcrossPool;
-  // Every slab is `gemv`: a one-row run needs no operator (set once packed, before publication).
+  // Every slab is `gemv` and the kernel checked on this machine: runs of one row (packed_gemv) or
+  // of several (packed_gemm) need no operator (set once packed, before publication).
   bool one_row_gemv_ = false;
+  bool rows_gemm_ = false;
   std::mutex mutex_;
   // Guarded by the cache's lock: users holding the entry, and whether it is still being packed
   // (then it is nobody's yet: a requester of the same key waits for it).

@@ -2,7 +2,7 @@
 // honest and a poisoned program loading the same foundation identity at once, with the delegate
 // threadpool hashing while it packs; and two threads loading different weights (packed at the same
 // time, the cache's lock not held) or the same weight (packed once), also as two batches of the
-// same weights in opposite orders; and one-row runs of one weight on two threads at once (no lock).
+// same weights in opposite orders; and runs of one weight on two threads at once (no lock).
 // Build with --config=tsan to check the locking.
 
 #include <gtest/gtest.h>
@@ -298,15 +298,16 @@ TEST(WeightsCacheThreads, two_batches_of_the_same_weights_in_opposite_orders_pac
   ASSERT_TRUE(set_num_threads(1).ok());
 }
 
-// One-row runs of one shared weight on two threads at once, each with its own input: through
-// packed_gemv they set nothing up and take no lock, so each thread must still get its own row.
-TEST(WeightsCacheThreads, one_row_runs_of_one_weight_on_two_threads_at_once) {
+// Runs of one shared weight on two threads at once, each with its own inputs, at 1, 3 and 9 rows:
+// through packed_gemv and packed_gemm they set nothing up and take no lock, so each thread must
+// still get its own rows.
+TEST(WeightsCacheThreads, runs_of_one_weight_on_two_threads_at_once_without_a_lock) {
   ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
   ASSERT_TRUE(set_num_threads(1).ok());
   set_verify_content(true);
   WeightsCache cache(/*slab_bytes=*/16384);
   InMemoryDataMap map("m.ptd");
-  constexpr uint32_t kRowIn = 64, kRowOut = 256;
+  constexpr uint32_t kRowIn = 64, kRowOut = 256, kMaxRows = 9;
   const std::vector<float> w = random_floats(kRowOut * kRowIn, -1, 1, 50);
   ConstantRef ref;
   ref.key = "w";
@@ -317,22 +318,26 @@ TEST(WeightsCacheThreads, one_row_runs_of_one_weight_on_two_threads_at_once) {
   ASSERT_TRUE(entry.ok()) << entry.status().message();
   EXPECT_EQ((*entry)->num_slabs(), 4u);
   EXPECT_EQ((*entry)->one_row_gemv(), packed_gemv_usable());
+  EXPECT_EQ((*entry)->rows_gemm(), packed_gemm_usable());
 
   std::atomic<int> failures{0};
   auto worker = [&](uint32_t seed) {
-    const std::vector<float> x = random_floats(kRowIn, -1, 1, seed);
-    std::vector<float> want(kRowOut), y(kRowOut);
-    for (uint32_t o = 0; o < kRowOut; ++o) {
-      double acc = 0;
-      for (uint32_t i = 0; i < kRowIn; ++i) acc += double(x[i]) * w[o * kRowIn + i];
-      want[o] = float(acc);
+    const std::vector<float> x = random_floats(kMaxRows * kRowIn, -1, 1, seed);
+    std::vector<float> want(kMaxRows * kRowOut), y(kMaxRows * kRowOut);
+    for (uint32_t r = 0; r < kMaxRows; ++r) {
+      for (uint32_t o = 0; o < kRowOut; ++o) {
+        double acc = 0;
+        for (uint32_t i = 0; i < kRowIn; ++i) acc += double(x[r * kRowIn + i]) * w[o * kRowIn + i];
+        want[r * kRowOut + o] = float(acc);
+      }
     }
     for (int run = 0; run < kRuns; ++run) {
-      if (!(*entry)->run_fully_connected(1, x.data(), y.data()).ok()) {
+      const uint32_t rows = run % 3 == 0 ? 1 : run % 3 == 1 ? 3 : kMaxRows;
+      if (!(*entry)->run_fully_connected(rows, x.data(), y.data()).ok()) {
         failures++;
         return;
       }
-      for (uint32_t o = 0; o < kRowOut; ++o) {
+      for (uint32_t o = 0; o < rows * kRowOut; ++o) {
         if (std::fabs(y[o] - want[o]) > 1e-4f * std::max(1.0f, std::fabs(want[o]))) {
           failures++;
           return;
