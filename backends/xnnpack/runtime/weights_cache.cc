@@ -206,8 +206,6 @@ xnn_status PackedOperator::setup_slab(const Slab& slab, size_t batch_size, const
 
 // Every slab over all rows, one slab per parallel_for item: each thread keeps its slab in its own
 // L2 while it runs every row tile over it, instead of all threads sweeping each slab together.
-// Every slab over all rows, one slab per parallel_for item: each thread keeps its slab in its own
-// L2 while it runs every row tile over it, instead of all threads sweeping each slab together.
 struct PackedOperator::SlabRun {
   const PackedOperator* entry = nullptr;
   size_t batch_size = 0;
