@@ -31,7 +31,8 @@ repeated --repeats times, round-robin, and medians are reported. It prints a tab
   sizes (foundation_mb, adapter_mb), weights-cache counters, export_s, and not_measured.
 - load_ms_first_{verified,unverified}[_2threads] and load_first_verified_over_unverified[_2threads]:
   what content verification (SHA-256 of every fetched foundation weight) costs the first load,
-  against lora_runner --no-verify (trusted files), at 1 and 2 threads (_verification).
+  against lora_runner --no-verify (trusted files), at 1 and 2 threads (_verification);
+  load_first_{verified,unverified}_2threads_over_1thread: what the second core buys a first load.
 
 With --peer executorch it also lowers the same eager modules (same weights) with ExecuTorch 1.5.1's
 XNNPACK flow and program-data separation (foundation.ptd) in a venv of its own under
