@@ -32,6 +32,13 @@ struct GemmArgs {
 };
 
 #ifdef ES_GEMV_X86
+// XNNPACK's clamp, min(max(v, lo), hi), as the zero-masking forms with every lane set: the same
+// instructions and results, but GCC 12's plain _mm512_min_ps / _mm512_max_ps pass
+// _mm512_undefined_ps() to their builtins and -Wuninitialized flags every inlined use.
+__attribute__((target("avx512f"))) inline __m512 clamp_avx512(__m512 v, __m512 lo, __m512 hi) {
+  return _mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, v, lo), hi);
+}
+
 // `kTiles` tiles side by side, `tile` floats apart. XNNPACK's clamp is kept (and its operand order,
 // which decides what a NaN becomes) so that every output is bitwise its kernel's.
 template <int kTiles>
@@ -49,7 +56,7 @@ __attribute__((target("avx512f"))) void run_tiles_avx512(const float* w, size_t 
       acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(p + j * tile), xi, acc[j]);
   }
   for (int j = 0; j < kTiles; ++j) {
-    const __m512 v = _mm512_min_ps(_mm512_max_ps(acc[j], lo), hi);
+    const __m512 v = clamp_avx512(acc[j], lo, hi);
     if (j + 1 < kTiles || last_count == kTile) {
       _mm512_storeu_ps(y + j * kTile, v);
     } else {
@@ -146,7 +153,7 @@ __attribute__((target("avx512f"))) void gemm_block(const GemmArgs& a, const floa
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 8
     for (int t = 0; t < kTiles; ++t) {
-      const __m512 v = _mm512_min_ps(_mm512_max_ps(acc[r][t], lo), hi);
+      const __m512 v = clamp_avx512(acc[r][t], lo, hi);
       float* out = y + r * a.y_stride + t * kTile;
       if (t + 1 < kTiles || last_count == kTile) {
         _mm512_storeu_ps(out, v);
