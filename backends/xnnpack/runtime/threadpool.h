@@ -3,10 +3,8 @@
 // By default every operator runs on the thread that calls Method::execute() (1 thread). Asking for
 // more creates one process-wide pthreadpool that every delegate handle uses; XNNPACK serialises
 // concurrent calls into one pool, so two methods running on two threads stay correct. The same
-// count also makes helper threads for parallel_for (the weights cache's slabs at run time): unlike
-// a pthreadpool call, which returns only once every pool thread has checked in, parallel_for waits
-// only for the items a helper has taken, so a helper the system has not scheduled yet (a busy
-// machine) costs parallelism, not a wait for the next scheduler tick.
+// count is set for the runtime's helper threads (runtime/core/parallel.h), which parallel_for uses
+// (the weights cache's slabs, the portable attention kernel).
 //
 //   ES_RETURN_IF_ERROR(edgeshare::xnnpack::set_num_threads(2));   // before executing
 //   ... method.execute() ...
