@@ -7,9 +7,12 @@
 // non_blocking and memory_format do not change what a CPU kernel writes and are ignored.
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
+#include "edgeshare/runtime/kernels/portable/half.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
 
 namespace edgeshare {
@@ -134,6 +137,31 @@ Status arange(Args a) { return arange_of(a, 1, "aten::arange"); }
 Status arange_start(Args a) { return arange_of(a, 2, "aten::arange.start"); }
 Status arange_start_step(Args a) { return arange_of(a, 3, "aten::arange.start_step"); }
 
+// Float <-> Half, the conversions of a half-precision KV cache (keys and values rounded to half as
+// they are written).
+Status half_copy(const Tensor& self, Tensor& out, const char* op) {
+  const ScalarType from = self.scalar_type(), to = out.scalar_type();
+  ES_CHECK_OR_RETURN_ERROR(
+      (from == ScalarType::Float && to == ScalarType::Half) ||
+          (from == ScalarType::Half && to == ScalarType::Float) || (from == to),
+      Error::NotSupported, "%s: %s to %s is not supported (Half converts to and from Float)", op,
+      to_string(from), to_string(to));
+  ES_RETURN_IF_ERROR(resize_output(out, self.sizes(), op));
+  const size_t n = self.numel();
+  if (from == to) {
+    std::memcpy(out.mutable_data(), self.const_data(), n * 2);
+  } else if (to == ScalarType::Half) {
+    const float* x = self.data<float>();
+    uint16_t* y = out.data<uint16_t>();
+    for (size_t i = 0; i < n; ++i) y[i] = float_to_half(x[i]);
+  } else {
+    const uint16_t* x = self.data<uint16_t>();
+    float* y = out.data<float>();
+    for (size_t i = 0; i < n; ++i) y[i] = half_to_float(x[i]);
+  }
+  return Status();
+}
+
 // _to_copy(self, dtype?, layout?, device?, pin_memory?, non_blocking, memory_format?): self
 // converted to out's dtype as torch casts (float to int truncates; nonzero is true).
 Status to_copy(Args args) {
@@ -142,6 +170,9 @@ Status to_copy(Args args) {
   ES_ASSIGN_OR_RETURN(Tensor * self, tensor_arg(args, 0, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 7, op));
   ES_RETURN_IF_ERROR(expect_dtype_arg(args, 1, *out, op));
+  if (self->scalar_type() == ScalarType::Half || out->scalar_type() == ScalarType::Half) {
+    return half_copy(*self, *out, op);
+  }
   ES_RETURN_IF_ERROR(expect_types(*self, op, "self"));
   ES_RETURN_IF_ERROR(resize_output(*out, self->sizes(), op));
   return dispatch(out->scalar_type(), op, [&](auto zero) {

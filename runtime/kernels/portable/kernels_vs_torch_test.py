@@ -335,7 +335,34 @@ def _size_calls(gen: Gen) -> List[Call]:
     return calls
 
 
+def _attention_calls(gen: Gen) -> List[Call]:
+    """edgeshare::cached_attention against exir's eager definition: grouped heads, positions past
+    the filled ones, sliding windows, soft caps, head sizes with and without a vector tail."""
+    from edgeshare.exir.attention import cached_attention  # noqa: PLC0415 (defines the operator)
+
+    calls = []
+    for _ in range(CASES_PER_FAMILY // 3):
+        kv_heads = gen.r.choice([1, 2])
+        heads = kv_heads * gen.r.choice([1, 2, 3])
+        head_dim = gen.r.choice([1, 3, 8, 16, 17, 40])
+        positions = gen.r.randint(1, 80)
+        rows = gen.r.randint(1, min(positions, 9))
+        start = gen.r.randint(0, positions - rows)
+        scale = gen.r.choice([head_dim**-0.5, 0.3])
+        softcap = gen.r.choice([0.0, 0.0, 5.0])
+        window = gen.r.choice([0, 0, gen.r.randint(1, positions)])
+        q = gen.tensor([1, heads, rows, head_dim], torch.float32)
+        k = gen.tensor([1, kv_heads, positions, head_dim], torch.float32)
+        v = gen.tensor([1, kv_heads, positions, head_dim], torch.float32)
+        start_pos = torch.tensor(start, dtype=torch.int64)
+        want = cached_attention(q, k, v, start_pos, scale, softcap, window)
+        args = (t(q), t(k), t(v), t(start_pos), d(scale), d(softcap), i(window), out(want))
+        calls.append(Call("edgeshare::cached_attention", args, (want,)))
+    return calls
+
+
 FAMILIES: Dict[str, Callable[[Gen], List[Call]]] = {
+    "attention": _attention_calls,
     "index": _index_calls,
     "cat": _cat_calls,
     "binary": _binary_calls,
