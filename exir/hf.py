@@ -266,6 +266,7 @@ def export_hf_lora(
     partitioner: Optional[Partitioner] = None,
     config: Optional[ExecutorchBackendConfig] = None,
     progress: Optional[Callable[[str], None]] = None,
+    kv_dtype: Optional[torch.dtype] = None,
 ) -> LoraExportResult:
     """Exports a Hugging Face causal LM with PEFT LoRA adapters: one program per adapter plus the bare
     foundation, all over one foundation.ptd.
@@ -284,6 +285,8 @@ def export_hf_lora(
       partitioner: the partitioner to delegate with (e.g. XnnpackPartitioner()), or None.
       config: serialization options.
       progress: called with one line per step (loading, export, lowering, writing).
+      kv_dtype: forward_cached's KV cache element type: None (float32, exact) or torch.float16
+        (half the memory).
 
     Returns:
       What was written (result.foundation_program is out_dir/foundation.pte).
@@ -293,10 +296,10 @@ def export_hf_lora(
         load_peft_adapter.
       ExportError: an adapter name is not a usable file stem, max_seq_len is out of range, or
         the export fails (UnsupportedModelError naming the model, also for a model whose
-        attention a full KV cache cannot serve, e.g. a sliding window shorter than max_seq_len).
+        attention a KV cache cannot serve, e.g. linear-attention layers).
     """
     say = progress or (lambda line: None)
-    inputs = _load_for_export("export_hf_lora", model_dir, adapters, max_seq_len, say)
+    inputs = _load_for_export("export_hf_lora", model_dir, adapters, max_seq_len, say, kv_dtype)
     return export_lora(
         CausalLMLogits(inputs.base),
         inputs.models,
@@ -322,6 +325,7 @@ def export_hf_swappable(
     partitioner: Optional[Partitioner] = None,
     config: Optional[ExecutorchBackendConfig] = None,
     progress: Optional[Callable[[str], None]] = None,
+    kv_dtype: Optional[torch.dtype] = None,
 ) -> "SwappableExportResult":
     """export_hf_lora's inputs, written for adapter swapping (exir.swappable.export_swappable):
     out_dir/lora.pte (forward and forward_cached) shared by every adapter of the first adapter's
@@ -335,7 +339,7 @@ def export_hf_swappable(
     from edgeshare.exir.swappable import export_swappable  # noqa: PLC0415 (swappable imports lora)
 
     say = progress or (lambda line: None)
-    inputs = _load_for_export("export_hf_swappable", model_dir, adapters, max_seq_len, say)
+    inputs = _load_for_export("export_hf_swappable", model_dir, adapters, max_seq_len, say, kv_dtype)
     return export_swappable(
         CausalLMLogits(inputs.base),
         inputs.models,
@@ -362,7 +366,12 @@ class _ExportInputs:
 
 
 def _load_for_export(
-    caller: str, model_dir: str, adapters: Mapping[str, str], max_seq_len: int, say: Callable[[str], None]
+    caller: str,
+    model_dir: str,
+    adapters: Mapping[str, str],
+    max_seq_len: int,
+    say: Callable[[str], None],
+    kv_dtype: Optional[torch.dtype] = None,
 ) -> _ExportInputs:
     """Checks every input before the slow loading, then loads the model and its adapters."""
     if not adapters:
@@ -374,7 +383,7 @@ def _load_for_export(
     say(f"loading model {model_dir}")
     base = load_hf_model(model_dir)
     _check_max_seq_len(max_seq_len, base, model_dir)
-    cached = kv_cache_method(base, max_seq_len)  # refuses unsupported attention before the adapters load
+    cached = kv_cache_method(base, max_seq_len, kv_dtype)  # refuses unsupported attention before the adapters load
     models: Dict[str, nn.Module] = {}
     for name, adapter_dir in adapters.items():
         say(f"loading adapter '{name}' from {adapter_dir}")

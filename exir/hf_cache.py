@@ -16,9 +16,14 @@ token is one T=1 call at the next position.
 
 transformers' own cache classes allocate their tensors lazily and keep them as plain attributes,
 which torch.export cannot see as state; the cache here is a transformers Cache whose layers read the
-wrapper's buffers. Only full attention is supported: a config with sliding-window or other layer
-kinds that a full cache of max_seq_len positions would change is refused (UnsupportedModelError,
-naming the model type and the layer kind).
+wrapper's buffers. Attention runs as edgeshare::cached_attention (exir/attention.py): it reads only
+the positions filled so far, with the causal mask and any sliding window implied by the positions,
+so a call costs what the filled length costs, not the bound. Sliding-window layers keep every
+position in the cache and let the window mask them. Layer kinds other than full and sliding
+attention are refused (UnsupportedModelError, naming the model type and the layer kind).
+
+The cache is float32 by default (exact), or float16 on request (half the memory; keys and values
+are rounded to half as they are written).
 """
 
 import dataclasses
@@ -26,6 +31,7 @@ import functools
 from typing import Any, Dict, Optional, Tuple
 
 import torch
+from edgeshare.exir.attention import ATTENTION_IMPLEMENTATION, cached_step, register_attention
 from edgeshare.exir.errors import UnsupportedModelError
 from edgeshare.exir.lora import ExtraMethod
 from torch import nn
@@ -41,6 +47,9 @@ __all__ = [
 ]
 
 CACHED_METHOD = "forward_cached"
+
+# The layer kinds a cache of max_seq_len positions serves (a window masks what it does not see).
+_ATTENTION_LAYERS = ("full_attention", "sliding_attention")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,25 +89,18 @@ def kv_cache_shape(config: Any, max_seq_len: int) -> KvCacheShape:
       The cache shape.
 
     Raises:
-      UnsupportedModelError: a dimension is missing, a layer kind other than full attention, or a
-        sliding window shorter than max_seq_len (naming the model type).
+      UnsupportedModelError: a dimension is missing, or a layer kind other than full or sliding
+        attention (naming the model type).
     """
     model_type = getattr(config, "model_type", type(config).__name__)
     layer_types = getattr(config, "layer_types", None)
     if layer_types:
-        other = sorted({str(kind) for kind in layer_types if kind != "full_attention"})
+        other = sorted({str(kind) for kind in layer_types if kind not in _ATTENTION_LAYERS})
         if other:
             raise UnsupportedModelError(
                 f"model type '{model_type}' has {', '.join(other)} layers; the KV-cache method supports "
-                "full_attention layers only"
+                f"{' and '.join(_ATTENTION_LAYERS)} layers only"
             )
-    window = getattr(config, "sliding_window", None)
-    uses_window = getattr(config, "use_sliding_window", True)
-    if isinstance(window, int) and uses_window and window < max_seq_len:
-        raise UnsupportedModelError(
-            f"model type '{model_type}' attends through a sliding window of {window} positions, shorter "
-            f"than max_seq_len {max_seq_len}; the KV-cache method supports full attention only"
-        )
     layers = _config_int(config, "num_hidden_layers")
     heads = _config_int(config, "num_attention_heads")
     hidden = _config_int(config, "hidden_size")
@@ -164,8 +166,8 @@ def _layer_class() -> type:
                     f"read from its config, is {tuple(self.keys.shape)} ([1, kv_heads, positions, head_dim])"
                 )
             positions = self._owner.step.positions
-            self.keys.index_copy_(2, positions, key_states)
-            self.values.index_copy_(2, positions, value_states)
+            self.keys.index_copy_(2, positions, key_states.to(self.keys.dtype))
+            self.values.index_copy_(2, positions, value_states.to(self.values.dtype))
             return self.keys, self.values
 
         def get_mask_sizes(self, *args: Any, **kwargs: Any) -> Tuple[int, int]:
@@ -198,13 +200,14 @@ class CachedCausalLM(nn.Module):
     Args:
       model: a transformers causal LM or a peft PeftModel wrapping one.
       max_seq_len: the positions the cache holds (prompt plus generated tokens).
+      kv_dtype: the cache's element type: None for the model's (float32), or torch.float16.
 
     Raises:
       UnsupportedModelError: the config needs a cache kind other than full attention (see
         kv_cache_shape).
     """
 
-    def __init__(self, model: nn.Module, max_seq_len: int) -> None:
+    def __init__(self, model: nn.Module, max_seq_len: int, kv_dtype: Optional[torch.dtype] = None) -> None:
         super().__init__()
         self.model = model
         self.max_seq_len = max_seq_len
@@ -212,7 +215,9 @@ class CachedCausalLM(nn.Module):
         if config is None:
             raise UnsupportedModelError(f"{type(model).__name__} has no config (not a transformers model?)")
         self.shape = kv_cache_shape(config, max_seq_len)
-        dtype = next(model.parameters()).dtype
+        dtype = kv_dtype or next(model.parameters()).dtype
+        if dtype not in (torch.float32, torch.float16):
+            raise UnsupportedModelError(f"a KV cache of {dtype} is not supported (float32 or float16)")
         size = (1, self.shape.kv_heads, max_seq_len, self.shape.head_dim)
         for i in range(self.shape.layers):
             self.register_buffer(f"key_cache_{i}", torch.zeros(size, dtype=dtype))
@@ -231,13 +236,21 @@ class CachedCausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, start_pos: torch.Tensor) -> torch.Tensor:  # noqa: D102
         positions = torch.arange(input_ids.shape[1], dtype=torch.long) + start_pos
         self.step = _Step(positions, start_pos)
-        out = self.model(
-            input_ids=input_ids,
-            past_key_values=self._cache,
-            cache_position=positions,
-            position_ids=positions.unsqueeze(0),
-            use_cache=True,
-        )
+        register_attention()
+        config = self.model.config
+        outer = config._attn_implementation
+        config._attn_implementation = ATTENTION_IMPLEMENTATION
+        try:
+            with cached_step(start_pos):
+                out = self.model(
+                    input_ids=input_ids,
+                    past_key_values=self._cache,
+                    cache_position=positions,
+                    position_ids=positions.unsqueeze(0),
+                    use_cache=True,
+                )
+        finally:
+            config._attn_implementation = outer
         return out.logits
 
 
@@ -261,24 +274,28 @@ def _inner_model(module: nn.Module) -> nn.Module:
     return inner if isinstance(inner, nn.Module) and getattr(module, "config", None) is None else module
 
 
-def kv_cache_method(base: nn.Module, max_seq_len: int) -> ExtraMethod:
+def kv_cache_method(base: nn.Module, max_seq_len: int, kv_dtype: Optional[torch.dtype] = None) -> ExtraMethod:
     """export_lora's "forward_cached" of a Hugging Face export: CachedCausalLM over each program's model.
 
     Args:
       base: the bare model (its config is checked here, its vocabulary sizes the example).
       max_seq_len: the positions the cache holds.
+      kv_dtype: the cache's element type (None: the model's; torch.float16 halves its memory).
 
     Returns:
       The extra method; its wrap takes what "forward" exports (CausalLMLogits or the model).
 
     Raises:
-      UnsupportedModelError: the config needs another cache kind (see kv_cache_shape).
+      UnsupportedModelError: the config needs another cache kind (see kv_cache_shape), or the
+        dtype is neither float32 nor float16.
     """
     kv_cache_shape(base.config, max_seq_len)
+    if kv_dtype not in (None, torch.float32, torch.float16):
+        raise UnsupportedModelError(f"a KV cache of {kv_dtype} is not supported (float32 or float16)")
     vocab = int(base.get_input_embeddings().weight.shape[0])
     return ExtraMethod(
         CACHED_METHOD,
-        lambda module: CachedCausalLM(_inner_model(module), max_seq_len),
+        lambda module: CachedCausalLM(_inner_model(module), max_seq_len, kv_dtype),
         cached_example_inputs(vocab, max_seq_len),
         cached_dynamic_shapes(max_seq_len),
     )

@@ -1,8 +1,9 @@
 """CachedCausalLM: the KV-cache method of --hf-model exports.
 
 Eager: for each tiny family (with and without a PEFT adapter), a prefill then single-token calls
-equal the uncached logits of the whole sequence; the cache's shape comes from the config (GQA
-heads, head_dim, GPT-2's n_head); sliding-window and other layer kinds are refused by name.
+equal the uncached logits of the whole sequence, sliding windows shorter than the cache included;
+a half-precision cache stays within 1e-2; the cache's shape comes from the config (GQA heads,
+head_dim, GPT-2's n_head); layer kinds other than full and sliding attention are refused by name.
 Exported (//testing:generation_files): each program has "forward" and "forward_cached", the cache
 is state holding no bytes, and each adapter weight's bytes are in the .pte once although both
 methods use it.
@@ -74,19 +75,45 @@ def test_a_config_head_dim_wins_over_hidden_by_heads():
     assert kv_cache_shape(config, MAX).head_dim == 32
 
 
-def test_a_sliding_window_shorter_than_the_cache_is_refused():
-    config = transformers.MistralConfig(**{**hf_tiny.tiny_config("mistral").to_dict(), "sliding_window": 8})
-    with pytest.raises(UnsupportedModelError, match="'mistral' attends through a sliding window of 8 positions"):
+def _prefill_then_steps(model, ids, split, max_seq_len, kv_dtype=None):
+    cached = CachedCausalLM(model, max_seq_len, kv_dtype)
+    with torch.no_grad():
+        parts = [cached(ids[:, :split], torch.tensor(0))]
+        parts += [cached(ids[:, i : i + 1], torch.tensor(i)) for i in range(split, ids.shape[1])]
+    return torch.cat(parts, dim=1)
+
+
+@pytest.mark.parametrize(
+    "family, settings",
+    [
+        ("mistral", {"sliding_window": 5}),
+        ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]}),
+    ],
+)
+def test_a_sliding_window_shorter_than_the_cache_masks_what_it_does_not_see(family, settings):
+    config = type(hf_tiny.tiny_config(family))(**{**hf_tiny.tiny_config(family).to_dict(), **settings})
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.randint(0, hf_tiny.VOCAB, (1, 12), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        full = model(input_ids=ids, use_cache=False).logits
+    torch.testing.assert_close(_prefill_then_steps(model, ids, 7, MAX), full, atol=1e-5, rtol=1e-5)
+
+
+def test_layer_kinds_other_than_full_and_sliding_attention_are_refused():
+    config = hf_tiny.tiny_config("qwen2")
+    config.layer_types = ["linear_attention", "full_attention"]
+    with pytest.raises(UnsupportedModelError, match="'qwen2' has linear_attention layers"):
         kv_cache_shape(config, MAX)
-    assert kv_cache_shape(config, 8).layers == 2  # a window as long as the cache is full attention
 
 
-def test_sliding_attention_layers_are_refused():
-    settings = {"use_sliding_window": True, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]}
-    config = transformers.Qwen2Config(**{**hf_tiny.tiny_config("qwen2").to_dict(), **settings})
-    assert "sliding_attention" in config.layer_types
-    with pytest.raises(UnsupportedModelError, match="'qwen2' has sliding_attention layers"):
-        kv_cache_shape(config, 2)
+def test_a_half_precision_cache_stays_within_1e_2_of_float():
+    model = hf_tiny.make_tiny_model("llama", initializer_range=0.2)
+    ids = torch.randint(0, hf_tiny.VOCAB, (1, 10), generator=torch.Generator().manual_seed(4))
+    exact = _prefill_then_steps(model, ids, 6, MAX)
+    half = _prefill_then_steps(model, ids, 6, MAX, torch.float16)
+    assert CachedCausalLM(model, MAX, torch.float16).key_cache_0.dtype == torch.float16
+    assert 0 < (half - exact).abs().max() <= 1e-2
 
 
 FILES = os.path.dirname(os.environ["GENERATION_EXPECTED_JSON"])

@@ -214,6 +214,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-seq-len", type=int, default=128, help="largest token count T (with --hf-model)")
     parser.add_argument(
+        "--kv-dtype",
+        choices=("fp32", "fp16"),
+        default="fp32",
+        help="forward_cached's KV cache (with --hf-model): fp32 (exact) or fp16 (half the memory)",
+    )
+    parser.add_argument(
         "--swappable",
         action="store_true",
         help="one lora.pte for the adapters of one structure plus <NAME>.ptd per adapter, swapped at run time",
@@ -288,6 +294,7 @@ def _export_swappable(args: argparse.Namespace, out_dir: str) -> SwappableExport
             max_seq_len=args.max_seq_len,
             partitioner=partitioner,
             progress=_progress,
+            kv_dtype=_KV_DTYPES[args.kv_dtype],
         )
     spec = args.model or DEMO
     foundation, adapters, inputs = _unpack(load_model_function(spec)(), spec)
@@ -296,7 +303,12 @@ def _export_swappable(args: argparse.Namespace, out_dir: str) -> SwappableExport
     return export_swappable(foundation, modules, inputs, out_dir, partitioner, policy, progress=_progress)
 
 
+_KV_DTYPES = {"fp32": None, "fp16": torch.float16}
+
+
 def _check_swappable_flags(args: argparse.Namespace) -> None:
+    if args.kv_dtype != "fp32" and args.hf_model is None:
+        raise ExportError("--kv-dtype applies to --hf-model exports (their forward_cached method)")
     if not args.swappable:
         return
     for flag, given in (
@@ -320,6 +332,7 @@ def _export(args: argparse.Namespace, out_dir: str) -> Tuple[LoraExportResult, L
             max_seq_len=args.max_seq_len,
             partitioner=partitioner,
             progress=_progress,
+            kv_dtype=_KV_DTYPES[args.kv_dtype],
         )
         return result, []
     spec = args.model or DEMO
