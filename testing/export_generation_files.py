@@ -11,6 +11,8 @@ history and on the adapter, so equal tokens mean something.
     # DIR/a.pte, DIR/b.pte, DIR/foundation.pte, DIR/foundation.ptd, DIR/prompt.npy, DIR/expected.json,
     # DIR/expected.txt (the prompt and the tokens, one "<name> <ids...>" line each, for C++ tests),
     # DIR/swap/{lora.pte,foundation.pte,foundation.ptd,a.ptd,c.ptd}
+    # DIR/long/{a,b,foundation}.pte over DIR/long/foundation.ptd (max_seq_len 256)
+    # DIR/kv16/{a,foundation}.pte over DIR/kv16/foundation.ptd (a float16 KV cache)
     # expected.json: {"max_seq_len": 48, "new_tokens": 32, "tokens": {"a": [...], "b": [...],
     #                 "c": [...], "foundation": [...]}}
 """
@@ -31,6 +33,7 @@ from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
 from edgeshare.models import hf_tiny
 
 MAX_SEQ_LEN = 48
+LONG_SEQ_LEN = 256  # the tiny models' max_position_embeddings
 NEW_TOKENS = 32
 INIT_STD = 0.2
 PROMPT_LEN = 6
@@ -59,6 +62,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         files = hf_tiny.save_tiny_lora("llama", tmp, initializer_range=INIT_STD)
         export_hf_lora(files.model_dir, files.adapter_dirs, args.out, MAX_SEQ_LEN, XnnpackPartitioner())
+        # The same programs at the longest bound the model allows, and a's with a half-precision cache.
+        export_hf_lora(
+            files.model_dir, files.adapter_dirs, os.path.join(args.out, "long"), LONG_SEQ_LEN, XnnpackPartitioner()
+        )
+        export_hf_lora(
+            files.model_dir,
+            {"a": files.adapter_dirs["a"]},
+            os.path.join(args.out, "kv16"),
+            MAX_SEQ_LEN,
+            XnnpackPartitioner(),
+            kv_dtype=torch.float16,
+        )
         files.adapter_dirs["c"] = hf_tiny.save_twin_adapter("llama", tmp, "c", initializer_range=INIT_STD)
         swappable = {name: files.adapter_dirs[name] for name in ("a", "c")}
         export_hf_swappable(

@@ -49,6 +49,32 @@ def test_tokens_equal_transformers_for_each_adapter_and_the_foundation(programs,
     assert expected["tokens"]["a"] != expected["tokens"]["foundation"]
 
 
+def test_tokens_equal_transformers_at_the_longest_bound(prompt, expected):
+    """The same programs exported for 256 positions: attention reads only the filled ones, and
+    the tokens are transformers' still."""
+    foundation = DataFile.open(_path("long/foundation.ptd"))
+    for stem in ("a", "b", "foundation"):
+        method = Program.load(_path(f"long/{stem}.pte"), [foundation]).method("forward_cached")
+        assert method.generate(prompt, expected["new_tokens"]).tokens == expected["tokens"][stem], stem
+
+
+def test_a_half_precision_cache_stays_within_1e_2_of_the_float_one(programs, prompt):
+    """A prefill then single tokens (the prompt's again) with a.pte and kv16/a.pte: every logit
+    within 1e-2 (and not equal: the cache is really half)."""
+    half = Program.load(_path("kv16/a.pte"), [DataFile.open(_path("kv16/foundation.ptd"))])
+    ids = prompt.reshape(1, -1).astype(np.int64)
+    steps = [(ids, 0)] + [(ids[:, i : i + 1], ids.shape[1] + i) for i in range(4)]
+    exact_method = programs["a"].method("forward_cached")
+    half_method = half.method("forward_cached")
+    worst = 0.0
+    for tokens, start in steps:
+        position = np.array(start, dtype=np.int64)
+        (exact,) = exact_method.execute(tokens, position)
+        (rounded,) = half_method.execute(tokens, position)
+        worst = max(worst, float(np.abs(exact - rounded).max()))
+    assert 0.0 < worst <= 1e-2
+
+
 def test_tokens_after_swapping_adapters_back_and_forth_equal_transformers(prompt, expected):
     """One loaded swappable lora.pte bound a -> c -> a -> c: 32 greedy tokens after each swap equal
     transformers' with that adapter (the swap resets the KV cache)."""
