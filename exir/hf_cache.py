@@ -1,8 +1,9 @@
 """A causal LM with its KV cache as module buffers: the stateful "forward_cached" of --hf-model exports.
 
 CachedCausalLM(model, max_seq_len) takes int64 input_ids [1, T] and an int64 start position (0-d)
-and returns the logits [1, T, vocab] of positions start..start+T-1, attending to every earlier
-position it was called with. The keys and values of each layer live in two registered buffers
+and returns the logits [1, 1, vocab] of position start+T-1 (all_logits=True: [1, T, vocab], every
+new position), attending to every earlier position it was called with. The last position is all
+generation needs, and a prompt's prefill then runs the lm_head on one row instead of T. The keys and values of each layer live in two registered buffers
 [1, kv_heads, max_seq_len, head_dim] (zeros), written in place with index_copy_: torch.export
 records them as BUFFER_MUTATION outputs (index_put) and the emitter makes them the method's state,
 kept across executes by the runtime. A prompt is prefilled in one call (start 0), then each new
@@ -201,16 +202,30 @@ class CachedCausalLM(nn.Module):
       model: a transformers causal LM or a peft PeftModel wrapping one.
       max_seq_len: the positions the cache holds (prompt plus generated tokens).
       kv_dtype: the cache's element type: None for the model's (float32), or torch.float16.
+      all_logits: return the logits of every new position ([1, T, vocab]) instead of the last
+        one's ([1, 1, vocab], all generation needs: the lm_head then runs on one row, not T).
+      own_attention: attend through edgeshare::cached_attention (False: transformers' own
+        attention over the whole cache with its mask, for a runtime without the operator).
 
     Raises:
       UnsupportedModelError: the config needs a cache kind other than full attention (see
         kv_cache_shape).
     """
 
-    def __init__(self, model: nn.Module, max_seq_len: int, kv_dtype: Optional[torch.dtype] = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        max_seq_len: int,
+        kv_dtype: Optional[torch.dtype] = None,
+        *,
+        all_logits: bool = False,
+        own_attention: bool = True,
+    ) -> None:
         super().__init__()
         self.model = model
         self.max_seq_len = max_seq_len
+        self.all_logits = all_logits
+        self.own_attention = own_attention
         config = getattr(model, "config", None)
         if config is None:
             raise UnsupportedModelError(f"{type(model).__name__} has no config (not a transformers model?)")
@@ -236,22 +251,26 @@ class CachedCausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, start_pos: torch.Tensor) -> torch.Tensor:  # noqa: D102
         positions = torch.arange(input_ids.shape[1], dtype=torch.long) + start_pos
         self.step = _Step(positions, start_pos)
+        kwargs = dict(
+            input_ids=input_ids,
+            past_key_values=self._cache,
+            cache_position=positions,
+            position_ids=positions.unsqueeze(0),
+            use_cache=True,
+        )
+        if not self.all_logits:
+            kwargs["logits_to_keep"] = 1
+        if not self.own_attention:
+            return self.model(**kwargs).logits
         register_attention()
         config = self.model.config
         outer = config._attn_implementation
         config._attn_implementation = ATTENTION_IMPLEMENTATION
         try:
             with cached_step(start_pos):
-                out = self.model(
-                    input_ids=input_ids,
-                    past_key_values=self._cache,
-                    cache_position=positions,
-                    position_ids=positions.unsqueeze(0),
-                    use_cache=True,
-                )
+                return self.model(**kwargs).logits
         finally:
             config._attn_implementation = outer
-        return out.logits
 
 
 def cached_example_inputs(vocab: int, max_seq_len: int) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -49,7 +49,7 @@ def test_prefill_then_single_tokens_equal_the_uncached_logits(family):
     base = hf_tiny.make_tiny_model(family, initializer_range=0.2)
     ids = torch.randint(0, hf_tiny.VOCAB, (1, 9), generator=torch.Generator().manual_seed(3))
     for model in (base, _peft(family, base)):
-        cached = CachedCausalLM(model, MAX)
+        cached = CachedCausalLM(model, MAX, all_logits=True)
         with torch.no_grad():
             full = model(input_ids=ids, use_cache=False).logits
             parts = [cached(ids[:, :6], torch.tensor(0))]
@@ -76,7 +76,7 @@ def test_a_config_head_dim_wins_over_hidden_by_heads():
 
 
 def _prefill_then_steps(model, ids, split, max_seq_len, kv_dtype=None):
-    cached = CachedCausalLM(model, max_seq_len, kv_dtype)
+    cached = CachedCausalLM(model, max_seq_len, kv_dtype, all_logits=True)
     with torch.no_grad():
         parts = [cached(ids[:, :split], torch.tensor(0))]
         parts += [cached(ids[:, i : i + 1], torch.tensor(i)) for i in range(split, ids.shape[1])]
@@ -98,6 +98,30 @@ def test_a_sliding_window_shorter_than_the_cache_masks_what_it_does_not_see(fami
     with torch.no_grad():
         full = model(input_ids=ids, use_cache=False).logits
     torch.testing.assert_close(_prefill_then_steps(model, ids, 7, MAX), full, atol=1e-5, rtol=1e-5)
+
+
+def test_by_default_only_the_last_position_has_logits():
+    model = hf_tiny.make_tiny_model("llama", initializer_range=0.2)
+    ids = torch.randint(0, hf_tiny.VOCAB, (1, 7), generator=torch.Generator().manual_seed(6))
+    cached = CachedCausalLM(model, MAX)
+    with torch.no_grad():
+        full = model(input_ids=ids, use_cache=False).logits
+        prefill = cached(ids[:, :5], torch.tensor(0))
+        steps = [cached(ids[:, i : i + 1], torch.tensor(i)) for i in (5, 6)]
+    assert prefill.shape == (1, 1, hf_tiny.VOCAB)
+    torch.testing.assert_close(torch.cat([prefill] + steps, dim=1), full[:, 4:], atol=1e-5, rtol=1e-5)
+
+
+def test_transformers_own_attention_gives_the_same_logits():
+    model = hf_tiny.make_tiny_model("qwen2", initializer_range=0.2)
+    ids = torch.randint(0, hf_tiny.VOCAB, (1, 9), generator=torch.Generator().manual_seed(8))
+    logits = []
+    for own in (True, False):
+        cached = CachedCausalLM(model, MAX, all_logits=True, own_attention=own)
+        with torch.no_grad():
+            parts = [cached(ids[:, :6], torch.tensor(0))] + [cached(ids[:, i : i + 1], torch.tensor(i)) for i in (6, 7, 8)]
+        logits.append(torch.cat(parts, dim=1))
+    torch.testing.assert_close(logits[0], logits[1], atol=1e-5, rtol=1e-5)
 
 
 def test_layer_kinds_other_than_full_and_sliding_attention_are_refused():

@@ -1,7 +1,8 @@
 """One tiny Hugging Face family (EDGESHARE_HF_FAMILY) with its two PEFT LoRA adapters, exported by
 export_hf_lora (XNNPACK) and run by //tools:run at T=1 and T=6 from the same files: logits equal
 transformers + PEFT eager within 1e-4; each foundation key fetched once across the three programs
-(a tied embedding / lm_head key: hf_tied_fetch_run_test)."""
+(a tied embedding / lm_head key: hf_tied_fetch_run_test). Generation with forward_cached (the KV
+cache and edgeshare::cached_attention) gives transformers' greedy tokens for each program."""
 
 import os
 
@@ -11,6 +12,7 @@ import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir import CausalLMLogits, export_hf_lora, load_hf_model, load_peft_adapter
 from edgeshare.exir.hf import tied_keys
+from edgeshare.extension.python import DataFile, Program
 from edgeshare.models import hf_tiny
 from edgeshare.testing.run_binary import run_programs
 
@@ -28,6 +30,21 @@ def exported(tmp_path_factory):
     for name, path in files.adapter_dirs.items():
         models[name] = CausalLMLogits(load_peft_adapter(base, name, path))
     return result, models, tied_keys(base)
+
+
+def test_generation_equals_transformers_greedy_tokens(exported):
+    result, models, _ = exported
+    prompt = np.random.default_rng(7).integers(0, hf_tiny.VOCAB, size=(1, 5), dtype=np.int64)
+    foundation = DataFile.open(result.foundation_path)
+    paths = {"a": result.program_paths["a"], "b": result.program_paths["b"], "foundation": result.foundation_program}
+    for name, path in paths.items():
+        ids = torch.from_numpy(prompt)
+        with torch.no_grad():
+            want = models[name].model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=8, min_new_tokens=8
+            )[0, 5:].tolist()
+        got = Program.load(path, [foundation]).method("forward_cached").generate(prompt, 8).tokens
+        assert got == want, f"{FAMILY} {name}"
 
 
 @pytest.mark.parametrize("tokens", [1, 6])
