@@ -2,6 +2,7 @@
 
 #include <xnnpack.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -155,6 +156,124 @@ bool f32_gemm_matches_xnnpack(F32GemmFn gemm) {
     if (!same) return false;
   }
   return true;
+}
+
+QS8Kernels qs8_kernels_up_to(Isa max_isa) {
+  QS8Kernels set;
+  set.quantize = &qs8_quantize_scalar;
+  set.gemv = &qs8_qc8w_gemv_scalar;
+  set.gemm = &qs8_qc8w_gemm_scalar;
+#if defined(__x86_64__)
+  if (usable(Isa::kAvx512f, max_isa)) {
+    set.quantize_isa = Isa::kAvx512f;
+    set.quantize = &qs8_quantize_avx512f;
+  } else if (usable(Isa::kAvx2Fma, max_isa)) {
+    set.quantize_isa = Isa::kAvx2Fma;
+    set.quantize = &qs8_quantize_avx2;
+  }
+  if (usable(Isa::kAvx512Vnni, max_isa)) {
+    set.gemv_isa = set.gemm_isa = Isa::kAvx512Vnni;
+    set.gemv = &qs8_qc8w_gemv_4x16_avx512vnni;
+    set.gemm = &qs8_qc8w_gemm_8x32_avx512vnni;
+  } else if (usable(Isa::kAvx2Fma, max_isa)) {
+    set.gemv_isa = set.gemm_isa = Isa::kAvx2Fma;
+    set.gemv = &qs8_qc8w_gemv_4x16_avx2;
+    set.gemm = &qs8_qc8w_gemm_4x16_avx2;
+  }
+#endif
+  return set;
+}
+
+bool qs8_matches_reference(const QS8Kernels& set) {
+  if (set.quantize == nullptr || set.gemv == nullptr || set.gemm == nullptr) return false;
+  constexpr size_t k = 133, n = 85, rows = 11;
+  const size_t kp = qc8_padded_k(k);
+  uint32_t state = 777;
+  auto next = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+  };
+  std::vector<float> x(rows * k), w_scales(n), bias(n);
+  std::vector<int8_t> w(n * k);
+  for (float& v : x) v = static_cast<float>(next() % 20001) / 1000.0f - 10.0f;
+  for (int8_t& v : w) v = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
+  for (float& v : w_scales) v = static_cast<float>(next() % 1000 + 1) / 65536.0f;
+  for (float& v : bias) v = static_cast<float>(next() % 2001) / 1000.0f - 1.0f;
+  std::vector<uint8_t> packed(qc8_packed_bytes(k, n));
+  qc8w_pack(w.data(), w_scales.data(), bias.data(), k, n, packed.data());
+  std::vector<int8_t> want_q(rows * kp), got_q(rows * kp, 1);
+  std::vector<float> want_scales(rows), got_scales(rows);
+  qs8_quantize_scalar(x.data(), k, rows, k, want_q.data(), kp, want_scales.data());
+  set.quantize(x.data(), k, rows, k, got_q.data(), kp, got_scales.data());
+  if (want_q != got_q || std::memcmp(want_scales.data(), got_scales.data(), rows * 4) != 0) {
+    return false;
+  }
+  std::vector<int32_t> want(rows * n), got(rows * n, 1);
+  qs8_qc8w_gemm_scalar(packed.data(), k, n, rows, want_q.data(), kp, want.data(), n);
+  set.gemm(packed.data(), k, n, rows, want_q.data(), kp, got.data(), n);
+  if (want != got) return false;
+  std::fill(got.begin(), got.end(), 1);
+  set.gemv(packed.data(), k, n, want_q.data(), got.data());
+  return std::equal(got.begin(), got.begin() + n, want.begin());
+}
+
+const QS8Kernels& qs8_kernels() {
+  static const QS8Kernels set = [] {
+    // Widest first; a set whose probe differs gives way to the next narrower one.
+    for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx512f, Isa::kAvx2Fma}) {
+      if (!cpu_runs(isa)) continue;
+      const QS8Kernels candidate = qs8_kernels_up_to(isa);
+      if (qs8_matches_reference(candidate)) return candidate;
+    }
+    return qs8_kernels_up_to(Isa::kScalar);
+  }();
+  return set;
+}
+
+Status check_qs8_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {
+  ES_CHECK_OR_RETURN_ERROR(k > 0 && n > 0, Error::InvalidArgument,
+                           "int8 kernel: a [%zu x %zu] weight has no inputs or outputs", n, k);
+  // Every product is at most 127 x 127 in magnitude; their sum must fit an int32.
+  ES_CHECK_OR_RETURN_ERROR(k <= size_t{INT32_MAX} / (127 * 127), Error::InvalidArgument,
+                           "int8 kernel: a [%zu x %zu] weight has too many inputs for exact int32 "
+                           "sums",
+                           n, k);
+  ES_CHECK_OR_RETURN_ERROR(packed != nullptr, Error::InvalidArgument,
+                           "int8 kernel: the [%zu x %zu] weight has no packing", n, k);
+  ES_CHECK_OR_RETURN_ERROR(packed_bytes == qc8_packed_bytes(k, n), Error::InvalidArgument,
+                           "int8 kernel: the [%zu x %zu] weight's packing is %zu bytes, the "
+                           "kernels read %zu",
+                           n, k, packed_bytes, qc8_packed_bytes(k, n));
+  return Status();
+}
+
+Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* packed, size_t packed_bytes,
+                                size_t k, size_t n, size_t rows, const float* x, size_t x_stride,
+                                float* y, size_t y_stride, const QS8Scratch& scratch) {
+  ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
+  ES_CHECK_OR_RETURN_ERROR(set.quantize != nullptr && set.gemv != nullptr && set.gemm != nullptr,
+                           Error::InvalidArgument,
+                           "int8 fully connected: a kernel set lacks a kind");
+  ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
+                           "int8 fully connected: %zu rows, the scratch holds %zu", rows,
+                           scratch.max_rows);
+  ES_CHECK_OR_RETURN_ERROR(rows == 0 || (x != nullptr && y != nullptr && scratch.q != nullptr &&
+                                         scratch.scales != nullptr && scratch.acc != nullptr),
+                           Error::InvalidArgument, "int8 fully connected: a null buffer");
+  ES_CHECK_OR_RETURN_ERROR(x_stride >= k && y_stride >= n, Error::InvalidArgument,
+                           "int8 fully connected: strides %zu and %zu are shorter than rows of %zu "
+                           "inputs and %zu outputs",
+                           x_stride, y_stride, k, n);
+  if (rows == 0) return Status();
+  const size_t kp = qc8_padded_k(k);
+  set.quantize(x, k, rows, x_stride, scratch.q, kp, scratch.scales);
+  if (rows == 1) {
+    set.gemv(packed, k, n, scratch.q, scratch.acc);
+  } else {
+    set.gemm(packed, k, n, rows, scratch.q, kp, scratch.acc, n);
+  }
+  qc8w_dequantize(packed, k, n, rows, scratch.acc, n, scratch.scales, y, y_stride);
+  return Status();
 }
 
 Status check_f32_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {

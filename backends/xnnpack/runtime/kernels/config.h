@@ -64,11 +64,60 @@ const F32Kernels& f32_kernels();
 bool f32_gemv_matches_xnnpack(F32GemvFn gemv);
 bool f32_gemm_matches_xnnpack(F32GemmFn gemm);
 
+// The int8 fully connected's kinds (kernels.h): the quantizer, the integer dot's GEMV and GEMM.
+// The epilogue has one implementation (qc8w_dequantize).
+struct QS8Kernels {
+  Isa quantize_isa = Isa::kScalar;
+  QS8QuantizeFn quantize = nullptr;
+  Isa gemv_isa = Isa::kScalar;
+  QS8QC8WGemvFn gemv = nullptr;
+  Isa gemm_isa = Isa::kScalar;
+  QS8QC8WGemmFn gemm = nullptr;
+};
+
+// Per kind, the widest implementation this CPU runs at or below `max_isa` (the scalar reference
+// when nothing wider), unchecked: for tests, which force every path the CPU runs.
+QS8Kernels qs8_kernels_up_to(Isa max_isa);
+
+// The set this process runs: per kind the widest the CPU runs, kept only when it gives the scalar
+// reference's bytes, scales and accumulators on a probe at first use (else the scalar reference,
+// which is the fallback here: nothing else computes this). Never null.
+const QS8Kernels& qs8_kernels();
+
+// True when every kind of `set` equals the scalar reference on a probe (rows around the blocks,
+// k and n not multiples of the tiles).
+bool qs8_matches_reference(const QS8Kernels& set);
+
 // The preconditions the f32 kernels share (kernels.h) for an [n, k] weight packed at `packed` in
 // `packed_bytes` bytes.
 // Errors: InvalidArgument when k or n is 0, packed is null or packed_bytes is not
 // f32_packed_bytes(k, n).
 runtime::Status check_f32_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes);
+
+// The preconditions of the int8 kernels for an [n, k] weight packed at `packed` in
+// `packed_bytes` bytes (qc8w_pack's layout), run over `rows` rows.
+// Errors: InvalidArgument when k or n is 0, k is too long for exact int32 sums, packed is null or
+// packed_bytes is not qc8_packed_bytes(k, n).
+runtime::Status check_qs8_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes);
+
+// Scratch an int8 fully connected run of up to `max_rows` rows of k inputs and n outputs works in,
+// held by the caller so that runs allocate nothing.
+struct QS8Scratch {
+  int8_t* q = nullptr;      // max_rows x qc8_padded_k(k) bytes.
+  float* scales = nullptr;  // max_rows floats.
+  int32_t* acc = nullptr;   // max_rows x n int32.
+  size_t max_rows = 0;
+};
+
+// y = the int8 fully connected of `rows` rows of x (x_stride floats apart) into rows of y
+// (y_stride floats apart): quantize, integer dot (GEMV for one row, GEMM for more), epilogue,
+// with `set`'s kernels.
+// Errors: InvalidArgument when check_qs8_kernel_args fails, rows exceed the scratch, a buffer is
+// null or a stride is too short, or a kind of `set` is missing; nothing is written then.
+runtime::Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* packed,
+                                         size_t packed_bytes, size_t k, size_t n, size_t rows,
+                                         const float* x, size_t x_stride, float* y, size_t y_stride,
+                                         const QS8Scratch& scratch);
 
 }  // namespace kernels
 }  // namespace xnnpack

@@ -104,7 +104,9 @@ TEST(F32KernelsTest, gemm_chosen_wherever_a_vector_kernel_runs) {
   ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
   const F32Kernels best = f32_kernels_up_to(Isa::kAvx512Vnni);
   EXPECT_EQ(f32_kernels().gemm != nullptr, best.gemm_isa != Isa::kScalar);
-  if (f32_kernels().gemm != nullptr) EXPECT_EQ(f32_kernels().gemm, best.gemm);
+  if (f32_kernels().gemm != nullptr) {
+    EXPECT_EQ(f32_kernels().gemm, best.gemm);
+  }
 }
 
 }  // namespace
