@@ -247,33 +247,60 @@ Status check_qs8_kernel_args(size_t k, size_t n, const void* packed, size_t pack
   return Status();
 }
 
-Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* packed, size_t packed_bytes,
-                                size_t k, size_t n, size_t rows, const float* x, size_t x_stride,
-                                float* y, size_t y_stride, const QS8Scratch& scratch) {
-  ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
-  ES_CHECK_OR_RETURN_ERROR(set.quantize != nullptr && set.gemv != nullptr && set.gemm != nullptr,
-                           Error::InvalidArgument,
-                           "int8 fully connected: a kernel set lacks a kind");
+Status qs8_quantize_rows(const QS8Kernels& set, size_t k, size_t rows, const float* x,
+                         size_t x_stride, const QS8Scratch& scratch) {
+  ES_CHECK_OR_RETURN_ERROR(set.quantize != nullptr, Error::InvalidArgument,
+                           "int8 fully connected: the kernel set has no quantizer");
   ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
                            "int8 fully connected: %zu rows, the scratch holds %zu", rows,
                            scratch.max_rows);
-  ES_CHECK_OR_RETURN_ERROR(rows == 0 || (x != nullptr && y != nullptr && scratch.q != nullptr &&
-                                         scratch.scales != nullptr && scratch.acc != nullptr),
-                           Error::InvalidArgument, "int8 fully connected: a null buffer");
-  ES_CHECK_OR_RETURN_ERROR(x_stride >= k && y_stride >= n, Error::InvalidArgument,
-                           "int8 fully connected: strides %zu and %zu are shorter than rows of %zu "
-                           "inputs and %zu outputs",
-                           x_stride, y_stride, k, n);
+  ES_CHECK_OR_RETURN_ERROR(
+      rows == 0 || (x != nullptr && scratch.q != nullptr && scratch.scales != nullptr),
+      Error::InvalidArgument, "int8 fully connected: a null input or scratch buffer");
+  ES_CHECK_OR_RETURN_ERROR(x_stride >= k, Error::InvalidArgument,
+                           "int8 fully connected: input stride %zu is shorter than rows of %zu "
+                           "inputs",
+                           x_stride, k);
+  if (rows != 0) set.quantize(x, k, rows, x_stride, scratch.q, qc8_padded_k(k), scratch.scales);
+  return Status();
+}
+
+Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed, size_t packed_bytes,
+                              size_t k, size_t n, size_t rows, const QS8Scratch& scratch,
+                              int32_t* acc, float* y, size_t y_stride) {
+  ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
+  ES_CHECK_OR_RETURN_ERROR(set.gemv != nullptr && set.gemm != nullptr, Error::InvalidArgument,
+                           "int8 fully connected: the kernel set lacks a dot");
+  ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
+                           "int8 fully connected: %zu rows, the scratch holds %zu", rows,
+                           scratch.max_rows);
+  ES_CHECK_OR_RETURN_ERROR(
+      rows == 0 ||
+          (y != nullptr && acc != nullptr && scratch.q != nullptr && scratch.scales != nullptr),
+      Error::InvalidArgument, "int8 fully connected: a null output or scratch buffer");
+  ES_CHECK_OR_RETURN_ERROR(y_stride >= n, Error::InvalidArgument,
+                           "int8 fully connected: output stride %zu is shorter than rows of %zu "
+                           "outputs",
+                           y_stride, n);
   if (rows == 0) return Status();
   const size_t kp = qc8_padded_k(k);
-  set.quantize(x, k, rows, x_stride, scratch.q, kp, scratch.scales);
   if (rows == 1) {
-    set.gemv(packed, k, n, scratch.q, scratch.acc);
+    set.gemv(packed, k, n, scratch.q, acc);
   } else {
-    set.gemm(packed, k, n, rows, scratch.q, kp, scratch.acc, n);
+    set.gemm(packed, k, n, rows, scratch.q, kp, acc, n);
   }
-  qc8w_dequantize(packed, k, n, rows, scratch.acc, n, scratch.scales, y, y_stride);
+  qc8w_dequantize(packed, k, n, rows, acc, n, scratch.scales, y, y_stride);
   return Status();
+}
+
+Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* packed, size_t packed_bytes,
+                                size_t k, size_t n, size_t rows, const float* x, size_t x_stride,
+                                float* y, size_t y_stride, const QS8Scratch& scratch) {
+  // The weight is checked before the rows are quantized; y is written only once all is checked.
+  ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
+  ES_RETURN_IF_ERROR(qs8_quantize_rows(set, k, rows, x, x_stride, scratch));
+  return qs8_qc8w_run_quantized(set, packed, packed_bytes, k, n, rows, scratch, scratch.acc, y,
+                                y_stride);
 }
 
 Status check_f32_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {

@@ -113,11 +113,24 @@ struct QS8Scratch {
 // (y_stride floats apart): quantize, integer dot (GEMV for one row, GEMM for more), epilogue,
 // with `set`'s kernels.
 // Errors: InvalidArgument when check_qs8_kernel_args fails, rows exceed the scratch, a buffer is
-// null or a stride is too short, or a kind of `set` is missing; nothing is written then.
+// null or a stride is too short, or a kind of `set` is missing; y is not written then.
 runtime::Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* packed,
                                          size_t packed_bytes, size_t k, size_t n, size_t rows,
                                          const float* x, size_t x_stride, float* y, size_t y_stride,
                                          const QS8Scratch& scratch);
+
+// The same in two steps, for a weight run as column slabs (on several threads): the rows are
+// quantized once into scratch.q and scratch.scales, then each slab runs the dot and the epilogue
+// over them with an accumulator block of its own (`acc`: rows x n int32). A slab of channels
+// [first, first + n) with `first` a multiple of kQC8Tile is the packing's tiles from
+// packed + first / kQC8Tile * qc8_tile_bytes(k), and writes y + first.
+// Errors: as above.
+runtime::Status qs8_quantize_rows(const QS8Kernels& set, size_t k, size_t rows, const float* x,
+                                  size_t x_stride, const QS8Scratch& scratch);
+runtime::Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed,
+                                       size_t packed_bytes, size_t k, size_t n, size_t rows,
+                                       const QS8Scratch& scratch, int32_t* acc, float* y,
+                                       size_t y_stride);
 
 }  // namespace kernels
 }  // namespace xnnpack

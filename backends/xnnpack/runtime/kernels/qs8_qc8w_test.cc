@@ -236,6 +236,31 @@ TEST(QS8KernelsTest, results_stay_within_the_activation_rounding_of_float_math) 
   }
 }
 
+// Rows quantized once, then two column slabs (the first a whole number of tiles) each with its
+// own accumulators: the same floats as one run over the whole weight.
+TEST(QS8KernelsTest, column_slabs_over_rows_quantized_once_equal_one_run) {
+  constexpr size_t k = 200, n = 100, rows = 5, first = 48;
+  const Weight weight(int8s(n * k, 21), k, n, true);
+  Buffers buffers(k, n, rows);
+  const QS8Scratch scratch = buffers.scratch();
+  const std::vector<float> x = floats(rows * k, 22, 2.0f);
+  std::vector<float> whole(rows * n), slabs(rows * n, 42.0f);
+  const QS8Kernels& set = qs8_kernels();
+  ASSERT_TRUE(qs8_qc8w_fully_connected(set, weight.packed.data(), weight.packed.size(), k, n, rows,
+                                       x.data(), k, whole.data(), n, scratch)
+                  .ok());
+  ASSERT_TRUE(qs8_quantize_rows(set, k, rows, x.data(), k, scratch).ok());
+  std::vector<int32_t> acc_a(rows * first), acc_b(rows * (n - first));
+  ASSERT_TRUE(qs8_qc8w_run_quantized(set, weight.packed.data(), qc8_packed_bytes(k, first), k,
+                                     first, rows, scratch, acc_a.data(), slabs.data(), n)
+                  .ok());
+  const uint8_t* second = weight.packed.data() + first / kQC8Tile * qc8_tile_bytes(k);
+  ASSERT_TRUE(qs8_qc8w_run_quantized(set, second, qc8_packed_bytes(k, n - first), k, n - first,
+                                     rows, scratch, acc_b.data(), slabs.data() + first, n)
+                  .ok());
+  EXPECT_EQ(std::memcmp(whole.data(), slabs.data(), whole.size() * sizeof(float)), 0);
+}
+
 TEST(QS8KernelsTest, the_process_runs_the_widest_set_the_cpu_has) {
   const Isa widest = cpu_runs(Isa::kAvx512Vnni) ? Isa::kAvx512Vnni
                      : cpu_runs(Isa::kAvx2Fma)  ? Isa::kAvx2Fma
@@ -267,7 +292,7 @@ TEST(QS8KernelsTest, broken_preconditions_are_errors_and_write_nothing) {
   const runtime::Status stride =
       qs8_qc8w_fully_connected(set, weight.packed.data(), weight.packed.size(), k, n, 1, x.data(),
                                k - 1, y.data(), n, scratch);
-  EXPECT_NE(message(stride).find("strides"), std::string::npos);
+  EXPECT_NE(message(stride).find("input stride 7"), std::string::npos);
   EXPECT_EQ(y, std::vector<float>(3 * n, 42.0f));
 }
 
