@@ -72,7 +72,6 @@ class PackedOperator {
     runtime::ScalarType weight_dtype = runtime::ScalarType::Float;
     size_t input_channels = 0;
     size_t output_channels = 0;
-    bool has_bias = false;
     std::string weight_key;  // For messages and names; empty when inline.
     std::string bias_key;
     // Slabs of about this many packed bytes each; 0 packs the weight as one operator.

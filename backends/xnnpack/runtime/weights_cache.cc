@@ -608,7 +608,6 @@ Status WeightsCache::fetch_miss(const NamedDataMap* map, bool verify, Miss* miss
   shape.weight_dtype = r.weight.identity.dtype;
   shape.input_channels = r.input_channels;
   shape.output_channels = r.output_channels;
-  shape.has_bias = r.has_bias;
   shape.weight_key = r.weight.key;
   if (r.has_bias) shape.bias_key = r.bias.key;
   shape.slab_bytes = slab_bytes_;
