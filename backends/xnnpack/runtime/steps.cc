@@ -24,7 +24,7 @@ Status run_operator(uint32_t node, xnn_operator_t op, xnn_status setup, pthreadp
 // Elementwise steps smaller than this run on the calling thread, pool or not. At T=32 the
 // reference model's are 32K-64K elements, 4-13 us on one core (XNNPACK add, sigmoid): a pool call
 // costs a wake-up and a barrier, and on a busy machine the barrier waits for a descheduled pool
-// thread (kPoolMinFlops in weights_cache.h says the same of small fully connected runs).
+// thread (kPoolMinFlops in packed_operator.h says the same of small fully connected runs).
 constexpr size_t kPoolMinElements = size_t{1} << 18;
 
 pthreadpool_t pool_for(size_t elements, pthreadpool_t pool) {

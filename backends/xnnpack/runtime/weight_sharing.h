@@ -48,8 +48,9 @@
 namespace edgeshare {
 namespace xnnpack {
 
-// A snapshot of what a weights cache (or all of them) fetched, packed and holds.
-struct WeightsCacheStats {
+// What a weights cache (or all of them) fetched, packed and checked: the one set of counters each
+// cache and the process keep.
+struct WeightsCacheCounters {
   // How many times each key was fetched from a NamedDataMap (get_data), since the last reset.
   std::map<std::string, size_t> named_data_fetches;
   // Total bytes of those fetches.
@@ -63,11 +64,15 @@ struct WeightsCacheStats {
   uint64_t verifications = 0;
   uint64_t bytes_verified = 0;
   uint64_t verification_failures = 0;
+};
+
+// A snapshot of a cache's (or all caches') counters and of what they hold.
+struct WeightsCacheStats : WeightsCacheCounters {
   // Live packed entries, and the keys (weights and biases) they were packed from, sorted.
   size_t num_packed_entries = 0;
   std::vector<std::string> packed_data_names;
-  // Keys whose unpacked bytes are held right now (between a fetch and free_unpacked_data()), and
-  // keys of raw constants kept alive for elementwise operands, sorted.
+  // Keys whose fetched bytes a load in progress holds right now (from their fetch to the end of
+  // that load), and keys of raw constants kept alive for elementwise operands, sorted.
   std::vector<std::string> unpacked_data_names;
   std::vector<std::string> retained_data_names;
 };

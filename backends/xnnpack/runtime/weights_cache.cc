@@ -1,16 +1,11 @@
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <set>
 #include <utility>
 
-#include "edgeshare/backends/xnnpack/runtime/packed_gemv.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/runtime/core/content_policy.h"
 #include "edgeshare/runtime/core/sha256.h"
@@ -31,53 +26,26 @@ constexpr uint8_t kFullyConnectedF32 = 1;
 // digest ever matched (the identity's dtype differs too).
 constexpr uint8_t kFullyConnectedF16 = 2;
 
-// Slab sizing, chosen by measurement on this project's 2 MiB-L2 AVX-512 cores. Before packed
-// memory (packed_memory.h): slabs_bench.cc, the reference model's twelve weights, time relative to
-// one operator per weight: at T=32 and 1 thread, slabs of L2/8 0.64x, L2/4 0.66x, L2/2 0.70x, L2
-// 0.80x (the slab shares L2 with the input rows, up to 256 KiB at 2048 inputs, and the output
-// tile); at T=1 the extra setup + run calls cost L2/8 +3%, L2/4 +2%, L2/2 -1%. With slabs in huge
-// pages and touched before a run over many rows, paired lora_runner runs (reference model, CPU ms
-// per run, 3 pairs each): T=32 L2/4 20.6/20.2/20.5 vs L2/8 19.4/19.2/19.4 vs L2/16 19.0/19.1/19.9;
-// T=1 L2/4 5.3/5.0/5.0 vs L2/8 5.0/4.8/4.9 vs L2/16 (against L2/8) +3%. L2/8 it is; one layout
-// serves every batch.
-constexpr size_t kFallbackL2Bytes = size_t{1} << 20;
-constexpr size_t kL2BytesPerSlabByte = 8;
-// Slab widths are a multiple of this many output channels, which is a multiple of the column tile
-// (nr: 8, 16 or 32) of XNNPACK's x86 f32/f16 kernels: only the last slab can end in a partial tile.
-constexpr size_t kSlabChannelMultiple = 32;
-
-// [first, count) output channel ranges of about `slab_bytes` packed bytes each, of equal width.
-std::vector<std::pair<size_t, size_t>> plan_slabs(size_t input_channels, size_t output_channels,
-                                                  size_t element_size, size_t slab_bytes) {
-  const size_t row_bytes = std::max<size_t>(1, input_channels * element_size);
-  size_t slabs = slab_bytes == 0 ? 1 : (output_channels * row_bytes + slab_bytes - 1) / slab_bytes;
-  slabs = std::max<size_t>(1, std::min(slabs, output_channels / kSlabChannelMultiple));
-  size_t width = (output_channels + slabs - 1) / slabs;
-  width = (width + kSlabChannelMultiple - 1) / kSlabChannelMultiple * kSlabChannelMultiple;
-  std::vector<std::pair<size_t, size_t>> plan;
-  for (size_t first = 0; first < output_channels; first += width) {
-    plan.emplace_back(first, std::min(width, output_channels - first));
-  }
-  return plan;
-}
-
 // Process-wide bookkeeping behind weight_sharing.h: counters summed over every cache,
 // and the set of live caches (for entry counts and names). Leaked on purpose, like the shared
 // cache.
 struct Process {
-  std::mutex mutex;  // Guards everything below. Taken after a cache's lock, never before one.
-  std::map<std::string, size_t> fetches;
-  uint64_t bytes_fetched = 0;
-  uint64_t packs = 0;
-  uint64_t cache_hits = 0;
-  uint64_t verifications = 0;
-  uint64_t bytes_verified = 0;
-  uint64_t verification_failures = 0;
+  std::mutex mutex;  // Guards `counters`. Taken after a cache's lock, never before one.
+  WeightsCacheCounters counters;
 };
 
 Process& process() {
   static Process* p = new Process();
   return *p;
+}
+
+// Applies `count` to a cache's counters (under that cache's lock) and to the process's.
+template <typename Count>
+void count_both(WeightsCacheCounters* cache, Count count) {
+  count(cache);
+  Process& p = process();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  count(&p.counters);
 }
 
 // Live caches; its lock is taken BEFORE a cache's lock (stats), so it is separate from Process's.
@@ -113,21 +81,6 @@ Status check_fully_connected_dtypes(const ConstantRef& weight, const ConstantRef
                            or_inline(weight.key), runtime::to_string(dtype),
                            bias == nullptr ? "" : or_inline(bias->key),
                            bias == nullptr ? "" : runtime::to_string(bias->identity.dtype));
-  return Status();
-}
-
-// What XNNPACK's answer to creating a fully connected operator means for the caller.
-Status create_status(xnn_status status, bool f16, const ConstantRef& weight, size_t input_channels,
-                     size_t output_channels) {
-  ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
-                           "XNNPACK could not create the %s fully connected operator for weight "
-                           "'%s' [%zu x %zu] (status %d%s)",
-                           f16 ? "f16" : "f32", or_inline(weight.key), output_channels,
-                           input_channels, static_cast<int>(status),
-                           status == xnn_status_unsupported_hardware
-                               ? ": this CPU lacks the instructions XNNPACK's f16 kernels need; "
-                                 "export with fp32 fully connected weights"
-                               : "");
   return Status();
 }
 
@@ -186,158 +139,6 @@ size_t WeightsCache::PackedKeyHash::operator()(const PackedKey& key) const {
   return hash_combine(h, key.output_channels);
 }
 
-PackedOperator::~PackedOperator() {
-  // The last user is gone; the packed weights go with the operators.
-  for (const Slab& slab : slabs_) {
-    if (slab.op != nullptr) xnn_delete_operator(slab.op);
-  }
-}
-
-xnn_status PackedOperator::setup_slab(const Slab& slab, size_t batch_size, const void* input,
-                                      void* output, pthreadpool_t pool) const {
-  // Each slab writes its own columns of the shared [batch, out] output (row stride: all columns).
-  if (weight_dtype_ == runtime::ScalarType::Half) {
-    return xnn_setup_fully_connected_nc_f16(slab.op, batch_size, input,
-                                            static_cast<uint16_t*>(output) + slab.first, pool);
-  }
-  return xnn_setup_fully_connected_nc_f32(slab.op, batch_size, static_cast<const float*>(input),
-                                          static_cast<float*>(output) + slab.first, pool);
-}
-
-// Every slab over all rows, one slab per parallel_for item: each thread keeps its slab in its own
-// L2 while it runs every row tile over it, instead of all threads sweeping each slab together.
-struct PackedOperator::SlabRun {
-  const PackedOperator* entry = nullptr;
-  size_t batch_size = 0;
-  const void* input = nullptr;
-  void* output = nullptr;
-  bool own = false;  // packed_gemv / packed_gemm instead of the slabs' operators.
-  size_t threads = 1;
-  // parallel_for's own atomics already order the items; these keep the job's state explicit
-  // (status from any thread) and visible to ThreadSanitizer whatever runs the items.
-  std::atomic<bool> started{false};
-  std::atomic<int> finished{0};
-  std::atomic<int> failed_status{0};
-
-  static void task(void* context, size_t index) {
-    SlabRun* run = static_cast<SlabRun*>(context);
-    (void)run->started.load(std::memory_order_acquire);
-    const std::vector<Slab>& slabs = run->entry->slabs_;
-    // Each thread takes about every `threads`-th slab: that one is the slab to prefetch.
-    const size_t next = index + run->threads;
-    const xnn_status status = run->entry->run_slab(
-        slabs[index], next < slabs.size() ? &slabs[next] : nullptr, index < run->threads, run->own,
-        run->batch_size, run->input, run->output, nullptr);
-    if (status != xnn_status_success) {
-      run->failed_status.store(static_cast<int>(status), std::memory_order_relaxed);
-    }
-    run->finished.fetch_add(1, std::memory_order_acq_rel);
-  }
-};
-
-xnn_status PackedOperator::run_slab(const Slab& slab, const Slab* next, bool first, bool own,
-                                    size_t batch_size, const void* input, void* output,
-                                    pthreadpool_t pool) const {
-  const float* x = static_cast<const float*>(input);
-  float* y = static_cast<float*>(output) + slab.first;
-  if (own && batch_size == 1) {
-    packed_gemv(slab.packed, input_channels_, slab.count, x, y);
-    return xnn_status_success;
-  }
-  if (own) {
-    // The slab before came with this one prefetched; the first is read here.
-    if (first) touch_for(slab, batch_size);
-    packed_gemm(slab.packed, input_channels_, slab.count, batch_size, x, y, output_channels_,
-                next != nullptr ? next->packed : nullptr, next != nullptr ? next->packed_bytes : 0);
-    return xnn_status_success;
-  }
-  touch_for(slab, batch_size);
-  const xnn_status status = setup_slab(slab, batch_size, input, output, pool);
-  return status == xnn_status_success ? xnn_run_operator(slab.op, pool) : status;
-}
-
-Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
-  // packed_gemv and packed_gemm set no operator up, so their runs need no lock.
-  const bool own = batch_size == 1 ? one_row_gemv_ : rows_gemm_;
-  std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
-  if (!own) lock.lock();
-  // A small entry runs on the calling thread: see kPoolMinFlops.
-  const size_t flops = 2 * batch_size * input_channels_ * output_channels_;
-  pthreadpool_t pool = flops >= kPoolMinFlops || slabs_.size() > 1 ? threadpool() : nullptr;
-  const char* kind = weight_dtype_ == runtime::ScalarType::Half ? "f16 " : "";
-  if (slabs_across_pool_ && pool != nullptr && slabs_.size() > 1) {
-    SlabRun job;
-    job.entry = this;
-    job.batch_size = batch_size;
-    job.input = input;
-    job.output = output;
-    job.own = own;
-    job.threads = num_threads();
-    job.started.store(true, std::memory_order_release);
-    parallel_for(slabs_.size(), &SlabRun::task, &job);
-    (void)job.finished.load(std::memory_order_acquire);
-    const int status = job.failed_status.load(std::memory_order_relaxed);
-    ES_CHECK_OR_RETURN_ERROR(status == 0, Error::DelegateExecutionFailed,
-                             "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
-                             weight_key_.c_str(), status);
-    return Status();
-  }
-  for (size_t i = 0; i < slabs_.size(); ++i) {
-    const Slab* next = i + 1 < slabs_.size() ? &slabs_[i + 1] : nullptr;
-    const xnn_status status =
-        run_slab(slabs_[i], next, i == 0, own, batch_size, input, output, pool);
-    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
-                             "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
-                             weight_key_.c_str(), static_cast<int>(status));
-  }
-  return Status();
-}
-
-void PackedOperator::plan_slabs(size_t slab_bytes) {
-  const size_t element = weight_dtype_ == runtime::ScalarType::Half ? 2 : 4;
-  size_t capacity = 0;
-  for (const auto& range :
-       xnnpack::plan_slabs(input_channels_, output_channels_, element, slab_bytes)) {
-    slabs_.push_back(Slab{nullptr, range.first, range.second});
-    // XNNPACK's packing of a slab: output channels rounded up to its column tile (at most 64
-    // here), each with its inputs and a bias; the slack covers its padding. Over-estimates are
-    // given back once every slab is placed.
-    capacity += ((range.second + 63) / 64 * 64) * (input_channels_ + 1) * element + 4096;
-  }
-  region_.reset(new PackedRegion(capacity, slabs_.size()));
-}
-
-void PackedOperator::touch_for(const Slab& slab, size_t batch_size) {
-  if (batch_size >= kTouchMinRows) touch(slab.packed, slab.packed_bytes);
-}
-
-Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
-  if (weight_dtype_ != runtime::ScalarType::Float) {
-    return Status::Format(Error::InvalidArgument,
-                          "fully connected entry over '%s' is f16; run it with f16 buffers",
-                          weight_key_.c_str());
-  }
-  return run(batch_size, input, output);
-}
-
-Status PackedOperator::run_fully_connected_f16(size_t batch_size, const void* input, void* output) {
-  if (weight_dtype_ != runtime::ScalarType::Half) {
-    return Status::Format(Error::InvalidArgument,
-                          "fully connected entry over '%s' is f32; run it with float buffers",
-                          weight_key_.c_str());
-  }
-  return run(batch_size, input, output);
-}
-
-size_t default_slab_bytes() {
-  static const size_t bytes = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    const size_t l2_bytes = l2 > 0 ? static_cast<size_t>(l2) : kFallbackL2Bytes;
-    return l2_bytes / kL2BytesPerSlabByte;
-  }();
-  return bytes;
-}
-
 WeightsCache::WeightsCache(size_t slab_bytes, bool slabs_across_pool)
     : slab_bytes_(slab_bytes), slabs_across_pool_(slabs_across_pool) {
   Registry& r = registry();
@@ -352,7 +153,6 @@ WeightsCache::~WeightsCache() {
     r.caches.erase(this);
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  free_unpacked_data_locked();
   packed_.clear();
   retained_.clear();
 }
@@ -386,12 +186,10 @@ Result<FreeableBuffer> WeightsCache::fetch_unlocked(const NamedDataMap* map,
 }
 
 void WeightsCache::count_fetch_locked(const ConstantRef& ref, size_t size) {
-  counters_.named_data_fetches[ref.key] += 1;
-  counters_.bytes_fetched += size;
-  Process& p = process();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  p.fetches[ref.key] += 1;
-  p.bytes_fetched += size;
+  count_both(&counters_, [&ref, size](WeightsCacheCounters* c) {
+    c->named_data_fetches[ref.key] += 1;
+    c->bytes_fetched += size;
+  });
 }
 
 Result<FreeableBuffer> WeightsCache::fetch_locked(const NamedDataMap* map, const ConstantRef& ref) {
@@ -402,37 +200,26 @@ Result<FreeableBuffer> WeightsCache::fetch_locked(const NamedDataMap* map, const
 }
 
 void WeightsCache::count_hit_locked() {
-  counters_.cache_hits += 1;
-  Process& p = process();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  p.cache_hits += 1;
+  count_both(&counters_, [](WeightsCacheCounters* c) { c->cache_hits += 1; });
 }
 
 void WeightsCache::count_pack_locked() {
-  counters_.packs += 1;
-  Process& p = process();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  p.packs += 1;
+  count_both(&counters_, [](WeightsCacheCounters* c) { c->packs += 1; });
 }
 
 Status WeightsCache::count_verification_locked(const NamedDataMap* map, const ConstantRef& ref,
                                                size_t size, const Status& status) {
-  counters_.verifications += 1;
-  counters_.bytes_verified += size;
-  if (!status.ok()) counters_.verification_failures += 1;
-  {
-    Process& p = process();
-    std::lock_guard<std::mutex> lock(p.mutex);
-    p.verifications += 1;
-    p.bytes_verified += size;
-    if (!status.ok()) p.verification_failures += 1;
-  }
+  count_both(&counters_, [size, &status](WeightsCacheCounters* c) {
+    c->verifications += 1;
+    c->bytes_verified += size;
+    if (!status.ok()) c->verification_failures += 1;
+  });
   if (status.ok()) return status;
   return status.WithContext("XNNPACK delegate: key '%s' in %s (nothing was cached)",
                             ref.key.c_str(), map->name());
 }
 
-PackedOperator* WeightsCache::find_packed_locked(PackedKey* key, bool verify) {
+WeightsCache::PackedEntry* WeightsCache::find_packed_locked(PackedKey* key, bool verify) {
   // A checked entry serves every load; an unchecked one only loads that check nothing either.
   key->verified = true;
   auto it = packed_.find(*key);
@@ -441,18 +228,18 @@ PackedOperator* WeightsCache::find_packed_locked(PackedKey* key, bool verify) {
     it = packed_.find(*key);
   }
   key->verified = verify;  // What a new entry made for this key will be.
-  return it == packed_.end() ? nullptr : it->second.get();
+  return it == packed_.end() ? nullptr : &it->second;
 }
 
-RetainedConstant* WeightsCache::find_retained_locked(const ConstantIdentity& identity,
-                                                     bool verify) {
+WeightsCache::RetainedEntry* WeightsCache::find_retained_locked(const ConstantIdentity& identity,
+                                                                bool verify) {
   RetainedKey key{identity, true};
   auto it = retained_.find(key);
   if (it == retained_.end() && !verify) {
     key.verified = false;
     it = retained_.find(key);
   }
-  return it == retained_.end() ? nullptr : it->second.get();
+  return it == retained_.end() ? nullptr : &it->second;
 }
 
 bool WeightsCache::borrow_locked(const ConstantRef& ref, bool verify, Bytes* bytes) {
@@ -464,11 +251,11 @@ bool WeightsCache::borrow_locked(const ConstantRef& ref, bool verify, Bytes* byt
   }
   // Bytes an elementwise op already holds (same identity, so the same bytes) need no fetch; one
   // more reference keeps them while this miss packs without the lock.
-  if (RetainedConstant* retained = find_retained_locked(ref.identity, verify)) {
-    retained->refs_ += 1;
-    bytes->pinned = retained;
-    bytes->data = retained->data();
-    bytes->size = retained->size();
+  if (RetainedEntry* retained = find_retained_locked(ref.identity, verify)) {
+    retained->refs += 1;
+    bytes->pinned = retained->constant.get();
+    bytes->data = bytes->pinned->data();
+    bytes->size = bytes->pinned->size();
     return true;
   }
   // Bytes the executor already holds for a kernel (a tied embedding packed as lm_head): the same
@@ -480,17 +267,6 @@ bool WeightsCache::borrow_locked(const ConstantRef& ref, bool verify, Bytes* byt
     bytes->size = ref.identity.nbytes();
     bytes->shared = std::move(held);
     return true;
-  }
-  // Fetched once: bytes load_unpacked_data() holds are taken over (a miss ends by freeing every
-  // unpacked buffer anyway), so that no other miss can free them under this one.
-  for (auto it = unpacked_.begin(); it != unpacked_.end(); ++it) {
-    if (it->key == ref.key && it->digest == ref.identity.digest && (it->verified || !verify)) {
-      bytes->owned = std::move(it->buffer);
-      unpacked_.erase(it);
-      bytes->data = bytes->owned.data();
-      bytes->size = bytes->owned.size();
-      return true;
-    }
   }
   return false;
 }
@@ -504,6 +280,11 @@ Status WeightsCache::bytes_for_miss(const NamedDataMap* map, const ConstantRef& 
   // The map is read without the cache's lock (NamedDataMap is thread-safe): a slow file read of
   // one weight does not hold up the loads of others.
   ES_ASSIGN_OR_RETURN(FreeableBuffer fetched, fetch_unlocked(map, ref));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_.insert(ref.key);
+  }
+  bytes->held_key = ref.key;
   bytes->from_map = true;
   bytes->size = fetched.size();
   bytes->owned = std::move(fetched);
@@ -514,50 +295,20 @@ Status WeightsCache::bytes_for_miss(const NamedDataMap* map, const ConstantRef& 
 }
 
 void WeightsCache::drop_bytes_locked(Bytes* bytes) {
+  if (!bytes->held_key.empty()) {
+    auto held = held_.find(bytes->held_key);
+    if (held != held_.end()) held_.erase(held);
+    bytes->held_key.clear();
+  }
   bytes->owned.free();
   bytes->shared = runtime::ExternalConstant();
   if (bytes->pinned != nullptr) release_locked(bytes->pinned);
   bytes->pinned = nullptr;
 }
 
-Result<const void*> WeightsCache::load_unpacked_data(const NamedDataMap* map,
-                                                     const ConstantRef& ref) {
-  const bool verify = verify_content_enabled();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (ref.identity.is_inline) return static_cast<const void*>(ref.identity.inline_bytes.data());
-  if (const RetainedConstant* retained = find_retained_locked(ref.identity, verify)) {
-    return static_cast<const void*>(retained->data());
-  }
-  for (const Unpacked& u : unpacked_) {
-    if (u.key == ref.key && u.digest == ref.identity.digest && (u.verified || !verify)) {
-      return u.buffer.data();
-    }
-  }
-  ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, fetch_locked(map, ref));
-  if (verify) {
-    ES_RETURN_IF_ERROR(count_verification_locked(
-        map, ref, bytes.size(),
-        runtime::check_sha256(bytes.data(), bytes.size(), ref.identity.digest)));
-  }
-  const void* data = bytes.data();
-  unpacked_.push_back(Unpacked{ref.key, ref.identity.digest, verify, std::move(bytes)});
-  return data;
-}
-
-void WeightsCache::free_unpacked_data_locked() {
-  // FreeableBuffer::free hands the bytes back to their loader (munmap for an mmapped file).
-  for (Unpacked& u : unpacked_) u.buffer.free();
-  unpacked_.clear();
-}
-
-void WeightsCache::free_unpacked_data() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  free_unpacked_data_locked();
-}
-
 // One request of a batch, from its reservation to its publication. The pool tasks write only
-// their own fields of a reserved miss (hashed, created, the flags) and the entry's slab
-// operators; everything the cache owns is touched under its lock, before and after the pool call.
+// their own fields of a reserved miss (hashed, the flags) and its operator's slabs; everything the
+// cache owns is touched under its lock, before and after the pool call.
 struct WeightsCache::Miss {
   enum class Kind {
     kHit,       // A published entry (one reference taken).
@@ -567,10 +318,12 @@ struct WeightsCache::Miss {
   const FullyConnectedRequest* request = nullptr;
   PackedKey key;
   Kind kind = Kind::kHit;
-  PackedOperator* entry = nullptr;
+  PackedEntry* entry = nullptr;
+  // A reserved miss's operator, planned and packed without the lock; the entry gets it when
+  // published.
+  std::unique_ptr<PackedOperator> op;
   Bytes kernel, bias;
   Status hashed[2];                      // The weight's and the bias's checks, when hashed.
-  std::vector<xnn_status> created;       // Per slab.
   std::atomic<bool> hash_failed{false};  // Lets the packs after a failed hash skip their work.
   std::atomic<size_t> tasks_left{0};     // The last of this miss's tasks gives its bytes back.
 
@@ -589,33 +342,7 @@ struct WeightsCache::Miss {
 
   void pack(size_t index) {
     if (hash_failed.load(std::memory_order_relaxed)) return;
-    PackedOperator::Slab& slab = entry->slabs_[index];
-    const size_t in = entry->input_channels_, out = entry->output_channels_;
-    const bool f16 = entry->weight_dtype_ == runtime::ScalarType::Half;
-    const size_t element = f16 ? 2 : 4;
-    const uint8_t* w = static_cast<const uint8_t*>(kernel.data) + slab.first * in * element;
-    const uint8_t* b =
-        request->has_bias ? static_cast<const uint8_t*>(bias.data) + slab.first * element : nullptr;
-    // Shared operators are created unclamped: a clamp is a property of the node using the
-    // weights, not of the weights, so clamping here would split one weight into several entries.
-    const float lo = -std::numeric_limits<float>::infinity();
-    const float hi = std::numeric_limits<float>::infinity();
-    // Asked before the scope: their first calls pack probe weights of their own.
-    const bool gemv = !f16 && (packed_gemv_usable() || packed_gemm_usable());
-    // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
-    PackedRegionScope scope(entry->region_.get());
-    created[index] = f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
-                                                             /*output_stride=*/out, w, b, lo, hi,
-                                                             /*flags=*/0, &slab.op)
-                         : xnn_create_fully_connected_nc_f32(
-                               in, slab.count, /*input_stride=*/in,
-                               /*output_stride=*/out, reinterpret_cast<const float*>(w),
-                               reinterpret_cast<const float*>(b), lo, hi,
-                               /*flags=*/0, &slab.op);
-    slab.packed = scope.last_block();
-    slab.packed_bytes = scope.last_size();
-    slab.gemv = gemv && created[index] == xnn_status_success && slab.packed != nullptr &&
-                slab.packed_bytes == packed_gemv_bytes(in, slab.count);
+    op->pack_slab(index, kernel.data, request->has_bias ? bias.data : nullptr);
   }
 
   // Owned bytes go back as soon as nothing reads them: a batch holding every fetched weight to
@@ -625,13 +352,6 @@ struct WeightsCache::Miss {
     if (tasks_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     kernel.owned.free();
     bias.owned.free();
-  }
-
-  xnn_status first_failure() const {
-    for (xnn_status s : created) {
-      if (s != xnn_status_success) return s;
-    }
-    return xnn_status_success;
   }
 };
 
@@ -679,7 +399,7 @@ struct WeightsCache::BatchJob {
     for (size_t i = 0; i < count; ++i) {
       if (misses[i].kind != Miss::Kind::kReserved) continue;
       if (misses[i].needs_hash()) hashed.push_back(&misses[i]);
-      total += misses[i].entry->slabs_.size();
+      total += misses[i].op->num_slabs();
     }
     total += hashed.size();
     // std::sort with request order as tie-break: stable_sort's temporary buffer comes from nothrow
@@ -711,7 +431,7 @@ struct WeightsCache::BatchJob {
     size_t lane = 0;
     for (size_t i = 0; i < count; ++i) {
       if (misses[i].kind != Miss::Kind::kReserved) continue;
-      for (size_t slab = 0; slab < misses[i].entry->slabs_.size(); ++slab) {
+      for (size_t slab = 0; slab < misses[i].op->num_slabs(); ++slab) {
         while (lanes[lane].next == lanes[lane].end) ++lane;
         tasks[lanes[lane].next++] = Task{&misses[i], slab};
       }
@@ -721,8 +441,7 @@ struct WeightsCache::BatchJob {
   static size_t bytes(const Miss* m) { return m->kernel.size + m->bias.size; }
 
   void add_packs(Miss* miss) {
-    for (size_t slab = 0; slab < miss->entry->slabs_.size(); ++slab)
-      tasks.push_back(Task{miss, slab});
+    for (size_t slab = 0; slab < miss->op->num_slabs(); ++slab) tasks.push_back(Task{miss, slab});
   }
 
   static void task(void* context, size_t index) {
@@ -788,7 +507,7 @@ Status WeightsCache::get_or_pack_fully_connected(const NamedDataMap* map,
   *failed = n;
   const Status status = publish_locked(map, misses.get(), n, fetched, stop_error, failed);
   if (!status.ok()) return status;
-  for (size_t i = 0; i < n; ++i) entries->push_back(misses[i].entry);
+  for (size_t i = 0; i < n; ++i) entries->push_back(misses[i].entry->op.get());
   return Status();
 }
 
@@ -816,17 +535,17 @@ Status WeightsCache::publish_locked(const NamedDataMap* map, Miss* misses, size_
   // Counted and published in request order, up to the first failure; what comes after it is
   // dropped uncounted.
   Status status;
-  bool any_fetched = false;
   for (size_t i = 0; i < count; ++i) {
     Miss& m = misses[i];
     if (status.ok() && i < fetched) {
       status = finish_locked(map, &m);
-      any_fetched = any_fetched || m.kind == Miss::Kind::kReserved;
     } else if (status.ok() && i == fetched) {
       // The request that stopped the batch before hashing: its fetches count, as they would have.
       if (m.kernel.from_map) count_fetch_locked(m.request->weight, m.kernel.size);
       if (m.bias.from_map) count_fetch_locked(m.request->bias, m.bias.size);
-      if (m.kind == Miss::Kind::kReserved) finish_reserved_locked(m.entry, stop_error);
+      if (m.kind == Miss::Kind::kReserved) {
+        finish_reserved_locked(m.entry, std::move(m.op), stop_error);
+      }
       status = stop_error;
     } else {
       abandon_locked(&m);
@@ -835,8 +554,6 @@ Status WeightsCache::publish_locked(const NamedDataMap* map, Miss* misses, size_
     drop_bytes_locked(&m.kernel);
     drop_bytes_locked(&m.bias);
   }
-  // Bytes load_unpacked_data() held were either taken over by a miss or are no longer needed.
-  if (any_fetched) free_unpacked_data_locked();
   if (!status.ok()) {
     for (size_t i = 0; i < *failed; ++i) release_locked(misses[i].entry);
   }
@@ -845,7 +562,8 @@ Status WeightsCache::publish_locked(const NamedDataMap* map, Miss* misses, size_
 
 void WeightsCache::abandon_locked(Miss* miss) {
   if (miss->kind == Miss::Kind::kReserved) {
-    finish_reserved_locked(miss->entry, Status(Error::Internal));  // Removed, never counted.
+    // Removed, never counted.
+    finish_reserved_locked(miss->entry, std::move(miss->op), Status(Error::Internal));
   } else if (miss->kind == Miss::Kind::kHit && miss->entry != nullptr) {
     release_locked(miss->entry);
   }
@@ -859,43 +577,42 @@ void WeightsCache::reserve_locked(std::unique_lock<std::mutex>* lock, Miss* miss
   for (bool busy = true; busy;) {
     busy = false;
     for (size_t i = 0; i < count && !busy; ++i) {
-      const PackedOperator* found = find_packed_locked(&misses[i].key, verify);
-      busy = found != nullptr && found->packing_;
+      const PackedEntry* found = find_packed_locked(&misses[i].key, verify);
+      busy = found != nullptr && found->packing;
     }
     if (busy) packed_cv_.wait(*lock);
   }
   for (size_t i = 0; i < count; ++i) {
     Miss& m = misses[i];
-    PackedOperator* found = find_packed_locked(&m.key, verify);
+    PackedEntry* found = find_packed_locked(&m.key, verify);
     if (found == nullptr) {
-      std::unique_ptr<PackedOperator> entry(new PackedOperator());
+      // References to an unordered_map's values stay valid as it grows.
       m.kind = Miss::Kind::kReserved;
-      m.entry = entry.get();
-      packed_.emplace(m.key, std::move(entry));
-    } else if (found->packing_) {
+      m.entry = &packed_[m.key];
+    } else if (found->packing) {
       m.kind = Miss::Kind::kRepeat;  // Reserved by an earlier miss of this batch.
       m.entry = found;
     } else {
       m.kind = Miss::Kind::kHit;
       m.entry = found;
-      found->refs_ += 1;
+      found->refs += 1;
     }
   }
 }
 
 Status WeightsCache::fetch_miss(const NamedDataMap* map, bool verify, Miss* miss) {
   const FullyConnectedRequest& r = *miss->request;
-  PackedOperator* entry = miss->entry;
-  entry->weight_dtype_ = r.weight.identity.dtype;
-  entry->input_channels_ = r.input_channels;
-  entry->output_channels_ = r.output_channels;
-  entry->weight_key_ = r.weight.key;
-  if (r.has_bias) entry->bias_key_ = r.bias.key;
-  entry->slabs_across_pool_ = slabs_across_pool_;
   ES_RETURN_IF_ERROR(bytes_for_miss(map, r.weight, verify, &miss->kernel));
   if (r.has_bias) ES_RETURN_IF_ERROR(bytes_for_miss(map, r.bias, verify, &miss->bias));
-  entry->plan_slabs(slab_bytes_);
-  miss->created.assign(entry->slabs_.size(), xnn_status_success);
+  PackedOperator::Shape shape;
+  shape.weight_dtype = r.weight.identity.dtype;
+  shape.input_channels = r.input_channels;
+  shape.output_channels = r.output_channels;
+  shape.weight_key = r.weight.key;
+  if (r.has_bias) shape.bias_key = r.bias.key;
+  shape.slab_bytes = slab_bytes_;
+  shape.slabs_across_pool = slabs_across_pool_;
+  miss->op = PackedOperator::plan(shape);
   return Status();
 }
 
@@ -905,8 +622,7 @@ void WeightsCache::hash_and_pack(Miss* misses, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     Miss& m = misses[i];
     if (m.kind != Miss::Kind::kReserved) continue;
-    m.tasks_left.store(m.entry->slabs_.size() + (m.needs_hash() ? 1 : 0),
-                       std::memory_order_relaxed);
+    m.tasks_left.store(m.op->num_slabs() + (m.needs_hash() ? 1 : 0), std::memory_order_relaxed);
   }
   if (pool == nullptr) {
     job.add_entry_by_entry(misses, count);
@@ -922,7 +638,7 @@ void WeightsCache::hash_and_pack(Miss* misses, size_t count) {
 Status WeightsCache::finish_locked(const NamedDataMap* map, Miss* miss) {
   const FullyConnectedRequest& r = *miss->request;
   if (miss->kind == Miss::Kind::kRepeat) {
-    miss->entry->refs_ += 1;  // Published by the earlier request: it came first and did not fail.
+    miss->entry->refs += 1;  // Published by the earlier request: it came first and did not fail.
   }
   if (miss->kind != Miss::Kind::kReserved) {
     count_hit_locked();
@@ -940,28 +656,22 @@ Status WeightsCache::finish_locked(const NamedDataMap* map, Miss* miss) {
           ? count_verification_locked(map, r.bias, miss->bias.size, miss->hashed[1])
           : Status();
   Status status = weight_check.ok() ? bias_check : weight_check;
-  if (status.ok()) {
-    status =
-        create_status(miss->first_failure(), r.weight.identity.dtype == runtime::ScalarType::Half,
-                      r.weight, r.input_channels, r.output_channels);
-  }
-  finish_reserved_locked(miss->entry, status);
+  if (status.ok()) status = miss->op->seal();
+  finish_reserved_locked(miss->entry, std::move(miss->op), status);
   return status;
 }
 
-void WeightsCache::finish_reserved_locked(PackedOperator* entry, const Status& status) {
+void WeightsCache::finish_reserved_locked(PackedEntry* entry, std::unique_ptr<PackedOperator> op,
+                                          const Status& status) {
   for (auto it = packed_.begin(); it != packed_.end(); ++it) {
-    if (it->second.get() != entry) continue;
+    if (&it->second != entry) continue;
     if (status.ok()) {
-      const bool own_layout = std::all_of(entry->slabs_.begin(), entry->slabs_.end(),
-                                          [](const PackedOperator::Slab& s) { return s.gemv; });
-      entry->one_row_gemv_ = own_layout && packed_gemv_usable();
-      entry->rows_gemm_ = own_layout && packed_gemm_usable();
-      entry->packing_ = false;
-      entry->refs_ = 1;
+      entry->op = std::move(op);
+      entry->packing = false;
+      entry->refs = 1;
       count_pack_locked();
     } else {
-      // Nothing of a failed load stays: its operators (if any) go with the entry.
+      // Nothing of a failed load stays: its operators (if any) go with `op`.
       packed_.erase(it);
     }
     break;
@@ -969,16 +679,21 @@ void WeightsCache::finish_reserved_locked(PackedOperator* entry, const Status& s
   packed_cv_.notify_all();
 }
 
-void WeightsCache::release(PackedOperator* entry) {
-  if (entry == nullptr) return;
+void WeightsCache::release(PackedOperator* op) {
+  if (op == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  release_locked(entry);
+  for (auto& entry : packed_) {
+    if (entry.second.op.get() == op) {
+      release_locked(&entry.second);
+      return;
+    }
+  }
 }
 
-void WeightsCache::release_locked(PackedOperator* entry) {
+void WeightsCache::release_locked(PackedEntry* entry) {
   for (auto it = packed_.begin(); it != packed_.end(); ++it) {
-    if (it->second.get() != entry) continue;
-    if (--entry->refs_ == 0) packed_.erase(it);
+    if (&it->second != entry) continue;
+    if (--entry->refs == 0) packed_.erase(it);
     return;
   }
 }
@@ -987,10 +702,10 @@ Result<RetainedConstant*> WeightsCache::retain_constant(const NamedDataMap* map,
                                                         const ConstantRef& ref) {
   const bool verify = verify_content_enabled();
   std::lock_guard<std::mutex> lock(mutex_);
-  if (RetainedConstant* hit = find_retained_locked(ref.identity, verify)) {
-    hit->refs_ += 1;
+  if (RetainedEntry* hit = find_retained_locked(ref.identity, verify)) {
+    hit->refs += 1;
     count_hit_locked();
-    return hit;
+    return hit->constant.get();
   }
   ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, fetch_locked(map, ref));
   // Nothing to overlap with here: an elementwise operand is read as it is, so it is hashed first.
@@ -999,13 +714,10 @@ Result<RetainedConstant*> WeightsCache::retain_constant(const NamedDataMap* map,
         map, ref, bytes.size(),
         runtime::check_sha256(bytes.data(), bytes.size(), ref.identity.digest)));
   }
-  std::unique_ptr<RetainedConstant> constant(new RetainedConstant());
-  constant->buffer_ = std::move(bytes);
-  constant->refs_ = 1;
-  constant->key_ = ref.key;
-  RetainedConstant* result = constant.get();
-  retained_.emplace(RetainedKey{ref.identity, verify}, std::move(constant));
-  return result;
+  RetainedEntry& entry = retained_[RetainedKey{ref.identity, verify}];
+  entry.constant.reset(new RetainedConstant(std::move(bytes), ref.key));
+  entry.refs = 1;
+  return entry.constant.get();
 }
 
 void WeightsCache::release(RetainedConstant* constant) {
@@ -1016,35 +728,27 @@ void WeightsCache::release(RetainedConstant* constant) {
 
 void WeightsCache::release_locked(RetainedConstant* constant) {
   for (auto it = retained_.begin(); it != retained_.end(); ++it) {
-    if (it->second.get() != constant) continue;
-    if (--constant->refs_ == 0) retained_.erase(it);
+    if (it->second.constant.get() != constant) continue;
+    if (--it->second.refs == 0) retained_.erase(it);
     return;
   }
 }
 
-std::vector<std::string> WeightsCache::get_packed_data_names() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+std::vector<std::string> WeightsCache::packed_names_locked() const {
   std::vector<std::string> names;
   for (const auto& entry : packed_) {
-    if (entry.second->packing_) continue;  // Not an entry until it is published.
-    if (!entry.second->weight_key_.empty()) names.push_back(entry.second->weight_key_);
-    if (!entry.second->bias_key_.empty()) names.push_back(entry.second->bias_key_);
+    if (entry.second.packing) continue;  // Not an entry until it is published.
+    const PackedOperator& op = *entry.second.op;
+    if (!op.weight_key().empty()) names.push_back(op.weight_key());
+    if (!op.bias_key().empty()) names.push_back(op.bias_key());
   }
-  append_sorted_unique(&names);
-  return names;
-}
-
-std::vector<std::string> WeightsCache::get_unpacked_data_names() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<std::string> names;
-  for (const Unpacked& u : unpacked_) names.push_back(u.key);
   append_sorted_unique(&names);
   return names;
 }
 
 size_t WeightsCache::published_count_locked() const {
   size_t n = 0;
-  for (const auto& entry : packed_) n += entry.second->packing_ ? 0 : 1;
+  for (const auto& entry : packed_) n += entry.second.packing ? 0 : 1;
   return n;
 }
 
@@ -1055,18 +759,13 @@ size_t WeightsCache::get_num_packed_data() const {
 
 WeightsCacheStats WeightsCache::stats() const {
   WeightsCacheStats stats;
-  stats.packed_data_names = get_packed_data_names();
-  stats.unpacked_data_names = get_unpacked_data_names();
   std::lock_guard<std::mutex> lock(mutex_);
-  stats.named_data_fetches = counters_.named_data_fetches;
-  stats.bytes_fetched = counters_.bytes_fetched;
-  stats.packs = counters_.packs;
-  stats.cache_hits = counters_.cache_hits;
-  stats.verifications = counters_.verifications;
-  stats.bytes_verified = counters_.bytes_verified;
-  stats.verification_failures = counters_.verification_failures;
+  static_cast<WeightsCacheCounters&>(stats) = counters_;
+  stats.packed_data_names = packed_names_locked();
+  stats.unpacked_data_names.assign(held_.begin(), held_.end());
+  append_sorted_unique(&stats.unpacked_data_names);
   stats.num_packed_entries = published_count_locked();
-  for (const auto& r : retained_) stats.retained_data_names.push_back(r.second->key_);
+  for (const auto& r : retained_) stats.retained_data_names.push_back(r.second.constant->key());
   append_sorted_unique(&stats.retained_data_names);
   return stats;
 }
@@ -1103,26 +802,14 @@ WeightsCacheStats process_weights_cache_stats() {
   append_sorted_unique(&total.retained_data_names);
   Process& p = process();
   std::lock_guard<std::mutex> lock(p.mutex);
-  total.named_data_fetches = p.fetches;
-  total.bytes_fetched = p.bytes_fetched;
-  total.packs = p.packs;
-  total.cache_hits = p.cache_hits;
-  total.verifications = p.verifications;
-  total.bytes_verified = p.bytes_verified;
-  total.verification_failures = p.verification_failures;
+  static_cast<WeightsCacheCounters&>(total) = p.counters;
   return total;
 }
 
 void reset_weights_cache_counters() {
   Process& p = process();
   std::lock_guard<std::mutex> lock(p.mutex);
-  p.fetches.clear();
-  p.bytes_fetched = 0;
-  p.packs = 0;
-  p.cache_hits = 0;
-  p.verifications = 0;
-  p.bytes_verified = 0;
-  p.verification_failures = 0;
+  p.counters = WeightsCacheCounters();
 }
 
 }  // namespace xnnpack

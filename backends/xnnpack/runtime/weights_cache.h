@@ -1,7 +1,7 @@
 // WeightsCache: the XNNPACK delegate's store of packed weights, shared by every method and program.
 //
 // The XNNPACK here has no weights-cache hook, so the delegate packs weights itself: a packed entry
-// IS an XNNPACK fully connected operator (it owns its packed weights and bias). Entries are keyed
+// is a PackedOperator (packed_operator.h: it owns its packed weights and bias). Entries are keyed
 // by what the weights are (SHA-256 digest + dtype + dims, from the delegate graph), never by key
 // name, plus the op kind and packing parameters; the key of a missing bias is an explicit "no
 // bias". Because the graph carries identities, the cache is asked BEFORE anything is fetched: a hit
@@ -16,8 +16,8 @@
 // if the hash differs; a retained constant is hashed before it is kept. Either way a failed check
 // caches nothing, so a file with bytes changed under their digests fails for its own load and
 // cannot poison the entry another (honest) program gets later. The fetched bytes are given back as
-// soon as they are hashed and packed (free_unpacked_data for load_unpacked_data's). Inline
-// constants (carried in the graph) are their own identity and are not hashed.
+// soon as they are hashed and packed. Inline constants (carried in the graph) are their own
+// identity and are not hashed.
 //
 // A graph asks for all its fully connected entries in ONE call (the batch form of
 // get_or_pack_fully_connected): every miss is reserved and fetched first, then all their hashes
@@ -56,14 +56,15 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
+#include "edgeshare/backends/xnnpack/runtime/packed_operator.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/freeable_buffer.h"
 #include "edgeshare/runtime/core/named_data_map.h"
@@ -105,127 +106,18 @@ struct FullyConnectedRequest {
   size_t output_channels = 0;
 };
 
-// Whether runs on a pool of 2+ threads give each thread whole slabs, one pool call per weight
-// (measured at T=32, 2 threads, 1 MiB slabs: 0.49x of one operator per weight, against 0.59x when
-// each slab is split over the pool; equal at T=1; and far less hurt when other processes share
-// the cores, as it waits at one barrier per weight instead of one per slab).
-constexpr bool kSlabsAcrossPool = true;
-
-// A single-slab fully connected run of fewer FLOPs (2 x batch x in x out) than this runs on the
-// calling thread even with 2+ threads: e.g. a LoRA A or B matrix at T=32 (1-2 MFLOP, 8-20 us on
-// one core), where a pool call's wake-up and barrier cost about as much as they save, and on a busy
-// machine the barrier waits for a descheduled pool thread. Multi-slab entries use parallel_for
-// (threadpool.h), which never waits for a thread that took no work.
-constexpr size_t kPoolMinFlops = size_t{32} << 20;
-
-// A packed entry: the weights of one fully connected op, packed by XNNPACK fully connected
-// operators with output range (-inf, +inf). Its weight dtype picks the operator: Float packs f32
-// operators (float input and output), Half f16 ones (IEEE half input and output; the caller
-// converts around them).
-//
-// The entry is split into column slabs: each slab is its own operator over output channels
-// [first, first + count) (weight rows and bias of that range), writing its columns of the output
-// in place (output stride = all output channels). XNNPACK's kernels walk the whole packed matrix
-// once per tile of rows, so a weight larger than L2 is read from memory ~batch/7 times; a slab
-// sized for L2 is read once and reused by every row tile. The slabs together are the one packed
-// copy of the weight (one pack, one entry); a weight no larger than a slab is one slab.
-class PackedOperator {
- public:
-  PackedOperator(const PackedOperator&) = delete;
-  PackedOperator& operator=(const PackedOperator&) = delete;
-  // Deletes the operators (and so the packed weights). Only the cache deletes entries.
-  ~PackedOperator();
-
-  // setup + run of every slab under this entry's lock: an operator keeps the pointers of its last
-  // setup, so a setup from one thread must not be followed by another thread's run. With 2+
-  // delegate threads the slabs are spread over them by parallel_for (each slab on one thread, all
-  // rows), otherwise they run one after the other. Where the delegate's kernels stand in for
-  // XNNPACK's (packed_gemv.h), one row runs packed_gemv and more rows packed_gemm (prefetching the
-  // next slab while it computes) over the same packed bytes: bitwise the same results, no operator
-  // set up, so no lock (threads running one weight run at once).
-  // Never allocates.
-  // Errors: DelegateExecutionFailed naming the weight key.
-  runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
-  // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
-  // Errors: as above; InvalidArgument when the entry's kind is not the one called.
-  runtime::Status run_fully_connected_f16(size_t batch_size, const void* input, void* output);
-
-  // Float (f32 operators) or Half (f16 operators).
-  runtime::ScalarType weight_dtype() const { return weight_dtype_; }
-
-  size_t input_channels() const { return input_channels_; }
-  size_t output_channels() const { return output_channels_; }
-  size_t num_slabs() const { return slabs_.size(); }
-  // Whether one-row runs go through packed_gemv, and runs of more rows through packed_gemm (every
-  // slab in this entry's region, the kernel checked against XNNPACK on this machine), rather than
-  // XNNPACK's operators.
-  bool one_row_gemv() const { return one_row_gemv_; }
-  bool rows_gemm() const { return rows_gemm_; }
-  const std::string& weight_key() const { return weight_key_; }
-
- private:
-  friend class WeightsCache;
-  struct Slab {
-    xnn_operator_t op = nullptr;
-    size_t first = 0;  // First output channel.
-    size_t count = 0;  // Output channels.
-    // The operator's packed weights in region_ (null when XNNPACK placed them elsewhere).
-    const void* packed = nullptr;
-    size_t packed_bytes = 0;
-    bool gemv = false;  // packed_gemv and packed_gemm read `packed` as XNNPACK's kernels would.
-  };
-  struct SlabRun;
-  PackedOperator() = default;
-  // Plans the slabs (about `slab_bytes` packed bytes each) and the region they will be packed in.
-  void plan_slabs(size_t slab_bytes);
-  // Pulls a slab into this core's caches before a run over enough rows to reuse it from there.
-  static void touch_for(const Slab& slab, size_t batch_size);
-  runtime::Status run(size_t batch_size, const void* input, void* output);
-  // One slab over every row: with `own`, packed_gemv (one row) or packed_gemm prefetching `next`
-  // (touching the slab first only when it is the `first` a thread runs, nothing prefetched it);
-  // else touch_for, setup and run.
-  xnn_status run_slab(const Slab& slab, const Slab* next, bool first, bool own, size_t batch_size,
-                      const void* input, void* output, pthreadpool_t pool) const;
-  xnn_status setup_slab(const Slab& slab, size_t batch_size, const void* input, void* output,
-                        pthreadpool_t pool) const;
-
-  std::vector<Slab> slabs_;
-  // Where the slabs' packed weights live; unmapped after the destructor's body deleted the
-  // operators.
-  std::unique_ptr<PackedRegion> region_;
-  bool slabs_across_pool_ = kSlabsAcrossPool;
-  // Every slab is `gemv` and the kernel checked on this machine: runs of one row (packed_gemv) or
-  // of several (packed_gemm) need no operator (set once packed, before publication).
-  bool one_row_gemv_ = false;
-  bool rows_gemm_ = false;
-  std::mutex mutex_;
-  // Guarded by the cache's lock: users holding the entry, and whether it is still being packed
-  // (then it is nobody's yet: a requester of the same key waits for it).
-  size_t refs_ = 0;
-  bool packing_ = true;
-  size_t input_channels_ = 0;
-  size_t output_channels_ = 0;
-  runtime::ScalarType weight_dtype_ = runtime::ScalarType::Float;
-  std::string weight_key_;
-  std::string bias_key_;
-};
-
-// Bytes of packed weights per column slab by default: a measured fraction of this core's L2
-// (sysconf(_SC_LEVEL2_CACHE_SIZE), or kFallbackL2Bytes when the system does not say); see
-// slabs_bench.cc for the measurement.
-size_t default_slab_bytes();
-
 // Raw bytes of a named constant that an operator reads at every run (an elementwise operand), kept
 // alive and shared by identity until its last user releases it.
 class RetainedConstant {
  public:
+  RetainedConstant(runtime::FreeableBuffer buffer, std::string key)
+      : buffer_(std::move(buffer)), key_(std::move(key)) {}
   const float* data() const { return static_cast<const float*>(buffer_.data()); }
   size_t size() const { return buffer_.size(); }
+  const std::string& key() const { return key_; }
 
  private:
-  friend class WeightsCache;
   runtime::FreeableBuffer buffer_;
-  size_t refs_ = 0;
   std::string key_;
 };
 
@@ -276,16 +168,7 @@ class WeightsCache {
                                                      const ConstantRef& ref);
   void release(RetainedConstant* constant);
 
-  // Fetches `ref` from `map` once (remembering key <-> bytes) after checking the map's digest for
-  // the key equals the graph's, and (verification on) that the bytes hash to it; returns the
-  // bytes, valid until free_unpacked_data() or the next get_or_pack_fully_connected miss.
-  runtime::Result<const void*> load_unpacked_data(const runtime::NamedDataMap* map,
-                                                  const ConstantRef& ref);
-  // Gives back every unpacked buffer (with an mmap loader the pages are unmapped).
-  void free_unpacked_data();
-
-  std::vector<std::string> get_packed_data_names() const;
-  std::vector<std::string> get_unpacked_data_names() const;
+  // Live packed entries.
   size_t get_num_packed_data() const;
 
   // This cache's counters (since it was made) and contents.
@@ -321,15 +204,20 @@ class WeightsCache {
       return IdentityHash()(key.identity) ^ static_cast<size_t>(key.verified);
     }
   };
-  struct Unpacked {
-    std::string key;
-    runtime::Digest digest;
-    bool verified = false;
-    runtime::FreeableBuffer buffer;
+  // A packed entry and its users. `op` is set when the entry is published; until then the entry
+  // is a reservation ("being packed": a requester of the same key waits for it).
+  struct PackedEntry {
+    std::unique_ptr<PackedOperator> op;
+    size_t refs = 0;
+    bool packing = true;
+  };
+  struct RetainedEntry {
+    std::unique_ptr<RetainedConstant> constant;
+    size_t refs = 0;
   };
   // The bytes of one constant for a miss: borrowed (inline, or a retained constant pinned by one
-  // more reference until the miss ends; already checked if they needed it) or owned by this miss
-  // (fetched, or taken over from unpacked_; to be hashed when `unchecked`).
+  // more reference until the miss ends; already checked if they needed it) or fetched by this miss
+  // (to be hashed when `unchecked`; its key is among held_ until the miss ends).
   struct Bytes {
     const void* data = nullptr;
     size_t size = 0;
@@ -338,18 +226,10 @@ class WeightsCache {
     runtime::ExternalConstant shared;  // bytes the executor holds for the same identity
     bool unchecked = false;
     bool from_map = false;  // Fetched from the map by this miss: one fetch to count.
+    std::string held_key;   // Its entry in held_, when from_map.
   };
   struct Miss;
   struct BatchJob;
-  struct Counters {
-    std::map<std::string, size_t> named_data_fetches;
-    uint64_t bytes_fetched = 0;
-    uint64_t packs = 0;
-    uint64_t cache_hits = 0;
-    uint64_t verifications = 0;
-    uint64_t bytes_verified = 0;
-    uint64_t verification_failures = 0;
-  };
 
   // The map's bytes for `ref` after checking its digest, not yet counted: no lock needed.
   runtime::Result<runtime::FreeableBuffer> fetch_unlocked(const runtime::NamedDataMap* map,
@@ -358,6 +238,8 @@ class WeightsCache {
   void count_fetch_locked(const ConstantRef& ref, size_t size);
   runtime::Result<runtime::FreeableBuffer> fetch_locked(const runtime::NamedDataMap* map,
                                                         const ConstantRef& ref);
+  // Sorted, duplicate-free keys of the published entries.
+  std::vector<std::string> packed_names_locked() const;
   // Bytes the cache already has for `ref` (see Bytes); false when they must be fetched.
   bool borrow_locked(const ConstantRef& ref, bool verify, Bytes* bytes);
   // Borrowed or fetched bytes for a miss (a fetch is counted later, by finish_locked); takes the
@@ -388,15 +270,16 @@ class WeightsCache {
                                  size_t fetched, const runtime::Status& stop_error, size_t* failed);
   // Removes a miss's reserved entry uncounted, or gives back its hit's reference.
   void abandon_locked(Miss* miss);
-  // Publishes a reserved entry (`status` ok) or removes it, and wakes waiting requesters.
-  void finish_reserved_locked(PackedOperator* entry, const runtime::Status& status);
+  // Publishes a reserved entry with its operator (`status` ok) or removes it, and wakes waiting
+  // requesters.
+  void finish_reserved_locked(PackedEntry* entry, std::unique_ptr<PackedOperator> op,
+                              const runtime::Status& status);
   // Drops one reference (the last one deletes the entry).
-  void release_locked(PackedOperator* entry);
-  PackedOperator* find_packed_locked(PackedKey* key, bool verify);
-  RetainedConstant* find_retained_locked(const ConstantIdentity& identity, bool verify);
+  void release_locked(PackedEntry* entry);
+  PackedEntry* find_packed_locked(PackedKey* key, bool verify);
+  RetainedEntry* find_retained_locked(const ConstantIdentity& identity, bool verify);
   void release_locked(RetainedConstant* constant);
   size_t published_count_locked() const;
-  void free_unpacked_data_locked();
   void count_hit_locked();
   void count_pack_locked();
   // Counts one hash of `size` bytes and, when `status` failed, returns it naming key and file.
@@ -408,10 +291,11 @@ class WeightsCache {
   const bool slabs_across_pool_;
   mutable std::mutex mutex_;
   std::condition_variable packed_cv_;  // Signalled when an entry stops being packed.
-  std::unordered_map<PackedKey, std::unique_ptr<PackedOperator>, PackedKeyHash> packed_;
-  std::unordered_map<RetainedKey, std::unique_ptr<RetainedConstant>, RetainedKeyHash> retained_;
-  std::vector<Unpacked> unpacked_;
-  Counters counters_;
+  std::unordered_map<PackedKey, PackedEntry, PackedKeyHash> packed_;
+  std::unordered_map<RetainedKey, RetainedEntry, RetainedKeyHash> retained_;
+  // Keys of the bytes loads in progress fetched and still hold (once per fetch).
+  std::multiset<std::string> held_;
+  WeightsCacheCounters counters_;
 };
 
 }  // namespace xnnpack

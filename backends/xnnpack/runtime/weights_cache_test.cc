@@ -460,27 +460,6 @@ TEST_F(WeightsCacheTest, small_weight_or_no_slab_size_is_one_operator) {
   }
 }
 
-TEST_F(WeightsCacheTest, load_and_free_unpacked_data_directly) {
-  InMemoryDataMap map("m.ptd");
-  ConstantRef ref;
-  ref.key = "k";
-  ref.identity.dims = {4};
-  ref.identity.digest = map.add("k", {1, 2, 3, 4});
-  WeightsCache cache;
-  auto first = cache.load_unpacked_data(&map, ref);
-  ASSERT_TRUE(first.ok()) << first.status().message();
-  auto again = cache.load_unpacked_data(&map, ref);
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(*first, *again);
-  EXPECT_EQ(map.get_data_calls("k"), 1u);
-  EXPECT_EQ(cache.get_unpacked_data_names(), std::vector<std::string>{"k"});
-  EXPECT_EQ(static_cast<const float*>(*first)[2], 3.0f);
-  cache.free_unpacked_data();
-  EXPECT_TRUE(cache.get_unpacked_data_names().empty());
-  EXPECT_EQ(map.frees(), 1u);
-  EXPECT_EQ(cache.stats().named_data_fetches.at("k"), 1u);
-}
-
 // Content verification, run with the delegate's threadpool at 1 thread (hash, then pack, on the
 // calling thread), at 2 (hash and pack at once on two threads) and at 3 (three lanes of tasks).
 class VerifiedCacheTest : public WeightsCacheTest, public ::testing::WithParamInterface<size_t> {
@@ -778,20 +757,6 @@ TEST_P(VerifiedCacheTest, batch_failing_midway_holds_nothing_and_counts_up_to_th
   EXPECT_EQ(map.get_data_calls("w3"), 1u);  // Only the first batch's.
   EXPECT_EQ(cache.get_num_packed_data(), 0u);
   EXPECT_EQ(map.live_buffers(), 0u);
-}
-
-TEST_P(VerifiedCacheTest, load_unpacked_data_rejects_tampered_bytes_and_holds_nothing) {
-  InMemoryDataMap map("m.ptd");
-  ConstantRef ref;
-  ref.key = "k";
-  ref.identity.dims = {4};
-  ref.identity.digest = map.add("k", {1, 2, 3, 5}, InMemoryDataMap::digest_of({1, 2, 3, 4}));
-  WeightsCache cache;
-  expect_names(cache.load_unpacked_data(&map, ref).status(), runtime::Error::InvalidData,
-               {"'k'", "m.ptd"});
-  EXPECT_TRUE(cache.get_unpacked_data_names().empty());
-  EXPECT_EQ(map.live_buffers(), 0u);
-  EXPECT_EQ(cache.stats().verifications, 1u);
 }
 
 TEST_P(VerifiedCacheTest, init_failing_after_taking_a_packed_entry_gives_it_back) {

@@ -17,8 +17,8 @@
 
 #include "edgeshare/backends/xnnpack/runtime/graph_builder.h"
 #include "edgeshare/backends/xnnpack/runtime/in_memory_data_map.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
 #include "edgeshare/backends/xnnpack/runtime/operator_tester.h"
-#include "edgeshare/backends/xnnpack/runtime/packed_gemv.h"
 #include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 #include "edgeshare/backends/xnnpack/runtime/test_delegate.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
@@ -299,8 +299,8 @@ TEST(WeightsCacheThreads, two_batches_of_the_same_weights_in_opposite_orders_pac
 }
 
 // Runs of one shared weight on two threads at once, each with its own inputs, at 1, 3 and 9 rows:
-// through packed_gemv and packed_gemm they set nothing up and take no lock, so each thread must
-// still get its own rows.
+// through the delegate's GEMV and GEMM kernels they set nothing up and take no lock, so each thread
+// must still get its own rows.
 TEST(WeightsCacheThreads, runs_of_one_weight_on_two_threads_at_once_without_a_lock) {
   ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
   ASSERT_TRUE(set_num_threads(1).ok());
@@ -317,8 +317,8 @@ TEST(WeightsCacheThreads, runs_of_one_weight_on_two_threads_at_once_without_a_lo
       cache.get_or_pack_fully_connected(&map, ref, nullptr, kRowIn, kRowOut);
   ASSERT_TRUE(entry.ok()) << entry.status().message();
   EXPECT_EQ((*entry)->num_slabs(), 4u);
-  EXPECT_EQ((*entry)->one_row_gemv(), packed_gemv_usable());
-  EXPECT_EQ((*entry)->rows_gemm(), packed_gemm_usable());
+  EXPECT_EQ((*entry)->one_row_gemv(), kernels::f32_kernels().gemv != nullptr);
+  EXPECT_EQ((*entry)->rows_gemm(), kernels::f32_kernels().gemm != nullptr);
 
   std::atomic<int> failures{0};
   auto worker = [&](uint32_t seed) {

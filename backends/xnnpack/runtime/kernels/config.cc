@@ -1,0 +1,323 @@
+#include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+
+#include <xnnpack.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+using runtime::Error;
+using runtime::Status;
+
+const char* to_string(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2Fma:
+      return "avx2_fma";
+    case Isa::kAvx512f:
+      return "avx512f";
+    case Isa::kAvx512Vnni:
+      return "avx512vnni";
+  }
+  return "unknown";
+}
+
+bool cpu_runs(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+#if defined(__x86_64__)
+    case Isa::kAvx2Fma:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::kAvx512f:
+      return __builtin_cpu_supports("avx512f") && cpu_runs(Isa::kAvx2Fma);
+    case Isa::kAvx512Vnni:
+      return cpu_runs(Isa::kAvx512f) && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+// Whether both `isa` is at most `max_isa` and the CPU runs it.
+bool usable(Isa isa, Isa max_isa) { return isa <= max_isa && cpu_runs(isa); }
+
+}  // namespace
+
+F32Kernels f32_kernels_up_to(Isa max_isa) {
+  F32Kernels set;
+  set.gemv = &f32_gemv_scalar;
+  set.gemm = &f32_gemm_scalar;
+#if defined(__x86_64__)
+  if (usable(Isa::kAvx512f, max_isa)) {
+    set.gemv_isa = Isa::kAvx512f;
+    set.gemv = &f32_gemv_4x16_avx512f;
+    set.gemm_isa = Isa::kAvx512f;
+    set.gemm = &f32_gemm_8x32_avx512f;
+  } else if (usable(Isa::kAvx2Fma, max_isa)) {
+    set.gemv_isa = Isa::kAvx2Fma;
+    set.gemv = &f32_gemv_4x16_avx2_fma;
+  }
+#endif
+  return set;
+}
+
+const F32Kernels& f32_kernels() {
+  static const F32Kernels set = [] {
+    F32Kernels best = f32_kernels_up_to(Isa::kAvx512Vnni);
+    if (best.gemv_isa == Isa::kScalar || !f32_gemv_matches_xnnpack(best.gemv)) {
+      best.gemv_isa = Isa::kScalar;
+      best.gemv = nullptr;
+    }
+    if (best.gemm_isa == Isa::kScalar || !f32_gemm_matches_xnnpack(best.gemm)) {
+      best.gemm_isa = Isa::kScalar;
+      best.gemm = nullptr;
+    }
+    return best;
+  }();
+  return set;
+}
+
+namespace {
+
+// XNNPACK packs a probe weight (odd sizes: a partial last tile, inputs not a multiple of any
+// unroll) and runs `rows` rows of it, on finite inputs and then with a NaN; `run(block, x, y)` must
+// give the same bits from the same packed bytes.
+template <typename Run>
+bool probe(size_t rows, Run run) {
+  constexpr size_t k = 131, n = 53;
+  std::vector<float> w(n * k), bias(n), x(rows * k), want(rows * n), got(rows * n);
+  uint32_t state = 12345;
+  auto next = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
+  };
+  for (float& v : w) v = next();
+  for (float& v : bias) v = next();
+  for (float& v : x) v = next();
+  PackedRegion region(f32_packed_bytes(k, n) + 4096, /*expected_blocks=*/1);
+  xnn_operator_t op = nullptr;
+  const void* block = nullptr;
+  size_t size = 0;
+  {
+    PackedRegionScope scope(&region);
+    const float inf = std::numeric_limits<float>::infinity();
+    if (xnn_create_fully_connected_nc_f32(k, n, k, n, w.data(), bias.data(), -inf, inf,
+                                          /*flags=*/0, &op) != xnn_status_success) {
+      return false;
+    }
+    block = scope.last_block();
+    size = scope.last_size();
+  }
+  bool same = block != nullptr && size == f32_packed_bytes(k, n) &&
+              xnn_setup_fully_connected_nc_f32(op, rows, x.data(), want.data(), nullptr) ==
+                  xnn_status_success &&
+              xnn_run_operator(op, nullptr) == xnn_status_success;
+  // Then the same with a NaN input: what a NaN becomes is the clamp's operand order.
+  for (int round = 0; round < 2 && same; ++round) {
+    if (round == 1) {
+      x[7] = std::numeric_limits<float>::quiet_NaN();
+      same = xnn_run_operator(op, nullptr) == xnn_status_success;
+    }
+    run(static_cast<const float*>(block), x.data(), got.data());
+    same = same && std::memcmp(want.data(), got.data(), got.size() * sizeof(float)) == 0;
+  }
+  xnn_delete_operator(op);
+  return same;
+}
+
+}  // namespace
+
+bool f32_gemv_matches_xnnpack(F32GemvFn gemv) {
+  if (gemv == nullptr) return false;
+  return probe(
+      1, [gemv](const float* block, const float* x, float* y) { gemv(block, 131, 53, x, y); });
+}
+
+bool f32_gemm_matches_xnnpack(F32GemmFn gemm) {
+  if (gemm == nullptr) return false;
+  // 2 rows (one partial block), 11 (a whole block and 3 rows), 32 (four blocks).
+  for (size_t rows : {2u, 11u, 32u}) {
+    const bool same = probe(rows, [gemm, rows](const float* block, const float* x, float* y) {
+      gemm(block, 131, 53, rows, x, 131, y, 53, nullptr, 0);
+    });
+    if (!same) return false;
+  }
+  return true;
+}
+
+QS8Kernels qs8_kernels_up_to(Isa max_isa) {
+  QS8Kernels set;
+  set.quantize = &qs8_quantize_scalar;
+  set.gemv = &qs8_qc8w_gemv_scalar;
+  set.gemm = &qs8_qc8w_gemm_scalar;
+#if defined(__x86_64__)
+  if (usable(Isa::kAvx512f, max_isa)) {
+    set.quantize_isa = Isa::kAvx512f;
+    set.quantize = &qs8_quantize_avx512f;
+  } else if (usable(Isa::kAvx2Fma, max_isa)) {
+    set.quantize_isa = Isa::kAvx2Fma;
+    set.quantize = &qs8_quantize_avx2;
+  }
+  if (usable(Isa::kAvx512Vnni, max_isa)) {
+    set.gemv_isa = set.gemm_isa = Isa::kAvx512Vnni;
+    set.gemv = &qs8_qc8w_gemv_4x16_avx512vnni;
+    set.gemm = &qs8_qc8w_gemm_8x32_avx512vnni;
+  } else if (usable(Isa::kAvx2Fma, max_isa)) {
+    set.gemv_isa = set.gemm_isa = Isa::kAvx2Fma;
+    set.gemv = &qs8_qc8w_gemv_4x16_avx2;
+    set.gemm = &qs8_qc8w_gemm_4x16_avx2;
+  }
+#endif
+  return set;
+}
+
+bool qs8_matches_reference(const QS8Kernels& set) {
+  if (set.quantize == nullptr || set.gemv == nullptr || set.gemm == nullptr) return false;
+  constexpr size_t k = 133, n = 85, rows = 11;
+  const size_t kp = qc8_padded_k(k);
+  uint32_t state = 777;
+  auto next = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+  };
+  std::vector<float> x(rows * k), w_scales(n), bias(n);
+  std::vector<int8_t> w(n * k);
+  for (float& v : x) v = static_cast<float>(next() % 20001) / 1000.0f - 10.0f;
+  for (int8_t& v : w) v = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
+  for (float& v : w_scales) v = static_cast<float>(next() % 1000 + 1) / 65536.0f;
+  for (float& v : bias) v = static_cast<float>(next() % 2001) / 1000.0f - 1.0f;
+  std::vector<uint8_t> packed(qc8_packed_bytes(k, n));
+  qc8w_pack(w.data(), w_scales.data(), bias.data(), k, n, packed.data());
+  std::vector<int8_t> want_q(rows * kp), got_q(rows * kp, 1);
+  std::vector<float> want_scales(rows), got_scales(rows);
+  qs8_quantize_scalar(x.data(), k, rows, k, want_q.data(), kp, want_scales.data());
+  set.quantize(x.data(), k, rows, k, got_q.data(), kp, got_scales.data());
+  if (want_q != got_q || std::memcmp(want_scales.data(), got_scales.data(), rows * 4) != 0) {
+    return false;
+  }
+  std::vector<int32_t> want(rows * n), got(rows * n, 1);
+  qs8_qc8w_gemm_scalar(packed.data(), k, n, rows, want_q.data(), kp, want.data(), n);
+  set.gemm(packed.data(), k, n, rows, want_q.data(), kp, got.data(), n);
+  if (want != got) return false;
+  std::fill(got.begin(), got.end(), 1);
+  set.gemv(packed.data(), k, n, want_q.data(), got.data());
+  return std::equal(got.begin(), got.begin() + n, want.begin());
+}
+
+const QS8Kernels& qs8_kernels() {
+  static const QS8Kernels set = [] {
+    // Widest first; a set whose probe differs gives way to the next narrower one.
+    for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx512f, Isa::kAvx2Fma}) {
+      if (!cpu_runs(isa)) continue;
+      const QS8Kernels candidate = qs8_kernels_up_to(isa);
+      if (qs8_matches_reference(candidate)) return candidate;
+    }
+    return qs8_kernels_up_to(Isa::kScalar);
+  }();
+  return set;
+}
+
+Status check_qs8_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {
+  ES_CHECK_OR_RETURN_ERROR(k > 0 && n > 0, Error::InvalidArgument,
+                           "int8 kernel: a [%zu x %zu] weight has no inputs or outputs", n, k);
+  // Every product is at most 127 x 127 in magnitude; their sum must fit an int32.
+  ES_CHECK_OR_RETURN_ERROR(k <= size_t{INT32_MAX} / (127 * 127), Error::InvalidArgument,
+                           "int8 kernel: a [%zu x %zu] weight has too many inputs for exact int32 "
+                           "sums",
+                           n, k);
+  ES_CHECK_OR_RETURN_ERROR(packed != nullptr, Error::InvalidArgument,
+                           "int8 kernel: the [%zu x %zu] weight has no packing", n, k);
+  ES_CHECK_OR_RETURN_ERROR(packed_bytes == qc8_packed_bytes(k, n), Error::InvalidArgument,
+                           "int8 kernel: the [%zu x %zu] weight's packing is %zu bytes, the "
+                           "kernels read %zu",
+                           n, k, packed_bytes, qc8_packed_bytes(k, n));
+  return Status();
+}
+
+Status qs8_quantize_rows(const QS8Kernels& set, size_t k, size_t rows, const float* x,
+                         size_t x_stride, const QS8Scratch& scratch) {
+  ES_CHECK_OR_RETURN_ERROR(set.quantize != nullptr, Error::InvalidArgument,
+                           "int8 fully connected: the kernel set has no quantizer");
+  ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
+                           "int8 fully connected: %zu rows, the scratch holds %zu", rows,
+                           scratch.max_rows);
+  ES_CHECK_OR_RETURN_ERROR(
+      rows == 0 || (x != nullptr && scratch.q != nullptr && scratch.scales != nullptr),
+      Error::InvalidArgument, "int8 fully connected: a null input or scratch buffer");
+  ES_CHECK_OR_RETURN_ERROR(x_stride >= k, Error::InvalidArgument,
+                           "int8 fully connected: input stride %zu is shorter than rows of %zu "
+                           "inputs",
+                           x_stride, k);
+  if (rows != 0) set.quantize(x, k, rows, x_stride, scratch.q, qc8_padded_k(k), scratch.scales);
+  return Status();
+}
+
+Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed, size_t packed_bytes,
+                              size_t k, size_t n, size_t rows, const QS8Scratch& scratch,
+                              int32_t* acc, float* y, size_t y_stride) {
+  ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
+  ES_CHECK_OR_RETURN_ERROR(set.gemv != nullptr && set.gemm != nullptr, Error::InvalidArgument,
+                           "int8 fully connected: the kernel set lacks a dot");
+  ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
+                           "int8 fully connected: %zu rows, the scratch holds %zu", rows,
+                           scratch.max_rows);
+  ES_CHECK_OR_RETURN_ERROR(
+      rows == 0 ||
+          (y != nullptr && acc != nullptr && scratch.q != nullptr && scratch.scales != nullptr),
+      Error::InvalidArgument, "int8 fully connected: a null output or scratch buffer");
+  ES_CHECK_OR_RETURN_ERROR(y_stride >= n, Error::InvalidArgument,
+                           "int8 fully connected: output stride %zu is shorter than rows of %zu "
+                           "outputs",
+                           y_stride, n);
+  if (rows == 0) return Status();
+  const size_t kp = qc8_padded_k(k);
+  if (rows == 1) {
+    set.gemv(packed, k, n, scratch.q, acc);
+  } else {
+    set.gemm(packed, k, n, rows, scratch.q, kp, acc, n);
+  }
+  qc8w_dequantize(packed, k, n, rows, acc, n, scratch.scales, y, y_stride);
+  return Status();
+}
+
+Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* packed, size_t packed_bytes,
+                                size_t k, size_t n, size_t rows, const float* x, size_t x_stride,
+                                float* y, size_t y_stride, const QS8Scratch& scratch) {
+  // The weight is checked before the rows are quantized; y is written only once all is checked.
+  ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
+  ES_RETURN_IF_ERROR(qs8_quantize_rows(set, k, rows, x, x_stride, scratch));
+  return qs8_qc8w_run_quantized(set, packed, packed_bytes, k, n, rows, scratch, scratch.acc, y,
+                                y_stride);
+}
+
+Status check_f32_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {
+  ES_CHECK_OR_RETURN_ERROR(k > 0 && n > 0, Error::InvalidArgument,
+                           "f32 packed kernel: a [%zu x %zu] weight has no inputs or outputs", n,
+                           k);
+  ES_CHECK_OR_RETURN_ERROR(packed != nullptr, Error::InvalidArgument,
+                           "f32 packed kernel: the [%zu x %zu] weight's packing is not in memory "
+                           "the delegate placed",
+                           n, k);
+  ES_CHECK_OR_RETURN_ERROR(packed_bytes == f32_packed_bytes(k, n), Error::InvalidArgument,
+                           "f32 packed kernel: the [%zu x %zu] weight's packing is %zu bytes, the "
+                           "kernels read %zu",
+                           n, k, packed_bytes, f32_packed_bytes(k, n));
+  return Status();
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

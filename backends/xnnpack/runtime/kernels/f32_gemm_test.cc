@@ -1,0 +1,115 @@
+#include <gtest/gtest.h>
+#include <xnnpack.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/f32_test_util.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+namespace {
+
+// The GEMM against XNNPACK's run of the same packed weight at `rows` rows, into an output wider
+// than the weight's columns (a slab's place in a wider row), prefetching an unrelated buffer.
+void expect_gemm_bitwise_xnnpack(F32GemmFn gemm, size_t k, size_t n, size_t rows,
+                                 std::vector<float> x, const std::string& what) {
+  SCOPED_TRACE(what);
+  const std::vector<float> w = values(n * k, static_cast<uint32_t>(k * 31 + n));
+  const std::vector<float> bias = values(n, static_cast<uint32_t>(n * 7));
+  const size_t stride = n + 5;
+  XnnpackF32 xnnpack(w, bias.data(), k, n, stride);
+  ASSERT_NE(xnnpack.block, nullptr);
+  std::vector<float> want(rows * stride, 42.0f), got(rows * stride, 42.0f);
+  const std::vector<float> other = values(64 << 10, 3);
+  ASSERT_TRUE(xnnpack.run(rows, x.data(), want.data()));
+  gemm(xnnpack.block, k, n, rows, x.data(), k, got.data(), stride, other.data(),
+       other.size() * sizeof(float));
+  // Every output bitwise, and the columns past n of each row untouched (42).
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), got.size() * sizeof(float)), 0);
+}
+
+// Each GEMM path this CPU can run (the scalar reference included), forced by its instruction set.
+class F32GemmTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
+    if (!cpu_runs(GetParam())) GTEST_SKIP() << to_string(GetParam()) << ": not on this CPU";
+    kernel_ = f32_kernels_up_to(GetParam());
+    ASSERT_EQ(kernel_.gemm_isa, GetParam());
+  }
+  F32Kernels kernel_;
+};
+
+// No AVX2 GEMM: XNNPACK's operators run several rows there.
+INSTANTIATE_TEST_SUITE_P(Paths, F32GemmTest, ::testing::Values(Isa::kScalar, Isa::kAvx512f),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(to_string(info.param));
+                         });
+
+TEST_P(F32GemmTest, probe_accepts_it) { EXPECT_TRUE(f32_gemm_matches_xnnpack(kernel_.gemm)); }
+
+// Row counts around the 8-row blocks, tile counts around the 2-tile blocks, a partial last tile.
+TEST_P(F32GemmTest, equals_xnnpack_bit_for_bit_over_row_and_tile_counts) {
+  for (size_t k : {64u, 131u, 1024u}) {
+    for (size_t n : {64u, 65u, 80u, 200u}) {
+      for (size_t rows : {2u, 3u, 7u, 8u, 9u, 16u, 31u, 32u, 33u}) {
+        expect_gemm_bitwise_xnnpack(
+            kernel_.gemm, k, n, rows, values(rows * k, static_cast<uint32_t>(rows + k)),
+            "k=" + std::to_string(k) + " n=" + std::to_string(n) + " rows=" + std::to_string(rows));
+      }
+    }
+  }
+}
+
+TEST_P(F32GemmTest, non_finite_inputs_equal_xnnpack) {
+  std::vector<float> x = values(11 * 131, 5);
+  x[3] = std::numeric_limits<float>::infinity();
+  x[131 * 9 + 4] = std::nanf("");
+  expect_gemm_bitwise_xnnpack(kernel_.gemm, 131, 70, 11, x, "+inf in row 0, NaN in row 9");
+}
+
+// Against the scalar reference on the layout packed here, with input rows further apart than k.
+TEST_P(F32GemmTest, equals_the_scalar_reference_bit_for_bit) {
+  for (size_t k : {1u, 5u, 64u, 131u}) {
+    for (size_t n : {1u, 16u, 17u, 33u, 65u}) {
+      for (size_t rows : {1u, 7u, 9u, 17u}) {
+        SCOPED_TRACE("k=" + std::to_string(k) + " n=" + std::to_string(n) +
+                     " rows=" + std::to_string(rows));
+        const std::vector<float> packed = pack_f32(values(n * k, static_cast<uint32_t>(k * n)),
+                                                   values(n, static_cast<uint32_t>(n)), k, n);
+        const size_t x_stride = k + 3, y_stride = n + 2;
+        const std::vector<float> x = values(rows * x_stride, static_cast<uint32_t>(rows + k));
+        std::vector<float> want(rows * y_stride, 42.0f), got(rows * y_stride, 42.0f);
+        f32_gemm_scalar(packed.data(), k, n, rows, x.data(), x_stride, want.data(), y_stride,
+                        nullptr, 0);
+        kernel_.gemm(packed.data(), k, n, rows, x.data(), x_stride, got.data(), y_stride,
+                     packed.data(), packed.size() * sizeof(float));
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), got.size() * sizeof(float)), 0);
+      }
+    }
+  }
+}
+
+// The process's set: the widest GEMM this CPU runs, kept by the probe.
+TEST(F32KernelsTest, gemm_chosen_wherever_a_vector_kernel_runs) {
+  ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
+  const F32Kernels best = f32_kernels_up_to(Isa::kAvx512Vnni);
+  EXPECT_EQ(f32_kernels().gemm != nullptr, best.gemm_isa != Isa::kScalar);
+  if (f32_kernels().gemm != nullptr) {
+    EXPECT_EQ(f32_kernels().gemm, best.gemm);
+  }
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

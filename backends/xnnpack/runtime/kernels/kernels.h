@@ -1,0 +1,135 @@
+// The delegate's own kernels: one signature per kind, and every implementation of it, by
+// instruction set. A kind's scalar implementation is its reference: every other one gives the same
+// bits (tests compare each path the CPU can run against it). config.h picks the set a process runs.
+//
+// f32 fully connected over XNNPACK's packing of an f32 [n, k] weight and bias: tiles of
+// kF32Tile output channels, each [kF32Tile biases][k x kF32Tile weights] (input-major within the
+// tile), the last tile zero-padded. The layout is XNNPACK's implementation, not its API, so
+// config.h checks it against XNNPACK once per process before any of these read XNNPACK's bytes.
+// Every output is XNNPACK's arithmetic: its bias, then one FMA per input in input order, then its
+// clamp to (-inf, +inf) with x86's operand order (what a NaN becomes), so results are bitwise its.
+//
+//   const F32Kernels& set = f32_kernels();             // config.h
+//   if (set.gemv != nullptr) set.gemv(packed, k, n, x, y);
+//
+// Preconditions of every kernel (the caller checks them where it picks the kernel; config.h's
+// check_* functions say which fails): k >= 1, n >= 1 (rows >= 1 for a GEMM), `packed` holds
+// f32_packed_bytes(k, n) bytes, x and y hold the rows they are given, strides >= k and >= n.
+// Errors: none; a kernel only computes.
+// Thread-safety: kernels read their inputs and write only y: any number may run at once.
+// Ownership: nothing is kept.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_KERNELS_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+// Output channels per packed f32 tile: XNNPACK's nr for f32 on AVX-512 and on FMA3.
+constexpr size_t kF32Tile = 16;
+
+// Bytes of XNNPACK's packing of an f32 [n, k] weight with its bias.
+constexpr size_t f32_packed_bytes(size_t k, size_t n) {
+  return (n + kF32Tile - 1) / kF32Tile * kF32Tile * (k + 1) * sizeof(float);
+}
+
+// f32 GEMV: y[j] = clamp(bias[j] + sum_i w[j][i] * x[i]) for j < n, one row.
+using F32GemvFn = void (*)(const float* packed, size_t k, size_t n, const float* x, float* y);
+void f32_gemv_scalar(const float* packed, size_t k, size_t n, const float* x, float* y);
+// Four tiles at a time, then two, then one (four FMA chains and streams in flight).
+void f32_gemv_4x16_avx512f(const float* packed, size_t k, size_t n, const float* x, float* y);
+void f32_gemv_4x16_avx2_fma(const float* packed, size_t k, size_t n, const float* x, float* y);
+
+// f32 GEMM: `rows` rows of x (x_stride floats apart) to rows of y (y_stride floats apart), with
+// `prefetch_bytes` at `prefetch` (may be null: the next slab a run will use) asked into L2 while
+// it computes.
+using F32GemmFn = void (*)(const float* packed, size_t k, size_t n, size_t rows, const float* x,
+                           size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                           size_t prefetch_bytes);
+void f32_gemm_scalar(const float* packed, size_t k, size_t n, size_t rows, const float* x,
+                     size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                     size_t prefetch_bytes);
+// 8 rows by 2 tiles at a time (16 of AVX-512's 32 registers as accumulators).
+void f32_gemm_8x32_avx512f(const float* packed, size_t k, size_t n, size_t rows, const float* x,
+                           size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                           size_t prefetch_bytes);
+
+// Dynamically quantized fully connected: float activations quantized to int8 per row at run time
+// (qs8: symmetric, scale = max|x| / 127, round to nearest even, so a row's result never depends on
+// the other rows), int8 weights with one float scale per output channel (qc8w: symmetric, from
+// the file's canonical row-major int8 [n, k] and float scales [n]), an integer dot with int32
+// accumulation, and one float epilogue: y = (x_scale * w_scale[j]) * float(acc) + bias[j].
+//
+// The packed layout (made once, at load, by qc8w_pack): tiles of kQC8Tile output channels, each
+//   [16 x int32: the sum of the channel's weights]   what an unsigned-activation dot subtracts
+//   [16 x float: the channel's scale]
+//   [16 x float: the channel's bias, 0 without one]
+//   [kp / 4 groups of 16 channels x 4 consecutive inputs, int8]   (64 bytes a group)
+// with kp = k rounded up to kQC8KBlock and everything past n or k zero. A group is what one
+// 512-bit VNNI instruction (or two 256-bit multiply-adds) consumes against 4 broadcast activation
+// bytes, so the one-row kernels stream the weight once, in order, 64 bytes at a time per tile.
+// Quantized rows are kp bytes long, zero past k.
+constexpr size_t kQC8Tile = 16;
+constexpr size_t kQC8KBlock = 4;
+constexpr size_t kQC8HeaderBytes = kQC8Tile * 3 * 4;
+
+constexpr size_t qc8_padded_k(size_t k) { return (k + kQC8KBlock - 1) / kQC8KBlock * kQC8KBlock; }
+constexpr size_t qc8_tile_bytes(size_t k) { return kQC8HeaderBytes + qc8_padded_k(k) * kQC8Tile; }
+// Bytes of the packing of an [n, k] int8 weight.
+constexpr size_t qc8_packed_bytes(size_t k, size_t n) {
+  return (n + kQC8Tile - 1) / kQC8Tile * qc8_tile_bytes(k);
+}
+
+// Packs row-major int8 weights [n, k] (each in [-127, 127]) with their scales [n] and bias [n]
+// (null: none) into qc8_packed_bytes(k, n) bytes at `packed` (64-byte aligned for the vector
+// kernels' best speed).
+void qc8w_pack(const int8_t* weight, const float* scales, const float* bias, size_t k, size_t n,
+               void* packed);
+
+// Quantizes `rows` rows of k floats (x_stride apart; finite) to qc8_padded_k(k) int8 each
+// (q_stride apart, zero past k) and their scales.
+using QS8QuantizeFn = void (*)(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
+                               size_t q_stride, float* scales);
+void qs8_quantize_scalar(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
+                         size_t q_stride, float* scales);
+void qs8_quantize_avx2(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
+                       size_t q_stride, float* scales);
+void qs8_quantize_avx512f(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
+                          size_t q_stride, float* scales);
+
+// The integer dot: acc[r][j] = sum_i q[r][i] * w[j][i] for j < n, exactly (int32; no overflow for
+// k below 2^31 / 127^2, about 133 thousand).
+// GEMV: one row.
+using QS8QC8WGemvFn = void (*)(const void* packed, size_t k, size_t n, const int8_t* q,
+                               int32_t* acc);
+void qs8_qc8w_gemv_scalar(const void* packed, size_t k, size_t n, const int8_t* q, int32_t* acc);
+// Four tiles at a time (four streams in flight), as the f32 GEMV.
+void qs8_qc8w_gemv_4x16_avx2(const void* packed, size_t k, size_t n, const int8_t* q, int32_t* acc);
+void qs8_qc8w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, const int8_t* q,
+                                   int32_t* acc);
+// GEMM: `rows` rows (q_stride bytes apart) to rows of acc (acc_stride int32 apart).
+using QS8QC8WGemmFn = void (*)(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                               size_t q_stride, int32_t* acc, size_t acc_stride);
+void qs8_qc8w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                          size_t q_stride, int32_t* acc, size_t acc_stride);
+void qs8_qc8w_gemm_4x16_avx2(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, int32_t* acc, size_t acc_stride);
+void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
+                                   const int8_t* q, size_t q_stride, int32_t* acc,
+                                   size_t acc_stride);
+
+// The epilogue (one implementation for every path, so every path's floats are the same):
+// y[r][j] = (x_scales[r] * w_scale[j]) * float(acc[r][j]) + bias[j], w_scale and bias from the
+// packing.
+void qc8w_dequantize(const void* packed, size_t k, size_t n, size_t rows, const int32_t* acc,
+                     size_t acc_stride, const float* x_scales, float* y, size_t y_stride);
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_KERNELS_H_

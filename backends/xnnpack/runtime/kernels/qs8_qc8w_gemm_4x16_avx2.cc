@@ -1,0 +1,22 @@
+// The int8 integer dot over several rows, AVX2: blocks of up to 4 rows by 1 tile (8 accumulators
+// of 16 registers; each weight group loaded once for 4 rows).
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_x86_blocks.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qc8w_gemm_4x16_avx2(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, int32_t* acc, size_t acc_stride) {
+  static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_avx2<1, 1, false>},
+                                           {&qs8_block_avx2<2, 1, false>},
+                                           {&qs8_block_avx2<3, 1, false>},
+                                           {&qs8_block_avx2<4, 1, false>}};
+  qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, acc, acc_stride);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

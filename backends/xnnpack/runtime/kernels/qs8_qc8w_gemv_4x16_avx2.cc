@@ -1,0 +1,20 @@
+// The int8 integer dot over one row, AVX2: four tiles (four weight streams) at a time.
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_x86_blocks.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qc8w_gemv_4x16_avx2(const void* packed, size_t k, size_t n, const int8_t* q,
+                             int32_t* acc) {
+  static const QS8BlockFn kBlocks[1][4] = {
+      {&qs8_block_avx2<1, 1, true>, &qs8_block_avx2<1, 2, true>, &qs8_block_avx2<1, 3, true>,
+       &qs8_block_avx2<1, 4, true>}};
+  qs8_run_blocks(kBlocks, packed, k, n, /*rows=*/1, q, qc8_padded_k(k), acc, n);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

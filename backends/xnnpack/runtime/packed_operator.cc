@@ -1,0 +1,280 @@
+#include "edgeshare/backends/xnnpack/runtime/packed_operator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+using runtime::Error;
+using runtime::Status;
+
+namespace {
+
+// Slab sizing, chosen by measurement on this project's 2 MiB-L2 AVX-512 cores. Before packed
+// memory (packed_memory.h): slabs_bench.cc, the reference model's twelve weights, time relative to
+// one operator per weight: at T=32 and 1 thread, slabs of L2/8 0.64x, L2/4 0.66x, L2/2 0.70x, L2
+// 0.80x (the slab shares L2 with the input rows, up to 256 KiB at 2048 inputs, and the output
+// tile); at T=1 the extra setup + run calls cost L2/8 +3%, L2/4 +2%, L2/2 -1%. With slabs in huge
+// pages and touched before a run over many rows, paired lora_runner runs (reference model, CPU ms
+// per run, 3 pairs each): T=32 L2/4 20.6/20.2/20.5 vs L2/8 19.4/19.2/19.4 vs L2/16 19.0/19.1/19.9;
+// T=1 L2/4 5.3/5.0/5.0 vs L2/8 5.0/4.8/4.9 vs L2/16 (against L2/8) +3%. L2/8 it is; one layout
+// serves every batch.
+constexpr size_t kFallbackL2Bytes = size_t{1} << 20;
+constexpr size_t kL2BytesPerSlabByte = 8;
+// Slab widths are a multiple of this many output channels, which is a multiple of the column tile
+// (nr: 8, 16 or 32) of XNNPACK's x86 f32/f16 kernels: only the last slab can end in a partial tile.
+constexpr size_t kSlabChannelMultiple = 32;
+
+// [first, count) output channel ranges of about `slab_bytes` packed bytes each, of equal width.
+std::vector<std::pair<size_t, size_t>> slab_ranges(size_t input_channels, size_t output_channels,
+                                                   size_t element_size, size_t slab_bytes) {
+  const size_t row_bytes = std::max<size_t>(1, input_channels * element_size);
+  size_t slabs = slab_bytes == 0 ? 1 : (output_channels * row_bytes + slab_bytes - 1) / slab_bytes;
+  slabs = std::max<size_t>(1, std::min(slabs, output_channels / kSlabChannelMultiple));
+  size_t width = (output_channels + slabs - 1) / slabs;
+  width = (width + kSlabChannelMultiple - 1) / kSlabChannelMultiple * kSlabChannelMultiple;
+  std::vector<std::pair<size_t, size_t>> plan;
+  for (size_t first = 0; first < output_channels; first += width) {
+    plan.emplace_back(first, std::min(width, output_channels - first));
+  }
+  return plan;
+}
+
+const char* or_inline(const std::string& key) { return key.empty() ? "<inline>" : key.c_str(); }
+
+bool is_f16(const PackedOperator::Shape& shape) {
+  return shape.weight_dtype == runtime::ScalarType::Half;
+}
+
+}  // namespace
+
+size_t default_slab_bytes() {
+  static const size_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const size_t l2_bytes = l2 > 0 ? static_cast<size_t>(l2) : kFallbackL2Bytes;
+    return l2_bytes / kL2BytesPerSlabByte;
+  }();
+  return bytes;
+}
+
+std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
+  // The first call probes the kernels with packings of its own: before any slab packs here.
+  (void)kernels::f32_kernels();
+  std::unique_ptr<PackedOperator> op(new PackedOperator(shape));
+  const size_t element = is_f16(shape) ? 2 : 4;
+  size_t capacity = 0;
+  for (const auto& range :
+       slab_ranges(shape.input_channels, shape.output_channels, element, shape.slab_bytes)) {
+    Slab slab;
+    slab.first = range.first;
+    slab.count = range.second;
+    op->slabs_.push_back(slab);
+    // XNNPACK's packing of a slab: output channels rounded up to its column tile (at most 64
+    // here), each with its inputs and a bias; the slack covers its padding. Over-estimates are
+    // given back once every slab is placed.
+    capacity += ((range.second + 63) / 64 * 64) * (shape.input_channels + 1) * element + 4096;
+  }
+  op->region_.reset(new PackedRegion(capacity, op->slabs_.size()));
+  return op;
+}
+
+PackedOperator::~PackedOperator() {
+  // The packed weights go with the operators.
+  for (const Slab& slab : slabs_) {
+    if (slab.op != nullptr) xnn_delete_operator(slab.op);
+  }
+}
+
+void PackedOperator::pack_slab(size_t index, const void* weight, const void* bias) {
+  Slab& slab = slabs_[index];
+  const size_t in = shape_.input_channels, out = shape_.output_channels;
+  const bool f16 = is_f16(shape_);
+  const size_t element = f16 ? 2 : 4;
+  const uint8_t* w = static_cast<const uint8_t*>(weight) + slab.first * in * element;
+  const uint8_t* b =
+      bias != nullptr ? static_cast<const uint8_t*>(bias) + slab.first * element : nullptr;
+  const float lo = -std::numeric_limits<float>::infinity();
+  const float hi = std::numeric_limits<float>::infinity();
+  // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
+  PackedRegionScope scope(region_.get());
+  slab.created = f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
+                                                         /*output_stride=*/out, w, b, lo, hi,
+                                                         /*flags=*/0, &slab.op)
+                     : xnn_create_fully_connected_nc_f32(in, slab.count, /*input_stride=*/in,
+                                                         /*output_stride=*/out,
+                                                         reinterpret_cast<const float*>(w),
+                                                         reinterpret_cast<const float*>(b), lo, hi,
+                                                         /*flags=*/0, &slab.op);
+  slab.packed = scope.last_block();
+  slab.packed_bytes = scope.last_size();
+}
+
+Status PackedOperator::seal() {
+  const bool f16 = is_f16(shape_);
+  for (const Slab& slab : slabs_) {
+    const xnn_status status = slab.created;
+    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
+                             "XNNPACK could not create the %s fully connected operator for weight "
+                             "'%s' [%zu x %zu] (status %d%s)",
+                             f16 ? "f16" : "f32", or_inline(shape_.weight_key),
+                             shape_.output_channels, shape_.input_channels,
+                             static_cast<int>(status),
+                             status == xnn_status_unsupported_hardware
+                                 ? ": this CPU lacks the instructions XNNPACK's f16 kernels need; "
+                                   "export with fp32 fully connected weights"
+                                 : "");
+  }
+  // The delegate's kernels read XNNPACK's packing directly: only where every slab meets their
+  // preconditions (XNNPACK placed small packings in malloc, which the delegate does not track).
+  bool own = !f16;
+  for (const Slab& slab : slabs_) {
+    own = own && kernels::check_f32_kernel_args(shape_.input_channels, slab.count, slab.packed,
+                                                slab.packed_bytes)
+                     .ok();
+  }
+  const kernels::F32Kernels& set = kernels::f32_kernels();
+  gemv_ = own ? set.gemv : nullptr;
+  gemm_ = own ? set.gemm : nullptr;
+  sealed_ = true;
+  return Status();
+}
+
+xnn_status PackedOperator::setup_slab(const Slab& slab, size_t batch_size, const void* input,
+                                      void* output, pthreadpool_t pool) const {
+  // Each slab writes its own columns of the shared [batch, out] output (row stride: all columns).
+  if (is_f16(shape_)) {
+    return xnn_setup_fully_connected_nc_f16(slab.op, batch_size, input,
+                                            static_cast<uint16_t*>(output) + slab.first, pool);
+  }
+  return xnn_setup_fully_connected_nc_f32(slab.op, batch_size, static_cast<const float*>(input),
+                                          static_cast<float*>(output) + slab.first, pool);
+}
+
+// Every slab over all rows, one slab per parallel_for item: each thread keeps its slab in its own
+// L2 while it runs every row tile over it, instead of all threads sweeping each slab together.
+struct PackedOperator::SlabRun {
+  const PackedOperator* entry = nullptr;
+  size_t batch_size = 0;
+  const void* input = nullptr;
+  void* output = nullptr;
+  bool own = false;  // The delegate's kernels instead of the slabs' operators.
+  size_t threads = 1;
+  // parallel_for's own atomics already order the items; these keep the job's state explicit
+  // (status from any thread) and visible to ThreadSanitizer whatever runs the items.
+  std::atomic<bool> started{false};
+  std::atomic<int> finished{0};
+  std::atomic<int> failed_status{0};
+
+  static void task(void* context, size_t index) {
+    SlabRun* run = static_cast<SlabRun*>(context);
+    (void)run->started.load(std::memory_order_acquire);
+    const std::vector<Slab>& slabs = run->entry->slabs_;
+    // Each thread takes about every `threads`-th slab: that one is the slab to prefetch.
+    const size_t next = index + run->threads;
+    const xnn_status status = run->entry->run_slab(
+        slabs[index], next < slabs.size() ? &slabs[next] : nullptr, index < run->threads, run->own,
+        run->batch_size, run->input, run->output, nullptr);
+    if (status != xnn_status_success) {
+      run->failed_status.store(static_cast<int>(status), std::memory_order_relaxed);
+    }
+    run->finished.fetch_add(1, std::memory_order_acq_rel);
+  }
+};
+
+xnn_status PackedOperator::run_slab(const Slab& slab, const Slab* next, bool first, bool own,
+                                    size_t batch_size, const void* input, void* output,
+                                    pthreadpool_t pool) const {
+  const float* x = static_cast<const float*>(input);
+  float* y = static_cast<float*>(output) + slab.first;
+  const float* packed = static_cast<const float*>(slab.packed);
+  const size_t k = shape_.input_channels;
+  if (own && batch_size == 1) {
+    gemv_(packed, k, slab.count, x, y);
+    return xnn_status_success;
+  }
+  if (own) {
+    // The slab before came with this one prefetched; the first is read here.
+    if (first && batch_size >= kTouchMinRows) touch(slab.packed, slab.packed_bytes);
+    gemm_(packed, k, slab.count, batch_size, x, k, y, shape_.output_channels,
+          next != nullptr ? next->packed : nullptr, next != nullptr ? next->packed_bytes : 0);
+    return xnn_status_success;
+  }
+  // Pulls the slab into this core's caches before a run over enough rows to reuse it from there.
+  if (batch_size >= kTouchMinRows) touch(slab.packed, slab.packed_bytes);
+  const xnn_status status = setup_slab(slab, batch_size, input, output, pool);
+  return status == xnn_status_success ? xnn_run_operator(slab.op, pool) : status;
+}
+
+Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
+  ES_CHECK_OR_RETURN_ERROR(sealed_, Error::InvalidState,
+                           "fully connected entry over '%s' was run before it was packed",
+                           or_inline(shape_.weight_key));
+  ES_CHECK_OR_RETURN_ERROR(batch_size == 0 || (input != nullptr && output != nullptr),
+                           Error::InvalidArgument,
+                           "fully connected run over '%s' was given a null input or output",
+                           or_inline(shape_.weight_key));
+  // The delegate's kernels set no operator up, so their runs need no lock.
+  const bool own = batch_size == 1 ? gemv_ != nullptr : gemm_ != nullptr;
+  std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+  if (!own) lock.lock();
+  // A small entry runs on the calling thread: see kPoolMinFlops.
+  const size_t flops = 2 * batch_size * shape_.input_channels * shape_.output_channels;
+  pthreadpool_t pool = flops >= kPoolMinFlops || slabs_.size() > 1 ? threadpool() : nullptr;
+  const char* kind = is_f16(shape_) ? "f16 " : "";
+  if (shape_.slabs_across_pool && pool != nullptr && slabs_.size() > 1) {
+    SlabRun job;
+    job.entry = this;
+    job.batch_size = batch_size;
+    job.input = input;
+    job.output = output;
+    job.own = own;
+    job.threads = num_threads();
+    job.started.store(true, std::memory_order_release);
+    parallel_for(slabs_.size(), &SlabRun::task, &job);
+    (void)job.finished.load(std::memory_order_acquire);
+    const int status = job.failed_status.load(std::memory_order_relaxed);
+    ES_CHECK_OR_RETURN_ERROR(status == 0, Error::DelegateExecutionFailed,
+                             "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
+                             shape_.weight_key.c_str(), status);
+    return Status();
+  }
+  for (size_t i = 0; i < slabs_.size(); ++i) {
+    const Slab* next = i + 1 < slabs_.size() ? &slabs_[i + 1] : nullptr;
+    const xnn_status status =
+        run_slab(slabs_[i], next, i == 0, own, batch_size, input, output, pool);
+    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
+                             "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
+                             shape_.weight_key.c_str(), static_cast<int>(status));
+  }
+  return Status();
+}
+
+Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
+  if (is_f16(shape_)) {
+    return Status::Format(Error::InvalidArgument,
+                          "fully connected entry over '%s' is f16; run it with f16 buffers",
+                          shape_.weight_key.c_str());
+  }
+  return run(batch_size, input, output);
+}
+
+Status PackedOperator::run_fully_connected_f16(size_t batch_size, const void* input, void* output) {
+  if (!is_f16(shape_)) {
+    return Status::Format(Error::InvalidArgument,
+                          "fully connected entry over '%s' is f32; run it with float buffers",
+                          shape_.weight_key.c_str());
+  }
+  return run(batch_size, input, output);
+}
+
+}  // namespace xnnpack
+}  // namespace edgeshare

@@ -1,0 +1,158 @@
+// PackedOperator: one fully connected weight (and bias), packed once as column slabs, run by the
+// delegate's kernels (kernels/) or XNNPACK's operators over the same packed bytes.
+//
+// XNNPACK's f32/f16 fully connected operators pack [out, in] weights into memory the delegate
+// places (packed_memory.h). Each column slab is its own operator over output channels
+// [first, first + count) (weight rows and bias of that range), writing its columns of the output
+// in place (output stride = all output channels). XNNPACK's kernels walk the whole packed matrix
+// once per tile of rows, so a weight larger than L2 is read from memory ~batch/7 times; a slab
+// sized for L2 is read once and reused by every row tile. The slabs together are the one packed
+// copy of the weight; a weight no larger than a slab is one slab. Operators are created with the
+// output range (-inf, +inf): a clamp belongs to the node using the weight, not to the weight.
+//
+// Lifecycle (each step once, in this order; the weights cache drives it):
+//   std::unique_ptr<PackedOperator> op = PackedOperator::plan(shape);   // slabs and region
+//   for (size_t i = 0; i < op->num_slabs(); ++i) op->pack_slab(i, weight_bytes, bias_bytes);
+//   ES_RETURN_IF_ERROR(op->seal());                  // packing errors; picks the kernels
+//   ES_RETURN_IF_ERROR(op->run_fully_connected(batch, x, y));           // any thread, any time
+//
+// Errors: seal() returns DelegateInitFailed naming the weight when XNNPACK refused a slab;
+// run_* return DelegateExecutionFailed naming the weight, InvalidArgument for the wrong run_* or
+// for null buffers, InvalidState before seal() succeeded.
+// Thread-safety: pack_slab may run on several threads at once for different slabs; plan and seal
+// on one thread. Runs may come from any thread: XNNPACK's operators keep the pointers of their
+// last setup, so a run through them holds this object's lock (setup + run); the delegate's kernels
+// set nothing up and run without it.
+// Ownership: the weight and bias bytes are read by pack_slab only, never kept; the object owns
+// its operators and its packed memory until it is destroyed.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_PACKED_OPERATOR_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_PACKED_OPERATOR_H_
+
+#include <xnnpack.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
+#include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/scalar_type.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+// Whether runs on a pool of 2+ threads give each thread whole slabs, one pool call per weight
+// (measured at T=32, 2 threads, 1 MiB slabs: 0.49x of one operator per weight, against 0.59x when
+// each slab is split over the pool; equal at T=1; and far less hurt when other processes share
+// the cores, as it waits at one barrier per weight instead of one per slab).
+constexpr bool kSlabsAcrossPool = true;
+
+// A single-slab fully connected run of fewer FLOPs (2 x batch x in x out) than this runs on the
+// calling thread even with 2+ threads: e.g. a LoRA A or B matrix at T=32 (1-2 MFLOP, 8-20 us on
+// one core), where a pool call's wake-up and barrier cost about as much as they save, and on a busy
+// machine the barrier waits for a descheduled pool thread. Multi-slab entries use parallel_for
+// (threadpool.h), which never waits for a thread that took no work.
+constexpr size_t kPoolMinFlops = size_t{32} << 20;
+
+// Bytes of packed weights per column slab by default: a measured fraction of this core's L2
+// (sysconf(_SC_LEVEL2_CACHE_SIZE), or 1 MiB when the system does not say); see slabs_bench.cc for
+// the measurement.
+size_t default_slab_bytes();
+
+class PackedOperator {
+ public:
+  // What to pack. A Float weight makes f32 operators (float input and output), a Half weight f16
+  // ones (IEEE half input and output; the caller converts around them); the bias, if any, has the
+  // weight's dtype.
+  struct Shape {
+    runtime::ScalarType weight_dtype = runtime::ScalarType::Float;
+    size_t input_channels = 0;
+    size_t output_channels = 0;
+    std::string weight_key;  // For messages and names; empty when inline.
+    std::string bias_key;
+    // Slabs of about this many packed bytes each; 0 packs the weight as one operator.
+    size_t slab_bytes = 0;
+    // With 2+ threads, each takes whole slabs (else every slab in turn is split over the pool).
+    bool slabs_across_pool = kSlabsAcrossPool;
+  };
+
+  // Plans the slabs and reserves the memory they will be packed in. Also settles the kernel
+  // config (kernels/config.h) first: its probe packs weights of its own, which must not land here.
+  static std::unique_ptr<PackedOperator> plan(const Shape& shape);
+
+  PackedOperator(const PackedOperator&) = delete;
+  PackedOperator& operator=(const PackedOperator&) = delete;
+  // Deletes the operators (and so the packed weights).
+  ~PackedOperator();
+
+  size_t num_slabs() const { return slabs_.size(); }
+  // Packs slab `index` from the whole weight [out, in] and the whole bias [out] (null: none), in
+  // the weight's dtype. What XNNPACK says is kept for seal().
+  void pack_slab(size_t index, const void* weight, const void* bias);
+  // After every slab was packed: the first slab XNNPACK refused as an error, else picks the
+  // delegate's kernels where every slab's packing meets their preconditions (f32, in this
+  // operator's memory, in their layout) and the process has them (kernels/config.h), XNNPACK's
+  // operators otherwise.
+  runtime::Status seal();
+
+  // setup + run of every slab. With 2+ delegate threads the slabs are spread over them by
+  // parallel_for (each slab on one thread, all rows), otherwise they run one after the other. One
+  // row runs the chosen GEMV and more rows the chosen GEMM (prefetching the next slab while it
+  // computes) where seal() chose them: bitwise XNNPACK's results, no operator set up, no lock.
+  // Never allocates.
+  runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
+  // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
+  runtime::Status run_fully_connected_f16(size_t batch_size, const void* input, void* output);
+
+  // Float (f32 operators) or Half (f16 operators).
+  runtime::ScalarType weight_dtype() const { return shape_.weight_dtype; }
+  size_t input_channels() const { return shape_.input_channels; }
+  size_t output_channels() const { return shape_.output_channels; }
+  const std::string& weight_key() const { return shape_.weight_key; }
+  const std::string& bias_key() const { return shape_.bias_key; }
+  // Whether runs of one row (of several rows) go through the delegate's kernels.
+  bool one_row_gemv() const { return gemv_ != nullptr; }
+  bool rows_gemm() const { return gemm_ != nullptr; }
+
+ private:
+  struct Slab {
+    xnn_operator_t op = nullptr;
+    size_t first = 0;  // First output channel.
+    size_t count = 0;  // Output channels.
+    xnn_status created = xnn_status_uninitialized;
+    // The operator's packed weights in region_ (null when XNNPACK placed them elsewhere).
+    const void* packed = nullptr;
+    size_t packed_bytes = 0;
+  };
+  struct SlabRun;
+
+  explicit PackedOperator(const Shape& shape) : shape_(shape) {}
+  runtime::Status run(size_t batch_size, const void* input, void* output);
+  // One slab over every row: the delegate's kernel when `own` (the GEMM prefetching `next` and,
+  // as the `first` slab a thread runs, touching its own slab first) or setup and run of its
+  // operator.
+  xnn_status run_slab(const Slab& slab, const Slab* next, bool first, bool own, size_t batch_size,
+                      const void* input, void* output, pthreadpool_t pool) const;
+  xnn_status setup_slab(const Slab& slab, size_t batch_size, const void* input, void* output,
+                        pthreadpool_t pool) const;
+
+  const Shape shape_;
+  std::vector<Slab> slabs_;
+  // Where the slabs' packed weights live; unmapped after the destructor's body deleted the
+  // operators.
+  std::unique_ptr<PackedRegion> region_;
+  bool sealed_ = false;
+  // The delegate's kernels seal() chose (null: XNNPACK's operators run those batches).
+  kernels::F32GemvFn gemv_ = nullptr;
+  kernels::F32GemmFn gemm_ = nullptr;
+  std::mutex mutex_;
+};
+
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_PACKED_OPERATOR_H_
