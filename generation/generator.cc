@@ -22,6 +22,66 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+Result<TokenBounds> token_bounds(const Method& method) {
+  const char* name = method.name();
+  ES_CHECK_OR_RETURN_ERROR(method.num_inputs() >= 1 && method.num_outputs() >= 1, Error::NotFound,
+                           "method '%s' takes no token ids", name);
+  Result<Tensor> ids = method.input(0);
+  Result<Tensor> logits = method.output(0);
+  ES_CHECK_OR_RETURN_ERROR(ids.ok() && ids->scalar_type() == ScalarType::Long && ids->dim() == 2 &&
+                               ids->size(0) == 1,
+                           Error::NotFound, "method '%s': input 0 is not int64 input_ids [1, T]",
+                           name);
+  ES_CHECK_OR_RETURN_ERROR(logits.ok() && logits->scalar_type() == ScalarType::Float &&
+                               logits->dim() == 3 && logits->size(2) > 0,
+                           Error::NotFound,
+                           "method '%s': output 0 is not float logits [1, T, vocab]", name);
+  TokenBounds bounds;
+  // input_ids' capacity (planned at the bound) is the longest sequence; its sizes are the last
+  // run's once the method has run.
+  bounds.max_length = ids->capacity() / sizeof(int64_t);
+  bounds.vocab_size = static_cast<size_t>(logits->size(2));
+  if (method.num_inputs() == 2) {
+    Result<Tensor> start = method.input(1);
+    bounds.start = start.ok() && start->scalar_type() == ScalarType::Long && start->numel() == 1;
+  }
+  return bounds;
+}
+
+Status check_token_ids(const TokenBounds& bounds, Span<const int64_t> ids,
+                       const char* method_name) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ES_CHECK_OR_RETURN_ERROR(ids[i] >= 0 && static_cast<uint64_t>(ids[i]) < bounds.vocab_size,
+                             Error::InvalidArgument,
+                             "token id %lld is outside the vocabulary of %zu (position %zu of the "
+                             "input_ids of method '%s')",
+                             static_cast<long long>(ids[i]), bounds.vocab_size, i, method_name);
+  }
+  return Status();
+}
+
+Status check_token_inputs(const TokenBounds& bounds, Span<const Tensor> inputs,
+                          const char* method_name) {
+  if (inputs.empty()) return Status();
+  const Tensor& ids = inputs[0];
+  if (ids.scalar_type() != ScalarType::Long || ids.dim() != 2) return Status();
+  ES_RETURN_IF_ERROR(check_token_ids(
+      bounds, Span<const int64_t>(static_cast<const int64_t*>(ids.const_data()), ids.numel()), method_name));
+  if (!bounds.start || inputs.size() < 2) return Status();
+  const Tensor& start = inputs[1];
+  if (start.scalar_type() != ScalarType::Long || start.numel() != 1) return Status();
+  const int64_t position = *static_cast<const int64_t*>(start.const_data());
+  const size_t tokens = static_cast<size_t>(ids.size(1));
+  ES_CHECK_OR_RETURN_ERROR(
+      position >= 0 && static_cast<uint64_t>(position) <= bounds.max_length &&
+          tokens <= bounds.max_length - static_cast<size_t>(position),
+      Error::InvalidArgument,
+      "start position %lld with %zu token(s) is outside the KV cache of %zu positions of method "
+      "'%s'",
+      static_cast<long long>(position), tokens, bounds.max_length, method_name);
+  return Status();
+}
+
 Result<Generator> Generator::create(Method* method) {
   ES_CHECK_OR_RETURN_ERROR(method != nullptr, Error::InvalidArgument, "Generator: null method");
   const char* name = method->name();
@@ -45,9 +105,9 @@ Result<Generator> Generator::create(Method* method) {
   ES_CHECK_OR_RETURN_ERROR(method->num_state() > 0, Error::InvalidArgument,
                            "method '%s' keeps no state (no KV cache); export the stateful one",
                            name);
-  // input_ids' capacity (planned at the bound) is the longest sequence; its sizes are the last
-  // run's once the method has run.
-  return Generator(method, ids.capacity() / sizeof(int64_t), static_cast<size_t>(logits.size(2)));
+  Result<TokenBounds> bounds = token_bounds(*method);
+  if (!bounds.ok()) return Status::Format(Error::InvalidArgument, "%s", bounds.status().message());
+  return Generator(method, *bounds);
 }
 
 Result<int64_t> Generator::step(Span<const int64_t> tokens, int64_t start) {
@@ -60,12 +120,12 @@ Result<int64_t> Generator::step(Span<const int64_t> tokens, int64_t start) {
   ES_RETURN_IF_ERROR(method_->execute());
   ES_ASSIGN_OR_RETURN(Tensor logits, method_->output(0));
   ES_CHECK_OR_RETURN_ERROR(logits.dim() == 3 && logits.size(1) >= 1 &&
-                               static_cast<size_t>(logits.size(2)) == vocab_size_,
+                               static_cast<size_t>(logits.size(2)) == bounds_.vocab_size,
                            Error::InvalidProgram, "method '%s' returned logits of another shape",
                            method_->name());
-  const float* last = logits.data<float>() + (logits.numel() - vocab_size_);
+  const float* last = logits.data<float>() + (logits.numel() - bounds_.vocab_size);
   size_t best = 0;
-  for (size_t v = 1; v < vocab_size_; ++v) {
+  for (size_t v = 1; v < bounds_.vocab_size; ++v) {
     if (last[v] > last[best]) best = v;
   }
   return static_cast<int64_t>(best);
@@ -73,12 +133,23 @@ Result<int64_t> Generator::step(Span<const int64_t> tokens, int64_t start) {
 
 Result<Generation> Generator::generate(Span<const int64_t> prompt, size_t max_new_tokens,
                                        int64_t eos) {
+  const char* name = method_->name();
   ES_CHECK_OR_RETURN_ERROR(!prompt.empty(), Error::InvalidArgument, "the prompt is empty");
-  ES_CHECK_OR_RETURN_ERROR(prompt.size() + max_new_tokens <= max_length_ + 1,
+  // The prompt runs in one execute even when no token is asked for: it must fit on its own.
+  ES_CHECK_OR_RETURN_ERROR(prompt.size() <= bounds_.max_length, Error::InvalidArgument,
+                           "a prompt of %zu tokens is longer than the %zu method '%s' was "
+                           "exported for (--max-seq-len)",
+                           prompt.size(), bounds_.max_length, name);
+  ES_CHECK_OR_RETURN_ERROR(max_new_tokens <= bounds_.max_length + 1 - prompt.size(),
                            Error::InvalidArgument,
                            "a prompt of %zu tokens plus %zu new tokens is longer than the %zu "
                            "method '%s' was exported for (--max-seq-len)",
-                           prompt.size(), max_new_tokens, max_length_, method_->name());
+                           prompt.size(), max_new_tokens, bounds_.max_length, name);
+  ES_CHECK_OR_RETURN_ERROR(eos == -1 || (eos >= 0 && static_cast<uint64_t>(eos) < bounds_.vocab_size),
+                           Error::InvalidArgument,
+                           "end token id %lld is outside the vocabulary of %zu of method '%s'",
+                           static_cast<long long>(eos), bounds_.vocab_size, name);
+  ES_RETURN_IF_ERROR(check_token_ids(bounds_, prompt, name));
   Generation out;
   out.tokens.reserve(max_new_tokens);
   if (max_new_tokens == 0) return out;

@@ -14,8 +14,14 @@
 // outputs as planned: call it before anything calls set_input on the method (which gives the input
 // the sizes of that call), e.g. right after load_method, and keep the Generator.
 // Errors: create: InvalidArgument when the method does not have that signature (naming it).
-// generate: InvalidArgument for an empty prompt or prompt + new tokens past the method's maximum
-// length; the method's own errors otherwise.
+// generate: InvalidArgument for an empty prompt, a prompt longer than the method's maximum length
+// or prompt + new tokens past it (checked with no new tokens too), a prompt token or `eos` outside
+// the vocabulary ("token id 300 is outside the vocabulary of 256"); the method's own errors
+// otherwise.
+//
+// The same checks for a caller that executes a token method itself (tools/run, Python's execute):
+//   ES_ASSIGN_OR_RETURN(TokenBounds bounds, token_bounds(method));   // NotFound: not a token method
+//   ES_RETURN_IF_ERROR(check_token_inputs(bounds, inputs, method.name()));
 // Ownership: borrows the Method, which must outlive the Generator. Thread-safety: one thread at a
 // time per Generator (and per Method); Generators over different Methods may run concurrently.
 
@@ -33,6 +39,30 @@
 namespace edgeshare {
 namespace generation {
 
+// What a token method takes: input 0 int64 input_ids [1, T] (T up to max_length), output 0 float
+// logits [1, T, vocab_size], and with `start` an int64 start position (input 1: where the tokens
+// go in its KV cache, whose length is max_length).
+struct TokenBounds {
+  size_t max_length = 0;
+  size_t vocab_size = 0;
+  bool start = false;
+};
+
+// The bounds of `method` from its planned input 0 and output 0 (their capacity and vocabulary dim,
+// which set_input does not change). NotFound when the method does not take token ids that way.
+runtime::Result<TokenBounds> token_bounds(const runtime::Method& method);
+
+// InvalidArgument (naming method_name) unless every id is in [0, vocab_size).
+runtime::Status check_token_ids(const TokenBounds& bounds, runtime::Span<const int64_t> ids,
+                                const char* method_name);
+
+// Checks inputs about to be given to a token method: ids within the vocabulary, and with a start
+// position, 0 <= start and start + T <= max_length (the tokens fit in the KV cache). Inputs of
+// another type or shape are left to set_input's own checks.
+runtime::Status check_token_inputs(const TokenBounds& bounds,
+                                   runtime::Span<const runtime::Tensor> inputs,
+                                   const char* method_name);
+
 struct Generation {
   std::vector<int64_t> tokens;  // the new tokens only, in order
   double prefill_ms = 0;        // the prompt's one execute, including the first token's argmax
@@ -49,19 +79,17 @@ class Generator {
                                        int64_t eos = -1);
 
   // The longest prompt + generated sequence the method was exported for.
-  size_t max_length() const { return max_length_; }
-  size_t vocab_size() const { return vocab_size_; }
+  size_t max_length() const { return bounds_.max_length; }
+  size_t vocab_size() const { return bounds_.vocab_size; }
 
  private:
-  Generator(runtime::Method* method, size_t max_length, size_t vocab_size)
-      : method_(method), max_length_(max_length), vocab_size_(vocab_size) {}
+  Generator(runtime::Method* method, TokenBounds bounds) : method_(method), bounds_(bounds) {}
 
   // One execute over `tokens` at `start`; returns the argmax of the last position's logits.
   runtime::Result<int64_t> step(runtime::Span<const int64_t> tokens, int64_t start);
 
   runtime::Method* method_;
-  size_t max_length_;
-  size_t vocab_size_;
+  TokenBounds bounds_;
 };
 
 }  // namespace generation

@@ -16,6 +16,7 @@
 // another structure is a one-line error, exit 1.
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -63,10 +64,11 @@ void DeclareFlags(CLI::App& app, Options& options) {
                  "int64 .npy of prompt token ids, [P] or [1, P]")
       ->required();
   app.add_option("--max-new-tokens", options.max_new_tokens, "tokens to generate")
-      ->check(CLI::Range(0, 1000000));
+      ->check(integer_in(0, 1000000));
   app.add_option("--json", options.json, "write tokens, prefill_ms and decode_tokens_per_s");
   app.add_option("--method", options.method, "the stateful method to generate with");
-  app.add_option("--eos-id", options.eos_id, "stop after this token (default: never)");
+  app.add_option("--eos-id", options.eos_id, "stop after this token (default: never)")
+      ->check(integer_in(0, INT64_MAX));
   app.add_option("--swap-adapter", options.swap_adapters,
                  "an adapter .ptd to bind next (a --swappable lora.pte) and generate again; repeat")
       ->allow_extra_args(false);
@@ -98,7 +100,9 @@ Result<Method*> FindMethod(LoadedProgram& entry, const std::string& name) {
 }
 
 Status WriteJson(const std::string& path, const nlohmann::json& json) {
-  const std::string text = json.dump(2) + "\n";
+  // A name from a file that is not UTF-8 is written with U+FFFD rather than failing the dump.
+  const std::string text =
+      json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::FILE* f = std::fopen(path.c_str(), "w");
   ES_CHECK_OR_RETURN_ERROR(f != nullptr, Error::AccessFailed, "cannot write %s", path.c_str());
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
@@ -162,6 +166,9 @@ Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
   xnnpack::set_verify_content(options.set.verify);
   ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
+  if (!options.json.empty()) {
+    ES_RETURN_IF_ERROR(check_unique_program_names(options.set.programs, "--json"));
+  }
   ES_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, ReadPrompt(options.prompt_ids));
   std::vector<std::shared_ptr<const DataFile>> adapters;  // Outlives `set`.
   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));

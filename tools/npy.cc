@@ -1,9 +1,16 @@
 #include "edgeshare/tools/npy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+
+#include "edgeshare/tools/printable_text.h"
 
 namespace edgeshare {
 namespace tools {
@@ -15,6 +22,9 @@ using runtime::ScalarType;
 using runtime::Status;
 
 constexpr char kMagic[] = "\x93NUMPY";
+// The most bytes of data an array may claim: far past any input a tool feeds, short of a size
+// that could overflow or that no file here holds.
+constexpr size_t kMaxDataBytes = size_t{1} << 40;
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
@@ -45,9 +55,23 @@ std::string DictValue(const std::string& header, const char* name) {
 }  // namespace
 
 Result<NpyArray> read_npy(const std::string& path) {
-  File f(std::fopen(path.c_str(), "rb"));
-  ES_CHECK_OR_RETURN_ERROR(f != nullptr, Error::AccessFailed, "cannot open %s: %s", path.c_str(),
+  // O_NONBLOCK: a FIFO or a device is refused below instead of blocking the open; reads of a
+  // regular file ignore the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ES_CHECK_OR_RETURN_ERROR(fd >= 0, Error::AccessFailed, "cannot open %s: %s", path.c_str(),
                            std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::Format(Error::AccessFailed, "cannot read %s: not a regular file", path.c_str());
+  }
+  File f(::fdopen(fd, "rb"));
+  if (f == nullptr) {
+    ::close(fd);
+    return Status::Format(Error::AccessFailed, "cannot read %s: %s", path.c_str(),
+                          std::strerror(errno));
+  }
+  const size_t file_size = static_cast<size_t>(st.st_size);
   unsigned char prefix[10];
   ES_CHECK_OR_RETURN_ERROR(
       std::fread(prefix, 1, 10, f.get()) == 10 && std::memcmp(prefix, kMagic, 6) == 0,
@@ -56,6 +80,9 @@ Result<NpyArray> read_npy(const std::string& path) {
                            "%s: .npy version %d is not supported (1.0 is)", path.c_str(),
                            prefix[6]);
   const size_t header_size = prefix[8] | (prefix[9] << 8);
+  ES_CHECK_OR_RETURN_ERROR(10 + header_size <= file_size, Error::InvalidData,
+                           "%s: its .npy header claims %zu bytes; the file has %zu", path.c_str(),
+                           header_size, file_size - 10);
   std::string header(header_size, '\0');
   ES_CHECK_OR_RETURN_ERROR(std::fread(&header[0], 1, header_size, f.get()) == header_size,
                            Error::InvalidData, "%s: truncated .npy header", path.c_str());
@@ -70,33 +97,49 @@ Result<NpyArray> read_npy(const std::string& path) {
   } else {
     return Status::Format(Error::InvalidData,
                           "%s: dtype %s is not supported (float32, int64, int32 are)", path.c_str(),
-                          descr.c_str());
+                          printable_text(descr, 64).c_str());
   }
   ES_CHECK_OR_RETURN_ERROR(DictValue(header, "fortran_order") == "False", Error::InvalidData,
                            "%s: Fortran-order arrays are not supported", path.c_str());
   const std::string shape = DictValue(header, "shape");
+  const std::string shown = printable_text(shape, 64);
   ES_CHECK_OR_RETURN_ERROR(shape.size() >= 2 && shape.front() == '(' && shape.back() == ')',
-                           Error::InvalidData, "%s: bad shape %s", path.c_str(), shape.c_str());
-  size_t numel = 1;
+                           Error::InvalidData, "%s: bad shape %s", path.c_str(), shown.c_str());
+  const size_t item = runtime::element_size(array.dtype);
+  size_t nbytes = item;
   const char* p = shape.c_str() + 1;
   while (*p != ')') {
     while (*p == ' ' || *p == ',') ++p;
     if (*p == ')') break;
     char* end = nullptr;
+    errno = 0;
     const long dim = std::strtol(p, &end, 10);
-    ES_CHECK_OR_RETURN_ERROR(end != p && dim >= 0 && dim < (1L << 30), Error::InvalidData,
-                             "%s: bad shape %s", path.c_str(), shape.c_str());
+    ES_CHECK_OR_RETURN_ERROR(end != p && dim >= 0, Error::InvalidData, "%s: bad shape %s",
+                             path.c_str(), shown.c_str());
+    ES_CHECK_OR_RETURN_ERROR(errno == 0 && dim <= INT32_MAX, Error::InvalidData,
+                             "%s: shape %s has a dim past %d", path.c_str(), shown.c_str(),
+                             INT32_MAX);
+    ES_CHECK_OR_RETURN_ERROR(array.shape.size() < runtime::Tensor::kMaxDims, Error::InvalidData,
+                             "%s: shape %s has more than %zu dims", path.c_str(), shown.c_str(),
+                             runtime::Tensor::kMaxDims);
     array.shape.push_back(static_cast<int32_t>(dim));
-    numel *= static_cast<size_t>(dim);
+    // Checked before multiplying: the claimed size never overflows, whatever the header says.
+    ES_CHECK_OR_RETURN_ERROR(dim == 0 || nbytes <= kMaxDataBytes / static_cast<size_t>(dim),
+                             Error::InvalidData, "%s: shape %s is too large", path.c_str(),
+                             shown.c_str());
+    nbytes *= static_cast<size_t>(dim);
     p = end;
   }
-  ES_CHECK_OR_RETURN_ERROR(array.shape.size() <= runtime::Tensor::kMaxDims, Error::InvalidData,
-                           "%s: too many dims", path.c_str());
-  array.data.resize(numel * runtime::element_size(array.dtype));
+  // Before anything is allocated: the shape must fit in the bytes the file holds.
+  const size_t data_bytes = file_size - 10 - header_size;
+  ES_CHECK_OR_RETURN_ERROR(nbytes <= data_bytes, Error::InvalidData,
+                           "%s: shape %s needs %zu bytes of data; the file holds %zu", path.c_str(),
+                           shown.c_str(), nbytes, data_bytes);
+  array.data.resize(nbytes);
   ES_CHECK_OR_RETURN_ERROR(
       std::fread(array.data.data(), 1, array.data.size(), f.get()) == array.data.size(),
       Error::InvalidData, "%s: holds fewer bytes than its shape %s needs", path.c_str(),
-      shape.c_str());
+      shown.c_str());
   return array;
 }
 

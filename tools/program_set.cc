@@ -18,15 +18,23 @@ using runtime::Result;
 using runtime::Status;
 using runtime::Tensor;
 
-namespace {
-
-std::string Stem(const std::string& path) {
+std::string program_name(const std::string& path) {
   std::string name = path.substr(path.find_last_of('/') + 1);
   const size_t dot = name.rfind('.');
   return dot == std::string::npos ? name : name.substr(0, dot);
 }
 
-}  // namespace
+Status check_unique_program_names(const std::vector<std::string>& paths, const char* flag) {
+  std::map<std::string, const std::string*> seen;
+  for (const std::string& path : paths) {
+    auto [it, inserted] = seen.emplace(program_name(path), &path);
+    ES_CHECK_OR_RETURN_ERROR(inserted, Error::InvalidArgument,
+                             "--program %s and --program %s are both named '%s'; %s keys programs "
+                             "by file name (rename or copy one)",
+                             it->second->c_str(), path.c_str(), it->first.c_str(), flag);
+  }
+  return Status();
+}
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
   const auto elapsed = std::chrono::steady_clock::now() - start;
@@ -55,7 +63,7 @@ Status ProgramSet::add(const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
   LoadedProgram entry;
   entry.path = path;
-  entry.name = Stem(path);
+  entry.name = program_name(path);
   ES_ASSIGN_OR_RETURN(MmapDataLoader loader, MmapDataLoader::from(path.c_str()));
   entry.loader = std::make_unique<MmapDataLoader>(std::move(loader));
   ES_ASSIGN_OR_RETURN(Program program, Program::load(entry.loader.get()));

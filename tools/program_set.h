@@ -113,6 +113,15 @@ nlohmann::json weights_cache_json(const xnnpack::WeightsCacheStats& stats);
 // outside any delegate).
 nlohmann::json external_constants_json(const runtime::ExternalConstantStats& stats);
 
+// The name a program is reported by: its file name without the extension ("lora_a" for
+// dir/lora_a.pte).
+std::string program_name(const std::string& path);
+
+// InvalidArgument when two of `paths` have one program_name(): what `flag` writes is keyed by that
+// name, and one program's entry would overwrite the other's.
+runtime::Status check_unique_program_names(const std::vector<std::string>& paths,
+                                           const char* flag);
+
 // Under `bazel run` a tool starts in its runfiles; a relative path means the user's directory.
 std::string user_path(const std::string& path);
 

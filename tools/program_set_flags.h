@@ -35,6 +35,10 @@ struct ProgramSetFlags {
 
 void add_program_set_flags(CLI::App& app, ProgramSetFlags& flags);
 
+// A check for an integer flag: the whole value is a decimal integer in [min, max] ("3.7" and "1e3"
+// are refused with "3.7 is not an integer", not read as a truncated or a floating-point number).
+CLI::Validator integer_in(long long min, long long max);
+
 // Parses argv into the app's flags. --help prints the usage and exits the process with status 0.
 runtime::Status parse_flags(CLI::App& app, int argc, char** argv);
 

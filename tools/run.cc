@@ -30,6 +30,7 @@
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+#include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/tools/counting_data_map.h"
@@ -73,7 +74,7 @@ void DeclareFlags(CLI::App& app, Options& options) {
   app.add_option("--outputs", options.outputs_dir, "write DIR/<program>.<method>.output<i>.npy");
   app.add_option("--stats-json", options.stats_json, "write the weights cache's counters as JSON");
   app.add_option("--iterations", options.iterations, "runs of each method; the fastest is printed")
-      ->check(CLI::Range(1, 1000000));
+      ->check(integer_in(1, 1000000));
   app.add_option("--method", options.methods,
                  "run only this method of every program that has it (repeatable)")
       ->allow_extra_args(false);
@@ -168,11 +169,26 @@ Status CheckMethodsExist(const Options& options, ProgramSet& set) {
   return Status();
 }
 
+// Token ids and a start position given with --inputs, checked against a token method's
+// vocabulary and KV cache (a clear message rather than a kernel's index error).
+Status CheckTokenInputs(const Method& method, std::vector<NpyArray>& inputs,
+                        const std::string& program_name) {
+  const Result<generation::TokenBounds> bounds = generation::token_bounds(method);
+  if (!bounds.ok() || inputs.empty()) return Status();
+  std::vector<Tensor> tensors;
+  for (NpyArray& array : inputs) tensors.push_back(array.tensor());
+  const Status status = generation::check_token_inputs(
+      *bounds, runtime::Span<const Tensor>(tensors.data(), tensors.size()), method.name());
+  if (!status.ok()) return status.WithContext("%s", program_name.c_str());
+  return Status();
+}
+
 Status RunMethods(const Options& options, ProgramSet& set, std::vector<NpyArray>& inputs,
                   const std::string& suffix) {
   for (LoadedProgram& entry : set.programs()) {
     for (Method& method : entry.methods) {
       if (!Selected(options, method)) continue;
+      ES_RETURN_IF_ERROR(CheckTokenInputs(method, inputs, entry.name));
       ES_RETURN_IF_ERROR(seed_inputs(method, inputs, entry.name));
       ES_ASSIGN_OR_RETURN(std::vector<double> samples, time_method(method, 0, options.iterations));
       double best_ms = samples.front();
@@ -217,6 +233,9 @@ Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
   xnnpack::set_verify_content(options.set.verify);
   ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
+  if (!options.outputs_dir.empty()) {
+    ES_RETURN_IF_ERROR(check_unique_program_names(options.set.programs, "--outputs"));
+  }
   SwappedAdapters swapped;  // Outlives `set`: its methods may read these files.
   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
 

@@ -13,7 +13,7 @@ import sys
 from typing import Dict, List, Optional
 
 import numpy as np
-from edgeshare.extension.python import DataFile, Program
+from edgeshare.extension.python import DataFile, EdgeshareError, Program, load_npy
 
 
 def generate_all(data: str, programs: List[str], prompt: np.ndarray, max_new_tokens: int) -> Dict[str, List[int]]:
@@ -39,9 +39,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     args = parser.parse_args(argv)
     here = os.environ.get("BUILD_WORKING_DIRECTORY", "")
-    prompt = np.load(os.path.join(here, args.prompt_ids)).reshape(-1).astype(np.int64)
-    programs = [os.path.join(here, p) for p in args.program]
-    generate_all(os.path.join(here, args.data), programs, prompt, args.max_new_tokens)
+    try:
+        prompt = load_npy(os.path.join(here, args.prompt_ids)).reshape(-1)
+        programs = [os.path.join(here, p) for p in args.program]
+        generate_all(os.path.join(here, args.data), programs, prompt, args.max_new_tokens)
+    except (EdgeshareError, ValueError, TypeError) as e:
+        # One line, no traceback: every message names the file or value at fault.
+        print(f"generate: error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -16,7 +16,7 @@ import sys
 from typing import List, Optional, Sequence
 
 import numpy as np
-from edgeshare.extension.python import DataFile, EdgeshareError, Method, Program, weights_cache_stats
+from edgeshare.extension.python import DataFile, EdgeshareError, Method, NpyFileError, Program, load_npy, weights_cache_stats
 
 
 def _user_path(path: str) -> str:
@@ -26,7 +26,7 @@ def _user_path(path: str) -> str:
 
 def _inputs(method: Method, given: Sequence[str]) -> List[np.ndarray]:
     if given:
-        return [np.load(_user_path(path)) for path in given]
+        return [load_npy(_user_path(path)) for path in given]
     rng = np.random.default_rng(0)
     arrays = []
     for i, spec in enumerate(method.inputs):
@@ -56,8 +56,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 if args.outputs:
                     os.makedirs(_user_path(args.outputs), exist_ok=True)
                     np.save(os.path.join(_user_path(args.outputs), f"{name}.{method.name}.output{i}.npy"), output)
-    except EdgeshareError as error:
-        print(f"two_adapters: error: {error.message}", file=sys.stderr)
+    except (EdgeshareError, NpyFileError) as error:
+        print(f"two_adapters: error: {error}", file=sys.stderr)
         return 1
     stats = weights_cache_stats()
     print(

@@ -10,6 +10,7 @@ No torch needed at run time (numpy only). See runtime.py for the details.
 """
 
 from edgeshare.extension.python._errors import EdgeshareError
+from edgeshare.extension.python.npy_file import NpyFileError, load_npy
 from edgeshare.extension.python.runtime import (
     DataFile,
     GenerationResult,
@@ -27,8 +28,10 @@ __all__ = [
     "EdgeshareError",
     "GenerationResult",
     "Method",
+    "NpyFileError",
     "Program",
     "TensorSpec",
+    "load_npy",
     "set_num_threads",
     "set_verify_content",
     "set_weight_sharing",

@@ -21,6 +21,7 @@
 #include "edgeshare/runtime/core/error.h"
 #include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/named_data/data_file.h"
+#include "edgeshare/tools/printable_text.h"
 
 namespace py = pybind11;
 
@@ -316,7 +317,9 @@ void RegisterErrors(py::module_& m) {
       if (p) std::rethrow_exception(p);
     } catch (const Failure& failure) {
       const py::object& cls = error_class.get_stored();
-      py::object error = cls(runtime::to_string(failure.code), failure.message);
+      // Escaped: a message may quote a corrupt file's bytes, which need not be UTF-8.
+      py::object error =
+          cls(runtime::to_string(failure.code), tools::printable_text(failure.message));
       PyErr_SetObject(cls.ptr(), error.ptr());
     }
   });

@@ -54,6 +54,8 @@ LoadedMethod::LoadedMethod(Method method, std::string program_name)
   for (size_t i = 0; i < method_.num_outputs(); ++i) {
     outputs_.push_back(SpecOf(method_.output(i), method_.output_dynamic_dims(i)));
   }
+  Result<generation::TokenBounds> bounds = generation::token_bounds(method_);
+  if (bounds.ok()) token_bounds_ = *bounds;
   Result<generation::Generator> generator = generation::Generator::create(&method_);
   if (generator.ok()) {
     generator_.emplace(std::move(generator).get());
@@ -75,6 +77,11 @@ Result<std::vector<OwnedTensor>> LoadedMethod::run(const std::vector<Tensor>& in
   ES_CHECK_OR_RETURN_ERROR(inputs.size() == method_.num_inputs(), Error::InvalidArgument,
                            "method '%s' of %s takes %zu input(s), not %zu", name(),
                            program_name_.c_str(), method_.num_inputs(), inputs.size());
+  if (token_bounds_.has_value()) {
+    const Status checked = generation::check_token_inputs(
+        *token_bounds_, runtime::Span<const Tensor>(inputs.data(), inputs.size()), name());
+    if (!checked.ok()) return checked.WithContext("%s", program_name_.c_str());
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t i = 0; i < inputs.size(); ++i) {
     Status status = method_.set_input(i, inputs[i]);

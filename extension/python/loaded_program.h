@@ -86,7 +86,9 @@ class LoadedMethod {
   const std::vector<TensorSpec>& outputs() const { return outputs_; }
 
   // Copies `inputs` into the method's inputs (set_input: a dynamic dim takes any size within its
-  // bound), executes, and copies every output out at its real shape.
+  // bound), executes, and copies every output out at its real shape. A token method's ids must be
+  // within its vocabulary and a start position within its KV cache
+  // (generation::check_token_inputs).
   runtime::Result<std::vector<OwnedTensor>> run(const std::vector<runtime::Tensor>& inputs);
 
   // Method::rebind_data between two runs. `data` must outlive the method or its next rebind.
@@ -104,6 +106,8 @@ class LoadedMethod {
   // Generator reads); or why the method cannot generate.
   std::optional<generation::Generator> generator_;
   runtime::Status generator_error_;
+  // A token method's vocabulary and KV cache length, which run() checks its inputs against.
+  std::optional<generation::TokenBounds> token_bounds_;
   std::vector<TensorSpec> inputs_;   // As planned, read before any set_input resized them.
   std::vector<TensorSpec> outputs_;  // Likewise.
 };

@@ -24,6 +24,7 @@ Lifetimes: a Method keeps its Program alive, and a Program its data files.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -172,9 +173,10 @@ class Method:
           reused by the next call).
 
         Raises:
-          EdgeshareError: InvalidArgument for a wrong number of inputs or an input of another
-            dtype or shape (naming the method and input); a kernel's or delegate's error naming
-            the instruction.
+          EdgeshareError: InvalidArgument for a wrong number of inputs, an input of another dtype
+            or shape (naming the method and input), a token id outside the vocabulary or a start
+            position outside the KV cache of a token method; a kernel's or delegate's error
+            naming the instruction.
         """
         return list(self._native.execute(*inputs))
 
@@ -185,20 +187,26 @@ class Method:
         The GIL is released while it runs; calls on one method wait for each other.
 
         Args:
-          prompt_ids: int64 token ids of shape [P] or [1, P] (numpy or a CPU torch tensor).
-          max_new_tokens: how many tokens to generate.
-          eos_id: stop after this token (it is included); None generates max_new_tokens.
+          prompt_ids: int64 token ids of shape [P] or [1, P] (numpy or a CPU torch tensor), each
+            within the vocabulary.
+          max_new_tokens: how many tokens to generate (an int; the prompt must fit in the method's
+            length even with 0).
+          eos_id: stop after this token (it is included; a token id within the vocabulary); None
+            generates max_new_tokens.
 
         Returns:
           The new tokens and the timings.
 
         Raises:
+          TypeError: max_new_tokens or eos_id is not an int (3.7, "5", True).
           EdgeshareError: InvalidArgument for a prompt of another dtype or shape, an empty prompt,
-            a prompt plus new tokens longer than the method was exported for (--max-seq-len), a
-            negative max_new_tokens, or a method without the generation signature or state
-            (naming it); the method's own errors.
+            a token id or eos_id outside the vocabulary, a prompt (plus new tokens) longer than the
+            method was exported for (--max-seq-len), a negative max_new_tokens, or a method
+            without the generation signature or state (naming it); the method's own errors.
         """
-        tokens, prefill_ms, decode_tokens_per_s = self._native.generate(prompt_ids, int(max_new_tokens), eos_id)
+        count = _integer("max_new_tokens", max_new_tokens)
+        eos = None if eos_id is None else _integer("eos_id", eos_id)
+        tokens, prefill_ms, decode_tokens_per_s = self._native.generate(prompt_ids, count, eos)
         return GenerationResult(list(tokens), float(prefill_ms), float(decode_tokens_per_s))
 
     def __repr__(self) -> str:
@@ -329,6 +337,16 @@ def set_verify_content(enabled: bool) -> None:
 def set_weight_sharing(enabled: bool) -> None:
     """Turns the process-wide sharing of weights on (default) or off, for loads from now on."""
     _native.set_weight_sharing(enabled)
+
+
+def _integer(name: str, value: Any) -> int:
+    """`value` as an int, refusing what int() would quietly truncate or parse (3.7, "5", True)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"generate(): {name} must be an int, not {type(value).__name__} {value!r:.40}") from None
 
 
 def _spec(native: Optional[tuple[Any, Sequence[int], Sequence[int]]]) -> Optional[TensorSpec]:

@@ -32,7 +32,9 @@ void Unmap(void* /*context*/, const void* data, size_t size) {
 
 Result<MmapDataLoader> MmapDataLoader::from(const char* path) {
   ES_CHECK_OR_RETURN_ERROR(path != nullptr, Error::InvalidArgument, "MmapDataLoader: null path");
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO or a device is refused below instead of blocking the open; reads of a
+  // regular file ignore the flag.
+  const int fd = ::open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   ES_CHECK_OR_RETURN_ERROR(fd >= 0, Error::AccessFailed, "cannot open %s: %s", path,
                            std::strerror(errno));
   struct stat st;

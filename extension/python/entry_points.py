@@ -1,0 +1,43 @@
+"""The wheel's console scripts that need the exporter: thin wrappers over the tools' own main().
+
+    edgeshare-export ...      = python -m edgeshare.tools.export_lora ... (//tools:export_lora)
+    edgeshare-tiny-lora ...   = //models:save_tiny_lora
+    edgeshare-inspect ...     = //tools:inspect
+
+Installed without the [export] extra, the exporter's imports (torch, transformers, peft,
+flatbuffers) are missing: each script then says so in one line and exits 1, instead of a traceback.
+"""
+
+import importlib
+import sys
+from typing import Callable, Optional, Sequence
+
+__all__ = ["export_main", "inspect_main", "tiny_lora_main"]
+
+
+def _run(script: str, module: str, argv: Optional[Sequence[str]]) -> int:
+    try:
+        main: Callable[[Optional[Sequence[str]]], int] = importlib.import_module(module).main
+    except ModuleNotFoundError as e:
+        print(
+            f"{script}: error: {e.name} is not installed; the exporter comes with the wheel's "
+            f"[export] extra (pip install 'edgeshare-<version>-<tags>.whl[export]')",
+            file=sys.stderr,
+        )
+        return 1
+    return main(argv)
+
+
+def export_main(argv: Optional[Sequence[str]] = None) -> int:
+    """edgeshare-export: //tools:export_lora's main. Returns its exit status."""
+    return _run("edgeshare-export", "edgeshare.tools.export_lora", argv)
+
+
+def tiny_lora_main(argv: Optional[Sequence[str]] = None) -> int:
+    """edgeshare-tiny-lora: //models:save_tiny_lora's main. Returns its exit status."""
+    return _run("edgeshare-tiny-lora", "edgeshare.models.save_tiny_lora", argv)
+
+
+def inspect_main(argv: Optional[Sequence[str]] = None) -> int:
+    """edgeshare-inspect: //tools:inspect's main. Returns its exit status."""
+    return _run("edgeshare-inspect", "edgeshare.tools.inspect_tool", argv)
