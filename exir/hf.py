@@ -140,7 +140,8 @@ def load_hf_model(model_dir: str) -> nn.Module:
 
     Raises:
       HfInputError: the directory, its config.json or a safetensors file is missing or corrupt,
-        transformers cannot build the model from it, or the files lack weights the model has.
+        transformers cannot build the model from it, the files lack weights the model has, or
+        they hold weights the model does not use (naming them).
     """
     what = f"model directory '{model_dir}'"
     _check_dir(model_dir, "model directory")
@@ -157,10 +158,11 @@ def load_hf_model(model_dir: str) -> nn.Module:
         )
     except Exception as e:  # transformers raises ValueError, OSError, KeyError...: keep its words.
         raise HfInputError(f"{what}: transformers cannot load it as a causal LM ({_one_line(e)})") from e
-    for kind in ("missing_keys", "mismatched_keys"):
+    # transformers fills missing or mismatched weights with random values, and drops weights the
+    # config has no place for (a config with fewer layers than the checkpoint): never export those.
+    for kind in ("missing_keys", "mismatched_keys", "unexpected_keys"):
         keys = sorted(str(k) for k in info.get(kind) or ())
         if keys:
-            # transformers fills missing or mismatched weights with random values: never export those.
             raise HfInputError(
                 f"{what}: the safetensors files do not fit {type(model).__name__} "
                 f"({kind.replace('_', ' ')}: {', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})"
