@@ -1,4 +1,5 @@
-"""LoRA: the LoRALinear wrapper, applying adapters to a foundation, and the export helper.
+"""LoRA: applying adapters to a foundation, and the export helper (LoRALinear, the model code, lives
+in edgeshare.models.lora and is importable from here too).
 
 export_lora() writes foundation.ptd (the foundation weights under the bare foundation's names, once)
 plus either one .pte per adapter or one multi-method .pte whose methods are the adapters (and, if
@@ -8,7 +9,6 @@ tensor's; FoundationDataPolicy), not by name, so PEFT models and LoRA modules wi
 names share the foundation.
 """
 
-import copy
 import dataclasses
 import os
 import re
@@ -38,6 +38,7 @@ from edgeshare.exir.export import ExecutorchBackendConfig, to_edge
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.tensor_layout import digest_cache
+from edgeshare.models.lora import LoRALinear, shared_copy
 from torch import nn
 from torch.export.graph_signature import InputKind
 
@@ -83,45 +84,6 @@ def check_adapter_name(name: Any, foundation_tag: str = "foundation") -> None:
             f"adapter name '{name}' must be a file stem (letters, digits, '_', '.', '-') different from "
             f"'{foundation_tag}'"
         )
-
-
-class LoRALinear(nn.Module):
-    """y = base(x) + lora_b(lora_a(x)) * (alpha / rank).
-
-    Args:
-      base: the wrapped nn.Linear (its weights are the foundation's).
-      rank: the adapter rank r.
-      alpha: the LoRA alpha; the update is scaled by alpha / rank.
-    """
-
-    def __init__(self, base: nn.Linear, rank: int, alpha: float) -> None:
-        super().__init__()
-        if rank <= 0:
-            raise ValueError(f"LoRA rank must be positive, got {rank}")
-        self.base = base
-        self.lora_a = nn.Linear(base.in_features, rank, bias=False)
-        self.lora_b = nn.Linear(rank, base.out_features, bias=False)
-        self.rank = rank
-        self.alpha = float(alpha)
-        self.scale = float(alpha) / rank
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        return self.base(x) + self.lora_b(self.lora_a(x)) * self.scale
-
-
-def shared_copy(module: nn.Module) -> nn.Module:
-    """A copy of module whose parameters and buffers ARE module's: the structure is copied (so
-    adapters can be injected into it), no weight is.
-
-    Args:
-      module: e.g. the bare foundation.
-
-    Returns:
-      The copy.
-    """
-    memo: Dict[int, Any] = {id(t): t for t in module.parameters()}
-    memo.update({id(t): t for t in module.buffers()})
-    return copy.deepcopy(module, memo)
 
 
 def _split_adapter_key(key: str) -> Tuple[str, str]:

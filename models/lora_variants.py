@@ -14,7 +14,7 @@ Each function returns what export_lora --model takes: (foundation, {adapter: mod
 from typing import Dict, Sequence, Tuple
 
 import torch
-from edgeshare.exir.lora import shared_copy
+from edgeshare.models.lora import shared_copy
 from torch import nn
 
 __all__ = [
