@@ -15,12 +15,11 @@ LoraDataPolicy and PatternDataPolicy decide by name, for users who choose that e
 """
 
 import dataclasses
-import hashlib
 import re
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Tuple, Union
 
 import torch
-from edgeshare.exir.tensor_layout import tensor_bytes
+from edgeshare.exir.tensor_layout import tensor_digest
 from torch import nn
 
 __all__ = [
@@ -264,7 +263,7 @@ class FoundationDataPolicy(DataPolicy):
         if index is None:
             index = {}
             for name, tensor in self._groups[signature]:
-                digest = hashlib.sha256(tensor_bytes(tensor)).digest()
+                digest = tensor_digest(tensor)
                 self._name_digests[name] = digest
                 index.setdefault(digest, name)
             self._digests[signature] = index
@@ -289,7 +288,7 @@ class FoundationDataPolicy(DataPolicy):
             if _same_storage(candidate, tensor):
                 # Skips hashing the weight; the key is still the first name with these bytes.
                 return index[self._name_digests[name]]
-        return index.get(hashlib.sha256(tensor_bytes(tensor)).digest())
+        return index.get(tensor_digest(tensor))
 
     def place(self, method: str, name: str, tensor: torch.Tensor) -> Optional[DataPlacement]:
         key = self.foundation_key(tensor)

@@ -25,7 +25,7 @@ import dataclasses
 import hashlib
 import math
 import operator
-from typing import Any, Dict, List, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import sympy
 import torch
@@ -37,7 +37,7 @@ from edgeshare.exir.lower import LoweredBackendModule, call_delegate
 from edgeshare.exir.memory_planning import PlannedTensor, plan_memory
 from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.runtime_kernels import supports
-from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_bytes
+from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_bytes, tensor_digest, tensor_view
 from edgeshare.schema import program_generated as fb
 from torch._ops import OpOverload
 from torch.export import ExportedProgram
@@ -72,8 +72,8 @@ class _Segments:
         self.segments: List[Segment] = []
         self._index: Dict[Tuple[bytes, int], int] = {}
 
-    def add(self, data: bytes, alignment: int) -> int:
-        ident = (hashlib.sha256(data).digest(), len(data))
+    def add(self, data: bytes, alignment: int, digest: Optional[bytes] = None) -> int:
+        ident = (hashlib.sha256(data).digest() if digest is None else digest, len(data))
         index = self._index.get(ident)
         if index is None:
             index = len(self.segments)
@@ -306,15 +306,15 @@ class _MethodEmitter:
                 if tag is not None:
                     key = node.meta[DATA_KEY_META]
                     layout = TensorLayout.of(tensor, what)
-                    data = tensor_bytes(tensor)
-                    self.store.add_named_data(key, data, self.constant_alignment, tag, layout)
+                    digest = tensor_digest(tensor)
+                    self.store.add_named_data(key, tensor_view(tensor), self.constant_alignment, tag, layout, digest)
                     t = _tensor_value(tensor, what)
                     t.externalKey = key
                     if not node.meta.get(DATA_OPEN_META, False):
                         # The identity the runtime checks against the data file's digest for the
                         # key: the same SHA-256 the store records for these bytes. Open data (a
                         # swappable adapter) has none, so the runtime may rebind it.
-                        t.externalDigest = list(hashlib.sha256(data).digest())
+                        t.externalDigest = list(digest)
                     self.node_values[node] = self._add(_evalue(fb.KernelTypes.Tensor, t))
                 else:
                     self.node_values[node] = self._constant_tensor(tensor, what)
@@ -549,7 +549,7 @@ def emit_program(
     named = []
     for key, entry in output.pte_data.items():
         buf = output.buffers[entry.buffer_index]
-        index = segments.add(buf.data, buf.alignment)
+        index = segments.add(buf.data, buf.alignment, buf.digest)
         named.append(named_data_to_fb(fb, key, index, buf.digest, entry.tensor_layout))
     program.namedData = named
     return EmittedProgram(program, segments.segments, store)

@@ -6,12 +6,13 @@ et = edge.to_executorch()
 et.write_to_dir("out", "model")        # out/model.pte, out/foundation.ptd
 """
 
+import copy
 import dataclasses
 import os
-from typing import Dict, List, Mapping, Optional, Union
+from typing import Dict, List, Mapping, NamedTuple, Optional, Union
 
 import torch
-from edgeshare.exir._serialize import serialize_ptd, serialize_pte
+from edgeshare.exir._serialize import serialize_ptd, serialize_pte, write_ptd
 from edgeshare.exir.data_policy import (
     DATA_KEY_META,
     DATA_OPEN_META,
@@ -26,11 +27,12 @@ from edgeshare.exir.errors import DataPlacementError, UnsupportedModelError
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import to_backend
 from edgeshare.exir.partition import Partitioner
-from edgeshare.exir.tensor_layout import scalar_type_of, tensor_bytes
+from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_digest
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 __all__ = [
+    "DataFileEntry",
     "EdgeProgramManager",
     "ExecutorchBackendConfig",
     "ExecutorchProgramManager",
@@ -99,7 +101,11 @@ def _apply_data_policy(method: str, ep: ExportedProgram, policy: DataPolicy) -> 
         other = by_key.get(placement.key)
         if other is not None:
             other_tensor = lifted_tensor(ep, other)
-            if tensor_bytes(other_tensor) != tensor_bytes(tensor) or other_tensor.shape != tensor.shape:
+            if (
+                other_tensor.shape != tensor.shape
+                or other_tensor.dtype != tensor.dtype
+                or tensor_digest(other_tensor) != tensor_digest(tensor)
+            ):
                 raise DataPlacementError(
                     f"method '{method}': weights '{other}' and '{fqn}' both map to key "
                     f"'{placement.key}' with different values"
@@ -191,6 +197,63 @@ class EdgeProgramManager:
         except KeyError:
             raise KeyError(f"no method '{method}' (methods: {self.methods})") from None
 
+    def with_weights(
+        self, weights: Mapping[str, Mapping[str, torch.Tensor]], data_policy: Optional[DataPolicy] = None
+    ) -> "EdgeProgramManager":
+        """The same programs over other weights of the same names, dtypes and shapes (another
+        adapter of one structure), without exporting or decomposing again.
+
+        Each method's graph is copied (this manager is left as it is, so it can serve again) and the
+        data policy is applied to the new weights.
+
+        Args:
+          weights: method name -> {parameter or buffer name: tensor}, as the module exported for
+            that method names them; a name it lacks keeps this program's tensor (a constant torch
+            made while tracing).
+          data_policy: decides where each weight goes; None keeps every weight in the program.
+
+        Returns:
+          A new manager over the copied programs.
+
+        Raises:
+          DataPlacementError: a weight the programs use is missing from weights, or has another
+            dtype or shape (naming the method and weight).
+        """
+        policy = data_policy if data_policy is not None else InlineDataPolicy()
+        programs: Dict[str, ExportedProgram] = {}
+        for method, ep in self._programs.items():
+            given = weights.get(method, {})
+
+            def pick(name: str, old: torch.Tensor, table: str) -> torch.Tensor:
+                new = given.get(name)
+                if new is None:
+                    if table == "state_dict":
+                        raise DataPlacementError(f"method '{method}': no weight '{name}' to put in the program")
+                    return old
+                if new.dtype != old.dtype or new.shape != old.shape:
+                    raise DataPlacementError(
+                        f"method '{method}': weight '{name}' is {tuple(new.shape)} {new.dtype}, the program's "
+                        f"is {tuple(old.shape)} {old.dtype}"
+                    )
+                if isinstance(old, torch.nn.Parameter) and not isinstance(new, torch.nn.Parameter):
+                    return torch.nn.Parameter(new.detach(), requires_grad=False)  # same storage
+                return new
+
+            gm = copy.deepcopy(ep.graph_module)
+            copied = ExportedProgram(
+                root=gm,
+                graph=gm.graph,
+                graph_signature=copy.deepcopy(ep.graph_signature),
+                state_dict={k: pick(k, v, "state_dict") for k, v in ep.state_dict.items()},
+                range_constraints=ep.range_constraints,
+                module_call_graph=copy.deepcopy(ep.module_call_graph),
+                constants={k: pick(k, v, "constants") for k, v in ep.constants.items()},
+                verifiers=ep.verifiers,
+            )
+            _apply_data_policy(method, copied, policy)
+            programs[method] = copied
+        return EdgeProgramManager(programs)
+
     def to_backend(self, partitioner: Union[Partitioner, Mapping[str, Partitioner]]) -> "EdgeProgramManager":
         """Delegates what the partitioner(s) tag, preprocessing all methods' partitions at once.
 
@@ -227,33 +290,63 @@ class EdgeProgramManager:
         emitted = emit_program(self._programs, config.constant_alignment, config.memory_alignment)
         pte = serialize_pte(emitted.program, emitted.segments, config.segment_alignment)
         output = emitted.store.get_named_data_store_output()
-        data_files: Dict[str, bytes] = {}
+        data_entries: Dict[str, Dict[str, DataFileEntry]] = {}
         for tag in sorted(output.external_data):
-            entries = {
-                key: (
+            data_entries[tag] = {
+                key: DataFileEntry(
                     output.buffers[e.buffer_index].data,
                     output.buffers[e.buffer_index].alignment,
                     e.tensor_layout,
+                    output.buffers[e.buffer_index].digest,
                 )
                 for key, e in output.external_data[tag].items()
             }
-            data_files[tag] = serialize_ptd(entries, config.tensor_alignment)
-        return ExecutorchProgramManager(pte, data_files, self.methods)
+        return ExecutorchProgramManager(pte, data_entries, self.methods, config.tensor_alignment)
+
+
+class DataFileEntry(NamedTuple):
+    """One entry of a .ptd to write: its bytes (in place), alignment, layout and SHA-256."""
+
+    data: Union[bytes, memoryview]
+    alignment: int
+    layout: Optional[TensorLayout]
+    digest: bytes
 
 
 class ExecutorchProgramManager:
-    """The serialized program and its data files.
+    """The serialized program and what its data files hold.
+
+    The .ptd images are made only when asked for (data_files): an exporter that writes one shared
+    file for many programs streams it from data_entries instead (exir._serialize.write_ptd).
 
     Attributes:
       buffer: the .pte bytes.
-      data_files: {external tag: .ptd bytes}, e.g. {"foundation": ...}.
+      data_entries: {external tag: {key: DataFileEntry}}.
       methods: the method names.
+      tensor_alignment: the .ptd segments' alignment.
     """
 
-    def __init__(self, buffer: bytes, data_files: Dict[str, bytes], methods: List[str]) -> None:
+    def __init__(
+        self,
+        buffer: bytes,
+        data_entries: Dict[str, Dict[str, "DataFileEntry"]],
+        methods: List[str],
+        tensor_alignment: int = ExecutorchBackendConfig.tensor_alignment,
+    ) -> None:
         self.buffer = buffer
-        self.data_files = data_files
+        self.data_entries = data_entries
         self.methods = methods
+        self.tensor_alignment = tensor_alignment
+        self._data_files: Optional[Dict[str, bytes]] = None
+
+    @property
+    def data_files(self) -> Dict[str, bytes]:
+        """{external tag: .ptd bytes}, e.g. {"foundation": ...} (made on first use)."""
+        if self._data_files is None:
+            self._data_files = {
+                tag: serialize_ptd(entries, self.tensor_alignment) for tag, entries in self.data_entries.items()
+            }
+        return self._data_files
 
     def write_to_dir(self, folder: str, name: str) -> List[str]:
         """Writes <folder>/<name>.pte and <folder>/<tag>.ptd for each data file.
@@ -269,9 +362,9 @@ class ExecutorchProgramManager:
         paths = [os.path.join(folder, f"{name}.pte")]
         with open(paths[0], "wb") as f:
             f.write(self.buffer)
-        for tag, data in self.data_files.items():
+        for tag, entries in self.data_entries.items():
             path = os.path.join(folder, f"{tag}.ptd")
             with open(path, "wb") as f:
-                f.write(data)
+                write_ptd(f, entries, self.tensor_alignment)
             paths.append(path)
         return paths

@@ -61,11 +61,22 @@ def lifted_inputs(ep: ExportedProgram) -> Dict[str, LiftedInput]:
     Returns:
       A new dict, in the signature's input order.
     """
-    mutated = {spec.target for spec in ep.graph_signature.output_specs if spec.kind == OutputKind.BUFFER_MUTATION}
+    return dict(_lifted(ep))
+
+
+def _lifted(ep: ExportedProgram) -> Dict[str, LiftedInput]:
+    """lifted_inputs, computed once per signature: partitioners ask for every node of large graphs."""
+    signature = ep.graph_signature
+    token = (id(signature), len(signature.input_specs), len(signature.output_specs))
+    cached = ep.__dict__.get("_edgeshare_lifted")
+    if cached is not None and cached[0] == token and cached[1] is signature:
+        return cached[2]
+    mutated = {spec.target for spec in signature.output_specs if spec.kind == OutputKind.BUFFER_MUTATION}
     out: Dict[str, LiftedInput] = {}
-    for spec in ep.graph_signature.input_specs:
+    for spec in signature.input_specs:
         if spec.kind in LIFTED_KINDS and not (spec.kind == InputKind.BUFFER and spec.target in mutated):
             out[spec.arg.name] = LiftedInput(spec.kind, spec.target)
+    ep.__dict__["_edgeshare_lifted"] = (token, signature, out)
     return out
 
 
@@ -102,7 +113,7 @@ def lifted_input(ep: ExportedProgram, node: Any) -> Optional[LiftedInput]:
     """
     if not isinstance(node, torch.fx.Node) or node.op != "placeholder":
         return None
-    return lifted_inputs(ep).get(node.name)
+    return _lifted(ep).get(node.name)
 
 
 def is_lifted(ep: ExportedProgram, node: Any) -> bool:

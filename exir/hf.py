@@ -19,18 +19,18 @@ a PEFT type other than LoRA is an UnsupportedAdapterError; an adapter that does 
 (another hidden size, modules the model lacks) is an AdapterMismatchError naming the adapter.
 """
 
-import copy
 import dataclasses
 import json
 import os
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Set
 
 import torch
+from edgeshare.exir._pipeline import check_out_dir
 from edgeshare.exir.data_policy import FoundationDataPolicy, foundation_tensors
 from edgeshare.exir.errors import AdapterMismatchError, ExportError
 from edgeshare.exir.export import ExecutorchBackendConfig
 from edgeshare.exir.hf_cache import kv_cache_method
-from edgeshare.exir.lora import ExtraMethod, LoraExportResult, check_adapter_name, export_lora
+from edgeshare.exir.lora import ExtraMethod, LoraExportResult, check_adapter_name, export_lora, shared_copy
 from edgeshare.exir.partition import Partitioner
 from torch import nn
 
@@ -140,7 +140,8 @@ def load_hf_model(model_dir: str) -> nn.Module:
 
     Raises:
       HfInputError: the directory, its config.json or a safetensors file is missing or corrupt,
-        transformers cannot build the model from it, or the files lack weights the model has.
+        transformers cannot build the model from it, the files lack weights the model has, or
+        they hold weights the model does not use (naming them).
     """
     what = f"model directory '{model_dir}'"
     _check_dir(model_dir, "model directory")
@@ -157,10 +158,11 @@ def load_hf_model(model_dir: str) -> nn.Module:
         )
     except Exception as e:  # transformers raises ValueError, OSError, KeyError...: keep its words.
         raise HfInputError(f"{what}: transformers cannot load it as a causal LM ({_one_line(e)})") from e
-    for kind in ("missing_keys", "mismatched_keys"):
+    # transformers fills missing or mismatched weights with random values, and drops weights the
+    # config has no place for (a config with fewer layers than the checkpoint): never export those.
+    for kind in ("missing_keys", "mismatched_keys", "unexpected_keys"):
         keys = sorted(str(k) for k in info.get(kind) or ())
         if keys:
-            # transformers fills missing or mismatched weights with random values: never export those.
             raise HfInputError(
                 f"{what}: the safetensors files do not fit {type(model).__name__} "
                 f"({kind.replace('_', ' ')}: {', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})"
@@ -182,7 +184,7 @@ def _check_adapter_dir(name: str, adapter_dir: str) -> None:
 
 
 def load_peft_adapter(base: nn.Module, name: str, adapter_dir: str) -> nn.Module:
-    """Loads a PEFT LoRA adapter onto a copy of base (base is not modified).
+    """Loads a PEFT LoRA adapter onto a copy of base that shares base's weights (base is not modified).
 
     Args:
       base: the model load_hf_model returned.
@@ -203,7 +205,7 @@ def load_peft_adapter(base: nn.Module, name: str, adapter_dir: str) -> nn.Module
 
     what = f"adapter '{name}' ({adapter_dir})"
     try:
-        model = peft.PeftModel.from_pretrained(copy.deepcopy(base), adapter_dir, is_trainable=False)
+        model = peft.PeftModel.from_pretrained(shared_copy(base), adapter_dir, is_trainable=False)
     except RuntimeError as e:
         mismatch = [line.strip() for line in str(e).splitlines() if "size mismatch" in line]
         detail = mismatch[0] if mismatch else _one_line(e)
@@ -299,6 +301,7 @@ def export_hf_lora(
         attention a KV cache cannot serve, e.g. linear-attention layers).
     """
     say = progress or (lambda line: None)
+    check_out_dir(out_dir)
     inputs = _load_for_export("export_hf_lora", model_dir, adapters, max_seq_len, say, kv_dtype)
     return export_lora(
         CausalLMLogits(inputs.base),
@@ -339,6 +342,7 @@ def export_hf_swappable(
     from edgeshare.exir.swappable import export_swappable  # noqa: PLC0415 (swappable imports lora)
 
     say = progress or (lambda line: None)
+    check_out_dir(out_dir)
     inputs = _load_for_export("export_hf_swappable", model_dir, adapters, max_seq_len, say, kv_dtype)
     return export_swappable(
         CausalLMLogits(inputs.base),

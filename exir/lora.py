@@ -1,4 +1,5 @@
-"""LoRA: the LoRALinear wrapper, applying adapters to a foundation, and the export helper.
+"""LoRA: applying adapters to a foundation, and the export helper (LoRALinear, the model code, lives
+in edgeshare.models.lora and is importable from here too).
 
 export_lora() writes foundation.ptd (the foundation weights under the bare foundation's names, once)
 plus either one .pte per adapter or one multi-method .pte whose methods are the adapters (and, if
@@ -8,7 +9,6 @@ tensor's; FoundationDataPolicy), not by name, so PEFT models and LoRA modules wi
 names share the foundation.
 """
 
-import copy
 import dataclasses
 import os
 import re
@@ -16,7 +16,15 @@ import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
-from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte, serialize_ptd
+from edgeshare.exir._pipeline import (
+    Lowerer,
+    OutputFiles,
+    SharedData,
+    check_out_dir,
+    export_method,
+    structure_signature,
+)
+from edgeshare.exir._serialize import deserialize_pte
 from edgeshare.exir.data_policy import (
     DATA_KEY_META,
     EXTERNAL_TAG_META,
@@ -29,6 +37,8 @@ from edgeshare.exir.errors import AdapterMismatchError, ExportError, Unsupported
 from edgeshare.exir.export import ExecutorchBackendConfig, to_edge
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import Partitioner
+from edgeshare.exir.tensor_layout import digest_cache
+from edgeshare.models.lora import LoRALinear, shared_copy
 from torch import nn
 from torch.export.graph_signature import InputKind
 
@@ -42,6 +52,7 @@ __all__ = [
     "check_adapter_name",
     "export_lora",
     "export_method",
+    "shared_copy",
 ]
 
 Adapter = Union[Mapping[str, torch.Tensor], nn.Module]
@@ -75,30 +86,6 @@ def check_adapter_name(name: Any, foundation_tag: str = "foundation") -> None:
         )
 
 
-class LoRALinear(nn.Module):
-    """y = base(x) + lora_b(lora_a(x)) * (alpha / rank).
-
-    Args:
-      base: the wrapped nn.Linear (its weights are the foundation's).
-      rank: the adapter rank r.
-      alpha: the LoRA alpha; the update is scaled by alpha / rank.
-    """
-
-    def __init__(self, base: nn.Linear, rank: int, alpha: float) -> None:
-        super().__init__()
-        if rank <= 0:
-            raise ValueError(f"LoRA rank must be positive, got {rank}")
-        self.base = base
-        self.lora_a = nn.Linear(base.in_features, rank, bias=False)
-        self.lora_b = nn.Linear(rank, base.out_features, bias=False)
-        self.rank = rank
-        self.alpha = float(alpha)
-        self.scale = float(alpha) / rank
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        return self.base(x) + self.lora_b(self.lora_a(x)) * self.scale
-
-
 def _split_adapter_key(key: str) -> Tuple[str, str]:
     for suffix in (".lora_a.weight", ".lora_A.weight", ".lora_b.weight", ".lora_B.weight"):
         if key.endswith(suffix):
@@ -121,7 +108,7 @@ def apply_lora(
       adapter_name: names the adapter in errors.
 
     Returns:
-      The adapted model (the foundation is not modified).
+      The adapted model (the foundation is not modified; its weights are shared, not copied).
 
     Raises:
       AdapterMismatchError: a key names no nn.Linear of the foundation, misses its pair, or has
@@ -131,7 +118,7 @@ def apply_lora(
     for key, value in adapter.items():
         layer, which = _split_adapter_key(key)
         layers.setdefault(layer, {})[which] = value
-    model = copy.deepcopy(foundation)
+    model = shared_copy(foundation)
     modules = dict(model.named_modules())
     for layer, pair in sorted(layers.items()):
         if set(pair) != {"a", "b"}:
@@ -212,33 +199,6 @@ def _check_shares(name: str, module: nn.Module, foundation: nn.Module, policy: F
             FoundationMismatchWarning,
             stacklevel=4,  # the caller of export_lora
         )
-
-
-def export_method(
-    module: nn.Module,
-    example_inputs: Tuple[Any, ...],
-    what: str,
-    dynamic_shapes: Optional[Any] = None,
-) -> torch.export.ExportedProgram:
-    """torch.export with an error that names what failed.
-
-    Args:
-      module: the model.
-      example_inputs: its example inputs.
-      what: names the model in errors (e.g. "adapter 'lora_a'").
-      dynamic_shapes: torch.export's dynamic_shapes (None: every size is static).
-
-    Returns:
-      The exported program.
-
-    Raises:
-      UnsupportedModelError: torch.export could not trace the model (its error is chained).
-    """
-    module = module.eval()
-    try:
-        return torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=False)
-    except Exception as e:  # torch.export raises many types; keep its message.
-        raise UnsupportedModelError(f"{what} could not be exported by torch.export: {type(e).__name__}: {e}") from e
 
 
 @dataclasses.dataclass(frozen=True)
@@ -350,47 +310,34 @@ def export_lora(
     """
     _check_export_args(foundation, adapters, foundation_program)
     _check_extra_methods(extra_methods, multi_method)
+    check_out_dir(out_dir)
     say = progress or (lambda line: None)
-    policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
-    modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
-    to_export = dict(modules)
-    if foundation_program is not None:
-        to_export = {foundation_program: foundation.eval(), **modules}
-    programs: Dict[str, torch.export.ExportedProgram] = {}
-    extras: Dict[str, Dict[str, torch.export.ExportedProgram]] = {}
-    for name, module in to_export.items():
-        what = f"adapter '{name}'" if name in modules else "the foundation"
-        say(f"exporting {what} (torch.export)")
-        programs[name] = export_method(module, tuple(example_inputs), what, dynamic_shapes)
-        extras[name] = _export_extra_methods(module, extra_methods, what, say)
+    with digest_cache():
+        policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
+        modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
+        lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say)
+        shared = SharedData(foundation_tag, foundation_program)
+        outputs: List[_Output] = []
 
-    def lower(eps: Dict[str, torch.export.ExportedProgram], stem: str) -> Tuple[Any, Dict[str, Dict[str, int]]]:
-        say(f"lowering {stem}")
-        edge = to_edge(eps, data_policy=policy)
-        if partitioner is not None:
-            edge = edge.to_backend(partitioner)
-        return edge.to_executorch(config), _inline_weights(edge)
+        def add(stem: str, lowered: Tuple[Any, Any], names: List[str]) -> None:
+            et, edge = lowered
+            outputs.append(_Output(stem, et, _inline_weights(edge), names))
+            shared.add(stem, et)
 
-    outputs: List[_Output] = []
-    if foundation_program is not None:
-        outputs.append(
-            _Output(
-                foundation_program,
-                *lower({"forward": programs.pop(foundation_program), **extras[foundation_program]}, "the foundation"),
-                [],
-            )
-        )
-    if multi_method:
-        outputs.append(_Output(program_name, *lower(programs, program_name), list(programs)))
-    else:
-        outputs.extend(
-            _Output(name, *lower({"forward": ep, **extras[name]}, f"adapter '{name}'"), [name])
-            for name, ep in programs.items()
-        )
-    foundation_bytes = _foundation_file(
-        [(o.stem, o.program) for o in outputs], foundation_tag, foundation_program is not None
-    )
-    result = _write(outputs, foundation_bytes, out_dir, foundation_tag, multi_method, say)
+        if foundation_program is not None:
+            add(foundation_program, lowerer.lower(foundation.eval(), "the foundation", policy), [])
+        if multi_method:
+            programs = {}
+            for name, module in modules.items():
+                say(f"exporting adapter '{name}' (torch.export)")
+                programs[name] = export_method(module, tuple(example_inputs), f"adapter '{name}'", dynamic_shapes)
+            add(program_name, lowerer.lower_edge(to_edge(programs, data_policy=policy), program_name), list(programs))
+        else:
+            signatures = {name: structure_signature(module) for name, module in modules.items()}
+            lowerer.expect(signatures.values())
+            for name, module in modules.items():
+                add(name, lowerer.lower(module, f"adapter '{name}'", policy, signatures[name]), [name])
+        result = _write(outputs, shared, out_dir, lowerer.config, multi_method, say)
     result.modules = modules
     if foundation_program is not None:
         result.foundation_program = os.path.join(out_dir, f"{foundation_program}.pte")
@@ -415,18 +362,6 @@ def _check_extra_methods(extra_methods: Sequence[ExtraMethod], multi_method: boo
     for name in names:
         if not isinstance(name, str) or not _NAME.match(name) or name == "forward" or names.count(name) > 1:
             raise ExportError(f"extra method name '{name}' must be an identifier other than 'forward', given once")
-
-
-def _export_extra_methods(
-    module: nn.Module, extra_methods: Sequence[ExtraMethod], what: str, say: Callable[[str], None]
-) -> Dict[str, torch.export.ExportedProgram]:
-    exported: Dict[str, torch.export.ExportedProgram] = {}
-    for extra in extra_methods:
-        say(f"exporting {what}, method '{extra.name}' (torch.export)")
-        exported[extra.name] = export_method(
-            extra.wrap(module), tuple(extra.example_inputs), f"{what}, method '{extra.name}'", extra.dynamic_shapes
-        )
-    return exported
 
 
 @dataclasses.dataclass
@@ -461,32 +396,23 @@ def _inline_weights(edge: Any) -> Dict[str, Dict[str, int]]:
 
 def _write(
     outputs: Sequence[_Output],
-    foundation_bytes: bytes,
+    shared: SharedData,
     out_dir: str,
-    foundation_tag: str,
+    config: ExecutorchBackendConfig,
     multi_method: bool,
     say: Callable[[str], None],
 ) -> LoraExportResult:
-    """Writes the programs and <foundation_tag>.ptd; returns what was written (modules empty)."""
-    os.makedirs(out_dir, exist_ok=True)
-    files: Dict[str, int] = {}
+    """Writes the programs and the shared data file, all or none; returns what was written (modules empty)."""
     program_paths: Dict[str, str] = {}
     methods: Dict[str, str] = {}
-    for out in outputs:
-        path = os.path.join(out_dir, f"{out.stem}.pte")
-        say(f"writing {path}")
-        with open(path, "wb") as f:
-            f.write(out.program.buffer)
-        files[path] = len(out.program.buffer)
-        for name in out.adapters:
-            program_paths[name] = path
-            methods[name] = name if multi_method else "forward"
-    foundation_path = os.path.join(out_dir, f"{foundation_tag}.ptd")
-    say(f"writing {foundation_path}")
-    with open(foundation_path, "wb") as f:
-        f.write(foundation_bytes)
-    files[foundation_path] = len(foundation_bytes)
-    ptd_file = deserialize_ptd(foundation_bytes, foundation_path)
+    with OutputFiles(out_dir, say) as files:
+        for out in outputs:
+            path = files.write_bytes(f"{out.stem}.pte", out.program.buffer)
+            for name in out.adapters:
+                program_paths[name] = path
+                methods[name] = name if multi_method else "forward"
+        foundation_path = shared.write(files, config.tensor_alignment)
+        sizes = files.commit()
     adapter_bytes: Dict[str, int] = {}
     adapter_keys: Dict[str, List[str]] = {}
     for out in outputs:
@@ -500,13 +426,14 @@ def _write(
                 own.setdefault(key, size)
             adapter_keys[name] = list(own)
             adapter_bytes[name] = sum(own.values())
+    keys = sorted(shared.entries, key=lambda k: k.encode("utf-8"))  # the file's order
     return LoraExportResult(
-        files,
+        sizes,
         foundation_path,
         program_paths,
         methods,
-        list(ptd_file.named_data),
-        sum(len(b.data) for b in ptd_file.named_data.values()),
+        keys,
+        sum(len(shared.entries[k].data) for k in keys),
         adapter_bytes,
         adapter_keys,
         {},
@@ -536,60 +463,3 @@ def _adapter_models(
             _check_fits(name, module, foundation, policy, foundation_tag)
         modules[name] = module.eval()
     return modules
-
-
-def _foundation_file(outputs: Sequence[Tuple[str, Any]], tag: str, first_is_foundation: bool = False) -> bytes:
-    """The one <tag>.ptd of every program: the union of the foundation entries each one uses.
-
-    Programs usually use the same foundation weights and yield the same file; one whose adapter
-    replaced a foundation weight uses fewer, and the union still serves every program. When the
-    first program is the bare foundation, its file holds every entry and is the file, whatever the
-    adapters are (so foundation.ptd is the same for any set of adapters).
-
-    Raises:
-      ExportError: a program put nothing in <tag>.ptd, or two programs put different bytes under
-        one key.
-    """
-    files: List[Tuple[str, bytes]] = []
-    for stem, et in outputs:
-        ptd = et.data_files.get(tag)
-        if ptd is None:
-            raise ExportError(f"program '{stem}' put no weight in {tag}.ptd")
-        files.append((stem, ptd))
-    if all(ptd == files[0][1] for _, ptd in files):
-        return files[0][1]
-    if first_is_foundation:
-        return _foundation_superset(files, tag)
-    entries: Dict[str, Tuple[bytes, int, Any]] = {}
-    owners: Dict[str, str] = {}
-    alignment = 1
-    for stem, ptd in files:
-        parsed = deserialize_ptd(ptd, f"{tag}.ptd of '{stem}'")
-        alignment = max(alignment, parsed.flat_tensor.tensorAlignment)
-        for key, blob in parsed.named_data.items():
-            if key in entries and entries[key][0] != blob.data:
-                raise ExportError(
-                    f"programs '{owners[key]}' and '{stem}' put different bytes under {tag}.ptd key '{key}'"
-                )
-            entries.setdefault(key, (blob.data, 1, blob.tensor_layout))
-            owners.setdefault(key, stem)
-    return serialize_ptd(entries, alignment)
-
-
-def _foundation_superset(files: Sequence[Tuple[str, bytes]], tag: str) -> bytes:
-    """The bare foundation's <tag>.ptd (files[0]), checked to hold every other program's entries.
-
-    Raises:
-      ExportError: a program uses a key the foundation's file lacks, or other bytes under one.
-    """
-    stem0, ptd0 = files[0]
-    reference = deserialize_ptd(ptd0, f"{tag}.ptd of '{stem0}'").named_data
-    for stem, ptd in files[1:]:
-        for key, blob in deserialize_ptd(ptd, f"{tag}.ptd of '{stem}'").named_data.items():
-            ref = reference.get(key)
-            if ref is None or ref.data != blob.data:
-                raise ExportError(
-                    f"program '{stem}' put {'a key' if ref is None else 'other bytes'} under {tag}.ptd key "
-                    f"'{key}' that the foundation program '{stem0}' does not"
-                )
-    return ptd0

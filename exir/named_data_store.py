@@ -11,7 +11,7 @@ output into one store per program. The rules:
 
 import dataclasses
 import hashlib
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from edgeshare.exir.errors import NamedDataError
 from edgeshare.exir.tensor_layout import TensorLayout
@@ -32,12 +32,12 @@ class DataBuffer:
     """One stored blob.
 
     Attributes:
-      data: the bytes.
+      data: the bytes (bytes, or a read-only memoryview of a weight's bytes in place).
       alignment: the largest alignment any key of this blob asked for (a power of two).
       digest: SHA-256 of data.
     """
 
-    data: bytes
+    data: Union[bytes, memoryview]
     alignment: int
     digest: bytes
 
@@ -81,10 +81,11 @@ class NamedDataStore:
     def add_named_data(
         self,
         key: str,
-        data: bytes,
+        data: Union[bytes, bytearray, memoryview],
         alignment: int = DEFAULT_ALIGNMENT,
         external_tag: Optional[str] = None,
         tensor_layout: Optional[TensorLayout] = None,
+        digest: Optional[bytes] = None,
     ) -> None:
         """Stores data under key.
 
@@ -95,6 +96,8 @@ class NamedDataStore:
           external_tag: None to keep the data in the program (.pte), else the tag of the .ptd
             file (e.g. "foundation" -> foundation.ptd).
           tensor_layout: the layout when the data is a tensor; None for opaque blobs.
+          digest: the SHA-256 of data when the caller has it already (a tensor's identity,
+            computed once per export); None to compute it here.
 
         Raises:
           NamedDataError: the key already holds different bytes or layout, or sits under another
@@ -111,8 +114,11 @@ class NamedDataStore:
             raise NamedDataError(f"named data '{key}': alignment {alignment} is not a power of two")
         if external_tag is not None and (not external_tag or "/" in external_tag or external_tag.startswith(".")):
             raise NamedDataError(f"named data '{key}': external tag '{external_tag}' is not a file stem")
-        data = bytes(data)
-        digest = hashlib.sha256(data).digest()
+        # A memoryview (a weight's bytes in place) is kept as it is: a large model's weights are
+        # not copied per program. Mutable bytes are copied so a later change cannot alter the store.
+        data = memoryview(data).cast("B") if isinstance(data, memoryview) else bytes(data)
+        if digest is None:
+            digest = hashlib.sha256(data).digest()
         existing = self._entries.get(key)
         if existing is not None:
             tag, entry = existing
@@ -154,11 +160,11 @@ class NamedDataStore:
         """
         for key, entry in output.pte_data.items():
             buf = output.buffers[entry.buffer_index]
-            self.add_named_data(key, buf.data, buf.alignment, None, entry.tensor_layout)
+            self.add_named_data(key, buf.data, buf.alignment, None, entry.tensor_layout, buf.digest)
         for tag, entries in output.external_data.items():
             for key, entry in entries.items():
                 buf = output.buffers[entry.buffer_index]
-                self.add_named_data(key, buf.data, buf.alignment, tag, entry.tensor_layout)
+                self.add_named_data(key, buf.data, buf.alignment, tag, entry.tensor_layout, buf.digest)
 
     def __contains__(self, key: str) -> bool:
         return key in self._entries

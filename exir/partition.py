@@ -2,13 +2,14 @@
 
 A partitioner tags supported call_function nodes with node.meta[DELEGATION_TAG] = "<tag>" and says,
 per tag, which backend runs it and with which compile specs. tag_supported_nodes() groups supported
-nodes into cycle-free partitions with torch's CapabilityBasedPartitioner.
+nodes into cycle-free partitions as torch's CapabilityBasedPartitioner does (_greedy_partition.py).
 """
 
 import dataclasses
 from typing import Callable, Dict, List
 
 import torch
+from edgeshare.exir._greedy_partition import greedy_partitions
 from edgeshare.exir.compile_spec import CompileSpec
 from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
@@ -97,18 +98,19 @@ def tag_supported_nodes(
     gm = exported_program.graph_module
     for node in gm.graph.nodes:
         node.meta.pop(DELEGATION_TAG, None)
-    partitioner = CapabilityBasedPartitioner(
-        gm,
-        _Support(is_supported),
-        allows_single_node_partition=allows_single_node_partition,
-    )
+    support = _Support(is_supported)
+    if allows_single_node_partition:
+        # CapabilityBasedPartitioner's grouping without its quadratic dependency sets.
+        partitions = greedy_partitions(gm.graph, lambda node: support.is_node_supported(None, node))
+    else:
+        partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=False)
+        partitions = [set(p.nodes) for p in partitioner.propose_partitions() if p.nodes]
     order = {node: i for i, node in enumerate(gm.graph.nodes)}
-    partitions = [p for p in partitioner.propose_partitions() if p.nodes]
-    partitions.sort(key=lambda p: min(order[n] for n in p.nodes))
+    partitions.sort(key=lambda p: min(order[n] for n in p))
     tags = []
     for i, part in enumerate(partitions):
         tag = f"{tag_prefix}{i}"
         tags.append(tag)
-        for node in part.nodes:
+        for node in part:
             node.meta[DELEGATION_TAG] = tag
     return tags

@@ -17,28 +17,40 @@ the foundation:
                               XnnpackPartitioner())
     # load out/lora.pte over out/foundation.ptd + out/chat.ptd, then rebind out/code.ptd
 
-Two adapters share a structure when their programs are equal byte for byte once their own weights
-are moved out: same adapted modules, ranks, dtypes and everything else the graph holds (the LoRA
-scale alpha / r is a constant of the graph, so adapters with another alpha get their own program).
+Two adapters share a structure when their models differ in their weights' values only (same adapted
+modules, ranks, dtypes, alpha and every other setting: _pipeline.structure_signature; the LoRA scale
+alpha / r is a constant of the graph, so adapters with another alpha get their own program). The
+program is lowered once; each further adapter of its structure only has its weights written.
 """
 
 import dataclasses
-import os
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
-from edgeshare.exir._serialize import deserialize_ptd
-from edgeshare.exir.data_policy import DataPlacement, DataPolicy, FoundationDataPolicy, canonical_name
-from edgeshare.exir.errors import ExportError
-from edgeshare.exir.export import ExecutorchBackendConfig, ExecutorchProgramManager, to_edge
-from edgeshare.exir.lora import (
-    ExtraMethod,
-    _export_extra_methods,
-    _foundation_superset,
-    check_adapter_name,
-    export_method,
+from edgeshare.exir._pipeline import (
+    Lowerer,
+    OutputFiles,
+    SharedData,
+    check_out_dir,
+    module_weights,
+    structure_signature,
 )
+from edgeshare.exir._serialize import write_ptd
+from edgeshare.exir.data_policy import (
+    DATA_KEY_META,
+    EXTERNAL_TAG_META,
+    DataPlacement,
+    DataPolicy,
+    FoundationDataPolicy,
+    canonical_name,
+)
+from edgeshare.exir.errors import ExportError
+from edgeshare.exir.export import DataFileEntry, EdgeProgramManager, ExecutorchBackendConfig, ExecutorchProgramManager
+from edgeshare.exir.graph import lifted_inputs
+from edgeshare.exir.lora import ExtraMethod, check_adapter_name
+from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.partition import Partitioner
+from edgeshare.exir.tensor_layout import TensorLayout, digest_cache, tensor_digest, tensor_view
 from torch import nn
 
 __all__ = [
@@ -175,65 +187,114 @@ def export_swappable(
         if name == SWAPPABLE_PROGRAM:
             raise ExportError(f"adapter name '{name}' is the swappable program's file stem; choose another")
 
-    def lower(module: nn.Module, what: str, data_policy: DataPolicy) -> ExecutorchProgramManager:
-        say(f"exporting and lowering {what}")
-        ep = export_method(module.eval(), tuple(example_inputs), what, dynamic_shapes)
-        extras = _export_extra_methods(module, extra_methods, what, say)
-        edge = to_edge({"forward": ep, **extras}, data_policy=data_policy)
-        if partitioner is not None:
-            edge = edge.to_backend(partitioner)
-        return edge.to_executorch(config)
+    check_out_dir(out_dir)
+    with digest_cache():
+        lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say)
+        bare, _ = lowerer.lower(foundation, "the foundation", policy)
+        shared = SharedData(tag, reference="foundation")
+        shared.add("foundation", bare)
+        signatures = {name: structure_signature(module) for name, module in modules.items()}
+        first = next(iter(modules))
+        lowerer.expect(s for n, s in signatures.items() if s != signatures[first])
+        program: Optional[ExecutorchProgramManager] = None
+        open_weights: List[_OpenWeight] = []
+        adapter_entries: Dict[str, Dict[str, DataFileEntry]] = {}
+        own: Dict[str, ExecutorchProgramManager] = {}
+        for name, module in modules.items():
+            what = f"adapter '{name}'"
+            if signatures[name] != signatures[first]:
+                say(f"adapter '{name}' has another structure than '{first}': its own program")
+                own[name], _ = lowerer.lower(module, what, policy, signatures[name])
+                shared.add(name, own[name])
+            elif program is None:
+                swappable_policy = SwappableDataPolicy(policy, peft_adapter_names(module))
+                program, edge = lowerer.lower(module, f"{what} (swappable)", swappable_policy)
+                shared.add(name, program)
+                open_weights = _open_weights(edge)
+                adapter_entries[name] = program.data_entries.get(ADAPTER_TAG, {})
+            else:
+                say(f"{what}: the swappable program's structure; writing its weights only")
+                adapter_entries[name] = _adapter_entries(lowerer, module, open_weights)
+        return _write(out_dir, tag, bare, shared, program, adapter_entries, own, dict(modules), lowerer, say)
 
-    bare = lower(foundation, "the foundation", policy)
-    swappable: Dict[str, ExecutorchProgramManager] = {}
-    own: Dict[str, ExecutorchProgramManager] = {}
-    for name, module in modules.items():
-        et = lower(module, f"adapter '{name}' (swappable)", SwappableDataPolicy(policy, peft_adapter_names(module)))
-        first = next(iter(swappable.values()), None)
-        if first is None or et.buffer == first.buffer:
-            swappable[name] = et
-        else:
-            say(f"adapter '{name}' has another structure than '{next(iter(swappable))}': its own program")
-            own[name] = lower(module, f"adapter '{name}'", policy)
-    foundation_file = bare.data_files[tag]
-    _foundation_superset(
-        [("foundation", foundation_file)] + [(n, et.data_files[tag]) for n, et in {**swappable, **own}.items()], tag
-    )
-    return _write(out_dir, tag, bare, swappable, own, dict(modules), say)
+
+@dataclasses.dataclass(frozen=True)
+class _OpenWeight:
+    """A weight the swappable program reads from the adapter's file: its method, name and key."""
+
+    method: str
+    name: str
+    key: str
+
+
+def _open_weights(edge: EdgeProgramManager) -> List[_OpenWeight]:
+    """The adapter-file weights of the lowered swappable program, in emission order."""
+    found: List[_OpenWeight] = []
+    for method in edge.methods:
+        ep = edge.exported_program(method)
+        lifted = lifted_inputs(ep)
+        for node in ep.graph.nodes:
+            if node.op == "placeholder" and node.name in lifted and node.meta.get(EXTERNAL_TAG_META) == ADAPTER_TAG:
+                found.append(_OpenWeight(method, lifted[node.name].fqn, node.meta[DATA_KEY_META]))
+    return found
+
+
+def _adapter_entries(lowerer: Lowerer, module: nn.Module, weights: Sequence[_OpenWeight]) -> Dict[str, DataFileEntry]:
+    """The adapter file of module for the swappable program: its weights under the program's keys,
+    stored as the emitter stores them (so equal to what lowering module would write).
+
+    Raises:
+      ExportError: module lacks a weight the program reads, or has it in another dtype or shape.
+    """
+    tensors = {m: module_weights(mod) for m, mod in lowerer.method_modules(module).items()}
+    store = NamedDataStore()
+    alignment = lowerer.config.constant_alignment
+    for weight in weights:
+        tensor = tensors[weight.method].get(weight.name)
+        if tensor is None:
+            raise ExportError(f"method '{weight.method}': the adapter model has no weight '{weight.name}'")
+        tensor = tensor.detach()
+        layout = TensorLayout.of(tensor, weight.name)
+        store.add_named_data(weight.key, tensor_view(tensor), alignment, ADAPTER_TAG, layout, tensor_digest(tensor))
+    output = store.get_named_data_store_output()
+    return {
+        key: DataFileEntry(
+            output.buffers[e.buffer_index].data,
+            output.buffers[e.buffer_index].alignment,
+            e.tensor_layout,
+            output.buffers[e.buffer_index].digest,
+        )
+        for key, e in output.external_data.get(ADAPTER_TAG, {}).items()
+    }
 
 
 def _write(
     out_dir: str,
     tag: str,
     bare: ExecutorchProgramManager,
-    swappable: Dict[str, ExecutorchProgramManager],
+    shared: SharedData,
+    program: ExecutorchProgramManager,
+    adapter_entries: Dict[str, Dict[str, DataFileEntry]],
     own: Dict[str, ExecutorchProgramManager],
     modules: Dict[str, nn.Module],
+    lowerer: Lowerer,
     say: Callable[[str], None],
 ) -> SwappableExportResult:
-    os.makedirs(out_dir, exist_ok=True)
-    files: Dict[str, int] = {}
-
-    def write(stem: str, ext: str, data: bytes) -> str:
-        path = os.path.join(out_dir, f"{stem}.{ext}")
-        say(f"writing {path}")
-        with open(path, "wb") as f:
-            f.write(data)
-        files[path] = len(data)
-        return path
-
-    foundation_program = write(tag, "pte", bare.buffer)
-    foundation_path = write(tag, "ptd", bare.data_files[tag])
-    program = write(SWAPPABLE_PROGRAM, "pte", next(iter(swappable.values())).buffer)
-    adapter_files: Dict[str, str] = {}
-    keys: List[str] = []
-    for name, et in swappable.items():
-        data = et.data_files.get(ADAPTER_TAG)
-        if data is None:
+    alignment = lowerer.config.tensor_alignment
+    for name, entries in adapter_entries.items():
+        if not entries:
             raise ExportError(f"adapter '{name}' has no weights of its own (nothing to swap)")
-        adapter_files[name] = write(name, "ptd", data)
-        keys = list(deserialize_ptd(data, adapter_files[name]).named_data)
-    own_programs = {name: write(name, "pte", et.buffer) for name, et in own.items()}
+    with OutputFiles(out_dir, say) as files:
+        foundation_program = files.write_bytes(f"{tag}.pte", bare.buffer)
+        foundation_path = shared.write(files, alignment)
+        swappable_program = files.write_bytes(f"{SWAPPABLE_PROGRAM}.pte", program.buffer)
+        adapter_files = {
+            name: files.write(f"{name}.ptd", lambda f, e=entries: write_ptd(f, e, alignment))
+            for name, entries in adapter_entries.items()
+        }
+        own_programs = {name: files.write_bytes(f"{name}.pte", et.buffer) for name, et in own.items()}
+        sizes = files.commit()
+    keys = sorted(next(iter(adapter_entries.values())), key=lambda k: k.encode("utf-8"))  # the file's order
     return SwappableExportResult(
-        files, foundation_path, foundation_program, program, adapter_files, keys, own_programs, modules
+        sizes, foundation_path, foundation_program, swappable_program, adapter_files, keys, own_programs, modules
     )

@@ -1,12 +1,22 @@
-"""Tensor layouts (element type, sizes, dim order) as the .pte/.ptd schemas number them."""
+"""Tensor layouts (element type, sizes, dim order) as the .pte/.ptd schemas number them, and a
+tensor's bytes and SHA-256 identity.
 
+A large export asks for the identity of one foundation weight in many places (the data policy, each
+delegate's constant, the emitter, the data file). Inside `with digest_cache():` tensor_digest computes
+each tensor's digest once and hands it out again for any tensor viewing the same elements of the same
+storage (an adapter model that shares the foundation's tensors, or a lifted copy of a parameter).
+"""
+
+import contextlib
+import contextvars
 import dataclasses
-from typing import Dict, Tuple
+import hashlib
+from typing import Dict, Iterator, Optional, Tuple
 
 import torch
 from edgeshare.exir.errors import UnsupportedModelError
 
-__all__ = ["TensorLayout", "scalar_type_of", "tensor_bytes"]
+__all__ = ["TensorLayout", "digest_cache", "scalar_type_of", "tensor_bytes", "tensor_digest", "tensor_view"]
 
 # torch's ScalarType numbering, as schema/scalar_type.fbs spells it.
 _SCALAR_TYPES: Dict[torch.dtype, int] = {
@@ -89,3 +99,66 @@ def tensor_bytes(tensor: torch.Tensor) -> bytes:
     if t.numel() == 0:
         return b""
     return t.reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def tensor_view(tensor: torch.Tensor) -> memoryview:
+    """Returns the contiguous row-major bytes of a tensor without copying when it is contiguous.
+
+    Args:
+      tensor: a CPU tensor.
+
+    Returns:
+      A read-only view of its bytes (it keeps the tensor's storage alive); a copy's view for a
+      non-contiguous tensor.
+    """
+    t = tensor.detach().to("cpu").contiguous()
+    if t.numel() == 0:
+        return memoryview(b"")
+    return memoryview(t.reshape(-1).view(torch.uint8).numpy()).toreadonly()
+
+
+# (storage pointer, storage offset, sizes, strides, dtype) -> (tensor, version, digest). The tensor is
+# held so that its storage (and so the pointer) cannot be freed and reused while the entry exists.
+_Key = Tuple[int, int, Tuple[int, ...], Tuple[int, ...], torch.dtype]
+_DIGESTS: contextvars.ContextVar[Optional[Dict[_Key, Tuple[torch.Tensor, int, bytes]]]] = contextvars.ContextVar(
+    "edgeshare_digests", default=None
+)
+
+
+@contextlib.contextmanager
+def digest_cache() -> Iterator[None]:
+    """Within the block, tensor_digest computes each tensor's digest once (the cache ends with it)."""
+    token = _DIGESTS.set({} if _DIGESTS.get() is None else _DIGESTS.get())
+    try:
+        yield
+    finally:
+        _DIGESTS.reset(token)
+
+
+def tensor_digest(tensor: torch.Tensor) -> bytes:
+    """Returns the SHA-256 of tensor_bytes(tensor), once per tensor inside digest_cache().
+
+    Args:
+      tensor: a CPU tensor.
+
+    Returns:
+      The 32-byte digest.
+    """
+    cache = _DIGESTS.get()
+    tensor = tensor.detach()
+    if cache is None or tensor.device.type != "cpu":
+        return hashlib.sha256(tensor_view(tensor)).digest()
+    key = (
+        tensor.untyped_storage().data_ptr(),
+        tensor.storage_offset(),
+        tuple(tensor.shape),
+        tuple(tensor.stride()),
+        tensor.dtype,
+    )
+    hit = cache.get(key)
+    # The version counter moves with every in-place write, so a changed tensor is hashed again.
+    if hit is not None and hit[1] == tensor._version:
+        return hit[2]
+    digest = hashlib.sha256(tensor_view(tensor)).digest()
+    cache[key] = (tensor, tensor._version, digest)
+    return digest

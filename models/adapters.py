@@ -4,7 +4,7 @@ import copy
 from typing import Any, Dict, Optional, Sequence
 
 import torch
-from edgeshare.exir.lora import LoRALinear
+from edgeshare.models.lora import LoRALinear
 from torch import nn
 
 __all__ = ["lora_state_dict", "with_lora"]

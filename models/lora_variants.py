@@ -11,10 +11,10 @@ models are the cases a name rule got wrong:
 Each function returns what export_lora --model takes: (foundation, {adapter: module}, inputs).
 """
 
-import copy
-from typing import Any, Dict, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import torch
+from edgeshare.models.lora import shared_copy
 from torch import nn
 
 __all__ = [
@@ -58,9 +58,7 @@ class DownUpLoRA(nn.Module):
 
 def share_foundation(foundation: nn.Module) -> nn.Module:
     """A copy of foundation whose parameters and buffers ARE the foundation's (no weight copied)."""
-    memo: Dict[int, Any] = {id(t): t for t in foundation.parameters()}
-    memo.update({id(t): t for t in foundation.buffers()})
-    return copy.deepcopy(foundation, memo)
+    return shared_copy(foundation)
 
 
 def wrap_down_up(foundation: nn.Module, layers: Sequence[str], rank: int, seed: int) -> nn.Module:

@@ -32,12 +32,15 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
+import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
 import numpy as np
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir._pipeline import check_out_dir
 from edgeshare.exir.data_policy import FoundationDataPolicy, LoraDataPolicy
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
@@ -122,8 +125,50 @@ def _quiet_transformers() -> None:
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
-def _progress(line: str) -> None:
-    print(f"export_lora: {line}", flush=True)
+class _Progress:
+    """The export's stages on stderr: on a terminal each stage is a tqdm status line whose elapsed
+    time runs while the stage does (and stays, with the stage's time, when the next one starts); to
+    a log, one plain line per stage.
+
+    Args:
+      stream: where to write (stderr).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self._bar: Optional[Any] = None
+        self._lock = threading.Lock()
+        self._ticker: Optional[threading.Thread] = None
+
+    def __call__(self, line: str) -> None:
+        if not self.tty:
+            print(f"export_lora: {line}", file=self.stream, flush=True)
+            return
+        import tqdm  # noqa: PLC0415 (only a terminal shows bars)
+
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+            self._bar = tqdm.tqdm(desc=f"export_lora: {line}", bar_format="{desc} [{elapsed}]", file=self.stream)
+        if self._ticker is None:
+            # tqdm redraws on updates only; a stage has none until it ends.
+            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(1.0)
+            with self._lock:
+                if self._bar is not None:
+                    self._bar.refresh()
+
+    def close(self) -> None:
+        """Ends the last stage's line."""
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
 
 
 def _unpack(result: Any, spec: str) -> Tuple[torch.nn.Module, Any, Tuple[Any, ...]]:
@@ -283,7 +328,7 @@ def swappable_report(result: SwappableExportResult) -> str:
     return "\n".join(lines)
 
 
-def _export_swappable(args: argparse.Namespace, out_dir: str) -> SwappableExportResult:
+def _export_swappable(args: argparse.Namespace, out_dir: str, progress: Callable[[str], None]) -> SwappableExportResult:
     partitioner = XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype)
     if args.hf_model is not None:
         _quiet_transformers()
@@ -293,14 +338,14 @@ def _export_swappable(args: argparse.Namespace, out_dir: str) -> SwappableExport
             out_dir,
             max_seq_len=args.max_seq_len,
             partitioner=partitioner,
-            progress=_progress,
+            progress=progress,
             kv_dtype=_KV_DTYPES[args.kv_dtype],
         )
     spec = args.model or DEMO
     foundation, adapters, inputs = _unpack(load_model_function(spec)(), spec)
     policy = FoundationDataPolicy(foundation)
     modules = _adapter_models(foundation, adapters, policy, None, policy.foundation_tag)
-    return export_swappable(foundation, modules, inputs, out_dir, partitioner, policy, progress=_progress)
+    return export_swappable(foundation, modules, inputs, out_dir, partitioner, policy, progress=progress)
 
 
 _KV_DTYPES = {"fp32": None, "fp16": torch.float16}
@@ -320,7 +365,9 @@ def _check_swappable_flags(args: argparse.Namespace) -> None:
             raise ExportError(f"{flag} cannot be combined with --swappable")
 
 
-def _export(args: argparse.Namespace, out_dir: str) -> Tuple[LoraExportResult, List[str]]:
+def _export(
+    args: argparse.Namespace, out_dir: str, progress: Callable[[str], None]
+) -> Tuple[LoraExportResult, List[str]]:
     partitioner = XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype)
     if args.hf_model is not None:
         adapters = parse_adapters(args.adapter)
@@ -331,7 +378,7 @@ def _export(args: argparse.Namespace, out_dir: str) -> Tuple[LoraExportResult, L
             out_dir,
             max_seq_len=args.max_seq_len,
             partitioner=partitioner,
-            progress=_progress,
+            progress=progress,
             kv_dtype=_KV_DTYPES[args.kv_dtype],
         )
         return result, []
@@ -346,6 +393,7 @@ def _export(args: argparse.Namespace, out_dir: str) -> Tuple[LoraExportResult, L
         multi_method=args.methods,
         program_name=args.name,
         data_policy=LoraDataPolicy() if args.foundation_by == "names" else None,
+        progress=progress,
     )
     return result, write_reference(result, inputs, out_dir) if args.reference else []
 
@@ -356,18 +404,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # torch's own deprecation noise from deep-copying graphs; not actionable by users of this tool.
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
     out_dir = _user_path(args.out or "edgeshare_out")
+    progress = _Progress(sys.stderr)
     try:
         _check_hf_flags(args)
         _check_swappable_flags(args)
+        check_out_dir(out_dir)
         if args.swappable:
-            print(swappable_report(_export_swappable(args, out_dir)))
-            return 0
-        result, extra = _export(args, out_dir)
+            summary = swappable_report(_export_swappable(args, out_dir, progress))
+        else:
+            summary = report(*_export(args, out_dir, progress))
     except (ValueError, TypeError) as e:
+        progress.close()
         # One line: the error names the file, directory, adapter or node at fault.
         print(f"export_lora: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 1
-    print(report(result, extra))
+    progress.close()
+    print(summary)
     return 0
 
 

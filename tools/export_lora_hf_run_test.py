@@ -57,9 +57,10 @@ def test_cli_prints_progress_and_the_summary(tmp_path, capsys):
     files = hf_tiny.save_tiny_lora("llama", str(tmp_path / "in"))
     argv = ["--hf-model", files.model_dir, "--adapter", f"a={files.adapter_dirs['a']}", "--out", str(tmp_path / "o")]
     assert export_lora.main(argv + ["--max-seq-len", "8"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     for step in ("loading model", "loading adapter 'a'", "exporting", "lowering", "writing"):
-        assert f"export_lora: {step}" in out, out
+        assert f"export_lora: {step}" in captured.err, captured.err  # plain lines: stderr is no terminal
     assert "shared foundation weights" in out and "adapter 'a' (method 'forward'" in out
     assert "foundation (method 'forward' of" in out
 

@@ -1,6 +1,7 @@
 """export_lora --hf-model / --adapter: the flags, and one line on stderr plus exit 1 for every bad
 input (checked before anything is exported, so this test needs no emitter)."""
 
+import json
 import os
 import shutil
 
@@ -20,11 +21,13 @@ def _fails(argv, capsys, *fragments):
     assert export_lora.main(argv) == 1
     captured = capsys.readouterr()
     lines = [line for line in captured.err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("export_lora: error: "), captured.err
+    # Progress lines of the stages that ran, then the error as one line.
+    assert lines and lines[-1].startswith("export_lora: error: "), captured.err
+    assert all(line.startswith("export_lora: ") and "error" not in line for line in lines[:-1]), captured.err
     for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    assert "Traceback" not in captured.out
-    return lines[0]
+        assert fragment in lines[-1], lines[-1]
+    assert "Traceback" not in captured.out + captured.err
+    return lines[-1]
 
 
 def test_parse_adapters_resolves_relative_directories_against_the_users(tmp_path, monkeypatch):
@@ -80,6 +83,30 @@ def test_adapter_of_another_hidden_size_is_one_line(llama, tmp_path, capsys):
     hf_tiny.save_peft_adapter(other, path, ["v_proj"], 2, 4.0, seed=3)
     argv = ["--hf-model", llama.model_dir, "--adapter", f"wide={path}", "--out", str(tmp_path / "out")]
     _fails(argv, capsys, "adapter 'wide'", "does not fit the model: size mismatch")
+
+
+def test_weights_the_config_does_not_use_are_one_line_naming_them(llama, tmp_path, capsys):
+    model_dir = str(tmp_path / "model")
+    shutil.copytree(llama.model_dir, model_dir)
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    config["num_hidden_layers"] = 1  # the safetensors file holds two layers
+    with open(os.path.join(model_dir, "config.json"), "w") as f:
+        json.dump(config, f)
+    out = tmp_path / "out"
+    argv = ["--hf-model", model_dir, "--adapter", f"a={llama.adapter_dirs['a']}", "--out", str(out)]
+    _fails(argv, capsys, "unexpected keys: model.layers.1.")
+    assert not os.path.exists(out)
+
+
+def test_out_naming_a_file_is_one_line_before_anything_loads(llama, tmp_path, capsys):
+    out = tmp_path / "file"
+    out.write_bytes(b"mine")
+    argv = ["--hf-model", llama.model_dir, "--adapter", f"a={llama.adapter_dirs['a']}", "--out", str(out)]
+    assert export_lora.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"export_lora: error: --out '{out}' is a file, not a directory"], err
+    assert out.read_bytes() == b"mine"
 
 
 def test_adapter_name_that_is_not_a_file_stem_is_one_line(llama, tmp_path, capsys):

@@ -34,7 +34,7 @@ from edgeshare.exir.errors import LoweringError
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
-from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes
+from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes, tensor_digest, tensor_view
 from torch.export import ExportedProgram
 
 __all__ = ["XnnpackBackend", "GRAPH_FILE_IDENTIFIER", "WEIGHT_ALIGNMENT"]
@@ -123,13 +123,14 @@ class _GraphBuilder:
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
-        data = tensor_bytes(tensor)
+        digest = tensor_digest(tensor)
         key = node.meta.get(DATA_KEY_META, fqn)
         tag = node.meta.get(EXTERNAL_TAG_META)
-        self.store.add_named_data(key, data, WEIGHT_ALIGNMENT, tag, TensorLayout.of(tensor, key))
+        layout = TensorLayout.of(tensor, key)
+        self.store.add_named_data(key, tensor_view(tensor), WEIGHT_ALIGNMENT, tag, layout, digest)
         index = self._value(xfb.ValueKind.CONSTANT, tensor.shape)
         self.values[index].key = key
-        self.values[index].digest = list(hashlib.sha256(data).digest())
+        self.values[index].digest = list(digest)
         return index
 
     def _half_weight(self, node: torch.fx.Node, fqn: str) -> int:

@@ -1,7 +1,7 @@
 """Writers and round-trip readers of the .pte (program) and .ptd (data) files."""
 
 from edgeshare.exir._serialize._format import FileHeader, NamedBlob, Segment
-from edgeshare.exir._serialize.ptd import PtdFile, deserialize_ptd, serialize_ptd
+from edgeshare.exir._serialize.ptd import PtdFile, deserialize_ptd, serialize_ptd, write_ptd
 from edgeshare.exir._serialize.pte import PteFile, deserialize_pte, serialize_pte
 
 __all__ = [
@@ -14,4 +14,5 @@ __all__ = [
     "deserialize_pte",
     "serialize_ptd",
     "serialize_pte",
+    "write_ptd",
 ]

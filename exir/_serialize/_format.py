@@ -10,8 +10,9 @@
 
 import dataclasses
 import hashlib
+import io
 import struct
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, List, Optional, Sequence, Tuple, Union
 
 from edgeshare.exir.errors import SerializationError
 from edgeshare.exir.tensor_layout import TensorLayout
@@ -29,9 +30,9 @@ def align_up(value: int, alignment: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Segment:
-    """Bytes to place in a segment, and the alignment they need (a power of two)."""
+    """Bytes to place in a segment (any bytes-like object), and the alignment they need (a power of two)."""
 
-    data: bytes
+    data: Union[bytes, memoryview]
     alignment: int = 1
 
 
@@ -79,6 +80,33 @@ def layout_segments(segments: Sequence[Segment], alignment: int) -> List[Tuple[i
     return placed
 
 
+def write_image(
+    out: BinaryIO,
+    magic: bytes,
+    flatbuffer: bytes,
+    segments: Sequence[Segment],
+    placed: Sequence[Tuple[int, int]],
+    alignment: int,
+) -> int:
+    """Streams header + flatbuffer + segments to out, one segment at a time; returns the bytes written.
+
+    A segment's data may be any bytes-like object (a weight's bytes in place): nothing is gathered
+    into one image first.
+    """
+    fb_end = HEADER_SIZE + len(flatbuffer)
+    base = align_up(fb_end, alignment)
+    data_size = (placed[-1][0] + placed[-1][1]) if placed else 0
+    out.write(_HEADER.pack(magic, FORMAT_VERSION, HEADER_SIZE, 0, HEADER_SIZE, len(flatbuffer), base, data_size))
+    out.write(flatbuffer)
+    cursor = fb_end
+    for seg, (offset, size) in zip(segments, placed):
+        out.write(bytes(base + offset - cursor))
+        out.write(seg.data)
+        cursor = base + offset + size
+    out.write(bytes(base + data_size - cursor))  # a file without segments still ends at the base
+    return base + data_size
+
+
 def assemble(
     magic: bytes,
     flatbuffer: bytes,
@@ -87,15 +115,9 @@ def assemble(
     alignment: int,
 ) -> bytes:
     """Writes header + flatbuffer + segments into one file image."""
-    fb_end = HEADER_SIZE + len(flatbuffer)
-    base = align_up(fb_end, alignment)
-    data_size = (placed[-1][0] + placed[-1][1]) if placed else 0
-    out = bytearray(base + data_size)
-    _HEADER.pack_into(out, 0, magic, FORMAT_VERSION, HEADER_SIZE, 0, HEADER_SIZE, len(flatbuffer), base, data_size)
-    out[HEADER_SIZE:fb_end] = flatbuffer
-    for seg, (offset, size) in zip(segments, placed):
-        out[base + offset : base + offset + size] = seg.data
-    return bytes(out)
+    out = io.BytesIO()
+    write_image(out, magic, flatbuffer, segments, placed, alignment)
+    return out.getvalue()
 
 
 def read_header(data: bytes, magic: bytes, file_name: str) -> FileHeader:

@@ -2,7 +2,7 @@
 
 import dataclasses
 import hashlib
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Tuple, Union
 
 import flatbuffers
 from edgeshare.exir._serialize import _format
@@ -33,38 +33,26 @@ class PtdFile:
     named_data: Dict[str, NamedBlob]
 
 
-def serialize_ptd(
-    entries: Mapping[str, Tuple[bytes, int, Optional[TensorLayout]]],
-    tensor_alignment: int = DEFAULT_TENSOR_ALIGNMENT,
-) -> bytes:
-    """Writes a .ptd image: one segment per distinct blob, entries sorted by key.
+# key -> (bytes, alignment, layout or None for opaque data[, SHA-256 of the bytes when known]).
+_Entry = Union[Tuple[Any, int, Optional[TensorLayout]], Tuple[Any, int, Optional[TensorLayout], bytes]]
+PtdEntries = Mapping[str, _Entry]
 
-    The output depends only on the entries (not on insertion order), so the same foundation always
-    yields the same bytes.
 
-    Args:
-      entries: key -> (bytes, alignment, layout or None for opaque data).
-      tensor_alignment: the minimum alignment of every segment (raised to the largest entry
-        alignment).
-
-    Returns:
-      The file bytes.
-
-    Raises:
-      SerializationError: a bad alignment.
-    """
+def _plan(entries: PtdEntries, tensor_alignment: int) -> Tuple[bytes, List[Segment], List[Tuple[int, int]], int]:
+    """The FlatBuffer, segments and their placement of a .ptd (see serialize_ptd)."""
     keys = sorted(entries, key=lambda k: k.encode("utf-8"))
     segments: List[Segment] = []
     by_content: Dict[bytes, int] = {}
     named = []
     for key in keys:
-        data, alignment, layout = entries[key]
-        digest = hashlib.sha256(data).digest()
+        entry = entries[key]
+        data, alignment, layout = entry[:3]
+        digest = entry[3] if len(entry) > 3 else hashlib.sha256(data).digest()
         index = by_content.get(digest)
         if index is None:
             index = len(segments)
             by_content[digest] = index
-            segments.append(Segment(bytes(data), alignment))
+            segments.append(Segment(data if isinstance(data, (bytes, memoryview)) else bytes(data), alignment))
         named.append(_format.named_data_to_fb(fb, key, index, digest, layout))
     alignment = _format.effective_alignment(tensor_alignment, segments)
     placed = _format.layout_segments(segments, alignment)
@@ -75,7 +63,48 @@ def serialize_ptd(
     flat.namedData = named
     builder = flatbuffers.Builder(4096)
     builder.Finish(flat.Pack(builder), file_identifier=PTD_FILE_IDENTIFIER)
-    return _format.assemble(PTD_MAGIC, bytes(builder.Output()), segments, placed, alignment)
+    return bytes(builder.Output()), segments, placed, alignment
+
+
+def serialize_ptd(entries: PtdEntries, tensor_alignment: int = DEFAULT_TENSOR_ALIGNMENT) -> bytes:
+    """Writes a .ptd image: one segment per distinct blob, entries sorted by key.
+
+    The output depends only on the entries (not on insertion order), so the same foundation always
+    yields the same bytes.
+
+    Args:
+      entries: key -> (bytes, alignment, layout or None for opaque data), optionally with the
+        bytes' SHA-256 as a fourth item (else computed here).
+      tensor_alignment: the minimum alignment of every segment (raised to the largest entry
+        alignment).
+
+    Returns:
+      The file bytes.
+
+    Raises:
+      SerializationError: a bad alignment.
+    """
+    flat, segments, placed, alignment = _plan(entries, tensor_alignment)
+    return _format.assemble(PTD_MAGIC, flat, segments, placed, alignment)
+
+
+def write_ptd(out: BinaryIO, entries: PtdEntries, tensor_alignment: int = DEFAULT_TENSOR_ALIGNMENT) -> int:
+    """Streams the .ptd serialize_ptd would return to out, one entry's bytes at a time.
+
+    Args:
+      out: a binary file open for writing.
+      entries: as serialize_ptd's (bytes-like data, e.g. a weight's bytes in place).
+      tensor_alignment: as serialize_ptd's.
+
+    Returns:
+      The number of bytes written.
+
+    Raises:
+      SerializationError: a bad alignment.
+      OSError: the file cannot be written.
+    """
+    flat, segments, placed, alignment = _plan(entries, tensor_alignment)
+    return _format.write_image(out, PTD_MAGIC, flat, segments, placed, alignment)
 
 
 def deserialize_ptd(data: bytes, file_name: str = "<ptd>") -> PtdFile:

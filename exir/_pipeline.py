@@ -1,0 +1,370 @@
+"""What every LoRA export does, once: lower a model (reusing the lowering of an equal structure),
+gather the shared data file's entries from every program, and write the files atomically.
+
+    lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say)
+    lowerer.expect(structure_signature(m) for m in adapter_models)   # which structures recur
+    et, edge = lowerer.lower(adapter_model, "adapter 'chat'", policy)
+    foundation = SharedData("foundation"); foundation.add("chat", et)
+    with OutputFiles(out_dir) as files:
+        files.write_bytes("chat.pte", et.buffer)
+        foundation.write(files, config.tensor_alignment)
+        files.commit()        # every file renamed into place, or none
+"""
+
+import collections
+import os
+import tempfile
+from typing import Any, BinaryIO, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import torch
+from edgeshare.exir._serialize import write_ptd
+from edgeshare.exir.data_policy import DataPolicy
+from edgeshare.exir.errors import ExportError, UnsupportedModelError
+from edgeshare.exir.export import (
+    DataFileEntry,
+    EdgeProgramManager,
+    ExecutorchBackendConfig,
+    ExecutorchProgramManager,
+    to_edge,
+)
+from edgeshare.exir.partition import Partitioner
+from edgeshare.exir.tensor_layout import tensor_digest
+from torch import nn
+
+__all__ = [
+    "Lowerer",
+    "OutputFiles",
+    "SharedData",
+    "check_out_dir",
+    "export_method",
+    "module_weights",
+    "structure_signature",
+]
+
+Say = Callable[[str], None]
+
+
+def module_weights(module: nn.Module) -> Dict[str, torch.Tensor]:
+    """A module's parameters and buffers by every name torch.export may give them (tied ones
+    under each of their names, non-persistent buffers too)."""
+    tensors: Dict[str, torch.Tensor] = dict(module.state_dict(keep_vars=True))
+    for name, buf in module.named_buffers(remove_duplicate=False):
+        tensors.setdefault(name, buf)
+    for name, param in module.named_parameters(remove_duplicate=False):
+        tensors.setdefault(name, param)
+    return {k: v for k, v in tensors.items() if isinstance(v, torch.Tensor)}
+
+
+_NOT_PLAIN = object()
+
+
+def _plain(value: Any) -> Any:
+    """A hashable form of a configuration value (numbers, strings, and containers of them; a tensor
+    attribute by its identity), or _NOT_PLAIN."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.dtype, tuple(value.shape), tensor_digest(value))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_plain(v) for v in value]
+        if any(i is _NOT_PLAIN for i in items):
+            return _NOT_PLAIN
+        ordered = sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
+        return (type(value).__name__, tuple(ordered))
+    if isinstance(value, Mapping):
+        pairs = [(str(k), _plain(v)) for k, v in value.items()]
+        if any(v is _NOT_PLAIN for _, v in pairs):
+            return _NOT_PLAIN
+        return ("dict", tuple(sorted(pairs)))
+    return _NOT_PLAIN
+
+
+def structure_signature(module: nn.Module) -> Hashable:
+    """What decides a model's graph apart from its weights' values: each submodule's name, class and
+    plain attributes (a LoRA layer's rank, alpha and scaling; flags), and every weight's name, dtype
+    and shape. Two adapter models with equal signatures export to the same graph, so one lowering
+    serves both with each one's weights (EdgeProgramManager.with_weights).
+
+    Tensor attributes that are not parameters or buffers (torch.export makes them constants of the
+    graph) count with their bytes.
+
+    Args:
+      module: an adapter model.
+
+    Returns:
+      A hashable signature.
+    """
+    modules = []
+    for name, sub in module.named_modules(remove_duplicate=False):
+        attrs = []
+        # Dropout does nothing in eval mode: its rate is not part of the graph.
+        skip = isinstance(sub, nn.Dropout) and not sub.training
+        for key, value in [] if skip else sorted(vars(sub).items()):
+            if key in ("_parameters", "_buffers", "_modules"):
+                continue
+            plain = _plain(value)
+            if plain is not _NOT_PLAIN:
+                attrs.append((key, plain))
+        modules.append((name, type(sub).__module__, type(sub).__qualname__, tuple(attrs)))
+    weights = tuple((name, t.dtype, tuple(t.shape)) for name, t in module_weights(module).items())
+    return (tuple(modules), weights)
+
+
+def export_method(
+    module: nn.Module, example_inputs: Tuple[Any, ...], what: str, dynamic_shapes: Optional[Any] = None
+) -> torch.export.ExportedProgram:
+    """torch.export with an error that names what failed.
+
+    Args:
+      module: the model.
+      example_inputs: its example inputs.
+      what: names the model in errors (e.g. "adapter 'lora_a'").
+      dynamic_shapes: torch.export's dynamic_shapes (None: every size is static).
+
+    Returns:
+      The exported program.
+
+    Raises:
+      UnsupportedModelError: torch.export could not trace the model (its error is chained).
+    """
+    module = module.eval()
+    try:
+        return torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=False)
+    except Exception as e:  # torch.export raises many types; keep its message.
+        raise UnsupportedModelError(f"{what} could not be exported by torch.export: {type(e).__name__}: {e}") from e
+
+
+class Lowerer:
+    """Exports and lowers models with one set of options; a structure seen before is not exported
+    or decomposed again.
+
+    Args:
+      partitioner: the partitioner to delegate with, or None.
+      config: serialization options (None: defaults).
+      example_inputs: "forward"'s example inputs.
+      dynamic_shapes: "forward"'s torch.export dynamic_shapes.
+      extra_methods: more methods of every program (objects with name, wrap, example_inputs,
+        dynamic_shapes).
+      say: called with one line per step.
+    """
+
+    def __init__(
+        self,
+        partitioner: Optional[Partitioner],
+        config: Optional[ExecutorchBackendConfig],
+        example_inputs: Sequence[Any],
+        dynamic_shapes: Optional[Any],
+        extra_methods: Sequence[Any],
+        say: Say,
+    ) -> None:
+        self.partitioner = partitioner
+        self.config = config or ExecutorchBackendConfig()
+        self.example_inputs = tuple(example_inputs)
+        self.dynamic_shapes = dynamic_shapes
+        self.extra_methods = list(extra_methods)
+        self.say = say
+        self._pending: collections.Counter = collections.Counter()
+        self._templates: Dict[Hashable, EdgeProgramManager] = {}
+
+    def expect(self, signatures: Iterable[Hashable]) -> None:
+        """Announces the structures lower() will be asked for, so that a structure's first lowering
+        keeps its edge programs only when another model of it follows."""
+        self._pending.update(signatures)
+
+    def method_modules(self, module: nn.Module) -> Dict[str, nn.Module]:
+        """Method name -> the module it exports ("forward": module itself)."""
+        return {"forward": module, **{m.name: m.wrap(module) for m in self.extra_methods}}
+
+    def edge(self, module: nn.Module, what: str, policy: DataPolicy, signature: Optional[Hashable] = None):
+        """The edge programs of module's methods: exported and decomposed, or an earlier model's
+        of the same signature over module's weights.
+
+        Raises:
+          UnsupportedModelError: a method cannot be exported.
+        """
+        template = self._templates.get(signature) if signature is not None else None
+        if signature is not None:
+            self._pending[signature] -= 1
+        if template is not None:
+            self.say(f"{what}: the structure of an earlier program, over its own weights")
+            weights = {m: module_weights(mod) for m, mod in self.method_modules(module).items()}
+            if self._pending[signature] <= 0:
+                del self._templates[signature]
+            return template.with_weights(weights, policy)
+        programs = {}
+        for method, mod in self.method_modules(module).items():
+            label = what if method == "forward" else f"{what}, method '{method}'"
+            self.say(f"exporting {label} (torch.export)")
+            if method == "forward":
+                programs[method] = export_method(mod, self.example_inputs, what, self.dynamic_shapes)
+            else:
+                extra = next(m for m in self.extra_methods if m.name == method)
+                programs[method] = export_method(
+                    mod, tuple(extra.example_inputs), f"{what}, method '{method}'", extra.dynamic_shapes
+                )
+        edge = to_edge(programs, data_policy=policy)
+        if signature is not None and self._pending[signature] > 0:
+            # Kept before partitioning tags it; with_weights copies it for each later model.
+            eps = {m: edge.exported_program(m) for m in edge.methods}
+            own = {m: {**ep.state_dict, **ep.constants} for m, ep in eps.items()}
+            self._templates[signature] = edge.with_weights(own, policy)
+        return edge
+
+    def lower(
+        self, module: nn.Module, what: str, policy: DataPolicy, signature: Optional[Hashable] = None
+    ) -> Tuple[ExecutorchProgramManager, EdgeProgramManager]:
+        """Exports (or reuses) and lowers module's methods.
+
+        Returns:
+          The serialized program and the lowered edge programs.
+        """
+        edge = self.edge(module, what, policy, signature)
+        return self.lower_edge(edge, what)
+
+    def lower_edge(self, edge: EdgeProgramManager, what: str) -> Tuple[ExecutorchProgramManager, EdgeProgramManager]:
+        """Partitions, lowers and serializes edge programs."""
+        self.say(f"lowering {what}")
+        if self.partitioner is not None:
+            edge = edge.to_backend(self.partitioner)
+        return edge.to_executorch(self.config), edge
+
+
+class SharedData:
+    """The entries of one shared data file (foundation.ptd), gathered from every program that uses it.
+
+    Args:
+      tag: the data file's tag (its file stem).
+      reference: if set, the program (stem) whose entries are the file; every other program's
+        entries must be among them (the bare foundation's program holds every foundation weight).
+    """
+
+    def __init__(self, tag: str, reference: Optional[str] = None) -> None:
+        self.tag = tag
+        self.reference = reference
+        self.entries: Dict[str, DataFileEntry] = {}
+        self._owners: Dict[str, str] = {}
+
+    def add(self, stem: str, program: ExecutorchProgramManager) -> None:
+        """Adds one program's entries of this file.
+
+        Raises:
+          ExportError: the program puts nothing in the file, or other bytes under a key than an
+            earlier program (or a key the reference program lacks).
+        """
+        entries = program.data_entries.get(self.tag)
+        if not entries:
+            raise ExportError(f"program '{stem}' put no weight in {self.tag}.ptd")
+        for key, entry in entries.items():
+            known = self.entries.get(key)
+            if known is None:
+                if self.reference is not None and self.entries and stem != self.reference:
+                    raise ExportError(
+                        f"program '{stem}' put a key under {self.tag}.ptd key '{key}' that the foundation program "
+                        f"'{self.reference}' does not"
+                    )
+                self.entries[key] = entry
+                self._owners[key] = stem
+            elif known.digest != entry.digest:
+                if self.reference is not None:
+                    raise ExportError(
+                        f"program '{stem}' put other bytes under {self.tag}.ptd key '{key}' that the foundation "
+                        f"program '{self.reference}' does not"
+                    )
+                raise ExportError(
+                    f"programs '{self._owners[key]}' and '{stem}' put different bytes under {self.tag}.ptd key '{key}'"
+                )
+            elif entry.alignment > known.alignment:
+                self.entries[key] = known._replace(alignment=entry.alignment)
+
+    def write(self, files: "OutputFiles", tensor_alignment: int) -> str:
+        """Streams the file into files (as <tag>.ptd); returns its final path."""
+        return files.write(f"{self.tag}.ptd", lambda f: write_ptd(f, self.entries, tensor_alignment))
+
+
+def check_out_dir(out_dir: str) -> None:
+    """Checks that out_dir is (or can be made as) a writable directory, before any heavy work.
+
+    Raises:
+      ExportError: out_dir is a file, lies under a file, or cannot be written (naming it).
+    """
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
+    path = os.path.abspath(out_dir)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ExportError(f"--out '{out_dir}' is a file, not a directory")
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ExportError(f"--out '{out_dir}': '{existing}' is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ExportError(f"--out '{out_dir}': '{existing}' is not writable")
+
+
+class OutputFiles:
+    """Files of one export, written under temporary names in out_dir and renamed into place only by
+    commit(); leaving the block without commit (an error) removes them, so nothing half-written or
+    partial is left under their names.
+
+    Args:
+      out_dir: the folder (created if missing).
+      say: called with one line per file.
+    """
+
+    def __init__(self, out_dir: str, say: Say = lambda line: None) -> None:
+        self.out_dir = out_dir
+        self.say = say
+        self.sizes: Dict[str, int] = {}
+        self._temps: List[Tuple[str, str]] = []
+        self._created = False
+
+    def __enter__(self) -> "OutputFiles":
+        self._created = not os.path.isdir(self.out_dir)
+        try:
+            os.makedirs(self.out_dir, exist_ok=True)
+        except OSError as e:
+            raise ExportError(f"cannot create the output folder '{self.out_dir}': {e.strerror or e}") from e
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._temps:
+            return
+        for temp, _ in self._temps:
+            if os.path.exists(temp):
+                os.unlink(temp)
+        self._temps = []
+        if self._created and not os.listdir(self.out_dir):
+            os.rmdir(self.out_dir)  # a failed export leaves no trace of itself
+
+    def write(self, name: str, fill: Callable[[BinaryIO], Any]) -> str:
+        """Writes out_dir/name (under a temporary name until commit) with fill(file); returns its path.
+
+        Raises:
+          ExportError: the file cannot be written (a full disk, permissions), naming it.
+        """
+        path = os.path.join(self.out_dir, name)
+        self.say(f"writing {path}")
+        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.out_dir)
+        self._temps.append((temp, path))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                fill(f)
+                size = f.tell()
+        except OSError as e:
+            raise ExportError(f"cannot write {path}: {e.strerror or e}") from e
+        self.sizes[path] = size
+        return path
+
+    def write_bytes(self, name: str, data: bytes) -> str:
+        """write() of a bytes object."""
+        return self.write(name, lambda f: f.write(data))
+
+    def commit(self) -> Dict[str, int]:
+        """Renames every file into place; returns path -> size in bytes."""
+        umask = os.umask(0)
+        os.umask(umask)
+        for temp, path in self._temps:
+            os.chmod(temp, 0o666 & ~umask)  # as open() would have made it
+            os.replace(temp, path)
+        self._temps = []
+        return dict(self.sizes)
