@@ -50,13 +50,19 @@ import time
 import warnings
 from typing import Any, Callable, Dict, Optional, Sequence
 
-from edgeshare.bench._export import BenchError
-from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, format_llm_table, llm_figures
+from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, llm_figures
 from edgeshare.bench._llm_measure import export_llm, measure_llm
 from edgeshare.bench._llm_model import LlmSpec, save_llm
-from edgeshare.bench._llm_peer import LLM_PEER_GENERATE_KEYS, LLM_PEER_KEYS, PEER_NOT_MEASURED, measure_llm_peer
+from edgeshare.bench._llm_peer_executorch import (
+    LLM_PEER_GENERATE_KEYS,
+    LLM_PEER_KEYS,
+    PEER_NOT_MEASURED,
+    measure_llm_peer,
+)
+from edgeshare.bench._llm_report import format_llm_table
 from edgeshare.bench._llm_swap import SWAP_KEYS, measure_swap
 from edgeshare.bench._report import to_json
+from edgeshare.bench._runner import BenchError
 
 __all__ = [
     "LLM_PEER_GENERATE_KEYS",
