@@ -61,6 +61,8 @@ def _finite(value: Any) -> Any:
     """value with every NaN replaced by None (JSON has no NaN)."""
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
     if isinstance(value, float) and math.isnan(value):
         return None
     return value

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -67,13 +68,33 @@ class ProcessResult:
     Attributes:
       returncode: its exit status.
       stdout, stderr: what it printed.
-      peak_rss_kib: its own peak resident set (getrusage of that child alone: VmHWM at exit).
+      peak_rss_kib: its own peak resident set (VmHWM at exit; 0 if it could not be started).
     """
 
     returncode: int
     stdout: str
     stderr: str
     peak_rss_kib: int
+
+
+# Runs argv[2:] in a child and writes the child's peak RSS (KiB) to the file argv[1]. A child's
+# ru_maxrss counts the memory of the process it was forked from (exec records the old image's high
+# water), so the measured process is forked from this small interpreter, never from the bench's.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    except OSError as e:
+        sys.stderr.write(f"cannot run {sys.argv[2]}: {e}\\n")
+        sys.stderr.flush()
+    os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
 
 
 def run_process(args: Sequence[str], env: Optional[Dict[str, str]] = None) -> ProcessResult:
@@ -86,14 +107,15 @@ def run_process(args: Sequence[str], env: Optional[Dict[str, str]] = None) -> Pr
     Returns:
       Its exit status, output and peak RSS.
     """
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(list(args), stdout=out, stderr=err, text=True, env=env)
-        # wait4 reports this child's rusage alone (RUSAGE_CHILDREN would be the max over all of them).
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return ProcessResult(proc.returncode, out.read(), err.read(), int(usage.ru_maxrss))
+    with tempfile.TemporaryDirectory(prefix="bench_process_") as folder:
+        peak = os.path.join(folder, "peak_rss_kib")
+        launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, peak]
+        proc = subprocess.run(launcher + list(args), capture_output=True, text=True, env=env, check=False)
+        peak_kib = 0
+        if os.path.exists(peak):
+            with open(peak) as f:
+                peak_kib = int(f.read() or 0)
+        return ProcessResult(proc.returncode, proc.stdout, proc.stderr, peak_kib)
 
 
 def json_report(proc: ProcessResult, what: str) -> Dict[str, Any]:
