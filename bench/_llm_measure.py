@@ -2,19 +2,15 @@
 tools/generate in fresh processes, and transformers eager (PEFT) at 1 thread."""
 
 import dataclasses
-import json
 import os
-import subprocess
-import tempfile
 import time
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.bench._export import BenchError
 from edgeshare.bench._llm_model import LlmFiles, LlmSpec
-from edgeshare.bench._measure import json_report, run_runner, runner_path, torch_latency_ms
+from edgeshare.bench._runner import BenchError, RunnerConfig, run_generate, run_runner, torch_latency_ms
 from edgeshare.exir.hf import CausalLMLogits, export_hf_lora, load_hf_model, load_peft_adapter
 from edgeshare.exir.lora import LoraExportResult
 from torch import nn
@@ -25,9 +21,9 @@ __all__ = [
     "LlmMeasured",
     "export_llm",
     "generate_torch",
+    "forward_config",
+    "generate",
     "measure_llm",
-    "run_forward",
-    "run_generate",
 ]
 
 # The stateful method issue 12 adds beside "forward" (input_ids [1, T], start position -> logits).
@@ -95,53 +91,28 @@ class LlmMeasured:
     torch_generate: List[Dict[str, Any]]
 
 
-def _configs(exported: LlmExported, n1: int, n32: int) -> Dict[str, Tuple[List[str], bool, int, int]]:
-    """name -> (programs, sharing, timed runs, tokens); tokens 0: no latency, RSS only."""
+def forward_config(exported: LlmExported, program: str, tokens: int, iterations: int, warmup: int) -> RunnerConfig:
+    """lora_runner timing method "forward" of program on input_ids [1, tokens], 1 thread."""
+    return RunnerConfig([program], [exported.foundation], iterations=iterations, warmup=warmup, tokens=tokens,
+                        inputs=exported.inputs)
+
+
+def generate(exported: LlmExported, prompt: str, new_tokens: int) -> Dict[str, Any]:
+    """One fresh tools/generate (first adapter, 1 thread) greedy from prompt (.npy) -> its report."""
+    return run_generate(exported.programs[0], [exported.foundation], prompt, new_tokens)
+
+
+def _configs(exported: LlmExported, n1: int, n32: int, warmup: int) -> Dict[str, RunnerConfig]:
+    """name -> its runner: forward latency at T=1 and T=32, or (all_*) every program loaded, RSS only."""
     everything = [exported.bare] + exported.programs
     return {
-        "lora_t1": ([exported.programs[0]], True, n1, 1),
-        "lora_t32": ([exported.programs[0]], True, n32, 32),
-        "foundation_t1": ([exported.bare], True, n1, 1),
-        "foundation_t32": ([exported.bare], True, n32, 32),
-        "all_shared": (everything, True, 0, 0),
-        "all_unshared": (everything, False, 0, 0),
+        "lora_t1": forward_config(exported, exported.programs[0], 1, n1, warmup),
+        "lora_t32": forward_config(exported, exported.programs[0], 32, n32, warmup),
+        "foundation_t1": forward_config(exported, exported.bare, 1, n1, warmup),
+        "foundation_t32": forward_config(exported, exported.bare, 32, n32, warmup),
+        "all_shared": RunnerConfig(everything, [exported.foundation], warmup=0),
+        "all_unshared": RunnerConfig(everything, [exported.foundation], share=False, warmup=0),
     }
-
-
-def _runner(exported: LlmExported, programs: List[str], share: bool, iterations: int, tokens: int, warmup: int):
-    if iterations == 0:
-        return run_runner(programs, exported.foundation, share, 0, 0, 1)
-    return run_forward(exported, programs[0], tokens, iterations, warmup)
-
-
-def run_forward(exported: LlmExported, program: str, tokens: int, iterations: int, warmup: int) -> Dict[str, Any]:
-    """One fresh lora_runner timing method "forward" of program on input_ids [1, tokens], 1 thread."""
-    args = [runner_path(), "--data", exported.foundation, "--program", program, "--method", "forward"]
-    args += ["--input", exported.inputs[tokens], "--iterations", str(iterations), "--warmup", str(warmup)]
-    args += ["--threads", "1"]
-    return json_report(subprocess.run(args, capture_output=True, text=True, check=False), "lora_runner")
-
-
-def generate_path() -> str:
-    """//tools:generate in the runfiles tree (a sibling package of bench)."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "generate")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} is missing: depend on //tools:generate")
-    return path
-
-
-def run_generate(exported: LlmExported, prompt: str, new_tokens: int) -> Dict[str, Any]:
-    """One fresh tools/generate (first adapter, 1 thread) greedy from prompt (.npy) -> its --json report."""
-    out = tempfile.mktemp(suffix=".json", prefix="llm_generate_")
-    args = [generate_path(), "--program", exported.programs[0], "--data", exported.foundation]
-    args += ["--prompt-ids", prompt, "--max-new-tokens", str(new_tokens), "--json", out, "--threads", "1"]
-    proc = subprocess.run(args, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise BenchError(f"tools/generate failed ({proc.returncode}): {proc.stderr.strip()}")
-    with open(out) as f:
-        report = json.load(f)
-    os.remove(out)
-    return report
 
 
 def generate_torch(model: nn.Module, prompt: torch.Tensor, new_tokens: int) -> Dict[str, Any]:
@@ -194,20 +165,20 @@ def measure_llm(
       BenchError: a process failed, or the programs have no CACHED_METHOD (every --hf-model export
         has it).
     """
-    configs = _configs(exported, n1, n32)
+    configs = _configs(exported, n1, n32, warmup)
     runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in configs}
     for _ in range(repeats):
-        for name, (paths, share, iterations, tokens) in configs.items():
-            runs[name].append(_runner(exported, paths, share, iterations, tokens, warmup))
+        for name, config in configs.items():
+            runs[name].append(run_runner(config))
     methods = runs["lora_t1"][0].get("methods", [])
     if CACHED_METHOD not in methods:
         raise BenchError(f"the programs have no '{CACHED_METHOD}' method (methods: {', '.join(methods)})")
     torch_ms, peft_model = _torch_samples(files, exported, n1, n32, repeats, warmup)
-    generate: List[Dict[str, Any]] = []
+    generate_runs: List[Dict[str, Any]] = []
     torch_generate: List[Dict[str, Any]] = []
     prompt = exported.inputs[PROMPT_TOKENS]
     generate_torch(peft_model, torch.from_numpy(np.load(prompt)), 2)  # warm-up: the first cached call
     for _ in range(repeats):
-        generate.append(run_generate(exported, prompt, new_tokens))
+        generate_runs.append(generate(exported, prompt, new_tokens))
         torch_generate.append(generate_torch(peft_model, torch.from_numpy(np.load(prompt)), new_tokens))
-    return LlmMeasured(runs, torch_ms, generate, torch_generate)
+    return LlmMeasured(runs, torch_ms, generate_runs, torch_generate)

@@ -18,7 +18,8 @@ class LlmSpec:
 
     Attributes:
       layers, hidden, intermediate, heads, kv_heads, vocab: the LlamaConfig (grouped-query
-        attention: kv_heads < heads; lm_head not tied, as in TinyLlama).
+        attention: kv_heads < heads).
+      tied: the lm_head is the token embedding (SmolLM2) or its own weight (TinyLlama).
       max_seq_len: the programs' token bound (memory is planned for it).
       rank, alpha, targets: every adapter's LoRA structure.
       adapters: how many adapters (seeds 1..adapters).
@@ -30,6 +31,7 @@ class LlmSpec:
     heads: int = 16
     kv_heads: int = 4
     vocab: int = 32000
+    tied: bool = False
     max_seq_len: int = 128
     rank: int = 16
     alpha: float = 32.0
@@ -40,7 +42,8 @@ class LlmSpec:
         """One line for the table."""
         return (
             f"Llama {self.layers} layers, hidden {self.hidden}, intermediate {self.intermediate}, "
-            f"{self.heads} heads / {self.kv_heads} kv, vocab {self.vocab}, max_seq_len {self.max_seq_len}; "
+            f"{self.heads} heads / {self.kv_heads} kv, vocab {self.vocab}{' tied' if self.tied else ''}, "
+            f"max_seq_len {self.max_seq_len}; "
             f"{self.adapters} LoRA r{self.rank} on {','.join(t.split('_')[0] for t in self.targets)}"
         )
 
@@ -67,7 +70,7 @@ def _config(spec: LlmSpec) -> transformers.LlamaConfig:
         num_attention_heads=spec.heads,
         num_key_value_heads=spec.kv_heads,
         max_position_embeddings=max(2048, spec.max_seq_len),
-        tie_word_embeddings=False,
+        tie_word_embeddings=spec.tied,
     )
 
 

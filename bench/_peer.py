@@ -1,12 +1,10 @@
-"""The benchmark's peer stage: ExecuTorch (PyPI) timed beside edgeshare on the same eager modules.
+"""What every peer shares: its own virtualenv under the user's cache folder (made on first use,
+never a build or test dependency), the programs it is handed (torch.export.save'd), and the
+long-lived peer process spoken to in JSON lines.
 
-Opt-in (`bench/lora --peer executorch`). ExecuTorch is never a build or test dependency: the peer
-runs in its own venv under the user's cache folder (created on first use with `python3 -m venv`
-and `pip install torch==2.13.0 executorch==1.5.1`), as a long-lived process (bench/executorch_peer.py)
-that lowers the same modules (saved here with torch.export.save, same weights) with ExecuTorch's
-XNNPACK flow and program-data separation, then times Method.execute() on request. The bench
-interleaves: edgeshare (a fresh lora_runner process), then the peer, for each configuration and
-repeat, so that slow phases of a shared machine hit both alike.
+Each peer module (bench/_peer_executorch.py, bench/_llm_peer_executorch.py,
+bench/_llm_peer_llamacpp.py) names its VenvSpec and its script; the script runs in that venv and
+imports nothing of edgeshare.
 """
 
 import dataclasses
@@ -15,90 +13,153 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-from typing import IO, Any, Callable, Dict, List, Tuple
+from typing import IO, Any, Callable, Dict, List, Optional, Tuple
 
 import torch
-from edgeshare.bench._export import BenchError, Exported
-from edgeshare.bench._measure import run_runner
-from edgeshare.bench._models import BenchModel
-from torch import nn
+from edgeshare.bench._runner import BenchError
 
-__all__ = ["PEERS", "PeerMeasured", "PeerProcess", "measure_peer", "peer_python", "save_peer_programs"]
+__all__ = [
+    "PeerProcess",
+    "VenvSpec",
+    "VenvStep",
+    "cache_root",
+    "peer_python",
+    "peer_script",
+    "pip_install",
+    "save_program",
+    "write_manifest",
+]
 
-# --peer name -> (cache folder name, pip requirements).
-PEERS: Dict[str, Tuple[str, Tuple[str, ...]]] = {
-    "executorch": ("executorch-1.5.1", ("torch==2.13.0", "executorch==1.5.1")),
-}
-TINY = "tiny"  # A 4x4 Linear on one row: execute() of it estimates the Python binding's overhead.
-# (tokens, threads) the peer is timed at, in this order within each repeat.
-CONFIGS: Tuple[Tuple[int, int], ...] = ((1, 1), (32, 1), (1, 2), (32, 2))
 
-
-def _cache_root() -> str:
+def cache_root() -> str:
+    """~/.cache/edgeshare-bench (or under $XDG_CACHE_HOME): where peer venvs live."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "edgeshare-bench")
 
 
-def _run_step(args: List[str], what: str, log_file: IO[str]) -> None:
-    proc = subprocess.run(args, stdout=log_file, stderr=subprocess.STDOUT, check=False)
+@dataclasses.dataclass(frozen=True)
+class VenvStep:
+    """One step of making a peer venv: `python -m <args>` in the new venv.
+
+    Attributes:
+      args: after `python -m`; "{venv}" is replaced by the venv's folder.
+      env: extra environment (e.g. CMAKE_ARGS for a source build).
+      nice: run it at the lowest CPU priority (a long compile on a shared machine).
+    """
+
+    args: Tuple[str, ...]
+    env: Tuple[Tuple[str, str], ...] = ()
+    nice: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class VenvSpec:
+    """A peer's venv: its cache folder and the steps that fill it, in order.
+
+    Attributes:
+      folder: the venv's folder name under cache_root() (named for the peer's version).
+      steps: what makes it, after `python3 -m venv`.
+      note: said once before a long first use (e.g. "a source build of about 11 minutes").
+    """
+
+    folder: str
+    steps: Tuple[VenvStep, ...]
+    note: str = ""
+
+    def describe(self) -> str:
+        """The steps, one per line (written into the venv as its record)."""
+        return "\n".join(" ".join(("nice",) * step.nice + step.args) for step in self.steps) + "\n"
+
+
+def pip_install(*requirements: str) -> VenvStep:
+    """A VenvStep installing pinned requirements from the machine's configured sources."""
+    return VenvStep(("pip", "install", *requirements))
+
+
+def _run_step(args: List[str], env: Optional[Dict[str, str]], what: str, log_file: IO[str]) -> None:
+    proc = subprocess.run(args, stdout=log_file, stderr=subprocess.STDOUT, env=env, check=False)
     if proc.returncode != 0:
         raise BenchError(f"peer venv: {what} failed ({proc.returncode}); see {log_file.name}")
 
 
-def peer_python(peer: str, log: Callable[[str], None] = lambda message: None) -> str:
-    """The peer venv's interpreter, creating the venv on first use (then reused).
+def peer_python(spec: VenvSpec, log: Callable[[str], None] = lambda message: None) -> str:
+    """The peer venv's interpreter, making the venv on first use (then reused as it is).
+
+    The venv is made under a temporary name and renamed when every step succeeded, so a failed
+    or interrupted first use leaves nothing that looks usable.
+
+    Args:
+      spec: the peer's venv.
+      log: progress messages.
+
+    Returns:
+      The venv's python.
 
     Raises:
-      BenchError: the peer is unknown, or making the venv or installing into it failed.
+      BenchError: making the venv or a step failed (its log is named).
     """
-    if peer not in PEERS:
-        raise BenchError(f"unknown peer '{peer}'; choose from {', '.join(PEERS)}")
-    folder, requirements = PEERS[peer]
-    venv = os.path.join(_cache_root(), folder)
+    venv = os.path.join(cache_root(), spec.folder)
     python = os.path.join(venv, "bin", "python")
     if os.path.exists(os.path.join(venv, "installed")):
         return python
     partial = venv + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
-    log(f"[peer] creating {venv}: pip install {' '.join(requirements)} (first use only)")
-    with open(os.path.join(_cache_root(), f"{folder}.log"), "w") as log_file:
-        _run_step([sys.executable, "-m", "venv", partial], "python3 -m venv", log_file)
-        _run_step(
-            [os.path.join(partial, "bin", "python"), "-m", "pip", "install", *requirements],
-            "pip install " + " ".join(requirements),
-            log_file,
-        )
+    log(f"[peer] creating {venv} (first use only) {spec.note}".rstrip())
+    with open(os.path.join(cache_root(), f"{spec.folder}.log"), "w") as log_file:
+        _run_step([sys.executable, "-m", "venv", partial], None, "python3 -m venv", log_file)
+        for step in spec.steps:
+            args = [a.replace("{venv}", partial) for a in step.args]
+            env = dict(os.environ, **dict(step.env)) if step.env else None
+            command = (["nice", "-n", "19"] if step.nice else []) + [os.path.join(partial, "bin", "python"), "-m"]
+            log(f"[peer]   {' '.join(args)}")
+            _run_step(command + args, env, " ".join(args), log_file)
     with open(os.path.join(partial, "installed"), "w") as f:
-        f.write("\n".join(requirements) + "\n")
+        f.write(spec.describe())
     shutil.rmtree(venv, ignore_errors=True)
     os.rename(partial, venv)  # A venv's interpreter finds its site-packages relative to itself.
     return python
 
 
-def _save(module: nn.Module, x: torch.Tensor, out_dir: str, name: str, separate: bool) -> Dict[str, Any]:
+def save_program(
+    module: torch.nn.Module,
+    inputs: Tuple[Any, ...],
+    out_dir: str,
+    name: str,
+    strict: bool,
+    dynamic_shapes: Optional[Any] = None,
+) -> Dict[str, Any]:
+    """torch.export.save's the module (and torch.save's its inputs) for a peer to lower.
+
+    Returns:
+      The manifest entry: {"pt2": FILE, "inputs": FILE}.
+    """
     pt2 = os.path.join(out_dir, f"{name}.pt2")
-    inputs = os.path.join(out_dir, f"{name}_inputs.pt")
+    inputs_path = os.path.join(out_dir, f"{name}_inputs.pt")
     with torch.no_grad():
-        torch.export.save(torch.export.export(module, (x,), strict=True), pt2)
-    torch.save((x,), inputs)
-    return {"pt2": pt2, "inputs": inputs, "separate": separate}
+        program = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes, strict=strict)
+        torch.export.save(program, pt2)
+    torch.save(inputs, inputs_path)
+    return {"pt2": pt2, "inputs": inputs_path}
 
 
-def save_peer_programs(model: BenchModel, exported: Exported, out_dir: str) -> Dict[str, Dict[str, Any]]:
-    """Saves what the peer lowers: the first adapter's eager module (the one edgeshare times) at
-    T=1 and T=32, and the tiny module -> the manifest's "programs"."""
-    os.makedirs(out_dir, exist_ok=True)
-    module = exported.result_b1.modules[next(iter(model.adapters))].eval()
-    specs = {f"b{t}": _save(module, model.make_input(t), out_dir, f"b{t}", True) for t in (1, 32)}
-    tiny = nn.Linear(4, 4).eval()
-    specs[TINY] = _save(tiny, torch.ones(1, 4), out_dir, TINY, False)
-    return specs
+def write_manifest(folder: str, manifest: Dict[str, Any]) -> str:
+    """Writes folder/manifest.json (the peer script's one argument) -> its path."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "manifest.json")
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+    return path
+
+
+def peer_script(name: str) -> str:
+    """bench/<name>: a peer's script, run by the peer venv's python."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
 
 
 class PeerProcess:
-    """A running bench/executorch_peer.py: JSON lines in, JSON lines out (see its docstring)."""
+    """A running peer script: one JSON ready line, then a JSON reply line per request line (see
+    bench/executorch_peer.py)."""
 
     def __init__(self, python: str, script: str, manifest: str, log_path: str) -> None:
         self._log = open(log_path, "w")
@@ -128,29 +189,28 @@ class PeerProcess:
         with open(self.log_path) as f:
             return " | ".join(f.read().strip().splitlines()[-5:])
 
-    def time(self, program: str, threads: int, iterations: int, warmup: int) -> List[float]:
-        """execute() samples in ms of `program` with `threads` threads."""
+    def request(self, request: Dict[str, Any], what: str) -> Dict[str, Any]:
+        """Sends one JSON request line -> the reply line.
+
+        Raises:
+          BenchError: the peer exited or replied {"error": ...} (naming `what`).
+        """
         assert self._proc.stdin is not None
-        request = {"program": program, "threads": threads, "iterations": iterations, "warmup": warmup}
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
-        return self._read(f"timing {program} with {threads} thread(s)")["latency_ms"]
+        return self._read(what)
+
+    def time(self, program: str, threads: int, iterations: int, warmup: int) -> List[float]:
+        """execute() samples in ms of `program` with `threads` threads (executorch_peer.py)."""
+        request = {"program": program, "threads": threads, "iterations": iterations, "warmup": warmup}
+        return self.request(request, f"timing {program} with {threads} thread(s)")["latency_ms"]
 
     def generate(self, program: str, threads: int, new_tokens: int, warmup: int, reload: bool) -> Dict[str, Any]:
         """Greedy decoding of `new_tokens` with the KV-cache `program` -> tokens, prefill_ms,
         decode_tokens_per_s (timed as generation::Generator times them; with `reload`, on a freshly
         loaded method: see executorch_peer.py)."""
-        assert self._proc.stdin is not None
-        request = {
-            "generate": program,
-            "threads": threads,
-            "new_tokens": new_tokens,
-            "warmup": warmup,
-            "reload": reload,
-        }
-        self._proc.stdin.write(json.dumps(request) + "\n")
-        self._proc.stdin.flush()
-        return self._read(f"generating {new_tokens} tokens with {program}, {threads} thread(s)")
+        request = {"generate": program, "threads": threads, "new_tokens": new_tokens, "warmup": warmup, "reload": reload}
+        return self.request(request, f"generating {new_tokens} tokens with {program}, {threads} thread(s)")
 
     def close(self) -> None:
         """Asks the peer to quit, waits for it, closes the log."""
@@ -165,73 +225,3 @@ class PeerProcess:
         self._log.close()
 
 
-@dataclasses.dataclass
-class PeerMeasured:
-    """Interleaved samples, keyed (tokens, threads).
-
-    Attributes:
-      name: the peer's name and version.
-      edgeshare_ms: lora_runner samples taken just before the peer's.
-      peer_ms: the peer's execute() samples.
-      tiny_ms: execute() of the tiny module (1 thread): the binding's overhead.
-      ready: the peer's ready line (file sizes, export times).
-      wall_s: seconds the whole peer stage took (venv, export, timings).
-    """
-
-    name: str
-    edgeshare_ms: Dict[Tuple[int, int], List[float]]
-    peer_ms: Dict[Tuple[int, int], List[float]]
-    tiny_ms: List[float]
-    ready: Dict[str, Any]
-    wall_s: float
-
-
-def _interleave(
-    peer: PeerProcess, exported: Exported, repeats: int, iterations: Dict[int, int], warmup: int
-) -> Tuple[Dict[Tuple[int, int], List[float]], Dict[Tuple[int, int], List[float]]]:
-    programs = {1: exported.programs_b1[0], 32: exported.program_b32}
-    ours: Dict[Tuple[int, int], List[float]] = {c: [] for c in CONFIGS}
-    theirs: Dict[Tuple[int, int], List[float]] = {c: [] for c in CONFIGS}
-    for _ in range(repeats):
-        for tokens, threads in CONFIGS:
-            n = iterations[tokens]
-            report = run_runner([programs[tokens]], exported.foundation, True, n, warmup, threads)
-            ours[(tokens, threads)] += report["latency_ms"]
-            theirs[(tokens, threads)] += peer.time(f"b{tokens}", threads, n, warmup)
-    return ours, theirs
-
-
-def measure_peer(
-    peer_name: str,
-    model: BenchModel,
-    exported: Exported,
-    work_dir: str,
-    repeats: int,
-    n1: int,
-    n32: int,
-    warmup: int,
-    log: Callable[[str], None] = lambda message: None,
-) -> PeerMeasured:
-    """Lowers the model with the peer and times it interleaved with edgeshare.
-
-    Raises:
-      BenchError: the venv, the peer's export or load, or a timing failed (the message says which).
-    """
-    start = time.perf_counter()
-    python = peer_python(peer_name, log)
-    folder = os.path.join(work_dir, f"peer_{peer_name}")
-    manifest = {"out_dir": folder, "programs": save_peer_programs(model, exported, folder)}
-    manifest_path = os.path.join(folder, "manifest.json")
-    with open(manifest_path, "w") as f:
-        json.dump(manifest, f)
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{peer_name}_peer.py")
-    log(f"[{model.name}] peer {peer_name}: lowering with its XNNPACK flow")
-    peer = PeerProcess(python, script, manifest_path, os.path.join(folder, "peer.log"))
-    try:
-        log(f"[{model.name}] peer {peer_name}: timing interleaved with edgeshare ({repeats} repeats)")
-        ours, theirs = _interleave(peer, exported, repeats, {1: n1, 32: n32}, warmup)
-        tiny = peer.time(TINY, 1, max(200, n1), max(warmup, 10))
-    finally:
-        peer.close()
-    name = f"{peer_name} {str(peer.ready.get('executorch', '?')).split('+')[0]}"
-    return PeerMeasured(name, ours, theirs, tiny, peer.ready, time.perf_counter() - start)

@@ -1,114 +1,25 @@
-"""The benchmark's report: the figures as a text table, and as JSON."""
+"""The report every case prints: figures as text tables (one column per model, or one column of
+labelled rows) and as JSON. A table is a tuple of (label, key) rows, a key of None being a heading;
+a value is formatted one way everywhere: "-" when not measured, "n/a" for NaN, yes/NO for checks."""
 
 import json
 import math
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
-from edgeshare.bench._figures import NOT_MEASURED
+__all__ = ["Rows", "format_columns", "format_rows", "format_value", "present", "to_json"]
 
-__all__ = ["format_table", "to_json"]
-
-TABLE = (
-    ("RSS growth, MiB (T=1 programs)", None),
-    ("  1 program", "rss_mb_1"),
-    ("  2 programs, shared", "rss_mb_2_shared"),
-    ("  2 programs, unshared", "rss_mb_2_unshared"),
-    ("  8 programs, shared", "rss_mb_8_shared"),
-    ("  8 programs, unshared", "rss_mb_8_unshared"),
-    ("  8 shared / 8 unshared", "rss_8_shared_over_unshared"),
-    ("  per extra program, shared", "rss_mb_per_extra_program_shared"),
-    ("  per extra program, unshared", "rss_mb_per_extra_program_unshared"),
-    ("  the same after malloc_trim, shared", "rss_trimmed_mb_per_extra_program_shared"),
-    ("  bare foundation, no adapter", "rss_mb_foundation_only"),
-    ("  peak, 8 programs, shared", "peak_mb_8_shared"),
-    ("  peak, 8 programs, unshared", "peak_mb_8_unshared"),
-    ("Load, ms", None),
-    ("  program 1 (with opening the .ptd)", "load_ms_first"),
-    ("  program 2, shared", "load_ms_second_shared"),
-    ("  program 2, unshared", "load_ms_second_unshared"),
-    ("  programs 2..8, shared", "load_ms_rest_shared"),
-    ("  programs 2..8, unshared", "load_ms_rest_unshared"),
-    ("  program 2 shared / program 1", "load_second_shared_over_first"),
-    ("Latency, ms (1 thread)", None),
-    ("  runtime, T=1", "latency_ms_b1"),
-    ("  torch eager, T=1", "torch_latency_ms_b1"),
-    ("  runtime / torch, T=1", "latency_b1_over_torch"),
-    ("  runtime, T=32", "latency_ms_b32"),
-    ("  torch eager, T=32", "torch_latency_ms_b32"),
-    ("  runtime / torch, T=32", "latency_b32_over_torch"),
-    ("  bare foundation: runtime, T=32", "latency_ms_b32_foundation_only"),
-    ("  bare foundation: torch, T=32", "torch_latency_ms_b32_foundation_only"),
-    ("  bare foundation: runtime / torch", "latency_b32_foundation_only_over_torch"),
-    ("Sizes, MiB", None),
-    ("  foundation weights (shared)", "foundation_mb"),
-    ("  adapter weights per program", "adapter_mb"),
-    ("  .pte file per program", "program_file_mb"),
-    ("  fetched from data maps, 8 shared", "bytes_fetched_mb_8_shared"),
-    ("  fetched from data maps, 8 unshared", "bytes_fetched_mb_8_unshared"),
-)
-
-# Rows shown only when some model has the key (the peer is opt-in).
-PEER_TABLE = (
-    ("Against the peer, interleaved, ms", None),
-    ("  peer", "peer"),
-    ("  runtime, T=1, 1 thread", "peer_edgeshare_latency_ms_b1"),
-    ("  peer, T=1, 1 thread", "peer_latency_ms_b1"),
-    ("  runtime / peer, T=1, 1 thread", "latency_b1_over_peer"),
-    ("  runtime, T=32, 1 thread", "peer_edgeshare_latency_ms_b32"),
-    ("  peer, T=32, 1 thread", "peer_latency_ms_b32"),
-    ("  runtime / peer, T=32, 1 thread", "latency_b32_over_peer"),
-    ("  runtime, T=1, 2 threads", "peer_edgeshare_latency_ms_b1_2threads"),
-    ("  peer, T=1, 2 threads", "peer_latency_ms_b1_2threads"),
-    ("  runtime / peer, T=1, 2 threads", "latency_b1_2threads_over_peer"),
-    ("  runtime, T=32, 2 threads", "peer_edgeshare_latency_ms_b32_2threads"),
-    ("  peer, T=32, 2 threads", "peer_latency_ms_b32_2threads"),
-    ("  runtime / peer, T=32, 2 threads", "latency_b32_2threads_over_peer"),
-    ("  peer binding overhead (4x4 Linear)", "peer_binding_overhead_ms"),
-    ("  runtime / (peer - binding), T=1", "latency_b1_over_peer_without_binding"),
-    ("  peer weights in a .ptd", "peer_data_separation"),
-    ("  peer foundation.ptd, MiB", "peer_ptd_mb"),
-    ("  peer .pte (T=1), MiB", "peer_pte_mb_b1"),
-    ("  peer export, s", "peer_export_s"),
-    ("  peer max |error| vs torch, T=1", "peer_max_abs_error_b1"),
-    ("  peer max |error| vs torch, T=32", "peer_max_abs_error_b32"),
-    ("  peer stage (venv, export, timing), s", "peer_stage_s"),
-)
-
-BOUNDS_TABLE = (
-    ("Bounds of this machine", None),
-    ("  read bandwidth, 1 core, GB/s", "machine_read_gbps"),
-    ("  XNNPACK FC in cache, 1 thread, GFLOP/s", "machine_fc_gflops_1thread"),
-    ("  XNNPACK FC in cache, 2 threads, GFLOP/s", "machine_fc_gflops_2threads"),
-    ("  weights read at T=1, MiB", "weight_mb_b1_read"),
-    ("  T=1 read bound, ms", "bound_ms_b1_read"),
-    ("  read bandwidth at the weights' size, GB/s", "read_gbps_at_weight_size"),
-    ("  T=1 read bound from the LLC, ms", "bound_ms_b1_cached_read"),
-    ("  GFLOP at T=32", "gflop_b32"),
-    ("  T=32 compute bound, 1 thread, ms", "bound_ms_b32_fc_1thread"),
-    ("  T=32 compute bound, 2 threads, ms", "bound_ms_b32_fc_2threads"),
-)
-
-BOUND_RATIO_TABLE = (
-    ("Latency / bound (1.0 = at the bound)", None),
-    ("  runtime, T=1", "latency_b1_over_read_bound"),
-    ("  torch eager, T=1", "torch_latency_b1_over_read_bound"),
-    ("  peer, T=1", "peer_latency_b1_over_read_bound"),
-    ("  runtime, T=1, weights from the LLC", "latency_b1_over_cached_read_bound"),
-    ("  torch eager, T=1, weights from the LLC", "torch_latency_b1_over_cached_read_bound"),
-    ("  peer, T=1, weights from the LLC", "peer_latency_b1_over_cached_read_bound"),
-    ("  runtime, T=32, 1 thread", "latency_b32_over_fc_bound"),
-    ("  torch eager, T=32, 1 thread", "torch_latency_b32_over_fc_bound"),
-    ("  peer, T=32, 1 thread", "peer_latency_b32_over_fc_bound"),
-    ("  runtime, T=32, 2 threads", "latency_b32_2threads_over_fc_bound"),
-    ("  torch eager, T=32, 2 threads", "torch_latency_b32_2threads_over_fc_bound"),
-    ("  peer, T=32, 2 threads", "peer_latency_b32_2threads_over_fc_bound"),
-)
+Rows = Tuple[Tuple[str, Optional[str]], ...]
 
 
-def _format(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
+def format_value(value: Any) -> str:
+    """One figure as a table cell."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
     if isinstance(value, int):
+        return str(value)
+    if not isinstance(value, float):
         return str(value)
     if math.isnan(value):
         return "n/a"
@@ -117,39 +28,31 @@ def _format(value: Any) -> str:
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
-def _present(
-    rows: Tuple[Tuple[str, Optional[str]], ...], results: Dict[str, Dict[str, Any]]
-) -> Tuple[Tuple[str, Optional[str]], ...]:
-    """rows whose key some model has, each under its heading if any of them is left."""
-    shown = [row for row in rows if row[1] is not None and any(row[1] in r for r in results.values())]
+def present(rows: Rows, results: Sequence[Dict[str, Any]]) -> Rows:
+    """rows whose key some result has, under the first row if it is a heading and any row is left."""
+    shown = [row for row in rows if row[1] is not None and any(row[1] in r for r in results)]
     return (rows[0],) + tuple(shown) if shown and rows[0][1] is None else tuple(shown)
 
 
-def format_table(results: Dict[str, Dict[str, Any]]) -> str:
-    """The figures of every model as a text table, one column per model."""
+def format_columns(rows: Rows, results: Dict[str, Dict[str, Any]]) -> str:
+    """The rows as a table with one column per result (by name)."""
     names = list(results)
-    width = max(len(label) for label, _ in TABLE + PEER_TABLE + BOUNDS_TABLE + BOUND_RATIO_TABLE) + 2
+    width = max(len(label) for label, _ in rows) + 2
     lines = [" " * width + "".join(f"{n:>14}" for n in names)]
-    for label, key in (
-        TABLE + _present(PEER_TABLE, results) + _present(BOUNDS_TABLE, results) + _present(BOUND_RATIO_TABLE, results)
-    ):
+    for label, key in rows:
         if key is None:
             lines.append(label)
             continue
-        lines.append(f"{label:<{width}}" + "".join(f"{_format(results[n].get(key)):>14}" for n in names))
-    for name in names:
-        r = results[name]
-        lines.append(
-            f"{name}: {r['description']}; medians of {r['repeats']} fresh processes per configuration, "
-            f"{r['iterations_b1']} (T=1) / {r['iterations_b32']} (T=32) timed runs per process; "
-            f"export {r['export_s']:.1f} s; cache empty after release: {r['cache_released']}"
-        )
-    if any("peer" in r for r in results.values()):
-        lines.append(
-            "peer: times Method.execute() through ExecuTorch's Python binding (portable_lib), outputs "
-            "cloned; the 4x4 Linear row is that call's cost at least. Runtime: lora_runner in C++."
-        )
-    for what, why in NOT_MEASURED.items():
+        lines.append(f"{label:<{width}}" + "".join(f"{format_value(results[n].get(key)):>14}" for n in names))
+    return "\n".join(lines)
+
+
+def format_rows(title: str, rows: Rows, result: Dict[str, Any]) -> str:
+    """The rows of one result under title, then what was not measured and why."""
+    lines = [title]
+    for label, key in rows:
+        lines.append(label if key is None else f"{label:58s} {format_value(result.get(key)):>10}")
+    for what, why in result.get("not_measured", {}).items():
         lines.append(f"not measured: {what}: {why}")
     return "\n".join(lines)
 
@@ -158,6 +61,8 @@ def _finite(value: Any) -> Any:
     """value with every NaN replaced by None (JSON has no NaN)."""
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
     if isinstance(value, float) and math.isnan(value):
         return None
     return value

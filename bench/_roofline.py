@@ -9,14 +9,13 @@ latency / bound (1.0 would be at the bound; higher is slower).
 """
 
 import dataclasses
-import json
 import math
 import os
-import subprocess
 from typing import Any, Dict, List, Tuple
 
-from edgeshare.bench._export import BenchError, Exported
-from edgeshare.bench._models import BenchModel
+from edgeshare.bench._lora_export import Exported
+from edgeshare.bench._lora_model import BenchModel
+from edgeshare.bench._runner import json_report, run_process
 from torch import nn
 
 __all__ = [
@@ -71,7 +70,7 @@ class RooflineOptions:
 def _roofline_path() -> str:
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "roofline")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} is missing: depend on //bench:lora_lib")
+        raise FileNotFoundError(f"{path} is missing: depend on //bench:roofline")
     return path
 
 
@@ -92,13 +91,9 @@ def measure_machine(options: RooflineOptions) -> Dict[str, float]:
         "--fc-iterations",
         str(options.fc_iterations),
     ]
-    proc = subprocess.run(args, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise BenchError(f"roofline failed ({proc.returncode}): {proc.stderr.strip()}")
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise BenchError(f"roofline printed no report: {proc.stdout!r}")
-    return {f"machine_{key}": value for key, value in json.loads(lines[-1]).items()}
+    report = json_report(run_process(args), "roofline")
+    del report["peak_rss_kib"]  # the binary's own memory bounds nothing
+    return {f"machine_{key}": value for key, value in report.items()}
 
 
 def best_of(runs: List[Dict[str, float]]) -> Dict[str, float]:

@@ -2,7 +2,9 @@
 exported from a Hugging Face directory and run, against transformers + PEFT eager in the same run.
 
     ./bazelw run -c opt //bench:llm -- [--json FILE] [--repeats N] [--keep DIR] [--small]
-        [--vocab V] [--max-seq-len N] [--peer executorch]
+        [--vocab V] [--max-seq-len N] [--peer executorch|llamacpp [--peer-only]]
+        [--peer-model llm|smollm2|small] [--formats F32,F16,Q8_0,Q4_0] [--n-ctx 128,2048] [--threads 1,2]
+        [--flash-attn off|on|auto] [--prompt-tokens 64] [--peer-new-tokens 64]
 
 It writes a LlamaForCausalLM made from a config (bench/_llm_model.LlmSpec: 4 layers, hidden 1024,
 intermediate 2816, 16 heads / 4 kv heads, vocab 32000, seeded random weights; nothing downloaded)
@@ -36,6 +38,18 @@ peer_edgeshare_* (edgeshare's, interleaved), prefill_over_peer (< 1: edgeshare f
 decode_rate_over_peer (> 1: edgeshare faster), peer_generate_tokens_match (every run's tokens,
 both sides, equal transformers'). If ExecuTorch cannot lower the wrapper, not_measured says why.
 
+With --peer llamacpp, llama.cpp (llama-cpp-python 0.3.36 built from source for this CPU, its own
+venv; bench/_llm_peer_llamacpp.py) converts the --peer-model (bench/llm's Llama, or a SmolLM2-135M
+shape; two PEFT adapters r16 on every projection) with its own converters to each of --formats,
+and greedy generation (--prompt-tokens, --peer-new-tokens) is timed in fresh processes at every
+--n-ctx and --threads, interleaved with tools/generate over edgeshare's export at the matching
+format (F32: fp32; F16: --fc-weight-dtype fp16; Q8_0/Q4_0: llama.cpp alone until edgeshare has
+them) and bound (--max-seq-len = n_ctx). JSON "llamacpp": one row per (format, n_ctx, threads)
+with weights on disk, each process's peak RSS, prefill ms, decode tokens/s, edgeshare/llama.cpp
+ratios, and whether the greedy tokens agree with transformers' and with each other.
+llama.cpp's flash attention is off unless --flash-attn says otherwise. --peer-only skips the
+tiny-LLM case's own figures.
+
 The machine is shared: compare only ratios within one run. --small is a very small model for the
 plumbing's smoke test (bench/llm_test.py).
 """
@@ -48,15 +62,28 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from edgeshare.bench._export import BenchError
-from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, format_llm_table, llm_figures
+from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, llm_figures
 from edgeshare.bench._llm_measure import export_llm, measure_llm
 from edgeshare.bench._llm_model import LlmSpec, save_llm
-from edgeshare.bench._llm_peer import LLM_PEER_GENERATE_KEYS, LLM_PEER_KEYS, PEER_NOT_MEASURED, measure_llm_peer
+from edgeshare.bench._llm_peer_llamacpp import (
+    FORMATS,
+    LLAMACPP_MODELS,
+    LlamacppOptions,
+    format_llamacpp_table,
+    measure_llamacpp,
+)
+from edgeshare.bench._llm_peer_executorch import (
+    LLM_PEER_GENERATE_KEYS,
+    LLM_PEER_KEYS,
+    PEER_NOT_MEASURED,
+    measure_llm_peer,
+)
+from edgeshare.bench._llm_report import format_llm_table
 from edgeshare.bench._llm_swap import SWAP_KEYS, measure_swap
 from edgeshare.bench._report import to_json
+from edgeshare.bench._runner import BenchError
 
 __all__ = [
     "LLM_PEER_GENERATE_KEYS",
@@ -146,10 +173,45 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--peer",
         default=None,
-        choices=["executorch"],
-        help="also time ExecuTorch 1.5.1 on the same model, interleaved (its own venv, made on first use)",
+        choices=["executorch", "llamacpp"],
+        help="also time ExecuTorch 1.5.1 or llama.cpp on the same model, interleaved (its own venv, made on first use)",
     )
+    parser.add_argument("--peer-only", action="store_true", help="with --peer llamacpp: only the peer stage")
+    parser.add_argument("--peer-model", default="llm", choices=sorted(LLAMACPP_MODELS), help="llamacpp: the model")
+    parser.add_argument(
+        "--formats", default=",".join(f.name for f in FORMATS), help="llamacpp: weight formats, comma-separated"
+    )
+    parser.add_argument("--n-ctx", default="128,2048", help="llamacpp: context bounds (edgeshare --max-seq-len)")
+    parser.add_argument("--threads", default="1", help="llamacpp: thread counts, comma-separated")
+    parser.add_argument("--flash-attn", default="off", choices=["off", "on", "auto"], help="llamacpp: flash attention")
+    parser.add_argument("--prompt-tokens", type=int, default=64, help="llamacpp: the prompt's length")
+    parser.add_argument("--peer-new-tokens", type=int, default=64, help="llamacpp: greedy tokens generated")
     return parser
+
+
+def _ints(parser: argparse.ArgumentParser, flag: str, text: str) -> Tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        parser.error(f"{flag} takes comma-separated integers, not {text!r}")
+        raise
+
+
+def _llamacpp_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LlamacppOptions:
+    options = LlamacppOptions(
+        formats=tuple(f.strip() for f in args.formats.split(",") if f.strip()),
+        n_ctx=_ints(parser, "--n-ctx", args.n_ctx),
+        threads=_ints(parser, "--threads", args.threads),
+        flash_attn=args.flash_attn,
+        prompt_tokens=args.prompt_tokens,
+        new_tokens=args.peer_new_tokens,
+        repeats=args.repeats,
+    )
+    try:
+        options.check()
+    except BenchError as e:
+        parser.error(str(e))
+    return options
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -170,21 +232,39 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not args.quiet:
             print(message, file=sys.stderr, flush=True)
 
+    if args.peer_only and args.peer != "llamacpp":
+        parser.error("--peer-only goes with --peer llamacpp")
+    llamacpp = _llamacpp_options(parser, args) if args.peer == "llamacpp" else None
     root = _user_path(args.keep) if args.keep else tempfile.mkdtemp(prefix="edgeshare_llm_")
     start = time.perf_counter()
+    report: Dict[str, Any] = {}
+    tables = []
     try:
-        result = run_llm(
-            spec,
-            root,
-            args.repeats,
-            args.iterations,
-            args.iterations_t32,
-            args.warmup,
-            args.new_tokens,
-            log,
-            args.peer is not None,
-            not args.no_swap,
-        )
+        if not args.peer_only:
+            result = run_llm(
+                spec,
+                root,
+                args.repeats,
+                args.iterations,
+                args.iterations_t32,
+                args.warmup,
+                args.new_tokens,
+                log,
+                args.peer == "executorch",
+                not args.no_swap,
+            )
+            report["tiny-llm"] = result
+            tables.append(format_llm_table(result))
+        if llamacpp is not None:
+            peer_spec = LLAMACPP_MODELS[args.peer_model]
+            try:
+                report.update(measure_llamacpp(peer_spec, os.path.join(root, "llamacpp"), llamacpp, log))
+                tables.append(format_llamacpp_table(report["llamacpp"]))
+            except BenchError as e:  # the peer is opt-in: its failure must not lose the run's figures
+                if args.peer_only:
+                    raise
+                log(f"[tiny-llm] peer llamacpp failed: {e}")
+                report["tiny-llm"]["not_measured"]["peer"] = f"failed: {e}"
     except (BenchError, ValueError, TypeError, OSError) as e:
         print(f"llm: error: {e}", file=sys.stderr)
         return 1
@@ -192,8 +272,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     log(f"done in {time.perf_counter() - start:.0f} s")
-    print(format_llm_table(result))
-    text = to_json({"tiny-llm": result})
+    print("\n".join(tables))
+    text = to_json(report)
     print(text)
     if args.json:
         with open(_user_path(args.json), "w") as f:

@@ -8,8 +8,8 @@ import math
 from typing import Any, Dict, List
 
 import pytest
-from edgeshare.bench._llm_figures import format_llm_table
-from edgeshare.bench._llm_peer import LLM_PEER_GENERATE_KEYS, generate_figures
+from edgeshare.bench._llm_peer_executorch import LLM_PEER_GENERATE_KEYS, generate_figures
+from edgeshare.bench._llm_report import format_llm_table
 
 TOKENS = [5, 7, 7, 1]
 INFO = {"max_abs_error": 1e-5, "export_s": 30.0, "pte_bytes": 3 * 1024 * 1024}

@@ -54,9 +54,10 @@ it fits), bound_ms_b1_read / bound_ms_b1_cached_read (bytes / bandwidth), bound_
 GFLOP/s) and each latency over its bound (*_over_read_bound, *_over_cached_read_bound,
 *_over_fc_bound; 1.0 is the bound).
 
-Stages: _models (what is measured, from edgeshare.models), _export (the files), _measure
-(lora_runner processes, torch eager), _figures (medians, ratios), _roofline (the machine's bounds),
-_peer / _peer_figures (the peer), _report (table, JSON).
+Stages: _lora_model (what is measured, from edgeshare.models), _lora_export (the files),
+_lora_measure (lora_runner processes, torch eager), _lora_figures (medians, ratios), _lora_report
+(the table), _lora_verification, _roofline (the machine's bounds), _peer_executorch (the peer); the
+runner, statistics and JSON every case shares: _runner, _stats, _report; peers' venvs: _peer.
 """
 
 import argparse
@@ -68,15 +69,16 @@ import time
 import warnings
 from typing import Any, Callable, Dict, Optional, Sequence
 
-from edgeshare.bench._export import BenchError, export_model
-from edgeshare.bench._figures import figures
-from edgeshare.bench._measure import measure
-from edgeshare.bench._models import MODELS, BenchModel
-from edgeshare.bench._peer import PEERS, measure_peer
-from edgeshare.bench._peer_figures import PEER_KEYS, peer_figures
-from edgeshare.bench._report import format_table, to_json
+from edgeshare.bench._lora_export import export_model
+from edgeshare.bench._lora_figures import figures
+from edgeshare.bench._lora_measure import measure
+from edgeshare.bench._lora_model import MODELS, BenchModel
+from edgeshare.bench._lora_report import format_table
+from edgeshare.bench._lora_verification import VERIFICATION_KEYS, format_verification, measure_verification
+from edgeshare.bench._peer_executorch import PEER_KEYS, PEERS, measure_peer, peer_figures
+from edgeshare.bench._report import to_json
 from edgeshare.bench._roofline import ROOFLINE_KEYS, RooflineOptions, add_bounds, measure_machine, model_work
-from edgeshare.bench._verification import VERIFICATION_KEYS, format_verification, measure_verification
+from edgeshare.bench._runner import BenchError
 
 __all__ = [
     "PEER_KEYS",

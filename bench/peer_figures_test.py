@@ -1,14 +1,13 @@
 """The peer's figures and table rows from interleaved samples: ratios, the binding's cost, file sizes.
 
-Runs without the peer (its venv is opt-in): the samples are plain numbers as bench/_peer.py collects
+Runs without the peer (its venv is opt-in): the samples are plain numbers as bench/_peer_executorch.py collects
 them; the real peer runs in `bench/lora --peer executorch`."""
 
 import math
 
 import pytest
-from edgeshare.bench._peer import CONFIGS, PeerMeasured
-from edgeshare.bench._peer_figures import PEER_KEYS, peer_figures
-from edgeshare.bench._report import format_table
+from edgeshare.bench._lora_report import format_table
+from edgeshare.bench._peer_executorch import CONFIGS, PEER_KEYS, PeerMeasured, peer_figures
 
 MIB = 1024 * 1024
 

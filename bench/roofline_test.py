@@ -6,7 +6,7 @@ import math
 import subprocess
 
 import pytest
-from edgeshare.bench._export import BenchError
+from edgeshare.bench._runner import BenchError
 from edgeshare.bench._roofline import RooflineOptions, _roofline_path, best_of, bound_figures, measure_machine
 
 

@@ -1,4 +1,4 @@
-"""The benchmark's export stage: every model's programs over one shared foundation.ptd."""
+"""The LoRA case's export stage: every model's programs over one shared foundation.ptd."""
 
 import dataclasses
 import filecmp
@@ -7,15 +7,12 @@ import time
 from typing import Dict, List
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.bench._models import BenchModel
+from edgeshare.bench._lora_model import BenchModel
+from edgeshare.bench._runner import BenchError
 from edgeshare.exir import FoundationDataPolicy, to_edge
 from edgeshare.exir.lora import LoraExportResult, export_lora, export_method
 
-__all__ = ["BenchError", "Exported", "export_model"]
-
-
-class BenchError(RuntimeError):
-    """A benchmark step failed (the runner's or the exporter's message is kept)."""
+__all__ = ["Exported", "export_model"]
 
 
 @dataclasses.dataclass

@@ -1,43 +1,29 @@
-"""The benchmark's figures: medians and ratios from the raw samples, under the report's JSON keys."""
+"""The LoRA case's figures: medians and ratios from the raw samples, under the report's JSON keys."""
 
-import math
 import os
-import statistics
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List
 
-from edgeshare.bench._export import Exported
-from edgeshare.bench._measure import Measured
-from edgeshare.bench._models import NUM_ADAPTERS
+from edgeshare.bench._lora_export import Exported
+from edgeshare.bench._lora_measure import Measured
+from edgeshare.bench._lora_model import NUM_ADAPTERS
+from edgeshare.bench._stats import MIB, median, mib_delta, ratio
 
 __all__ = ["NOT_MEASURED", "figures"]
 
-MIB = 1024.0 * 1024.0
 NOT_MEASURED: Dict[str, str] = {}  # nothing the issue asks for is left out
 _LORA_CONFIGS = ("1", "2_shared", "2_unshared", "8_shared", "8_unshared")
-
-
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values)) if values else float("nan")
-
-
-def _mib(kib: float) -> float:
-    return kib / 1024.0
-
-
-def _ratio(a: float, b: float) -> float:
-    return a / b if b and not math.isnan(a) and not math.isnan(b) else float("nan")
 
 
 def _memory(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
     """rss_mb_*, rss_trimmed_mb_*, rss_file_mb_*, peak_mb_*: MiB grown since before loading."""
 
     def over(name: str, key: str, rest: str = "rss_before_kib") -> float:
-        return _median([_mib(r[key] - r[rest]) for r in runs[name]])
+        return median([mib_delta(r, key, rest) for r in runs[name]])
 
     def steps(name: str) -> List[float]:
         count = len(runs[name][0]["rss_after_kib"])
         return [
-            round(_median([_mib(r["rss_after_kib"][i] - r["rss_before_kib"]) for r in runs[name]]), 3)
+            round(median([(r["rss_after_kib"][i] - r["rss_before_kib"]) / 1024.0 for r in runs[name]]), 3)
             for i in range(count)
         ]
 
@@ -66,13 +52,13 @@ def _load(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, float]:
         return [r["load_ms"][1] for r in lora_runs if r["sharing"] == share and len(r["load_ms"]) > 1]
 
     return {
-        "load_ms_first": _median([r["data_open_ms"] + r["load_ms"][0] for r in lora_runs]),
-        "load_ms_second_shared": _median(second_load(True)),
-        "load_ms_second_unshared": _median(second_load(False)),
-        "load_ms_rest_shared": _median([ms for r in runs["8_shared"] for ms in r["load_ms"][1:]]),
-        "load_ms_rest_unshared": _median([ms for r in runs["8_unshared"] for ms in r["load_ms"][1:]]),
-        "load_ms_foundation_only": _median([r["data_open_ms"] + r["load_ms"][0] for r in runs["foundation"]]),
-        "data_open_ms": _median([r["data_open_ms"] for r in lora_runs]),
+        "load_ms_first": median([r["data_open_ms"] + r["load_ms"][0] for r in lora_runs]),
+        "load_ms_second_shared": median(second_load(True)),
+        "load_ms_second_unshared": median(second_load(False)),
+        "load_ms_rest_shared": median([ms for r in runs["8_shared"] for ms in r["load_ms"][1:]]),
+        "load_ms_rest_unshared": median([ms for r in runs["8_unshared"] for ms in r["load_ms"][1:]]),
+        "load_ms_foundation_only": median([r["data_open_ms"] + r["load_ms"][0] for r in runs["foundation"]]),
+        "data_open_ms": median([r["data_open_ms"] for r in lora_runs]),
     }
 
 
@@ -84,20 +70,20 @@ def _latency(measured: Measured) -> Dict[str, float]:
 
     torch_ms = measured.torch_ms
     return {
-        "latency_ms_b1": _median(latency("1")),
-        "latency_ms_b32": _median(latency("1_b32")),
+        "latency_ms_b1": median(latency("1")),
+        "latency_ms_b32": median(latency("1_b32")),
         "latency_ms_b1_min": min(latency("1")),
         "latency_ms_b32_min": min(latency("1_b32")),
-        "latency_ms_b1_foundation_only": _median(latency("foundation")),
-        "latency_ms_b32_foundation_only": _median(latency("foundation_b32")),
-        "torch_latency_ms_b1": _median(torch_ms[("lora", 1)]),
-        "torch_latency_ms_b32": _median(torch_ms[("lora", 32)]),
-        "torch_latency_ms_b1_foundation_only": _median(torch_ms[("foundation", 1)]),
-        "torch_latency_ms_b32_foundation_only": _median(torch_ms[("foundation", 32)]),
-        "latency_ms_b1_2threads": _median(latency("1_2threads")),
-        "latency_ms_b32_2threads": _median(latency("1_b32_2threads")),
-        "torch_latency_ms_b1_2threads": _median(torch_ms[("lora_2threads", 1)]),
-        "torch_latency_ms_b32_2threads": _median(torch_ms[("lora_2threads", 32)]),
+        "latency_ms_b1_foundation_only": median(latency("foundation")),
+        "latency_ms_b32_foundation_only": median(latency("foundation_b32")),
+        "torch_latency_ms_b1": median(torch_ms[("lora", 1)]),
+        "torch_latency_ms_b32": median(torch_ms[("lora", 32)]),
+        "torch_latency_ms_b1_foundation_only": median(torch_ms[("foundation", 1)]),
+        "torch_latency_ms_b32_foundation_only": median(torch_ms[("foundation", 32)]),
+        "latency_ms_b1_2threads": median(latency("1_2threads")),
+        "latency_ms_b32_2threads": median(latency("1_b32_2threads")),
+        "torch_latency_ms_b1_2threads": median(torch_ms[("lora_2threads", 1)]),
+        "torch_latency_ms_b32_2threads": median(torch_ms[("lora_2threads", 32)]),
     }
 
 
@@ -107,8 +93,8 @@ def _sizes(exported: Exported, runs: Dict[str, List[Dict[str, Any]]]) -> Dict[st
     return {
         "foundation_mb": sizes.shared_bytes / MIB,
         "foundation_file_mb": os.path.getsize(exported.foundation) / MIB,
-        "adapter_mb": _median([b / MIB for b in sizes.adapter_bytes.values()]),
-        "program_file_mb": _median([os.path.getsize(p) / MIB for p in exported.programs_b1]),
+        "adapter_mb": median([b / MIB for b in sizes.adapter_bytes.values()]),
+        "program_file_mb": median([os.path.getsize(p) / MIB for p in exported.programs_b1]),
         "packed_entries_8_shared": runs["8_shared"][0]["packed_entries"],
         "packed_entries_8_unshared": runs["8_unshared"][0]["packed_entries"],
         "bytes_fetched_mb_8_shared": runs["8_shared"][0]["bytes_fetched"] / MIB,
@@ -142,7 +128,7 @@ _RATIOS = {
 def _derived(out: Dict[str, Any]) -> Dict[str, float]:
     """The ratios, and the RSS each program after the first adds."""
     extra = NUM_ADAPTERS - 1
-    derived = {key: _ratio(out[a], out[b]) for key, (a, b) in _RATIOS.items()}
+    derived = {key: ratio(out[a], out[b]) for key, (a, b) in _RATIOS.items()}
     derived["rss_mb_per_extra_program_shared"] = (out["rss_mb_8_shared"] - out["rss_mb_1"]) / extra
     derived["rss_mb_per_extra_program_unshared"] = (out["rss_mb_8_unshared"] - out["rss_mb_1"]) / extra
     derived["rss_trimmed_mb_per_extra_program_shared"] = (

@@ -3,11 +3,11 @@ which fetches, hashes and packs every foundation weight) with content verificati
 (lora_runner --no-verify: trusted files), at 1 and 2 threads, in fresh processes, and what the
 second thread buys (2 threads over 1, verified and unverified)."""
 
-import statistics
 from typing import Any, Dict, List
 
-from edgeshare.bench._export import BenchError, Exported
-from edgeshare.bench._measure import run_runner
+from edgeshare.bench._lora_export import Exported
+from edgeshare.bench._runner import BenchError, RunnerConfig, run_runner
+from edgeshare.bench._stats import median
 
 __all__ = ["VERIFICATION_KEYS", "format_verification", "measure_verification"]
 
@@ -47,11 +47,11 @@ def measure_verification(exported: Exported, repeats: int) -> Dict[str, float]:
         for threads, suffix in ((1, ""), (2, "_2threads")):
             for verify in (True, False):
                 name = f"load_ms_first_{'verified' if verify else 'unverified'}{suffix}"
-                report = run_runner(program, exported.foundation, threads=threads, verify=verify)
+                report = run_runner(RunnerConfig(program, [exported.foundation], threads=threads, verify=verify))
                 if report.get("verify") is not verify:
                     raise BenchError(f"lora_runner reported verify={report.get('verify')}, asked {verify}")
                 samples.setdefault(name, []).append(_first_load_ms(report))
-    out = {name: statistics.median(values) for name, values in samples.items()}
+    out = {name: median(values) for name, values in samples.items()}
     for suffix in ("", "_2threads"):
         out[f"load_first_verified_over_unverified{suffix}"] = (
             out[f"load_ms_first_verified{suffix}"] / out[f"load_ms_first_unverified{suffix}"]

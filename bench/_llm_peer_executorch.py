@@ -2,7 +2,7 @@
 same PEFT model (first adapter; foundation weights in its own .ptd); its forward is timed
 interleaved with lora_runner processes, and its KV-cache generation with tools/generate, 1 thread.
 
-The peer runs in the venv bench/_peer.py makes, through bench/executorch_peer.py; it gets the
+The peer runs in the venv bench/_peer_executorch.py names, through bench/executorch_peer.py; it gets the
 model as torch.export.save'd programs:
 - "t1" / "t32": the stateless forward at T=1 and T=32 (ExecuTorch's XNNPACK flow lowers static
   shapes here; edgeshare's program is one dynamic export for both lengths);
@@ -16,15 +16,17 @@ model as torch.export.save'd programs:
 """
 
 import os
-import statistics
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import torch
-from edgeshare.bench._llm_measure import PROMPT_TOKENS, LlmExported, run_forward, run_generate
+from edgeshare.bench._llm_measure import PROMPT_TOKENS, LlmExported, forward_config, generate
 from edgeshare.bench._llm_model import LlmFiles
-from edgeshare.bench._peer import PeerProcess, peer_python
+from edgeshare.bench._peer import PeerProcess, peer_python, peer_script, save_program, write_manifest
+from edgeshare.bench._peer_executorch import VENV
+from edgeshare.bench._runner import run_runner
+from edgeshare.bench._stats import MIB, median, ratio
 from edgeshare.exir.hf import CausalLMLogits, load_hf_model, load_peft_adapter
 from edgeshare.exir.hf_cache import CachedCausalLM, cached_dynamic_shapes
 
@@ -55,13 +57,7 @@ CACHED = "cached"
 def _save(
     module: torch.nn.Module, inputs: tuple, out_dir: str, name: str, dynamic_shapes: Optional[Any] = None
 ) -> Dict[str, Any]:
-    pt2 = os.path.join(out_dir, f"{name}.pt2")
-    inputs_path = os.path.join(out_dir, f"{name}_inputs.pt")
-    with torch.no_grad():
-        program = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes, strict=False)
-        torch.export.save(program, pt2)
-    torch.save(inputs, inputs_path)
-    return {"pt2": pt2, "inputs": inputs_path, "separate": True}
+    return {**save_program(module, inputs, out_dir, name, strict=False, dynamic_shapes=dynamic_shapes), "separate": True}
 
 
 def _specs(files: LlmFiles, exported: LlmExported, folder: str, max_seq_len: Optional[int]) -> Dict[str, Any]:
@@ -85,15 +81,15 @@ def _forward_figures(peer: PeerProcess, ours: Dict[int, List[float]], theirs: Di
     out: Dict[str, Any] = {}
     for tokens in (1, 32):
         info = peer.ready["programs"][f"t{tokens}"]
-        out[f"peer_latency_ms_t{tokens}"] = float(statistics.median(theirs[tokens]))
-        out[f"peer_edgeshare_latency_ms_t{tokens}"] = float(statistics.median(ours[tokens]))
-        out[f"latency_t{tokens}_over_peer"] = (
-            out[f"peer_edgeshare_latency_ms_t{tokens}"] / out[f"peer_latency_ms_t{tokens}"]
+        out[f"peer_latency_ms_t{tokens}"] = median(theirs[tokens])
+        out[f"peer_edgeshare_latency_ms_t{tokens}"] = median(ours[tokens])
+        out[f"latency_t{tokens}_over_peer"] = ratio(
+            out[f"peer_edgeshare_latency_ms_t{tokens}"], out[f"peer_latency_ms_t{tokens}"]
         )
         out[f"peer_max_abs_error_t{tokens}"] = info.get("max_abs_error")
         out[f"peer_export_s_t{tokens}"] = info.get("export_s")
-        out[f"peer_pte_mb_t{tokens}"] = info.get("pte_bytes", 0) / (1024.0 * 1024.0)
-        out["peer_ptd_mb"] = info.get("ptd_bytes", 0) / (1024.0 * 1024.0)
+        out[f"peer_pte_mb_t{tokens}"] = info.get("pte_bytes", 0) / MIB
+        out["peer_ptd_mb"] = info.get("ptd_bytes", 0) / MIB
     return out
 
 
@@ -107,23 +103,23 @@ def generate_figures(
     """Medians of the interleaved generations (ours: fresh tools/generate processes; theirs: freshly
     loaded methods; theirs_warm: the same method again); every run's tokens must equal transformers'."""
 
-    def median(runs: List[Dict[str, Any]], key: str) -> float:
-        return float(statistics.median(g[key] for g in runs))
+    def of(runs: List[Dict[str, Any]], key: str) -> float:
+        return median(g[key] for g in runs)
 
     out: Dict[str, Any] = {
-        "peer_prefill_ms": median(theirs, "prefill_ms"),
-        "peer_decode_tokens_per_s": median(theirs, "decode_tokens_per_s"),
-        "peer_prefill_ms_warm": median(theirs_warm, "prefill_ms"),
-        "peer_decode_tokens_per_s_warm": median(theirs_warm, "decode_tokens_per_s"),
-        "peer_edgeshare_prefill_ms": median(ours, "prefill_ms"),
-        "peer_edgeshare_decode_tokens_per_s": median(ours, "decode_tokens_per_s"),
+        "peer_prefill_ms": of(theirs, "prefill_ms"),
+        "peer_decode_tokens_per_s": of(theirs, "decode_tokens_per_s"),
+        "peer_prefill_ms_warm": of(theirs_warm, "prefill_ms"),
+        "peer_decode_tokens_per_s_warm": of(theirs_warm, "decode_tokens_per_s"),
+        "peer_edgeshare_prefill_ms": of(ours, "prefill_ms"),
+        "peer_edgeshare_decode_tokens_per_s": of(ours, "decode_tokens_per_s"),
         "peer_generate_tokens_match": all(g["tokens"] == reference for g in theirs + theirs_warm + ours),
         "peer_max_abs_error_cached": info.get("max_abs_error"),
         "peer_export_s_cached": info.get("export_s"),
-        "peer_pte_mb_cached": info.get("pte_bytes", 0) / (1024.0 * 1024.0),
+        "peer_pte_mb_cached": info.get("pte_bytes", 0) / MIB,
     }
-    out["prefill_over_peer"] = out["peer_edgeshare_prefill_ms"] / out["peer_prefill_ms"]
-    out["decode_rate_over_peer"] = out["peer_edgeshare_decode_tokens_per_s"] / out["peer_decode_tokens_per_s"]
+    out["prefill_over_peer"] = ratio(out["peer_edgeshare_prefill_ms"], out["peer_prefill_ms"])
+    out["decode_rate_over_peer"] = ratio(out["peer_edgeshare_decode_tokens_per_s"], out["peer_decode_tokens_per_s"])
     return out
 
 
@@ -156,16 +152,12 @@ def measure_llm_peer(
     Raises:
       BenchError: the venv, the peer's export or load, or a timing failed.
     """
-    import json  # noqa: PLC0415
-
     start = time.perf_counter()
-    python = peer_python("executorch", log)
+    python = peer_python(VENV, log)
     folder = os.path.join(work_dir, "peer_executorch")
-    manifest_path = os.path.join(folder, "manifest.json")
     specs = _specs(files, exported, folder, generation["max_seq_len"] if generation else None)
-    with open(manifest_path, "w") as f:
-        json.dump({"out_dir": folder, "programs": specs}, f)
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "executorch_peer.py")
+    manifest_path = write_manifest(folder, {"out_dir": folder, "programs": specs})
+    script = peer_script("executorch_peer.py")
     log("[tiny-llm] peer executorch: lowering with its XNNPACK flow")
     peer = PeerProcess(python, script, manifest_path, os.path.join(folder, "peer.log"))
     not_measured: Dict[str, str] = {}
@@ -185,11 +177,11 @@ def measure_llm_peer(
         for _ in range(repeats):
             for tokens in (1, 32):
                 n = iterations[tokens]
-                ours[tokens] += run_forward(exported, exported.programs[0], tokens, n, warmup)["latency_ms"]
+                ours[tokens] += run_runner(forward_config(exported, exported.programs[0], tokens, n, warmup))["latency_ms"]
                 theirs[tokens] += peer.time(f"t{tokens}", 1, n, warmup)
             if generating:
                 prompt = exported.inputs[PROMPT_TOKENS]
-                ours_generate.append(run_generate(exported, prompt, generation["new_tokens"]))
+                ours_generate.append(generate(exported, prompt, generation["new_tokens"]))
                 # Cold, as tools/generate's fresh process is (the program reloaded, untimed), then warm.
                 theirs_generate.append(peer.generate(CACHED, 1, generation["new_tokens"], 0, True))
                 theirs_warm.append(peer.generate(CACHED, 1, generation["new_tokens"], 0, False))

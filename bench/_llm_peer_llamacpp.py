@@ -1,0 +1,424 @@
+"""The tiny-LLM case's llama.cpp peer (opt-in, `bench/llm --peer llamacpp`): the same Hugging Face
+model and PEFT adapters, converted with the converters of the llama.cpp it runs, generating
+greedily at matching formats, context bounds and threads, interleaved with tools/generate.
+
+The peer's venv (bench/_peer.py, under ~/.cache/edgeshare-bench/llamacpp-0.3.36, made on first use:
+torch, transformers, peft, safetensors, sentencepiece, then llama-cpp-python==0.3.36 built from
+its sdist for this CPU with -DGGML_NATIVE=ON, about 11 minutes on 2 cores) is never a build or
+test dependency. The converters come from that same sdist (vendor/llama.cpp/convert_hf_to_gguf.py,
+convert_lora_to_gguf.py, conversion/ and gguf-py/), unpacked into the venv.
+
+For each format in FORMATS the model is converted (or quantized from F32) once; edgeshare exports
+the same model and adapters (export_hf_lora, XnnpackPartitioner with the format's options) once
+per bound. Then, `repeats` times round-robin over (bound, threads, format): a fresh tools/generate
+(adapter1.pte over foundation.ptd) and a fresh bench/llamacpp_peer.py process (the model GGUF with
+both adapters loaded, adapter1 set at scale 1, n_ctx = the bound), each prefilling the same
+prompt and decoding greedily; each process's peak RSS is its own (wait4). llama.cpp's flash
+attention is off unless asked (on, it rounds Q to F16 and its F32 logits drift from transformers').
+"""
+
+import dataclasses
+import os
+import tarfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.bench._llm_measure import generate_torch
+from edgeshare.bench._llm_model import LlmFiles, LlmSpec, save_llm
+from edgeshare.bench._peer import VenvSpec, VenvStep, peer_python, peer_script, pip_install
+from edgeshare.bench._report import Rows, format_value
+from edgeshare.bench._runner import BenchError, json_report, run_generate, run_process
+from edgeshare.bench._stats import MIB, median, ratio
+from edgeshare.exir.hf import export_hf_lora, load_hf_model, load_peft_adapter
+
+__all__ = [
+    "FORMATS",
+    "LLAMACPP_MODELS",
+    "VENV",
+    "Format",
+    "LlamacppOptions",
+    "format_llamacpp_table",
+    "llamacpp_rows",
+    "measure_llamacpp",
+]
+
+VERSION = "0.3.36"
+SDIST = f"llama_cpp_python-{VERSION}.tar.gz"
+VENV = VenvSpec(
+    f"llamacpp-{VERSION}",
+    (
+        pip_install(
+            "torch==2.13.0",
+            "transformers==5.24.0",
+            "peft==0.21.2",
+            "safetensors==0.8.0",
+            "protobuf==7.36.2",
+            "sentencepiece==0.2.3",
+            "numpy==2.4.6",
+            "pyyaml==6.0.4",
+        ),
+        VenvStep(("pip", "download", "--no-binary", ":all:", "--no-deps", "-d", "{venv}/sdist", f"llama-cpp-python=={VERSION}")),
+        VenvStep(
+            ("pip", "install", "--no-binary", "llama-cpp-python", f"{{venv}}/sdist/{SDIST}"),
+            env=(("CMAKE_ARGS", "-DGGML_NATIVE=ON"),),
+            nice=True,
+        ),
+    ),
+    note="(llama-cpp-python built from source: about 11 minutes on 2 cores)",
+)
+# What the converters need from the sdist, under llama_cpp_python-VERSION/vendor/llama.cpp/.
+_CONVERTER_PARTS = ("convert_hf_to_gguf.py", "convert_lora_to_gguf.py", "conversion/", "gguf-py/")
+TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+# The models the peer stage measures (--peer-model): bench/llm's Llama, a SmolLM2-135M shape, and a
+# very small one for trying the plumbing; two PEFT adapters on every projection each.
+LLAMACPP_MODELS: Dict[str, LlmSpec] = {
+    "small": LlmSpec(layers=2, hidden=64, intermediate=128, heads=4, kv_heads=2, vocab=256, rank=4, alpha=8.0,
+                     adapters=2, targets=TARGETS_ALL),
+    "llm": LlmSpec(adapters=2, targets=TARGETS_ALL),
+    "smollm2": LlmSpec(
+        layers=30,
+        hidden=576,
+        intermediate=1536,
+        heads=9,
+        kv_heads=3,
+        vocab=49152,
+        tied=True,
+        adapters=2,
+        targets=TARGETS_ALL,
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """One weight format, on both sides.
+
+    Attributes:
+      name: as llama.cpp names it (F32, F16, Q8_0, Q4_0).
+      gguf: convert_hf_to_gguf.py --outtype, or None when quantized from the F32 file.
+      quantize: llama_model_quantize's type (from F32), or None.
+      edgeshare: XnnpackPartitioner options of the matching edgeshare export, or None when
+        edgeshare has no such format yet (llama.cpp alone is measured).
+    """
+
+    name: str
+    gguf: Optional[str] = None
+    quantize: Optional[str] = None
+    edgeshare: Optional[Tuple[Tuple[str, str], ...]] = None
+
+
+# One line per format; an edgeshare format joins its llama.cpp twin by setting `edgeshare`.
+FORMATS: Tuple[Format, ...] = (
+    Format("F32", gguf="f32", edgeshare=(("fc_weight_dtype", "fp32"),)),
+    Format("F16", gguf="f16", edgeshare=(("fc_weight_dtype", "fp16"),)),
+    Format("Q8_0", gguf="q8_0"),
+    Format("Q4_0", quantize="q4_0"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamacppOptions:
+    """What the peer stage measures.
+
+    Attributes:
+      formats: names in FORMATS.
+      n_ctx: context bounds (edgeshare's --max-seq-len, llama.cpp's n_ctx), each >= prompt + new.
+      threads: thread counts of both sides.
+      flash_attn: llama.cpp's flash attention: "off" (exact at F32), "on" or "auto".
+      prompt_tokens: the prompt's length (seeded random ids).
+      new_tokens: greedy tokens generated.
+      repeats: fresh processes per configuration and side, round-robin.
+    """
+
+    formats: Tuple[str, ...] = tuple(f.name for f in FORMATS)
+    n_ctx: Tuple[int, ...] = (128, 2048)
+    threads: Tuple[int, ...] = (1,)
+    flash_attn: str = "off"
+    prompt_tokens: int = 64
+    new_tokens: int = 64
+    repeats: int = 3
+
+    def check(self) -> None:
+        """Raises BenchError naming the first option out of range."""
+        unknown = [f for f in self.formats if f not in {x.name for x in FORMATS}]
+        if unknown or not self.formats:
+            raise BenchError(f"unknown format(s) {unknown}; choose from {', '.join(f.name for f in FORMATS)}")
+        if min(self.n_ctx, default=0) < self.prompt_tokens + self.new_tokens:
+            raise BenchError(f"every n_ctx must hold the prompt and the new tokens ({self.prompt_tokens + self.new_tokens})")
+        if min(self.threads, default=0) < 1 or self.repeats < 1 or self.new_tokens < 2 or self.prompt_tokens < 1:
+            raise BenchError("threads, repeats and prompt tokens must be at least 1, new tokens at least 2")
+        if self.flash_attn not in ("off", "on", "auto"):
+            raise BenchError(f"flash attention is off, on or auto, not {self.flash_attn!r}")
+
+
+def _converters(python: str) -> str:
+    """The converters of the venv's llama.cpp, unpacked once from the sdist it was built from."""
+    venv = os.path.dirname(os.path.dirname(python))
+    folder = os.path.join(venv, "converters")
+    if os.path.exists(os.path.join(folder, "convert_hf_to_gguf.py")):
+        return folder
+    prefix = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/"
+    partial = folder + ".partial"
+    with tarfile.open(os.path.join(venv, "sdist", SDIST)) as sdist:
+        members = []
+        for member in sdist.getmembers():
+            rest = member.name[len(prefix) :] if member.name.startswith(prefix) else ""
+            if member.isfile() and any(rest == p or (p.endswith("/") and rest.startswith(p)) for p in _CONVERTER_PARTS):
+                member.name = rest
+                members.append(member)
+        sdist.extractall(partial, members=members, filter="data")
+    os.rename(partial, folder)
+    return folder
+
+
+def _peer(python: str, args: List[str], what: str) -> Dict[str, Any]:
+    """One bench/llamacpp_peer.py process -> its JSON line (with its peak RSS)."""
+    proc = run_process([python, peer_script("llamacpp_peer.py")] + args)
+    if proc.returncode != 0:
+        last = (proc.stdout.strip().splitlines() or [""])[-1]
+        raise BenchError(f"llama.cpp {what} failed: {last or proc.stderr.strip()[-500:]}")
+    return json_report(proc, f"llama.cpp {what}")
+
+
+@dataclasses.dataclass
+class _Files:
+    """Both sides' files: format -> GGUF entry; adapters; (format, bound) -> edgeshare export."""
+
+    gguf: Dict[str, Dict[str, Any]]
+    gguf_adapters: Dict[str, Dict[str, Any]]
+    edgeshare: Dict[Tuple[str, int], Dict[str, Any]]
+    prompt: str
+
+
+def _convert(python: str, files: LlmFiles, formats: Sequence[Format], out: str) -> Dict[str, Any]:
+    args = ["convert", "--converters", _converters(python), "--model-dir", files.model_dir, "--out", out]
+    for fmt in formats:
+        args += ["--outtype", fmt.gguf] if fmt.gguf else ["--quantize", fmt.quantize or ""]
+    for name, folder in files.adapter_dirs.items():
+        args += ["--adapter", f"{name}={folder}"]
+    return _peer(python, args, "conversion")
+
+
+def _export(files: LlmFiles, fmt: Format, bound: int, out: str, log: Callable[[str], None]) -> Dict[str, Any]:
+    start = time.perf_counter()
+    partitioner = XnnpackPartitioner(**dict(fmt.edgeshare or ()))
+    result = export_hf_lora(files.model_dir, files.adapter_dirs, out, bound, partitioner)
+    first = next(iter(files.adapter_dirs))
+    log(f"[llamacpp] edgeshare {fmt.name} at bound {bound} exported in {time.perf_counter() - start:.0f} s")
+    return {
+        "program": result.program_paths[first],
+        "foundation": result.foundation_path,
+        "export_s": time.perf_counter() - start,
+        "foundation_bytes": os.path.getsize(result.foundation_path),
+        "adapter_bytes": result.adapter_bytes[first],
+    }
+
+
+def _reference(files: LlmFiles, prompt: str, new_tokens: int) -> Dict[str, Any]:
+    """transformers + PEFT (first adapter), greedy with its own KV cache, 1 thread."""
+    first = next(iter(files.adapter_dirs))
+    model = load_peft_adapter(load_hf_model(files.model_dir), first, files.adapter_dirs[first]).eval()
+    ids = torch.from_numpy(np.load(prompt))
+    generate_torch(model, ids, 2)  # warm-up: the first cached call
+    return generate_torch(model, ids, new_tokens)
+
+
+def _configs(options: LlamacppOptions) -> List[Tuple[Format, int, int]]:
+    chosen = [f for f in FORMATS if f.name in options.formats]
+    return [(fmt, bound, threads) for bound in options.n_ctx for threads in options.threads for fmt in chosen]
+
+
+def measure_llamacpp(
+    spec: LlmSpec, work_dir: str, options: LlamacppOptions, log: Callable[[str], None] = lambda message: None
+) -> Dict[str, Any]:
+    """Converts, exports and times both sides interleaved -> the stage's figures.
+
+    Args:
+      spec: the model (LLAMACPP_MODELS); its max_seq_len is replaced by each bound.
+      work_dir: where the model, conversions and exports go.
+      options: formats, bounds, threads, lengths, repeats.
+      log: progress messages.
+
+    Returns:
+      {"llamacpp": {"model", "flash_attn", "rows": [one per (format, n_ctx, threads)], ...}}.
+
+    Raises:
+      BenchError: an option is out of range, or the venv, a conversion, an export or a run failed.
+    """
+    options.check()
+    start = time.perf_counter()
+    spec = dataclasses.replace(spec, max_seq_len=max(options.n_ctx))  # positions the config covers
+    python = peer_python(VENV, log)
+    log(f"[llamacpp] writing the model and {spec.adapters} adapters ({spec.describe()})")
+    files = save_llm(spec, os.path.join(work_dir, "hf"))
+    prompt = os.path.join(work_dir, "prompt.npy")
+    ids = torch.randint(0, spec.vocab, (1, options.prompt_tokens), generator=torch.Generator().manual_seed(164))
+    np.save(prompt, ids.numpy().astype(np.int64))
+    log("[llamacpp] transformers + PEFT reference tokens")
+    reference = _reference(files, prompt, options.new_tokens)
+    formats = [f for f in FORMATS if f.name in options.formats]
+    log(f"[llamacpp] converting with llama.cpp's converters: {', '.join(f.name for f in formats)} and the adapters")
+    converted = _convert(python, files, formats, os.path.join(work_dir, "gguf"))
+    exports = {
+        (fmt.name, bound): _export(files, fmt, bound, os.path.join(work_dir, f"edgeshare_{fmt.name}_{bound}"), log)
+        for fmt in formats
+        if fmt.edgeshare is not None
+        for bound in options.n_ctx
+    }
+    adapters = [converted["adapters"][name]["path"] for name in files.adapter_dirs]
+    ours: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
+    theirs: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
+    for r in range(options.repeats):
+        log(f"[llamacpp] timing, interleaved: repeat {r + 1} of {options.repeats}")
+        for fmt, bound, threads in _configs(options):
+            key = (fmt.name, bound, threads)
+            if (fmt.name, bound) in exports:
+                ex = exports[(fmt.name, bound)]
+                ours.setdefault(key, []).append(
+                    run_generate(ex["program"], [ex["foundation"]], prompt, options.new_tokens, threads)
+                )
+            gguf = converted["models"][(fmt.gguf or fmt.quantize or "").lower()]["path"]
+            args = ["generate", "--model", gguf, "--active", "0", "--prompt", prompt]
+            for path in adapters:
+                args += ["--lora", path]
+            args += ["--new-tokens", str(options.new_tokens), "--n-ctx", str(bound), "--threads", str(threads)]
+            args += ["--flash-attn", options.flash_attn]
+            theirs.setdefault(key, []).append(_peer(python, args, f"{fmt.name} generation"))
+    files_info = {"gguf": converted, "edgeshare": {f"{k[0]}_{k[1]}": v for k, v in exports.items()}}
+    rows = llamacpp_rows(options, files_info, ours, theirs, reference["tokens"])
+    return {
+        "llamacpp": {
+            "peer": f"llama.cpp (llama-cpp-python {VERSION}, built with -DGGML_NATIVE=ON)",
+            "model": spec.describe(),
+            "flash_attn": options.flash_attn,
+            "prompt_tokens": options.prompt_tokens,
+            "new_tokens": options.new_tokens,
+            "repeats": options.repeats,
+            "rows": rows,
+            "transformers_prefill_ms": reference["prefill_ms"],
+            "transformers_decode_tokens_per_s": reference["decode_tokens_per_s"],
+            "convert_s": {k: v["convert_s"] for k, v in converted["models"].items()},
+            "export_s": {f"{k[0]}_{k[1]}": v["export_s"] for k, v in exports.items()},
+            "stage_s": time.perf_counter() - start,
+        }
+    }
+
+
+def _agree(runs: Sequence[Dict[str, Any]], tokens: Sequence[int]) -> Optional[bool]:
+    return all(list(r["tokens"]) == list(tokens) for r in runs) if runs else None
+
+
+def _first_difference(runs: Sequence[Dict[str, Any]], tokens: Sequence[int]) -> Optional[int]:
+    """The first position where a run's tokens leave `tokens` (None: none does)."""
+    worst: Optional[int] = None
+    for r in runs:
+        for i, (a, b) in enumerate(zip(r["tokens"], tokens)):
+            if a != b:
+                worst = i if worst is None else min(worst, i)
+                break
+    return worst
+
+
+def llamacpp_rows(
+    options: LlamacppOptions,
+    files: Dict[str, Any],
+    ours: Dict[Tuple[str, int, int], List[Dict[str, Any]]],
+    theirs: Dict[Tuple[str, int, int], List[Dict[str, Any]]],
+    reference: Sequence[int],
+) -> List[Dict[str, Any]]:
+    """One row per (format, n_ctx, threads) from the interleaved runs: medians, ratios, agreement.
+
+    Args:
+      options: what was measured.
+      files: {"gguf": the conversion's report, "edgeshare": {"<format>_<bound>": export info}}.
+      ours: tools/generate reports (with peak_rss_kib) per configuration; none for a format
+        edgeshare does not have.
+      theirs: llamacpp_peer.py generate reports (with peak_rss_kib) per configuration.
+      reference: transformers' greedy tokens.
+
+    Returns:
+      Rows; *_over_llamacpp ratios are edgeshare / llama.cpp (prefill below 1 and decode above 1:
+      edgeshare faster); NaN where edgeshare has no such format.
+    """
+    rows = []
+    adapters = files["gguf"]["adapters"]
+    for fmt, bound, threads in _configs(options):
+        key = (fmt.name, bound, threads)
+        mine, peer = ours.get(key, []), theirs.get(key, [])
+        gguf = files["gguf"]["models"][(fmt.gguf or fmt.quantize or "").lower()]
+        export = files["edgeshare"].get(f"{fmt.name}_{bound}", {})
+        row: Dict[str, Any] = {
+            "format": fmt.name,
+            "n_ctx": bound,
+            "threads": threads,
+            "edgeshare_weights_mb": export["foundation_bytes"] / MIB if export else float("nan"),
+            "edgeshare_adapter_mb": export["adapter_bytes"] / MIB if export else float("nan"),
+            "llamacpp_weights_mb": gguf["bytes"] / MIB,
+            "llamacpp_adapter_mb": next(iter(adapters.values()))["bytes"] / MIB if adapters else float("nan"),
+            "edgeshare_peak_rss_mb": median(r["peak_rss_kib"] / 1024.0 for r in mine),
+            "llamacpp_peak_rss_mb": median(r["peak_rss_kib"] / 1024.0 for r in peer),
+            # The interpreter and llama_cpp's import, before the model: part of its peak, not of llama.cpp.
+            "llamacpp_rss_before_load_mb": median(r.get("rss_before_load_kib", 0) / 1024.0 for r in peer),
+            "edgeshare_prefill_ms": median(r["prefill_ms"] for r in mine),
+            "llamacpp_prefill_ms": median(r["prefill_ms"] for r in peer),
+            "llamacpp_first_prefill_ms": median(r["first_prefill_ms"] for r in peer),
+            "edgeshare_decode_tokens_per_s": median(r["decode_tokens_per_s"] for r in mine),
+            "llamacpp_decode_tokens_per_s": median(r["decode_tokens_per_s"] for r in peer),
+            "edgeshare_tokens_match_transformers": _agree(mine, reference),
+            "llamacpp_tokens_match_transformers": _agree(peer, reference),
+            "llamacpp_tokens_match_edgeshare": _agree(peer, mine[0]["tokens"]) if mine else None,
+            "llamacpp_first_difference": _first_difference(peer, reference),
+            "samples": len(peer),
+        }
+        row["prefill_over_llamacpp"] = ratio(row["edgeshare_prefill_ms"], row["llamacpp_prefill_ms"])
+        row["decode_rate_over_llamacpp"] = ratio(row["edgeshare_decode_tokens_per_s"], row["llamacpp_decode_tokens_per_s"])
+        row["weights_over_llamacpp"] = ratio(row["edgeshare_weights_mb"], row["llamacpp_weights_mb"])
+        rows.append(row)
+    return rows
+
+
+# (header, row key, width) of the table's columns.
+_COLUMNS: Tuple[Tuple[str, str, int], ...] = (
+    ("format", "format", 6),
+    ("n_ctx", "n_ctx", 6),
+    ("thr", "threads", 4),
+    ("es MiB", "edgeshare_weights_mb", 8),
+    ("lc MiB", "llamacpp_weights_mb", 8),
+    ("es RSS", "edgeshare_peak_rss_mb", 8),
+    ("lc RSS", "llamacpp_peak_rss_mb", 8),
+    ("es pre ms", "edgeshare_prefill_ms", 10),
+    ("lc pre ms", "llamacpp_prefill_ms", 10),
+    ("es/lc", "prefill_over_llamacpp", 7),
+    ("es tok/s", "edgeshare_decode_tokens_per_s", 9),
+    ("lc tok/s", "llamacpp_decode_tokens_per_s", 9),
+    ("es/lc", "decode_rate_over_llamacpp", 7),
+    ("es=hf", "edgeshare_tokens_match_transformers", 6),
+    ("lc=hf", "llamacpp_tokens_match_transformers", 6),
+    ("lc=es", "llamacpp_tokens_match_edgeshare", 6),
+)
+# The stage's summary lines (label, key of result["llamacpp"]).
+SUMMARY: Rows = (
+    ("  peer", "peer"),
+    ("  model", "model"),
+    ("  llama.cpp flash attention", "flash_attn"),
+    ("  transformers prefill ms (1 thread)", "transformers_prefill_ms"),
+    ("  transformers decode tokens/s (1 thread)", "transformers_decode_tokens_per_s"),
+)
+
+
+def format_llamacpp_table(stage: Dict[str, Any]) -> str:
+    """The stage's rows as a text table (es: edgeshare, lc: llama.cpp, hf: transformers)."""
+    lines = ["Against llama.cpp: greedy generation, interleaved fresh processes"]
+    lines += [f"{label:42s} {format_value(stage.get(key))}" for label, key in SUMMARY]
+    lines.append(
+        f"  prompt {stage.get('prompt_tokens')} tokens, {stage.get('new_tokens')} new; medians of "
+        f"{stage.get('repeats')} runs; MiB: weights on disk; RSS: each process's peak, MiB"
+    )
+    lines.append("".join(f"{header:>{width}}" for header, _, width in _COLUMNS))
+    for row in stage.get("rows", []):
+        lines.append("".join(f"{format_value(row.get(key)):>{width}}" for _, key, width in _COLUMNS))
+    return "\n".join(lines)

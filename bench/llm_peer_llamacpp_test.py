@@ -1,0 +1,101 @@
+"""The llama.cpp peer's rows and table from plain samples: medians, ratio orientation, token
+agreement, formats edgeshare does not have yet, and option checks.
+
+Runs without the peer (its venv is opt-in): the samples are what bench/llamacpp_peer.py and
+tools/generate report; the real peer runs in `bench/llm --peer llamacpp`."""
+
+import math
+from typing import Any, Dict, List
+
+import pytest
+from edgeshare.bench._llm_peer_llamacpp import (
+    FORMATS,
+    LlamacppOptions,
+    format_llamacpp_table,
+    llamacpp_rows,
+)
+from edgeshare.bench._runner import BenchError
+
+MIB = 1024 * 1024
+TOKENS = [5, 7, 7, 1]
+OPTIONS = LlamacppOptions(formats=("F32", "Q8_0"), n_ctx=(128,), threads=(1,), repeats=3)
+FILES: Dict[str, Any] = {
+    "gguf": {
+        "models": {"f32": {"bytes": 400 * MIB}, "q8_0": {"bytes": 106 * MIB}},
+        "adapters": {"adapter1": {"bytes": 2 * MIB}, "adapter2": {"bytes": 2 * MIB}},
+    },
+    "edgeshare": {"F32_128": {"foundation_bytes": 400 * MIB, "adapter_bytes": 3 * MIB}},
+}
+
+
+def _runs(prefill: List[float], rate: List[float], tokens: List[int] = TOKENS) -> List[Dict[str, Any]]:
+    return [
+        {"tokens": list(tokens), "prefill_ms": p, "decode_tokens_per_s": r, "peak_rss_kib": 1024 * 500,
+         "first_prefill_ms": 2 * p}
+        for p, r in zip(prefill, rate)
+    ]
+
+
+def _rows(ours_tokens: List[int] = TOKENS, theirs_tokens: List[int] = TOKENS) -> List[Dict[str, Any]]:
+    ours = {("F32", 128, 1): _runs([10.0, 11.0, 90.0], [30.0, 33.0, 1.0], ours_tokens)}
+    theirs = {
+        ("F32", 128, 1): _runs([20.0, 22.0, 21.0], [20.0, 22.0, 21.0], theirs_tokens),
+        ("Q8_0", 128, 1): _runs([15.0, 15.0, 15.0], [40.0, 40.0, 40.0], theirs_tokens),
+    }
+    return llamacpp_rows(OPTIONS, FILES, ours, theirs, TOKENS)
+
+
+def test_ratios_are_medians_edgeshare_over_llamacpp() -> None:
+    f32 = _rows()[0]
+    assert (f32["format"], f32["n_ctx"], f32["threads"]) == ("F32", 128, 1)
+    assert f32["edgeshare_prefill_ms"] == 11.0 and f32["llamacpp_prefill_ms"] == 21.0
+    assert f32["prefill_over_llamacpp"] == pytest.approx(11.0 / 21.0)
+    assert f32["decode_rate_over_llamacpp"] == pytest.approx(30.0 / 21.0)
+    assert f32["weights_over_llamacpp"] == pytest.approx(1.0)
+    assert f32["llamacpp_first_prefill_ms"] == 42.0
+    assert f32["edgeshare_peak_rss_mb"] == 500.0 and f32["llamacpp_adapter_mb"] == 2.0
+    assert f32["edgeshare_tokens_match_transformers"] is True
+    assert f32["llamacpp_tokens_match_edgeshare"] is True
+
+
+def test_a_format_edgeshare_lacks_has_llamacpp_figures_and_no_ratio() -> None:
+    q8 = _rows()[1]
+    assert q8["format"] == "Q8_0" and q8["llamacpp_decode_tokens_per_s"] == 40.0
+    assert math.isnan(q8["edgeshare_prefill_ms"]) and math.isnan(q8["decode_rate_over_llamacpp"])
+    assert q8["llamacpp_tokens_match_edgeshare"] is None
+    table = format_llamacpp_table({"rows": _rows(), "flash_attn": "off"})
+    q8_line = next(line for line in table.splitlines() if line.split()[:1] == ["Q8_0"])
+    assert "n/a" in q8_line and "40.0" in q8_line
+
+
+def test_other_tokens_are_a_mismatch_with_the_first_difference() -> None:
+    other = TOKENS[:2] + [9, 9]
+    f32 = _rows(theirs_tokens=other)[0]
+    assert f32["llamacpp_tokens_match_transformers"] is False
+    assert f32["llamacpp_tokens_match_edgeshare"] is False
+    assert f32["llamacpp_first_difference"] == 2
+    assert f32["edgeshare_tokens_match_transformers"] is True
+
+
+def test_every_format_converts_or_quantizes_and_f32_and_f16_have_an_edgeshare_twin() -> None:
+    assert [f.name for f in FORMATS][:2] == ["F32", "F16"]
+    assert all((f.gguf is None) != (f.quantize is None) for f in FORMATS)
+    assert [f.name for f in FORMATS if f.edgeshare is not None] == ["F32", "F16"]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (LlamacppOptions(formats=("F33",)), "unknown format"),
+        (LlamacppOptions(n_ctx=(100,)), "must hold the prompt"),
+        (LlamacppOptions(threads=(0,)), "at least 1"),
+        (LlamacppOptions(flash_attn="maybe"), "flash attention"),
+    ],
+)
+def test_bad_options_are_one_line_errors(options: LlamacppOptions, message: str) -> None:
+    with pytest.raises(BenchError, match=message):
+        options.check()
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
