@@ -8,8 +8,9 @@ model as torch.export.save'd programs:
   shapes here; edgeshare's program is one dynamic export for both lengths);
 - "cached": the SAME KV-cache wrapper edgeshare exports as "forward_cached" (exir.hf_cache.
   CachedCausalLM over the PEFT model, input_ids [1, T] with T in 1..max_seq_len and start_pos, the
-  cache as buffers written in place), exported here as edgeshare's exporter exports it (strict=False,
-  cached_dynamic_shapes). ExecuTorch keeps the mutated buffers in the method's planned memory, so
+  cache as buffers written in place, the last position's logits), exported here as edgeshare's
+  exporter exports it (strict=False, cached_dynamic_shapes), with transformers' own attention over
+  the whole cache instead of edgeshare's operator, which ExecuTorch does not have. ExecuTorch keeps the mutated buffers in the method's planned memory, so
   one method prefills the 32-token prompt and decodes each new token, as tools/generate does.
   Lowering it is optional: if ExecuTorch refuses it, the forward figures stay and the refusal is
   listed under not_measured ("peer_generate").
@@ -69,7 +70,8 @@ def _specs(files: LlmFiles, exported: LlmExported, folder: str, max_seq_len: Opt
     specs = {f"t{t}": _save(module, (torch.from_numpy(np.load(exported.inputs[t])),), folder, f"t{t}") for t in (1, 32)}
     if max_seq_len is not None:
         prompt = torch.from_numpy(np.load(exported.inputs[PROMPT_TOKENS]))
-        cached = CachedCausalLM(peft_model, max_seq_len).eval()
+        # ExecuTorch has no edgeshare::cached_attention: transformers' own attention over the cache.
+        cached = CachedCausalLM(peft_model, max_seq_len, own_attention=False).eval()
         start = torch.tensor(0, dtype=torch.long)
         shapes = cached_dynamic_shapes(max_seq_len)
         specs[CACHED] = _save(cached, (prompt, start), folder, CACHED, shapes)
