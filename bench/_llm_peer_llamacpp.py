@@ -69,6 +69,9 @@ VENV = VenvSpec(
     ),
     note="(llama-cpp-python built from source: about 11 minutes on 2 cores)",
 )
+# Both sides run an untimed generation of this many tokens before the timed one (it pages the
+# mapped weights in and makes the first touch of their working memory).
+_WARMUP_TOKENS = 2
 # What the converters need from the sdist, under llama_cpp_python-VERSION/vendor/llama.cpp/.
 _CONVERTER_PARTS = ("convert_hf_to_gguf.py", "convert_lora_to_gguf.py", "conversion/", "gguf-py/")
 TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -278,15 +281,16 @@ def measure_llamacpp(
             key = (fmt.name, bound, threads)
             if (fmt.name, bound) in exports:
                 ex = exports[(fmt.name, bound)]
-                ours.setdefault(key, []).append(
-                    run_generate(ex["program"], [ex["foundation"]], prompt, options.new_tokens, threads)
+                timed = run_generate(
+                    ex["program"], [ex["foundation"]], prompt, options.new_tokens, threads, _WARMUP_TOKENS
                 )
+                ours.setdefault(key, []).append(timed)
             gguf = converted["models"][(fmt.gguf or fmt.quantize or "").lower()]["path"]
             args = ["generate", "--model", gguf, "--active", "0", "--prompt", prompt]
             for path in adapters:
                 args += ["--lora", path]
             args += ["--new-tokens", str(options.new_tokens), "--n-ctx", str(bound), "--threads", str(threads)]
-            args += ["--flash-attn", options.flash_attn]
+            args += ["--flash-attn", options.flash_attn, "--warmup-tokens", str(_WARMUP_TOKENS)]
             theirs.setdefault(key, []).append(_peer(python, args, f"{fmt.name} generation"))
     files_info = {"gguf": converted, "edgeshare": {f"{k[0]}_{k[1]}": v for k, v in exports.items()}}
     rows = llamacpp_rows(options, files_info, ours, theirs, reference["tokens"])
@@ -365,6 +369,7 @@ def llamacpp_rows(
             "llamacpp_rss_before_load_mb": median(r.get("rss_before_load_kib", 0) / 1024.0 for r in peer),
             "edgeshare_prefill_ms": median(r["prefill_ms"] for r in mine),
             "llamacpp_prefill_ms": median(r["prefill_ms"] for r in peer),
+            "edgeshare_first_prefill_ms": median(r.get("first_prefill_ms", float("nan")) for r in mine),
             "llamacpp_first_prefill_ms": median(r["first_prefill_ms"] for r in peer),
             "edgeshare_decode_tokens_per_s": median(r["decode_tokens_per_s"] for r in mine),
             "llamacpp_decode_tokens_per_s": median(r["decode_tokens_per_s"] for r in peer),
@@ -393,6 +398,8 @@ _COLUMNS: Tuple[Tuple[str, str, int], ...] = (
     ("es pre ms", "edgeshare_prefill_ms", 10),
     ("lc pre ms", "llamacpp_prefill_ms", 10),
     ("es/lc", "prefill_over_llamacpp", 7),
+    ("es 1st ms", "edgeshare_first_prefill_ms", 10),
+    ("lc 1st ms", "llamacpp_first_prefill_ms", 10),
     ("es tok/s", "edgeshare_decode_tokens_per_s", 9),
     ("lc tok/s", "llamacpp_decode_tokens_per_s", 9),
     ("es/lc", "decode_rate_over_llamacpp", 7),

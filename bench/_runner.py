@@ -199,10 +199,11 @@ def run_runner(config: RunnerConfig) -> Dict[str, Any]:
 
 
 def run_generate(
-    program: str, data: Sequence[str], prompt: str, new_tokens: int, threads: int = 1
+    program: str, data: Sequence[str], prompt: str, new_tokens: int, threads: int = 1, warmup_tokens: int = 0
 ) -> Dict[str, Any]:
     """One fresh tools/generate, greedy from prompt (an int64 .npy) -> its --json report (tokens,
-    prefill_ms, decode_tokens_per_s) with its peak RSS ("peak_rss_kib").
+    prefill_ms, decode_tokens_per_s) with its peak RSS ("peak_rss_kib"). warmup_tokens > 0: an
+    untimed generation of that many tokens first, as llama.cpp's peer has.
 
     Raises:
       BenchError: tools/generate failed.
@@ -213,6 +214,7 @@ def run_generate(
         for path in data:
             args += ["--data", path]
         args += ["--prompt-ids", prompt, "--max-new-tokens", str(new_tokens), "--json", out, "--threads", str(threads)]
+        args += ["--warmup-tokens", str(warmup_tokens)]
         proc = run_process(args)
         if proc.returncode != 0:
             raise BenchError(f"tools/generate failed ({proc.returncode}): {proc.stderr.strip()}")

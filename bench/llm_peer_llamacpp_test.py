@@ -52,7 +52,7 @@ def test_ratios_are_medians_edgeshare_over_llamacpp() -> None:
     assert f32["prefill_over_llamacpp"] == pytest.approx(11.0 / 21.0)
     assert f32["decode_rate_over_llamacpp"] == pytest.approx(30.0 / 21.0)
     assert f32["weights_over_llamacpp"] == pytest.approx(1.0)
-    assert f32["llamacpp_first_prefill_ms"] == 42.0
+    assert f32["llamacpp_first_prefill_ms"] == 42.0 and f32["edgeshare_first_prefill_ms"] == 22.0
     assert f32["edgeshare_peak_rss_mb"] == 500.0 and f32["llamacpp_adapter_mb"] == 2.0
     assert f32["edgeshare_tokens_match_transformers"] is True
     assert f32["llamacpp_tokens_match_edgeshare"] is True

@@ -97,6 +97,20 @@ def test_tokens_equal_transformers_generate_for_two_adapters_and_the_foundation(
     assert got["a"]["tokens"] != got["foundation"]["tokens"] != got["b"]["tokens"]
 
 
+def test_a_warm_up_generation_leaves_the_timed_tokens_unchanged(llama, tmp_path):
+    # The warm-up generates other tokens into the KV cache; the timed run must start from a reset one.
+    files, out, prompt_path = llama
+    json_path = str(tmp_path / "w.json")
+    args = ["--data", os.path.join(out, "foundation.ptd"), "--program", os.path.join(out, "a.pte")]
+    args += ["--prompt-ids", prompt_path, "--max-new-tokens", str(NEW_TOKENS), "--json", json_path]
+    proc = _run(args + ["--warmup-tokens", "3"])
+    assert proc.returncode == 0, proc.stderr
+    with open(json_path) as f:
+        result = json.load(f)
+    assert result["tokens"] == _transformers_tokens(files, "a", PROMPT, NEW_TOKENS)
+    assert result["first_prefill_ms"] > 0
+
+
 def test_prompt_as_a_1xp_array_and_the_longest_fit(llama, tmp_path):
     files, out, _ = llama
     prompt = np.random.default_rng(2).integers(0, hf_tiny.VOCAB, size=(1, MAX_SEQ_LEN - 7), dtype=np.int64)
