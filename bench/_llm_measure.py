@@ -26,7 +26,7 @@ __all__ = [
     "measure_llm",
 ]
 
-# The stateful method issue 12 adds beside "forward" (input_ids [1, T], start position -> logits).
+# The stateful method every program has beside "forward" (input_ids [1, T], start position -> logits).
 CACHED_METHOD = "forward_cached"
 PROMPT_TOKENS = 32
 

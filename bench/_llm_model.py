@@ -14,7 +14,7 @@ __all__ = ["LlmFiles", "LlmSpec", "save_llm"]
 
 @dataclasses.dataclass(frozen=True)
 class LlmSpec:
-    """What the tiny-LLM case measures (the defaults are issue 11's case).
+    """What the tiny-LLM case measures (the defaults are the reference case).
 
     Attributes:
       layers, hidden, intermediate, heads, kv_heads, vocab: the LlamaConfig (grouped-query

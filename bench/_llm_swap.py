@@ -1,4 +1,4 @@
-"""The adapter-swap figures of issue 12: one loaded program, adapters bound by Method::rebind_data.
+"""The adapter-swap figures: one loaded program, adapters bound by Method::rebind_data.
 
 Over swappable exports (exir.export_swappable / exir.export_hf_swappable: lora.pte plus one small
 .ptd per adapter), in fresh lora_runner processes (1 thread):

@@ -1,4 +1,4 @@
-"""llm: the tiny-LLM case (issues 11 and 12): a Llama-family model with 8 PEFT LoRA adapters,
+"""llm: the tiny-LLM case: a Llama-family model with 8 PEFT LoRA adapters,
 exported from a Hugging Face directory and run, against transformers + PEFT eager in the same run.
 
     ./bazelw run -c opt //bench:llm -- [--json FILE] [--repeats N] [--keep DIR] [--small]
@@ -20,9 +20,9 @@ processes, `--repeats` times round-robin (1 thread):
   rss_mb_all_{shared,unshared}; rss_mb_per_extra_adapter_{shared,unshared} (growth from adapter 1
   to adapter 8, per program), split into rss_anon_ / rss_file_ (heap and packed weights vs mapped
   .pte pages); adapter_mb (the adapter's weight bytes) and rss_mb_per_extra_adapter_over_budget
-  (issue 11's goal: <= 0.5); planned_mb_<method> (planned memory per method, at max_seq_len, from
+  (the goal: <= 0.5); planned_mb_<method> (planned memory per method, at max_seq_len, from
   tools/inspect); rss_ran_mb_t{1,32} (what running touches afterwards).
-- generation (issue 12), through the stateful method "forward_cached" every program has:
+- generation, through the stateful method "forward_cached" every program has:
   tools/generate --json (32-token prompt, 32 new tokens, greedy) against transformers' own KV cache:
   prefill_ms, decode_tokens_per_s, the eager figures, ratios, and whether the tokens are equal. The
   adapter swap: lora_runner --swap-data times
@@ -161,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--iterations", type=int, default=20, help="timed runs at T=1")
     parser.add_argument("--iterations-t32", type=int, default=5, help="timed runs at T=32")
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs before timing")
-    parser.add_argument("--new-tokens", type=int, default=32, help="tokens to generate (issue 12)")
+    parser.add_argument("--new-tokens", type=int, default=32, help="tokens to generate")
     parser.add_argument("--keep", default=None, help="write into this folder and keep the files")
     parser.add_argument("--small", action="store_true", help="a very small model (smoke test)")
     parser.add_argument("--vocab", type=int, default=None, help="override the vocabulary size")
@@ -169,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
         "--max-seq-len", type=int, default=None, help="override the programs' token bound (memory is planned for it)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
-    parser.add_argument("--no-swap", action="store_true", help="skip the adapter-swap stage (issue 12)")
+    parser.add_argument("--no-swap", action="store_true", help="skip the adapter-swap stage")
     parser.add_argument(
         "--peer",
         default=None,
