@@ -1,29 +1,47 @@
 """The grouping torch's CapabilityBasedPartitioner proposes (with single-node partitions allowed and
-horizontal fusion on), computed without its all-pairs dependency sets.
+horizontal fusion on), computed with bitsets instead of its per-node Python sets.
 
-torch's partitioner keeps, for every node, the set of every node downstream of it: quadratic memory
-and time in the graph's size (a 30-layer model's two methods hold thousands of nodes each). The same
-greedy procedure is followed here step by step (so the partitions, and the programs made from them,
-are the same), with reachability answered by walks over the users that stop at the last node a
-cycle could involve, instead of stored sets:
+torch's partitioner keeps, for every node, a Python set of every node downstream of it and walks
+them on every merge it tries: quadratic memory and time in Python objects (a 30-layer model's two
+methods hold thousands of nodes each, and every supported node tries a merge with every partition).
+The same greedy procedure is followed here step by step (so the partitions, and the programs made
+from them, are the same):
 
 - nodes are visited last to first; an unassigned supported node opens a partition, which records
   the partitions its users reach;
 - after every node, every partition (a new one first, then oldest first) is merged into the first
-  one when the merge creates no cycle: no user outside the pair reaches back into the pair, nor into a partition that
-  reaches the pair;
+  one when the merge creates no cycle: nothing downstream of a user outside the pair is in the pair
+  or in a partition that reaches the pair;
 - a merge keeps the larger partition's id; getitem nodes then follow their producer.
+
+Reachability is one integer per node used as a bitset over node positions (the node and everything
+downstream of it), and one per partition (its members), so a merge's test is a few big-integer ANDs
+rather than a walk. The partitions that reach a given one are kept as an index, and a pair whose
+merge failed is not tried again until some merge succeeds: a partition opened since cannot change
+that pair's answer, as its node precedes every node of the pair and users only lead forward.
 """
 
+import collections
 import itertools
 import operator
-from typing import Callable, Dict, Iterable, List, Set
+from typing import Callable, Dict, Iterable, List, Set, Tuple
 
 import torch
 
 __all__ = ["greedy_partitions"]
 
 Node = torch.fx.Node
+
+
+def _downstream(nodes: List[Node], position: Dict[Node, int]) -> Dict[Node, int]:
+    """Each node -> a bitset (bit i: the node at position i) of itself and every node after it."""
+    below: Dict[Node, int] = {}
+    for node in reversed(nodes):
+        bits = 1 << position[node]
+        for user in node.users:
+            bits |= below[user]
+        below[node] = bits
+    return below
 
 
 def greedy_partitions(graph: torch.fx.Graph, supported: Callable[[Node], bool]) -> List[Set[Node]]:
@@ -38,67 +56,71 @@ def greedy_partitions(graph: torch.fx.Graph, supported: Callable[[Node], bool]) 
     """
     nodes = list(graph.nodes)
     position = {n: i for i, n in enumerate(nodes)}
+    below = _downstream(nodes, position)
     assign: Dict[Node, int] = {}
     members: Dict[int, Dict[Node, None]] = {}
-    last: Dict[int, int] = {}  # the largest position of a member
+    bits: Dict[int, int] = {}  # a partition's members as a bitset over positions
     outside_users: Dict[int, Set[Node]] = {}
     reaches: Dict[int, Set[int]] = {}  # partitions reachable from the partition's users
+    reached_by: Dict[int, Set[int]] = collections.defaultdict(set)  # id -> live q with id in reaches[q]
+    failed: Set[Tuple[int, int]] = set()  # pairs whose merge failed since the last merge
     age: Dict[int, int] = {}  # the oldest id merged into the partition
     ids = itertools.count()
 
+    def downstream_of(starts: Iterable[Node]) -> int:
+        found = 0
+        for node in starts:
+            found |= below[node]
+        return found
+
     def reached(starts: Iterable[Node], exclude: Iterable[int]) -> Set[int]:
         """The partitions of starts and of everything downstream of them, with what those reach."""
+        span = downstream_of(starts)
         found: Set[int] = set()
-        seen: Set[Node] = set()
-        stack = list(starts)
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            owner = assign.get(node)
-            if owner is not None:
-                found.add(owner)
-                found.update(reaches[owner])
-            stack.extend(node.users)
+        for pid, member_bits in bits.items():
+            if member_bits & span:
+                found.add(pid)
+                found.update(reaches[pid])
         found.difference_update(exclude)
         return found
 
+    def set_reaches(pid: int, targets: Set[int]) -> None:
+        for target in reaches.get(pid, ()):
+            reached_by[target].discard(pid)
+        reaches[pid] = targets
+        for target in targets:
+            reached_by[target].add(pid)
+
     def creates_cycle(a: int, b: int, users: Set[Node]) -> bool:
-        pair_a, pair_b = members[a], members[b]
-        marked = {q for q, r in reaches.items() if a in r or b in r}
-        # Users only lead forward: nothing past the last node of the pair or of a marked partition
-        # can lead back into them.
-        bound = max([last[a], last[b]] + [last[q] for q in marked])
-        seen: Set[Node] = set()
-        stack = [u for u in users if position[u] <= bound]
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            if node in pair_a or node in pair_b or assign.get(node) in marked:
-                return True
-            stack.extend(u for u in node.users if position[u] <= bound)
-        return False
+        guarded = bits[a] | bits[b]
+        for q in reached_by[a] | reached_by[b]:
+            guarded |= bits[q]
+        return bool(downstream_of(users) & guarded)
 
     def merge(a: int, b: int) -> int:
+        if (a, b) in failed:
+            return a
         users = (outside_users[a] | outside_users[b]).difference(members[a], members[b])
         if creates_cycle(a, b, users):
+            failed.add((a, b))
             return a
+        failed.clear()
         keep, gone = (b, a) if len(members[a]) < len(members[b]) else (a, b)
         members[keep].update(members[gone])
         for node in members[gone]:
             assign[node] = keep
         del members[gone]
-        last[keep] = max(last[keep], last.pop(gone))
+        bits[keep] |= bits.pop(gone)
         age[keep] = min(age[keep], age.pop(gone))
-        reaches[keep] = reaches[keep] | reaches.pop(gone)
+        targets = reaches[keep] | reaches[gone]
+        set_reaches(gone, set())
+        del reaches[gone]
         outside_users[keep] = users
         del outside_users[gone]
-        reaches[keep].update(reached(users, (keep, gone)))
-        reaches[keep].discard(keep)
-        reaches[keep].discard(gone)
+        targets.update(reached(users, (keep, gone)))
+        targets.discard(keep)
+        targets.discard(gone)
+        set_reaches(keep, targets)
         return keep
 
     for node in reversed(nodes):
@@ -108,10 +130,10 @@ def greedy_partitions(graph: torch.fx.Graph, supported: Callable[[Node], bool]) 
             candidates[pid] = None
             assign[node] = pid
             members[pid] = {node: None}
-            last[pid] = position[node]
+            bits[pid] = 1 << position[node]
             age[pid] = pid
             outside_users[pid] = set(node.users)
-            reaches[pid] = reached(node.users, (pid,))
+            set_reaches(pid, reached(node.users, (pid,)))
         candidates.update((pid, None) for pid, _ in sorted(age.items(), key=operator.itemgetter(1)))
         order = list(candidates)
         if len(order) > 1:
