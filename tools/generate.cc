@@ -1,11 +1,15 @@
-// generate: greedy decoding with a program's stateful method (its KV cache), token ids in and out.
+// generate: decoding with a program's stateful method (its KV cache), token ids in and out.
 //
 //   bazel run //tools:generate -- --program a.pte --data foundation.ptd --prompt-ids prompt.npy
-//       --max-new-tokens 32 [--json out.json] [--method forward_cached] [--eos-id N] [--threads N]
+//       --max-new-tokens 32 [--json out.json] [--method forward_cached] [--eos-id N]...
+//       [--temperature T --top-k K --top-p P --repetition-penalty R --seed S] [--threads N]
 //       [--no-share] [--no-verify] [--swap-adapter X.ptd]...
 //
-// The prompt is an int64 .npy of shape [P] or [1, P]; the tokenizer is the caller's. Prints the new
-// token ids, the prefill time and decode tokens/s; --json writes
+// The prompt is an int64 .npy of shape [P] or [1, P]. Greedy by default; --temperature > 0 samples
+// (generation::Sampler, the one Python's Method.generate uses: a seed gives the same tokens in
+// both). Generation stops after an end token: --eos-id (repeatable), or by default the
+// eos_token_id of the generation_config.json beside each program (export_lora copies the model's).
+// Prints the new token ids, the prefill time and decode tokens/s; --json writes
 // {"tokens": [...], "prefill_ms": ..., "decode_tokens_per_s": ...}. With several --program, each
 // generates from the same prompt (all loaded first, over the shared data files), and the JSON has
 // one such object per program name. --swap-adapter (repeatable, for a `--swappable` lora.pte):
@@ -19,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -54,7 +59,8 @@ struct Options {
   int max_new_tokens = 32;
   std::string json;
   std::string method = "forward_cached";
-  long long eos_id = -1;
+  std::vector<long long> eos_ids;           // --eos-id, repeated; none: generation_config.json's.
+  generation::SamplingOptions sampling;
   std::vector<std::string> swap_adapters;  // --swap-adapter, repeated, in order.
 };
 
@@ -67,8 +73,22 @@ void DeclareFlags(CLI::App& app, Options& options) {
       ->check(integer_in(0, 1000000));
   app.add_option("--json", options.json, "write tokens, prefill_ms and decode_tokens_per_s");
   app.add_option("--method", options.method, "the stateful method to generate with");
-  app.add_option("--eos-id", options.eos_id, "stop after this token (default: never)")
-      ->check(integer_in(0, INT64_MAX));
+  app.add_option("--eos-id", options.eos_ids,
+                 "stop after this token; repeat for more (default: the eos_token_id of the "
+                 "generation_config.json beside the program, else never)")
+      ->check(integer_in(0, INT64_MAX))
+      ->allow_extra_args(false);
+  app.add_option("--temperature", options.sampling.temperature, "0: greedy; > 0 samples")
+      ->check(CLI::Range(0.0f, 100.0f));
+  app.add_option("--top-k", options.sampling.top_k, "sample among the k most probable (0: all)")
+      ->check(integer_in(0, INT32_MAX));
+  app.add_option("--top-p", options.sampling.top_p,
+                 "sample among the most probable tokens whose probability reaches p (1: all)")
+      ->check(CLI::Range(0.000001f, 1.0f));
+  app.add_option("--repetition-penalty", options.sampling.repetition_penalty,
+                 "transformers' penalty on tokens already seen (1: none)")
+      ->check(CLI::Range(0.000001f, 1000.0f));
+  app.add_option("--seed", options.sampling.seed, "the sampler's seed (a seeded run repeats)");
   app.add_option("--swap-adapter", options.swap_adapters,
                  "an adapter .ptd to bind next (a --swappable lora.pte) and generate again; repeat")
       ->allow_extra_args(false);
@@ -86,6 +106,31 @@ Result<std::vector<int64_t>> ReadPrompt(const std::string& path) {
                            "%s: the prompt is empty (no token ids)", path.c_str());
   std::vector<int64_t> ids(array.data.size() / sizeof(int64_t));
   if (!ids.empty()) std::memcpy(ids.data(), array.data.data(), ids.size() * sizeof(int64_t));
+  return ids;
+}
+
+// The end tokens of the generation_config.json in the folder of `program_path` (eos_token_id: an id
+// or a list of ids); none without the file or the key.
+Result<std::vector<int64_t>> EndTokens(const std::string& program_path) {
+  const size_t slash = program_path.rfind('/');
+  const std::string path =
+      (slash == std::string::npos ? std::string() : program_path.substr(0, slash + 1)) +
+      "generation_config.json";
+  std::ifstream file(path);
+  if (!file.is_open()) return std::vector<int64_t>();
+  const nlohmann::json config = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  ES_CHECK_OR_RETURN_ERROR(config.is_object(), Error::InvalidArgument, "%s is not a JSON object",
+                           path.c_str());
+  std::vector<int64_t> ids;
+  const auto eos = config.find("eos_token_id");
+  if (eos == config.end() || eos->is_null()) return ids;
+  const nlohmann::json list = eos->is_array() ? *eos : nlohmann::json::array({*eos});
+  for (const nlohmann::json& id : list) {
+    ES_CHECK_OR_RETURN_ERROR(id.is_number_unsigned(), Error::InvalidArgument,
+                             "%s: eos_token_id must be a token id or a list of them",
+                             path.c_str());
+    ids.push_back(id.get<int64_t>());
+  }
   return ids;
 }
 
@@ -122,10 +167,17 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
                                     const std::string& label, const std::vector<int64_t>& prompt) {
   ES_ASSIGN_OR_RETURN(Method * method, FindMethod(entry, options.method));
   ES_ASSIGN_OR_RETURN(Generator generator, Generator::create(method));
+  generation::GenerateOptions generate;
+  generate.max_new_tokens = static_cast<size_t>(options.max_new_tokens);
+  generate.sampling = options.sampling;
+  if (options.eos_ids.empty()) {
+    ES_ASSIGN_OR_RETURN(generate.stop_ids, EndTokens(entry.path));
+  } else {
+    generate.stop_ids.assign(options.eos_ids.begin(), options.eos_ids.end());
+  }
   ES_ASSIGN_OR_RETURN(Generation out,
                       generator.generate(Span<const int64_t>(prompt.data(), prompt.size()),
-                                         static_cast<size_t>(options.max_new_tokens),
-                                         static_cast<int64_t>(options.eos_id)));
+                                         generate));
   std::printf("%s:", label.c_str());
   for (int64_t token : out.tokens) std::printf(" %lld", static_cast<long long>(token));
   std::printf("\n  prefill %.3f ms (%zu tokens), decode %.1f tokens/s\n", out.prefill_ms,
@@ -192,7 +244,7 @@ Status Run(const Options& options) {
 
 int main(int argc, char** argv) {
   using namespace edgeshare;
-  CLI::App app{"Greedy generation with a program's KV-cache method, token ids in and out.",
+  CLI::App app{"Generation with a program's KV-cache method, token ids in and out.",
                "generate"};
   tools::Options options;
   tools::DeclareFlags(app, options);
