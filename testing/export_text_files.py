@@ -9,7 +9,7 @@ transformers makes of it.
     # DIR/expected.json: {"prompt": str, "prompt_ids": [...], "new_tokens": N, "end_token_ids": [...],
     #   "generated": {"a" | "b" | "foundation": {"tokens": [...], "text": str}},
     #   "chat": {"messages": [...], "text": str, "ids": [...]}, "corpus": [str, ...],
-    #   "corpus_ids": [[...], ...]}
+    #   "corpus_ids": [[...], ...], "corpus_decoded": [str, ...] (decode skipping special tokens)}
 
 The weights are random (std 0.2), so the model never picks <|im_end|>: generation_config.json's
 eos_token_id lists <|im_end|> and the fifth token the bare model generates greedily for the prompt, so
@@ -54,6 +54,20 @@ CORPUS = [
     "नमस्ते दुनिया, आप कैसे हैं?",
     "Emoji: 🙂 🚀 👩‍💻 🇩🇪 and tabs\tand  double  spaces\nnew lines.",
     "def add(a, b):\n    return a + b  # code too",
+]
+
+# Not seen in training: scripts and sequences the merges do not cover, for the C++ tokenizer's test.
+HELD_OUT = [
+    "Καλημέρα κόσμε! Ελληνικά γράμματα.",
+    "שלום עולם, מה שלומך?",
+    "Tiếng Việt có dấu: Xin chào thế giới.",
+    "ภาษาไทยไม่มีช่องว่างระหว่างคำ",
+    "Family: 👨‍👩‍👧‍👦, flags 🇯🇵🇫🇷, skin tones 👋🏽.",
+    "Math ∀x ∈ ℝ: x² ≥ 0; money €5 ¥300 £2; quotes «…» „…“",
+    "Mixed    whitespace\r\n\n\t end  ",
+    "I'm sure they'll say it's 2024's best, don't you think? I'VE SEEN IT.",
+    "<|im_start|>assistant\nok<|im_end|><|endoftext|>trailing",
+    "",
 ]
 
 # ChatML as SmolLM2 and Qwen2 write it: block tags on their own lines (trim_blocks / lstrip_blocks
@@ -172,7 +186,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         chat_ids = hf_tok.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True)
         if isinstance(chat_ids, Dict) or hasattr(chat_ids, "keys"):
             chat_ids = chat_ids["input_ids"]
-        corpus = CORPUS + ["<|im_start|>user\nHi<|im_end|>\n" + PROMPT]
+        corpus = CORPUS + HELD_OUT + ["<|im_start|>user\nHi<|im_end|>\n" + PROMPT]
         expected = {
             "prompt": PROMPT,
             "prompt_ids": prompt_ids,
@@ -182,6 +196,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             "chat": {"messages": MESSAGES, "text": chat_text, "ids": list(chat_ids)},
             "corpus": corpus,
             "corpus_ids": [hf_tok(text)["input_ids"] for text in corpus],
+            "corpus_decoded": [hf_tok.decode(hf_tok(text)["input_ids"], skip_special_tokens=True) for text in corpus],
         }
     with open(os.path.join(args.out, "expected.json"), "w", encoding="utf-8") as f:
         json.dump(expected, f, ensure_ascii=False, indent=1)
