@@ -94,6 +94,26 @@ def test_seeded_sampling_repeats_and_equals_tools_generate(programs, expected, t
     assert _tool_tokens("b.pte", expected["prompt_ids"], tmp_path, *flags) == first
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_tools_generate_prompt_text_equals_transformers_and_python(programs, expected, name, tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = str(tmp_path / "out.json")
+    args = [os.path.join(root, "tools", "generate"), "--program", _path(f"{name}.pte"), "--data",
+            _path("foundation.ptd"), "--prompt", expected["prompt"], "--max-new-tokens", str(expected["new_tokens"]),
+            "--json", out]
+    proc = subprocess.run(args, capture_output=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    want = expected["generated"][name]
+    with open(out, encoding="utf-8") as f:
+        got = json.load(f)
+    assert got["tokens"] == want["tokens"] and got["text"] == want["text"]
+    # Streamed to stdout under the program's name, then the timings.
+    printed = proc.stdout.decode("utf-8")
+    assert printed.startswith(f"{name}:\n{want['text']}\n  prefill "), printed
+    python = programs[name].method("forward_cached").generate_text(expected["prompt"], expected["new_tokens"])
+    assert python.text == got["text"]
+
+
 def test_tools_generate_stops_at_generation_config_end_tokens(expected, tmp_path):
     tokens = _tool_tokens("foundation.pte", expected["prompt_ids"], tmp_path, "--max-new-tokens", "24")
     assert tokens == expected["generated"]["foundation"]["tokens"]
