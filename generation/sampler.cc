@@ -77,33 +77,42 @@ int64_t Sampler::sample(const float* logits) {
   const auto higher = [scores](int32_t a, int32_t b) {
     return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
   };
-  const bool nucleus = options_.top_p < 1.0f;
+  size_t sorted = 0;  // order_[0, sorted) is in decreasing order
   if (options_.top_k > 0 && options_.top_k < n) {
     std::partial_sort(order_.begin(), order_.begin() + options_.top_k, order_.end(), higher);
-    n = options_.top_k;
-  } else if (nucleus) {
-    std::sort(order_.begin(), order_.end(), higher);
+    n = sorted = options_.top_k;
   }
-  // Softmax of scores / temperature over the candidates (the maximum subtracted first).
+  // Softmax weights of scores / temperature over the candidates (the maximum subtracted first),
+  // by token id.
   float max_score = scores[order_[0]];
-  if (!(options_.top_k > 0 && options_.top_k < vocab_size_) && !nucleus) {
+  if (sorted == 0) {
     for (size_t i = 1; i < n; ++i) max_score = std::max(max_score, scores[order_[i]]);
   }
   const double inv_t = 1.0 / static_cast<double>(options_.temperature);
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) {
-    const double p = std::exp((static_cast<double>(scores[order_[i]]) - max_score) * inv_t);
-    probs_[i] = p;
+    const int32_t id = order_[i];
+    const double p = std::exp((static_cast<double>(scores[id]) - max_score) * inv_t);
+    probs_[id] = p;
     total += p;
   }
-  if (nucleus) {
-    // The most probable tokens until their share reaches top_p (at least one).
+  if (options_.top_p < 1.0f) {
+    // The most probable tokens until their share reaches top_p (at least one). Only as many are
+    // sorted as that takes: a few dozen of a large vocabulary, not all of it.
     const double target = static_cast<double>(options_.top_p) * total;
     double kept = 0.0;
     size_t keep = 0;
-    while (keep < n) {
-      kept += probs_[keep++];
-      if (kept >= target) break;
+    size_t want = std::min<size_t>(n, 64);
+    while (true) {
+      if (want > sorted) {
+        std::nth_element(order_.begin() + sorted, order_.begin() + (want - 1),
+                         order_.begin() + n, higher);
+        std::sort(order_.begin() + sorted, order_.begin() + want, higher);
+        sorted = want;
+      }
+      while (keep < sorted && kept < target) kept += probs_[order_[keep++]];
+      if (kept >= target || sorted == n) break;
+      want = std::min(n, want * 4);
     }
     n = keep;
     total = kept;
@@ -111,7 +120,7 @@ int64_t Sampler::sample(const float* logits) {
   const double u = uniform() * total;
   double cumulative = 0.0;
   for (size_t i = 0; i < n; ++i) {
-    cumulative += probs_[i];
+    cumulative += probs_[order_[i]];
     if (cumulative > u) return order_[i];
   }
   return order_[n - 1];  // u within rounding of the total

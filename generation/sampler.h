@@ -73,7 +73,7 @@ class Sampler {
   std::vector<int64_t> seen_ids_;     // the ids marked in seen_, to penalise and clear them
   std::vector<float> scores_;         // the penalised logits
   std::vector<int32_t> order_;        // candidate ids, most probable first once sorted
-  std::vector<double> probs_;         // their probabilities
+  std::vector<double> probs_;         // softmax weights by token id
 };
 
 }  // namespace generation

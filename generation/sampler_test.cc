@@ -80,6 +80,22 @@ TEST(Sampler, top_p_keeps_the_smallest_most_probable_set_reaching_p) {
   EXPECT_EQ(std::set<int64_t>(drawn.begin(), drawn.end()), (std::set<int64_t>{1, 2}));
 }
 
+TEST(Sampler, top_p_over_a_large_flat_vocabulary_keeps_the_lowest_ids_up_to_p) {
+  // 1000 equal logits: each token 0.001; top_p 0.5 keeps the 500 first in the order (ties by id),
+  // past the first few dozen the nucleus sorts at once.
+  const std::vector<float> logits(1000, 0.25f);
+  SamplingOptions options;
+  options.temperature = 1.0f;
+  options.top_p = 0.5f;
+  options.seed = 11;
+  Sampler sampler = Make(options, logits.size());
+  const std::vector<int64_t> drawn = Draw(sampler, logits, 2000);
+  const std::set<int64_t> seen(drawn.begin(), drawn.end());
+  EXPECT_LT(*seen.rbegin(), 501);
+  EXPECT_GT(*seen.rbegin(), 400);
+  EXPECT_GT(seen.size(), 400u);
+}
+
 TEST(Sampler, repetition_penalty_divides_positive_and_multiplies_negative_seen_logits) {
   // Seen 1 (2.0 -> 1.0) and 4 (-1.0 -> -2.0): greedy then picks 3 (2.0), the first unseen.
   SamplingOptions options;
