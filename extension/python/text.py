@@ -313,12 +313,16 @@ class TextGenerationResult:
       tokens: the new token ids, in order (the end token included when generation stopped on it).
       prompt_tokens: how many tokens the prompt had.
       stop_reason: "end_token", "stop_string" or "length".
+      prefill_ms: the prompt's one execute, in milliseconds.
+      decode_tokens_per_s: new tokens after the first per second of their executes.
     """
 
     text: str
     tokens: List[int]
     prompt_tokens: int
     stop_reason: str
+    prefill_ms: float = 0.0
+    decode_tokens_per_s: float = 0.0
 
 
 def _prompt_ids(tokenizer: Optional[Tokenizer], prompt: Union[str, Sequence[int], np.ndarray],
@@ -397,7 +401,10 @@ def _pieces(method: Any, tokenizer: Tokenizer, tokens_iter: Iterator[int], promp
             reason = "end_token"
         else:
             reason = "length"
-        result.append(TextGenerationResult("".join(text), tokens, int(prompt_tokens), reason))
+        prefill_ms, per_s = method._native.stream_timings()
+        result.append(
+            TextGenerationResult("".join(text), tokens, int(prompt_tokens), reason, float(prefill_ms), float(per_s))
+        )
 
 
 def generate_text(

@@ -114,6 +114,20 @@ def test_tools_generate_prompt_text_equals_transformers_and_python(programs, exp
     assert python.text == got["text"]
 
 
+def test_the_python_cli_samples_and_prints_text_as_the_cpp_tool(expected, tmp_path, capsys):
+    from edgeshare.extension.python import generate_cli
+
+    flags = ["--max-new-tokens", "12", "--temperature", "0.9", "--top-k", "40", "--seed", "7"]
+    out = str(tmp_path / "py.json")
+    argv = ["--program", _path("a.pte"), "--data", _path("foundation.ptd"), "--prompt", expected["prompt"]]
+    assert generate_cli.main(argv + flags + ["--json", out]) == 0
+    with open(out, encoding="utf-8") as f:
+        got = json.load(f)
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"a:\n{got['text']}\n  prefill "), printed
+    assert _tool_tokens("a.pte", expected["prompt_ids"], tmp_path, *flags) == got["tokens"]
+
+
 def test_tools_generate_stops_at_generation_config_end_tokens(expected, tmp_path):
     tokens = _tool_tokens("foundation.pte", expected["prompt_ids"], tmp_path, "--max-new-tokens", "24")
     assert tokens == expected["generated"]["foundation"]["tokens"]
