@@ -1,13 +1,14 @@
 """edgeshare-generate: generation from the command line, text or token ids in and out, in Python.
 
     edgeshare-generate --data out/foundation.ptd --program out/a.pte --program out/b.pte \\
-        (--prompt TEXT | --prompt-ids prompt.npy) --max-new-tokens 32 [--ids] [--json tokens.json] \\
+        (--prompt TEXT | --chat messages.json | --prompt-ids prompt.npy) --max-new-tokens 32 [--ids] [--json tokens.json] \\
         [--eos-id N]... [--temperature T --top-k K --top-p P --repetition-penalty R --seed S] \\
         [--method forward_cached] [--threads N] [--no-share] [--no-verify] [--swap-adapter X.ptd]...
 
 The flags, the checks and the JSON are those of //tools:generate (the C++ tool, whose sampler this
 runs: a seed gives the same tokens): --prompt is encoded with the tokenizer.json beside the program
-and the new text is streamed (--ids prints ids); --prompt-ids is an int64 .npy of shape [P] or
+(--chat: messages rendered with its chat template, as transformers' apply_chat_template) and the
+new text is streamed (--ids prints ids); --prompt-ids is an int64 .npy of shape [P] or
 [1, P]; generation stops at --eos-id, or by default at the end tokens of the generation_config.json
 beside the program; --json writes {"tokens", "prefill_ms", "decode_tokens_per_s"} (and "text" with a
 tokenizer) for one program, one such object per program name for several, and "swaps" in order with
@@ -85,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     prompt = parser.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt-ids", help="int64 .npy of prompt token ids, [P] or [1, P]")
     prompt.add_argument("--prompt", help="prompt text (encoded with the tokenizer.json beside the program)")
+    prompt.add_argument("--chat", help='a JSON file of messages ([{"role": "user", "content": "..."}, ...]) '
+                        "rendered with the model's chat template")
     parser.add_argument("--ids", action="store_true", help="print token ids rather than text")
     parser.add_argument("--max-new-tokens", type=_integer_in(0, 1000000), default=32, help="tokens to generate")
     parser.add_argument("--eos-id", type=_integer_in(0, 2**63 - 1), action="append",
@@ -118,18 +121,37 @@ def _check_unique_names(paths: Sequence[str]) -> None:
         seen[_name(path)] = path
 
 
+def _messages(path: str) -> List[Dict[str, Any]]:
+    """The chat messages in a JSON file: a list of {"role": str, "content": str}."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            messages = json.load(f)
+        except ValueError as e:
+            raise _UsageError(f"--chat {path} is not JSON: {e}") from None
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+    ):
+        raise _UsageError(f'--chat {path} must hold a list of {{"role": ..., "content": ...}} messages')
+    return messages
+
+
 def _generate(program: Program, label: str, args: argparse.Namespace, prompt: Any) -> Dict[str, Any]:
     method = program.method(args.method)
-    tokenizer = program.tokenizer if args.prompt is not None or not args.ids else None
-    if args.prompt is not None:
+    text = args.prompt is not None or args.chat is not None
+    tokenizer = program.tokenizer if text or not args.ids else None
+    if text:
+        flag = "--prompt" if args.prompt is not None else "--chat"
         if tokenizer is None:
             raise _UsageError(
-                f"--prompt: there is no tokenizer.json beside {program.path} (export with a model directory that "
+                f"{flag}: there is no tokenizer.json beside {program.path} (export with a model directory that "
                 "has one, or give --prompt-ids)"
             )
-        prompt = np.asarray(tokenizer.encode(args.prompt), dtype=np.int64)
+        if args.chat is not None:
+            prompt = np.asarray(tokenizer.apply_chat_template(_messages(args.chat), tokenize=True), dtype=np.int64)
+        else:
+            prompt = np.asarray(tokenizer.encode(args.prompt), dtype=np.int64)
         if prompt.size == 0:
-            raise _UsageError("--prompt: the text has no tokens")
+            raise _UsageError(f"{flag}: the text has no tokens")
     options = dict(
         eos_id=None, stop_ids=args.eos_id, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         repetition_penalty=args.repetition_penalty, seed=args.seed,

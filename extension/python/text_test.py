@@ -128,6 +128,24 @@ def test_the_python_cli_samples_and_prints_text_as_the_cpp_tool(expected, tmp_pa
     assert _tool_tokens("a.pte", expected["prompt_ids"], tmp_path, *flags) == got["tokens"]
 
 
+def test_the_python_cli_chats_with_the_models_template(programs, expected, tmp_path, capsys):
+    from edgeshare.extension.python import generate_cli
+
+    messages = tmp_path / "messages.json"
+    messages.write_text(json.dumps(expected["chat"]["messages"]), encoding="utf-8")
+    out = str(tmp_path / "chat.json")
+    argv = ["--program", _path("b.pte"), "--data", _path("foundation.ptd"), "--chat", str(messages), "--json", out,
+            "--max-new-tokens", "8"]
+    assert generate_cli.main(argv) == 0
+    with open(out, encoding="utf-8") as f:
+        got = json.load(f)
+    want = programs["b"].method("forward_cached").generate(expected["chat"]["ids"], 8)
+    assert got["tokens"] == want.tokens
+    messages.write_text('{"role": "user"}', encoding="utf-8")
+    assert generate_cli.main(argv) == 1
+    assert "must hold a list of" in capsys.readouterr().err
+
+
 def test_tools_generate_stops_at_generation_config_end_tokens(expected, tmp_path):
     tokens = _tool_tokens("foundation.pte", expected["prompt_ids"], tmp_path, "--max-new-tokens", "24")
     assert tokens == expected["generated"]["foundation"]["tokens"]
