@@ -29,6 +29,7 @@ __all__ = [
     "TextDecoder",
     "TextGenerationResult",
     "Tokenizer",
+    "TokenizerFileError",
     "generate_text",
     "read_end_token_ids",
     "stream_text",
