@@ -1,6 +1,8 @@
 #include "edgeshare/generation/generator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace edgeshare {
 namespace generation {
@@ -124,16 +126,13 @@ Result<int64_t> Generator::step(Span<const int64_t> tokens, int64_t start) {
                            Error::InvalidProgram, "method '%s' returned logits of another shape",
                            method_->name());
   const float* last = logits.data<float>() + (logits.numel() - bounds_.vocab_size);
-  size_t best = 0;
-  for (size_t v = 1; v < bounds_.vocab_size; ++v) {
-    if (last[v] > last[best]) best = v;
-  }
-  return static_cast<int64_t>(best);
+  return sampler_->sample(last);
 }
 
-Result<Generation> Generator::generate(Span<const int64_t> prompt, size_t max_new_tokens,
-                                       int64_t eos) {
+Status Generator::start(Span<const int64_t> prompt, const GenerateOptions& options) {
+  done_ = true;
   const char* name = method_->name();
+  const size_t max_new_tokens = options.max_new_tokens;
   ES_CHECK_OR_RETURN_ERROR(!prompt.empty(), Error::InvalidArgument, "the prompt is empty");
   // The prompt runs in one execute even when no token is asked for: it must fit on its own.
   ES_CHECK_OR_RETURN_ERROR(prompt.size() <= bounds_.max_length, Error::InvalidArgument,
@@ -145,30 +144,81 @@ Result<Generation> Generator::generate(Span<const int64_t> prompt, size_t max_ne
                            "a prompt of %zu tokens plus %zu new tokens is longer than the %zu "
                            "method '%s' was exported for (--max-seq-len)",
                            prompt.size(), max_new_tokens, bounds_.max_length, name);
-  ES_CHECK_OR_RETURN_ERROR(eos == -1 || (eos >= 0 && static_cast<uint64_t>(eos) < bounds_.vocab_size),
-                           Error::InvalidArgument,
-                           "end token id %lld is outside the vocabulary of %zu of method '%s'",
-                           static_cast<long long>(eos), bounds_.vocab_size, name);
+  for (int64_t id : options.stop_ids) {
+    ES_CHECK_OR_RETURN_ERROR(id >= 0 && static_cast<uint64_t>(id) < bounds_.vocab_size,
+                             Error::InvalidArgument,
+                             "end token id %lld is outside the vocabulary of %zu of method '%s'",
+                             static_cast<long long>(id), bounds_.vocab_size, name);
+  }
   ES_RETURN_IF_ERROR(check_token_ids(bounds_, prompt, name));
-  Generation out;
-  out.tokens.reserve(max_new_tokens);
-  if (max_new_tokens == 0) return out;
+  ES_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(options.sampling, bounds_.vocab_size));
+  sampler_.emplace(std::move(sampler));
+  stop_ids_ = options.stop_ids;
+  max_new_tokens_ = max_new_tokens;
+  produced_ = 0;
+  prefill_ms_ = 0;
+  decode_ms_ = 0;
+  last_ = -1;
+  if (max_new_tokens == 0) return Status();
+  sampler_->reset(prompt);
   method_->reset_state();
   const auto prefill_start = std::chrono::steady_clock::now();
-  ES_ASSIGN_OR_RETURN(int64_t token, step(prompt, 0));
-  out.prefill_ms = ms_since(prefill_start);
-  out.tokens.push_back(token);
-  const auto decode_start = std::chrono::steady_clock::now();
-  int64_t position = static_cast<int64_t>(prompt.size());
-  while (out.tokens.size() < max_new_tokens && token != eos) {
-    ES_ASSIGN_OR_RETURN(token, step(Span<const int64_t>(&out.tokens.back(), 1), position));
-    ++position;
+  ES_ASSIGN_OR_RETURN(pending_, step(prompt, 0));
+  prefill_ms_ = ms_since(prefill_start);
+  position_ = static_cast<int64_t>(prompt.size());
+  done_ = false;
+  return Status();
+}
+
+Result<int64_t> Generator::next() {
+  ES_CHECK_OR_RETURN_ERROR(!done_, Error::InvalidState,
+                           "method '%s': no generation to continue (start() first)",
+                           method_->name());
+  int64_t token = pending_;
+  if (produced_ > 0) {
+    const auto decode_start = std::chrono::steady_clock::now();
+    Result<int64_t> stepped = step(Span<const int64_t>(&last_, 1), position_);
+    if (!stepped.ok()) {
+      done_ = true;
+      return stepped.status();
+    }
+    token = *stepped;
+    decode_ms_ += ms_since(decode_start);
+    ++position_;
+  }
+  ++produced_;
+  last_ = token;
+  sampler_->accept(token);
+  done_ = produced_ >= max_new_tokens_ ||
+          std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end();
+  return token;
+}
+
+double Generator::decode_tokens_per_s() const {
+  if (produced_ < 2 || decode_ms_ <= 0) return 0;
+  return static_cast<double>(produced_ - 1) * 1000.0 / decode_ms_;
+}
+
+Result<Generation> Generator::generate(Span<const int64_t> prompt, size_t max_new_tokens,
+                                       int64_t eos) {
+  GenerateOptions options;
+  options.max_new_tokens = max_new_tokens;
+  if (eos != -1) options.stop_ids.push_back(eos);
+  return generate(prompt, options);
+}
+
+Result<Generation> Generator::generate(Span<const int64_t> prompt, const GenerateOptions& options,
+                                       const TokenCallback& on_token) {
+  Generation out;
+  out.tokens.reserve(options.max_new_tokens);
+  ES_RETURN_IF_ERROR(start(prompt, options));
+  while (!done_) {
+    ES_ASSIGN_OR_RETURN(int64_t token, next());
     out.tokens.push_back(token);
+    if (on_token && !on_token(token)) done_ = true;
   }
-  const double decode_ms = ms_since(decode_start);
-  if (out.tokens.size() > 1 && decode_ms > 0) {
-    out.decode_tokens_per_s = static_cast<double>(out.tokens.size() - 1) * 1000.0 / decode_ms;
-  }
+  out.prefill_ms = prefill_ms_;
+  out.decode_tokens_per_s = decode_tokens_per_s();
   return out;
 }
 

@@ -1,23 +1,35 @@
-// Generator: greedy decoding (token ids in, token ids out) with a method that keeps a KV cache.
+// Generator: decoding (token ids in, token ids out) with a method that keeps a KV cache: greedy,
+// or sampled (sampler.h), stopping at end tokens, streaming each token as it comes.
 //
 // The method is the exporter's stateful one ("forward_cached" for --hf-model exports): inputs
 // int64 input_ids [1, T] (T dynamic, 1..max length) and an int64 start position (a scalar), output
 // float logits [1, T, vocab]; its state is the KV cache. generate() resets the state, prefills the
-// whole prompt in one execute, then runs one execute per new token, each time picking the token
-// with the largest logit (the first one on ties, like torch.argmax).
+// whole prompt in one execute, then runs one execute per new token, each time picking the next
+// token with the Sampler (greedy by default: the largest logit, the first one on ties, like
+// torch.argmax).
 //
 //   ES_ASSIGN_OR_RETURN(Generator generator, Generator::create(&method));
 //   ES_ASSIGN_OR_RETURN(Generation out, generator.generate(prompt, /*max_new_tokens=*/32));
 //   out.tokens;  out.prefill_ms;  out.decode_tokens_per_s;
 //
+//   GenerateOptions options;
+//   options.max_new_tokens = 64;  options.stop_ids = {2};   // e.g. generation_config's eos ids
+//   options.sampling.temperature = 0.7f;  options.sampling.seed = 42;
+//   generator.generate(prompt, options, [](int64_t token) { show(token); return true; });
+//
+//   // Or one token per call (what a language binding's iterator needs):
+//   ES_RETURN_IF_ERROR(generator.start(prompt, options));
+//   while (!generator.done()) { ES_ASSIGN_OR_RETURN(int64_t token, generator.next()); }
+//
 // create() reads the bounds (the longest input_ids, the vocabulary) from the method's inputs and
 // outputs as planned: call it before anything calls set_input on the method (which gives the input
 // the sizes of that call), e.g. right after load_method, and keep the Generator.
 // Errors: create: InvalidArgument when the method does not have that signature (naming it).
-// generate: InvalidArgument for an empty prompt, a prompt longer than the method's maximum length
-// or prompt + new tokens past it (checked with no new tokens too), a prompt token or `eos` outside
-// the vocabulary ("token id 300 is outside the vocabulary of 256"); the method's own errors
-// otherwise.
+// generate / start: InvalidArgument for an empty prompt, a prompt longer than the method's maximum length
+// or prompt + new tokens past it (checked with no new tokens too), a prompt token or a stop id
+// outside the vocabulary ("token id 300 is outside the vocabulary of 256"), sampling options out
+// of range (Sampler::create); the method's own errors otherwise. next(): InvalidState when
+// done() (or start() was not called or failed).
 //
 // The same checks for a caller that executes a token method itself (tools/run, Python's execute):
 //   ES_ASSIGN_OR_RETURN(TokenBounds bounds, token_bounds(method));   // NotFound: not a token method
@@ -30,8 +42,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <vector>
 
+#include "edgeshare/generation/sampler.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/core/span.h"
 #include "edgeshare/runtime/executor/method.h"
@@ -70,6 +85,16 @@ struct Generation {
   double decode_tokens_per_s = 0;
 };
 
+struct GenerateOptions {
+  size_t max_new_tokens = 0;
+  SamplingOptions sampling;  // greedy by default
+  // Generation stops after any of these (it is the last token returned): the model's end tokens.
+  std::vector<int64_t> stop_ids;
+};
+
+// Called with each new token as soon as it is picked; returning false stops generation after it.
+using TokenCallback = std::function<bool(int64_t token)>;
+
 class Generator {
  public:
   static runtime::Result<Generator> create(runtime::Method* method);
@@ -77,6 +102,20 @@ class Generator {
   // Greedy: stops after max_new_tokens, or after `eos` (included) when eos >= 0.
   runtime::Result<Generation> generate(runtime::Span<const int64_t> prompt, size_t max_new_tokens,
                                        int64_t eos = -1);
+  // With sampling and stop ids, calling `on_token` (when set) with each new token.
+  runtime::Result<Generation> generate(runtime::Span<const int64_t> prompt,
+                                       const GenerateOptions& options,
+                                       const TokenCallback& on_token = nullptr);
+
+  // Stepwise generation: start() checks, resets the state and prefills (its time in
+  // prefill_ms()); each next() returns one new token until done(). A start() ends what an earlier
+  // one began. The Method must not be executed by anything else in between.
+  runtime::Status start(runtime::Span<const int64_t> prompt, const GenerateOptions& options);
+  runtime::Result<int64_t> next();
+  bool done() const { return done_; }
+  double prefill_ms() const { return prefill_ms_; }
+  // New tokens after the first per second of their executes (0 with fewer than two).
+  double decode_tokens_per_s() const;
 
   // The longest prompt + generated sequence the method was exported for.
   size_t max_length() const { return bounds_.max_length; }
@@ -85,11 +124,23 @@ class Generator {
  private:
   Generator(runtime::Method* method, TokenBounds bounds) : method_(method), bounds_(bounds) {}
 
-  // One execute over `tokens` at `start`; returns the argmax of the last position's logits.
+  // One execute over `tokens` at `start`; returns the token the sampler picks from the last
+  // position's logits.
   runtime::Result<int64_t> step(runtime::Span<const int64_t> tokens, int64_t start);
 
   runtime::Method* method_;
   TokenBounds bounds_;
+  // The sequence start() began.
+  std::optional<Sampler> sampler_;
+  std::vector<int64_t> stop_ids_;
+  size_t max_new_tokens_ = 0;
+  size_t produced_ = 0;
+  int64_t pending_ = -1;   // the prefill's token, returned by the first next()
+  int64_t position_ = 0;   // where the next token goes in the KV cache
+  int64_t last_ = -1;      // the token next() returned last
+  bool done_ = true;
+  double prefill_ms_ = 0;
+  double decode_ms_ = 0;
 };
 
 }  // namespace generation

@@ -115,8 +115,12 @@ def tiny_config(family: str) -> transformers.PretrainedConfig:
     return _family(family).config()
 
 
-def make_tiny_model(family: str, seed: int = 0, initializer_range: Optional[float] = None) -> nn.Module:
+def make_tiny_model(
+    family: str, seed: int = 0, initializer_range: Optional[float] = None, vocab_size: Optional[int] = None
+) -> nn.Module:
     """A causal LM of the family with seeded random weights, in eval mode, float32.
+
+    vocab_size (None: VOCAB) widens the vocabulary, e.g. to fit a trained tokenizer (tiny_tokenizer).
 
     initializer_range (None: the config's 0.02) sets the weights' std: with 0.02 the tiny models
     repeat one token when generating; about 0.2 makes greedy generation attend to its history and
@@ -129,6 +133,8 @@ def make_tiny_model(family: str, seed: int = 0, initializer_range: Optional[floa
     config = tiny_config(family)
     if initializer_range is not None:
         config.initializer_range = initializer_range
+    if vocab_size is not None:
+        config.vocab_size = vocab_size
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     g = torch.Generator().manual_seed(seed + 1000)
@@ -198,7 +204,11 @@ class TinyLoraFiles:
 
 
 def save_tiny_lora(
-    family: str, out_dir: str, seed: int = 0, initializer_range: Optional[float] = None
+    family: str,
+    out_dir: str,
+    seed: int = 0,
+    initializer_range: Optional[float] = None,
+    vocab_size: Optional[int] = None,
 ) -> TinyLoraFiles:
     """Writes a tiny model of the family and its two LoRA adapters "a" and "b" under out_dir.
 
@@ -209,12 +219,13 @@ def save_tiny_lora(
       out_dir: the directory to write model/, a/ and b/ in.
       seed: seeds the model; the adapters use seed + 1 and seed + 2.
       initializer_range: the model weights' std (see make_tiny_model).
+      vocab_size: the vocabulary (None: VOCAB; see make_tiny_model).
 
     Returns:
       The directories written.
     """
     spec = _family(family)
-    model = make_tiny_model(family, seed, initializer_range)
+    model = make_tiny_model(family, seed, initializer_range, vocab_size)
     model_dir = os.path.join(out_dir, "model")
     model.save_pretrained(model_dir)
     adapter_dirs: Dict[str, str] = {}
@@ -228,12 +239,18 @@ def save_tiny_lora(
 
 
 def save_twin_adapter(
-    family: str, out_dir: str, name: str = "c", seed: int = 0, initializer_range: Optional[float] = None
+    family: str,
+    out_dir: str,
+    name: str = "c",
+    seed: int = 0,
+    initializer_range: Optional[float] = None,
+    vocab_size: Optional[int] = None,
 ) -> str:
     """Writes adapter `name` with adapter "a"'s structure (modules, rank, alpha) and other weights.
 
     The two can be exported for swapping on one loaded program (exir.export_hf_swappable). The
-    model is rebuilt from (family, seed, initializer_range): pass what save_tiny_lora was given.
+    model is rebuilt from (family, seed, initializer_range, vocab_size): pass what save_tiny_lora was
+    given.
 
     Returns:
       The adapter's directory, out_dir/name.
@@ -241,6 +258,6 @@ def save_twin_adapter(
     spec = _family(family)
     a = spec.adapters["a"]
     path = os.path.join(out_dir, name)
-    model = make_tiny_model(family, seed, initializer_range)
+    model = make_tiny_model(family, seed, initializer_range, vocab_size)
     save_peft_adapter(model, path, a.target_modules, a.rank, a.alpha, seed + 7, spec.fan_in_fan_out)
     return path

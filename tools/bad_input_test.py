@@ -133,10 +133,19 @@ def test_a_program_name_that_is_not_utf8_is_written_to_json(tmp_path, prompt):
         (["--max-new-tokens", "3.7"], "--max-new-tokens: 3.7 is not an integer"),
         (["--max-new-tokens", "-1"], "--max-new-tokens: -1 is not in 0..1000000"),
         (["--threads", "1.5"], "--threads: 1.5 is not an integer"),
+        (["--top-p", "1.5"], "--top-p: Value 1.5 not in range"),
+        (["--temperature", "-1"], "--temperature: Value -1 not in range"),
+        (["--top-k", "-2"], "--top-k: -2 is not in 0.."),
+        (["--prompt", "hi"], "--prompt-ids excludes --prompt"),
     ],
 )
 def test_flags_out_of_range(prompt, flags, words):
     _fails("generate", _generate_args(prompt, *flags), words)
+
+
+def test_a_text_prompt_without_a_tokenizer_beside_the_program():
+    args = ["--data", _path("foundation.ptd"), "--program", _path("a.pte"), "--prompt", "hi"]
+    _fails("generate", args, "--prompt: there is no tokenizer.json beside")
 
 
 def test_iterations_must_be_an_integer(prompt):

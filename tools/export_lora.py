@@ -10,7 +10,9 @@
 loaded offline) and --adapter NAME=DIR (repeatable) PEFT LoRA adapter directories
 (adapter_config.json + adapter_model.safetensors). It writes OUT/<NAME>.pte per adapter,
 OUT/foundation.pte (no adapter) and OUT/foundation.ptd; each program's method "forward" takes int64
-input_ids [1, T], T from 1 to --max-seq-len, and returns the logits [1, T, vocab].
+input_ids [1, T], T from 1 to --max-seq-len, and returns the logits [1, T, vocab]. The model
+directory's tokenizer files and generation_config.json are copied into OUT under their own names
+(the runtime reads them from the program's folder).
 
 --model names a function (path/to/file.py:function or package.module:function; relative paths
 resolve against the directory the command was run from) returning
@@ -46,6 +48,7 @@ from edgeshare.exir.errors import ExportError
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
 from edgeshare.exir.lora import LoraExportResult, _adapter_models, export_lora
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
+from edgeshare.exir.tokenizer_files import read_tokenizer_files, write_tokenizer_files
 
 DEMO = "edgeshare.models:demo_lora"
 
@@ -409,10 +412,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _check_hf_flags(args)
         _check_swappable_flags(args)
         check_out_dir(out_dir)
+        # The model's tokenizer and generation_config.json go beside the programs (checked first).
+        text = read_tokenizer_files(_user_path(args.hf_model)) if args.hf_model is not None else None
         if args.swappable:
             summary = swappable_report(_export_swappable(args, out_dir, progress))
         else:
             summary = report(*_export(args, out_dir, progress))
+        if text is not None and text.contents:
+            written = write_tokenizer_files(text, out_dir, progress)
+            summary += "\ntokenizer and generation config: " + ", ".join(os.path.basename(p) for p in written)
     except (ValueError, TypeError) as e:
         progress.close()
         # One line: the error names the file, directory, adapter or node at fault.

@@ -55,6 +55,12 @@ def _eager(files: hf_tiny.TinyLoraFiles, ids: np.ndarray):
 
 def test_cli_prints_progress_and_the_summary(tmp_path, capsys):
     files = hf_tiny.save_tiny_lora("llama", str(tmp_path / "in"))
+    # The model's tokenizer files and generation_config.json land beside the programs.
+    tokenizer = b'{"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}}'
+    with open(os.path.join(files.model_dir, "tokenizer.json"), "wb") as f:
+        f.write(tokenizer)
+    with open(os.path.join(files.model_dir, "generation_config.json"), "w") as f:
+        f.write('{"eos_token_id": [2, 5]}')
     argv = ["--hf-model", files.model_dir, "--adapter", f"a={files.adapter_dirs['a']}", "--out", str(tmp_path / "o")]
     assert export_lora.main(argv + ["--max-seq-len", "8"]) == 0
     captured = capsys.readouterr()
@@ -63,6 +69,11 @@ def test_cli_prints_progress_and_the_summary(tmp_path, capsys):
         assert f"export_lora: {step}" in captured.err, captured.err  # plain lines: stderr is no terminal
     assert "shared foundation weights" in out and "adapter 'a' (method 'forward'" in out
     assert "foundation (method 'forward' of" in out
+    assert "tokenizer and generation config: tokenizer.json, generation_config.json" in out
+    with open(tmp_path / "o" / "tokenizer.json", "rb") as f:
+        assert f.read() == tokenizer
+    with open(tmp_path / "o" / "generation_config.json") as f:
+        assert f.read() == '{"eos_token_id": [2, 5]}'
 
 
 @pytest.mark.parametrize("tokens", [3, 17])

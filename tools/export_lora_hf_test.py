@@ -67,6 +67,16 @@ def test_corrupt_config_json_is_one_line_naming_the_file(llama, tmp_path, capsys
     _fails(argv, capsys, os.path.join(model_dir, "config.json"), "not valid JSON")
 
 
+def test_malformed_generation_config_is_one_line_before_anything_is_written(llama, tmp_path, capsys):
+    model_dir = str(tmp_path / "model")
+    shutil.copytree(llama.model_dir, model_dir)
+    with open(os.path.join(model_dir, "generation_config.json"), "w") as f:
+        f.write('{"eos_token_id": "</s>"}')
+    argv = ["--hf-model", model_dir, "--adapter", f"a={llama.adapter_dirs['a']}", "--out", str(tmp_path / "out")]
+    _fails(argv, capsys, os.path.join(model_dir, "generation_config.json"), "eos_token_id must be a token id")
+    assert not os.path.exists(tmp_path / "out")
+
+
 def test_non_lora_adapter_is_one_line_naming_adapter_and_type(llama, tmp_path, capsys):
     path = str(tmp_path / "prefix")
     config = peft.PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=2)

@@ -1,12 +1,20 @@
-// generate: greedy decoding with a program's stateful method (its KV cache), token ids in and out.
+// generate: decoding with a program's stateful method (its KV cache), token ids in and out.
 //
+//   bazel run //tools:generate -- --program a.pte --data foundation.ptd --prompt "Once upon a time"
 //   bazel run //tools:generate -- --program a.pte --data foundation.ptd --prompt-ids prompt.npy
-//       --max-new-tokens 32 [--json out.json] [--method forward_cached] [--eos-id N] [--threads N]
+//       --max-new-tokens 32 [--ids] [--json out.json] [--method forward_cached] [--eos-id N]...
+//       [--temperature T --top-k K --top-p P --repetition-penalty R --seed S] [--threads N]
 //       [--no-share] [--no-verify] [--swap-adapter X.ptd]... [--warmup-tokens N]
 //
-// The prompt is an int64 .npy of shape [P] or [1, P]; the tokenizer is the caller's. Prints the new
-// token ids, the prefill time and decode tokens/s; --json writes
-// {"tokens": [...], "prefill_ms": ..., "decode_tokens_per_s": ...}. With several --program, each
+// --prompt TEXT is encoded with the tokenizer.json beside the program (the export folder's; C++
+// byte-level BPE, generation::BpeTokenizer) and the new text is printed as it is generated, whole
+// characters at a time (--ids prints the ids instead); --prompt-ids takes an int64 .npy of shape
+// [P] or [1, P]. Without a tokenizer.json only ids go in and out. Greedy by default; --temperature > 0 samples
+// (generation::Sampler, the one Python's Method.generate uses: a seed gives the same tokens in
+// both). Generation stops after an end token: --eos-id (repeatable), or by default the
+// eos_token_id of the generation_config.json beside each program (export_lora copies the model's).
+// Prints the new text (or token ids), the prefill time and decode tokens/s; --json writes
+// {"tokens": [...], "prefill_ms": ..., "decode_tokens_per_s": ...} and "text" with a tokenizer. With several --program, each
 // generates from the same prompt (all loaded first, over the shared data files), and the JSON has
 // one such object per program name. --swap-adapter (repeatable, for a `--swappable` lora.pte):
 // each adapter .ptd is bound in turn to every program that reads swappable weights (nothing of the
@@ -22,6 +30,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -30,6 +40,7 @@
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+#include "edgeshare/generation/bpe_tokenizer.h"
 #include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/named_data/data_file.h"
@@ -54,25 +65,46 @@ using runtime::Status;
 struct Options {
   ProgramSetFlags set;
   std::string prompt_ids;
+  std::string prompt;  // --prompt TEXT
+  bool print_ids = false;
   int max_new_tokens = 32;
   std::string json;
   std::string method = "forward_cached";
-  long long eos_id = -1;
+  std::vector<long long> eos_ids;           // --eos-id, repeated; none: generation_config.json's.
+  generation::SamplingOptions sampling;
   int warmup_tokens = 0;
   std::vector<std::string> swap_adapters;  // --swap-adapter, repeated, in order.
 };
 
 void DeclareFlags(CLI::App& app, Options& options) {
   add_program_set_flags(app, options.set);
-  app.add_option("--prompt-ids", options.prompt_ids,
-                 "int64 .npy of prompt token ids, [P] or [1, P]")
-      ->required();
+  CLI::Option* ids = app.add_option("--prompt-ids", options.prompt_ids,
+                                    "int64 .npy of prompt token ids, [P] or [1, P]");
+  CLI::Option* text = app.add_option(
+      "--prompt", options.prompt, "prompt text (encoded with the tokenizer.json beside the program)");
+  ids->excludes(text);
+  text->excludes(ids);
+  app.add_flag("--ids", options.print_ids, "print token ids rather than text");
   app.add_option("--max-new-tokens", options.max_new_tokens, "tokens to generate")
       ->check(integer_in(0, 1000000));
   app.add_option("--json", options.json, "write tokens, prefill_ms and decode_tokens_per_s");
   app.add_option("--method", options.method, "the stateful method to generate with");
-  app.add_option("--eos-id", options.eos_id, "stop after this token (default: never)")
-      ->check(integer_in(0, INT64_MAX));
+  app.add_option("--eos-id", options.eos_ids,
+                 "stop after this token; repeat for more (default: the eos_token_id of the "
+                 "generation_config.json beside the program, else never)")
+      ->check(integer_in(0, INT64_MAX))
+      ->allow_extra_args(false);
+  app.add_option("--temperature", options.sampling.temperature, "0: greedy; > 0 samples")
+      ->check(CLI::Range(0.0f, 100.0f));
+  app.add_option("--top-k", options.sampling.top_k, "sample among the k most probable (0: all)")
+      ->check(integer_in(0, INT32_MAX));
+  app.add_option("--top-p", options.sampling.top_p,
+                 "sample among the most probable tokens whose probability reaches p (1: all)")
+      ->check(CLI::Range(0.000001f, 1.0f));
+  app.add_option("--repetition-penalty", options.sampling.repetition_penalty,
+                 "transformers' penalty on tokens already seen (1: none)")
+      ->check(CLI::Range(0.000001f, 1000.0f));
+  app.add_option("--seed", options.sampling.seed, "the sampler's seed (a seeded run repeats)");
   app.add_option("--warmup-tokens", options.warmup_tokens,
                  "an untimed generation of this many tokens before the timed one (default 0)")
       ->check(integer_in(0, 1000000));
@@ -95,6 +127,53 @@ Result<std::vector<int64_t>> ReadPrompt(const std::string& path) {
   if (!ids.empty()) std::memcpy(ids.data(), array.data.data(), ids.size() * sizeof(int64_t));
   return ids;
 }
+
+std::string FolderOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+}
+
+// The end tokens of the generation_config.json in the folder of `program_path` (eos_token_id: an id
+// or a list of ids); none without the file or the key.
+Result<std::vector<int64_t>> EndTokens(const std::string& program_path) {
+  const std::string path = FolderOf(program_path) + "generation_config.json";
+  std::ifstream file(path);
+  if (!file.is_open()) return std::vector<int64_t>();
+  const nlohmann::json config = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  ES_CHECK_OR_RETURN_ERROR(config.is_object(), Error::InvalidArgument, "%s is not a JSON object",
+                           path.c_str());
+  std::vector<int64_t> ids;
+  const auto eos = config.find("eos_token_id");
+  if (eos == config.end() || eos->is_null()) return ids;
+  const nlohmann::json list = eos->is_array() ? *eos : nlohmann::json::array({*eos});
+  for (const nlohmann::json& id : list) {
+    ES_CHECK_OR_RETURN_ERROR(id.is_number_unsigned(), Error::InvalidArgument,
+                             "%s: eos_token_id must be a token id or a list of them",
+                             path.c_str());
+    ids.push_back(id.get<int64_t>());
+  }
+  return ids;
+}
+
+// The tokenizer.json beside each program, loaded once per folder (null without one).
+class Tokenizers {
+ public:
+  Result<const generation::BpeTokenizer*> for_program(const std::string& program_path) {
+    const std::string folder = FolderOf(program_path);
+    auto found = by_folder_.find(folder);
+    if (found != by_folder_.end()) return found->second.get();
+    const std::string path = folder + "tokenizer.json";
+    std::unique_ptr<generation::BpeTokenizer> tokenizer;
+    if (std::ifstream(path).is_open()) {
+      ES_ASSIGN_OR_RETURN(generation::BpeTokenizer loaded, generation::BpeTokenizer::load(path));
+      tokenizer = std::make_unique<generation::BpeTokenizer>(std::move(loaded));
+    }
+    return (by_folder_[folder] = std::move(tokenizer)).get();
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<generation::BpeTokenizer>> by_folder_;
+};
 
 Result<Method*> FindMethod(LoadedProgram& entry, const std::string& name) {
   std::string available;
@@ -124,26 +203,78 @@ nlohmann::json ToJson(const Generation& out) {
           {"decode_tokens_per_s", out.decode_tokens_per_s}};
 }
 
-// Generates with `entry`'s method, prints the tokens under `label`, returns them as JSON.
+// Generates with `entry`'s method and prints under `label` its text as it comes (with a tokenizer,
+// unless --ids) or its tokens; returns them as JSON.
 Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry,
-                                    const std::string& label, const std::vector<int64_t>& prompt) {
+                                    const std::string& label, const std::vector<int64_t>& ids,
+                                    Tokenizers& tokenizers) {
   ES_ASSIGN_OR_RETURN(Method * method, FindMethod(entry, options.method));
+  ES_ASSIGN_OR_RETURN(const generation::BpeTokenizer* tokenizer, tokenizers.for_program(entry.path));
+  std::vector<int64_t> prompt = ids;
+  if (!options.prompt.empty() || prompt.empty()) {
+    ES_CHECK_OR_RETURN_ERROR(tokenizer != nullptr, Error::InvalidArgument,
+                             "--prompt: there is no tokenizer.json beside %s (export with a model "
+                             "directory that has one, or give --prompt-ids)",
+                             entry.path.c_str());
+    ES_ASSIGN_OR_RETURN(prompt, tokenizer->encode(options.prompt));
+    ES_CHECK_OR_RETURN_ERROR(!prompt.empty(), Error::InvalidArgument,
+                             "--prompt: the text has no tokens");
+  }
   ES_ASSIGN_OR_RETURN(Generator generator, Generator::create(method));
-  const Span<const int64_t> ids(prompt.data(), prompt.size());
+  generation::GenerateOptions generate;
+  generate.max_new_tokens = static_cast<size_t>(options.max_new_tokens);
+  generate.sampling = options.sampling;
+  if (options.eos_ids.empty()) {
+    ES_ASSIGN_OR_RETURN(generate.stop_ids, EndTokens(entry.path));
+  } else {
+    generate.stop_ids.assign(options.eos_ids.begin(), options.eos_ids.end());
+  }
+  const bool as_text = tokenizer != nullptr && !options.print_ids;
+  std::printf("%s:%s", label.c_str(), as_text ? "\n" : "");
+  std::fflush(stdout);
+  generation::Utf8Stream stream;
+  std::string piece;
+  std::string text;
+  generation::TokenCallback print;
+  if (as_text) {
+    piece.reserve(64);
+    print = [&](int64_t token) {
+      piece.clear();
+      stream.add(tokenizer->token_bytes(token), &piece);
+      if (!piece.empty()) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        text += piece;
+      }
+      return true;
+    };
+  }
+  const Span<const int64_t> prompt_ids(prompt.data(), prompt.size());
   double first_prefill_ms = -1.0;
   if (options.warmup_tokens > 0) {
-    ES_ASSIGN_OR_RETURN(Generation warm,
-                        generator.generate(ids, static_cast<size_t>(options.warmup_tokens), -1));
+    generation::GenerateOptions warmup = generate;
+    warmup.max_new_tokens = static_cast<size_t>(options.warmup_tokens);
+    warmup.stop_ids.clear();
+    ES_ASSIGN_OR_RETURN(Generation warm, generator.generate(prompt_ids, warmup, nullptr));
     first_prefill_ms = warm.prefill_ms;
   }
-  ES_ASSIGN_OR_RETURN(Generation out,
-                      generator.generate(ids, static_cast<size_t>(options.max_new_tokens),
-                                         static_cast<int64_t>(options.eos_id)));
-  std::printf("%s:", label.c_str());
-  for (int64_t token : out.tokens) std::printf(" %lld", static_cast<long long>(token));
+  ES_ASSIGN_OR_RETURN(Generation out, generator.generate(prompt_ids, generate, print));
+  if (as_text) {
+    piece.clear();
+    stream.finish(&piece);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    text += piece;
+  } else {
+    for (int64_t token : out.tokens) std::printf(" %lld", static_cast<long long>(token));
+  }
   std::printf("\n  prefill %.3f ms (%zu tokens), decode %.1f tokens/s\n", out.prefill_ms,
               prompt.size(), out.decode_tokens_per_s);
   nlohmann::json json = ToJson(out);
+  if (tokenizer != nullptr) {
+    json["text"] = as_text ? text
+                           : tokenizer->decode(Span<const int64_t>(out.tokens.data(),
+                                                                   out.tokens.size()));
+  }
   if (first_prefill_ms >= 0.0) json["first_prefill_ms"] = first_prefill_ms;
   return json;
 }
@@ -152,7 +283,8 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
 // `adapters` keeps the files open (declared before the program set: the methods read them).
 Result<nlohmann::json> SwapAndGenerate(const Options& options, ProgramSet& set,
                                        const std::vector<int64_t>& prompt,
-                                       std::vector<std::shared_ptr<const DataFile>>& adapters) {
+                                       std::vector<std::shared_ptr<const DataFile>>& adapters,
+                                       Tokenizers& tokenizers) {
   nlohmann::json swaps = nlohmann::json::array();
   for (const std::string& path : options.swap_adapters) {
     ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> file, DataFile::open(path.c_str()));
@@ -164,7 +296,8 @@ Result<nlohmann::json> SwapAndGenerate(const Options& options, ProgramSet& set,
       any = true;
       LoadedProgram& entry = set.programs()[p];
       ES_ASSIGN_OR_RETURN(nlohmann::json out,
-                          GenerateWith(options, entry, entry.name + "@" + path, prompt));
+                          GenerateWith(options, entry, entry.name + "@" + path, prompt,
+                                       tokenizers));
       out["adapter"] = path;
       out["program"] = entry.name;
       swaps.push_back(std::move(out));
@@ -184,16 +317,24 @@ Status Run(const Options& options) {
   if (!options.json.empty()) {
     ES_RETURN_IF_ERROR(check_unique_program_names(options.set.programs, "--json"));
   }
-  ES_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, ReadPrompt(options.prompt_ids));
+  ES_CHECK_OR_RETURN_ERROR(options.prompt_ids.empty() != options.prompt.empty(),
+                           Error::InvalidArgument, "give --prompt TEXT or --prompt-ids FILE");
+  std::vector<int64_t> prompt;  // Empty with --prompt: each program's tokenizer encodes it.
+  if (!options.prompt_ids.empty()) {
+    ES_ASSIGN_OR_RETURN(prompt, ReadPrompt(options.prompt_ids));
+  }
+  Tokenizers tokenizers;
   std::vector<std::shared_ptr<const DataFile>> adapters;  // Outlives `set`.
   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
   for (const std::string& path : options.set.programs) ES_RETURN_IF_ERROR(set.add(path));
 
   nlohmann::json by_program = nlohmann::json::object();
   for (LoadedProgram& entry : set.programs()) {
-    ES_ASSIGN_OR_RETURN(by_program[entry.name], GenerateWith(options, entry, entry.name, prompt));
+    ES_ASSIGN_OR_RETURN(by_program[entry.name],
+                        GenerateWith(options, entry, entry.name, prompt, tokenizers));
   }
-  ES_ASSIGN_OR_RETURN(nlohmann::json swaps, SwapAndGenerate(options, set, prompt, adapters));
+  ES_ASSIGN_OR_RETURN(nlohmann::json swaps,
+                      SwapAndGenerate(options, set, prompt, adapters, tokenizers));
   if (options.json.empty()) return Status();
   // One program: the object itself; several: one object per program name.
   nlohmann::json json = set.programs().size() == 1 ? by_program.begin().value() : by_program;
@@ -207,14 +348,14 @@ Status Run(const Options& options) {
 
 int main(int argc, char** argv) {
   using namespace edgeshare;
-  CLI::App app{"Greedy generation with a program's KV-cache method, token ids in and out.",
+  CLI::App app{"Generation with a program's KV-cache method, token ids in and out.",
                "generate"};
   tools::Options options;
   tools::DeclareFlags(app, options);
   return tools::run_tool(app, argc, argv, [&] {
     for (std::string& path : options.set.programs) path = tools::user_path(path);
     for (std::string& path : options.set.data_files) path = tools::user_path(path);
-    options.prompt_ids = tools::user_path(options.prompt_ids);
+    if (!options.prompt_ids.empty()) options.prompt_ids = tools::user_path(options.prompt_ids);
     options.json = tools::user_path(options.json);
     for (std::string& path : options.swap_adapters) path = tools::user_path(path);
     return tools::Run(options);

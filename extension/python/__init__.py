@@ -6,7 +6,11 @@
     program = Program.load("lora_a.pte", [foundation])
     (logits,) = program.method("forward").execute(x)
 
-No torch needed at run time (numpy only). See runtime.py for the details.
+No torch needed at run time (numpy only). See runtime.py for the details; text in and out (the
+model's tokenizer and chat template from the export folder) is text.py, with `tokenizers` and jinja2
+(the wheel's [text] extra):
+
+    print(program.method("forward_cached").generate_text("Once upon a time", 32).text)
 """
 
 from edgeshare.extension.python._errors import EdgeshareError
@@ -22,6 +26,7 @@ from edgeshare.extension.python.runtime import (
     set_weight_sharing,
     weights_cache_stats,
 )
+from edgeshare.extension.python.text import TextDecoder, TextGenerationResult, Tokenizer, TokenizerFileError
 
 __all__ = [
     "DataFile",
@@ -31,6 +36,10 @@ __all__ = [
     "NpyFileError",
     "Program",
     "TensorSpec",
+    "TextDecoder",
+    "TextGenerationResult",
+    "Tokenizer",
+    "TokenizerFileError",
     "load_npy",
     "set_num_threads",
     "set_verify_content",

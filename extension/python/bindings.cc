@@ -197,26 +197,84 @@ py::array_t<int64_t> PromptIds(const py::handle& value, const LoadedMethod& meth
   return py::array_t<int64_t>(array);
 }
 
-py::tuple Generate(const MethodHandle& self, const py::handle& prompt_ids, int64_t max_new_tokens,
-                   std::optional<int64_t> eos_id) {
+// Generation options from Python's keyword arguments (runtime.py checks their types).
+generation::GenerateOptions Options(int64_t max_new_tokens, const std::vector<int64_t>& stop_ids,
+                                    double temperature, int64_t top_k, double top_p,
+                                    double repetition_penalty, uint64_t seed) {
   if (max_new_tokens < 0) {
     throw Failure{Error::InvalidArgument,
                   "generate(): max_new_tokens is " + std::to_string(max_new_tokens) + ", not >= 0"};
   }
-  if (eos_id.has_value() && *eos_id < 0) {
-    throw Failure{Error::InvalidArgument,
-                  "generate(): eos_id is " + std::to_string(*eos_id) + ", not a token id"};
+  for (int64_t id : stop_ids) {
+    if (id < 0) {
+      throw Failure{Error::InvalidArgument,
+                    "generate(): stop id " + std::to_string(id) + " is not a token id"};
+    }
   }
+  if (top_k < 0) {
+    throw Failure{Error::InvalidArgument,
+                  "generate(): top_k is " + std::to_string(top_k) + ", not >= 0"};
+  }
+  generation::GenerateOptions options;
+  options.max_new_tokens = static_cast<size_t>(max_new_tokens);
+  options.stop_ids = stop_ids;
+  options.sampling.temperature = static_cast<float>(temperature);
+  options.sampling.top_k = static_cast<size_t>(top_k);
+  options.sampling.top_p = static_cast<float>(top_p);
+  options.sampling.repetition_penalty = static_cast<float>(repetition_penalty);
+  options.sampling.seed = seed;
+  return options;
+}
+
+py::tuple Generate(const MethodHandle& self, const py::handle& prompt_ids, int64_t max_new_tokens,
+                   const std::vector<int64_t>& stop_ids, double temperature, int64_t top_k,
+                   double top_p, double repetition_penalty, uint64_t seed) {
+  const generation::GenerateOptions options =
+      Options(max_new_tokens, stop_ids, temperature, top_k, top_p, repetition_penalty, seed);
   py::array_t<int64_t> ids = PromptIds(prompt_ids, *self.method);
   const runtime::Span<const int64_t> prompt(ids.data(), static_cast<size_t>(ids.size()));
   Result<generation::Generation> out = Status(Error::Internal);
   {
     py::gil_scoped_release release;
-    out = self.method->generate(prompt, static_cast<size_t>(max_new_tokens), eos_id.value_or(-1));
+    out = self.method->generate(prompt, options);
   }
   generation::Generation generated = Unwrap(std::move(out));
   return py::make_tuple(py::cast(generated.tokens), generated.prefill_ms,
                         generated.decode_tokens_per_s);
+}
+
+// Starts a streamed generation; returns the ticket next_token() takes.
+uint64_t StartGeneration(const MethodHandle& self, const py::handle& prompt_ids,
+                         int64_t max_new_tokens, const std::vector<int64_t>& stop_ids,
+                         double temperature, int64_t top_k, double top_p,
+                         double repetition_penalty, uint64_t seed) {
+  const generation::GenerateOptions options =
+      Options(max_new_tokens, stop_ids, temperature, top_k, top_p, repetition_penalty, seed);
+  py::array_t<int64_t> ids = PromptIds(prompt_ids, *self.method);
+  const runtime::Span<const int64_t> prompt(ids.data(), static_cast<size_t>(ids.size()));
+  Result<uint64_t> ticket = Status(Error::Internal);
+  {
+    py::gil_scoped_release release;
+    ticket = self.method->start(prompt, options);
+  }
+  return Unwrap(std::move(ticket));
+}
+
+// The stream's next token, or None once it is done.
+std::optional<int64_t> NextToken(const MethodHandle& self, uint64_t ticket) {
+  Result<int64_t> token = Status(Error::Internal);
+  {
+    py::gil_scoped_release release;
+    token = self.method->next(ticket);
+  }
+  const int64_t value = Unwrap(std::move(token));
+  if (value < 0) return std::nullopt;
+  return value;
+}
+
+py::tuple StreamTimings(const MethodHandle& self) {
+  const generation::Generation out = self.method->timings();
+  return py::make_tuple(out.prefill_ms, out.decode_tokens_per_s);
 }
 
 py::object SpecToPython(const TensorSpec& spec) {
@@ -352,7 +410,13 @@ void DefineClasses(py::module_& m) {
           "outputs", [](const MethodHandle& h) { return SpecsToPython(h.method->outputs()); })
       .def("execute", &Execute)
       .def("generate", &Generate, py::arg("prompt_ids"), py::arg("max_new_tokens"),
-           py::arg("eos_id") = py::none());
+           py::arg("stop_ids"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"),
+           py::arg("repetition_penalty"), py::arg("seed"))
+      .def("start_generation", &StartGeneration, py::arg("prompt_ids"), py::arg("max_new_tokens"),
+           py::arg("stop_ids"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"),
+           py::arg("repetition_penalty"), py::arg("seed"))
+      .def("next_token", &NextToken, py::arg("ticket"))
+      .def("stream_timings", &StreamTimings);
 }
 
 }  // namespace

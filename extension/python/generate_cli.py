@@ -1,12 +1,17 @@
-"""edgeshare-generate: greedy generation from the command line, token ids in and out, in Python.
+"""edgeshare-generate: generation from the command line, text or token ids in and out, in Python.
 
     edgeshare-generate --data out/foundation.ptd --program out/a.pte --program out/b.pte \\
-        --prompt-ids prompt.npy --max-new-tokens 32 [--json tokens.json] [--eos-id N] \\
+        (--prompt TEXT | --chat messages.json | --prompt-ids prompt.npy) --max-new-tokens 32 [--ids] [--json tokens.json] \\
+        [--eos-id N]... [--temperature T --top-k K --top-p P --repetition-penalty R --seed S] \\
         [--method forward_cached] [--threads N] [--no-share] [--no-verify] [--swap-adapter X.ptd]...
 
-The flags, the checks and the JSON are those of //tools:generate (the C++ tool): the prompt is an
-int64 .npy of shape [P] or [1, P]; --json writes {"tokens", "prefill_ms", "decode_tokens_per_s"}
-for one program, one such object per program name for several, and "swaps" in order with
+The flags, the checks and the JSON are those of //tools:generate (the C++ tool, whose sampler this
+runs: a seed gives the same tokens): --prompt is encoded with the tokenizer.json beside the program
+(--chat: messages rendered with its chat template, as transformers' apply_chat_template) and the
+new text is streamed (--ids prints ids); --prompt-ids is an int64 .npy of shape [P] or
+[1, P]; generation stops at --eos-id, or by default at the end tokens of the generation_config.json
+beside the program; --json writes {"tokens", "prefill_ms", "decode_tokens_per_s"} (and "text" with a
+tokenizer) for one program, one such object per program name for several, and "swaps" in order with
 --swap-adapter. Every error is one line on stderr and exit status 1.
 """
 
@@ -18,6 +23,8 @@ import os
 import re
 import sys
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
+
+import numpy as np
 
 from edgeshare.extension.python._errors import EdgeshareError
 from edgeshare.extension.python.npy_file import NpyFileError, load_npy
@@ -57,13 +64,39 @@ def _integer_in(low: int, high: int):
     return parse
 
 
+def _number_in(low: float, high: float):
+    """An argparse type: a finite number in [low, high]."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not in {low}..{high}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--program", action="append", required=True, help="a .pte to load; repeat for more")
     parser.add_argument("--data", action="append", default=[], help="a .ptd data file the programs load against")
-    parser.add_argument("--prompt-ids", required=True, help="int64 .npy of prompt token ids, [P] or [1, P]")
+    prompt = parser.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt-ids", help="int64 .npy of prompt token ids, [P] or [1, P]")
+    prompt.add_argument("--prompt", help="prompt text (encoded with the tokenizer.json beside the program)")
+    prompt.add_argument("--chat", help='a JSON file of messages ([{"role": "user", "content": "..."}, ...]) '
+                        "rendered with the model's chat template")
+    parser.add_argument("--ids", action="store_true", help="print token ids rather than text")
     parser.add_argument("--max-new-tokens", type=_integer_in(0, 1000000), default=32, help="tokens to generate")
-    parser.add_argument("--eos-id", type=_integer_in(0, 2**63 - 1), help="stop after this token (default: never)")
+    parser.add_argument("--eos-id", type=_integer_in(0, 2**63 - 1), action="append",
+                        help="stop after this token; repeat for more (default: generation_config.json's end tokens)")
+    parser.add_argument("--temperature", type=_number_in(0.0, 100.0), default=0.0, help="0: greedy; > 0 samples")
+    parser.add_argument("--top-k", type=_integer_in(0, 2**31 - 1), default=0, help="sample among the k most probable")
+    parser.add_argument("--top-p", type=_number_in(1e-6, 1.0), default=1.0, help="nucleus sampling's p (1: all)")
+    parser.add_argument("--repetition-penalty", type=_number_in(1e-6, 1000.0), default=1.0, help="1: none")
+    parser.add_argument("--seed", type=_integer_in(0, 2**64 - 1), default=0, help="the sampler's seed")
     parser.add_argument("--method", default="forward_cached", help="the stateful method to generate with")
     parser.add_argument("--json", help="write tokens, prefill_ms and decode_tokens_per_s")
     parser.add_argument("--threads", type=_integer_in(1, 256), default=1, help="threads of the delegate's operators")
@@ -88,11 +121,60 @@ def _check_unique_names(paths: Sequence[str]) -> None:
         seen[_name(path)] = path
 
 
+def _messages(path: str) -> List[Dict[str, Any]]:
+    """The chat messages in a JSON file: a list of {"role": str, "content": str}."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            messages = json.load(f)
+        except ValueError as e:
+            raise _UsageError(f"--chat {path} is not JSON: {e}") from None
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+    ):
+        raise _UsageError(f'--chat {path} must hold a list of {{"role": ..., "content": ...}} messages')
+    return messages
+
+
 def _generate(program: Program, label: str, args: argparse.Namespace, prompt: Any) -> Dict[str, Any]:
-    out = program.method(args.method).generate(prompt, args.max_new_tokens, eos_id=args.eos_id)
-    print(f"{label}: {' '.join(map(str, out.tokens))}")
-    print(f"  prefill {out.prefill_ms:.3f} ms ({prompt.size} tokens), decode {out.decode_tokens_per_s:.1f} tokens/s")
-    return {"tokens": out.tokens, "prefill_ms": out.prefill_ms, "decode_tokens_per_s": out.decode_tokens_per_s}
+    method = program.method(args.method)
+    text = args.prompt is not None or args.chat is not None
+    tokenizer = program.tokenizer if text or not args.ids else None
+    if text:
+        flag = "--prompt" if args.prompt is not None else "--chat"
+        if tokenizer is None:
+            raise _UsageError(
+                f"{flag}: there is no tokenizer.json beside {program.path} (export with a model directory that "
+                "has one, or give --prompt-ids)"
+            )
+        if args.chat is not None:
+            prompt = np.asarray(tokenizer.apply_chat_template(_messages(args.chat), tokenize=True), dtype=np.int64)
+        else:
+            prompt = np.asarray(tokenizer.encode(args.prompt), dtype=np.int64)
+        if prompt.size == 0:
+            raise _UsageError(f"{flag}: the text has no tokens")
+    options = dict(
+        eos_id=None, stop_ids=args.eos_id, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+        repetition_penalty=args.repetition_penalty, seed=args.seed,
+    )
+    entry: Dict[str, Any]
+    if tokenizer is not None and not args.ids:
+        print(f"{label}:", flush=True)
+        result: List[Any] = []
+        for piece in method.stream_text(prompt, args.max_new_tokens, result=result, **options):
+            print(piece, end="", flush=True)
+        print()
+        done = result[0]
+        entry = {"tokens": done.tokens, "prefill_ms": done.prefill_ms, "decode_tokens_per_s": done.decode_tokens_per_s,
+                 "text": done.text}
+    else:
+        out = method.generate(prompt, args.max_new_tokens, **options)
+        print(f"{label}: {' '.join(map(str, out.tokens))}")
+        entry = {"tokens": out.tokens, "prefill_ms": out.prefill_ms, "decode_tokens_per_s": out.decode_tokens_per_s}
+        if tokenizer is not None:
+            entry["text"] = tokenizer.decode(out.tokens)
+    print(f"  prefill {entry['prefill_ms']:.3f} ms ({prompt.size} tokens), "
+          f"decode {entry['decode_tokens_per_s']:.1f} tokens/s")
+    return entry
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -101,7 +183,7 @@ def _run(args: argparse.Namespace) -> None:
     set_weight_sharing(not args.no_share)
     set_verify_content(not args.no_verify)
     set_num_threads(args.threads)
-    prompt = load_npy(args.prompt_ids)
+    prompt = load_npy(args.prompt_ids) if args.prompt_ids is not None else None
     data = [DataFile.open(path) for path in args.data]
     programs = [Program.load(path, data) for path in args.program]
     by_program = {_name(p.path): _generate(p, _name(p.path), args, prompt) for p in programs}
@@ -143,7 +225,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     try:
         _run(_parser().parse_args(argv))
-    except (EdgeshareError, NpyFileError, _UsageError, TypeError, OSError) as e:
+    except (EdgeshareError, NpyFileError, _UsageError, TypeError, ValueError, OSError) as e:
         print(f"{PROG}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 1
     return 0

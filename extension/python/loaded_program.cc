@@ -66,10 +66,52 @@ LoadedMethod::LoadedMethod(Method method, std::string program_name)
 
 Result<generation::Generation> LoadedMethod::generate(runtime::Span<const int64_t> prompt,
                                                       size_t max_new_tokens, int64_t eos) {
+  generation::GenerateOptions options;
+  options.max_new_tokens = max_new_tokens;
+  if (eos != -1) options.stop_ids.push_back(eos);
+  return generate(prompt, options);
+}
+
+Result<generation::Generation> LoadedMethod::generate(runtime::Span<const int64_t> prompt,
+                                                      const generation::GenerateOptions& options) {
   if (!generator_.has_value()) return generator_error_.WithContext("%s", program_name_.c_str());
   std::lock_guard<std::mutex> lock(mutex_);
-  Result<generation::Generation> out = generator_->generate(prompt, max_new_tokens, eos);
+  ++epoch_;
+  Result<generation::Generation> out = generator_->generate(prompt, options);
   if (!out.ok()) return out.status().WithContext("%s", program_name_.c_str());
+  return out;
+}
+
+Result<uint64_t> LoadedMethod::start(runtime::Span<const int64_t> prompt,
+                                     const generation::GenerateOptions& options) {
+  if (!generator_.has_value()) return generator_error_.WithContext("%s", program_name_.c_str());
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t ticket = ++epoch_;
+  const Status started = generator_->start(prompt, options);
+  if (!started.ok()) return started.WithContext("%s", program_name_.c_str());
+  return ticket;
+}
+
+Result<int64_t> LoadedMethod::next(uint64_t ticket) {
+  ES_CHECK_OR_RETURN_ERROR(generator_.has_value(), Error::InvalidState,
+                           "method '%s' of %s does not generate", name(), program_name_.c_str());
+  std::lock_guard<std::mutex> lock(mutex_);
+  ES_CHECK_OR_RETURN_ERROR(ticket == epoch_, Error::InvalidState,
+                           "the generation streamed from method '%s' of %s was interrupted by "
+                           "another use of the method",
+                           name(), program_name_.c_str());
+  if (generator_->done()) return static_cast<int64_t>(-1);
+  Result<int64_t> token = generator_->next();
+  if (!token.ok()) return token.status().WithContext("%s", program_name_.c_str());
+  return token;
+}
+
+generation::Generation LoadedMethod::timings() {
+  generation::Generation out;
+  if (!generator_.has_value()) return out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  out.prefill_ms = generator_->prefill_ms();
+  out.decode_tokens_per_s = generator_->decode_tokens_per_s();
   return out;
 }
 
@@ -83,6 +125,7 @@ Result<std::vector<OwnedTensor>> LoadedMethod::run(const std::vector<Tensor>& in
     if (!checked.ok()) return checked.WithContext("%s", program_name_.c_str());
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  ++epoch_;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Status status = method_.set_input(i, inputs[i]);
     if (!status.ok()) return status.WithContext("%s", program_name_.c_str());
@@ -99,6 +142,7 @@ Result<std::vector<OwnedTensor>> LoadedMethod::run(const std::vector<Tensor>& in
 
 Status LoadedMethod::rebind(const runtime::NamedDataMap& data) {
   std::lock_guard<std::mutex> lock(mutex_);
+  ++epoch_;
   return method_.rebind_data(data);
 }
 

@@ -97,9 +97,21 @@ class LoadedMethod {
   // prefills `prompt`, returns up to max_new_tokens new tokens (stopping after eos if eos >= 0).
   runtime::Result<generation::Generation> generate(runtime::Span<const int64_t> prompt,
                                                    size_t max_new_tokens, int64_t eos = -1);
+  // The same with sampling and stop ids (generation::GenerateOptions).
+  runtime::Result<generation::Generation> generate(runtime::Span<const int64_t> prompt,
+                                                   const generation::GenerateOptions& options);
+  // Stepwise generation for a binding's iterator: start() prefills and returns a ticket; each
+  // next(ticket) returns one new token, or -1 once done. Any other run, generate, start or rebind
+  // of this method in between ends the stream: next() then gives InvalidState.
+  runtime::Result<uint64_t> start(runtime::Span<const int64_t> prompt,
+                                  const generation::GenerateOptions& options);
+  runtime::Result<int64_t> next(uint64_t ticket);
+  // The running stream's timings (generation::Generator's).
+  generation::Generation timings();
 
  private:
   std::mutex mutex_;  // One run at a time: the Method's planned memory is reused by each.
+  uint64_t epoch_ = 0;  // Counts uses of the method's state (under mutex_): a stream's ticket.
   runtime::Method method_;
   std::string program_name_;
   // Made at construction, while the inputs still have their planned sizes (the bounds the

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from edgeshare.extension.python import _edgeshare_runtime as _native
@@ -180,34 +180,157 @@ class Method:
         """
         return list(self._native.execute(*inputs))
 
-    def generate(self, prompt_ids: Any, max_new_tokens: int, eos_id: Optional[int] = None) -> GenerationResult:
-        """Greedy decoding with this stateful method: resets its KV cache, prefills the prompt in
-        one execute, then runs one execute per new token (the largest logit, the first on ties).
+    def generate(
+        self,
+        prompt_ids: Any,
+        max_new_tokens: int,
+        eos_id: Optional[int] = None,
+        *,
+        stop_ids: Optional[Sequence[int]] = None,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        seed: int = 0,
+    ) -> GenerationResult:
+        """Generates with this stateful method: resets its KV cache, prefills the prompt in one
+        execute, then runs one execute per new token, picked by the runtime's C++ sampler (the one
+        //tools:generate uses, so a seed gives the same tokens in both).
 
-        The GIL is released while it runs; calls on one method wait for each other.
+        Greedy by default (temperature 0: the largest logit, the first on ties). Stops after
+        max_new_tokens or after a stop id (included): eos_id and stop_ids, or when both are None,
+        the model's end tokens (eos_token_id of the generation_config.json beside the program;
+        none without it). The GIL is released while it runs; calls on one method wait for each
+        other.
 
         Args:
           prompt_ids: int64 token ids of shape [P] or [1, P] (numpy or a CPU torch tensor), each
             within the vocabulary.
-          max_new_tokens: how many tokens to generate (an int; the prompt must fit in the method's
+          max_new_tokens: how many tokens to generate at most (the prompt must fit in the method's
             length even with 0).
-          eos_id: stop after this token (it is included; a token id within the vocabulary); None
-            generates max_new_tokens.
+          eos_id: a stop id (a token id within the vocabulary).
+          stop_ids: more stop ids.
+          temperature: 0 for greedy; otherwise logits are divided by it before sampling.
+          top_k: sample among the k most probable tokens (0: all; 1: greedy).
+          top_p: sample among the most probable tokens whose probability reaches top_p (1: all).
+          repetition_penalty: transformers' penalty on every token of the prompt and output (1: none).
+          seed: the sampler's seed; a seeded run repeats exactly.
 
         Returns:
           The new tokens and the timings.
 
         Raises:
-          TypeError: max_new_tokens or eos_id is not an int (3.7, "5", True).
+          TypeError: max_new_tokens, eos_id, a stop id, top_k or seed is not an int (3.7, "5",
+            True), or a float option is not a number.
           EdgeshareError: InvalidArgument for a prompt of another dtype or shape, an empty prompt,
-            a token id or eos_id outside the vocabulary, a prompt (plus new tokens) longer than the
-            method was exported for (--max-seq-len), a negative max_new_tokens, or a method
-            without the generation signature or state (naming it); the method's own errors.
+            a token id or stop id outside the vocabulary, a prompt (plus new tokens) longer than
+            the method was exported for (--max-seq-len), a negative max_new_tokens, sampling
+            options out of range (temperature < 0, top_p outside (0, 1], repetition_penalty <= 0),
+            or a method without the generation signature or state (naming it); the method's own
+            errors.
         """
-        count = _integer("max_new_tokens", max_new_tokens)
-        eos = None if eos_id is None else _integer("eos_id", eos_id)
-        tokens, prefill_ms, decode_tokens_per_s = self._native.generate(prompt_ids, count, eos)
+        args = self._generation_args(prompt_ids, max_new_tokens, eos_id, stop_ids, temperature, top_k, top_p,
+                                     repetition_penalty, seed)
+        tokens, prefill_ms, decode_tokens_per_s = self._native.generate(*args)
         return GenerationResult(list(tokens), float(prefill_ms), float(decode_tokens_per_s))
+
+    def stream(
+        self,
+        prompt_ids: Any,
+        max_new_tokens: int,
+        eos_id: Optional[int] = None,
+        *,
+        stop_ids: Optional[Sequence[int]] = None,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        seed: int = 0,
+    ) -> Iterator[int]:
+        """generate() one token at a time: the prompt is checked and prefilled at the call, each
+        next() runs one execute (the GIL released) and yields its token. The tokens equal
+        generate()'s with the same arguments. Another use of the method (execute, generate, a new
+        stream, bind_adapter) ends this stream: its next next() raises EdgeshareError InvalidState.
+
+        Args and Raises: as generate().
+
+        Returns:
+          An iterator of the new token ids.
+        """
+        args = self._generation_args(prompt_ids, max_new_tokens, eos_id, stop_ids, temperature, top_k, top_p,
+                                     repetition_penalty, seed)
+        ticket = self._native.start_generation(*args)
+        return self._tokens(ticket)
+
+    def generate_text(self, prompt: Any, max_new_tokens: int, **options: Any) -> Any:
+        """Text in, text out with the program's tokenizer (text.generate_text): returns a
+        TextGenerationResult (text, tokens, prompt_tokens, stop_reason).
+
+        Args:
+          prompt: text (encoded with program.tokenizer) or token ids.
+          max_new_tokens: tokens to generate at most.
+          **options: stop (stop strings), add_special_tokens, and generate()'s options.
+
+        Raises:
+          ValueError: a text prompt and no tokenizer in the program's folder; as generate().
+        """
+        from edgeshare.extension.python.text import generate_text  # noqa: PLC0415 (tokenizers is optional)
+
+        return generate_text(self, prompt, max_new_tokens, **options)
+
+    def stream_text(self, prompt: Any, max_new_tokens: int, **options: Any) -> Iterator[str]:
+        """generate_text as an iterator of text pieces as they are decoded (text.stream_text); the
+        pieces concatenate to generate_text's text and never split a UTF-8 character.
+
+        Raises:
+          As generate_text.
+        """
+        from edgeshare.extension.python.text import stream_text  # noqa: PLC0415 (tokenizers is optional)
+
+        return stream_text(self, prompt, max_new_tokens, **options)
+
+    def _tokens(self, ticket: int) -> Iterator[int]:
+        while True:
+            token = self._native.next_token(ticket)
+            if token is None:
+                return
+            yield int(token)
+
+    def _generation_args(
+        self,
+        prompt_ids: Any,
+        max_new_tokens: int,
+        eos_id: Optional[int],
+        stop_ids: Optional[Sequence[int]],
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        repetition_penalty: float,
+        seed: int,
+    ) -> Tuple[Any, ...]:
+        count = _integer("max_new_tokens", max_new_tokens)
+        stops = [_integer("eos_id", eos_id)] if eos_id is not None else []
+        if stop_ids is not None:
+            stops += [_integer("stop_ids", i) for i in stop_ids]
+        elif eos_id is None:
+            stops = list(self._program.end_token_ids)
+        for i in stops:
+            if i < 0:
+                kind = "eos_id" if eos_id is not None and i == eos_id else "stop id"
+                raise EdgeshareError("InvalidArgument", f"generate(): {kind} is {i}, not a token id")
+        seed_value = _integer("seed", seed)
+        if not 0 <= seed_value < 2**64:
+            raise EdgeshareError("InvalidArgument", f"generate(): seed {seed_value} is outside 0..2^64-1")
+        return (
+            prompt_ids,
+            count,
+            stops,
+            _number("temperature", temperature),
+            _integer("top_k", top_k),
+            _number("top_p", top_p),
+            _number("repetition_penalty", repetition_penalty),
+            seed_value,
+        )
 
     def __repr__(self) -> str:
         return f"Method({self.name!r} of {self._program.path!r})"
@@ -226,6 +349,8 @@ class Program:
         self._data_files = data_files
         self._methods: Dict[str, Method] = {}
         self._adapter: Optional[DataFile] = None
+        self._end_token_ids: Optional[List[int]] = None
+        self._tokenizer: Any = None
 
     @classmethod
     def load(cls, path: PathLike, data_files: Sequence[Union[DataFile, PathLike]] = ()) -> Program:
@@ -294,6 +419,40 @@ class Program:
         """The adapter bound last by bind_adapter (None before the first swap)."""
         return self._adapter
 
+    @property
+    def folder(self) -> str:
+        """The folder the program was loaded from: its export folder, where its tokenizer files and
+        generation_config.json are (export_lora copies them from the model directory)."""
+        return os.path.dirname(os.path.abspath(self.path))
+
+    @property
+    def end_token_ids(self) -> List[int]:
+        """The model's end tokens: eos_token_id of generation_config.json in the program's folder
+        (an id or a list of ids), or [] without that file.
+
+        Raises:
+          ValueError: the file is not JSON or its eos_token_id is not ids, naming the file.
+        """
+        if self._end_token_ids is None:
+            from edgeshare.extension.python.text import read_end_token_ids  # noqa: PLC0415 (tokenizers is optional)
+
+            self._end_token_ids = read_end_token_ids(self.folder)
+        return list(self._end_token_ids)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's Tokenizer (edgeshare.extension.python.text) from tokenizer.json in the program's
+        folder, loaded once; None when the export has no tokenizer (then generate with ids).
+
+        Raises:
+          ValueError: a tokenizer file is malformed, naming it.
+        """
+        if self._tokenizer is None:
+            from edgeshare.extension.python.text import Tokenizer  # noqa: PLC0415 (tokenizers is optional)
+
+            self._tokenizer = Tokenizer.from_folder(self.folder) or False
+        return self._tokenizer or None
+
     def method(self, name: str) -> Method:
         """The loaded method called `name` (the same object on every call).
 
@@ -347,6 +506,13 @@ def _integer(name: str, value: Any) -> int:
         return operator.index(value)
     except TypeError:
         raise TypeError(f"generate(): {name} must be an int, not {type(value).__name__} {value!r:.40}") from None
+
+
+def _number(name: str, value: Any) -> float:
+    """`value` as a float, refusing strings and bools."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"generate(): {name} must be a number, not {type(value).__name__} {value!r:.40}")
+    return float(value)
 
 
 def _spec(native: Optional[tuple[Any, Sequence[int], Sequence[int]]]) -> Optional[TensorSpec]:

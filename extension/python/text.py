@@ -1,0 +1,431 @@
+"""Text in, text out: the model's tokenizer, its chat template and end tokens, from the export folder.
+
+export_lora copies the model directory's tokenizer.json, tokenizer_config.json (with its chat
+template) and generation_config.json (its end tokens) beside the programs; a loaded Program finds
+them in its folder. Tokenizing is Hugging Face `tokenizers` (no torch); chat templates are rendered
+with jinja2 as transformers' apply_chat_template does; the tokens come from the runtime's C++
+generator and sampler.
+
+    program = Program.load("out/a.pte", ["out/foundation.ptd"])
+    method = program.method("forward_cached")
+    print(method.generate_text("Once upon a time", max_new_tokens=32).text)     # greedy
+    for piece in method.stream_text("Once upon a time", 32, temperature=0.8, seed=1):
+        print(piece, end="", flush=True)                  # never splits a UTF-8 character
+    chat = program.tokenizer.apply_chat_template([{"role": "user", "content": "Hi!"}])
+    reply = method.generate_text(chat, 64, add_special_tokens=False)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from datetime import datetime
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+__all__ = [
+    "TextDecoder",
+    "TextGenerationResult",
+    "Tokenizer",
+    "TokenizerFileError",
+    "generate_text",
+    "read_end_token_ids",
+    "stream_text",
+]
+
+GENERATION_CONFIG = "generation_config.json"
+TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+
+# The special-token attributes transformers gives a chat template as strings.
+_SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+class TokenizerFileError(ValueError):
+    """A tokenizer or generation config file in an export folder is malformed (naming it)."""
+
+
+def _read_json(path: str) -> Optional[Dict[str, Any]]:
+    """The JSON object in `path`, or None when there is no such file."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise TokenizerFileError(f"{path} is not readable JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise TokenizerFileError(f"{path} is not a JSON object")
+    return value
+
+
+def read_end_token_ids(folder: str) -> List[int]:
+    """The end tokens of generation_config.json in `folder` (eos_token_id: an id or a list).
+
+    Args:
+      folder: an export folder.
+
+    Returns:
+      The ids, [] without the file or without eos_token_id.
+
+    Raises:
+      TokenizerFileError: the file is malformed or its eos_token_id is not ids, naming it.
+    """
+    path = os.path.join(folder, GENERATION_CONFIG)
+    config = _read_json(path)
+    if config is None or config.get("eos_token_id") is None:
+        return []
+    eos = config["eos_token_id"]
+    ids = eos if isinstance(eos, list) else [eos]
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        raise TokenizerFileError(f"{path}: eos_token_id must be a token id or a list of them, not {eos!r:.60}")
+    return list(ids)
+
+
+def _token_text(value: Any) -> Optional[str]:
+    """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
+
+
+class Tokenizer:
+    """A model's tokenizer: Hugging Face `tokenizers` over tokenizer.json, with the special tokens
+    and chat template of tokenizer_config.json and the end tokens of generation_config.json."""
+
+    def __init__(self, backend: Any, config: Mapping[str, Any], end_token_ids: Sequence[int], folder: str) -> None:
+        """Internal: use Tokenizer.from_folder()."""
+        self._backend = backend
+        self._config = dict(config)
+        self._folder = folder
+        self.special_tokens: Dict[str, str] = {}
+        for name in _SPECIAL_TOKEN_NAMES:
+            text = _token_text(self._config.get(name))
+            if text is not None:
+                self.special_tokens[name] = text
+        ids = list(end_token_ids)
+        eos = self.special_tokens.get("eos_token")
+        if not ids and eos is not None and backend.token_to_id(eos) is not None:
+            ids = [backend.token_to_id(eos)]
+        self.end_token_ids: List[int] = ids
+        template = self._config.get("chat_template")
+        self.chat_template: Optional[str] = template if isinstance(template, str) else None
+
+    @classmethod
+    def from_folder(cls, folder: str) -> Optional[Tokenizer]:
+        """Loads the tokenizer of an export folder (or a model directory).
+
+        Args:
+          folder: the folder holding tokenizer.json (and optionally tokenizer_config.json,
+            special_tokens_map.json, generation_config.json).
+
+        Returns:
+          The tokenizer, or None when the folder has no tokenizer.json.
+
+        Raises:
+          TokenizerFileError: a file is malformed, naming it.
+        """
+        path = os.path.join(folder, TOKENIZER_JSON)
+        if not os.path.isfile(path):
+            return None
+        import tokenizers  # noqa: PLC0415 (only text generation needs it)
+
+        try:
+            backend = tokenizers.Tokenizer.from_file(path)
+        except Exception as e:  # tokenizers raises its own Exception subclass for a bad file
+            raise TokenizerFileError(f"{path} is not a tokenizers file: {' '.join(str(e).split())}") from e
+        config: Dict[str, Any] = {}
+        for name in (SPECIAL_TOKENS_MAP, TOKENIZER_CONFIG):  # tokenizer_config wins, as in transformers
+            config.update(_read_json(os.path.join(folder, name)) or {})
+        return cls(backend, config, read_end_token_ids(folder), folder)
+
+    @property
+    def vocab_size(self) -> int:
+        """Tokens known, added ones included."""
+        return int(self._backend.get_vocab_size(with_added_tokens=True))
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
+        """The ids of `text` (with the tokenizer's post-processing, e.g. a BOS, when add_special_tokens).
+
+        Raises:
+          TypeError: text is not a str.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode(): text must be a str, not {type(text).__name__}")
+        return list(self._backend.encode(text, add_special_tokens=add_special_tokens).ids)
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """The text of `ids` (special tokens left out unless skip_special_tokens is False)."""
+        return str(self._backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens))
+
+    def apply_chat_template(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        add_generation_prompt: bool = True,
+        tokenize: bool = False,
+        **kwargs: Any,
+    ) -> Union[str, List[int]]:
+        """Renders a conversation with the model's chat template, as transformers'
+        apply_chat_template does (a sandboxed jinja2 environment with trim_blocks and lstrip_blocks,
+        its tojson, raise_exception and strftime_now; the special tokens as strings).
+
+        Args:
+          messages: [{"role": "system" | "user" | "assistant", "content": str}, ...].
+          add_generation_prompt: end with what opens the assistant's turn.
+          tokenize: return the ids (encoded without adding special tokens again) instead of text.
+          **kwargs: more variables for the template (e.g. tools).
+
+        Returns:
+          The prompt text, or its ids with tokenize.
+
+        Raises:
+          ValueError: the tokenizer has no chat template, or the template raised (naming it).
+        """
+        if self.chat_template is None:
+            raise TokenizerFileError(f"{os.path.join(self._folder, TOKENIZER_CONFIG)} has no chat_template")
+        import jinja2  # noqa: PLC0415 (only chat needs it)
+
+        template = _compile(self.chat_template)
+        variables = {**self.special_tokens, **kwargs}
+        try:
+            text = template.render(
+                messages=[dict(m) for m in messages],
+                add_generation_prompt=add_generation_prompt,
+                **variables,
+            )
+        except jinja2.exceptions.TemplateError as e:
+            raise TokenizerFileError(f"the chat template of {self._folder} failed: {e}") from e
+        return self.encode(text, add_special_tokens=False) if tokenize else text
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self._folder!r}, vocab_size={self.vocab_size})"
+
+
+_TEMPLATES: Dict[str, Any] = {}
+
+
+def _compile(source: str) -> Any:
+    """The jinja2 template transformers would compile from `source` (cached)."""
+    if source in _TEMPLATES:
+        return _TEMPLATES[source]
+    import jinja2  # noqa: PLC0415
+    from jinja2.ext import loopcontrols  # noqa: PLC0415
+    from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: PLC0415
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
+               sort_keys: bool = False) -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(fmt: str) -> str:
+        return datetime.now().strftime(fmt)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    _TEMPLATES[source] = env.from_string(source)
+    return _TEMPLATES[source]
+
+
+class TextDecoder:
+    """Turns tokens into text pieces as they come, never splitting a UTF-8 character: a piece is
+    given out once the text of the tokens so far no longer ends in an incomplete character (U+FFFD
+    from a partial byte sequence). The pieces concatenate to tokenizer.decode(all tokens).
+
+        decoder = TextDecoder(tokenizer)
+        for token in tokens: print(decoder.add(token), end="")
+        print(decoder.finish())
+    """
+
+    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True) -> None:
+        self._tokenizer = tokenizer
+        self._skip = skip_special_tokens
+        self._ids: List[int] = []
+        self._prefix = 0  # the window decoded each time starts here (a few tokens back)
+        self._read = 0  # tokens whose text was given out
+
+    def _text(self, start: int, end: int) -> str:
+        return self._tokenizer.decode(self._ids[start:end], skip_special_tokens=self._skip)
+
+    def add(self, token: int) -> str:
+        """Adds one token; returns the text it completes ("" while a character is incomplete)."""
+        self._ids.append(int(token))
+        done = self._text(self._prefix, self._read)
+        text = self._text(self._prefix, len(self._ids))
+        if len(text) > len(done) and not text.endswith("\ufffd") and text.startswith(done):
+            self._prefix = self._read
+            self._read = len(self._ids)
+            return text[len(done):]
+        return ""
+
+    def finish(self) -> str:
+        """The text not given out yet (an incomplete character at the end, as decode renders it)."""
+        done = self._text(self._prefix, self._read)
+        text = self._text(self._prefix, len(self._ids))
+        self._prefix = self._read = len(self._ids)
+        return text[len(done):] if text.startswith(done) else text
+
+
+class _StopStrings:
+    """Holds back text that may begin a stop string; cuts the text where one appears."""
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self._stops = [s for s in stops if s]
+        self._held = ""
+        self.stopped = False
+
+    def push(self, piece: str) -> str:
+        if not self._stops:
+            return piece
+        text = self._held + piece
+        found = [i for i in (text.find(s) for s in self._stops) if i >= 0]
+        if found:
+            self._held = ""
+            self.stopped = True
+            return text[: min(found)]
+        hold = 0
+        for stop in self._stops:
+            for n in range(min(len(stop) - 1, len(text)), hold, -1):
+                if text.endswith(stop[:n]):
+                    hold = n
+                    break
+        self._held = text[len(text) - hold:] if hold else ""
+        return text[: len(text) - hold]
+
+    def finish(self) -> str:
+        held, self._held = self._held, ""
+        return held
+
+
+@dataclasses.dataclass(frozen=True)
+class TextGenerationResult:
+    """What generate_text returned.
+
+    Attributes:
+      text: the new text (special tokens such as the end token left out; cut before a stop string).
+      tokens: the new token ids, in order (the end token included when generation stopped on it).
+      prompt_tokens: how many tokens the prompt had.
+      stop_reason: "end_token", "stop_string" or "length".
+      prefill_ms: the prompt's one execute, in milliseconds.
+      decode_tokens_per_s: new tokens after the first per second of their executes.
+    """
+
+    text: str
+    tokens: List[int]
+    prompt_tokens: int
+    stop_reason: str
+    prefill_ms: float = 0.0
+    decode_tokens_per_s: float = 0.0
+
+
+def _prompt_ids(tokenizer: Optional[Tokenizer], prompt: Union[str, Sequence[int], np.ndarray],
+                add_special_tokens: bool, where: str) -> np.ndarray:
+    if isinstance(prompt, str):
+        if tokenizer is None:
+            raise TokenizerFileError(
+                f"{where} has no tokenizer.json beside it: give token ids, or export with a model directory "
+                "that has its tokenizer"
+            )
+        return np.asarray(tokenizer.encode(prompt, add_special_tokens=add_special_tokens), dtype=np.int64)
+    return np.asarray(prompt, dtype=np.int64)
+
+
+def stream_text(
+    method: Any,
+    prompt: Union[str, Sequence[int], np.ndarray],
+    max_new_tokens: int,
+    *,
+    stop: Sequence[str] = (),
+    add_special_tokens: bool = True,
+    result: Optional[List[TextGenerationResult]] = None,
+    **options: Any,
+) -> Iterator[str]:
+    """Generates with `method` (Method.stream) and yields the text as it is decoded.
+
+    Args:
+      method: a loaded stateful Method whose program's folder has the tokenizer.
+      prompt: text (encoded with the program's tokenizer) or token ids.
+      max_new_tokens: tokens to generate at most.
+      stop: stop strings: generation ends when the text contains one (it is left out).
+      add_special_tokens: let the tokenizer add its special tokens (a BOS) to a text prompt; False
+        for a prompt rendered by apply_chat_template.
+      result: when given, a TextGenerationResult is appended once the stream ends.
+      **options: Method.generate's options (temperature, top_k, top_p, repetition_penalty, seed,
+        eos_id, stop_ids; the program's end tokens by default).
+
+    Returns:
+      An iterator of text pieces whose concatenation is the generated text.
+
+    Raises:
+      TokenizerFileError: a text prompt and no tokenizer; EdgeshareError, TypeError: as Method.generate.
+    """
+    tokenizer = method.program.tokenizer
+    ids = _prompt_ids(tokenizer, prompt, add_special_tokens, method.program.path)
+    if tokenizer is None:
+        raise TokenizerFileError(f"{method.program.path} has no tokenizer.json beside it to decode text with")
+    tokens_iter = method.stream(ids, max_new_tokens, **options)
+    return _pieces(method, tokenizer, tokens_iter, ids.size, max_new_tokens, stop, result)
+
+
+def _pieces(method: Any, tokenizer: Tokenizer, tokens_iter: Iterator[int], prompt_tokens: int, max_new_tokens: int,
+            stop: Sequence[str], result: Optional[List[TextGenerationResult]]) -> Iterator[str]:
+    decoder = TextDecoder(tokenizer)
+    stops = _StopStrings(list(stop))
+    tokens: List[int] = []
+    text: List[str] = []
+    for token in tokens_iter:
+        tokens.append(token)
+        piece = stops.push(decoder.add(token))
+        if piece:
+            text.append(piece)
+            yield piece
+        if stops.stopped:
+            break
+    if not stops.stopped:
+        piece = stops.push(decoder.finish())
+        piece += "" if stops.stopped else stops.finish()
+        if piece:
+            text.append(piece)
+            yield piece
+    if result is not None:
+        if stops.stopped:
+            reason = "stop_string"
+        elif len(tokens) < max_new_tokens:
+            reason = "end_token"
+        else:
+            reason = "length"
+        prefill_ms, per_s = method._native.stream_timings()
+        result.append(
+            TextGenerationResult("".join(text), tokens, int(prompt_tokens), reason, float(prefill_ms), float(per_s))
+        )
+
+
+def generate_text(
+    method: Any,
+    prompt: Union[str, Sequence[int], np.ndarray],
+    max_new_tokens: int,
+    *,
+    stop: Sequence[str] = (),
+    add_special_tokens: bool = True,
+    **options: Any,
+) -> TextGenerationResult:
+    """stream_text, collected: the whole text at the end.
+
+    Args and Raises: as stream_text.
+
+    Returns:
+      The text, the tokens and why generation stopped.
+    """
+    result: List[TextGenerationResult] = []
+    for _ in stream_text(method, prompt, max_new_tokens, stop=stop, add_special_tokens=add_special_tokens,
+                         result=result, **options):
+        pass
+    return result[0]

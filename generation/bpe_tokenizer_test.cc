@@ -1,0 +1,127 @@
+// The C++ tokenizer against Hugging Face `tokenizers` on the text fixture's byte-level BPE (trained
+// offline by //testing:text_files): equal ids on a multilingual corpus (special and added tokens
+// included, text the merges never saw), equal decode of those ids and of generated ids that are
+// not valid UTF-8, streaming pieces that concatenate to decode() and never split a character, and
+// files it does not implement refused by name.
+
+#include "edgeshare/generation/bpe_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace edgeshare {
+namespace generation {
+namespace {
+
+using runtime::Span;
+
+std::string Folder() {
+  const char* path = std::getenv("TEXT_EXPECTED_JSON");
+  std::string p = path ? path : "";
+  return p.substr(0, p.rfind('/') + 1);
+}
+
+nlohmann::json Expected() {
+  std::ifstream file(Folder() + "expected.json");
+  return nlohmann::json::parse(file, nullptr, false);
+}
+
+BpeTokenizer Load() {
+  auto tokenizer = BpeTokenizer::load(Folder() + "tokenizer.json");
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  return std::move(*tokenizer);
+}
+
+std::vector<int64_t> Ids(const nlohmann::json& list) { return list.get<std::vector<int64_t>>(); }
+
+TEST(BpeTokenizer, ids_and_decode_equal_hugging_face_on_the_corpus) {
+  const nlohmann::json expected = Expected();
+  ASSERT_TRUE(expected.is_object()) << "TEXT_EXPECTED_JSON is unreadable";
+  const BpeTokenizer tokenizer = Load();
+  EXPECT_EQ(tokenizer.vocab_size(), 384u);
+  const nlohmann::json& corpus = expected["corpus"];
+  ASSERT_GE(corpus.size(), 20u);
+  for (size_t i = 0; i < corpus.size(); ++i) {
+    const std::string text = corpus[i].get<std::string>();
+    const std::vector<int64_t> want = Ids(expected["corpus_ids"][i]);
+    auto ids = tokenizer.encode(text);
+    ASSERT_TRUE(ids.ok()) << ids.status().message();
+    EXPECT_EQ(*ids, want) << text;
+    const Span<const int64_t> span(want.data(), want.size());
+    EXPECT_EQ(tokenizer.decode(span, /*skip_special_tokens=*/false), text);
+    EXPECT_EQ(tokenizer.decode(span), expected["corpus_decoded"][i].get<std::string>()) << text;
+  }
+  auto prompt = tokenizer.encode(expected["prompt"].get<std::string>());
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_EQ(*prompt, Ids(expected["prompt_ids"]));
+  EXPECT_EQ(tokenizer.token_to_id("<|im_end|>"), 2);
+}
+
+TEST(BpeTokenizer, generated_ids_decode_as_hugging_face_and_stream_in_whole_characters) {
+  const nlohmann::json expected = Expected();
+  ASSERT_TRUE(expected.is_object());
+  const BpeTokenizer tokenizer = Load();
+  for (const auto& [name, generated] : expected["generated"].items()) {
+    const std::vector<int64_t> ids = Ids(generated["tokens"]);
+    const std::string text = generated["text"].get<std::string>();
+    EXPECT_EQ(tokenizer.decode(Span<const int64_t>(ids.data(), ids.size())), text) << name;
+    Utf8Stream stream;
+    std::string joined, piece;
+    for (int64_t id : ids) {
+      piece.clear();
+      stream.add(tokenizer.token_bytes(id), &piece);
+      joined += piece;
+    }
+    piece.clear();
+    stream.finish(&piece);
+    EXPECT_EQ(joined + piece, text) << name;
+  }
+  // Valid text streamed token by token: no piece holds a broken character.
+  for (const nlohmann::json& ids : expected["corpus_ids"]) {
+    Utf8Stream stream;
+    for (int64_t id : Ids(ids)) {
+      std::string piece;
+      stream.add(tokenizer.token_bytes(id), &piece);
+      EXPECT_EQ(piece.find("\xEF\xBF\xBD"), std::string::npos);
+    }
+  }
+}
+
+TEST(BpeTokenizer, utf8_repair_replaces_each_maximal_invalid_subpart) {
+  std::string out;
+  append_utf8_lossy(std::string("a\xE6\x9D" "b\xFF\xF0\x9F\x99\x82\xC3", 10), &out);
+  EXPECT_EQ(out, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xF0\x9F\x99\x82\xEF\xBF\xBD");
+  Utf8Stream stream;
+  std::string piece;
+  stream.add("\xE6\x9D", &piece);
+  EXPECT_EQ(piece, "");
+  stream.add("\xB1x", &piece);
+  EXPECT_EQ(piece, "\xE6\x9D\xB1x");
+}
+
+TEST(BpeTokenizer, parts_it_does_not_implement_are_refused_by_name) {
+  const char* nfc =
+      R"({"normalizer": {"type": "NFC"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})";
+  auto refused = BpeTokenizer::parse(nfc, "nfc.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(std::string(refused.status().message()).find("nfc.json: normalizer 'NFC'"),
+            std::string::npos)
+      << refused.status().message();
+  auto wordpiece = BpeTokenizer::parse(R"({"model": {"type": "WordPiece", "vocab": {}}})", "w.json");
+  ASSERT_FALSE(wordpiece.ok());
+  EXPECT_NE(std::string(wordpiece.status().message()).find("model 'WordPiece'"), std::string::npos);
+  EXPECT_FALSE(BpeTokenizer::parse("{not json", "bad.json").ok());
+  EXPECT_FALSE(BpeTokenizer::load("/nonexistent/tokenizer.json").ok());
+  const BpeTokenizer tokenizer = Load();
+  EXPECT_FALSE(tokenizer.encode(std::string("\xFF", 1)).ok());
+}
+
+}  // namespace
+}  // namespace generation
+}  // namespace edgeshare
