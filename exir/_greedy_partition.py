@@ -92,10 +92,10 @@ def greedy_partitions(graph: torch.fx.Graph, supported: Callable[[Node], bool]) 
             reached_by[target].add(pid)
 
     def creates_cycle(a: int, b: int, users: Set[Node]) -> bool:
-        guarded = bits[a] | bits[b]
-        for q in reached_by[a] | reached_by[b]:
-            guarded |= bits[q]
-        return bool(downstream_of(users) & guarded)
+        span = downstream_of(users)
+        if span & (bits[a] | bits[b]):
+            return True
+        return any(span & bits[q] for q in reached_by[a] | reached_by[b])
 
     def merge(a: int, b: int) -> int:
         if (a, b) in failed:
