@@ -17,6 +17,7 @@ from edgeshare.exir.quantize import (
     quantize_activation_rows,
     quantize_qc8w,
 )
+from edgeshare.exir.swappable import export_swappable
 from edgeshare.models import demo_lora
 
 INT8, FLOAT = 1, 6
@@ -73,7 +74,7 @@ def test_export_writes_int8_foundation_weights_and_float_adapters(tmp_path):
     keys = sorted(ptd.named_data)
     layers = ("fc1", "fc2", "fc3")
     assert keys == sorted(
-        [f"{f}.bias" for f in layers] + [f"{f}.weight.qc8w" for f in layers] + [f"{f}.weight.qc8w.scales" for f in layers]
+        [f"{f}.{name}" for f in layers for name in ("bias", "weight.qc8w", "weight.qc8w.scales")]
     )
     for f in layers:
         w = getattr(foundation, f).weight.detach()
@@ -103,9 +104,22 @@ def test_bare_and_adapter_exports_write_byte_identical_foundation_ptd(tmp_path):
         XnnpackPartitioner(quantize="int8"),
         foundation_program="foundation",
     )
-    export_lora(foundation, {"lora_b": adapters["lora_b"]}, inputs, str(with_adapters), XnnpackPartitioner(quantize="int8"))
+    int8 = XnnpackPartitioner(quantize="int8")
+    export_lora(foundation, {"lora_b": adapters["lora_b"]}, inputs, str(with_adapters), int8)
     with open(bare / "foundation.ptd", "rb") as a, open(with_adapters / "foundation.ptd", "rb") as b:
         assert a.read() == b.read()
+
+
+def test_swappable_export_writes_the_same_int8_foundation_and_float_adapter_files(tmp_path):
+    foundation, adapters, inputs = demo_lora()
+    int8 = XnnpackPartitioner(quantize="int8")
+    result = export_swappable(foundation, adapters, inputs, str(tmp_path / "swap"), int8)
+    export_lora(foundation, adapters, inputs, str(tmp_path / "own"), int8)
+    with open(result.foundation_path, "rb") as a, open(tmp_path / "own" / "foundation.ptd", "rb") as b:
+        assert a.read() == b.read()
+    for path in result.adapter_files.values():
+        ptd = _ptd(path)
+        assert ptd.named_data and all(b.tensor_layout.scalar_type == FLOAT for b in ptd.named_data.values())
 
 
 def test_int8_reference_swaps_only_foundation_linears():

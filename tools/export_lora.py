@@ -41,10 +41,10 @@ import numpy as np
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir._pipeline import check_out_dir
+from edgeshare.exir._serialize.ptd import deserialize_ptd
 from edgeshare.exir.data_policy import FoundationDataPolicy, LoraDataPolicy
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
-from edgeshare.exir._serialize.ptd import deserialize_ptd
 from edgeshare.exir.lora import LoraExportResult, _adapter_models, export_lora
 from edgeshare.exir.quantize import QUANTIZE_SCHEMES
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable

@@ -9,6 +9,7 @@ kernels: the in-repo tiny Llama (tied embedding / lm_head) with two PEFT adapter
   initializer (std 0.02); the std 0.2 one (spiky weights, for varied greedy tokens) is printed and
   held to >= 0.998 (it measures 0.9989-0.9993);
 - a second program over the same foundation packs nothing and fetches no foundation key again;
+- a --swappable int8 export generates each adapter as its reference, swapped on one program;
 - a flipped byte in a scales entry of foundation.ptd is a one-line error naming the key.
 """
 
@@ -163,6 +164,24 @@ def test_logit_cosine_vs_fp32_is_at_least_0_999_at_every_position(tmp_path):
     for stem, adapter in (("a", "a"), ("foundation", None)):
         program = Program.load(os.path.join(out, f"{stem}.pte"), [foundation])
         assert bool((_cosines(files, out, program, adapter) >= 0.999).all()), stem
+
+
+def test_swappable_int8_program_generates_each_adapter_as_the_reference(exported, tmp_path):
+    files, _, _ = exported
+    # "c": adapter "a"'s structure with other weights, so both swap on one program.
+    files.adapter_dirs["c"] = hf_tiny.save_twin_adapter(
+        "llama", os.path.dirname(files.model_dir), "c", initializer_range=INIT_STD
+    )
+    out = str(tmp_path / "swap")
+    argv = ["--hf-model", files.model_dir, "--out", out, "--max-seq-len", str(MAX_SEQ_LEN), "--swappable"]
+    argv += ["--quantize", "int8"] + [f"--adapter={n}={files.adapter_dirs[n]}" for n in ("a", "c")]
+    assert export_lora.main(argv) == 0
+    foundation = DataFile.open(os.path.join(out, "foundation.ptd"))
+    program = Program.load(os.path.join(out, "lora.pte"), [foundation, DataFile.open(os.path.join(out, "a.ptd"))])
+    method = program.method("forward_cached")
+    assert method.generate(PROMPT, NEW_TOKENS).tokens == _reference_tokens(files, "a")
+    program.bind_adapter(DataFile.open(os.path.join(out, "c.ptd")))
+    assert method.generate(PROMPT, NEW_TOKENS).tokens == _reference_tokens(files, "c")
 
 
 def test_a_flipped_scale_byte_is_an_error_naming_the_key(exported, tmp_path):

@@ -200,36 +200,21 @@ class _GraphBuilder:
         return node.meta.get(EXTERNAL_TAG_META) is not None and not node.meta.get(DATA_OPEN_META, False)
 
     @staticmethod
-    def _fc_weight_uses(node: torch.fx.Node) -> Tuple[bool, bool]:
-        """(read as a fully connected weight, read any other way) of a placeholder."""
-        as_weight, other = False, False
-        for user in node.users:
-            row = op_rows.row_for(user.target) if user.op == "call_function" else None
-            if row is None or row.half_weights is None:
-                other = True
-                continue
-            is_weight = row.half_weights(user)[0] is node
-            as_weight = as_weight or is_weight
-            reads = sum(a is node for a in list(user.args) + list(user.kwargs.values()))
-            if reads > int(is_weight):
-                other = True
-        return as_weight, other
-
-    @staticmethod
-    def _fc_param_uses(node: torch.fx.Node) -> Tuple[bool, bool]:
-        """(read as a fully connected weight or bias, read any other way) of a placeholder."""
+    def _fc_param_uses(node: torch.fx.Node, weight_only: bool = False) -> Tuple[bool, bool]:
+        """(read as a fully connected weight or bias, read any other way) of a placeholder; with
+        weight_only, a read as a bias counts as another way."""
         as_param, other = False, False
         for user in node.users:
             row = op_rows.row_for(user.target) if user.op == "call_function" else None
             if row is None or row.half_weights is None:
                 other = True
                 continue
-            halves = row.half_weights(user)
-            if any(h is node for h in halves):
+            params = row.half_weights(user)[: 1 if weight_only else None]
+            if any(h is node for h in params):
                 as_param = True
             # Also read in another argument position (e.g. as a linear's input)?
             reads = sum(a is node for a in list(user.args) + list(user.kwargs.values()))
-            if reads > sum(h is node for h in halves):
+            if reads > sum(h is node for h in params):
                 other = True
         return as_param, other
 
@@ -282,7 +267,7 @@ class _GraphBuilder:
                         self.half_ids[node] = self._half_weight(node, lifted[node.name])
                 elif node.name in lifted and self.quantize and self._quantizable(node):
                     self._check_pinned(node, lifted[node.name])
-                    as_weight, other = self._fc_weight_uses(node)
+                    as_weight, other = self._fc_param_uses(node, weight_only=True)
                     if other or not as_weight:
                         self.ids[node] = self._weight(node, lifted[node.name])
                     if as_weight:
@@ -384,7 +369,9 @@ class XnnpackBackend(BackendDetails):
             values[spec.key] = value
         fp16, int8 = values[FC_WEIGHT_DTYPE_SPEC] == "fp16", values[QUANTIZE_SPEC] == QC8W_SCHEME
         if fp16 and int8:
-            raise LoweringError(f"XnnpackBackend: {what}: {FC_WEIGHT_DTYPE_SPEC}=fp16 and {QUANTIZE_SPEC}=int8 conflict")
+            raise LoweringError(
+                f"XnnpackBackend: {what}: {FC_WEIGHT_DTYPE_SPEC}=fp16 and {QUANTIZE_SPEC}=int8 conflict"
+            )
         return fp16, int8
 
     @classmethod
