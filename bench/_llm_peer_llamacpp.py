@@ -118,7 +118,7 @@ class Format:
 FORMATS: Tuple[Format, ...] = (
     Format("F32", gguf="f32", edgeshare=(("fc_weight_dtype", "fp32"),)),
     Format("F16", gguf="f16", edgeshare=(("fc_weight_dtype", "fp16"),)),
-    Format("Q8_0", gguf="q8_0"),
+    Format("Q8_0", gguf="q8_0", edgeshare=(("quantize", "int8"),)),
     Format("Q4_0", quantize="q4_0"),
 )
 

@@ -43,8 +43,8 @@ venv; bench/_llm_peer_llamacpp.py) converts the --peer-model (bench/llm's Llama,
 shape; two PEFT adapters r16 on every projection) with its own converters to each of --formats,
 and greedy generation (--prompt-tokens, --peer-new-tokens) is timed in fresh processes at every
 --n-ctx and --threads, interleaved with tools/generate over edgeshare's export at the matching
-format (F32: fp32; F16: --fc-weight-dtype fp16; Q8_0/Q4_0: llama.cpp alone until edgeshare has
-them) and bound (--max-seq-len = n_ctx). JSON "llamacpp": one row per (format, n_ctx, threads)
+format (F32: fp32; F16: --fc-weight-dtype fp16; Q8_0: --quantize int8, int8 per output row;
+Q4_0: llama.cpp alone until edgeshare has it) and bound (--max-seq-len = n_ctx). JSON "llamacpp": one row per (format, n_ctx, threads)
 with weights on disk, each process's peak RSS, prefill ms, decode tokens/s, edgeshare/llama.cpp
 ratios, and whether the greedy tokens agree with transformers' and with each other.
 llama.cpp's flash attention is off unless --flash-attn says otherwise. --peer-only skips the

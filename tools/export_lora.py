@@ -43,10 +43,12 @@ import numpy as np
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir._pipeline import check_out_dir
+from edgeshare.exir._serialize.ptd import deserialize_ptd
 from edgeshare.exir.data_policy import FoundationDataPolicy, LoraDataPolicy
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
 from edgeshare.exir.lora import LoraExportResult, _adapter_models, export_lora
+from edgeshare.exir.quantize import QUANTIZE_SCHEMES
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
 from edgeshare.exir.tokenizer_files import read_tokenizer_files, write_tokenizer_files
 
@@ -283,6 +285,13 @@ def _parser() -> argparse.ArgumentParser:
         "tolerance; see backends/xnnpack/partitioner.py)",
     )
     parser.add_argument(
+        "--quantize",
+        choices=QUANTIZE_SCHEMES,
+        default="none",
+        help="int8: every foundation Linear weight (lm_head included) as int8 per output row with "
+        "float32 scales, run by the delegate's int8 kernels; adapters stay float32",
+    )
+    parser.add_argument(
         "--foundation-by",
         choices=("bytes", "names"),
         default="bytes",
@@ -332,7 +341,7 @@ def swappable_report(result: SwappableExportResult) -> str:
 
 
 def _export_swappable(args: argparse.Namespace, out_dir: str, progress: Callable[[str], None]) -> SwappableExportResult:
-    partitioner = XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype)
+    partitioner = _partitioner(args)
     if args.hf_model is not None:
         _quiet_transformers()
         return export_hf_swappable(
@@ -353,6 +362,28 @@ def _export_swappable(args: argparse.Namespace, out_dir: str, progress: Callable
 
 _KV_DTYPES = {"fp32": None, "fp16": torch.float16}
 
+# TensorLayout.scalar_type -> the name the summary gives its bytes.
+_FORMAT_NAMES = {1: "int8", 5: "fp16", 6: "fp32"}
+
+
+def _partitioner(args: argparse.Namespace) -> XnnpackPartitioner:
+    if args.quantize != "none" and args.fc_weight_dtype != "fp32":
+        raise ExportError("--quantize cannot be combined with --fc-weight-dtype fp16")
+    return XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype, quantize=args.quantize)
+
+
+def format_bytes(ptd_path: str) -> str:
+    """One line: the bytes of a .ptd's entries per element format ("fp32 1024, int8 256")."""
+    with open(ptd_path, "rb") as f:
+        ptd = deserialize_ptd(f.read(), ptd_path)
+    totals: Dict[str, int] = {}
+    for blob in ptd.named_data.values():
+        layout = blob.tensor_layout
+        name = "other" if layout is None else _FORMAT_NAMES.get(layout.scalar_type, f"type {layout.scalar_type}")
+        totals[name] = totals.get(name, 0) + len(blob.data)
+    parts = [f"{name} {size} bytes ({_human(size)})" for name, size in sorted(totals.items())]
+    return f"{os.path.basename(ptd_path)} by format: {', '.join(parts)}"
+
 
 def _check_swappable_flags(args: argparse.Namespace) -> None:
     if args.kv_dtype != "fp32" and args.hf_model is None:
@@ -371,7 +402,7 @@ def _check_swappable_flags(args: argparse.Namespace) -> None:
 def _export(
     args: argparse.Namespace, out_dir: str, progress: Callable[[str], None]
 ) -> Tuple[LoraExportResult, List[str]]:
-    partitioner = XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype)
+    partitioner = _partitioner(args)
     if args.hf_model is not None:
         adapters = parse_adapters(args.adapter)
         _quiet_transformers()
@@ -415,9 +446,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # The model's tokenizer and generation_config.json go beside the programs (checked first).
         text = read_tokenizer_files(_user_path(args.hf_model)) if args.hf_model is not None else None
         if args.swappable:
-            summary = swappable_report(_export_swappable(args, out_dir, progress))
+            swapped = _export_swappable(args, out_dir, progress)
+            summary, foundation = swappable_report(swapped), swapped.foundation_path
         else:
-            summary = report(*_export(args, out_dir, progress))
+            exported = _export(args, out_dir, progress)
+            summary, foundation = report(*exported), exported[0].foundation_path
+        summary += "\n" + format_bytes(os.path.join(out_dir, foundation))
         if text is not None and text.contents:
             written = write_tokenizer_files(text, out_dir, progress)
             summary += "\ntokenizer and generation config: " + ", ".join(os.path.basename(p) for p in written)

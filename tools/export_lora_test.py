@@ -56,6 +56,23 @@ def test_fc_weight_dtype_fp16_writes_half_foundation_weights(tmp_path):
     assert all(b.tensor_layout.scalar_type == 5 for b in ptd.named_data.values())
 
 
+def test_quantize_int8_writes_int8_foundation_weights_and_reports_bytes_per_format(tmp_path, capsys):
+    assert export_lora.main(["--out", str(tmp_path), "--quantize", "int8"]) == 0
+    with open(tmp_path / "foundation.ptd", "rb") as f:
+        ptd = deserialize_ptd(f.read(), "foundation.ptd")
+    int8 = {k: len(b.data) for k, b in ptd.named_data.items() if b.tensor_layout.scalar_type == 1}
+    assert sorted(int8) == [f"fc{i}.weight.qc8w" for i in (1, 2, 3)]
+    fp32 = sum(len(b.data) for b in ptd.named_data.values()) - sum(int8.values())
+    out = capsys.readouterr().out
+    assert f"foundation.ptd by format: fp32 {fp32} bytes" in out and f"int8 {sum(int8.values())} bytes" in out
+
+
+def test_quantize_with_fp16_weights_is_a_clear_error(tmp_path, capsys):
+    assert export_lora.main(["--out", str(tmp_path), "--quantize", "int8", "--fc-weight-dtype", "fp16"]) == 1
+    assert "--quantize cannot be combined with --fc-weight-dtype fp16" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "foundation.ptd")
+
+
 def test_bad_model_spec_is_a_clear_error(tmp_path, capsys):
     assert export_lora.main(["--out", str(tmp_path), "--model", "nope.py:f"]) == 1
     assert "nope.py" in capsys.readouterr().err

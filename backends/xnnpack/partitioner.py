@@ -26,6 +26,11 @@ file the data policy sends the fp32 weight to) and run by XNNPACK's f16 fully co
 whose input is converted to half and whose output back to float32. The numbers change: see
 FP16_TOLERANCE.
 
+int8 foundation weights (`XnnpackPartitioner(quantize="int8")`): every delegated linear whose weight
+is pinned foundation data (placed in a .ptd, not open) is stored as int8 per output row with float32
+scales (exir/quantize.py, scheme qc8w) under "<key>.qc8w" and "<key>.qc8w.scales", and run by the
+delegate's dynamically quantized fully connected kernels. Adapter weights stay float32.
+
 Supported ops (one line per row of the registry):
 """
 
@@ -43,6 +48,7 @@ from edgeshare.exir.partition import (
     PartitionResult,
     tag_supported_nodes,
 )
+from edgeshare.exir.quantize import QUANTIZE_SCHEMES
 from torch.export import ExportedProgram
 
 __all__ = ["FP16_TOLERANCE", "XnnpackPartitioner", "is_lifted_weight"]
@@ -53,6 +59,8 @@ MAX_RANK = op_rows.MAX_RANK
 # The compile spec that carries the option to preprocess (absent: fp32, the default).
 FC_WEIGHT_DTYPE_SPEC = "fc_weight_dtype"
 FC_WEIGHT_DTYPES = ("fp32", "fp16")
+# The compile spec of the foundation's quantization (absent: none).
+QUANTIZE_SPEC = "quantize"
 
 # The documented error bound of fc_weight_dtype="fp16" against torch eager in float32:
 #   |got - want| <= FP16_TOLERANCE * max(1, max|want|)   (elementwise; max over the output tensor)
@@ -106,22 +114,32 @@ class XnnpackPartitioner(Partitioner):
         max(1, max|want|) with FP16_TOLERANCE = 1e-2 (measured on the demo LoRA MLP: max abs error
         2.9e-3 with outputs up to 0.47; foundation.ptd 1,064,960 bytes instead of 2,113,536).
         Weights beyond half's range (|w| > 65504) are refused at export.
+      quantize: "none" (default) or "int8": every delegated linear over a pinned foundation weight
+        gets that weight as int8 per output row with float32 scales (exir/quantize.py); adapter
+        weights and biases stay float32.
 
     Raises:
-      ValueError: fc_weight_dtype is not "fp32" or "fp16".
+      ValueError: fc_weight_dtype is not "fp32" or "fp16", quantize is not "none" or "int8", or
+        both ask for a change.
     """
 
     def __init__(
         self,
         is_supported_override: Optional[Callable[[torch.fx.Node], bool]] = None,
         fc_weight_dtype: str = "fp32",
+        quantize: str = "none",
     ) -> None:
         if fc_weight_dtype not in FC_WEIGHT_DTYPES:
             raise ValueError(
                 f"XnnpackPartitioner: fc_weight_dtype must be one of {FC_WEIGHT_DTYPES}, got {fc_weight_dtype!r}"
             )
+        if quantize not in QUANTIZE_SCHEMES:
+            raise ValueError(f"XnnpackPartitioner: quantize must be one of {QUANTIZE_SCHEMES}, got {quantize!r}")
+        if quantize != "none" and fc_weight_dtype != "fp32":
+            raise ValueError("XnnpackPartitioner: quantize and fc_weight_dtype cannot both change the weights")
         self._override = is_supported_override
         self._fc_weight_dtype = fc_weight_dtype
+        self._quantize = quantize
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         """Tags supported nodes of exported_program in place.
@@ -142,5 +160,7 @@ class XnnpackPartitioner(Partitioner):
         compile_specs = []
         if self._fc_weight_dtype != "fp32":
             compile_specs.append(CompileSpec(FC_WEIGHT_DTYPE_SPEC, self._fc_weight_dtype.encode()))
+        if self._quantize != "none":
+            compile_specs.append(CompileSpec(QUANTIZE_SPEC, self._quantize.encode()))
         specs: Dict[str, DelegationSpec] = {t: DelegationSpec(BACKEND_ID, list(compile_specs)) for t in tags}
         return PartitionResult(exported_program, specs)

@@ -16,6 +16,12 @@ and bias of every FULLY_CONNECTED node are HALF constants under "<key>.fp16" (sa
 digested over their half bytes. "<key>.fp16" cannot be another weight's key: "<key>" is a tensor,
 so no module is called "<key>" and no parameter "<key>.fp16" exists. A weight read by any other
 node keeps an fp32 constant under "<key>" for those reads.
+
+With the compile spec quantize=int8 (XnnpackPartitioner(quantize="int8")), the weight of every
+FULLY_CONNECTED node that is pinned external data (the foundation) is a CHAR constant under
+"<key>.qc8w" with quant_scheme QC8W and its float32 scales under "<key>.qc8w.scales" (same external
+tag), each digested over its own bytes (exir/quantize.py); its bias and every program-kept
+(adapter) weight stay float32. A weight read by any other node keeps its fp32 constant too.
 """
 
 import hashlib
@@ -27,13 +33,14 @@ import flatbuffers
 import torch
 from edgeshare.backends.xnnpack import op_rows
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
-from edgeshare.backends.xnnpack.partitioner import FC_WEIGHT_DTYPE_SPEC, FC_WEIGHT_DTYPES
+from edgeshare.backends.xnnpack.partitioner import FC_WEIGHT_DTYPE_SPEC, FC_WEIGHT_DTYPES, QUANTIZE_SPEC
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import LoweringError
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
+from edgeshare.exir.quantize import QC8W_SCALES_SUFFIX, QC8W_SCHEME, QC8W_SUFFIX, QUANTIZE_SCHEMES, quantize_qc8w
 from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes, tensor_digest, tensor_view
 from torch.export import ExportedProgram
 
@@ -46,6 +53,7 @@ DYNAMIC_GRAPH_VERSION = 2
 WEIGHT_ALIGNMENT = 64
 FLOAT = 6
 HALF = 5
+CHAR = 1
 FP16_KEY_SUFFIX = ".fp16"
 
 _OpKind = xfb.OpKind
@@ -55,12 +63,21 @@ class _GraphBuilder:
     """Builds one partition's graph; rows emit their nodes through it (op_rows.Emitter)."""
 
     def __init__(
-        self, method: str, index: int, ep: ExportedProgram, store: NamedDataStore, fc_fp16: bool = False
+        self,
+        method: str,
+        index: int,
+        ep: ExportedProgram,
+        store: NamedDataStore,
+        fc_fp16: bool = False,
+        quantize: bool = False,
     ) -> None:
         self.what = f"method '{method}', partition {index}"
         self.ep = ep
         self.store = store
         self.fc_fp16 = fc_fp16
+        self.quantize = quantize
+        # quantize: the QC8W constant of a foundation weight read as a fully connected weight.
+        self.q_ids: Dict[torch.fx.Node, int] = {}
         self.values: List["xfb.ValueT"] = []
         self.nodes: List["xfb.NodeT"] = []
         self.ids: Dict[torch.fx.Node, int] = {}
@@ -154,21 +171,50 @@ class _GraphBuilder:
         self.values[index].digest = list(hashlib.sha256(data).digest())
         return index
 
+    def _qc8w_weight(self, node: torch.fx.Node, fqn: str) -> int:
+        tensor = lifted_tensor(self.ep, fqn)
+        if tensor.dtype != torch.float32:
+            raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
+        try:
+            q, scales = quantize_qc8w(tensor)
+        except ValueError as e:
+            raise LoweringError(f"{self.what}: weight '{fqn}': {e}") from None
+        base = node.meta.get(DATA_KEY_META, fqn)
+        tag = node.meta.get(EXTERNAL_TAG_META)
+        entries = []
+        for key, t in ((base + QC8W_SUFFIX, q), (base + QC8W_SCALES_SUFFIX, scales)):
+            digest = tensor_digest(t)
+            self.store.add_named_data(key, tensor_view(t), WEIGHT_ALIGNMENT, tag, TensorLayout.of(t, key), digest)
+            entries.append((key, digest))
+        index = self._value(xfb.ValueKind.CONSTANT, tensor.shape)
+        value = self.values[index]
+        value.dtype = CHAR
+        value.quantScheme = xfb.QuantScheme.QC8W
+        value.key, value.digest = entries[0][0], list(entries[0][1])
+        value.scalesKey, value.scalesDigest = entries[1][0], list(entries[1][1])
+        return index
+
     @staticmethod
-    def _fc_param_uses(node: torch.fx.Node) -> Tuple[bool, bool]:
-        """(read as a fully connected weight or bias, read any other way) of a placeholder."""
+    def _quantizable(node: torch.fx.Node) -> bool:
+        """Pinned external data (the foundation): what quantize=int8 stores as int8."""
+        return node.meta.get(EXTERNAL_TAG_META) is not None and not node.meta.get(DATA_OPEN_META, False)
+
+    @staticmethod
+    def _fc_param_uses(node: torch.fx.Node, weight_only: bool = False) -> Tuple[bool, bool]:
+        """(read as a fully connected weight or bias, read any other way) of a placeholder; with
+        weight_only, a read as a bias counts as another way."""
         as_param, other = False, False
         for user in node.users:
             row = op_rows.row_for(user.target) if user.op == "call_function" else None
             if row is None or row.half_weights is None:
                 other = True
                 continue
-            halves = row.half_weights(user)
-            if any(h is node for h in halves):
+            params = row.half_weights(user)[: 1 if weight_only else None]
+            if any(h is node for h in params):
                 as_param = True
             # Also read in another argument position (e.g. as a linear's input)?
             reads = sum(a is node for a in list(user.args) + list(user.kwargs.values()))
-            if reads > sum(h is node for h in halves):
+            if reads > sum(h is node for h in params):
                 other = True
         return as_param, other
 
@@ -182,6 +228,8 @@ class _GraphBuilder:
         return self._scalar(x)
 
     def fc_param(self, x: torch.fx.Node) -> int:
+        if self.quantize and x in self.q_ids:
+            return self.q_ids[x]
         return (self.half_ids if self.fc_fp16 else self.ids)[x]
 
     def node(
@@ -217,6 +265,13 @@ class _GraphBuilder:
                         self.ids[node] = self._weight(node, lifted[node.name])
                     if as_param:
                         self.half_ids[node] = self._half_weight(node, lifted[node.name])
+                elif node.name in lifted and self.quantize and self._quantizable(node):
+                    self._check_pinned(node, lifted[node.name])
+                    as_weight, other = self._fc_param_uses(node, weight_only=True)
+                    if other or not as_weight:
+                        self.ids[node] = self._weight(node, lifted[node.name])
+                    if as_weight:
+                        self.q_ids[node] = self._qc8w_weight(node, lifted[node.name])
                 elif node.name in lifted:
                     self.ids[node] = self._weight(node, lifted[node.name])
                 else:
@@ -287,7 +342,8 @@ class XnnpackBackend(BackendDetails):
 
         Args:
           edge_program: the partition.
-          compile_specs: the partitioner's options (fc_weight_dtype: b"fp32" or b"fp16").
+          compile_specs: the partitioner's options (fc_weight_dtype: b"fp32" or b"fp16";
+            quantize: b"none" or b"int8").
 
         Returns:
           The graph blob and its weights as named data.
@@ -298,18 +354,25 @@ class XnnpackBackend(BackendDetails):
         return cls._preprocess("forward", 0, edge_program, None, compile_specs)
 
     @staticmethod
-    def _fc_fp16(what: str, compile_specs: List[CompileSpec]) -> bool:
-        dtype = "fp32"
+    def _options(what: str, compile_specs: List[CompileSpec]) -> Tuple[bool, bool]:
+        """(fc weights in fp16, foundation weights in int8) from the compile specs."""
+        values = {FC_WEIGHT_DTYPE_SPEC: "fp32", QUANTIZE_SPEC: "none"}
+        allowed = {FC_WEIGHT_DTYPE_SPEC: FC_WEIGHT_DTYPES, QUANTIZE_SPEC: QUANTIZE_SCHEMES}
         for spec in compile_specs or []:
-            if spec.key != FC_WEIGHT_DTYPE_SPEC:
+            if spec.key not in allowed:
                 raise LoweringError(f"XnnpackBackend: {what}: unknown compile spec '{spec.key}'")
-            dtype = bytes(spec.value).decode("utf-8", "replace")
-            if dtype not in FC_WEIGHT_DTYPES:
+            value = bytes(spec.value).decode("utf-8", "replace")
+            if value not in allowed[spec.key]:
                 raise LoweringError(
-                    f"XnnpackBackend: {what}: compile spec {FC_WEIGHT_DTYPE_SPEC}={dtype!r} is not one of "
-                    f"{FC_WEIGHT_DTYPES}"
+                    f"XnnpackBackend: {what}: compile spec {spec.key}={value!r} is not one of {allowed[spec.key]}"
                 )
-        return dtype == "fp16"
+            values[spec.key] = value
+        fp16, int8 = values[FC_WEIGHT_DTYPE_SPEC] == "fp16", values[QUANTIZE_SPEC] == QC8W_SCHEME
+        if fp16 and int8:
+            raise LoweringError(
+                f"XnnpackBackend: {what}: {FC_WEIGHT_DTYPE_SPEC}=fp16 and {QUANTIZE_SPEC}=int8 conflict"
+            )
+        return fp16, int8
 
     @classmethod
     def _preprocess(
@@ -321,8 +384,8 @@ class XnnpackBackend(BackendDetails):
         compile_specs: Optional[List[CompileSpec]] = None,
     ) -> PreprocessResult:
         store = NamedDataStore()
-        fc_fp16 = cls._fc_fp16(f"method '{method}', partition {index}", compile_specs or [])
-        blob = _GraphBuilder(method, index, ep, store, fc_fp16).build()
+        fc_fp16, quantize = cls._options(f"method '{method}', partition {index}", compile_specs or [])
+        blob = _GraphBuilder(method, index, ep, store, fc_fp16, quantize).build()
         output = store.get_named_data_store_output()
         if shared is not None:
             shared.merge(output)

@@ -92,6 +92,58 @@ TEST_P(FullyConnected, fp16_weight_larger_than_a_slab) {
   ASSERT_TRUE(set_num_threads(1).ok());
 }
 
+// int8 weights (the exporter's quantize="int8"): the delegate's int8 kernels over its own packing,
+// keyed by scheme, weight, scales and bias; equal to the same computation in the tester.
+TEST_P(FullyConnected, int8_with_bias_odd_sizes) {
+  LinearTester()
+      .input_channels(36)
+      .output_channels(21)
+      .batch_size(5)
+      .has_bias(true)
+      .weight_int8(true)
+      .share_weights(GetParam())
+      .Test();
+}
+
+TEST_P(FullyConnected, int8_without_bias_one_row) {
+  LinearTester()
+      .input_channels(64)
+      .output_channels(48)
+      .batch_size(1)
+      .has_bias(false)
+      .weight_int8(true)
+      .share_weights(GetParam())
+      .Test();
+}
+
+TEST_P(FullyConnected, int8_batch_is_product_of_leading_dims) {
+  LinearTester()
+      .input_channels(32)
+      .output_channels(40)
+      .batch_dims({2, 3})
+      .weight_int8(true)
+      .share_weights(GetParam())
+      .Test();
+}
+
+// Several slabs, each run over the rows quantized once, on one thread or one pool thread each.
+TEST_P(FullyConnected, int8_weight_larger_than_a_slab) {
+  for (size_t threads : {1u, 2u}) {
+    ASSERT_TRUE(set_num_threads(threads).ok());
+    for (size_t batch : {1u, 9u}) {
+      LinearTester()
+          .input_channels(512)
+          .output_channels(1088)
+          .batch_size(batch)
+          .has_bias(true)
+          .weight_int8(true)
+          .share_weights(GetParam())
+          .Test();
+    }
+  }
+  ASSERT_TRUE(set_num_threads(1).ok());
+}
+
 // fp16 weights (the exporter's fc_weight_dtype="fp16"): an f16 operator in the weights cache, fed
 // through per-handle f32<->f16 converts; fetched and packed once with sharing, twice without.
 TEST_P(FullyConnected, fp16_with_bias) {

@@ -71,6 +71,13 @@ class GraphBuilder {
   void set_dtype(uint32_t id, int8_t dtype) { values_[id].dtype = dtype; }
   void set_io_index(uint32_t id, uint32_t io_index) { values_[id].io_index = io_index; }
   void set_digest(uint32_t id, std::vector<uint8_t> digest) { values_[id].digest = digest; }
+  // Makes a named constant an int8 (QC8W) weight whose float scales are under `scales_key`.
+  void set_qc8w(uint32_t id, const std::string& scales_key, const runtime::Digest& scales_digest) {
+    values_[id].dtype = edgeshare::schema::ScalarType_CHAR;
+    values_[id].quant_scheme = schema::QuantScheme_QC8W;
+    values_[id].scales_key = scales_key;
+    values_[id].scales_digest.assign(scales_digest.bytes.begin(), scales_digest.bytes.end());
+  }
 
   std::vector<uint8_t> build(uint32_t version = 1) const {
     flatbuffers::FlatBufferBuilder fbb;
@@ -80,7 +87,9 @@ class GraphBuilder {
           fbb, v.kind, static_cast<edgeshare::schema::ScalarType>(v.dtype), &v.dims, v.io_index,
           v.key.empty() ? nullptr : v.key.c_str(), v.digest.empty() ? nullptr : &v.digest,
           v.inline_data.empty() ? nullptr : &v.inline_data,
-          v.dim_symbols.empty() ? nullptr : &v.dim_symbols));
+          v.dim_symbols.empty() ? nullptr : &v.dim_symbols, v.quant_scheme,
+          v.scales_key.empty() ? nullptr : v.scales_key.c_str(),
+          v.scales_digest.empty() ? nullptr : &v.scales_digest));
     }
     std::vector<flatbuffers::Offset<schema::Node>> nodes;
     for (const Node& n : nodes_) {
@@ -107,6 +116,9 @@ class GraphBuilder {
     std::vector<uint8_t> digest;
     std::vector<uint8_t> inline_data;
     std::vector<uint32_t> dim_symbols;
+    schema::QuantScheme quant_scheme = schema::QuantScheme_NONE;
+    std::string scales_key;
+    std::vector<uint8_t> scales_digest;
   };
   struct Symbol {
     std::string name;

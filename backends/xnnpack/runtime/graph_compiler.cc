@@ -145,8 +145,8 @@ Status GraphCompiler::read_inputs(const fb::Node& node, NodeContext* c) const {
         value(id).dtype == ScalarType::Float ||
             (c->row->inputs == OpInputs::kPackedWeights && i > 0),
         Error::NotSupported,
-        "node %u (%s): input %zu (value %u) is HALF; only a fully connected node's weight and "
-        "bias may be",
+        "node %u (%s): input %zu (value %u) is not float32; only a fully connected node's "
+        "weight and bias may be",
         c->node, c->name, i, id);
   }
   return Status();
@@ -269,6 +269,16 @@ ConstantRef GraphCompiler::constant_ref(uint32_t id) const {
     ref.key = v->key()->str();
     std::memcpy(ref.identity.digest.bytes.data(), v->digest()->data(), 32);
   }
+  return ref;
+}
+
+ConstantRef GraphCompiler::scales_ref(uint32_t id) const {
+  const fb::Value* v = graph_.values()->Get(id);
+  ConstantRef ref;
+  ref.identity.dtype = ScalarType::Float;
+  ref.identity.dims.assign(1, static_cast<uint32_t>(value(id).dims[0]));
+  ref.key = v->scales_key()->str();  // graph_reader checked a QC8W value has both.
+  std::memcpy(ref.identity.digest.bytes.data(), v->scales_digest()->data(), 32);
   return ref;
 }
 

@@ -18,21 +18,35 @@ static_assert(fb::ValueKind_INTERMEDIATE == 0, "ValueInfo::kind defaults to INTE
 
 namespace {
 
-// Kind and dtype: HALF is for named constants only (fully connected weights and biases); the nodes
-// check each use.
+// Kind and dtype: HALF is for named constants only (fully connected weights and biases), CHAR
+// for named QC8W constants with their scales (fully connected weights); the nodes check each use.
 Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   ES_CHECK_OR_RETURN_ERROR(v.kind() >= fb::ValueKind_MIN && v.kind() <= fb::ValueKind_MAX,
                            Error::InvalidProgram, "value %u has unknown kind %d", id,
                            static_cast<int>(v.kind()));
   info->kind = static_cast<uint8_t>(v.kind());
+  const bool named = v.kind() == fb::ValueKind_CONSTANT && v.key() != nullptr;
   const bool half = v.dtype() == edgeshare::schema::ScalarType_HALF;
-  ES_CHECK_OR_RETURN_ERROR(v.dtype() == edgeshare::schema::ScalarType_FLOAT ||
-                               (half && v.kind() == fb::ValueKind_CONSTANT && v.key() != nullptr),
-                           Error::NotSupported,
-                           "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF "
-                           "only for named constants (fully connected weights and biases)",
-                           id, static_cast<int>(v.dtype()));
-  info->dtype = half ? ScalarType::Half : ScalarType::Float;
+  const bool qc8w = v.dtype() == edgeshare::schema::ScalarType_CHAR;
+  ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == (qc8w ? fb::QuantScheme_QC8W : fb::QuantScheme_NONE),
+                           Error::InvalidProgram,
+                           "value %u has dtype %d and quant_scheme %d; CHAR goes with QC8W only",
+                           id, static_cast<int>(v.dtype()), static_cast<int>(v.quant_scheme()));
+  ES_CHECK_OR_RETURN_ERROR(
+      v.dtype() == edgeshare::schema::ScalarType_FLOAT || ((half || qc8w) && named),
+      Error::NotSupported,
+      "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF "
+      "or CHAR (QC8W) only for named constants (fully connected weights)",
+      id, static_cast<int>(v.dtype()));
+  if (qc8w) {
+    ES_CHECK_OR_RETURN_ERROR(v.scales_key() != nullptr && v.scales_key()->size() > 0 &&
+                                 v.scales_digest() != nullptr && v.scales_digest()->size() == 32,
+                             Error::InvalidProgram,
+                             "QC8W constant value %u ('%s') needs a scales key and its 32-byte "
+                             "SHA-256 digest",
+                             id, v.key()->c_str());
+  }
+  info->dtype = half ? ScalarType::Half : qc8w ? ScalarType::Char : ScalarType::Float;
   return Status();
 }
 

@@ -123,11 +123,13 @@ Status mean_last_dim_shapes(const NodeContext& c) {
 Status fully_connected_bias_dtype(const NodeContext& c, const ValueInfo& w) {
   if (c.num_in < 3) return Status();
   const ValueInfo& b = c.compiler->value(c.in[2]);
-  ES_CHECK_OR_RETURN_ERROR(b.dtype == w.dtype, Error::NotSupported,
-                           "node %u (FULLY_CONNECTED): weight value %u is %s but bias value %u "
-                           "is %s; both must be float32 or both HALF",
-                           c.node, c.in[1], runtime::to_string(w.dtype), c.in[2],
-                           runtime::to_string(b.dtype));
+  // An int8 (QC8W) weight keeps a float32 bias.
+  const ScalarType want = w.dtype == ScalarType::Char ? ScalarType::Float : w.dtype;
+  ES_CHECK_OR_RETURN_ERROR(
+      b.dtype == want, Error::NotSupported,
+      "node %u (FULLY_CONNECTED): weight value %u is %s but bias value %u "
+      "is %s; both must be float32 or both HALF (a CHAR weight: a float32 bias)",
+      c.node, c.in[1], runtime::to_string(w.dtype), c.in[2], runtime::to_string(b.dtype));
   return Status();
 }
 
@@ -344,8 +346,11 @@ Status build_fully_connected(NodeContext& c) {
   const size_t out_ch = g.value(c.in[1]).dims[0];
   const size_t in_ch = g.value(c.in[1]).dims[1];
   const bool f16 = g.value(c.in[1]).dtype == ScalarType::Half;
+  const bool qc8w = g.value(c.in[1]).dtype == ScalarType::Char;
   FullyConnectedRequest request;
   request.weight = g.constant_ref(c.in[1]);
+  request.has_scales = qc8w;
+  if (qc8w) request.scales = g.scales_ref(c.in[1]);
   request.has_bias = c.num_in == 3;
   if (request.has_bias) request.bias = g.constant_ref(c.in[2]);
   request.input_channels = in_ch;
@@ -361,6 +366,8 @@ Status build_fully_connected(NodeContext& c) {
   step.in_channels = in_ch;
   step.in = c.in[0];
   step.out = c.out;
+  // The int8 kernels' scratch for this node's rows, made here so that runs allocate nothing.
+  if (qc8w) step.qs8.reset(new QS8Buffers(batch, in_ch, out_ch));
   g.add_step(c.node, std::move(step));
   return Status();
 }

@@ -217,6 +217,15 @@ class LinearTester {
     return *this;
   }
 
+  // The weight as int8 per output row with float scales (QC8W: "<key>.qc8w" and
+  // "<key>.qc8w.scales", as the exporter's quantize="int8" writes them): the delegate runs its
+  // int8 kernels, compared with the same computation here (activation rows quantized each on its
+  // own, exact integer dot, one float epilogue).
+  LinearTester& weight_int8(bool v) {
+    int8_ = v;
+    return *this;
+  }
+
   // Error bound of the f16 path against a double reference over the half-rounded input, weight
   // and bias, relative to max(1, |y|), for inputs and weights in [-1, 1]. XNNPACK's f16 kernels
   // round the accumulator to half after every multiply-add: the error is a random walk of
@@ -230,8 +239,9 @@ class LinearTester {
     InMemoryDataMap map("foundation.ptd");
     std::vector<float> w = random_floats(output_channels_ * input_channels_, -1, 1, 1);
     std::vector<float> b = random_floats(output_channels_, -1, 1, 2);
-    const std::string suffix = fp16_ ? ".fp16" : "";
-    const std::string wkey = "linear.weight" + suffix, bkey = "linear.bias" + suffix;
+    const std::string suffix = fp16_ ? ".fp16" : int8_ ? ".qc8w" : "";
+    const std::string wkey = "linear.weight" + suffix;
+    const std::string bkey = std::string("linear.bias") + (fp16_ ? ".fp16" : "");
     if (fp16_) {
       for (float& v : w) v = round_to_half(v);
       for (float& v : b) v = round_to_half(v);
@@ -241,12 +251,22 @@ class LinearTester {
     x_dims.push_back(input_channels_);
     y_dims.push_back(output_channels_);
     const uint32_t x = g.input(x_dims);
+    std::vector<int8_t> q;
+    std::vector<float> scales;
+    if (int8_) quantize_rows(w, output_channels_, input_channels_, &q, &scales);
     const uint32_t wid = g.named(
         wkey, {static_cast<uint32_t>(output_channels_), static_cast<uint32_t>(input_channels_)},
-        map.add(wkey, fp16_ ? pack_halves(w) : w));
+        map.add(wkey, fp16_   ? pack_halves(w)
+                      : int8_ ? pack_bytes(q)
+                              : w));
     if (fp16_) g.set_dtype(wid, edgeshare::schema::ScalarType_HALF);
     std::vector<uint32_t> ins = {x, wid};
     std::vector<std::string> keys = {wkey};
+    if (int8_) {
+      const std::string skey = "linear.weight.qc8w.scales";
+      g.set_qc8w(wid, skey, map.add(skey, scales));
+      keys.push_back(skey);
+    }
     if (has_bias_) {
       const uint32_t bid = g.named(bkey, {static_cast<uint32_t>(output_channels_)},
                                    map.add(bkey, fp16_ ? pack_halves(b) : b));
@@ -259,13 +279,60 @@ class LinearTester {
 
     const size_t batch = numel_of(batch_dims_);
     const std::vector<float> input = random_floats(batch * input_channels_, -1, 1, 3);
-    const std::vector<float> want = reference(input, w, b, batch);
+    const std::vector<float> want =
+        int8_ ? int8_reference(input, q, scales, b, batch) : reference(input, w, b, batch);
     run_two_handles(g.build(), map, keys, /*packs_per_handle=*/1, /*retained_per_handle=*/0, share_,
                     {HostTensor{to_int_dims(x_dims), input}}, y_dims, want,
-                    fp16_ ? fp16_tolerance(input_channels_) : 1e-4f);
+                    fp16_   ? fp16_tolerance(input_channels_)
+                    : int8_ ? 1e-6f
+                            : 1e-4f);
   }
 
  private:
+  // Symmetric int8 per row of k values, round half to even: the exporter's scheme (weights) and
+  // the kernels' (activations: x * (127 / max|x|)).
+  static void quantize_rows(const std::vector<float>& x, size_t rows, size_t k,
+                            std::vector<int8_t>* q, std::vector<float>* scales) {
+    q->assign(rows * k, 0);
+    scales->assign(rows, 0.0f);
+    for (size_t r = 0; r < rows; ++r) {
+      float amax = 0.0f;
+      for (size_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(x[r * k + i]));
+      (*scales)[r] = amax / 127.0f;
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      for (size_t i = 0; i < k; ++i) {
+        const float v = std::min(127.0f, std::max(-127.0f, x[r * k + i] * inv));
+        (*q)[r * k + i] = static_cast<int8_t>(std::nearbyint(v));
+      }
+    }
+  }
+  // Bytes carried in floats (InMemoryDataMap holds float entries); a multiple of 4 bytes here.
+  static std::vector<float> pack_bytes(const std::vector<int8_t>& bytes) {
+    std::vector<float> out((bytes.size() + 3) / 4, 0.0f);
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+  }
+  // The int8 fully connected as the delegate computes it: y = (xs * ws) * float(acc) + b.
+  std::vector<float> int8_reference(const std::vector<float>& input, const std::vector<int8_t>& q,
+                                    const std::vector<float>& scales, const std::vector<float>& b,
+                                    size_t batch) const {
+    std::vector<int8_t> qx;
+    std::vector<float> xs;
+    quantize_rows(input, batch, input_channels_, &qx, &xs);
+    std::vector<float> want(batch * output_channels_);
+    for (size_t n = 0; n < batch; ++n) {
+      for (size_t o = 0; o < output_channels_; ++o) {
+        int32_t acc = 0;
+        for (size_t i = 0; i < input_channels_; ++i) {
+          acc += int32_t(qx[n * input_channels_ + i]) * int32_t(q[o * input_channels_ + i]);
+        }
+        const float y = (xs[n] * scales[o]) * static_cast<float>(acc) + (has_bias_ ? b[o] : 0.0f);
+        want[n * output_channels_ + o] = std::min(max_, std::max(min_, y));
+      }
+    }
+    return want;
+  }
+
   // y = x w^T + b in double, over the half-rounded input on the f16 path, clamped.
   std::vector<float> reference(const std::vector<float>& input, const std::vector<float>& w,
                                const std::vector<float>& b, size_t batch) const {
@@ -289,6 +356,7 @@ class LinearTester {
   bool has_bias_ = true;
   bool share_ = true;
   bool fp16_ = false;
+  bool int8_ = false;
   float min_ = -std::numeric_limits<float>::infinity();
   float max_ = std::numeric_limits<float>::infinity();
 };

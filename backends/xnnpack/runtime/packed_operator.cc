@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <utility>
 
-#include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 
 namespace edgeshare {
@@ -55,7 +55,22 @@ bool is_f16(const PackedOperator::Shape& shape) {
   return shape.weight_dtype == runtime::ScalarType::Half;
 }
 
+bool is_qc8w(const PackedOperator::Shape& shape) {
+  return shape.weight_dtype == runtime::ScalarType::Char;
+}
+
+// The vector kernels read a tile in 64-byte groups: the packing starts on a cache line.
+constexpr size_t kQC8WAlignment = 64;
+
 }  // namespace
+
+QS8Buffers::QS8Buffers(size_t max_rows, size_t k, size_t n)
+    : q_(max_rows * kernels::qc8_padded_k(k)), scales_(max_rows), acc_(max_rows * n) {
+  scratch_.q = q_.data();
+  scratch_.scales = scales_.data();
+  scratch_.acc = acc_.data();
+  scratch_.max_rows = max_rows;
+}
 
 size_t default_slab_bytes() {
   static const size_t bytes = [] {
@@ -70,6 +85,10 @@ std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
   // The first call probes the kernels with packings of its own: before any slab packs here.
   (void)kernels::f32_kernels();
   std::unique_ptr<PackedOperator> op(new PackedOperator(shape));
+  if (is_qc8w(shape)) {
+    op->plan_qc8w();
+    return op;
+  }
   const size_t element = is_f16(shape) ? 2 : 4;
   size_t capacity = 0;
   for (const auto& range :
@@ -87,6 +106,33 @@ std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
   return op;
 }
 
+void PackedOperator::plan_qc8w() {
+  (void)kernels::qs8_kernels();
+  const size_t k = shape_.input_channels;
+  const size_t total = kernels::qc8_packed_bytes(k, shape_.output_channels);
+  region_.reset(new PackedRegion(total + kQC8WAlignment, 1));
+  qc8w_packed_ = region_->allocate(total, kQC8WAlignment);
+  if (qc8w_packed_ == nullptr) {
+    // No huge-page region: plain aligned memory.
+    const size_t rounded = (total + kQC8WAlignment - 1) / kQC8WAlignment * kQC8WAlignment;
+    qc8w_packed_ = std::aligned_alloc(kQC8WAlignment, rounded);
+    qc8w_owned_ = std::unique_ptr<void, void (*)(void*)>(qc8w_packed_, std::free);
+  }
+  // Slab widths are multiples of kSlabChannelMultiple, so every slab starts on a whole tile.
+  static_assert(kSlabChannelMultiple % kernels::kQC8Tile == 0, "slabs start on a tile");
+  for (const auto& range : slab_ranges(k, shape_.output_channels, 1, shape_.slab_bytes)) {
+    Slab slab;
+    slab.first = range.first;
+    slab.count = range.second;
+    if (qc8w_packed_ != nullptr) {
+      slab.packed = static_cast<uint8_t*>(qc8w_packed_) +
+                    range.first / kernels::kQC8Tile * kernels::qc8_tile_bytes(k);
+      slab.packed_bytes = kernels::qc8_packed_bytes(k, range.second);
+    }
+    slabs_.push_back(slab);
+  }
+}
+
 PackedOperator::~PackedOperator() {
   // The packed weights go with the operators.
   for (const Slab& slab : slabs_) {
@@ -94,9 +140,19 @@ PackedOperator::~PackedOperator() {
   }
 }
 
-void PackedOperator::pack_slab(size_t index, const void* weight, const void* bias) {
+void PackedOperator::pack_slab(size_t index, const void* weight, const void* bias,
+                               const void* scales) {
   Slab& slab = slabs_[index];
   const size_t in = shape_.input_channels, out = shape_.output_channels;
+  if (is_qc8w(shape_)) {
+    if (slab.packed == nullptr || scales == nullptr) return;  // seal() reports it.
+    kernels::qc8w_pack(static_cast<const int8_t*>(weight) + slab.first * in,
+                       static_cast<const float*>(scales) + slab.first,
+                       bias != nullptr ? static_cast<const float*>(bias) + slab.first : nullptr, in,
+                       slab.count, const_cast<void*>(slab.packed));
+    slab.created = xnn_status_success;
+    return;
+  }
   const bool f16 = is_f16(shape_);
   const size_t element = f16 ? 2 : 4;
   const uint8_t* w = static_cast<const uint8_t*>(weight) + slab.first * in * element;
@@ -118,7 +174,26 @@ void PackedOperator::pack_slab(size_t index, const void* weight, const void* bia
   slab.packed_bytes = scope.last_size();
 }
 
+Status PackedOperator::seal_qc8w() {
+  for (const Slab& slab : slabs_) {
+    ES_CHECK_OR_RETURN_ERROR(slab.created == xnn_status_success, Error::DelegateInitFailed,
+                             "could not pack the int8 fully connected weight '%s' [%zu x %zu]: "
+                             "no memory for its packing, or no scales",
+                             or_inline(shape_.weight_key), shape_.output_channels,
+                             shape_.input_channels);
+    const Status args = kernels::check_qs8_kernel_args(shape_.input_channels, slab.count,
+                                                       slab.packed, slab.packed_bytes);
+    if (!args.ok()) {
+      return args.WithContext("int8 fully connected weight '%s'", or_inline(shape_.weight_key));
+    }
+  }
+  qs8_ = &kernels::qs8_kernels();
+  sealed_ = true;
+  return Status();
+}
+
 Status PackedOperator::seal() {
+  if (is_qc8w(shape_)) return seal_qc8w();
   const bool f16 = is_f16(shape_);
   for (const Slab& slab : slabs_) {
     const xnn_status status = slab.created;
@@ -259,12 +334,70 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
 }
 
 Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
-  if (is_f16(shape_)) {
+  if (is_f16(shape_) || is_qc8w(shape_)) {
     return Status::Format(Error::InvalidArgument,
-                          "fully connected entry over '%s' is f16; run it with f16 buffers",
-                          shape_.weight_key.c_str());
+                          "fully connected entry over '%s' is %s; run it with its own run_*",
+                          shape_.weight_key.c_str(), is_f16(shape_) ? "f16" : "int8");
   }
   return run(batch_size, input, output);
+}
+
+// Every slab of an int8 entry over rows quantized once, one slab per parallel_for item (as
+// SlabRun); each slab accumulates in its own block of the scratch's accumulators.
+struct PackedOperator::QC8WRun {
+  const PackedOperator* entry = nullptr;
+  size_t rows = 0;
+  float* output = nullptr;
+  const kernels::QS8Scratch* scratch = nullptr;
+  std::atomic<bool> failed{false};
+
+  bool run(size_t index) const {
+    const Slab& slab = entry->slabs_[index];
+    return kernels::qs8_qc8w_run_quantized(*entry->qs8_, slab.packed, slab.packed_bytes,
+                                           entry->shape_.input_channels, slab.count, rows, *scratch,
+                                           scratch->acc + slab.first * rows, output + slab.first,
+                                           entry->shape_.output_channels)
+        .ok();
+  }
+  static void task(void* context, size_t index) {
+    QC8WRun* job = static_cast<QC8WRun*>(context);
+    if (!job->run(index)) job->failed.store(true, std::memory_order_relaxed);
+  }
+};
+
+Status PackedOperator::run_fully_connected_qc8w(size_t batch_size, const float* input,
+                                                float* output, const kernels::QS8Scratch& scratch) {
+  const char* key = or_inline(shape_.weight_key);
+  ES_CHECK_OR_RETURN_ERROR(is_qc8w(shape_), Error::InvalidArgument,
+                           "fully connected entry over '%s' is not int8", key);
+  ES_CHECK_OR_RETURN_ERROR(sealed_, Error::InvalidState,
+                           "fully connected entry over '%s' was run before it was packed", key);
+  ES_CHECK_OR_RETURN_ERROR(batch_size == 0 || (input != nullptr && output != nullptr),
+                           Error::InvalidArgument,
+                           "fully connected run over '%s' was given a null input or output", key);
+  ES_CHECK_OR_RETURN_ERROR(batch_size <= scratch.max_rows, Error::InvalidArgument,
+                           "int8 fully connected run over '%s': %zu rows, its scratch holds %zu",
+                           key, batch_size, scratch.max_rows);
+  if (batch_size == 0) return Status();
+  const Status quantized = kernels::qs8_quantize_rows(*qs8_, shape_.input_channels, batch_size,
+                                                      input, shape_.input_channels, scratch);
+  if (!quantized.ok()) return quantized.WithContext("int8 fully connected run over '%s'", key);
+  QC8WRun job;
+  job.entry = this;
+  job.rows = batch_size;
+  job.output = output;
+  job.scratch = &scratch;
+  if (shape_.slabs_across_pool && slabs_.size() > 1 && threadpool() != nullptr) {
+    parallel_for(slabs_.size(), &QC8WRun::task, &job);
+  } else {
+    for (size_t i = 0; i < slabs_.size(); ++i) QC8WRun::task(&job, i);
+  }
+  ES_CHECK_OR_RETURN_ERROR(!job.failed.load(std::memory_order_relaxed),
+                           Error::DelegateExecutionFailed,
+                           "int8 fully connected run over '%s' failed: a slab's kernel refused "
+                           "its arguments",
+                           key);
+  return Status();
 }
 
 Status PackedOperator::run_fully_connected_f16(size_t batch_size, const void* input, void* output) {

@@ -16,6 +16,11 @@
 //   ES_RETURN_IF_ERROR(op->seal());                  // packing errors; picks the kernels
 //   ES_RETURN_IF_ERROR(op->run_fully_connected(batch, x, y));           // any thread, any time
 //
+// An int8 (Char, scheme QC8W) entry is packed by the delegate itself (kernels/kernels.h's qc8w
+// layout, from the int8 weight, its float scales and the float bias) and run by its int8 kernels:
+// each run quantizes the activation rows once into the caller's scratch (QS8Buffers), then every
+// slab runs the integer dot (GEMV for one row, GEMM for more) and the float epilogue.
+//
 // Errors: seal() returns DelegateInitFailed naming the weight when XNNPACK refused a slab;
 // run_* return DelegateExecutionFailed naming the weight, InvalidArgument for the wrong run_* or
 // for null buffers, InvalidState before seal() succeeded.
@@ -37,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 #include "edgeshare/runtime/core/result.h"
@@ -63,17 +69,35 @@ constexpr size_t kPoolMinFlops = size_t{32} << 20;
 // the measurement.
 size_t default_slab_bytes();
 
+// The scratch of int8 fully connected runs over up to `max_rows` rows of k inputs and n outputs:
+// owned by the caller (one per graph node), made at setup, so that runs allocate nothing.
+class QS8Buffers {
+ public:
+  QS8Buffers(size_t max_rows, size_t k, size_t n);
+  QS8Buffers(const QS8Buffers&) = delete;
+  QS8Buffers& operator=(const QS8Buffers&) = delete;
+  const kernels::QS8Scratch& scratch() const { return scratch_; }
+
+ private:
+  std::vector<int8_t> q_;
+  std::vector<float> scales_;
+  std::vector<int32_t> acc_;
+  kernels::QS8Scratch scratch_;
+};
+
 class PackedOperator {
  public:
   // What to pack. A Float weight makes f32 operators (float input and output), a Half weight f16
   // ones (IEEE half input and output; the caller converts around them); the bias, if any, has the
-  // weight's dtype.
+  // weight's dtype. A Char weight is int8 per output row (QC8W) with float scales and a float
+  // bias, run by the delegate's int8 kernels.
   struct Shape {
     runtime::ScalarType weight_dtype = runtime::ScalarType::Float;
     size_t input_channels = 0;
     size_t output_channels = 0;
     std::string weight_key;  // For messages and names; empty when inline.
     std::string bias_key;
+    std::string scales_key;  // Char weights only.
     // Slabs of about this many packed bytes each; 0 packs the weight as one operator.
     size_t slab_bytes = 0;
     // With 2+ threads, each takes whole slabs (else every slab in turn is split over the pool).
@@ -91,8 +115,9 @@ class PackedOperator {
 
   size_t num_slabs() const { return slabs_.size(); }
   // Packs slab `index` from the whole weight [out, in] and the whole bias [out] (null: none), in
-  // the weight's dtype. What XNNPACK says is kept for seal().
-  void pack_slab(size_t index, const void* weight, const void* bias);
+  // the weight's dtype (float for a Char weight, whose float scales [out] are `scales`). What
+  // XNNPACK says is kept for seal().
+  void pack_slab(size_t index, const void* weight, const void* bias, const void* scales = nullptr);
   // After every slab was packed: the first slab XNNPACK refused as an error, else picks the
   // delegate's kernels where every slab's packing meets their preconditions (f32, in this
   // operator's memory, in their layout) and the process has them (kernels/config.h), XNNPACK's
@@ -107,6 +132,11 @@ class PackedOperator {
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
   // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
   runtime::Status run_fully_connected_f16(size_t batch_size, const void* input, void* output);
+  // The same for an int8 entry (float input and output), quantizing and accumulating in
+  // `scratch` (made for at least batch_size rows of this entry's shape). No lock: the caller's
+  // scratch is its own. Errors: also InvalidArgument when the scratch is too small.
+  runtime::Status run_fully_connected_qc8w(size_t batch_size, const float* input, float* output,
+                                           const kernels::QS8Scratch& scratch);
 
   // Float (f32 operators) or Half (f16 operators).
   runtime::ScalarType weight_dtype() const { return shape_.weight_dtype; }
@@ -114,6 +144,7 @@ class PackedOperator {
   size_t output_channels() const { return shape_.output_channels; }
   const std::string& weight_key() const { return shape_.weight_key; }
   const std::string& bias_key() const { return shape_.bias_key; }
+  const std::string& scales_key() const { return shape_.scales_key; }
   // Whether runs of one row (of several rows) go through the delegate's kernels.
   bool one_row_gemv() const { return gemv_ != nullptr; }
   bool rows_gemm() const { return gemm_ != nullptr; }
@@ -129,8 +160,12 @@ class PackedOperator {
     size_t packed_bytes = 0;
   };
   struct SlabRun;
+  struct QC8WRun;
 
   explicit PackedOperator(const Shape& shape) : shape_(shape) {}
+  // plan() and seal() of a Char (int8) entry.
+  void plan_qc8w();
+  runtime::Status seal_qc8w();
   runtime::Status run(size_t batch_size, const void* input, void* output);
   // One slab over every row: the delegate's kernel when `own` (the GEMM prefetching `next` and,
   // as the `first` slab a thread runs, touching its own slab first) or setup and run of its
@@ -149,6 +184,11 @@ class PackedOperator {
   // The delegate's kernels seal() chose (null: XNNPACK's operators run those batches).
   kernels::F32GemvFn gemv_ = nullptr;
   kernels::F32GemmFn gemm_ = nullptr;
+  // A Char entry: the qc8w packing of every slab, one after the other (slab i's tiles at
+  // slabs_[i].packed), and the int8 kernels seal() checked it against.
+  void* qc8w_packed_ = nullptr;
+  std::unique_ptr<void, void (*)(void*)> qc8w_owned_{nullptr, nullptr};
+  const kernels::QS8Kernels* qs8_ = nullptr;
   std::mutex mutex_;
 };
 

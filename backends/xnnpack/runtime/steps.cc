@@ -67,6 +67,10 @@ struct Runner {
   }
   Status operator()(const FullyConnectedStep& s) const {
     // The shared operator locks itself for setup + run.
+    if (s.qs8 != nullptr) {
+      return s.packed->run_fully_connected_qc8w(s.batch, in(p, s.in), out(p, s.out),
+                                                s.qs8->scratch());
+    }
     return s.packed->run_fully_connected(s.batch, in(p, s.in), out(p, s.out));
   }
   Status operator()(const FullyConnectedF16Step& s) const {

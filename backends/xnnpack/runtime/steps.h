@@ -77,11 +77,13 @@ struct PoolingStep {
   uint32_t in = 0, out = 0;
 };
 
-// The cache's f32 fully connected operator: in [batch, in_ch] -> out [batch, out_ch].
+// The cache's f32 fully connected operator: in [batch, in_ch] -> out [batch, out_ch]. With an
+// int8 (QC8W) entry, `qs8` is the scratch its runs quantize and accumulate in.
 struct FullyConnectedStep {
   PackedRef packed;
   size_t batch = 1, in_channels = 1;
   uint32_t in = 0, out = 0;
+  std::unique_ptr<QS8Buffers> qs8;
 };
 
 // in (f32) -> to_half -> half_in -> the cache's f16 operator -> half_out -> to_float -> out (f32).

@@ -25,6 +25,8 @@ constexpr uint8_t kFullyConnectedF32 = 1;
 // f16 weights and bias, f16 input and output: never the same entry as an f32 operator, even if a
 // digest ever matched (the identity's dtype differs too).
 constexpr uint8_t kFullyConnectedF16 = 2;
+// The delegate's int8 kernels over its own packing of a QC8W weight and its scales.
+constexpr uint8_t kFullyConnectedQC8W = 3;
 
 // Process-wide bookkeeping behind weight_sharing.h: counters summed over every cache,
 // and the set of live caches (for entry counts and names). Leaked on purpose, like the shared
@@ -70,17 +72,29 @@ void append_sorted_unique(std::vector<std::string>* names) {
   names->erase(std::unique(names->begin(), names->end()), names->end());
 }
 
-Status check_fully_connected_dtypes(const ConstantRef& weight, const ConstantRef* bias) {
+Status check_fully_connected_dtypes(const FullyConnectedRequest& r) {
+  const ConstantRef& weight = r.weight;
+  const ConstantRef* bias = r.has_bias ? &r.bias : nullptr;
   const runtime::ScalarType dtype = weight.identity.dtype;
+  const bool qc8w = dtype == runtime::ScalarType::Char;
   ES_CHECK_OR_RETURN_ERROR(
-      dtype == runtime::ScalarType::Float || dtype == runtime::ScalarType::Half,
-      Error::InvalidArgument, "fully connected weight '%s' has dtype %s; Float or Half only",
+      dtype == runtime::ScalarType::Float || dtype == runtime::ScalarType::Half || qc8w,
+      Error::InvalidArgument, "fully connected weight '%s' has dtype %s; Float, Half or Char only",
       or_inline(weight.key), runtime::to_string(dtype));
-  ES_CHECK_OR_RETURN_ERROR(bias == nullptr || bias->identity.dtype == dtype, Error::InvalidArgument,
-                           "fully connected weight '%s' is %s but its bias '%s' is %s",
-                           or_inline(weight.key), runtime::to_string(dtype),
-                           bias == nullptr ? "" : or_inline(bias->key),
-                           bias == nullptr ? "" : runtime::to_string(bias->identity.dtype));
+  ES_CHECK_OR_RETURN_ERROR(
+      qc8w == r.has_scales &&
+          (!qc8w || (r.scales.identity.dtype == runtime::ScalarType::Float &&
+                     r.scales.identity.dims.size() == 1 &&
+                     r.scales.identity.dims[0] == r.output_channels && !weight.identity.is_inline)),
+      Error::InvalidArgument,
+      "fully connected weight '%s' is %s: float scales [%zu] go with a named Char weight only",
+      or_inline(weight.key), runtime::to_string(dtype), r.output_channels);
+  const runtime::ScalarType bias_dtype = qc8w ? runtime::ScalarType::Float : dtype;
+  ES_CHECK_OR_RETURN_ERROR(
+      bias == nullptr || bias->identity.dtype == bias_dtype, Error::InvalidArgument,
+      "fully connected weight '%s' is %s but its bias '%s' is %s", or_inline(weight.key),
+      runtime::to_string(dtype), bias == nullptr ? "" : or_inline(bias->key),
+      bias == nullptr ? "" : runtime::to_string(bias->identity.dtype));
   return Status();
 }
 
@@ -128,6 +142,7 @@ size_t WeightsCache::IdentityHash::operator()(const ConstantIdentity& identity) 
 bool WeightsCache::PackedKey::operator==(const PackedKey& other) const {
   return op_kind == other.op_kind && verified == other.verified && weight == other.weight &&
          has_bias == other.has_bias && (!has_bias || bias == other.bias) &&
+         has_scales == other.has_scales && (!has_scales || scales == other.scales) &&
          input_channels == other.input_channels && output_channels == other.output_channels;
 }
 
@@ -135,6 +150,7 @@ size_t WeightsCache::PackedKeyHash::operator()(const PackedKey& key) const {
   IdentityHash identity_hash;
   size_t h = hash_combine(key.op_kind * 2u + key.verified, identity_hash(key.weight));
   h = hash_combine(h, key.has_bias ? identity_hash(key.bias) + 1 : 0);
+  h = hash_combine(h, key.has_scales ? identity_hash(key.scales) + 1 : 0);
   h = hash_combine(h, key.input_channels);
   return hash_combine(h, key.output_channels);
 }
@@ -322,18 +338,19 @@ struct WeightsCache::Miss {
   // A reserved miss's operator, planned and packed without the lock; the entry gets it when
   // published.
   std::unique_ptr<PackedOperator> op;
-  Bytes kernel, bias;
-  Status hashed[2];                      // The weight's and the bias's checks, when hashed.
+  Bytes kernel, bias, scales;
+  Status hashed[3];  // The weight's, the bias's and the scales' checks, when hashed.
   std::atomic<bool> hash_failed{false};  // Lets the packs after a failed hash skip their work.
   std::atomic<size_t> tasks_left{0};     // The last of this miss's tasks gives its bytes back.
 
-  bool needs_hash() const { return kernel.unchecked || bias.unchecked; }
+  bool needs_hash() const { return kernel.unchecked || bias.unchecked || scales.unchecked; }
 
   void check() {
-    const Bytes* bytes[2] = {&kernel, &bias};
-    const runtime::Digest* digests[2] = {&request->weight.identity.digest,
-                                         &request->bias.identity.digest};
-    for (int i = 0; i < 2; ++i) {
+    const Bytes* bytes[3] = {&kernel, &bias, &scales};
+    const runtime::Digest* digests[3] = {&request->weight.identity.digest,
+                                         &request->bias.identity.digest,
+                                         &request->scales.identity.digest};
+    for (int i = 0; i < 3; ++i) {
       if (!bytes[i]->unchecked) continue;
       hashed[i] = runtime::check_sha256(bytes[i]->data, bytes[i]->size, *digests[i]);
       if (!hashed[i].ok()) hash_failed.store(true, std::memory_order_relaxed);
@@ -342,7 +359,8 @@ struct WeightsCache::Miss {
 
   void pack(size_t index) {
     if (hash_failed.load(std::memory_order_relaxed)) return;
-    op->pack_slab(index, kernel.data, request->has_bias ? bias.data : nullptr);
+    op->pack_slab(index, kernel.data, request->has_bias ? bias.data : nullptr,
+                  request->has_scales ? scales.data : nullptr);
   }
 
   // Owned bytes go back as soon as nothing reads them: a batch holding every fetched weight to
@@ -352,6 +370,7 @@ struct WeightsCache::Miss {
     if (tasks_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     kernel.owned.free();
     bias.owned.free();
+    scales.owned.free();
   }
 };
 
@@ -438,7 +457,7 @@ struct WeightsCache::BatchJob {
     }
   }
 
-  static size_t bytes(const Miss* m) { return m->kernel.size + m->bias.size; }
+  static size_t bytes(const Miss* m) { return m->kernel.size + m->bias.size + m->scales.size; }
 
   void add_packs(Miss* miss) {
     for (size_t slab = 0; slab < miss->op->num_slabs(); ++slab) tasks.push_back(Task{miss, slab});
@@ -517,13 +536,17 @@ size_t WeightsCache::key_misses(const std::vector<FullyConnectedRequest>& reques
     const FullyConnectedRequest& r = requests[i];
     Miss& m = misses[i];
     m.request = &r;
-    *error = check_fully_connected_dtypes(r.weight, r.has_bias ? &r.bias : nullptr);
+    *error = check_fully_connected_dtypes(r);
     if (!error->ok()) return i;
-    m.key.op_kind = r.weight.identity.dtype == runtime::ScalarType::Half ? kFullyConnectedF16
-                                                                         : kFullyConnectedF32;
+    const runtime::ScalarType dtype = r.weight.identity.dtype;
+    m.key.op_kind = dtype == runtime::ScalarType::Half   ? kFullyConnectedF16
+                    : dtype == runtime::ScalarType::Char ? kFullyConnectedQC8W
+                                                         : kFullyConnectedF32;
     m.key.weight = r.weight.identity;
     m.key.has_bias = r.has_bias;
     if (r.has_bias) m.key.bias = r.bias.identity;
+    m.key.has_scales = r.has_scales;
+    if (r.has_scales) m.key.scales = r.scales.identity;
     m.key.input_channels = r.input_channels;
     m.key.output_channels = r.output_channels;
   }
@@ -543,6 +566,7 @@ Status WeightsCache::publish_locked(const NamedDataMap* map, Miss* misses, size_
       // The request that stopped the batch before hashing: its fetches count, as they would have.
       if (m.kernel.from_map) count_fetch_locked(m.request->weight, m.kernel.size);
       if (m.bias.from_map) count_fetch_locked(m.request->bias, m.bias.size);
+      if (m.scales.from_map) count_fetch_locked(m.request->scales, m.scales.size);
       if (m.kind == Miss::Kind::kReserved) {
         finish_reserved_locked(m.entry, std::move(m.op), stop_error);
       }
@@ -553,6 +577,7 @@ Status WeightsCache::publish_locked(const NamedDataMap* map, Miss* misses, size_
     if (!status.ok() && *failed == count) *failed = i;
     drop_bytes_locked(&m.kernel);
     drop_bytes_locked(&m.bias);
+    drop_bytes_locked(&m.scales);
   }
   if (!status.ok()) {
     for (size_t i = 0; i < *failed; ++i) release_locked(misses[i].entry);
@@ -604,12 +629,14 @@ Status WeightsCache::fetch_miss(const NamedDataMap* map, bool verify, Miss* miss
   const FullyConnectedRequest& r = *miss->request;
   ES_RETURN_IF_ERROR(bytes_for_miss(map, r.weight, verify, &miss->kernel));
   if (r.has_bias) ES_RETURN_IF_ERROR(bytes_for_miss(map, r.bias, verify, &miss->bias));
+  if (r.has_scales) ES_RETURN_IF_ERROR(bytes_for_miss(map, r.scales, verify, &miss->scales));
   PackedOperator::Shape shape;
   shape.weight_dtype = r.weight.identity.dtype;
   shape.input_channels = r.input_channels;
   shape.output_channels = r.output_channels;
   shape.weight_key = r.weight.key;
   if (r.has_bias) shape.bias_key = r.bias.key;
+  if (r.has_scales) shape.scales_key = r.scales.key;
   shape.slab_bytes = slab_bytes_;
   shape.slabs_across_pool = slabs_across_pool_;
   miss->op = PackedOperator::plan(shape);
@@ -646,6 +673,7 @@ Status WeightsCache::finish_locked(const NamedDataMap* map, Miss* miss) {
   }
   if (miss->kernel.from_map) count_fetch_locked(r.weight, miss->kernel.size);
   if (miss->bias.from_map) count_fetch_locked(r.bias, miss->bias.size);
+  if (miss->scales.from_map) count_fetch_locked(r.scales, miss->scales.size);
   // A wrong digest is reported before anything XNNPACK said: the bytes were not what was exported.
   const Status weight_check =
       miss->kernel.unchecked
@@ -655,7 +683,11 @@ Status WeightsCache::finish_locked(const NamedDataMap* map, Miss* miss) {
       miss->bias.unchecked
           ? count_verification_locked(map, r.bias, miss->bias.size, miss->hashed[1])
           : Status();
-  Status status = weight_check.ok() ? bias_check : weight_check;
+  const Status scales_check =
+      miss->scales.unchecked
+          ? count_verification_locked(map, r.scales, miss->scales.size, miss->hashed[2])
+          : Status();
+  Status status = !weight_check.ok() ? weight_check : !bias_check.ok() ? bias_check : scales_check;
   if (status.ok()) status = miss->op->seal();
   finish_reserved_locked(miss->entry, std::move(miss->op), status);
   return status;
@@ -741,6 +773,7 @@ std::vector<std::string> WeightsCache::packed_names_locked() const {
     const PackedOperator& op = *entry.second.op;
     if (!op.weight_key().empty()) names.push_back(op.weight_key());
     if (!op.bias_key().empty()) names.push_back(op.bias_key());
+    if (!op.scales_key().empty()) names.push_back(op.scales_key());
   }
   append_sorted_unique(&names);
   return names;

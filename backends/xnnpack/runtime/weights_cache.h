@@ -97,11 +97,14 @@ struct ConstantRef {
 };
 
 // One fully connected entry a graph needs: weight [output_channels, input_channels] and, with
-// has_bias, bias [output_channels].
+// has_bias, bias [output_channels]; an int8 (Char, QC8W) weight has its float scales
+// [output_channels] (has_scales), which are part of the entry's identity as the weight is.
 struct FullyConnectedRequest {
   ConstantRef weight;
   bool has_bias = false;
   ConstantRef bias;
+  bool has_scales = false;
+  ConstantRef scales;
   size_t input_channels = 0;
   size_t output_channels = 0;
 };
@@ -141,7 +144,8 @@ class WeightsCache {
   // packed on the first request and shared afterwards. Adds one reference. Named constants are
   // fetched from `map` only on a miss; inline ones come from their identity's bytes. A Float
   // weight makes an f32 operator, a Half weight an f16 one (a different op kind in the key, so the
-  // two never share an entry); the bias, if any, has the weight's dtype.
+  // two never share an entry); the bias, if any, has the weight's dtype. A Char (int8) weight
+  // comes through the batch form with its scales (FullyConnectedRequest) and a Float bias.
   // Errors: see the header comment; InvalidArgument when a named constant is needed and map is
   // null, or when the weight is neither Float nor Half or the bias dtype differs from the weight's.
   runtime::Result<PackedOperator*> get_or_pack_fully_connected(const runtime::NamedDataMap* map,
@@ -182,6 +186,8 @@ class WeightsCache {
     ConstantIdentity weight;
     bool has_bias = false;
     ConstantIdentity bias;
+    bool has_scales = false;
+    ConstantIdentity scales;
     size_t input_channels = 0;
     size_t output_channels = 0;
     bool operator==(const PackedKey& other) const;

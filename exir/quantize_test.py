@@ -1,0 +1,146 @@
+"""The int8 foundation exporter (quantize="int8"): its weights equal a few-line torch reference bit
+for bit, adapters stay float32, foundation.ptd is byte-identical across a bare-foundation export and
+an adapter export, and the eager reference runs the same per-row activation quantization."""
+
+import copy
+import os
+
+import pytest
+import torch
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
+from edgeshare.exir.lora import export_lora
+from edgeshare.exir.quantize import (
+    dequantize_qc8w,
+    int8_reference,
+    qc8w_linear,
+    quantize_activation_rows,
+    quantize_qc8w,
+)
+from edgeshare.exir.swappable import export_swappable
+from edgeshare.models import demo_lora
+
+INT8, FLOAT = 1, 6
+
+
+def _reference(w: torch.Tensor):
+    # The scheme in a few lines: per output row, symmetric, round half to even, scale max|w| / 127.
+    scale = w.abs().amax(dim=1) / 127
+    q = torch.round(w / torch.where(scale == 0, torch.ones_like(scale), scale)[:, None]).to(torch.int8)
+    return q, scale
+
+
+def _ptd(path: str):
+    with open(path, "rb") as f:
+        return deserialize_ptd(f.read(), path)
+
+
+def test_quantize_qc8w_equals_a_few_line_reference_bit_for_bit():
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(37, 70, generator=g)
+    w[5] = 0.0  # a zero row: scale 0, zero bytes
+    w[7, 3] = 2.5 * w[7].abs().max()  # one large value: it alone reaches 127
+    q, scale = quantize_qc8w(w)
+    want_q, want_scale = _reference(w)
+    assert q.dtype == torch.int8 and scale.dtype == torch.float32
+    assert torch.equal(q, want_q) and torch.equal(scale, want_scale)
+    assert int(q.abs().max()) == 127 and not bool(q[5].any())
+    assert float((dequantize_qc8w(q, scale) - w).abs().max()) <= float(scale.max()) / 2 * 1.0001
+
+
+def test_quantize_qc8w_refuses_non_finite_weights():
+    with pytest.raises(ValueError, match="NaN or an infinity"):
+        quantize_qc8w(torch.tensor([[1.0, float("nan")]]))
+
+
+def test_activation_rows_are_quantized_each_on_its_own():
+    x = torch.randn(3, 40)
+    q, s = quantize_activation_rows(x)
+    q2, s2 = quantize_activation_rows(x[1:2])
+    assert torch.equal(q[1:2], q2) and torch.equal(s[1:2], s2)
+    assert torch.equal(s, x.abs().amax(dim=1) / 127)
+    w = torch.randn(9, 40)
+    qw, sw = quantize_qc8w(w)
+    y = qc8w_linear(x, qw, sw, None)
+    # The exact integer dot, then the float epilogue.
+    acc = (q.to(torch.int64) @ qw.to(torch.int64).t()).to(torch.float32)
+    assert torch.equal(y, (s[:, None] * sw) * acc)
+
+
+def test_export_writes_int8_foundation_weights_and_float_adapters(tmp_path):
+    foundation, adapters, inputs = demo_lora()
+    result = export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int8"))
+    ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
+    keys = sorted(ptd.named_data)
+    layers = ("fc1", "fc2", "fc3")
+    assert keys == sorted(
+        [f"{f}.{name}" for f in layers for name in ("bias", "weight.qc8w", "weight.qc8w.scales")]
+    )
+    for f in layers:
+        w = getattr(foundation, f).weight.detach()
+        want_q, want_scale = _reference(w)
+        blob = ptd.named_data[f"{f}.weight.qc8w"]
+        assert blob.tensor_layout.scalar_type == INT8 and list(blob.tensor_layout.sizes) == list(w.shape)
+        assert blob.data == want_q.numpy().tobytes()
+        scales = ptd.named_data[f"{f}.weight.qc8w.scales"]
+        assert scales.tensor_layout.scalar_type == FLOAT and scales.data == want_scale.numpy().tobytes()
+    # The adapters' own weights stay float32 in their programs.
+    with open(result.program_paths["lora_a"], "rb") as fh:
+        pte = deserialize_pte(fh.read())
+    own = [k for k in result.adapter_keys["lora_a"]]
+    assert own and all("lora" in k for k in own)
+    assert pte is not None
+
+
+def test_bare_and_adapter_exports_write_byte_identical_foundation_ptd(tmp_path):
+    foundation, adapters, inputs = demo_lora()
+    bare, with_adapters = tmp_path / "bare", tmp_path / "adapters"
+    # The bare foundation's program decides foundation.ptd's entries in the first export.
+    export_lora(
+        foundation,
+        {"lora_a": adapters["lora_a"]},
+        inputs,
+        str(bare),
+        XnnpackPartitioner(quantize="int8"),
+        foundation_program="foundation",
+    )
+    int8 = XnnpackPartitioner(quantize="int8")
+    export_lora(foundation, {"lora_b": adapters["lora_b"]}, inputs, str(with_adapters), int8)
+    with open(bare / "foundation.ptd", "rb") as a, open(with_adapters / "foundation.ptd", "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_swappable_export_writes_the_same_int8_foundation_and_float_adapter_files(tmp_path):
+    foundation, adapters, inputs = demo_lora()
+    int8 = XnnpackPartitioner(quantize="int8")
+    result = export_swappable(foundation, adapters, inputs, str(tmp_path / "swap"), int8)
+    export_lora(foundation, adapters, inputs, str(tmp_path / "own"), int8)
+    with open(result.foundation_path, "rb") as a, open(tmp_path / "own" / "foundation.ptd", "rb") as b:
+        assert a.read() == b.read()
+    for path in result.adapter_files.values():
+        ptd = _ptd(path)
+        assert ptd.named_data and all(b.tensor_layout.scalar_type == FLOAT for b in ptd.named_data.values())
+
+
+def test_int8_reference_swaps_only_foundation_linears():
+    _, adapters, inputs = demo_lora()
+    with torch.no_grad():
+        want = adapters["lora_a"](*inputs)
+        model = int8_reference(copy.deepcopy(adapters["lora_a"]))
+        got = model(*inputs)
+    names = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    assert names and all("lora" in n for n in names)
+    cosine = float(torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0))
+    print(f"int8 reference vs fp32, demo LoRA MLP: cosine {cosine:.6f}")
+    assert 0.999 <= cosine < 1.0
+
+
+def test_quantize_and_fp16_cannot_both_change_the_weights():
+    with pytest.raises(ValueError, match="cannot both"):
+        XnnpackPartitioner(fc_weight_dtype="fp16", quantize="int8")
+    with pytest.raises(ValueError, match="quantize must be one of"):
+        XnnpackPartitioner(quantize="int4")
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q", "-s"]))
