@@ -61,8 +61,10 @@ def test_summary_names_the_program_each_adapter_file_and_the_other_structure(tmp
     for name in ("a", "c"):
         assert os.path.join(str(tmp_path / "o"), f"{name}.ptd") in out
     assert "adapter 'b' has another structure" in out and "b.pte" in out
+    # save_pretrained writes generation_config.json (the model's end tokens): it goes beside the programs.
+    assert os.path.exists(os.path.join(model_dir, "generation_config.json"))
     assert sorted(os.listdir(tmp_path / "o")) == sorted(
-        ["a.ptd", "b.pte", "c.ptd", "foundation.pte", "foundation.ptd", "lora.pte"]
+        ["a.ptd", "b.pte", "c.ptd", "foundation.pte", "foundation.ptd", "lora.pte", "generation_config.json"]
     )
 
 
