@@ -17,7 +17,7 @@ import tempfile
 from typing import Any, BinaryIO, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
-from edgeshare.exir._serialize import write_ptd
+from edgeshare.exir._serialize import foundation_identity, write_ptd
 from edgeshare.exir.data_policy import DataPolicy
 from edgeshare.exir.errors import ExportError, UnsupportedModelError
 from edgeshare.exir.export import (
@@ -275,6 +275,11 @@ class SharedData:
                 )
             elif entry.alignment > known.alignment:
                 self.entries[key] = known._replace(alignment=entry.alignment)
+
+    def identity(self) -> bytes:
+        """The file's identity (ptd.foundation_identity), from the digests its entries carry: what
+        the programs and adapter files exported over it record."""
+        return foundation_identity(self.entries)
 
     def write(self, files: "OutputFiles", tensor_alignment: int) -> str:
         """Streams the file into files (as <tag>.ptd); returns its final path."""

@@ -32,6 +32,13 @@ from edgeshare.exir.export import ExecutorchBackendConfig
 from edgeshare.exir.hf_cache import kv_cache_method
 from edgeshare.exir.lora import ExtraMethod, LoraExportResult, check_adapter_name, export_lora, shared_copy
 from edgeshare.exir.partition import Partitioner
+from edgeshare.exir.peft_options import (
+    check_lora_layers,
+    check_lora_options,
+    fold_dora,
+    keep_foundation_bias,
+    protect_foundation,
+)
 from torch import nn
 
 if TYPE_CHECKING:
@@ -180,6 +187,7 @@ def _check_adapter_dir(name: str, adapter_dir: str) -> None:
             f"adapter '{name}' ({os.path.join(adapter_dir, ADAPTER_CONFIG)}) is a PEFT {peft_type} "
             "adapter; only LoRA adapters (peft_type LORA) can be exported"
         )
+    check_lora_options(name, os.path.join(adapter_dir, ADAPTER_CONFIG), config)
     _check_safetensors(os.path.join(adapter_dir, ADAPTER_WEIGHTS), what)
 
 
@@ -197,6 +205,7 @@ def load_peft_adapter(base: nn.Module, name: str, adapter_dir: str) -> nn.Module
     Raises:
       HfInputError: the directory or one of its files is missing or corrupt.
       UnsupportedAdapterError: the adapter is not a LoRA adapter.
+      UnsupportedOptionError: it sets a LoRA option that cannot be exported (peft_options), naming it.
       AdapterMismatchError: its weights do not fit the model (shapes, or modules it lacks).
     """
     _check_adapter_dir(name, adapter_dir)
@@ -204,8 +213,11 @@ def load_peft_adapter(base: nn.Module, name: str, adapter_dir: str) -> nn.Module
     import safetensors.torch  # noqa: PLC0415
 
     what = f"adapter '{name}' ({adapter_dir})"
+    saved = safetensors.torch.load_file(os.path.join(adapter_dir, ADAPTER_WEIGHTS))
+    adapted = shared_copy(base)
+    protect_foundation(adapted, saved)
     try:
-        model = peft.PeftModel.from_pretrained(shared_copy(base), adapter_dir, is_trainable=False)
+        model = peft.PeftModel.from_pretrained(adapted, adapter_dir, is_trainable=False)
     except RuntimeError as e:
         mismatch = [line.strip() for line in str(e).splitlines() if "size mismatch" in line]
         detail = mismatch[0] if mismatch else _one_line(e)
@@ -216,7 +228,6 @@ def load_peft_adapter(base: nn.Module, name: str, adapter_dir: str) -> nn.Module
         raise HfInputError(f"{what}: peft cannot load it ({_one_line(e)})") from e
     # PEFT only warns about adapter weights it did not use: an adapter for another model would
     # then export as if it had fewer layers adapted. Every weight of the file must be in the model.
-    saved = safetensors.torch.load_file(os.path.join(adapter_dir, ADAPTER_WEIGHTS))
     loaded = peft.get_peft_model_state_dict(model)
     unused = sorted(k for k in saved if k not in loaded or not torch.equal(loaded[k], saved[k].to(loaded[k].dtype)))
     if unused:
@@ -224,6 +235,9 @@ def load_peft_adapter(base: nn.Module, name: str, adapter_dir: str) -> nn.Module
             f"{what} does not fit the model: {len(unused)} of its weights are not used by it "
             f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})"
         )
+    check_lora_layers(name, model)
+    fold_dora(model)
+    keep_foundation_bias(model, base)
     return model.eval()
 
 

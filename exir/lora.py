@@ -24,7 +24,7 @@ from edgeshare.exir._pipeline import (
     export_method,
     structure_signature,
 )
-from edgeshare.exir._serialize import deserialize_pte
+from edgeshare.exir._serialize import deserialize_pte, with_foundation_digest
 from edgeshare.exir.data_policy import (
     DATA_KEY_META,
     EXTERNAL_TAG_META,
@@ -405,9 +405,11 @@ def _write(
     """Writes the programs and the shared data file, all or none; returns what was written (modules empty)."""
     program_paths: Dict[str, str] = {}
     methods: Dict[str, str] = {}
+    identity = shared.identity()
     with OutputFiles(out_dir, say) as files:
         for out in outputs:
-            path = files.write_bytes(f"{out.stem}.pte", out.program.buffer)
+            pte = with_foundation_digest(out.program.buffer, identity, f"{out.stem}.pte")
+            path = files.write_bytes(f"{out.stem}.pte", pte)
             for name in out.adapters:
                 program_paths[name] = path
                 methods[name] = name if multi_method else "forward"

@@ -35,7 +35,7 @@ from edgeshare.exir._pipeline import (
     module_weights,
     structure_signature,
 )
-from edgeshare.exir._serialize import write_ptd
+from edgeshare.exir._serialize import with_foundation_digest, write_ptd
 from edgeshare.exir.data_policy import (
     DATA_KEY_META,
     EXTERNAL_TAG_META,
@@ -284,15 +284,20 @@ def _write(
     for name, entries in adapter_entries.items():
         if not entries:
             raise ExportError(f"adapter '{name}' has no weights of its own (nothing to swap)")
+    identity = shared.identity()
+
+    def pte(stem: str, et: ExecutorchProgramManager) -> str:
+        return files.write_bytes(f"{stem}.pte", with_foundation_digest(et.buffer, identity, f"{stem}.pte"))
+
     with OutputFiles(out_dir, say) as files:
-        foundation_program = files.write_bytes(f"{tag}.pte", bare.buffer)
+        foundation_program = pte(tag, bare)
         foundation_path = shared.write(files, alignment)
-        swappable_program = files.write_bytes(f"{SWAPPABLE_PROGRAM}.pte", program.buffer)
+        swappable_program = pte(SWAPPABLE_PROGRAM, program)
         adapter_files = {
-            name: files.write(f"{name}.ptd", lambda f, e=entries: write_ptd(f, e, alignment))
+            name: files.write(f"{name}.ptd", lambda f, e=entries: write_ptd(f, e, alignment, identity))
             for name, entries in adapter_entries.items()
         }
-        own_programs = {name: files.write_bytes(f"{name}.pte", et.buffer) for name, et in own.items()}
+        own_programs = {name: pte(name, et) for name, et in own.items()}
         sizes = files.commit()
     keys = sorted(next(iter(adapter_entries.values())), key=lambda k: k.encode("utf-8"))  # the file's order
     return SwappableExportResult(

@@ -13,7 +13,7 @@ from typing import Any, Dict
 import torch
 from torch import nn
 
-__all__ = ["LoRALinear", "shared_copy"]
+__all__ = ["FoldedDoraLinear", "LinearWithBiasDelta", "LoRALinear", "shared_copy"]
 
 
 class LoRALinear(nn.Module):
@@ -38,6 +38,64 @@ class LoRALinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         return self.base(x) + self.lora_b(self.lora_a(x)) * self.scale
+
+
+class LinearWithBiasDelta(nn.Linear):
+    """y = linear(x, weight, bias) + bias_delta: a foundation layer whose bias an adapter trained.
+
+    The weight and bias stay the foundation's tensors (so the packed weight and its bias are the
+    ones every other program shares), and the adapter's own bytes are the difference of its bias
+    from the foundation's, added after.
+
+    Args:
+      weight: the foundation's weight [out, in] (shared, not copied).
+      bias: the foundation's bias [out] (shared).
+      trained_bias: the adapter's bias [out].
+    """
+
+    def __init__(self, weight: nn.Parameter, bias: nn.Parameter, trained_bias: torch.Tensor) -> None:
+        nn.Module.__init__(self)
+        self.in_features = int(weight.shape[1])
+        self.out_features = int(weight.shape[0])
+        self.weight = weight
+        self.bias = bias
+        delta = trained_bias.detach().to(bias.dtype) - bias.detach()
+        self.bias_delta = nn.Parameter(delta, requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return nn.functional.linear(x, self.weight, self.bias) + self.bias_delta
+
+
+class FoldedDoraLinear(nn.Module):
+    """A DoRA layer at inference, its constants folded: y = scale * base(x) + shift + lora_b(lora_a(x)).
+
+    DoRA computes m / ||W + s BA|| per output row (the magnitude over the column norm, a constant
+    once trained) and multiplies the whole layer by it; folded, the foundation layer (weight and
+    bias) stays shared and untouched, lora_b holds B * scale * s, and shift = (1 - scale) * bias
+    puts the bias back to its own value.
+
+    Args:
+      base: the foundation nn.Linear (shared, not copied).
+      lora_a: A [r, in].
+      lora_b: the folded B [out, r].
+      scale: [out].
+    """
+
+    def __init__(self, base: nn.Linear, lora_a: torch.Tensor, lora_b: torch.Tensor, scale: torch.Tensor) -> None:
+        super().__init__()
+        self.base = base
+        self.lora_a = nn.Linear(lora_a.shape[1], lora_a.shape[0], bias=False)
+        self.lora_b = nn.Linear(lora_b.shape[1], lora_b.shape[0], bias=False)
+        with torch.no_grad():
+            self.lora_a.weight.copy_(lora_a)
+            self.lora_b.weight.copy_(lora_b)
+        self.scale = nn.Parameter(scale.detach().clone(), requires_grad=False)
+        shift = None if base.bias is None else (1 - scale.detach()) * base.bias.detach()
+        self.shift = None if shift is None else nn.Parameter(shift, requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        y = self.base(x) * self.scale + self.lora_b(self.lora_a(x))
+        return y if self.shift is None else y + self.shift
 
 
 def shared_copy(module: nn.Module) -> nn.Module:

@@ -50,5 +50,84 @@ Status check_same_adapter_keys(const NamedDataMap& adapter, const NamedDataMap& 
   return Status();
 }
 
+namespace {
+
+// The first 6 bytes in hex: enough to tell two foundations apart in a message.
+std::string short_hex(const runtime::Digest& digest) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (size_t i = 0; i < 6; ++i) {
+    hex += kHex[digest.bytes[i] >> 4];
+    hex += kHex[digest.bytes[i] & 15];
+  }
+  return hex;
+}
+
+// The foundation files among `files`: those that record no foundation of their own.
+std::vector<const DataFile*> foundation_files(
+    const std::vector<std::shared_ptr<const DataFile>>& files) {
+  std::vector<const DataFile*> found;
+  for (const std::shared_ptr<const DataFile>& file : files) {
+    if (file != nullptr && file->foundation_digest() == nullptr) found.push_back(file.get());
+  }
+  return found;
+}
+
+const DataFile* with_identity(const std::vector<const DataFile*>& files,
+                              const runtime::Digest& identity) {
+  for (const DataFile* file : files) {
+    if (file->identity() == identity) return file;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Status check_foundation(const runtime::Digest* program_foundation, const std::string& program,
+                        const std::vector<std::shared_ptr<const DataFile>>& files) {
+  const std::vector<const DataFile*> foundations = foundation_files(files);
+  if (program_foundation != nullptr && !foundations.empty() &&
+      with_identity(foundations, *program_foundation) == nullptr) {
+    return Status::Format(Error::InvalidArgument,
+                          "%s was exported for foundation %s, but it is loaded over %s, which is "
+                          "foundation %s: export the program over the foundation you load",
+                          program.c_str(), short_hex(*program_foundation).c_str(),
+                          foundations.front()->path(),
+                          short_hex(foundations.front()->identity()).c_str());
+  }
+  for (const std::shared_ptr<const DataFile>& file : files) {
+    if (file != nullptr && file->foundation_digest() != nullptr) {
+      ES_RETURN_IF_ERROR(check_adapter_foundation(*file, program_foundation, program, files));
+    }
+  }
+  return Status();
+}
+
+Status check_adapter_foundation(const DataFile& adapter, const runtime::Digest* program_foundation,
+                                const std::string& program,
+                                const std::vector<std::shared_ptr<const DataFile>>& files) {
+  const runtime::Digest* wanted = adapter.foundation_digest();
+  if (wanted == nullptr) return Status();
+  const std::vector<const DataFile*> foundations = foundation_files(files);
+  if (program_foundation != nullptr) {
+    if (*wanted == *program_foundation) return Status();
+    const DataFile* loaded = with_identity(foundations, *program_foundation);
+    return Status::Format(Error::InvalidArgument,
+                          "%s was exported for foundation %s, but %s runs over foundation %s "
+                          "(%s): an adapter binds only over the foundation it was exported for",
+                          adapter.path(), short_hex(*wanted).c_str(), program.c_str(),
+                          short_hex(*program_foundation).c_str(),
+                          loaded != nullptr ? loaded->path() : "as the program records it");
+  }
+  if (foundations.empty() || with_identity(foundations, *wanted) != nullptr) return Status();
+  return Status::Format(Error::InvalidArgument,
+                        "%s was exported for foundation %s, but %s runs over %s, which is "
+                        "foundation %s: an adapter binds only over the foundation it was exported "
+                        "for",
+                        adapter.path(), short_hex(*wanted).c_str(), program.c_str(),
+                        foundations.front()->path(),
+                        short_hex(foundations.front()->identity()).c_str());
+}
+
 }  // namespace tools
 }  // namespace edgeshare

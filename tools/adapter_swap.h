@@ -37,6 +37,25 @@ runtime::Status check_same_adapter_keys(const runtime::NamedDataMap& adapter,
                                         const runtime::NamedDataMap& replaced, const char* path,
                                         const std::string& program);
 
+// Foundation identity (DataFile::identity(); Program::foundation_digest() and
+// DataFile::foundation_digest() record the one a file was exported for). A file that records none
+// (written before files recorded it) is not checked; neither is a program loaded over no
+// foundation file (its method load names the keys it misses).
+//
+// InvalidArgument, naming both foundations, when `program_foundation` (may be null) is not the
+// identity of any of `files` that records no foundation of its own, or when one of `files` is an
+// adapter exported for another foundation than the program's (for a program that records none:
+// than the foundation files among `files`).
+runtime::Status check_foundation(const runtime::Digest* program_foundation,
+                                 const std::string& program,
+                                 const std::vector<std::shared_ptr<const runtime::DataFile>>& files);
+
+// InvalidArgument, naming both foundations, when `adapter` was exported for another foundation than
+// the one `program` runs over (check_foundation's rule for one more adapter file).
+runtime::Status check_adapter_foundation(
+    const runtime::DataFile& adapter, const runtime::Digest* program_foundation,
+    const std::string& program, const std::vector<std::shared_ptr<const runtime::DataFile>>& files);
+
 }  // namespace tools
 }  // namespace edgeshare
 

@@ -68,6 +68,7 @@ Status ProgramSet::add(const std::string& path) {
   entry.loader = std::make_unique<MmapDataLoader>(std::move(loader));
   ES_ASSIGN_OR_RETURN(Program program, Program::load(entry.loader.get()));
   entry.program = std::make_unique<Program>(std::move(program));
+  ES_RETURN_IF_ERROR(check_foundation(entry.program->foundation_digest(), path, data_files_));
   for (size_t m = 0; m < entry.program->num_methods(); ++m) {
     ES_ASSIGN_OR_RETURN(const char* method_name, entry.program->get_method_name(m));
     ES_ASSIGN_OR_RETURN(Method method, entry.program->load_method(method_name, counted_.get()));
@@ -86,6 +87,8 @@ Result<bool> ProgramSet::bind_adapter(size_t index, const DataFile& adapter,
   ES_ASSIGN_OR_RETURN(const runtime::NamedDataMap* replaced,
                       replaced_adapter(adapter, entry.bound_adapter, data_files_, entry.path));
   ES_RETURN_IF_ERROR(check_same_adapter_keys(adapter.map(), *replaced, adapter.path(), entry.path));
+  ES_RETURN_IF_ERROR(check_adapter_foundation(adapter, entry.program->foundation_digest(),
+                                              entry.path, data_files_));
   bool any = false;
   for (Method& method : entry.methods) {
     const Status status = method.rebind_data(map);

@@ -59,6 +59,8 @@ class ProgramSet {
   static runtime::Result<ProgramSet> open(const std::vector<std::string>& data_files);
 
   // Loads the program at path and every method of it, after the programs already loaded.
+  // InvalidArgument (check_foundation) when it, or an adapter file of the set, was exported for
+  // another foundation than the set's data files hold.
   runtime::Status add(const std::string& path);
 
   std::vector<LoadedProgram>& programs() { return programs_; }
@@ -69,7 +71,8 @@ class ProgramSet {
   // adapter's keys), which must hold the same keys (tools/adapter_swap.h). The methods read `map`
   // (adapter.map() or a wrapper of it): both must outlive them. Returns false when no method of the
   // program reads swappable weights. Errors: InvalidArgument naming the file (another structure,
-  // a foundation's file) and rebind_data's errors; on error the methods keep their adapter.
+  // a foundation's file, an adapter exported for another foundation: check_adapter_foundation) and
+  // rebind_data's errors; on error the methods keep their adapter.
   runtime::Result<bool> bind_adapter(size_t index, const runtime::DataFile& adapter,
                                      const runtime::NamedDataMap& map);
   // Key -> how many times its bytes were fetched from the data files (get_data or load_data_into,

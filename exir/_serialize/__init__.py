@@ -1,8 +1,8 @@
 """Writers and round-trip readers of the .pte (program) and .ptd (data) files."""
 
 from edgeshare.exir._serialize._format import FileHeader, NamedBlob, Segment
-from edgeshare.exir._serialize.ptd import PtdFile, deserialize_ptd, serialize_ptd, write_ptd
-from edgeshare.exir._serialize.pte import PteFile, deserialize_pte, serialize_pte
+from edgeshare.exir._serialize.ptd import PtdFile, deserialize_ptd, foundation_identity, serialize_ptd, write_ptd
+from edgeshare.exir._serialize.pte import PteFile, deserialize_pte, serialize_pte, with_foundation_digest
 
 __all__ = [
     "FileHeader",
@@ -12,7 +12,9 @@ __all__ = [
     "Segment",
     "deserialize_ptd",
     "deserialize_pte",
+    "foundation_identity",
     "serialize_ptd",
     "serialize_pte",
+    "with_foundation_digest",
     "write_ptd",
 ]

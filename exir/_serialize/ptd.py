@@ -38,8 +38,31 @@ _Entry = Union[Tuple[Any, int, Optional[TensorLayout]], Tuple[Any, int, Optional
 PtdEntries = Mapping[str, _Entry]
 
 
-def _plan(entries: PtdEntries, tensor_alignment: int) -> Tuple[bytes, List[Segment], List[Tuple[int, int]], int]:
+def _entry_digest(entry: _Entry) -> bytes:
+    return entry[3] if len(entry) > 3 else hashlib.sha256(entry[0]).digest()
+
+
+def foundation_identity(entries: PtdEntries) -> bytes:
+    """A data file's identity as a foundation: SHA-256 over its entries' 32-byte digests in key
+    order (the runtime's DataFile::identity()). Programs and adapter files record the identity of
+    the foundation they were exported for.
+
+    Args:
+      entries: the foundation file's entries, as serialize_ptd takes them.
+
+    Returns:
+      32 bytes.
+    """
+    keys = sorted(entries, key=lambda k: k.encode("utf-8"))
+    return hashlib.sha256(b"".join(_entry_digest(entries[k]) for k in keys)).digest()
+
+
+def _plan(
+    entries: PtdEntries, tensor_alignment: int, foundation_digest: Optional[bytes] = None
+) -> Tuple[bytes, List[Segment], List[Tuple[int, int]], int]:
     """The FlatBuffer, segments and their placement of a .ptd (see serialize_ptd)."""
+    if foundation_digest is not None and len(foundation_digest) != 32:
+        raise SerializationError(f"foundation_digest has {len(foundation_digest)} bytes, not 32")
     keys = sorted(entries, key=lambda k: k.encode("utf-8"))
     segments: List[Segment] = []
     by_content: Dict[bytes, int] = {}
@@ -47,7 +70,7 @@ def _plan(entries: PtdEntries, tensor_alignment: int) -> Tuple[bytes, List[Segme
     for key in keys:
         entry = entries[key]
         data, alignment, layout = entry[:3]
-        digest = entry[3] if len(entry) > 3 else hashlib.sha256(data).digest()
+        digest = _entry_digest(entry)
         index = by_content.get(digest)
         if index is None:
             index = len(segments)
@@ -61,12 +84,16 @@ def _plan(entries: PtdEntries, tensor_alignment: int) -> Tuple[bytes, List[Segme
     flat.tensorAlignment = alignment
     flat.segments = [fb.DataSegmentT(offset, size) for offset, size in placed]
     flat.namedData = named
+    if foundation_digest is not None:
+        flat.foundationDigest = list(foundation_digest)
     builder = flatbuffers.Builder(4096)
     builder.Finish(flat.Pack(builder), file_identifier=PTD_FILE_IDENTIFIER)
     return bytes(builder.Output()), segments, placed, alignment
 
 
-def serialize_ptd(entries: PtdEntries, tensor_alignment: int = DEFAULT_TENSOR_ALIGNMENT) -> bytes:
+def serialize_ptd(
+    entries: PtdEntries, tensor_alignment: int = DEFAULT_TENSOR_ALIGNMENT, foundation_digest: Optional[bytes] = None
+) -> bytes:
     """Writes a .ptd image: one segment per distinct blob, entries sorted by key.
 
     The output depends only on the entries (not on insertion order), so the same foundation always
@@ -77,6 +104,8 @@ def serialize_ptd(entries: PtdEntries, tensor_alignment: int = DEFAULT_TENSOR_AL
         bytes' SHA-256 as a fourth item (else computed here).
       tensor_alignment: the minimum alignment of every segment (raised to the largest entry
         alignment).
+      foundation_digest: for an adapter's file, foundation_identity() of the foundation it was
+        exported for (None: not recorded, as in a foundation's own file).
 
     Returns:
       The file bytes.
@@ -84,17 +113,23 @@ def serialize_ptd(entries: PtdEntries, tensor_alignment: int = DEFAULT_TENSOR_AL
     Raises:
       SerializationError: a bad alignment.
     """
-    flat, segments, placed, alignment = _plan(entries, tensor_alignment)
+    flat, segments, placed, alignment = _plan(entries, tensor_alignment, foundation_digest)
     return _format.assemble(PTD_MAGIC, flat, segments, placed, alignment)
 
 
-def write_ptd(out: BinaryIO, entries: PtdEntries, tensor_alignment: int = DEFAULT_TENSOR_ALIGNMENT) -> int:
+def write_ptd(
+    out: BinaryIO,
+    entries: PtdEntries,
+    tensor_alignment: int = DEFAULT_TENSOR_ALIGNMENT,
+    foundation_digest: Optional[bytes] = None,
+) -> int:
     """Streams the .ptd serialize_ptd would return to out, one entry's bytes at a time.
 
     Args:
       out: a binary file open for writing.
       entries: as serialize_ptd's (bytes-like data, e.g. a weight's bytes in place).
       tensor_alignment: as serialize_ptd's.
+      foundation_digest: as serialize_ptd's.
 
     Returns:
       The number of bytes written.
@@ -103,7 +138,7 @@ def write_ptd(out: BinaryIO, entries: PtdEntries, tensor_alignment: int = DEFAUL
       SerializationError: a bad alignment.
       OSError: the file cannot be written.
     """
-    flat, segments, placed, alignment = _plan(entries, tensor_alignment)
+    flat, segments, placed, alignment = _plan(entries, tensor_alignment, foundation_digest)
     return _format.write_image(out, PTD_MAGIC, flat, segments, placed, alignment)
 
 

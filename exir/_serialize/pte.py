@@ -68,6 +68,36 @@ def serialize_pte(
     return _format.assemble(PTE_MAGIC, bytes(builder.Output()), segments, placed, alignment)
 
 
+def with_foundation_digest(data: bytes, foundation_digest: bytes, file_name: str = "<pte>") -> bytes:
+    """A .pte image with Program.foundation_digest set (the identity of the foundation file it was
+    exported over: ptd.foundation_identity()); everything else, segments included, as it was.
+
+    Args:
+      data: the file bytes (as serialize_pte wrote them).
+      foundation_digest: 32 bytes.
+      file_name: names the file in errors.
+
+    Returns:
+      The new file bytes.
+
+    Raises:
+      SerializationError: a malformed image or a digest that is not 32 bytes.
+    """
+    if len(foundation_digest) != 32:
+        raise SerializationError(f"{file_name}: foundation_digest has {len(foundation_digest)} bytes, not 32")
+    header = _format.read_header(data, PTE_MAGIC, file_name)
+    start = header.flatbuffer_offset
+    program = fb.ProgramT.InitFromObj(fb.Program.GetRootAs(bytes(data[start : start + header.flatbuffer_size]), 0))
+    segments = _format.read_segments(data, header, program.segments, program.segmentAlignment, file_name)
+    program.foundationDigest = list(foundation_digest)
+    builder = flatbuffers.Builder(4096)
+    builder.Finish(program.Pack(builder), file_identifier=PTE_FILE_IDENTIFIER)
+    # Each segment at the program's alignment: the same placement serialize_pte chose.
+    placed = [(s.offset, s.size) for s in program.segments or []]
+    segs = [Segment(seg, program.segmentAlignment) for seg in segments]
+    return _format.assemble(PTE_MAGIC, bytes(builder.Output()), segs, placed, program.segmentAlignment)
+
+
 def deserialize_pte(data: bytes, file_name: str = "<pte>") -> PteFile:
     """Reads a .pte image, checking header, identifier, segment bounds, key order and digests.
 

@@ -165,6 +165,8 @@ Result<std::shared_ptr<LoadedProgram>> LoadedProgram::load(
   loaded->loader_ = std::make_unique<MmapDataLoader>(std::move(loader));
   ES_ASSIGN_OR_RETURN(Program program, Program::load(loaded->loader_.get()));
   loaded->program_ = std::make_unique<Program>(std::move(program));
+  ES_RETURN_IF_ERROR(
+      tools::check_foundation(loaded->program_->foundation_digest(), path, loaded->data_files_));
   for (size_t m = 0; m < loaded->program_->num_methods(); ++m) {
     ES_ASSIGN_OR_RETURN(const char* name, loaded->program_->get_method_name(m));
     ES_ASSIGN_OR_RETURN(Method method,
@@ -198,6 +200,8 @@ Status LoadedProgram::bind_adapter(std::shared_ptr<const DataFile> adapter) {
                       tools::replaced_adapter(*adapter, adapter_.get(), data_files_, path_));
   ES_RETURN_IF_ERROR(
       tools::check_same_adapter_keys(adapter->map(), *replaced, adapter->path(), path_));
+  ES_RETURN_IF_ERROR(tools::check_adapter_foundation(*adapter, program_->foundation_digest(), path_,
+                                                     data_files_));
   size_t rebound = 0;
   Status none = Status();
   for (size_t m = 0; m < methods_.size(); ++m) {

@@ -18,10 +18,12 @@
 // (Method::rebind_data: nothing of the foundation is fetched or packed, the state is reset).
 //
 // Errors: load() passes on DataFile, MergedDataMap, MmapDataLoader, Program::load and load_method
-// errors (each naming the file or method); method() gives NotFound naming the program and listing
+// errors (each naming the file or method), and InvalidArgument when the program or an adapter file
+// was exported for another foundation than the one given (tools::check_foundation); method() gives NotFound naming the program and listing
 // its methods; run() gives InvalidArgument for a wrong input count (naming method and program) and
 // passes on set_input's and execute's errors. bind_adapter() gives InvalidArgument when the file
-// holds other keys than the adapter it replaces (another structure) and passes on rebind_data's
+// holds other keys than the adapter it replaces (another structure) or was exported for another
+// foundation, and passes on rebind_data's
 // errors (a foundation file: its keys are pinned; shapes that differ); on error every method keeps
 // its previous adapter.
 // passes on set_input's and execute's errors; generate() gives InvalidArgument for a method without

@@ -31,6 +31,8 @@ const NamedDataMap* Program::named_data() const { return image_->named_data(); }
 
 const char* Program::name() const { return image_->name(); }
 
+const Digest* Program::foundation_digest() const { return image_->foundation_digest(); }
+
 Result<Method> Program::load_method(const char* method_name,
                                     const NamedDataMap* external_data) const {
   ES_CHECK_OR_RETURN_ERROR(method_name != nullptr, Error::InvalidArgument,

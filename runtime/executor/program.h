@@ -54,6 +54,11 @@ class Program {
   // The program's own named data, or null when the .pte has none.
   const NamedDataMap* named_data() const;
 
+  // The identity of the foundation data file the program was exported over (SHA-256 over the
+  // digests of its entries in key order; DataFile::identity() of that file), or null when the file
+  // records none. Points into the Program: valid while it lives.
+  const Digest* foundation_digest() const;
+
   // The file name, for messages.
   const char* name() const;
 

@@ -1,5 +1,6 @@
 #include "edgeshare/runtime/executor/program_image.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -75,6 +76,13 @@ Result<ProgramImage> ProgramImage::load(const DataLoader* loader) {
   ES_RETURN_IF_ERROR(validate_tables(*root, header, file));
   image.root_ = root;
   image.segment_base_offset_ = header.segment_base_offset;
+  if (const flatbuffers::Vector<uint8_t>* foundation = root->foundation_digest()) {
+    ES_CHECK_OR_RETURN_ERROR(foundation->size() == image.foundation_.bytes.size(),
+                             Error::InvalidProgram,
+                             "%s: foundation_digest has %u bytes, not 32", file, foundation->size());
+    std::copy(foundation->begin(), foundation->end(), image.foundation_.bytes.begin());
+    image.has_foundation_ = true;
+  }
   if (root->named_data() != nullptr && root->named_data()->size() > 0) {
     image.named_data_ = std::make_unique<PteDataMap>(root->named_data(), root->segments(),
                                                      header.segment_base_offset, loader);

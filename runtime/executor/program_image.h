@@ -66,6 +66,9 @@ class ProgramImage {
 
   // The program's own named data, or null when the .pte has none.
   const NamedDataMap* named_data() const;
+  // The identity of the foundation the program was exported over, or null when the file records
+  // none.
+  const Digest* foundation_digest() const { return has_foundation_ ? &foundation_ : nullptr; }
 
  private:
   ProgramImage() = default;
@@ -74,6 +77,8 @@ class ProgramImage {
   const schema::Program* root_ = nullptr;
   uint64_t segment_base_offset_ = 0;
   std::unique_ptr<PteDataMap> named_data_;
+  Digest foundation_;
+  bool has_foundation_ = false;
 };
 
 }  // namespace runtime

@@ -3,6 +3,9 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
+
+#include "edgeshare/runtime/core/sha256.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -20,6 +23,18 @@ OpenFiles& open_files() {
   return *files;
 }
 
+// SHA-256 over the entries' digests in the map's (key) order.
+Result<Digest> foundation_identity(const NamedDataMap& map) {
+  std::vector<uint8_t> digests;
+  digests.reserve(map.get_num_keys() * sizeof(Digest::bytes));
+  for (size_t i = 0; i < map.get_num_keys(); ++i) {
+    ES_ASSIGN_OR_RETURN(const char* key, map.get_key(i));
+    ES_ASSIGN_OR_RETURN(const Digest digest, map.get_digest(key));
+    digests.insert(digests.end(), digest.bytes.begin(), digest.bytes.end());
+  }
+  return sha256(digests.data(), digests.size());
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const DataFile>> DataFile::open(const char* path) {
@@ -35,6 +50,7 @@ Result<std::shared_ptr<const DataFile>> DataFile::open(const char* path) {
   std::shared_ptr<DataFile> file(new DataFile(std::move(loader)));
   ES_ASSIGN_OR_RETURN(FlatTensorDataMap map, FlatTensorDataMap::load(&file->loader_));
   file->map_.emplace(std::move(map));
+  ES_ASSIGN_OR_RETURN(file->identity_, foundation_identity(*file->map_));
   // The file is mapped read-only for the DataFile's life: an entry hashed once need not be hashed
   // again (an adapter swapped back in).
   file->map_->remember_verified_content();

@@ -30,6 +30,14 @@ class DataFile {
   const NamedDataMap& map() const { return *map_; }
   const char* path() const { return loader_.name(); }
 
+  // The file's identity as a foundation: SHA-256 over the 32-byte digests of its entries, in key
+  // order (what the exporter records in the programs and adapter files made over it). Computed at
+  // open from the digests the file records; no weight is hashed.
+  const Digest& identity() const { return identity_; }
+  // For an adapter's file: the identity of the foundation it was exported for; null for a file
+  // that records none (a foundation's own file, or one written before adapters recorded it).
+  const Digest* foundation_digest() const { return map_->foundation_digest(); }
+
   // How many distinct data files this process has open right now (for tests and tools).
   static size_t open_count();
 
@@ -41,6 +49,7 @@ class DataFile {
   explicit DataFile(MmapDataLoader loader) : loader_(std::move(loader)) {}
   MmapDataLoader loader_;
   std::optional<FlatTensorDataMap> map_;
+  Digest identity_;
 };
 
 }  // namespace runtime

@@ -9,8 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "edgeshare/runtime/core/sha256.h"
+#include "edgeshare/runtime/data_loader/mmap_data_loader.h"
+#include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
 
 namespace edgeshare {
@@ -93,6 +96,33 @@ TEST(MergedDataMapTest, MissingKeyNamesEveryFile) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(std::strstr(missing.status().message(), "layers.9.weight"), nullptr);
   EXPECT_NE(std::strstr(missing.status().message(), "foundation.ptd"), nullptr);
+}
+
+TEST(DataFileTest, IdentityIsTheDigestOfTheEntriesDigestsThatProgramsRecord) {
+  auto file = DataFile::open(Foundation());
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const NamedDataMap& map = (*file)->map();
+  std::vector<uint8_t> digests;
+  for (size_t i = 0; i < map.get_num_keys(); ++i) {
+    auto key = map.get_key(i);
+    ASSERT_TRUE(key.ok());
+    auto digest = map.get_digest(*key);
+    ASSERT_TRUE(digest.ok());
+    digests.insert(digests.end(), digest->bytes.begin(), digest->bytes.end());
+  }
+  auto want = sha256(digests.data(), digests.size());
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ((*file)->identity(), *want);
+  EXPECT_EQ((*file)->foundation_digest(), nullptr);  // A foundation records none of its own.
+
+  for (const char* env : {"LORA_A_PTE", "LORA_B_PTE"}) {
+    auto loader = MmapDataLoader::from(std::getenv(env));
+    ASSERT_TRUE(loader.ok());
+    auto program = Program::load(&*loader);
+    ASSERT_TRUE(program.ok()) << program.status().message();
+    ASSERT_NE(program->foundation_digest(), nullptr) << env;
+    EXPECT_EQ(*program->foundation_digest(), (*file)->identity()) << env;
+  }
 }
 
 }  // namespace

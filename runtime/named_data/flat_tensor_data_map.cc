@@ -1,5 +1,7 @@
 #include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
 
+#include <algorithm>
+
 #include "edgeshare/runtime/format/file_header.h"
 #include "edgeshare/schema/flat_tensor_generated.h"
 
@@ -35,10 +37,20 @@ Result<FlatTensorDataMap> FlatTensorDataMap::load(const DataLoader* loader) {
   }
   ES_RETURN_IF_ERROR(SegmentedDataMap::validate(
       root->named_data(), root->segments(), header.segment_data_size, file, Error::InvalidData));
+  Digest foundation;
+  const flatbuffers::Vector<uint8_t>* recorded = root->foundation_digest();
+  if (recorded != nullptr) {
+    ES_CHECK_OR_RETURN_ERROR(recorded->size() == foundation.bytes.size(), Error::InvalidData,
+                             "%s: foundation_digest has %u bytes, not 32", file, recorded->size());
+    std::copy(recorded->begin(), recorded->end(), foundation.bytes.begin());
+  }
   const NamedDataVector* entries = root->named_data();
   const SegmentVector* segments = root->segments();
-  return FlatTensorDataMap(std::move(flatbuffer), entries, segments, header.segment_base_offset,
-                           loader);
+  FlatTensorDataMap map(std::move(flatbuffer), entries, segments, header.segment_base_offset,
+                        loader);
+  map.foundation_ = foundation;
+  map.has_foundation_ = recorded != nullptr;
+  return map;
 }
 
 }  // namespace runtime

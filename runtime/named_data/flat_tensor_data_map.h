@@ -29,6 +29,10 @@ class FlatTensorDataMap final : public SegmentedDataMap {
   FlatTensorDataMap(FlatTensorDataMap&&) = default;
   FlatTensorDataMap& operator=(FlatTensorDataMap&&) = delete;
 
+  // An adapter file's record of the foundation it was exported for (see DataFile::identity()), or
+  // null when the file has none (a foundation's own file, or an older file).
+  const Digest* foundation_digest() const { return has_foundation_ ? &foundation_ : nullptr; }
+
  private:
   FlatTensorDataMap(FreeableBuffer flatbuffer, const NamedDataVector* entries,
                     const SegmentVector* segments, uint64_t segment_base_offset,
@@ -36,6 +40,8 @@ class FlatTensorDataMap final : public SegmentedDataMap {
       : SegmentedDataMap(entries, segments, segment_base_offset, loader),
         flatbuffer_(std::move(flatbuffer)) {}
   FreeableBuffer flatbuffer_;
+  Digest foundation_;
+  bool has_foundation_ = false;
 };
 
 }  // namespace runtime
