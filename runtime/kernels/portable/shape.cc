@@ -435,6 +435,15 @@ Status cat(Args args) {
   return Status();
 }
 
+// The row indices[i] names in a table of `rows` rows, or an error when it is outside.
+Result<size_t> table_row(const Tensor& indices, size_t i, size_t rows, const char* op) {
+  const int64_t index = load<int64_t>(indices.const_data(), indices.scalar_type(), i);
+  ES_CHECK_OR_RETURN_ERROR(index >= 0 && static_cast<size_t>(index) < rows, Error::OutOfRange,
+                           "%s: index %lld is outside the table of %zu rows", op,
+                           static_cast<long long>(index), rows);
+  return static_cast<size_t>(index);
+}
+
 // embedding(weight[n, d], indices, padding_idx, scale_grad_by_freq, sparse) -> [..., d]
 Status embedding(Args args) {
   const char* op = "aten::embedding";
@@ -455,11 +464,8 @@ Status embedding(Args args) {
   const auto* src = static_cast<const uint8_t*>(weight->const_data());
   auto* dst = static_cast<uint8_t*>(out->mutable_data());
   for (size_t i = 0; i < indices->numel(); ++i) {
-    const int64_t index = load<int64_t>(indices->const_data(), indices->scalar_type(), i);
-    ES_CHECK_OR_RETURN_ERROR(index >= 0 && static_cast<size_t>(index) < rows, Error::OutOfRange,
-                             "%s: index %lld is outside the table of %zu rows", op,
-                             static_cast<long long>(index), rows);
-    std::memcpy(dst + i * row_bytes, src + static_cast<size_t>(index) * row_bytes, row_bytes);
+    ES_ASSIGN_OR_RETURN(const size_t index, table_row(*indices, i, rows, op));
+    std::memcpy(dst + i * row_bytes, src + index * row_bytes, row_bytes);
   }
   return Status();
 }
@@ -492,11 +498,8 @@ Status embedding_qc8w(Args args) {
   const auto* scale = static_cast<const float*>(scales->const_data());
   auto* dst = static_cast<float*>(out->mutable_data());
   for (size_t i = 0; i < indices->numel(); ++i) {
-    const int64_t index = load<int64_t>(indices->const_data(), indices->scalar_type(), i);
-    ES_CHECK_OR_RETURN_ERROR(index >= 0 && static_cast<size_t>(index) < rows, Error::OutOfRange,
-                             "%s: index %lld is outside the table of %zu rows", op,
-                             static_cast<long long>(index), rows);
-    const int8_t* row = q + static_cast<size_t>(index) * width;
+    ES_ASSIGN_OR_RETURN(const size_t index, table_row(*indices, i, rows, op));
+    const int8_t* row = q + index * width;
     const float s = scale[index];
     float* y = dst + i * width;
     for (size_t j = 0; j < width; ++j) y[j] = static_cast<float>(row[j]) * s;
