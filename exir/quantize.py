@@ -10,8 +10,9 @@ At run time the XNNPACK delegate quantizes each activation row to int8 on its ow
 scale = max|x_row| / 127, x * (127 / max|x_row|) clamped to +-127 and rounded to nearest even),
 accumulates the integer dot exactly and applies one float epilogue:
 y = (x_scale * w_scale) * float(acc) + bias. `qc8w_linear` is that computation in torch, and
-`int8_reference` swaps a model's foundation linears for it: the eager model the runtime's
-outputs are compared with.
+`int8_reference` swaps a model's foundation linears for it, and its token embeddings for
+`gather_qc8w` (the int8 rows written as q * scale, the runtime's edgeshare::embedding_qc8w): the
+eager model the runtime's outputs are compared with.
 """
 
 from typing import Callable, Optional, Tuple
@@ -25,6 +26,7 @@ __all__ = [
     "QC8W_SUFFIX",
     "QUANTIZE_SCHEMES",
     "dequantize_qc8w",
+    "gather_qc8w",
     "int8_reference",
     "qc8w_linear",
     "quantize_activation_rows",
@@ -65,6 +67,20 @@ def quantize_qc8w(weight: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 def dequantize_qc8w(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """The float weight an int8 weight and its scales stand for: q * scale per row."""
     return q.to(torch.float32) * scales[:, None]
+
+
+def gather_qc8w(q: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """The int8 embedding gather: float32(q[i]) * scales[i] for every index i.
+
+    Args:
+      q: int8 table [n, d].
+      scales: float32 [n].
+      indices: integer indices, any shape.
+
+    Returns:
+      float32 [..., d].
+    """
+    return q[indices].to(torch.float32) * scales[indices].unsqueeze(-1)
 
 
 def quantize_activation_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -119,26 +135,44 @@ class _Int8Linear(nn.Module):
         return qc8w_linear(x, self.q, self.scales, self.bias_)
 
 
+class _Int8Embedding(nn.Module):
+    """An Embedding run as the runtime runs an int8 foundation table."""
+
+    def __init__(self, embedding: nn.Embedding) -> None:
+        super().__init__()
+        q, scales = quantize_qc8w(embedding.weight.detach().to(torch.float32))
+        self.register_buffer("q", q)
+        self.register_buffer("scales", scales)
+        self.num_embeddings = embedding.num_embeddings
+        self.embedding_dim = embedding.embedding_dim
+
+    def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        return gather_qc8w(self.q, self.scales, indices)
+
+
 def _is_adapter_linear(name: str) -> bool:
     parts = name.split(".")
     return any(p.startswith("lora_") or p in ("lora_a", "lora_b") for p in parts)
 
 
 def int8_reference(model: nn.Module, is_foundation: Optional[Callable[[str], bool]] = None) -> nn.Module:
-    """Swaps every foundation nn.Linear of `model`, in place, for its int8 computation.
+    """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for its int8
+    computation.
 
     Args:
       model: the model (a foundation, or a foundation with LoRA adapters).
-      is_foundation: name -> whether that Linear is the foundation's; by default every Linear
+      is_foundation: name -> whether that module is the foundation's; by default every one
         whose path has no "lora_" component (PEFT's lora_A/lora_B, edgeshare's lora_a/lora_b).
 
     Returns:
       The same model.
     """
     keep = is_foundation or (lambda name: not _is_adapter_linear(name))
-    targets = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear) and n and keep(n)]
+    targets = [
+        (n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Embedding)) and n and keep(n)
+    ]
     for name, module in targets:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, _Int8Linear(module))
+        setattr(parent, child, _Int8Linear(module) if isinstance(module, nn.Linear) else _Int8Embedding(module))
     return model

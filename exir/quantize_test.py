@@ -19,6 +19,8 @@ from edgeshare.exir.quantize import (
 )
 from edgeshare.exir.swappable import export_swappable
 from edgeshare.models import demo_lora
+from edgeshare.models.lora import LoRALinear, shared_copy
+from torch import nn
 
 INT8, FLOAT = 1, 6
 
@@ -133,6 +135,60 @@ def test_int8_reference_swaps_only_foundation_linears():
     cosine = float(torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0))
     print(f"int8 reference vs fp32, demo LoRA MLP: cosine {cosine:.6f}")
     assert 0.999 <= cosine < 1.0
+
+
+class _TinyLM(nn.Module):
+    """Token embedding, one hidden Linear, and an lm_head tied to the embedding or not."""
+
+    def __init__(self, tied: bool) -> None:
+        super().__init__()
+        torch.manual_seed(5)
+        self.embed = nn.Embedding(64, 32)
+        self.fc = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 64, bias=False)
+        if tied:
+            self.head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.head(torch.relu(self.fc(self.embed(ids))))
+
+
+def _tiny_lm(tied: bool):
+    foundation = _TinyLM(tied).eval()
+    adapted = shared_copy(foundation)
+    adapted.fc = LoRALinear(adapted.fc, rank=4, alpha=8.0)
+    torch.nn.init.normal_(adapted.fc.lora_b.weight, std=0.05)
+    return foundation, {"lora_a": adapted.eval()}, (torch.tensor([[3, 60, 0, 17, 3]]),)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_token_embedding_is_one_int8_entry_gathered_as_the_reference(tmp_path, tied):
+    foundation, adapters, inputs = _tiny_lm(tied)
+    export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int8"))
+    ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
+    want_q, want_scale = _reference(foundation.embed.weight.detach())
+    tables = [k for k, b in ptd.named_data.items() if list(b.tensor_layout.sizes) == [64, 32]]
+    # No float copy of the table: untied, the embedding and the lm_head are an int8 entry each;
+    # tied, one int8 entry serves the gather and the matmul.
+    assert len(tables) == (1 if tied else 2), tables
+    assert all(k.endswith(".qc8w") and ptd.named_data[k].tensor_layout.scalar_type == INT8 for k in tables)
+    embed = [k for k in tables if ptd.named_data[k].data == want_q.numpy().tobytes()]
+    assert len(embed) == 1
+    assert ptd.named_data[embed[0] + ".scales"].data == want_scale.numpy().tobytes()
+    # The eager reference gathers the same int8 rows, written as q * scale.
+    model = int8_reference(copy.deepcopy(foundation))
+    with torch.no_grad():
+        rows = model.embed(inputs[0])
+    assert torch.equal(rows, want_q[inputs[0]].to(torch.float32) * want_scale[inputs[0]][..., None])
+
+
+def test_bare_and_adapter_exports_of_a_tied_model_write_byte_identical_foundation_ptd(tmp_path):
+    foundation, adapters, inputs = _tiny_lm(tied=True)
+    int8 = XnnpackPartitioner(quantize="int8")
+    export_lora(foundation, adapters, inputs, str(tmp_path / "bare"), int8, foundation_program="foundation")
+    export_lora(foundation, adapters, inputs, str(tmp_path / "own"), int8)
+    with open(tmp_path / "bare" / "foundation.ptd", "rb") as a, open(tmp_path / "own" / "foundation.ptd", "rb") as b:
+        assert a.read() == b.read()
 
 
 def test_quantize_and_fp16_cannot_both_change_the_weights():

@@ -7,7 +7,7 @@ kernels: the in-repo tiny Llama (tied embedding / lm_head) with two PEFT adapter
 - the runtime's logits equal that reference's to float rounding; their cosine against the fp32
   model is >= 0.999 at every position (printed) for the tiny Llama at transformers' default
   initializer (std 0.02); the std 0.2 one (spiky weights, for varied greedy tokens) is printed and
-  held to >= 0.998 (it measures 0.9989-0.9993);
+  held to >= 0.997 (its lowest position measures about 0.9975);
 - a second program over the same foundation packs nothing and fetches no foundation key again;
 - a --swappable int8 export generates each adapter as its reference, swapped on one program;
 - a flipped byte in a scales entry of foundation.ptd is a one-line error naming the key.
@@ -25,6 +25,7 @@ import pytest
 import torch
 import transformers
 from edgeshare.exir._serialize import deserialize_ptd
+from edgeshare.exir._serialize.ptd import DEFAULT_TENSOR_ALIGNMENT
 from edgeshare.exir.quantize import QC8W_SCALES_SUFFIX, QC8W_SUFFIX, int8_reference
 from edgeshare.extension.python import DataFile, Program, weights_cache_stats
 from edgeshare.models import hf_tiny
@@ -101,18 +102,33 @@ def _reference_tokens(files: hf_tiny.TinyLoraFiles, adapter: Optional[str]) -> L
     return out[0, ids.shape[1] :].tolist()
 
 
-def test_foundation_ptd_holds_every_linear_as_int8_and_the_embedding_as_float(exported):
+def test_foundation_ptd_holds_every_linear_and_the_tied_embedding_as_int8_once(exported):
     _, out, _ = exported
-    with open(os.path.join(out, "foundation.ptd"), "rb") as f:
+    path = os.path.join(out, "foundation.ptd")
+    with open(path, "rb") as f:
         ptd = deserialize_ptd(f.read(), "foundation.ptd")
     quantized = [k for k in ptd.named_data if k.endswith(QC8W_SUFFIX)]
-    # 4 attention and 3 MLP projections in each of the 2 layers, and the (tied) lm_head.
+    # 4 attention and 3 MLP projections in each of the 2 layers, and the tied embedding / lm_head:
+    # one int8 entry serves the gather and the matmul, and no float copy of the table is left.
     assert len(quantized) == 7 * 2 + 1, quantized
     for key in quantized:
         assert key[: -len(QC8W_SUFFIX)] + QC8W_SCALES_SUFFIX in ptd.named_data
         assert ptd.named_data[key].tensor_layout.scalar_type == 1
-    floats = [k for k, b in ptd.named_data.items() if b.tensor_layout.scalar_type == 6 and "qc8w" not in k]
-    assert any("embed" in k for k in floats), floats
+    table = [k for k in quantized if list(ptd.named_data[k].tensor_layout.sizes) == [hf_tiny.VOCAB, hf_tiny.HIDDEN]]
+    assert len(table) == 1, table
+    floats = {k: b for k, b in ptd.named_data.items() if "qc8w" not in k}
+    assert all(b.tensor_layout.scalar_type == 6 for b in floats.values())
+    assert not any(list(b.tensor_layout.sizes) == [hf_tiny.VOCAB, hf_tiny.HIDDEN] for b in floats.values())
+    # The file is its int8 weights, their scales and the small float tensors (norms), each entry
+    # padded to the file's tensor alignment, and a header.
+    int8_bytes = sum(len(ptd.named_data[k].data) for k in quantized)
+    scale_bytes = sum(len(ptd.named_data[k + ".scales"].data) for k in quantized)
+    float_bytes = sum(len(b.data) for b in floats.values())
+    payload = int8_bytes + scale_bytes + float_bytes
+    size = os.path.getsize(path)
+    print(f"foundation.ptd {size} bytes: int8 {int8_bytes}, scales {scale_bytes}, other float {float_bytes}")
+    assert float_bytes < 0.05 * int8_bytes
+    assert payload <= size <= payload + (len(ptd.named_data) + 1) * DEFAULT_TENSOR_ALIGNMENT
 
 
 def test_generate_tokens_equal_the_int8_reference_for_two_adapters_and_the_foundation(exported, tmp_path):
@@ -144,7 +160,7 @@ def test_python_tokens_logits_and_sharing(exported):
 
     # Logits of every position: equal to the int8 reference to float rounding, close to fp32.
     for stem, adapter in STEMS:
-        assert bool((_cosines(files, out, programs[stem], adapter) >= 0.998).all()), stem
+        assert bool((_cosines(files, out, programs[stem], adapter) >= 0.997).all()), stem
 
     # Every foundation key was fetched once for the three programs; a second program packs nothing.
     fetched = loaded["named_data_fetches"]

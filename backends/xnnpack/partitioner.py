@@ -29,7 +29,9 @@ FP16_TOLERANCE.
 int8 foundation weights (`XnnpackPartitioner(quantize="int8")`): every delegated linear whose weight
 is pinned foundation data (placed in a .ptd, not open) is stored as int8 per output row with float32
 scales (exir/quantize.py, scheme qc8w) under "<key>.qc8w" and "<key>.qc8w.scales", and run by the
-delegate's dynamically quantized fully connected kernels. Adapter weights stay float32.
+delegate's dynamically quantized fully connected kernels. A token embedding over pinned foundation
+data becomes the same int8 entries, gathered outside the delegate (exir/embedding_qc8w.py): a tied
+embedding and lm_head hold one int8 entry. Adapter weights stay float32.
 
 Supported ops (one line per row of the registry):
 """
@@ -48,6 +50,7 @@ from edgeshare.exir.partition import (
     PartitionResult,
     tag_supported_nodes,
 )
+from edgeshare.exir.embedding_qc8w import quantize_embeddings
 from edgeshare.exir.quantize import QUANTIZE_SCHEMES
 from torch.export import ExportedProgram
 
@@ -150,6 +153,9 @@ class XnnpackPartitioner(Partitioner):
         Returns:
           The program and DelegationSpec("XnnpackBackend") for each tag.
         """
+        if self._quantize != "none":
+            # The token embedding's gather runs outside the delegate, over the same int8 entries.
+            quantize_embeddings(exported_program)
         checker = _Checker(exported_program)
         override = self._override
 

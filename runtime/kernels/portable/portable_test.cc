@@ -32,6 +32,12 @@ class Call {
     kinds_.push_back(kLongTensor);
     return *this;
   }
+  Call& chars(std::vector<int32_t> sizes, std::vector<int8_t> data) {
+    shapes_.push_back(std::move(sizes));
+    chars_.push_back(std::move(data));
+    kinds_.push_back(kCharTensor);
+    return *this;
+  }
   Call& output(std::vector<int32_t> sizes) {
     size_t n = 1;
     for (int32_t s : sizes) n *= s;
@@ -67,7 +73,7 @@ class Call {
     KernelFn fn = get_kernel(op_).fn;
     if (fn == nullptr) return Status::Format(Error::NotFound, "no kernel %s", op_);
     values_.clear();
-    size_t t = 0, f = 0, l = 0, s = 0, li = 0;
+    size_t t = 0, f = 0, l = 0, c = 0, s = 0, li = 0;
     for (Kind kind : kinds_) {
       switch (kind) {
         case kFloatTensor:
@@ -83,6 +89,13 @@ class Call {
                                       longs_[l].data()));
           ++t;
           ++l;
+          break;
+        case kCharTensor:
+          values_.emplace_back(Tensor(ScalarType::Char,
+                                      Span<const int32_t>(shapes_[t].data(), shapes_[t].size()),
+                                      chars_[c].data()));
+          ++t;
+          ++c;
           break;
         case kScalar:
           values_.push_back(scalars_[s++]);
@@ -104,12 +117,13 @@ class Call {
   const std::vector<float>& float_tensor(size_t i) const { return floats_.at(i); }
 
  private:
-  enum Kind { kFloatTensor, kLongTensor, kScalar, kList };
+  enum Kind { kFloatTensor, kLongTensor, kCharTensor, kScalar, kList };
   const char* op_;
   std::vector<Kind> kinds_;
   std::vector<std::vector<int32_t>> shapes_;
   std::vector<std::vector<float>> floats_;
   std::vector<std::vector<int64_t>> longs_;
+  std::vector<std::vector<int8_t>> chars_;
   std::vector<EValue> scalars_;
   std::vector<std::vector<int64_t>> lists_;
   std::vector<EValue> values_;
@@ -377,6 +391,28 @@ TEST(PortableKernelsTest, EmbeddingGathersRowsAndRejectsBadIndices) {
       .integer(0)
       .output({1, 2});
   EXPECT_EQ(bad.Run().code(), Error::OutOfRange);
+}
+
+TEST(PortableKernelsTest, EmbeddingQc8wWritesIntRowsTimesTheirScales) {
+  Call call("edgeshare::embedding_qc8w");
+  call.chars({3, 2}, {1, -2, 127, -127, 0, 5})
+      .tensor({3}, {0.5f, 0.25f, 2.0f})
+      .longs({1, 3}, {1, 2, 1})
+      .output({1, 3, 2});
+  ASSERT_TRUE(call.Run().ok());
+  // Exact: an int8 times a power-of-two scale.
+  const std::vector<float> want = {31.75f, -31.75f, 0.0f, 10.0f, 31.75f, -31.75f};
+  ASSERT_EQ(call.out().size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(call.out()[i], want[i]) << "at " << i;
+  Call bad_index("edgeshare::embedding_qc8w");
+  bad_index.chars({3, 2}, std::vector<int8_t>(6)).tensor({3}, {1, 1, 1}).longs({1}, {-1}).output({1, 2});
+  EXPECT_EQ(bad_index.Run().code(), Error::OutOfRange);
+  Call float_table("edgeshare::embedding_qc8w");
+  float_table.tensor({3, 2}, std::vector<float>(6)).tensor({3}, {1, 1, 1}).longs({1}, {0}).output({1, 2});
+  EXPECT_EQ(float_table.Run().code(), Error::InvalidProgram);
+  Call few_scales("edgeshare::embedding_qc8w");
+  few_scales.chars({3, 2}, std::vector<int8_t>(6)).tensor({2}, {1, 1}).longs({1}, {0}).output({1, 2});
+  EXPECT_EQ(few_scales.Run().code(), Error::InvalidProgram);
 }
 
 TEST(PortableKernelsTest, WrongArgumentCountIsAnErrorNamingTheOperator) {

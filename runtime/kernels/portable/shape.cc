@@ -2,6 +2,7 @@
 // planner gives every value its own buffer), so they work for any dtype. Each computes its
 // output's shape from its inputs and arguments and resizes the output to it.
 
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -434,6 +435,15 @@ Status cat(Args args) {
   return Status();
 }
 
+// The row indices[i] names in a table of `rows` rows, or an error when it is outside.
+Result<size_t> table_row(const Tensor& indices, size_t i, size_t rows, const char* op) {
+  const int64_t index = load<int64_t>(indices.const_data(), indices.scalar_type(), i);
+  ES_CHECK_OR_RETURN_ERROR(index >= 0 && static_cast<size_t>(index) < rows, Error::OutOfRange,
+                           "%s: index %lld is outside the table of %zu rows", op,
+                           static_cast<long long>(index), rows);
+  return static_cast<size_t>(index);
+}
+
 // embedding(weight[n, d], indices, padding_idx, scale_grad_by_freq, sparse) -> [..., d]
 Status embedding(Args args) {
   const char* op = "aten::embedding";
@@ -454,11 +464,45 @@ Status embedding(Args args) {
   const auto* src = static_cast<const uint8_t*>(weight->const_data());
   auto* dst = static_cast<uint8_t*>(out->mutable_data());
   for (size_t i = 0; i < indices->numel(); ++i) {
-    const int64_t index = load<int64_t>(indices->const_data(), indices->scalar_type(), i);
-    ES_CHECK_OR_RETURN_ERROR(index >= 0 && static_cast<size_t>(index) < rows, Error::OutOfRange,
-                             "%s: index %lld is outside the table of %zu rows", op,
-                             static_cast<long long>(index), rows);
-    std::memcpy(dst + i * row_bytes, src + static_cast<size_t>(index) * row_bytes, row_bytes);
+    ES_ASSIGN_OR_RETURN(const size_t index, table_row(*indices, i, rows, op));
+    std::memcpy(dst + i * row_bytes, src + index * row_bytes, row_bytes);
+  }
+  return Status();
+}
+
+// edgeshare::embedding_qc8w(weight int8 [n, d], scales float [n], indices) -> float [..., d]:
+// the gather of an int8-per-row table (exir/quantize.py's qc8w), each row written as q * scale, so
+// one int8 entry serves a tied embedding and the lm_head's int8 matmul.
+Status embedding_qc8w(Args args) {
+  const char* op = "edgeshare::embedding_qc8w";
+  ES_RETURN_IF_ERROR(expect_args(args, 4, op));
+  ES_ASSIGN_OR_RETURN(Tensor * weight, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Tensor * scales, tensor_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(Tensor * indices, tensor_arg(args, 2, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 3, op));
+  ES_CHECK_OR_RETURN_ERROR(weight->dim() == 2 && weight->scalar_type() == ScalarType::Char,
+                           Error::InvalidProgram, "%s: weight must be a 2-d int8 tensor", op);
+  const size_t rows = weight->size(0), width = weight->size(1);
+  ES_CHECK_OR_RETURN_ERROR(scales->scalar_type() == ScalarType::Float && scales->numel() == rows,
+                           Error::InvalidProgram, "%s: scales must be float with one per row (%zu)", op,
+                           rows);
+  ES_CHECK_OR_RETURN_ERROR(out->scalar_type() == ScalarType::Float, Error::InvalidProgram,
+                           "%s: out must be float", op);
+  ES_CHECK_OR_RETURN_ERROR(
+      indices->scalar_type() == ScalarType::Long || indices->scalar_type() == ScalarType::Int,
+      Error::NotSupported, "%s: indices must be Long or Int", op);
+  Shape shape = shape_of(*indices);
+  ES_RETURN_IF_ERROR(append(shape, weight->size(1), op));
+  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
+  const auto* q = static_cast<const int8_t*>(weight->const_data());
+  const auto* scale = static_cast<const float*>(scales->const_data());
+  auto* dst = static_cast<float*>(out->mutable_data());
+  for (size_t i = 0; i < indices->numel(); ++i) {
+    ES_ASSIGN_OR_RETURN(const size_t index, table_row(*indices, i, rows, op));
+    const int8_t* row = q + index * width;
+    const float s = scale[index];
+    float* y = dst + i * width;
+    for (size_t j = 0; j < width; ++j) y[j] = static_cast<float>(row[j]) * s;
   }
   return Status();
 }
@@ -482,6 +526,7 @@ const KernelEntry kKernels[] = {
     {"aten::select.int", select, 3},
     {"aten::split_with_sizes", split_with_sizes, 3},
     {"aten::embedding", embedding, 5},
+    {"edgeshare::embedding_qc8w", embedding_qc8w, 3},
     {"aten::cat", cat, 2},
 };
 const bool registered = register_kernels(kKernels);

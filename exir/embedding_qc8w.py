@@ -1,0 +1,129 @@
+"""The int8 token embedding: the edgeshare::embedding_qc8w operator and the pass that uses it.
+
+`torch.ops.edgeshare.embedding_qc8w(weight, scales, indices)` gathers rows of an int8-per-row
+table (scheme qc8w, exir/quantize.py) and writes each as float32 q * scale:
+
+    weight:  int8 [n, d]
+    scales:  float32 [n]
+    indices: int64 or int32, any shape
+    returns  float32 [..., d]
+
+The runtime runs it as the portable kernel of the same name (runtime/kernels/portable/shape.cc).
+`quantize_embeddings` rewrites a program's aten.embedding over a pinned foundation weight to it,
+with the weight's "<key>.qc8w" and "<key>.qc8w.scales" entries as lifted constants: the same
+entries the delegate stores for an int8 fully connected over that weight, so a tied embedding
+and lm_head hold one int8 entry (and its scales) and no float copy.
+"""
+
+from typing import Dict, Tuple
+
+import torch
+from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor
+from edgeshare.exir.quantize import QC8W_SCALES_SUFFIX, QC8W_SUFFIX, gather_qc8w, quantize_qc8w
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+__all__ = ["OPERATOR", "embedding_qc8w", "quantize_embeddings"]
+
+OPERATOR = "edgeshare::embedding_qc8w"
+
+
+@torch.library.custom_op(OPERATOR, mutates_args=())
+def embedding_qc8w(weight: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """The eager reference (exir/quantize.py's gather_qc8w)."""
+    return gather_qc8w(weight, scales, indices)
+
+
+@embedding_qc8w.register_fake
+def _(weight, scales, indices):  # noqa: ANN001, ANN202
+    return scales.new_empty((*indices.shape, weight.shape[1]))
+
+
+def _pinned_float_table(ep: ExportedProgram, node: object) -> bool:
+    if not isinstance(node, torch.fx.Node) or node.op != "placeholder" or node.name not in lifted_inputs(ep):
+        return False
+    if node.meta.get(EXTERNAL_TAG_META) is None or node.meta.get(DATA_OPEN_META, False):
+        return False
+    tensor = lifted_tensor(ep, lifted_inputs(ep)[node.name].fqn)
+    return tensor.dtype == torch.float32 and tensor.dim() == 2
+
+
+def _add_constant(
+    ep: ExportedProgram, after: torch.fx.Node, name: str, tensor: torch.Tensor, key: str, tag: str
+) -> torch.fx.Node:
+    """A lifted constant placeholder right after `after` (and its spec right after after's)."""
+    with ep.graph.inserting_after(after):
+        node = ep.graph.placeholder(name)
+    fake = after.meta.get("val")
+    if isinstance(fake, torch.Tensor):
+        node.meta["val"] = fake.new_empty(tuple(tensor.shape), dtype=tensor.dtype)
+    node.meta[DATA_KEY_META] = key
+    node.meta[EXTERNAL_TAG_META] = tag
+    node.meta[DATA_OPEN_META] = False
+    specs = ep.graph_signature.input_specs
+    at = next(i for i, s in enumerate(specs) if s.arg.name == after.name)
+    specs.insert(at + 1, InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(node.name), node.name))
+    ep.constants[node.name] = tensor
+    _forget_lifted(ep)
+    return node
+
+
+def _forget_lifted(ep: ExportedProgram) -> None:
+    """Drops graph.lifted_inputs' cached answer after the signature changed in place."""
+    ep.__dict__.pop("_edgeshare_lifted", None)
+
+
+def quantize_embeddings(ep: ExportedProgram) -> int:
+    """Rewrites, in place, every aten.embedding over a pinned float32 foundation table to
+    embedding_qc8w over the table's int8 entries; a table nothing else reads is dropped.
+
+    Args:
+      ep: an edge program whose placeholders carry the data policy's meta.
+
+    Returns:
+      How many gathers were rewritten.
+
+    Raises:
+      ValueError: a table has a NaN or an infinity (naming its key).
+    """
+    done: Dict[str, Tuple[torch.fx.Node, torch.fx.Node]] = {}
+    count = 0
+    for node in list(ep.graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.aten.embedding.default:
+            continue
+        weight, indices = node.args[0], node.args[1]
+        if not _pinned_float_table(ep, weight):
+            continue
+        if weight.name not in done:
+            fqn = lifted_inputs(ep)[weight.name].fqn
+            key = weight.meta.get(DATA_KEY_META, fqn)
+            try:
+                q, scales = quantize_qc8w(lifted_tensor(ep, fqn))
+            except ValueError as e:
+                raise ValueError(f"token embedding '{key}': {e}") from None
+            tag = weight.meta[EXTERNAL_TAG_META]
+            q_node = _add_constant(ep, weight, f"{weight.name}_qc8w", q, key + QC8W_SUFFIX, tag)
+            s_node = _add_constant(ep, q_node, f"{weight.name}_qc8w_scales", scales, key + QC8W_SCALES_SUFFIX, tag)
+            done[weight.name] = (q_node, s_node)
+        q_node, s_node = done[weight.name]
+        with ep.graph.inserting_before(node):
+            gather = ep.graph.call_function(torch.ops.edgeshare.embedding_qc8w.default, (q_node, s_node, indices))
+        gather.meta = dict(node.meta)
+        node.replace_all_uses_with(gather)
+        ep.graph.erase_node(node)
+        count += 1
+    for name in done:
+        weight = next(n for n in ep.graph.nodes if n.op == "placeholder" and n.name == name)
+        if weight.users:
+            continue
+        fqn = lifted_inputs(ep)[name].fqn
+        ep.graph.erase_node(weight)
+        ep.graph_signature.input_specs[:] = [s for s in ep.graph_signature.input_specs if s.arg.name != name]
+        _forget_lifted(ep)
+        if not any(s.target == fqn for s in ep.graph_signature.input_specs):
+            ep.state_dict.pop(fqn, None)
+            ep.constants.pop(fqn, None)
+    if count:
+        ep.graph_module.recompile()
+    return count
