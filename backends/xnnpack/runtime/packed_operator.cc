@@ -65,10 +65,13 @@ constexpr size_t kQC8WAlignment = 64;
 }  // namespace
 
 QS8Buffers::QS8Buffers(size_t max_rows, size_t k, size_t n)
-    : q_(max_rows * kernels::qc8_padded_k(k)), scales_(max_rows), acc_(max_rows * n) {
-  scratch_.q = q_.data();
-  scratch_.scales = scales_.data();
-  scratch_.acc = acc_.data();
+    // new T[] without () default-initializes: no page is touched until a run writes it.
+    : q_(new int8_t[std::max<size_t>(1, max_rows * kernels::qc8_padded_k(k))]),
+      scales_(new float[std::max<size_t>(1, max_rows)]),
+      acc_(new int32_t[std::max<size_t>(1, max_rows * n)]) {
+  scratch_.q = q_.get();
+  scratch_.scales = scales_.get();
+  scratch_.acc = acc_.get();
   scratch_.max_rows = max_rows;
 }
 

@@ -70,7 +70,9 @@ constexpr size_t kPoolMinFlops = size_t{32} << 20;
 size_t default_slab_bytes();
 
 // The scratch of int8 fully connected runs over up to `max_rows` rows of k inputs and n outputs:
-// owned by the caller (one per graph node), made at setup, so that runs allocate nothing.
+// owned by the caller (one per graph node), made at setup, so that runs allocate nothing. It is
+// left uninitialized (every run writes what it reads), so a method planned for a long bound costs
+// memory only for the rows its calls use, as its planned activations do.
 class QS8Buffers {
  public:
   QS8Buffers(size_t max_rows, size_t k, size_t n);
@@ -79,9 +81,9 @@ class QS8Buffers {
   const kernels::QS8Scratch& scratch() const { return scratch_; }
 
  private:
-  std::vector<int8_t> q_;
-  std::vector<float> scales_;
-  std::vector<int32_t> acc_;
+  std::unique_ptr<int8_t[]> q_;
+  std::unique_ptr<float[]> scales_;
+  std::unique_ptr<int32_t[]> acc_;
   kernels::QS8Scratch scratch_;
 };
 
