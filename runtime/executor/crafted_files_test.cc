@@ -1,4 +1,4 @@
-// One hand-crafted file per class of hostile file that used to crash the runtime: each
+// One hand-crafted file per class of hostile file the runtime must survive: each
 // must end in a one-line error naming the file, the method and the offending field. The files are
 // built with the schema's object API, next to a clean variant that loads and runs, so each error is
 // caused by the one edit the test makes.

@@ -19,15 +19,9 @@ using runtime::Status;
 
 namespace {
 
-// Slab sizing, chosen by measurement on this project's 2 MiB-L2 AVX-512 cores. Before packed
-// memory (packed_memory.h): slabs_bench.cc, the reference model's twelve weights, time relative to
-// one operator per weight: at T=32 and 1 thread, slabs of L2/8 0.64x, L2/4 0.66x, L2/2 0.70x, L2
-// 0.80x (the slab shares L2 with the input rows, up to 256 KiB at 2048 inputs, and the output
-// tile); at T=1 the extra setup + run calls cost L2/8 +3%, L2/4 +2%, L2/2 -1%. With slabs in huge
-// pages and touched before a run over many rows, paired lora_runner runs (reference model, CPU ms
-// per run, 3 pairs each): T=32 L2/4 20.6/20.2/20.5 vs L2/8 19.4/19.2/19.4 vs L2/16 19.0/19.1/19.9;
-// T=1 L2/4 5.3/5.0/5.0 vs L2/8 5.0/4.8/4.9 vs L2/16 (against L2/8) +3%. L2/8 it is; one layout
-// serves every batch.
+// Slab sizing: an eighth of L2, so a slab shares L2 with the input rows (up to 256 KiB at 2048
+// inputs) and the output tile; one layout serves every batch. The choice is a measured one
+// (slabs_bench.cc; the figures are in docs/kernels.md).
 constexpr size_t kFallbackL2Bytes = size_t{1} << 20;
 constexpr size_t kL2BytesPerSlabByte = 8;
 // Slab widths are a multiple of this many output channels, which is a multiple of the column tile

@@ -51,10 +51,10 @@
 namespace edgeshare {
 namespace xnnpack {
 
-// Whether runs on a pool of 2+ threads give each thread whole slabs, one pool call per weight
-// (measured at T=32, 2 threads, 1 MiB slabs: 0.49x of one operator per weight, against 0.59x when
-// each slab is split over the pool; equal at T=1; and far less hurt when other processes share
-// the cores, as it waits at one barrier per weight instead of one per slab).
+// Whether runs on a pool of 2+ threads give each thread whole slabs, one pool call per weight,
+// rather than splitting each slab over the pool: it waits at one barrier per weight instead of
+// one per slab, so it is faster and far less hurt when other processes share the cores
+// (docs/kernels.md).
 constexpr bool kSlabsAcrossPool = true;
 
 // A single-slab fully connected run of fewer FLOPs (2 x batch x in x out) than this runs on the

@@ -19,9 +19,7 @@ namespace {
 
 // How far ahead of its loads a one-row kernel asks each stream's lines into L2: the hardware
 // prefetcher alone keeps too few of a core's misses in flight. A prefetch past the weight's end
-// is harmless (prefetches never fault). Measured (80-128 MiB of packed weights in huge pages, one
-// AVX-512 core, 30 interleaved rounds): none 15.1 GB/s, 1.5 KiB 16.3, 2 KiB 16.3, 3 KiB 16.3; into
-// L1 at 2 KiB 16.0; non-temporal 4.5; the FMA3 kernel on the same core 13.8 -> 15.5 at 2 KiB.
+// is harmless (prefetches never fault). The distance is a measured one (docs/kernels.md).
 constexpr size_t kGemvPrefetchBytes = 2048;
 
 // Asks for the line kGemvPrefetchBytes past `p` into L2. The address is formed as an integer: it
@@ -36,11 +34,9 @@ __attribute__((always_inline)) inline void prefetch_ahead(const void* p) {
 using F32TilesFn = void (*)(const float* w, size_t tile, size_t k, const float* x, float* y,
                             size_t last_count);
 
-// Four tiles at a time, then two, then one. Four streams in flight measured 0.87x the time of one
-// on 80 MiB of weights (huge pages, one core); two, 0.88x. The two-tile step matters: a slab of a
-// weight with long rows is 32 output channels wide (two tiles: the reference model's and the tiny
-// LLM's down projections, 40% and 15% of their T=1 bytes), and one tile at a time keeps a single
-// FMA chain and stream.
+// Four tiles at a time, then two, then one: several streams in flight read faster than one
+// (docs/kernels.md). The two-tile step matters: a slab of a weight with long rows is 32 output
+// channels wide (two tiles), and one tile at a time keeps a single FMA chain and stream.
 template <F32TilesFn kFour, F32TilesFn kTwo, F32TilesFn kOne>
 inline void f32_gemv_tiles(const float* packed, size_t k, size_t n, const float* x, float* y) {
   const size_t tile = (k + 1) * kF32Tile;
