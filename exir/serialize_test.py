@@ -12,6 +12,7 @@ from edgeshare.exir._serialize import (
     serialize_pte,
 )
 from edgeshare.exir._serialize._format import named_data_to_fb
+from edgeshare.exir._serialize.ptd import PtdIndexEntry, read_ptd_index
 from edgeshare.exir.errors import SerializationError
 from edgeshare.exir.tensor_layout import TensorLayout
 from edgeshare.schema import program_generated as fb
@@ -87,6 +88,28 @@ def test_reader_errors_name_the_file_and_field():
     data[-1] ^= 0xFF  # the last segment byte: digest no longer matches
     with pytest.raises(SerializationError, match="'k' digest"):
         deserialize_ptd(bytes(data), "f.ptd")
+
+
+def test_ptd_index_gives_sizes_and_layouts_from_the_header_alone(tmp_path):
+    layout = TensorLayout(6, (3,), (0,))
+    data = serialize_ptd({"b.weight": (b"x" * 12, 16, layout), "a.blob": (b"yz", 16, None)})
+    path = tmp_path / "f.ptd"
+    path.write_bytes(data)
+    assert read_ptd_index(str(path)) == {
+        "a.blob": PtdIndexEntry(2, None),
+        "b.weight": PtdIndexEntry(12, layout),
+    }
+    # The segments are not read: a corrupt weight byte does not change the index.
+    corrupt = bytearray(data)
+    corrupt[-1] ^= 0xFF
+    path.write_bytes(bytes(corrupt))
+    assert read_ptd_index(str(path))["b.weight"].size == 12
+    path.write_bytes(data[:-1])
+    with pytest.raises(SerializationError, match="f.ptd: .*file size"):
+        read_ptd_index(str(path))
+    path.write_bytes(b"ESPT" + data[4:])
+    with pytest.raises(SerializationError, match="f.ptd: magic"):
+        read_ptd_index(str(path))
 
 
 if __name__ == "__main__":

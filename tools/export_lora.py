@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir._pipeline import check_out_dir
-from edgeshare.exir._serialize.ptd import deserialize_ptd
+from edgeshare.exir._serialize.ptd import read_ptd_index
 from edgeshare.exir.data_policy import FoundationDataPolicy, LoraDataPolicy
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
@@ -219,6 +219,12 @@ def write_reference(result: LoraExportResult, inputs: Tuple[Any, ...], out_dir: 
     return written
 
 
+def _some(names: Sequence[str], shown: int = 8) -> str:
+    """The first names and how many more (tools/inspect lists a file's every key)."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f", ... and {more} more (tools/inspect lists them)" if more > 0 else "")
+
+
 def report(result: LoraExportResult, extra: Sequence[str]) -> str:
     """A human-readable summary of what was written."""
     lines = ["wrote:"]
@@ -228,7 +234,7 @@ def report(result: LoraExportResult, extra: Sequence[str]) -> str:
         lines.append(f"  {path}  {os.path.getsize(path)} bytes")
     lines.append(
         f"shared foundation weights ({len(result.shared_keys)}, {result.shared_bytes} bytes, stored once in "
-        f"{result.foundation_path}): {', '.join(result.shared_keys)}"
+        f"{result.foundation_path}): {_some(result.shared_keys)}"
     )
     for adapter, size in result.adapter_bytes.items():
         lines.append(
@@ -374,13 +380,11 @@ def _partitioner(args: argparse.Namespace) -> XnnpackPartitioner:
 
 def format_bytes(ptd_path: str) -> str:
     """One line: the bytes of a .ptd's entries per element format ("fp32 1024, int8 256")."""
-    with open(ptd_path, "rb") as f:
-        ptd = deserialize_ptd(f.read(), ptd_path)
     totals: Dict[str, int] = {}
-    for blob in ptd.named_data.values():
-        layout = blob.tensor_layout
+    for entry in read_ptd_index(ptd_path).values():
+        layout = entry.tensor_layout
         name = "other" if layout is None else _FORMAT_NAMES.get(layout.scalar_type, f"type {layout.scalar_type}")
-        totals[name] = totals.get(name, 0) + len(blob.data)
+        totals[name] = totals.get(name, 0) + entry.size
     parts = [f"{name} {size} bytes ({_human(size)})" for name, size in sorted(totals.items())]
     return f"{os.path.basename(ptd_path)} by format: {', '.join(parts)}"
 

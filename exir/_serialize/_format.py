@@ -120,14 +120,21 @@ def assemble(
     return out.getvalue()
 
 
-def read_header(data: bytes, magic: bytes, file_name: str) -> FileHeader:
+def read_header(data: bytes, magic: bytes, file_name: str, file_size: Optional[int] = None) -> FileHeader:
     """Parses and checks the header and the flatbuffer range.
+
+    Args:
+      data: the file's bytes, or (with file_size) its first HEADER_SIZE bytes at least.
+      magic: the file kind's magic.
+      file_name: names the file in errors.
+      file_size: the file's size, when data is only its beginning.
 
     Raises:
       SerializationError: naming the file and the field that is wrong.
     """
+    size = len(data) if file_size is None else file_size
     if len(data) < HEADER_SIZE:
-        raise SerializationError(f"{file_name}: file is {len(data)} bytes, shorter than the header")
+        raise SerializationError(f"{file_name}: file is {size} bytes, shorter than the header")
     fields = _HEADER.unpack_from(data, 0)
     header = FileHeader(fields[0], fields[1], fields[2], fields[4], fields[5], fields[6], fields[7])
     if header.magic != magic:
@@ -141,16 +148,16 @@ def read_header(data: bytes, magic: bytes, file_name: str) -> FileHeader:
     if header.flatbuffer_offset != HEADER_SIZE:
         raise SerializationError(f"{file_name}: flatbuffer offset {header.flatbuffer_offset} != {HEADER_SIZE}")
     fb_end = header.flatbuffer_offset + header.flatbuffer_size
-    if fb_end > len(data):
+    if fb_end > size:
         raise SerializationError(f"{file_name}: flatbuffer size {header.flatbuffer_size} runs past the file")
     if header.segment_base_offset < fb_end:
         raise SerializationError(
             f"{file_name}: segment base offset {header.segment_base_offset} overlaps the flatbuffer"
         )
-    if header.segment_base_offset + header.segment_data_size != len(data):
+    if header.segment_base_offset + header.segment_data_size != size:
         raise SerializationError(
             f"{file_name}: segment base offset + segment data size "
-            f"({header.segment_base_offset} + {header.segment_data_size}) != file size {len(data)}"
+            f"({header.segment_base_offset} + {header.segment_data_size}) != file size {size}"
         )
     return header
 
@@ -189,6 +196,15 @@ def named_data_to_fb(module: Any, key: str, segment_index: int, digest: bytes, l
     return entry
 
 
+def layout_from_fb(fl: Any) -> TensorLayout:
+    """A TensorLayout from its FlatBuffers object."""
+    return TensorLayout(
+        int(fl.scalarType),
+        tuple(int(s) for s in (fl.sizes if fl.sizes is not None else [])),
+        tuple(int(d) for d in (fl.dimOrder if fl.dimOrder is not None else [])),
+    )
+
+
 def read_named_data(named_data: Any, segments: List[bytes], file_name: str) -> List[NamedBlob]:
     """Returns the named-data entries, checking order, segment indices and digests."""
     out: List[NamedBlob] = []
@@ -207,13 +223,6 @@ def read_named_data(named_data: Any, segments: List[bytes], file_name: str) -> L
         digest = bytes(bytearray(list(entry.digest))) if entry.digest is not None else b""
         if hashlib.sha256(blob).digest() != digest:
             raise SerializationError(f"{file_name}: named data '{key}' digest does not match its bytes")
-        layout = None
-        if entry.tensorLayout is not None:
-            fl = entry.tensorLayout
-            layout = TensorLayout(
-                int(fl.scalarType),
-                tuple(int(s) for s in (fl.sizes if fl.sizes is not None else [])),
-                tuple(int(d) for d in (fl.dimOrder if fl.dimOrder is not None else [])),
-            )
+        layout = None if entry.tensorLayout is None else layout_from_fb(entry.tensorLayout)
         out.append(NamedBlob(key, blob, digest, layout))
     return out

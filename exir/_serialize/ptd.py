@@ -2,6 +2,7 @@
 
 import dataclasses
 import hashlib
+import os
 from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Tuple, Union
 
 import flatbuffers
@@ -140,6 +141,49 @@ def write_ptd(
     """
     flat, segments, placed, alignment = _plan(entries, tensor_alignment, foundation_digest)
     return _format.write_image(out, PTD_MAGIC, flat, segments, placed, alignment)
+
+
+@dataclasses.dataclass(frozen=True)
+class PtdIndexEntry:
+    """What a .ptd's FlatBuffer says of one entry, without its bytes."""
+
+    size: int
+    tensor_layout: Optional[TensorLayout]
+
+
+def read_ptd_index(path: str) -> Dict[str, PtdIndexEntry]:
+    """Reads a .ptd's header and FlatBuffer only: its entries' sizes and layouts by key, in file order.
+
+    The segments are neither read nor verified (deserialize_ptd does both): a summary of a file
+    as large as a model costs a few kilobytes of reading.
+
+    Args:
+      path: the file.
+
+    Returns:
+      key -> PtdIndexEntry.
+
+    Raises:
+      SerializationError: a bad header or FlatBuffer, or an entry naming a missing segment.
+      OSError: the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(_format.HEADER_SIZE)
+        header = _format.read_header(head, PTD_MAGIC, path, file_size=size)
+        fb_bytes = f.read(header.flatbuffer_size)
+    if not fb.FlatTensor.FlatTensorBufferHasIdentifier(fb_bytes, 0):
+        raise SerializationError(f"{path}: flatbuffer identifier is not {PTD_FILE_IDENTIFIER!r}")
+    flat = fb.FlatTensorT.InitFromObj(fb.FlatTensor.GetRootAs(fb_bytes, 0))
+    segments = flat.segments or []
+    index: Dict[str, PtdIndexEntry] = {}
+    for entry in flat.namedData or []:
+        key = entry.key.decode("utf-8") if isinstance(entry.key, bytes) else entry.key
+        if entry.segmentIndex >= len(segments):
+            raise SerializationError(f"{path}: named data '{key}' names segment {entry.segmentIndex} of {len(segments)}")
+        layout = None if entry.tensorLayout is None else _format.layout_from_fb(entry.tensorLayout)
+        index[key] = PtdIndexEntry(int(segments[entry.segmentIndex].size), layout)
+    return index
 
 
 def deserialize_ptd(data: bytes, file_name: str = "<ptd>") -> PtdFile:
