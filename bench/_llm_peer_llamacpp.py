@@ -40,6 +40,8 @@ __all__ = [
     "VENV",
     "Format",
     "LlamacppOptions",
+    "TARGETS_ALL",
+    "convert_with_llamacpp",
     "format_llamacpp_table",
     "llamacpp_rows",
     "measure_llamacpp",
@@ -204,6 +206,16 @@ def _convert(python: str, files: LlmFiles, formats: Sequence[Format], out: str) 
     for name, folder in files.adapter_dirs.items():
         args += ["--adapter", f"{name}={folder}"]
     return _peer(python, args, "conversion")
+
+
+def convert_with_llamacpp(python: str, files: LlmFiles, out: str) -> Dict[str, Any]:
+    """llama.cpp's converters on the model (F32) and each adapter, timed: the venv's convert report
+    ({"models": {"f32": {"path", "bytes", "convert_s"}}, "adapters": {name: {...}}}).
+
+    Raises:
+      BenchError: a conversion failed.
+    """
+    return _convert(python, files, [f for f in FORMATS if f.name == "F32"], out)
 
 
 def _export(files: LlmFiles, fmt: Format, bound: int, out: str, log: Callable[[str], None]) -> Dict[str, Any]:

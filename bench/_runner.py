@@ -12,8 +12,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -97,25 +98,52 @@ sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
 """
 
 
-def run_process(args: Sequence[str], env: Optional[Dict[str, str]] = None) -> ProcessResult:
+def run_process(
+    args: Sequence[str],
+    env: Optional[Dict[str, str]] = None,
+    on_stderr_line: Optional[Callable[[str], None]] = None,
+) -> ProcessResult:
     """Runs args to completion in a fresh process and keeps its own peak RSS.
 
     Args:
       args: the command line.
       env: its environment (None: this process's).
+      on_stderr_line: if set, called with each line the process writes to stderr as it comes
+        (e.g. to time an exporter's stages).
 
     Returns:
       Its exit status, output and peak RSS.
     """
     with tempfile.TemporaryDirectory(prefix="bench_process_") as folder:
         peak = os.path.join(folder, "peak_rss_kib")
-        launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, peak]
-        proc = subprocess.run(launcher + list(args), capture_output=True, text=True, env=env, check=False)
+        launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, peak] + list(args)
+        if on_stderr_line is None:
+            proc = subprocess.run(launcher, capture_output=True, text=True, env=env, check=False)
+            returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+        else:
+            returncode, stdout, stderr = _run_streaming(launcher, env, on_stderr_line)
         peak_kib = 0
         if os.path.exists(peak):
             with open(peak) as f:
                 peak_kib = int(f.read() or 0)
-        return ProcessResult(proc.returncode, proc.stdout, proc.stderr, peak_kib)
+        return ProcessResult(returncode, stdout, stderr, peak_kib)
+
+
+def _run_streaming(
+    args: Sequence[str], env: Optional[Dict[str, str]], on_line: Callable[[str], None]
+) -> Tuple[int, str, str]:
+    """subprocess.run's capture, with stderr's lines handed to on_line as they arrive (stdout is
+    drained by a thread, so neither pipe can fill and stall the child)."""
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as child:
+        out: List[str] = []
+        drain = threading.Thread(target=lambda: out.append(child.stdout.read()), daemon=True)
+        drain.start()
+        err: List[str] = []
+        for line in child.stderr:
+            err.append(line)
+            on_line(line.rstrip("\n"))
+        drain.join()
+        return child.wait(), "".join(out), "".join(err)
 
 
 def json_report(proc: ProcessResult, what: str) -> Dict[str, Any]:
