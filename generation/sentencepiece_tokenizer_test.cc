@@ -106,6 +106,13 @@ TEST(SentencePieceTokenizer, special_tokens) {
   const std::vector<int64_t> ids = {1, 2, 0, 999999, -1};
   EXPECT_EQ(tokenizer.decode(Span<const int64_t>(ids.data(), ids.size()), false),
             "<s></s> \xE2\x81\x87 ");
+  // A chat turn's control tokens come back as their text when not skipped.
+  const std::string turn = "<s>[INST] Hallo, wie geht's? [/INST] Gut! \xF0\x9F\x99\x82</s>";
+  auto turn_ids = tokenizer.encode(turn, /*add_special_tokens=*/false);
+  ASSERT_TRUE(turn_ids.ok());
+  EXPECT_EQ(turn_ids->front(), 1);
+  EXPECT_EQ(turn_ids->back(), 2);
+  EXPECT_EQ(tokenizer.decode(Span<const int64_t>(turn_ids->data(), turn_ids->size()), false), turn);
   SentencePieceTokenizer::Options both;
   both.add_eos = true;
   auto with_eos = SentencePieceTokenizer::load(Folder() + "tokenizer.model", both);
