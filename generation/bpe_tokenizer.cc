@@ -69,9 +69,9 @@ size_t CharLength(std::string_view s, size_t i) {
 }
 
 // Decodes the longest prefix of `s` it can: valid characters copied, each maximal invalid subpart
-// as U+FFFD; a valid but incomplete sequence at the end is left unconsumed unless `final`.
-// Returns the bytes consumed.
-size_t DecodeUtf8(std::string_view s, std::string* out, bool final) {
+// (each invalid byte when per_byte) as U+FFFD; a valid but incomplete sequence at the end is left
+// unconsumed unless `final`. Returns the bytes consumed.
+size_t DecodeUtf8(std::string_view s, std::string* out, bool final, bool per_byte = false) {
   size_t i = 0;
   const size_t n = s.size();
   while (i < n) {
@@ -119,7 +119,7 @@ size_t DecodeUtf8(std::string_view s, std::string* out, bool final) {
     }
     if (bad) {
       out->append(kReplacement);
-      i = j;
+      i = per_byte ? i + 1 : j;
       continue;
     }
     out->append(s.substr(i, need + 1));
@@ -168,6 +168,12 @@ bool Flag(const Json& node, const char* key, bool fallback) {
 void append_utf8_lossy(std::string_view bytes, std::string* out) {
   DecodeUtf8(bytes, out, true);
 }
+
+size_t append_utf8_per_byte(std::string_view bytes, std::string* out, bool final) {
+  return DecodeUtf8(bytes, out, final, true);
+}
+
+bool is_utf8(std::string_view text) { return IsUtf8(text); }
 
 void Utf8Stream::add(std::string_view bytes, std::string* out) {
   if (pending_.empty()) {
@@ -423,6 +429,29 @@ std::string_view BpeTokenizer::token_bytes(int64_t id, bool skip_special_tokens)
   if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) return {};
   if (skip_special_tokens && special_[static_cast<size_t>(id)]) return {};
   return bytes_[static_cast<size_t>(id)];
+}
+
+namespace {
+
+class BpeTextStream final : public TextStream {
+ public:
+  BpeTextStream(const BpeTokenizer* tokenizer, bool skip_special_tokens)
+      : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+  void add(int64_t id, std::string* out) override {
+    bytes_.add(tokenizer_->token_bytes(id, skip_special_tokens_), out);
+  }
+  void finish(std::string* out) override { bytes_.finish(out); }
+
+ private:
+  const BpeTokenizer* tokenizer_;
+  bool skip_special_tokens_;
+  Utf8Stream bytes_;
+};
+
+}  // namespace
+
+std::unique_ptr<TextStream> BpeTokenizer::stream(bool skip_special_tokens) const {
+  return std::make_unique<BpeTextStream>(this, skip_special_tokens);
 }
 
 std::string BpeTokenizer::decode(Span<const int64_t> ids, bool skip_special_tokens) const {

@@ -39,13 +39,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "edgeshare/generation/tokenizer.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/core/span.h"
 
 namespace edgeshare {
 namespace generation {
 
-class BpeTokenizer {
+class BpeTokenizer : public Tokenizer {
  public:
   static runtime::Result<BpeTokenizer> load(const std::string& path);
   // The same from the file's text; `name` is what errors call it.
@@ -53,21 +54,24 @@ class BpeTokenizer {
 
   BpeTokenizer(BpeTokenizer&&) noexcept;
   BpeTokenizer& operator=(BpeTokenizer&&) noexcept;
-  ~BpeTokenizer();
+  ~BpeTokenizer() override;
 
   // The ids of `text`, with the post-processor's special tokens when add_special_tokens.
   runtime::Result<std::vector<int64_t>> encode(std::string_view text,
-                                               bool add_special_tokens = true) const;
+                                               bool add_special_tokens = true) const override;
   // The text of `ids` (invalid UTF-8 as U+FFFD, as Hugging Face decodes); special tokens are left
   // out when skip_special_tokens; ids outside the vocabulary are skipped.
-  std::string decode(runtime::Span<const int64_t> ids, bool skip_special_tokens = true) const;
+  std::string decode(runtime::Span<const int64_t> ids,
+                     bool skip_special_tokens = true) const override;
   // The bytes one token stands for ("" for a special token when skip_special_tokens, or an id
   // outside the vocabulary): decode() is the UTF-8 repair of their concatenation.
   std::string_view token_bytes(int64_t id, bool skip_special_tokens = true) const;
+  // Utf8Stream over token_bytes().
+  std::unique_ptr<TextStream> stream(bool skip_special_tokens = true) const override;
   // An id for a token's text (e.g. "<|im_end|>"), or -1.
-  int64_t token_to_id(std::string_view token) const;
+  int64_t token_to_id(std::string_view token) const override;
   // Tokens known, added ones included (the largest id + 1).
-  size_t vocab_size() const { return bytes_.size(); }
+  size_t vocab_size() const override { return bytes_.size(); }
 
  private:
   struct Regex;
@@ -113,6 +117,14 @@ class Utf8Stream {
 
 // The UTF-8 repair of `bytes` (each maximal invalid subpart as U+FFFD), appended to *out.
 void append_utf8_lossy(std::string_view bytes, std::string* out);
+
+// The same with each invalid byte as U+FFFD (SentencePiece's repair of a run of byte tokens); a
+// valid but incomplete character at the end is left unconsumed unless `final`. Returns the bytes
+// consumed.
+size_t append_utf8_per_byte(std::string_view bytes, std::string* out, bool final);
+
+// Whether `text` is valid UTF-8.
+bool is_utf8(std::string_view text);
 
 }  // namespace generation
 }  // namespace edgeshare

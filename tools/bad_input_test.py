@@ -145,7 +145,7 @@ def test_flags_out_of_range(prompt, flags, words):
 
 def test_a_text_prompt_without_a_tokenizer_beside_the_program():
     args = ["--data", _path("foundation.ptd"), "--program", _path("a.pte"), "--prompt", "hi"]
-    _fails("generate", args, "--prompt: there is no tokenizer.json beside")
+    _fails("generate", args, "--prompt: there is no tokenizer.json or tokenizer.model beside")
 
 
 def test_iterations_must_be_an_integer(prompt):

@@ -6,10 +6,11 @@
 //       [--temperature T --top-k K --top-p P --repetition-penalty R --seed S] [--threads N]
 //       [--no-share] [--no-verify] [--swap-adapter X.ptd]... [--warmup-tokens N]
 //
-// --prompt TEXT is encoded with the tokenizer.json beside the program (the export folder's; C++
-// byte-level BPE, generation::BpeTokenizer) and the new text is printed as it is generated, whole
-// characters at a time (--ids prints the ids instead); --prompt-ids takes an int64 .npy of shape
-// [P] or [1, P]. Without a tokenizer.json only ids go in and out. Greedy by default; --temperature > 0 samples
+// --prompt TEXT is encoded with the tokenizer beside the program (the export folder's
+// tokenizer.json, C++ byte-level BPE, or else its SentencePiece tokenizer.model:
+// generation::load_tokenizer) and the new text is printed as it is generated, whole characters at
+// a time (--ids prints the ids instead); --prompt-ids takes an int64 .npy of shape [P] or [1, P]. Without a tokenizer only ids
+// go in and out. Greedy by default; --temperature > 0 samples
 // (generation::Sampler, the one Python's Method.generate uses: a seed gives the same tokens in
 // both). Generation stops after an end token: --eos-id (repeatable), or by default the
 // eos_token_id of the generation_config.json beside each program (export_lora copies the model's).
@@ -40,7 +41,7 @@
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
-#include "edgeshare/generation/bpe_tokenizer.h"
+#include "edgeshare/generation/tokenizers.h"
 #include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/named_data/data_file.h"
@@ -81,7 +82,7 @@ void DeclareFlags(CLI::App& app, Options& options) {
   CLI::Option* ids = app.add_option("--prompt-ids", options.prompt_ids,
                                     "int64 .npy of prompt token ids, [P] or [1, P]");
   CLI::Option* text = app.add_option(
-      "--prompt", options.prompt, "prompt text (encoded with the tokenizer.json beside the program)");
+      "--prompt", options.prompt, "prompt text (encoded with the tokenizer beside the program)");
   ids->excludes(text);
   text->excludes(ids);
   app.add_flag("--ids", options.print_ids, "print token ids rather than text");
@@ -155,24 +156,21 @@ Result<std::vector<int64_t>> EndTokens(const std::string& program_path) {
   return ids;
 }
 
-// The tokenizer.json beside each program, loaded once per folder (null without one).
+// The tokenizer beside each program (tokenizer.json, else a SentencePiece tokenizer.model), loaded
+// once per folder (null without one).
 class Tokenizers {
  public:
-  Result<const generation::BpeTokenizer*> for_program(const std::string& program_path) {
+  Result<const generation::Tokenizer*> for_program(const std::string& program_path) {
     const std::string folder = FolderOf(program_path);
     auto found = by_folder_.find(folder);
     if (found != by_folder_.end()) return found->second.get();
-    const std::string path = folder + "tokenizer.json";
-    std::unique_ptr<generation::BpeTokenizer> tokenizer;
-    if (std::ifstream(path).is_open()) {
-      ES_ASSIGN_OR_RETURN(generation::BpeTokenizer loaded, generation::BpeTokenizer::load(path));
-      tokenizer = std::make_unique<generation::BpeTokenizer>(std::move(loaded));
-    }
+    ES_ASSIGN_OR_RETURN(std::unique_ptr<generation::Tokenizer> tokenizer,
+                        generation::load_tokenizer(folder));
     return (by_folder_[folder] = std::move(tokenizer)).get();
   }
 
  private:
-  std::map<std::string, std::unique_ptr<generation::BpeTokenizer>> by_folder_;
+  std::map<std::string, std::unique_ptr<generation::Tokenizer>> by_folder_;
 };
 
 Result<Method*> FindMethod(LoadedProgram& entry, const std::string& name) {
@@ -209,12 +207,12 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
                                     const std::string& label, const std::vector<int64_t>& ids,
                                     Tokenizers& tokenizers) {
   ES_ASSIGN_OR_RETURN(Method * method, FindMethod(entry, options.method));
-  ES_ASSIGN_OR_RETURN(const generation::BpeTokenizer* tokenizer, tokenizers.for_program(entry.path));
+  ES_ASSIGN_OR_RETURN(const generation::Tokenizer* tokenizer, tokenizers.for_program(entry.path));
   std::vector<int64_t> prompt = ids;
   if (!options.prompt.empty() || prompt.empty()) {
     ES_CHECK_OR_RETURN_ERROR(tokenizer != nullptr, Error::InvalidArgument,
-                             "--prompt: there is no tokenizer.json beside %s (export with a model "
-                             "directory that has one, or give --prompt-ids)",
+                             "--prompt: there is no tokenizer.json or tokenizer.model beside %s "
+                             "(export with a model directory that has one, or give --prompt-ids)",
                              entry.path.c_str());
     ES_ASSIGN_OR_RETURN(prompt, tokenizer->encode(options.prompt));
     ES_CHECK_OR_RETURN_ERROR(!prompt.empty(), Error::InvalidArgument,
@@ -232,15 +230,16 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
   const bool as_text = tokenizer != nullptr && !options.print_ids;
   std::printf("%s:%s", label.c_str(), as_text ? "\n" : "");
   std::fflush(stdout);
-  generation::Utf8Stream stream;
+  std::unique_ptr<generation::TextStream> stream;
   std::string piece;
   std::string text;
   generation::TokenCallback print;
   if (as_text) {
     piece.reserve(64);
+    stream = tokenizer->stream();
     print = [&](int64_t token) {
       piece.clear();
-      stream.add(tokenizer->token_bytes(token), &piece);
+      stream->add(token, &piece);
       if (!piece.empty()) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
@@ -261,7 +260,7 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
   ES_ASSIGN_OR_RETURN(Generation out, generator.generate(prompt_ids, generate, print));
   if (as_text) {
     piece.clear();
-    stream.finish(&piece);
+    stream->finish(&piece);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     text += piece;
   } else {

@@ -6,7 +6,7 @@
         [--method forward_cached] [--threads N] [--no-share] [--no-verify] [--swap-adapter X.ptd]...
 
 The flags, the checks and the JSON are those of //tools:generate (the C++ tool, whose sampler this
-runs: a seed gives the same tokens): --prompt is encoded with the tokenizer.json beside the program
+runs: a seed gives the same tokens): --prompt is encoded with the tokenizer beside the program
 (--chat: messages rendered with its chat template, as transformers' apply_chat_template) and the
 new text is streamed (--ids prints ids); --prompt-ids is an int64 .npy of shape [P] or
 [1, P]; generation stops at --eos-id, or by default at the end tokens of the generation_config.json
@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", action="append", default=[], help="a .ptd data file the programs load against")
     prompt = parser.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt-ids", help="int64 .npy of prompt token ids, [P] or [1, P]")
-    prompt.add_argument("--prompt", help="prompt text (encoded with the tokenizer.json beside the program)")
+    prompt.add_argument("--prompt", help="prompt text (encoded with the tokenizer beside the program)")
     prompt.add_argument("--chat", help='a JSON file of messages ([{"role": "user", "content": "..."}, ...]) '
                         "rendered with the model's chat template")
     parser.add_argument("--ids", action="store_true", help="print token ids rather than text")
@@ -143,8 +143,8 @@ def _generate(program: Program, label: str, args: argparse.Namespace, prompt: An
         flag = "--prompt" if args.prompt is not None else "--chat"
         if tokenizer is None:
             raise _UsageError(
-                f"{flag}: there is no tokenizer.json beside {program.path} (export with a model directory that "
-                "has one, or give --prompt-ids)"
+                f"{flag}: there is no tokenizer.json or tokenizer.model beside {program.path} (export with a model "
+                "directory that has one, or give --prompt-ids)"
             )
         if args.chat is not None:
             prompt = np.asarray(tokenizer.apply_chat_template(_messages(args.chat), tokenize=True), dtype=np.int64)

@@ -37,6 +37,7 @@ __all__ = [
 
 GENERATION_CONFIG = "generation_config.json"
 TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_MODEL = "tokenizer.model"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 
@@ -118,30 +119,37 @@ class Tokenizer:
 
     @classmethod
     def from_folder(cls, folder: str) -> Optional[Tokenizer]:
-        """Loads the tokenizer of an export folder (or a model directory).
+        """Loads the tokenizer of an export folder (or a model directory), as transformers picks it:
+        tokenizer.json (Hugging Face `tokenizers`) when there is one, else a SentencePiece
+        tokenizer.model (the `sentencepiece` package; BOS/EOS as tokenizer_config.json's
+        add_bos_token / add_eos_token say, BOS only by default).
 
         Args:
-          folder: the folder holding tokenizer.json (and optionally tokenizer_config.json,
-            special_tokens_map.json, generation_config.json).
+          folder: the folder holding tokenizer.json or tokenizer.model (and optionally
+            tokenizer_config.json, special_tokens_map.json, generation_config.json).
 
         Returns:
-          The tokenizer, or None when the folder has no tokenizer.json.
+          The tokenizer, or None when the folder has neither file.
 
         Raises:
           TokenizerFileError: a file is malformed, naming it.
         """
         path = os.path.join(folder, TOKENIZER_JSON)
-        if not os.path.isfile(path):
+        model = os.path.join(folder, TOKENIZER_MODEL)
+        if not os.path.isfile(path) and not os.path.isfile(model):
             return None
+        config: Dict[str, Any] = {}
+        for name in (SPECIAL_TOKENS_MAP, TOKENIZER_CONFIG):  # tokenizer_config wins, as in transformers
+            config.update(_read_json(os.path.join(folder, name)) or {})
+        if not os.path.isfile(path):
+            return cls(_sentencepiece(model, config, os.path.join(folder, TOKENIZER_CONFIG)), config,
+                       read_end_token_ids(folder), folder)
         import tokenizers  # noqa: PLC0415 (only text generation needs it)
 
         try:
             backend = tokenizers.Tokenizer.from_file(path)
         except Exception as e:  # tokenizers raises its own Exception subclass for a bad file
             raise TokenizerFileError(f"{path} is not a tokenizers file: {' '.join(str(e).split())}") from e
-        config: Dict[str, Any] = {}
-        for name in (SPECIAL_TOKENS_MAP, TOKENIZER_CONFIG):  # tokenizer_config wins, as in transformers
-            config.update(_read_json(os.path.join(folder, name)) or {})
         return cls(backend, config, read_end_token_ids(folder), folder)
 
     @property
@@ -204,6 +212,22 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({self._folder!r}, vocab_size={self.vocab_size})"
+
+
+def _sentencepiece(model: str, config: Mapping[str, Any], config_path: str) -> Any:
+    """The SentencePiece backend of `model` with the config's add_bos_token / add_eos_token."""
+    from edgeshare.extension.python.sentencepiece_backend import SentencePieceBackend  # noqa: PLC0415
+
+    flags = {}
+    for key, default in (("add_bos_token", True), ("add_eos_token", False)):
+        value = config.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise TokenizerFileError(f"{config_path}: {key} must be true or false, not {value!r:.40}")
+        flags[key] = default if value is None else value
+    try:
+        return SentencePieceBackend(model, add_bos=flags["add_bos_token"], add_eos=flags["add_eos_token"])
+    except ValueError as e:
+        raise TokenizerFileError(str(e)) from e
 
 
 _TEMPLATES: Dict[str, Any] = {}
@@ -331,8 +355,8 @@ def _prompt_ids(tokenizer: Optional[Tokenizer], prompt: Union[str, Sequence[int]
     if isinstance(prompt, str):
         if tokenizer is None:
             raise TokenizerFileError(
-                f"{where} has no tokenizer.json beside it: give token ids, or export with a model directory "
-                "that has its tokenizer"
+                f"{where} has no tokenizer.json or tokenizer.model beside it: give token ids, or export with a "
+                "model directory that has its tokenizer"
             )
         return np.asarray(tokenizer.encode(prompt, add_special_tokens=add_special_tokens), dtype=np.int64)
     return np.asarray(prompt, dtype=np.int64)
@@ -370,7 +394,9 @@ def stream_text(
     tokenizer = method.program.tokenizer
     ids = _prompt_ids(tokenizer, prompt, add_special_tokens, method.program.path)
     if tokenizer is None:
-        raise TokenizerFileError(f"{method.program.path} has no tokenizer.json beside it to decode text with")
+        raise TokenizerFileError(
+            f"{method.program.path} has no tokenizer.json or tokenizer.model beside it to decode text with"
+        )
     tokens_iter = method.stream(ids, max_new_tokens, **options)
     return _pieces(method, tokenizer, tokens_iter, ids.size, max_new_tokens, stop, result)
 

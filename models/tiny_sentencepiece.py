@@ -1,0 +1,84 @@
+"""A small SentencePiece tokenizer.model trained here (the `sentencepiece` package; nothing from the
+hub), Llama 2 style: BPE with byte fallback, <unk>/<s>/</s> as ids 0/1/2, a dummy prefix, whitespace
+runs kept, digits split. What a Llama 2 / Mistral model directory has instead of a tokenizer.json.
+
+    from edgeshare.models import tiny_sentencepiece
+    tiny_sentencepiece.save_tokenizer(model_dir)   # tokenizer.model, tokenizer_config.json, ...
+"""
+
+import io
+import json
+import os
+from typing import List
+
+from edgeshare.models.tiny_tokenizer import CORPUS, HELD_OUT
+
+__all__ = ["TEST_CORPUS", "VOCAB", "save_tokenizer", "train"]
+
+# 3 meta pieces, 256 byte pieces and the rest pieces and merges (character_coverage below 1 leaves
+# the rarest characters to byte fallback).
+VOCAB = 560
+
+# What tests encode: the training corpus, text it never saw, and what is particular to
+# SentencePiece (the control tokens' texts, leading and trailing whitespace runs, a Llama 2 chat turn).
+TEST_CORPUS = CORPUS + HELD_OUT + [
+    "<s>[INST] Hallo, wie geht's? [/INST] Gut! 🙂</s>",
+    "   three leading spaces and two trailing  ",
+    "<unk> is a token too, and so is </s> and <s>",
+    "\n\nnew lines first",
+    "ＡＢＣ ｶﾀｶﾅ full width 한국어 🧑🏽‍🚀",
+]
+
+
+def train() -> bytes:
+    """Trains the model on tiny_tokenizer's corpus.
+
+    Returns:
+      The tokenizer.model bytes (deterministic for a given sentencepiece version).
+    """
+    import sentencepiece  # noqa: PLC0415 (only tokenizer fixtures need it)
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS * 4),
+        model_writer=model,
+        model_type="bpe",
+        vocab_size=VOCAB,
+        character_coverage=0.98,
+        byte_fallback=True,
+        split_digits=True,
+        allow_whitespace_only_pieces=True,
+        remove_extra_whitespaces=False,
+        normalization_rule_name="identity",
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        num_threads=1,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def save_tokenizer(model_dir: str) -> List[str]:
+    """Writes tokenizer.model with Llama 2's tokenizer_config.json (LlamaTokenizer, BOS added, no EOS),
+    special_tokens_map.json and generation_config.json (eos_token_id 2, </s>) into model_dir.
+
+    Args:
+      model_dir: an existing model directory.
+
+    Returns:
+      The files written.
+    """
+    paths = [os.path.join(model_dir, name) for name in (
+        "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")]
+    with open(paths[0], "wb") as f:
+        f.write(train())
+    tokens = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+    config = {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False,
+              "clean_up_tokenization_spaces": False, "legacy": True, **tokens}
+    for path, value in ((paths[1], config), (paths[2], tokens),
+                        (paths[3], {"bos_token_id": 1, "eos_token_id": 2})):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(value, f, ensure_ascii=False, indent=2)
+    return paths
