@@ -15,6 +15,7 @@
 #include "edgeshare/runtime/core/sha256.h"
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
+#include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/format/file_header.h"
 #include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
@@ -653,6 +654,75 @@ TEST(CraftedFilesTest, RebindingOnlySomeOpenConstantsIsRefused) {
                                method.output(0)->data<float>() + sizes[0]),
             before);
   EXPECT_TRUE(method.rebind_data(*foundation).ok());  // all of them: fine
+}
+
+// A remembered binding (rebind_data with a shared map): each map is fetched and checked at its first
+// bind only; swapping back and forth then switches pointers (nothing fetched or hashed), still
+// refuses half an adapter without touching the binding, and the Method keeps the maps alive.
+TEST(CraftedFilesTest, RememberedBindingsSwitchByPointerAndFetchNothingAfterTheFirstBind) {
+  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
+  BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
+  auto loaded = FlatTensorDataMap::load(&ptd_loader);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  auto foundation = std::make_shared<const FlatTensorDataMap>(std::move(*loaded));
+  size_t index = 0;  // a small rank-1 entry (a bias or a norm weight)
+  while (foundation->get_tensor_layout(*foundation->get_key(index))->sizes.size() != 1) ++index;
+  const char* key = *foundation->get_key(index);
+  const TensorLayout layout = *foundation->get_tensor_layout(key);
+  std::vector<int32_t> sizes(layout.sizes.begin(), layout.sizes.end());
+  std::vector<uint8_t> other_bytes(layout.nbytes());
+  for (size_t i = 0; i < other_bytes.size() / 4; ++i) {
+    const float v = static_cast<float>(i % 7) - 3.0f;
+    std::memcpy(&other_bytes[i * 4], &v, 4);
+  }
+  const std::vector<uint8_t> other_ptd = WithEntryBytes(ptd, index, other_bytes);
+  BufferDataLoader other_loader(other_ptd.data(), other_ptd.size(), "adapter_b.ptd");
+  auto other_loaded = FlatTensorDataMap::load(&other_loader);
+  ASSERT_TRUE(other_loaded.ok()) << other_loaded.status().message();
+  auto other = std::make_shared<const FlatTensorDataMap>(std::move(*other_loaded));
+
+  auto program = ReluProgram({kConstant, kOutput});
+  fb::ExecutionPlanT& plan = *program->execution_plans[0];
+  plan.values[kConstant] = TensorValue(sizes);
+  plan.values[kConstant]->val.AsTensor()->external_key = key;
+  plan.values[kOutput] = PlannedValue(sizes, 0);
+  plan.non_const_buffer_sizes = {0, std::max<uint64_t>(32, layout.nbytes())};
+  Crafted crafted(Serialize(*program, kReluSegments), "lora.pte", &*foundation);
+  ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+  Method& method = *crafted.method;
+  ASSERT_TRUE(method.execute().ok());
+  const float before = method.output(0)->data<float>()[3];
+  ExpectMessage(method.rebind_data(std::shared_ptr<const NamedDataMap>()), Error::InvalidArgument,
+                {"no data file"});
+
+  reset_external_constant_stats();
+  ASSERT_TRUE(method.rebind_data(other).ok());  // first binds: fetched and checked
+  ASSERT_TRUE(method.rebind_data(foundation).ok());
+  const ExternalConstantStats first = external_constant_stats();
+  EXPECT_EQ(first.fetches, 2u);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(method.rebind_data(other).ok());
+    ASSERT_TRUE(method.execute().ok());
+    EXPECT_EQ(method.output(0)->data<float>()[3], 0.0f);  // relu(3 % 7 - 3)
+    EXPECT_EQ(method.output(0)->data<float>()[6], 3.0f);  // relu(6 % 7 - 3)
+    ASSERT_TRUE(method.rebind_data(foundation).ok());
+    ASSERT_TRUE(method.execute().ok());
+    EXPECT_EQ(method.output(0)->data<float>()[3], before);
+  }
+  const ExternalConstantStats later = external_constant_stats();
+  EXPECT_EQ(later.fetches, first.fetches);
+  EXPECT_EQ(later.verifications, first.verifications);
+  EXPECT_EQ(later.verifications_remembered, first.verifications_remembered);
+
+  // Half an adapter is refused at its first bind; the binding stays the foundation's.
+  auto half = std::make_shared<const WithoutKey>(*foundation, key);
+  ExpectMessage(method.rebind_data(half), Error::NotFound, {"half_adapter.ptd", "none"});
+  ASSERT_TRUE(method.execute().ok());
+  EXPECT_EQ(method.output(0)->data<float>()[3], before);
+  // The Method holds the maps it remembers: they outlive every other holder.
+  std::weak_ptr<const FlatTensorDataMap> watched = other;
+  other.reset();
+  EXPECT_FALSE(watched.expired());
 }
 
 }  // namespace
