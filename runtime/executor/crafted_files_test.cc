@@ -521,28 +521,52 @@ std::vector<uint8_t> WithEntryBytes(const std::vector<uint8_t>& ptd, size_t inde
   return out;
 }
 
+// foundation.ptd, and adapter_b.ptd: a copy whose first small rank-1 entry (a bias or a norm
+// weight) holds i % 7 - 3 instead: two files of one structure for a program reading that entry.
+struct TwoDataFiles {
+  void Load() {
+    ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
+    ptd_loader = std::make_unique<BufferDataLoader>(ptd.data(), ptd.size(), "foundation.ptd");
+    auto loaded = FlatTensorDataMap::load(ptd_loader.get());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    foundation = std::make_shared<const FlatTensorDataMap>(std::move(*loaded));
+    size_t index = 0;
+    while (foundation->get_tensor_layout(*foundation->get_key(index))->sizes.size() != 1) ++index;
+    key = *foundation->get_key(index);
+    layout = *foundation->get_tensor_layout(key);
+    sizes.assign(layout.sizes.begin(), layout.sizes.end());
+    std::vector<uint8_t> other_bytes(layout.nbytes());
+    for (size_t i = 0; i < other_bytes.size() / 4; ++i) {
+      const float v = static_cast<float>(i % 7) - 3.0f;
+      std::memcpy(&other_bytes[i * 4], &v, 4);
+    }
+    other_ptd = WithEntryBytes(ptd, index, other_bytes);
+    other_loader =
+        std::make_unique<BufferDataLoader>(other_ptd.data(), other_ptd.size(), "adapter_b.ptd");
+    auto other_loaded = FlatTensorDataMap::load(other_loader.get());
+    ASSERT_TRUE(other_loaded.ok()) << other_loaded.status().message();
+    other = std::make_shared<const FlatTensorDataMap>(std::move(*other_loaded));
+  }
+
+  std::vector<uint8_t> ptd, other_ptd;
+  std::unique_ptr<BufferDataLoader> ptd_loader, other_loader;
+  std::shared_ptr<const FlatTensorDataMap> foundation, other;
+  const char* key = nullptr;
+  TensorLayout layout;
+  std::vector<int32_t> sizes;
+};
+
 // Adapter swap: a constant the program left open (no digest) is re-pointed at another data file's
 // bytes; one pinned by digest (a foundation weight) is refused, and a failed rebind changes
 // nothing.
 TEST(CraftedFilesTest, AnOpenExternalConstantRebindsToAnotherDataFile) {
-  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
-  BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
-  auto foundation = FlatTensorDataMap::load(&ptd_loader);
-  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
-  size_t index = 0;  // a small rank-1 entry (a bias or a norm weight)
-  while (foundation->get_tensor_layout(*foundation->get_key(index))->sizes.size() != 1) ++index;
-  const char* key = *foundation->get_key(index);
-  const TensorLayout layout = *foundation->get_tensor_layout(key);
-  std::vector<int32_t> sizes(layout.sizes.begin(), layout.sizes.end());
-  std::vector<uint8_t> other_bytes(layout.nbytes());
-  for (size_t i = 0; i < other_bytes.size() / 4; ++i) {
-    const float v = static_cast<float>(i % 7) - 3.0f;
-    std::memcpy(&other_bytes[i * 4], &v, 4);
-  }
-  const std::vector<uint8_t> other_ptd = WithEntryBytes(ptd, index, other_bytes);
-  BufferDataLoader other_loader(other_ptd.data(), other_ptd.size(), "adapter_b.ptd");
-  auto other = FlatTensorDataMap::load(&other_loader);
-  ASSERT_TRUE(other.ok()) << other.status().message();
+  TwoDataFiles files;
+  ASSERT_NO_FATAL_FAILURE(files.Load());
+  const std::shared_ptr<const FlatTensorDataMap>& foundation = files.foundation;
+  const std::shared_ptr<const FlatTensorDataMap>& other = files.other;
+  const char* key = files.key;
+  const TensorLayout& layout = files.layout;
+  const std::vector<int32_t>& sizes = files.sizes;
 
   // relu(constant) with the constant open (no external_digest), then pinned.
   for (bool pinned : {false, true}) {
@@ -660,26 +684,13 @@ TEST(CraftedFilesTest, RebindingOnlySomeOpenConstantsIsRefused) {
 // bind only; swapping back and forth then switches pointers (nothing fetched or hashed), still
 // refuses half an adapter without touching the binding, and the Method keeps the maps alive.
 TEST(CraftedFilesTest, RememberedBindingsSwitchByPointerAndFetchNothingAfterTheFirstBind) {
-  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
-  BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
-  auto loaded = FlatTensorDataMap::load(&ptd_loader);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
-  auto foundation = std::make_shared<const FlatTensorDataMap>(std::move(*loaded));
-  size_t index = 0;  // a small rank-1 entry (a bias or a norm weight)
-  while (foundation->get_tensor_layout(*foundation->get_key(index))->sizes.size() != 1) ++index;
-  const char* key = *foundation->get_key(index);
-  const TensorLayout layout = *foundation->get_tensor_layout(key);
-  std::vector<int32_t> sizes(layout.sizes.begin(), layout.sizes.end());
-  std::vector<uint8_t> other_bytes(layout.nbytes());
-  for (size_t i = 0; i < other_bytes.size() / 4; ++i) {
-    const float v = static_cast<float>(i % 7) - 3.0f;
-    std::memcpy(&other_bytes[i * 4], &v, 4);
-  }
-  const std::vector<uint8_t> other_ptd = WithEntryBytes(ptd, index, other_bytes);
-  BufferDataLoader other_loader(other_ptd.data(), other_ptd.size(), "adapter_b.ptd");
-  auto other_loaded = FlatTensorDataMap::load(&other_loader);
-  ASSERT_TRUE(other_loaded.ok()) << other_loaded.status().message();
-  auto other = std::make_shared<const FlatTensorDataMap>(std::move(*other_loaded));
+  TwoDataFiles files;
+  ASSERT_NO_FATAL_FAILURE(files.Load());
+  std::shared_ptr<const FlatTensorDataMap> foundation = files.foundation;
+  std::shared_ptr<const FlatTensorDataMap> other = std::move(files.other);
+  const char* key = files.key;
+  const TensorLayout& layout = files.layout;
+  const std::vector<int32_t>& sizes = files.sizes;
 
   auto program = ReluProgram({kConstant, kOutput});
   fb::ExecutionPlanT& plan = *program->execution_plans[0];
