@@ -1,11 +1,12 @@
 // gemm_nt's loops over an instruction set's vector operations (Ops), shared by gemm_nt_avx2.cc and
 // gemm_nt_avx512.cc, each compiling it with only its own instruction set enabled.
 //
-// Up to kGemmNtDotRows rows (a decode step): one dot product per output along k, the weight row
-// read once for all rows. More rows (a prefill): the weight is copied, kGemmNtChunk input channels
-// at a time, into a panel of Ops::kWidth outputs transposed on the stack, and every four rows of a
-// accumulate a vector of outputs from broadcasts of their inputs, so a skinny side (rank 8-64 on
-// either k or n) never leaves a vector mostly empty nor pays a horizontal sum per output.
+// Up to kGemmNtDotRows rows (a decode step), or a deep k (x . A^T: k the model's width): dot
+// products along k in blocks of 4 rows x 4 outputs, each vector of a and b loaded once for the
+// block, one horizontal sum per output at the end. Otherwise (a prefill's h . B^T: k the rank): the
+// weight is copied, kGemmNtChunk input channels at a time, into a panel of Ops::kWidth outputs
+// transposed on the stack, and every eight rows of a accumulate a vector of outputs from broadcasts
+// of their inputs, so a skinny k never pays a horizontal sum per output.
 //
 // Ops: V, kWidth, zero(), load(p), load_tail(p, count), store_tail(p, v, count), add(x, y),
 // fma(x, y, acc) = x * y + acc, set1(x), reduce(v) (the sum of its lanes).
@@ -22,29 +23,53 @@ namespace runtime {
 namespace portable {
 
 constexpr size_t kGemmNtDotRows = 3;
+constexpr size_t kGemmNtDotDepth = 64;
 constexpr size_t kGemmNtChunk = 256;
+
+// c[i..i+R, j..j+C) as R x C dot products along k, each row of a and b loaded once per step.
+template <typename Ops, size_t R, size_t C>
+void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, const float* b,
+                       float* c) {
+  using V = typename Ops::V;
+  constexpr size_t W = Ops::kWidth;
+  V acc[R][C];
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::zero();
+  }
+  size_t p = 0;
+  for (; p + W <= k; p += W) {
+    V bv[C];
+    for (size_t q = 0; q < C; ++q) bv[q] = Ops::load(b + (j + q) * k + p);
+    for (size_t r = 0; r < R; ++r) {
+      const V av = Ops::load(a + (i + r) * k + p);
+      for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::fma(av, bv[q], acc[r][q]);
+    }
+  }
+  if (p < k) {
+    V bv[C];
+    for (size_t q = 0; q < C; ++q) bv[q] = Ops::load_tail(b + (j + q) * k + p, k - p);
+    for (size_t r = 0; r < R; ++r) {
+      const V av = Ops::load_tail(a + (i + r) * k + p, k - p);
+      for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::fma(av, bv[q], acc[r][q]);
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t q = 0; q < C; ++q) c[(i + r) * n + j + q] = Ops::reduce(acc[r][q]);
+  }
+}
+
+template <typename Ops, size_t R>
+void gemm_nt_dot_rows(size_t i, size_t n, size_t k, const float* a, const float* b, float* c) {
+  size_t j = 0;
+  for (; j + 4 <= n; j += 4) gemm_nt_dot_block<Ops, R, 4>(i, j, n, k, a, b, c);
+  for (; j < n; ++j) gemm_nt_dot_block<Ops, R, 1>(i, j, n, k, a, b, c);
+}
 
 template <typename Ops>
 void gemm_nt_dot(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
-  using V = typename Ops::V;
-  constexpr size_t W = Ops::kWidth;
-  for (size_t j = 0; j < n; ++j) {
-    const float* bj = b + j * k;
-    for (size_t i = 0; i < m; ++i) {
-      const float* ai = a + i * k;
-      V acc0 = Ops::zero(), acc1 = Ops::zero();
-      size_t p = 0;
-      for (; p + 2 * W <= k; p += 2 * W) {
-        acc0 = Ops::fma(Ops::load(ai + p), Ops::load(bj + p), acc0);
-        acc1 = Ops::fma(Ops::load(ai + p + W), Ops::load(bj + p + W), acc1);
-      }
-      for (; p + W <= k; p += W) acc0 = Ops::fma(Ops::load(ai + p), Ops::load(bj + p), acc0);
-      if (p < k) {
-        acc1 = Ops::fma(Ops::load_tail(ai + p, k - p), Ops::load_tail(bj + p, k - p), acc1);
-      }
-      c[i * n + j] = Ops::reduce(Ops::add(acc0, acc1));
-    }
-  }
+  size_t i = 0;
+  for (; i + 4 <= m; i += 4) gemm_nt_dot_rows<Ops, 4>(i, n, k, a, b, c);
+  for (; i < m; ++i) gemm_nt_dot_rows<Ops, 1>(i, n, k, a, b, c);
 }
 
 template <typename Ops, size_t R>
@@ -79,7 +104,7 @@ void gemm_nt_panel(size_t m, size_t n, size_t k, const float* a, const float* b,
         for (size_t p = 0; p < kb; ++p) panel[p * W + jj] = 0.0f;
       }
       size_t i = 0;
-      for (; i + 4 <= m; i += 4) gemm_nt_panel_rows<Ops, 4>(i, n, k, p0, kb, j0, nb, a, panel, c);
+      for (; i + 8 <= m; i += 8) gemm_nt_panel_rows<Ops, 8>(i, n, k, p0, kb, j0, nb, a, panel, c);
       for (; i < m; ++i) gemm_nt_panel_rows<Ops, 1>(i, n, k, p0, kb, j0, nb, a, panel, c);
     }
   }
@@ -89,7 +114,7 @@ template <typename Ops>
 void gemm_nt(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
   if (k == 0) {
     std::memset(c, 0, m * n * sizeof(float));
-  } else if (m <= kGemmNtDotRows) {
+  } else if (m <= kGemmNtDotRows || k >= kGemmNtDotDepth) {
     gemm_nt_dot<Ops>(m, n, k, a, b, c);
   } else {
     gemm_nt_panel<Ops>(m, n, k, a, b, c);
