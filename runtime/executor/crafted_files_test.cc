@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "edgeshare/runtime/core/content_policy.h"
 #include "edgeshare/runtime/core/sha256.h"
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
@@ -734,6 +735,27 @@ TEST(CraftedFilesTest, RememberedBindingsSwitchByPointerAndFetchNothingAfterTheF
   std::weak_ptr<const FlatTensorDataMap> watched = other;
   other.reset();
   EXPECT_FALSE(watched.expired());
+
+  // A table made while verification was off is never used by a checked bind: it is made again,
+  // its bytes fetched and checked.
+  auto reloaded = FlatTensorDataMap::load(files.other_loader.get());
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().message();
+  auto trusted = std::make_shared<const FlatTensorDataMap>(std::move(*reloaded));
+  set_verify_content(false);
+  const Status unchecked = method.rebind_data(trusted);
+  set_verify_content(true);
+  ASSERT_TRUE(unchecked.ok()) << unchecked.message();
+  ASSERT_TRUE(method.rebind_data(foundation).ok());
+  reset_external_constant_stats();
+  ASSERT_TRUE(method.rebind_data(trusted).ok());
+  EXPECT_EQ(external_constant_stats().fetches, 1u);
+  EXPECT_EQ(external_constant_stats().verifications, 1u);
+  ASSERT_TRUE(method.execute().ok());
+  EXPECT_EQ(method.output(0)->data<float>()[6], 3.0f);
+  reset_external_constant_stats();
+  ASSERT_TRUE(method.rebind_data(foundation).ok());  // checked tables switch as before
+  ASSERT_TRUE(method.rebind_data(trusted).ok());
+  EXPECT_EQ(external_constant_stats().fetches, 0u);
 }
 
 }  // namespace
