@@ -74,6 +74,8 @@ VENV = VenvSpec(
 # Both sides run an untimed generation of this many tokens before the timed one (it pages the
 # mapped weights in and makes the first touch of their working memory).
 _WARMUP_TOKENS = 2
+# Rounds of llama.cpp adapter switches timed after each generation (over every adapter).
+_SWITCH_ROUNDS = 5
 # What the converters need from the sdist, under llama_cpp_python-VERSION/vendor/llama.cpp/.
 _CONVERTER_PARTS = ("convert_hf_to_gguf.py", "convert_lora_to_gguf.py", "conversion/", "gguf-py/")
 TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -303,6 +305,7 @@ def measure_llamacpp(
                 args += ["--lora", path]
             args += ["--new-tokens", str(options.new_tokens), "--n-ctx", str(bound), "--threads", str(threads)]
             args += ["--flash-attn", options.flash_attn, "--warmup-tokens", str(_WARMUP_TOKENS)]
+            args += ["--switch-rounds", str(_SWITCH_ROUNDS)]
             theirs.setdefault(key, []).append(_peer(python, args, f"{fmt.name} generation"))
     files_info = {"gguf": converted, "edgeshare": {f"{k[0]}_{k[1]}": v for k, v in exports.items()}}
     rows = llamacpp_rows(options, files_info, ours, theirs, reference["tokens"])
@@ -322,6 +325,15 @@ def measure_llamacpp(
             "stage_s": time.perf_counter() - start,
         }
     }
+
+
+def _median_switch(runs: Sequence[Dict[str, Any]]) -> float:
+    """The median adapter switch after each run's first round, or NaN without switches."""
+    later: List[float] = []
+    for run in runs:
+        switches = run.get("switch_ms", [])
+        later += switches[len(switches) // _SWITCH_ROUNDS :]
+    return median(later) if later else float("nan")
 
 
 def _agree(runs: Sequence[Dict[str, Any]], tokens: Sequence[int]) -> Optional[bool]:
@@ -389,6 +401,9 @@ def llamacpp_rows(
             "llamacpp_tokens_match_transformers": _agree(peer, reference),
             "llamacpp_tokens_match_edgeshare": _agree(peer, mine[0]["tokens"]) if mine else None,
             "llamacpp_first_difference": _first_difference(peer, reference),
+            # llama_set_adapters_lora + KV cache clear, median after the first round (edgeshare's
+            # swap: the tiny-LLM stage's adapter_swap_ms_llm).
+            "llamacpp_switch_ms": _median_switch(peer),
             "samples": len(peer),
         }
         row["prefill_over_llamacpp"] = ratio(row["edgeshare_prefill_ms"], row["llamacpp_prefill_ms"])
@@ -415,6 +430,7 @@ _COLUMNS: Tuple[Tuple[str, str, int], ...] = (
     ("es tok/s", "edgeshare_decode_tokens_per_s", 9),
     ("lc tok/s", "llamacpp_decode_tokens_per_s", 9),
     ("es/lc", "decode_rate_over_llamacpp", 7),
+    ("lc sw ms", "llamacpp_switch_ms", 9),
     ("es=hf", "edgeshare_tokens_match_transformers", 6),
     ("lc=hf", "llamacpp_tokens_match_transformers", 6),
     ("lc=es", "llamacpp_tokens_match_edgeshare", 6),

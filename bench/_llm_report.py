@@ -49,12 +49,20 @@ TABLE = (
     ("  the same, a data file's first bind (SHA-256 of its bytes)", "adapter_swap_ms_first_bind"),
     ("  the same, --no-verify (no SHA-256 of the new bytes)", "adapter_swap_ms_unverified"),
     ("  reference model, adapter .ptd MiB", "adapter_swap_mb"),
-    ("  tiny LLM, ms per swap", "adapter_swap_ms_llm"),
+    ("  tiny LLM, ms per swap (an adapter bound before, file open)", "adapter_swap_ms_llm"),
+    ("  tiny LLM, a data file's first bind", "adapter_swap_ms_llm_first_bind"),
     ("  RSS MiB, lora.pte + 8 swappable adapters", "rss_mb_8_swappable"),
     ("  RSS MiB, 8 adapter programs (shared)", "rss_mb_8_programs"),
     ("  swappable / programs", "rss_8_swappable_over_programs"),
     ("  swappable program forward ms, T=1", "swappable_latency_ms_t1"),
     ("  swappable program forward ms, T=32", "swappable_latency_ms_t32"),
+    ("  swappable program prefill ms", "swappable_prefill_ms"),
+    ("  the adapter's own program prefill ms", "own_prefill_ms"),
+    ("  swappable / own prefill (goal <= 1.03)", "swappable_prefill_over_own"),
+    ("  swappable program decode tokens/s", "swappable_decode_tokens_per_s"),
+    ("  the adapter's own program decode tokens/s", "own_decode_tokens_per_s"),
+    ("  swappable / own decode tokens/s (goal >= 0.97)", "swappable_decode_rate_over_own"),
+    ("  swappable tokens equal to the own program's", "swappable_tokens_match_own"),
 )
 
 # Shown when the run had --peer executorch.

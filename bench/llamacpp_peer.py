@@ -18,7 +18,7 @@ tokenizer.model of exactly vocab_size pieces; the bench feeds token ids, so its 
 matters.
 
     python llamacpp_peer.py generate --model GGUF [--lora GGUF ...] [--active N] --prompt IDS.npy
-        --new-tokens K --n-ctx N --threads T --flash-attn off|on|auto [--warmup-tokens W]
+        --new-tokens K --n-ctx N --threads T --flash-attn off|on|auto [--warmup-tokens W] [--switch-rounds R]
       -> {"tokens": [K ids], "prefill_ms", "decode_tokens_per_s", "first_prefill_ms", "load_ms",
           "rss_before_load_kib", "n_vocab", "flash_attn"}
 
@@ -28,7 +28,9 @@ token's argmax; decode tokens/s counts the K-1 further one-token calls, each fee
 argmax back. Every --lora is loaded (llama_adapter_lora_init) and the --active one is set on the
 context at scale 1 (llama_set_adapters_lora; -1: none). Before the timed run, a warm-up
 generation of W tokens (default 2) pages the mapped weights in and builds both graphs;
-first_prefill_ms is that warm-up's prefill; the KV cache is cleared between the two.
+first_prefill_ms is that warm-up's prefill; the KV cache is cleared between the two. With
+--switch-rounds R and two or more --lora, it then times R rounds of switching to each adapter in
+turn (llama_set_adapters_lora + llama_memory_clear): "switch_ms", one per switch.
 """
 
 import argparse
@@ -185,6 +187,17 @@ class _Generator:
                 raise RuntimeError("llama_set_adapters_lora failed")
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self.model))
 
+    def switch(self, index: int) -> float:
+        """ms to make adapter `index` the active one (scale 1) and clear the KV cache: llama.cpp's
+        adapter switch, the counterpart of edgeshare's Method::rebind_data (which resets the state)."""
+        chosen = (self.ll.llama_adapter_lora_p_ctypes * 1)(self.adapters[index])
+        scales = (ctypes.c_float * 1)(1.0)
+        start = time.perf_counter()
+        if self.ll.llama_set_adapters_lora(self.ctx, chosen, 1, scales) != 0:
+            raise RuntimeError("llama_set_adapters_lora failed")
+        self.ll.llama_memory_clear(self.ll.llama_get_memory(self.ctx), True)
+        return (time.perf_counter() - start) * 1e3
+
     def _argmax(self) -> int:
         import numpy as np  # noqa: PLC0415
 
@@ -228,6 +241,9 @@ def generate(args: argparse.Namespace) -> Dict[str, Any]:
         raise RuntimeError(f"prompt id {max(prompt)} is outside the model's {generator.n_vocab} tokens")
     first = generator.generate(prompt, max(1, args.warmup_tokens))
     out = generator.generate(prompt, args.new_tokens)
+    if args.switch_rounds > 0 and len(generator.adapters) > 1:
+        order = list(range(1, len(generator.adapters))) + [0]
+        out["switch_ms"] = [generator.switch(i) for _ in range(args.switch_rounds) for i in order]
     out.update(
         {
             "first_prefill_ms": first["prefill_ms"],
@@ -261,6 +277,7 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--threads", type=int, default=1)
     gen.add_argument("--flash-attn", choices=["off", "on", "auto"], default="off")
     gen.add_argument("--warmup-tokens", type=int, default=2)
+    gen.add_argument("--switch-rounds", type=int, default=0, help="then time switches, rounds over every --lora")
     return parser
 
 

@@ -131,7 +131,10 @@ def run_llm(
     iterations = {1: iterations_t1, 32: iterations_t32}
     if swap:
         log("[tiny-llm] adapter swap: swappable exports (reference model, tiny LLM) and rebind_data timings")
-        out.update(measure_swap(spec, files, exported, work_dir, repeats, iterations, small=spec == SMALL))
+        swap_figures = measure_swap(
+            spec, files, exported, work_dir, repeats, iterations, small=spec == SMALL, new_tokens=new_tokens
+        )
+        out.update(swap_figures)
     else:
         out["not_measured"]["adapter_swap"] = "skipped (--no-swap)"
     if peer:

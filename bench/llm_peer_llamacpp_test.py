@@ -58,6 +58,16 @@ def test_ratios_are_medians_edgeshare_over_llamacpp() -> None:
     assert f32["llamacpp_tokens_match_edgeshare"] is True
 
 
+def test_llamacpp_switch_is_the_median_after_each_runs_first_round() -> None:
+    theirs = _runs([20.0, 22.0], [20.0, 22.0])
+    # 5 rounds over 2 adapters: the first round (2 switches) builds llama.cpp's graphs, slower.
+    theirs[0]["switch_ms"] = [9.0, 9.0] + [0.05] * 8
+    theirs[1]["switch_ms"] = [9.0, 9.0] + [0.07] * 8
+    rows = llamacpp_rows(OPTIONS, FILES, {}, {("F32", 128, 1): theirs}, TOKENS)
+    assert rows[0]["llamacpp_switch_ms"] == pytest.approx(0.06)
+    assert math.isnan(_rows()[0]["llamacpp_switch_ms"])  # runs without switches
+
+
 def test_a_format_edgeshare_lacks_has_llamacpp_figures_and_no_ratio() -> None:
     q8 = _rows()[1]
     assert q8["format"] == "Q8_0" and q8["llamacpp_decode_tokens_per_s"] == 40.0

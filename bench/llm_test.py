@@ -49,6 +49,9 @@ def test_small_report_has_every_key_with_positive_numbers() -> None:
     assert result["adapter_swap_model"] == "demo"  # --small swaps the demo model's adapters
     for key in llm.SWAP_KEYS + ("adapter_swap_ms_unverified", "adapter_swap_ms_first_bind"):
         assert isinstance(result[key], float) and result[key] > 0, (key, result[key])
+    for key in ("swappable_prefill_over_own", "swappable_decode_rate_over_own", "adapter_swap_ms_llm_first_bind"):
+        assert isinstance(result[key], float) and result[key] > 0, (key, result[key])
+    assert result["swappable_tokens_match_own"] is True
 
 
 def test_bad_repeats_is_a_usage_error() -> None:

@@ -146,6 +146,12 @@ Status LoadedMethod::rebind(const runtime::NamedDataMap& data) {
   return method_.rebind_data(data);
 }
 
+Status LoadedMethod::rebind(std::shared_ptr<const runtime::NamedDataMap> data) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++epoch_;
+  return method_.rebind_data(std::move(data));
+}
+
 Result<std::shared_ptr<LoadedProgram>> LoadedProgram::load(
     const std::string& path, std::vector<std::shared_ptr<const DataFile>> data_files) {
   std::shared_ptr<LoadedProgram> loaded(new LoadedProgram());
@@ -205,7 +211,9 @@ Status LoadedProgram::bind_adapter(std::shared_ptr<const DataFile> adapter) {
   size_t rebound = 0;
   Status none = Status();
   for (size_t m = 0; m < methods_.size(); ++m) {
-    Status status = methods_[m]->rebind(adapter->map());
+    // Remembered per file: an adapter bound again is switched to by pointer.
+    Status status =
+        methods_[m]->rebind(std::shared_ptr<const NamedDataMap>(adapter, &adapter->map()));
     if (status.code() == Error::NotFound) {  // This method reads none of the adapter's keys.
       if (none.ok()) none = status;
       continue;

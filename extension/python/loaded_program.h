@@ -95,6 +95,8 @@ class LoadedMethod {
 
   // Method::rebind_data between two runs. `data` must outlive the method or its next rebind.
   runtime::Status rebind(const runtime::NamedDataMap& data);
+  // The remembered Method::rebind_data: the method holds `data`; binding it again switches pointers.
+  runtime::Status rebind(std::shared_ptr<const runtime::NamedDataMap> data);
   // Greedy generation with this stateful method (generation::Generator): resets its KV cache,
   // prefills `prompt`, returns up to max_new_tokens new tokens (stopping after eos if eos >= 0).
   runtime::Result<generation::Generation> generate(runtime::Span<const int64_t> prompt,

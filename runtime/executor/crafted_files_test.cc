@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "edgeshare/runtime/core/content_policy.h"
 #include "edgeshare/runtime/core/sha256.h"
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
+#include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/executor/program.h"
 #include "edgeshare/runtime/format/file_header.h"
 #include "edgeshare/runtime/named_data/flat_tensor_data_map.h"
@@ -520,28 +522,52 @@ std::vector<uint8_t> WithEntryBytes(const std::vector<uint8_t>& ptd, size_t inde
   return out;
 }
 
+// foundation.ptd, and adapter_b.ptd: a copy whose first small rank-1 entry (a bias or a norm
+// weight) holds i % 7 - 3 instead: two files of one structure for a program reading that entry.
+struct TwoDataFiles {
+  void Load() {
+    ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
+    ptd_loader = std::make_unique<BufferDataLoader>(ptd.data(), ptd.size(), "foundation.ptd");
+    auto loaded = FlatTensorDataMap::load(ptd_loader.get());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    foundation = std::make_shared<const FlatTensorDataMap>(std::move(*loaded));
+    size_t index = 0;
+    while (foundation->get_tensor_layout(*foundation->get_key(index))->sizes.size() != 1) ++index;
+    key = *foundation->get_key(index);
+    layout = *foundation->get_tensor_layout(key);
+    sizes.assign(layout.sizes.begin(), layout.sizes.end());
+    std::vector<uint8_t> other_bytes(layout.nbytes());
+    for (size_t i = 0; i < other_bytes.size() / 4; ++i) {
+      const float v = static_cast<float>(i % 7) - 3.0f;
+      std::memcpy(&other_bytes[i * 4], &v, 4);
+    }
+    other_ptd = WithEntryBytes(ptd, index, other_bytes);
+    other_loader =
+        std::make_unique<BufferDataLoader>(other_ptd.data(), other_ptd.size(), "adapter_b.ptd");
+    auto other_loaded = FlatTensorDataMap::load(other_loader.get());
+    ASSERT_TRUE(other_loaded.ok()) << other_loaded.status().message();
+    other = std::make_shared<const FlatTensorDataMap>(std::move(*other_loaded));
+  }
+
+  std::vector<uint8_t> ptd, other_ptd;
+  std::unique_ptr<BufferDataLoader> ptd_loader, other_loader;
+  std::shared_ptr<const FlatTensorDataMap> foundation, other;
+  const char* key = nullptr;
+  TensorLayout layout;
+  std::vector<int32_t> sizes;
+};
+
 // Adapter swap: a constant the program left open (no digest) is re-pointed at another data file's
 // bytes; one pinned by digest (a foundation weight) is refused, and a failed rebind changes
 // nothing.
 TEST(CraftedFilesTest, AnOpenExternalConstantRebindsToAnotherDataFile) {
-  const std::vector<uint8_t> ptd = fixtures::read_file(fixtures::env_path("FOUNDATION_PTD"));
-  BufferDataLoader ptd_loader(ptd.data(), ptd.size(), "foundation.ptd");
-  auto foundation = FlatTensorDataMap::load(&ptd_loader);
-  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
-  size_t index = 0;  // a small rank-1 entry (a bias or a norm weight)
-  while (foundation->get_tensor_layout(*foundation->get_key(index))->sizes.size() != 1) ++index;
-  const char* key = *foundation->get_key(index);
-  const TensorLayout layout = *foundation->get_tensor_layout(key);
-  std::vector<int32_t> sizes(layout.sizes.begin(), layout.sizes.end());
-  std::vector<uint8_t> other_bytes(layout.nbytes());
-  for (size_t i = 0; i < other_bytes.size() / 4; ++i) {
-    const float v = static_cast<float>(i % 7) - 3.0f;
-    std::memcpy(&other_bytes[i * 4], &v, 4);
-  }
-  const std::vector<uint8_t> other_ptd = WithEntryBytes(ptd, index, other_bytes);
-  BufferDataLoader other_loader(other_ptd.data(), other_ptd.size(), "adapter_b.ptd");
-  auto other = FlatTensorDataMap::load(&other_loader);
-  ASSERT_TRUE(other.ok()) << other.status().message();
+  TwoDataFiles files;
+  ASSERT_NO_FATAL_FAILURE(files.Load());
+  const std::shared_ptr<const FlatTensorDataMap>& foundation = files.foundation;
+  const std::shared_ptr<const FlatTensorDataMap>& other = files.other;
+  const char* key = files.key;
+  const TensorLayout& layout = files.layout;
+  const std::vector<int32_t>& sizes = files.sizes;
 
   // relu(constant) with the constant open (no external_digest), then pinned.
   for (bool pinned : {false, true}) {
@@ -653,6 +679,83 @@ TEST(CraftedFilesTest, RebindingOnlySomeOpenConstantsIsRefused) {
                                method.output(0)->data<float>() + sizes[0]),
             before);
   EXPECT_TRUE(method.rebind_data(*foundation).ok());  // all of them: fine
+}
+
+// A remembered binding (rebind_data with a shared map): each map is fetched and checked at its first
+// bind only; swapping back and forth then switches pointers (nothing fetched or hashed), still
+// refuses half an adapter without touching the binding, and the Method keeps the maps alive.
+TEST(CraftedFilesTest, RememberedBindingsSwitchByPointerAndFetchNothingAfterTheFirstBind) {
+  TwoDataFiles files;
+  ASSERT_NO_FATAL_FAILURE(files.Load());
+  std::shared_ptr<const FlatTensorDataMap> foundation = files.foundation;
+  std::shared_ptr<const FlatTensorDataMap> other = std::move(files.other);
+  const char* key = files.key;
+  const TensorLayout& layout = files.layout;
+  const std::vector<int32_t>& sizes = files.sizes;
+
+  auto program = ReluProgram({kConstant, kOutput});
+  fb::ExecutionPlanT& plan = *program->execution_plans[0];
+  plan.values[kConstant] = TensorValue(sizes);
+  plan.values[kConstant]->val.AsTensor()->external_key = key;
+  plan.values[kOutput] = PlannedValue(sizes, 0);
+  plan.non_const_buffer_sizes = {0, std::max<uint64_t>(32, layout.nbytes())};
+  Crafted crafted(Serialize(*program, kReluSegments), "lora.pte", &*foundation);
+  ASSERT_TRUE(crafted.method.ok()) << crafted.method.status().message();
+  Method& method = *crafted.method;
+  ASSERT_TRUE(method.execute().ok());
+  const float before = method.output(0)->data<float>()[3];
+  ExpectMessage(method.rebind_data(std::shared_ptr<const NamedDataMap>()), Error::InvalidArgument,
+                {"no data file"});
+
+  reset_external_constant_stats();
+  ASSERT_TRUE(method.rebind_data(other).ok());  // first binds: fetched and checked
+  ASSERT_TRUE(method.rebind_data(foundation).ok());
+  const ExternalConstantStats first = external_constant_stats();
+  EXPECT_EQ(first.fetches, 2u);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(method.rebind_data(other).ok());
+    ASSERT_TRUE(method.execute().ok());
+    EXPECT_EQ(method.output(0)->data<float>()[3], 0.0f);  // relu(3 % 7 - 3)
+    EXPECT_EQ(method.output(0)->data<float>()[6], 3.0f);  // relu(6 % 7 - 3)
+    ASSERT_TRUE(method.rebind_data(foundation).ok());
+    ASSERT_TRUE(method.execute().ok());
+    EXPECT_EQ(method.output(0)->data<float>()[3], before);
+  }
+  const ExternalConstantStats later = external_constant_stats();
+  EXPECT_EQ(later.fetches, first.fetches);
+  EXPECT_EQ(later.verifications, first.verifications);
+  EXPECT_EQ(later.verifications_remembered, first.verifications_remembered);
+
+  // Half an adapter is refused at its first bind; the binding stays the foundation's.
+  auto half = std::make_shared<const WithoutKey>(*foundation, key);
+  ExpectMessage(method.rebind_data(half), Error::NotFound, {"half_adapter.ptd", "none"});
+  ASSERT_TRUE(method.execute().ok());
+  EXPECT_EQ(method.output(0)->data<float>()[3], before);
+  // The Method holds the maps it remembers: they outlive every other holder.
+  std::weak_ptr<const FlatTensorDataMap> watched = other;
+  other.reset();
+  EXPECT_FALSE(watched.expired());
+
+  // A table made while verification was off is never used by a checked bind: it is made again,
+  // its bytes fetched and checked.
+  auto reloaded = FlatTensorDataMap::load(files.other_loader.get());
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().message();
+  auto trusted = std::make_shared<const FlatTensorDataMap>(std::move(*reloaded));
+  set_verify_content(false);
+  const Status unchecked = method.rebind_data(trusted);
+  set_verify_content(true);
+  ASSERT_TRUE(unchecked.ok()) << unchecked.message();
+  ASSERT_TRUE(method.rebind_data(foundation).ok());
+  reset_external_constant_stats();
+  ASSERT_TRUE(method.rebind_data(trusted).ok());
+  EXPECT_EQ(external_constant_stats().fetches, 1u);
+  EXPECT_EQ(external_constant_stats().verifications, 1u);
+  ASSERT_TRUE(method.execute().ok());
+  EXPECT_EQ(method.output(0)->data<float>()[6], 3.0f);
+  reset_external_constant_stats();
+  ASSERT_TRUE(method.rebind_data(foundation).ok());  // checked tables switch as before
+  ASSERT_TRUE(method.rebind_data(trusted).ok());
+  EXPECT_EQ(external_constant_stats().fetches, 0u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "edgeshare/runtime/core/content_policy.h"
 #include "edgeshare/runtime/executor/program_image.h"
 
 namespace edgeshare {
@@ -110,12 +111,9 @@ void Method::reset_state() {
   }
 }
 
-Status Method::rebind_data(const NamedDataMap& data) {
-  struct Rebound {
-    size_t slot;
-    ExternalConstant bytes;
-  };
-  std::vector<Rebound> rebound;
+Result<std::vector<ExternalConstant>> Method::acquire_open_constants(const NamedDataMap& data) {
+  std::vector<ExternalConstant> holds;
+  holds.reserve(external_slots_.size());
   const char* missing = nullptr;  // an open constant `data` lacks
   for (size_t i = 0; i < external_slots_.size(); ++i) {
     const ExternalSlot& slot = external_slots_[i];
@@ -140,9 +138,9 @@ Status Method::rebind_data(const NamedDataMap& data) {
         check_external_layout(data, slot.key, t.scalar_type(), t.sizes(), program_->name()));
     ES_ASSIGN_OR_RETURN(ExternalConstant bytes,
                         ExternalConstant::acquire(data, slot.key, *digest, t.nbytes()));
-    rebound.push_back({i, std::move(bytes)});
+    holds.push_back(std::move(bytes));
   }
-  ES_CHECK_OR_RETURN_ERROR(!rebound.empty(), Error::NotFound,
+  ES_CHECK_OR_RETURN_ERROR(!holds.empty(), Error::NotFound,
                            "%s holds none of the constants method '%s' of %s can rebind",
                            data.name(), name(), program_->name());
   // Half an adapter would run with the rest of the previous one: a file of another structure.
@@ -150,12 +148,67 @@ Status Method::rebind_data(const NamedDataMap& data) {
                            "%s lacks '%s', which method '%s' of %s rebinds with the rest of its "
                            "adapter (an adapter of another structure?)",
                            data.name(), missing, name(), program_->name());
-  for (Rebound& r : rebound) {
-    const ExternalSlot& slot = external_slots_[r.slot];
-    const Tensor old = values_[slot.value].to_tensor();
-    values_[slot.value] =
-        EValue(Tensor(old.scalar_type(), old.sizes(), const_cast<void*>(r.bytes.data())));
-    external_constants_[slot.holder] = std::move(r.bytes);
+  return holds;
+}
+
+// Every open slot's value points at data[k], k counting the open slots in order.
+void Method::point_open_constants(const std::vector<const void*>& data) {
+  size_t k = 0;
+  for (const ExternalSlot& slot : external_slots_) {
+    if (slot.pinned) continue;
+    Tensor& t = values_[slot.value].to_tensor();
+    t = Tensor(t.scalar_type(), t.sizes(), const_cast<void*>(data[k++]));
+  }
+}
+
+Status Method::rebind_data(const NamedDataMap& data) {
+  ES_ASSIGN_OR_RETURN(std::vector<ExternalConstant> holds, acquire_open_constants(data));
+  std::vector<const void*> pointers;
+  pointers.reserve(holds.size());
+  for (const ExternalConstant& hold : holds) pointers.push_back(hold.data());
+  point_open_constants(pointers);
+  size_t k = 0;
+  for (const ExternalSlot& slot : external_slots_) {
+    if (!slot.pinned) external_constants_[slot.holder] = std::move(holds[k++]);
+  }
+  reset_state();
+  return Status();
+}
+
+Status Method::rebind_data(std::shared_ptr<const NamedDataMap> data) {
+  ES_CHECK_OR_RETURN_ERROR(data != nullptr, Error::InvalidArgument,
+                           "no data file to rebind method '%s' of %s to", name(),
+                           program_->name());
+  const bool verify = verify_content_enabled();
+  AdapterTable* table = nullptr;
+  for (AdapterTable& t : adapter_tables_) {
+    if (t.map == data) table = &t;
+  }
+  // Bytes taken while verification was off are never handed to a checked binding.
+  if (table != nullptr && verify && !table->verified) {
+    std::vector<ExternalConstant> holds;
+    ES_ASSIGN_OR_RETURN(holds, acquire_open_constants(*data));
+    table->holds = std::move(holds);
+    table->pointers.clear();
+    for (const ExternalConstant& hold : table->holds) table->pointers.push_back(hold.data());
+    table->verified = true;
+  }
+  if (table == nullptr) {
+    ES_ASSIGN_OR_RETURN(std::vector<ExternalConstant> holds, acquire_open_constants(*data));
+    AdapterTable added;
+    added.map = std::move(data);
+    added.holds = std::move(holds);
+    for (const ExternalConstant& hold : added.holds) added.pointers.push_back(hold.data());
+    added.verified = verify;
+    adapter_tables_.push_back(std::move(added));
+    table = &adapter_tables_.back();
+  }
+  point_open_constants(table->pointers);
+  // The table holds the bytes now: the Method's own holds of an earlier binding go.
+  for (const ExternalSlot& slot : external_slots_) {
+    if (!slot.pinned && !external_constants_[slot.holder].empty()) {
+      external_constants_[slot.holder] = ExternalConstant();
+    }
   }
   reset_state();
   return Status();

@@ -111,6 +111,14 @@ class Method {
   // or one a delegate read at load; InvalidData (layout, bytes) and the map's errors otherwise,
   // naming key and file.
   Status rebind_data(const NamedDataMap& data);
+  // rebind_data that remembers the binding, for adapters swapped back and forth: the Method holds
+  // `data` (e.g. a DataFile's map aliased to the file, std::shared_ptr<const NamedDataMap>(file,
+  // &file->map())) and its bytes until the Method is destroyed, in one table per map made at the
+  // map's first bind (all of rebind_data's checks and content verification happen there). Binding
+  // it again switches the open constants' pointers to that table: no lookup, fetch, check or hash;
+  // then the state is reset. A table made while content verification was off is made again, checked,
+  // when it is on. Errors: InvalidArgument for a null map; rebind_data's, at a map's first bind.
+  Status rebind_data(std::shared_ptr<const NamedDataMap> data);
   size_t num_state() const { return state_.size(); }
 
  private:
@@ -156,11 +164,22 @@ class Method {
     size_t nbytes = 0;
     const void* initial = nullptr;  // null: zeros
   };
+  // A map bound with rebind_data(shared_ptr): the holds on its open constants' bytes and their
+  // addresses, in the order of the open slots in external_slots_.
+  struct AdapterTable {
+    std::shared_ptr<const NamedDataMap> map;
+    std::vector<ExternalConstant> holds;
+    std::vector<const void*> pointers;
+    bool verified = false;  // made with content verification on
+  };
   struct FreeDeleter {
     void operator()(uint8_t* p) const;
   };
 
   Method() = default;
+  // The bytes of every open constant in `data`, after rebind_data's checks (in open-slot order).
+  Result<std::vector<ExternalConstant>> acquire_open_constants(const NamedDataMap& data);
+  void point_open_constants(const std::vector<const void*>& data);
   const NamedDataMap* delegate_data_map() const { return delegate_map_.get(); }
 
   // First, so it is released last: everything below may point into it.
@@ -170,6 +189,7 @@ class Method {
   std::vector<FreeableBuffer> constants_;
   std::vector<ExternalConstant> external_constants_;  // views of data-file bytes, maybe shared
   std::vector<ExternalSlot> external_slots_;
+  std::vector<AdapterTable> adapter_tables_;  // maps bound with rebind_data(shared_ptr)
   std::unique_ptr<NamedDataMap> data_map_;
   std::unique_ptr<KeyRecordingDataMap> delegate_map_;  // data_map_ as delegates see it
   std::vector<EValue> values_;

@@ -1,10 +1,13 @@
 // Portable fp32 matrix kernels: linear, addmm, mm, bmm. Straightforward loops ordered for
-// contiguous inner access; the XNNPACK delegate is where speed lives. Each resizes its output to
+// contiguous inner access, except linear, which runs the vectorized gemm_nt (the low-rank products
+// of a swappable adapter run here, on the adapter's mapped bytes); the XNNPACK delegate is where
+// speed lives otherwise. Each resizes its output to
 // the product's shape.
 
 #include <cstring>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
+#include "edgeshare/runtime/kernels/portable/gemm_nt.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
 
 namespace edgeshare {
@@ -12,19 +15,8 @@ namespace runtime {
 namespace portable {
 namespace {
 
-// c[m, n] = a[m, k] @ b[k, n] (b_transposed: b is [n, k]); c is overwritten.
-void matmul(const float* a, const float* b, float* c, size_t m, size_t k, size_t n,
-            bool b_transposed) {
-  if (b_transposed) {
-    for (size_t i = 0; i < m; ++i) {
-      for (size_t j = 0; j < n; ++j) {
-        float acc = 0.0f;
-        for (size_t p = 0; p < k; ++p) acc += a[i * k + p] * b[j * k + p];
-        c[i * n + j] = acc;
-      }
-    }
-    return;
-  }
+// c[m, n] = a[m, k] @ b[k, n]; c is overwritten.
+void matmul(const float* a, const float* b, float* c, size_t m, size_t k, size_t n) {
   std::memset(c, 0, m * n * sizeof(float));
   for (size_t i = 0; i < m; ++i) {
     for (size_t p = 0; p < k; ++p) {
@@ -58,7 +50,9 @@ Status linear(Args args) {
   ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
   ES_CHECK_OR_RETURN_ERROR(bias == nullptr || bias->numel() == outc, Error::InvalidProgram,
                            "%s: bias must have %zu elements", op, outc);
-  matmul(input->data<float>(), weight->data<float>(), out->data<float>(), rows, in, outc, true);
+  // The weight as stored: an open constant (a swappable adapter's mapped bytes) is never packed.
+  gemm_nt_kernels().f32(rows, outc, in, input->data<float>(), weight->data<float>(),
+                        out->data<float>());
   if (bias != nullptr) {
     float* y = out->data<float>();
     const float* b = bias->data<float>();
@@ -86,8 +80,8 @@ Status mm(Args args) {
   ES_CHECK_OR_RETURN_ERROR(a->size(1) == b->size(0), Error::InvalidProgram,
                            "%s: inner dims %d and %d differ", op, a->size(1), b->size(0));
   ES_RETURN_IF_ERROR(resize_output(*out, {a->size(0), b->size(1)}, op));
-  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1), b->size(1),
-         false);
+  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1),
+         b->size(1));
   return Status();
 }
 
@@ -106,8 +100,8 @@ Status addmm(Args args) {
   ES_CHECK_OR_RETURN_ERROR(a->size(1) == b->size(0), Error::InvalidProgram,
                            "%s: inner dims %d and %d differ", op, a->size(1), b->size(0));
   ES_RETURN_IF_ERROR(resize_output(*out, {a->size(0), b->size(1)}, op));
-  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1), b->size(1),
-         false);
+  matmul(a->data<float>(), b->data<float>(), out->data<float>(), a->size(0), a->size(1),
+         b->size(1));
   const Tensor* inputs[] = {self};
   ES_ASSIGN_OR_RETURN(Broadcast bc, Broadcast::make(*out, inputs, 1, op));
   float* y = out->data<float>();
@@ -132,7 +126,7 @@ Status bmm(Args args) {
   ES_RETURN_IF_ERROR(resize_output(*out, {a->size(0), a->size(1), b->size(2)}, op));
   for (size_t i = 0; i < batch; ++i) {
     matmul(a->data<float>() + i * m * k, b->data<float>() + i * k * n,
-           out->data<float>() + i * m * n, m, k, n, false);
+           out->data<float>() + i * m * n, m, k, n);
   }
   return Status();
 }

@@ -1,0 +1,49 @@
+// The product of a linear over its weight as stored: c[m, n] = a[m, k] . b[n, k]^T, with b the
+// weight row-major [out, in], unpacked (the mapped bytes of a data file, which a swappable adapter
+// rebinds between runs, so nothing can be packed ahead). Rows are contiguous: a's stride is k, b's
+// k, c's n. The shapes it is for are the low-rank products of LoRA (rank 8-64 on one side), but
+// any shape is correct.
+//
+// One signature, one implementation per instruction set (gemm_nt_<isa>.cc, each built with only its
+// own instruction set enabled); the scalar one is the reference (sums in order over k). The config
+// picks the best set the CPU runs once per process; tests call every set the CPU can run.
+//
+//   gemm_nt_kernels().f32(rows, out_channels, in_channels, input, weight, output);
+//
+// Preconditions: c does not overlap a or b (memory planning never aliases an output with an
+// input). m, n or k may be 0 (k == 0 writes zeros). No allocation; reentrant.
+
+#ifndef EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_H_
+#define EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_H_
+
+#include <cstddef>
+
+namespace edgeshare {
+namespace runtime {
+namespace portable {
+
+using GemmNtF32 = void (*)(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
+
+struct GemmNtKernels {
+  const char* isa;
+  GemmNtF32 f32;
+};
+
+void gemm_nt_f32_scalar(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
+#if defined(__x86_64__)
+void gemm_nt_f32_avx2(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
+void gemm_nt_f32_avx512(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
+#endif
+
+// Every set this CPU can run, the reference (scalar) first and the best last; `count` is set to
+// how many there are (at most 3).
+const GemmNtKernels* gemm_nt_kernel_sets(size_t* count);
+
+// The best set this CPU runs, picked once per process.
+const GemmNtKernels& gemm_nt_kernels();
+
+}  // namespace portable
+}  // namespace runtime
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_H_

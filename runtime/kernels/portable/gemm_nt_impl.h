@@ -1,0 +1,128 @@
+// gemm_nt's loops over an instruction set's vector operations (Ops), shared by gemm_nt_avx2.cc and
+// gemm_nt_avx512.cc, each compiling it with only its own instruction set enabled.
+//
+// Up to kGemmNtDotRows rows (a decode step), or a deep k (x . A^T: k the model's width): dot
+// products along k in blocks of 4 rows x 4 outputs, each vector of a and b loaded once for the
+// block, one horizontal sum per output at the end. Otherwise (a prefill's h . B^T: k the rank): the
+// weight is copied, kGemmNtChunk input channels at a time, into a panel of Ops::kWidth outputs
+// transposed on the stack, and every eight rows of a accumulate a vector of outputs from broadcasts
+// of their inputs, so a skinny k never pays a horizontal sum per output.
+//
+// Ops: V, kWidth, zero(), load(p), load_tail(p, count), store_tail(p, v, count), add(x, y),
+// fma(x, y, acc) = x * y + acc, set1(x), reduce(v) (the sum of its lanes).
+
+#ifndef EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
+#define EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+namespace edgeshare {
+namespace runtime {
+namespace portable {
+
+constexpr size_t kGemmNtDotRows = 3;
+constexpr size_t kGemmNtDotDepth = 64;
+constexpr size_t kGemmNtChunk = 256;
+
+// c[i..i+R, j..j+C) as R x C dot products along k, each row of a and b loaded once per step.
+template <typename Ops, size_t R, size_t C>
+void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, const float* b,
+                       float* c) {
+  using V = typename Ops::V;
+  constexpr size_t W = Ops::kWidth;
+  V acc[R][C];
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::zero();
+  }
+  size_t p = 0;
+  for (; p + W <= k; p += W) {
+    V bv[C];
+    for (size_t q = 0; q < C; ++q) bv[q] = Ops::load(b + (j + q) * k + p);
+    for (size_t r = 0; r < R; ++r) {
+      const V av = Ops::load(a + (i + r) * k + p);
+      for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::fma(av, bv[q], acc[r][q]);
+    }
+  }
+  if (p < k) {
+    V bv[C];
+    for (size_t q = 0; q < C; ++q) bv[q] = Ops::load_tail(b + (j + q) * k + p, k - p);
+    for (size_t r = 0; r < R; ++r) {
+      const V av = Ops::load_tail(a + (i + r) * k + p, k - p);
+      for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::fma(av, bv[q], acc[r][q]);
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t q = 0; q < C; ++q) c[(i + r) * n + j + q] = Ops::reduce(acc[r][q]);
+  }
+}
+
+template <typename Ops, size_t R>
+void gemm_nt_dot_rows(size_t i, size_t n, size_t k, const float* a, const float* b, float* c) {
+  size_t j = 0;
+  for (; j + 4 <= n; j += 4) gemm_nt_dot_block<Ops, R, 4>(i, j, n, k, a, b, c);
+  for (; j < n; ++j) gemm_nt_dot_block<Ops, R, 1>(i, j, n, k, a, b, c);
+}
+
+template <typename Ops>
+void gemm_nt_dot(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+  size_t i = 0;
+  for (; i + 4 <= m; i += 4) gemm_nt_dot_rows<Ops, 4>(i, n, k, a, b, c);
+  for (; i < m; ++i) gemm_nt_dot_rows<Ops, 1>(i, n, k, a, b, c);
+}
+
+template <typename Ops, size_t R>
+void gemm_nt_panel_rows(size_t i, size_t n, size_t k, size_t p0, size_t kb, size_t j0, size_t nb,
+                        const float* a, const float* panel, float* c) {
+  using V = typename Ops::V;
+  constexpr size_t W = Ops::kWidth;
+  V acc[R];
+  for (size_t r = 0; r < R; ++r) {
+    acc[r] = p0 == 0 ? Ops::zero() : Ops::load_tail(c + (i + r) * n + j0, nb);
+  }
+  for (size_t p = 0; p < kb; ++p) {
+    const V w = Ops::load(panel + p * W);
+    for (size_t r = 0; r < R; ++r) acc[r] = Ops::fma(Ops::set1(a[(i + r) * k + p0 + p]), w, acc[r]);
+  }
+  for (size_t r = 0; r < R; ++r) Ops::store_tail(c + (i + r) * n + j0, acc[r], nb);
+}
+
+template <typename Ops>
+void gemm_nt_panel(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+  constexpr size_t W = Ops::kWidth;
+  alignas(64) float panel[kGemmNtChunk * W];
+  for (size_t j0 = 0; j0 < n; j0 += W) {
+    const size_t nb = std::min(W, n - j0);
+    for (size_t p0 = 0; p0 < k; p0 += kGemmNtChunk) {
+      const size_t kb = std::min(kGemmNtChunk, k - p0);
+      for (size_t jj = 0; jj < nb; ++jj) {
+        const float* row = b + (j0 + jj) * k + p0;
+        for (size_t p = 0; p < kb; ++p) panel[p * W + jj] = row[p];
+      }
+      for (size_t jj = nb; jj < W; ++jj) {
+        for (size_t p = 0; p < kb; ++p) panel[p * W + jj] = 0.0f;
+      }
+      size_t i = 0;
+      for (; i + 8 <= m; i += 8) gemm_nt_panel_rows<Ops, 8>(i, n, k, p0, kb, j0, nb, a, panel, c);
+      for (; i < m; ++i) gemm_nt_panel_rows<Ops, 1>(i, n, k, p0, kb, j0, nb, a, panel, c);
+    }
+  }
+}
+
+template <typename Ops>
+void gemm_nt(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+  if (k == 0) {
+    std::memset(c, 0, m * n * sizeof(float));
+  } else if (m <= kGemmNtDotRows || k >= kGemmNtDotDepth) {
+    gemm_nt_dot<Ops>(m, n, k, a, b, c);
+  } else {
+    gemm_nt_panel<Ops>(m, n, k, a, b, c);
+  }
+}
+
+}  // namespace portable
+}  // namespace runtime
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
