@@ -110,58 +110,48 @@ std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
   return op;
 }
 
-void PackedOperator::plan_qc8w() {
-  (void)kernels::qs8_kernels();
+void* PackedOperator::plan_own_packing(size_t element_bytes, size_t alignment, size_t tile,
+                                       size_t tile_bytes, size_t (*packed_bytes)(size_t, size_t),
+                                       std::unique_ptr<void, void (*)(void*)>* owned) {
   const size_t k = shape_.input_channels;
-  const size_t total = kernels::qc8_packed_bytes(k, shape_.output_channels);
-  region_.reset(new PackedRegion(total + kQC8WAlignment, 1));
-  qc8w_packed_ = region_->allocate(total, kQC8WAlignment);
-  if (qc8w_packed_ == nullptr) {
+  const size_t total = packed_bytes(k, shape_.output_channels);
+  region_.reset(new PackedRegion(total + alignment, 1));
+  void* packed = region_->allocate(total, alignment);
+  if (packed == nullptr) {
     // No huge-page region: plain aligned memory.
-    const size_t rounded = (total + kQC8WAlignment - 1) / kQC8WAlignment * kQC8WAlignment;
-    qc8w_packed_ = std::aligned_alloc(kQC8WAlignment, rounded);
-    qc8w_owned_ = std::unique_ptr<void, void (*)(void*)>(qc8w_packed_, std::free);
+    const size_t rounded = (total + alignment - 1) / alignment * alignment;
+    packed = std::aligned_alloc(alignment, rounded);
+    *owned = std::unique_ptr<void, void (*)(void*)>(packed, std::free);
   }
-  // Slab widths are multiples of kSlabChannelMultiple, so every slab starts on a whole tile.
-  static_assert(kSlabChannelMultiple % kernels::kQC8Tile == 0, "slabs start on a tile");
-  for (const auto& range : slab_ranges(k, shape_.output_channels, 1, shape_.slab_bytes)) {
+  for (const auto& range :
+       slab_ranges(k, shape_.output_channels, element_bytes, shape_.slab_bytes)) {
     Slab slab;
     slab.first = range.first;
     slab.count = range.second;
-    if (qc8w_packed_ != nullptr) {
-      slab.packed = static_cast<uint8_t*>(qc8w_packed_) +
-                    range.first / kernels::kQC8Tile * kernels::qc8_tile_bytes(k);
-      slab.packed_bytes = kernels::qc8_packed_bytes(k, range.second);
+    if (packed != nullptr) {
+      slab.packed = static_cast<uint8_t*>(packed) + range.first / tile * tile_bytes;
+      slab.packed_bytes = packed_bytes(k, range.second);
     }
     slabs_.push_back(slab);
   }
+  return packed;
+}
+
+void PackedOperator::plan_qc8w() {
+  (void)kernels::qs8_kernels();
+  // Slab widths are multiples of kSlabChannelMultiple, so every slab starts on a whole tile.
+  static_assert(kSlabChannelMultiple % kernels::kQC8Tile == 0, "slabs start on a tile");
+  qc8w_packed_ = plan_own_packing(1, kQC8WAlignment, kernels::kQC8Tile,
+                                  kernels::qc8_tile_bytes(shape_.input_channels),
+                                  &kernels::qc8_packed_bytes, &qc8w_owned_);
 }
 
 void PackedOperator::plan_f16w() {
   (void)kernels::f16w_kernels();
-  const size_t k = shape_.input_channels;
-  const size_t total = kernels::f16w_packed_bytes(k, shape_.output_channels);
-  region_.reset(new PackedRegion(total + kF16WAlignment, 1));
-  f16w_packed_ = region_->allocate(total, kF16WAlignment);
-  if (f16w_packed_ == nullptr) {
-    // No huge-page region: plain aligned memory.
-    const size_t rounded = (total + kF16WAlignment - 1) / kF16WAlignment * kF16WAlignment;
-    f16w_packed_ = std::aligned_alloc(kF16WAlignment, rounded);
-    f16w_owned_ = std::unique_ptr<void, void (*)(void*)>(f16w_packed_, std::free);
-  }
-  // Slab widths are multiples of kSlabChannelMultiple, so every slab starts on a whole tile.
   static_assert(kSlabChannelMultiple % kernels::kF16WTile == 0, "slabs start on a tile");
-  for (const auto& range : slab_ranges(k, shape_.output_channels, 2, shape_.slab_bytes)) {
-    Slab slab;
-    slab.first = range.first;
-    slab.count = range.second;
-    if (f16w_packed_ != nullptr) {
-      slab.packed = static_cast<uint8_t*>(f16w_packed_) +
-                    range.first / kernels::kF16WTile * kernels::f16w_tile_bytes(k);
-      slab.packed_bytes = kernels::f16w_packed_bytes(k, range.second);
-    }
-    slabs_.push_back(slab);
-  }
+  f16w_packed_ = plan_own_packing(2, kF16WAlignment, kernels::kF16WTile,
+                                  kernels::f16w_tile_bytes(shape_.input_channels),
+                                  &kernels::f16w_packed_bytes, &f16w_owned_);
 }
 
 PackedOperator::~PackedOperator() {

@@ -167,6 +167,13 @@ class PackedOperator {
   struct QC8WRun;
 
   explicit PackedOperator(const Shape& shape) : shape_(shape) {}
+  // The slabs of an entry the delegate packs itself: the whole packing (`packed_bytes(k, n)`,
+  // aligned) in one region or else in aligned memory kept in `owned`, each slab's tiles a run of
+  // it starting at its first channel / `tile` x `tile_bytes`. Returns the packing (null: no
+  // memory; pack_slab then packs nothing and seal() reports it).
+  void* plan_own_packing(size_t element_bytes, size_t alignment, size_t tile, size_t tile_bytes,
+                         size_t (*packed_bytes)(size_t, size_t),
+                         std::unique_ptr<void, void (*)(void*)>* owned);
   // plan() and seal() of a Char (int8) entry.
   void plan_qc8w();
   runtime::Status seal_qc8w();
