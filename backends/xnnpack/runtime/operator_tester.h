@@ -274,8 +274,7 @@ class LinearTester {
     const std::vector<float> want =
         int8_ ? int8_reference(input, q, scales, b, batch) : reference(input, w, b, batch);
     run_two_handles(g.build(), map, keys, /*packs_per_handle=*/1, /*retained_per_handle=*/0, share_,
-                    {HostTensor{to_int_dims(x_dims), input}}, y_dims, want,
-                    int8_ ? 1e-6f : 1e-4f);
+                    {HostTensor{to_int_dims(x_dims), input}}, y_dims, want, int8_ ? 1e-6f : 1e-4f);
   }
 
  private:

@@ -25,7 +25,8 @@ namespace {
 constexpr size_t kFallbackL2Bytes = size_t{1} << 20;
 constexpr size_t kL2BytesPerSlabByte = 8;
 // Slab widths are a multiple of this many output channels, which is a multiple of the column tile
-// (nr: 8, 16 or 32) of XNNPACK's x86 f32/f16 kernels: only the last slab can end in a partial tile.
+// (nr: 8, 16 or 32) of XNNPACK's x86 f32 kernels and of the delegate's own (16): only the last
+// slab can end in a partial tile.
 constexpr size_t kSlabChannelMultiple = 32;
 
 // [first, count) output channel ranges of about `slab_bytes` packed bytes each, of equal width.

@@ -95,8 +95,9 @@ class QS8Buffers {
 class PackedOperator {
  public:
   // What to pack. A Float weight makes f32 operators, a Half weight the delegate's f16w packing
-  // (float input and output for both); the bias, if any, has the weight's dtype. A Char weight is int8 per output row (QC8W) with float scales and a float
-  // bias, run by the delegate's int8 kernels.
+  // (float input and output for both); the bias, if any, has the weight's dtype. A Char weight is
+  // int8 per output row (QC8W) with float scales and a float bias, run by the delegate's int8
+  // kernels.
   struct Shape {
     runtime::ScalarType weight_dtype = runtime::ScalarType::Float;
     size_t input_channels = 0;
@@ -130,10 +131,11 @@ class PackedOperator {
   // operators otherwise.
   runtime::Status seal();
 
-  // setup + run of every slab (of a Float or Half entry). With 2+ delegate threads the slabs are spread over them by
-  // parallel_for (each slab on one thread, all rows), otherwise they run one after the other. One
-  // row runs the chosen GEMV and more rows the chosen GEMM (prefetching the next slab while it
-  // computes) where seal() chose them: bitwise XNNPACK's results, no operator set up, no lock.
+  // setup + run of every slab of a Float or Half entry. With 2+ delegate threads the slabs are
+  // spread over them by parallel_for (each slab on one thread, all rows), otherwise they run one
+  // after the other. One row runs the chosen GEMV and more rows the chosen GEMM (prefetching the
+  // next slab while it computes): for a Float entry where seal() chose them (bitwise XNNPACK's
+  // results, no operator set up, no lock), for a Half entry always (the f16w kernels, no lock).
   // Never allocates.
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
   // The same for an int8 entry (float input and output), quantizing and accumulating in

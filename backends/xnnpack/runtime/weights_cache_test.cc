@@ -367,8 +367,7 @@ TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
       for (size_t threads : {1u, 2u}) {
         ASSERT_TRUE(set_num_threads(threads).ok());
         expect_slabbed_entry_computes(
-            *op, w, b,
-            std::string(f16 ? "f16" : "f32") + " threads " + std::to_string(threads));
+            *op, w, b, std::string(f16 ? "f16" : "f32") + " threads " + std::to_string(threads));
       }
       ASSERT_TRUE(set_num_threads(1).ok());
       cache.release(*op);

@@ -158,8 +158,7 @@ bool f16w_matches_reference(const F16WKernels& set);
 // `packed_bytes` bytes (f16w_pack's layout).
 // Errors: InvalidArgument when k or n is 0, packed is null or packed_bytes is not
 // f16w_packed_bytes(k, n).
-runtime::Status check_f16w_kernel_args(size_t k, size_t n, const void* packed,
-                                       size_t packed_bytes);
+runtime::Status check_f16w_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes);
 
 }  // namespace kernels
 }  // namespace xnnpack

@@ -74,9 +74,9 @@ constexpr F16WGemmBlock kBlocks[kGemmRows * kGemmTiles] = {
 
 }  // namespace
 
-void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t rows,
-                                const float* x, size_t x_stride, float* y, size_t y_stride,
-                                const void* prefetch, size_t prefetch_bytes) {
+void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t rows, const float* x,
+                                size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                                size_t prefetch_bytes) {
   f16w_gemm_blocks<kGemmRows, kGemmTiles>(kBlocks, packed, k, n, rows, x, x_stride, y, y_stride,
                                           prefetch, prefetch_bytes);
 }

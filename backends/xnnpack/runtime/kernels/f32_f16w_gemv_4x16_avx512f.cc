@@ -40,7 +40,9 @@ void run_tiles(const uint8_t* w, size_t tile_bytes, size_t k, const float* x, fl
   }
   if (i < k) {
     const __m512 x0 = _mm512_set1_ps(x[i]);
-    for (int j = 0; j < kTiles; ++j) acc[j] = _mm512_fmadd_ps(widen(p + j * tile_bytes), x0, acc[j]);
+    for (int j = 0; j < kTiles; ++j) {
+      acc[j] = _mm512_fmadd_ps(widen(p + j * tile_bytes), x0, acc[j]);
+    }
   }
   for (int j = 0; j < kTiles; ++j) {
     if (j + 1 < kTiles || last_count == kF16WTile) {

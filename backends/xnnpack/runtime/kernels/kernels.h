@@ -156,16 +156,15 @@ using F32F16WGemvFn = void (*)(const void* packed, size_t k, size_t n, const flo
 void f32_f16w_gemv_scalar(const void* packed, size_t k, size_t n, const float* x, float* y);
 // Four tiles at a time, then two, then one (four FMA chains and streams in flight), as the f32
 // GEMV; the AVX2 one also needs F16C.
-void f32_f16w_gemv_4x16_avx2_f16c(const void* packed, size_t k, size_t n, const float* x,
-                                  float* y);
+void f32_f16w_gemv_4x16_avx2_f16c(const void* packed, size_t k, size_t n, const float* x, float* y);
 void f32_f16w_gemv_4x16_avx512f(const void* packed, size_t k, size_t n, const float* x, float* y);
 
 // f32 x f16w GEMM: `rows` rows of x (x_stride floats apart) to rows of y (y_stride floats apart),
 // with `prefetch_bytes` at `prefetch` (may be null) asked into L2 while it computes, as the f32
 // GEMM. Each widened weight vector serves every row of a block.
-using F32F16WGemmFn = void (*)(const void* packed, size_t k, size_t n, size_t rows,
-                               const float* x, size_t x_stride, float* y, size_t y_stride,
-                               const void* prefetch, size_t prefetch_bytes);
+using F32F16WGemmFn = void (*)(const void* packed, size_t k, size_t n, size_t rows, const float* x,
+                               size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                               size_t prefetch_bytes);
 void f32_f16w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, const float* x,
                           size_t x_stride, float* y, size_t y_stride, const void* prefetch,
                           size_t prefetch_bytes);
@@ -174,9 +173,9 @@ void f32_f16w_gemm_4x16_avx2_f16c(const void* packed, size_t k, size_t n, size_t
                                   const float* x, size_t x_stride, float* y, size_t y_stride,
                                   const void* prefetch, size_t prefetch_bytes);
 // 8 rows by 2 tiles at a time, as the f32 AVX-512 GEMM.
-void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t rows,
-                                const float* x, size_t x_stride, float* y, size_t y_stride,
-                                const void* prefetch, size_t prefetch_bytes);
+void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t rows, const float* x,
+                                size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                                size_t prefetch_bytes);
 
 }  // namespace kernels
 }  // namespace xnnpack
