@@ -11,9 +11,7 @@ half and run in float32; the embedding gather keeps its float32 table:
 - the runtime's logits equal the reference's to float rounding at every position.
 """
 
-import json
 import os
-import subprocess
 from typing import List, Optional
 
 import numpy as np
@@ -23,6 +21,7 @@ import torch
 import transformers
 from edgeshare.extension.python import DataFile, Program
 from edgeshare.models import hf_tiny
+from edgeshare.testing.generate_binary import generate_programs
 from edgeshare.tools import export_lora
 from torch import nn
 
@@ -31,11 +30,6 @@ NEW_TOKENS = 32
 INIT_STD = 0.2
 PROMPT = np.random.default_rng(1).integers(0, hf_tiny.VOCAB, size=(6,), dtype=np.int64)
 STEMS = (("a", "a"), ("b", "b"), ("foundation", None))
-
-
-def _generate_path() -> str:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.join(root, "tools", "generate")
 
 
 @pytest.fixture(scope="module")
@@ -84,15 +78,7 @@ def _reference_tokens(files: hf_tiny.TinyLoraFiles, adapter: Optional[str]) -> L
 
 def test_generate_tokens_equal_the_fp16_weight_reference_for_two_adapters_and_the_foundation(exported, tmp_path):
     files, out, prompt_path = exported
-    json_path = str(tmp_path / "g.json")
-    args = ["--data", os.path.join(out, "foundation.ptd"), "--prompt-ids", prompt_path]
-    args += ["--max-new-tokens", str(NEW_TOKENS), "--json", json_path]
-    for stem, _ in STEMS:
-        args += ["--program", os.path.join(out, f"{stem}.pte")]
-    proc = subprocess.run([_generate_path(), *args], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
-    with open(json_path) as f:
-        got = json.load(f)
+    got = generate_programs(out, [stem for stem, _ in STEMS], prompt_path, NEW_TOKENS, str(tmp_path / "g.json"))
     for stem, adapter in STEMS:
         assert got[stem]["tokens"] == _reference_tokens(files, adapter), stem
     assert len(set(got["foundation"]["tokens"])) > NEW_TOKENS // 2
