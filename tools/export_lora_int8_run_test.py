@@ -13,7 +13,6 @@ kernels: the in-repo tiny Llama (tied embedding / lm_head) with two PEFT adapter
 - a flipped byte in a scales entry of foundation.ptd is a one-line error naming the key.
 """
 
-import json
 import os
 import shutil
 import subprocess
@@ -29,6 +28,7 @@ from edgeshare.exir._serialize.ptd import DEFAULT_TENSOR_ALIGNMENT
 from edgeshare.exir.quantize import QC8W_SCALES_SUFFIX, QC8W_SUFFIX, int8_reference
 from edgeshare.extension.python import DataFile, Program, weights_cache_stats
 from edgeshare.models import hf_tiny
+from edgeshare.testing.generate_binary import generate_binary_path, generate_programs
 from edgeshare.tools import export_lora
 
 MAX_SEQ_LEN = 48
@@ -36,11 +36,6 @@ NEW_TOKENS = 32
 INIT_STD = 0.2
 PROMPT = np.random.default_rng(1).integers(0, hf_tiny.VOCAB, size=(6,), dtype=np.int64)
 STEMS = (("a", "a"), ("b", "b"), ("foundation", None))
-
-
-def _generate_path() -> str:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.join(root, "tools", "generate")
 
 
 def _export(root: str, init_std: Optional[float], adapters) -> hf_tiny.TinyLoraFiles:
@@ -133,15 +128,7 @@ def test_foundation_ptd_holds_every_linear_and_the_tied_embedding_as_int8_once(e
 
 def test_generate_tokens_equal_the_int8_reference_for_two_adapters_and_the_foundation(exported, tmp_path):
     files, out, prompt_path = exported
-    json_path = str(tmp_path / "g.json")
-    args = ["--data", os.path.join(out, "foundation.ptd"), "--prompt-ids", prompt_path]
-    args += ["--max-new-tokens", str(NEW_TOKENS), "--json", json_path]
-    for stem, _ in STEMS:
-        args += ["--program", os.path.join(out, f"{stem}.pte")]
-    proc = subprocess.run([_generate_path(), *args], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
-    with open(json_path) as f:
-        got = json.load(f)
+    got = generate_programs(out, [stem for stem, _ in STEMS], prompt_path, NEW_TOKENS, str(tmp_path / "g.json"))
     for stem, adapter in STEMS:
         assert got[stem]["tokens"] == _reference_tokens(files, adapter), stem
     assert len(set(got["foundation"]["tokens"])) > NEW_TOKENS // 2
@@ -215,7 +202,7 @@ def test_a_flipped_scale_byte_is_an_error_naming_the_key(exported, tmp_path):
     broken.write_bytes(bytes(data))
     shutil.copy(os.path.join(out, "foundation.pte"), tmp_path / "foundation.pte")
     args = ["--program", str(tmp_path / "foundation.pte"), "--data", str(broken), "--prompt-ids", prompt_path]
-    proc = subprocess.run([_generate_path(), *args, "--max-new-tokens", "2"], capture_output=True, text=True)
+    proc = subprocess.run([generate_binary_path(), *args, "--max-new-tokens", "2"], capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("generate: error: "), proc.stderr

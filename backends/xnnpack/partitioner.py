@@ -68,13 +68,10 @@ QUANTIZE_SPEC = "quantize"
 # The documented error bound of fc_weight_dtype="fp16" against torch eager in float32:
 #   |got - want| <= FP16_TOLERANCE * max(1, max|want|)   (elementwise; max over the output tensor)
 # for models like the demo LoRA MLP (fully connected layers of up to 512 input channels, outputs of
-# magnitude <= 1). Measured on the demo (256 -> 512 -> 512 -> 256, relu, LoRA rank 8 on every
-# layer, input [4, 256]; backends/xnnpack/fp16_test.py prints it): max abs error 2.9e-3 (lora_a)
-# and 2.6e-3 (lora_b) with max|want| 0.47 and 0.45, i.e. 0.6% of the output's range; the largest
-# relative error over elements with |want| >= 0.1 max|want| is 3.2%. The bound leaves a 3.4x
-# margin. XNNPACK's f16 kernels round the input, the weights and the accumulator (after every
-# multiply-add) to half precision, so the error grows with the number of input channels and the
-# size of the partial sums: check a model of your own against eager before relying on it.
+# magnitude <= 1); exir/README.md has the demo's measured errors (backends/xnnpack/fp16_test.py
+# prints them). The delegate rounds only the weights and biases to half: activations and sums stay
+# float32 (its f32 x f16w kernels), so the error is the weights' rounding carried through the
+# model: check a model of your own against eager before relying on it.
 FP16_TOLERANCE = 1e-2
 
 __doc__ += op_rows.summary() + "\n"

@@ -316,7 +316,6 @@ Status GraphCompiler::pack_requested() {
   for (Step& step : out_->steps) {
     PackedRef* packed = nullptr;
     if (auto* fc = std::get_if<FullyConnectedStep>(&step.op)) packed = &fc->packed;
-    if (auto* fc = std::get_if<FullyConnectedF16Step>(&step.op)) packed = &fc->packed;
     if (packed != nullptr && next < entries.size()) {
       *packed = PackedRef(entries[next++], CacheRelease<PackedOperator>{cache_});
     }
@@ -351,16 +350,6 @@ uint32_t GraphCompiler::new_scratch(const ValueInfo& like) {
   scratch.dtype = ScalarType::Float;
   const uint32_t id = add_value(scratch);
   add_slot(id, scratch.numel);
-  return id;
-}
-
-uint32_t GraphCompiler::new_half_scratch(size_t numel) {
-  ValueInfo scratch;
-  scratch.kind = fb::ValueKind_INTERMEDIATE;
-  scratch.dtype = ScalarType::Half;
-  scratch.numel = numel;
-  const uint32_t id = add_value(scratch);
-  add_slot(id, (numel + 1) / 2);
   return id;
 }
 

@@ -74,12 +74,10 @@ class GraphCompiler {
   runtime::Status ensure_pointer(uint32_t id);
   // Asks for the shared fully connected entry of `node`. The requests of every node are packed
   // together after the last node (one WeightsCache batch, all misses hashed and packed on the
-  // threadpool at once); the k-th fully connected step added (FullyConnectedStep or
-  // FullyConnectedF16Step) then gets the k-th request's entry.
+  // threadpool at once); the k-th FullyConnectedStep added then gets the k-th request's entry.
   void request_packed(uint32_t node, FullyConnectedRequest request);
-  // A new float32 arena value shaped like `like`, or of `numel` IEEE halves.
+  // A new float32 arena value shaped like `like`.
   uint32_t new_scratch(const ValueInfo& like);
-  uint32_t new_half_scratch(size_t numel);
   // A new constant [1] holding `value`.
   uint32_t new_constant(float value);
   // The channels of an elementwise operator over `v`, which sees it as [numel / channels,

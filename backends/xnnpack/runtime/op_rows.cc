@@ -318,34 +318,10 @@ Status build_mean_last_dim(NodeContext& c) {
   return Status();
 }
 
-// x (f32) -> half_in -> the shared f16 operator -> half_out -> y (f32). The converts are this
-// graph's own; the scratch slots are in its arena.
-Status add_fully_connected_f16(NodeContext& c, size_t batch, size_t in_ch, size_t out_ch) {
-  FullyConnectedF16Step step;  // Its packed entry comes with the graph's batch (request_packed).
-  step.batch = batch;
-  step.in_channels = in_ch;
-  step.in = c.in[0];
-  step.out = c.out;
-  step.half_in = c.compiler->new_half_scratch(c.x.numel);
-  step.half_out = c.compiler->new_half_scratch(c.y.numel);
-  xnn_operator_t to_half = nullptr, to_float = nullptr;
-  xnn_status status = xnn_create_convert_nc_f32_f16(in_ch, in_ch, in_ch, /*flags=*/0, &to_half);
-  step.to_half.reset(to_half);
-  if (status == xnn_status_success) {
-    status = xnn_create_convert_nc_f16_f32(out_ch, out_ch, out_ch, /*flags=*/0, &to_float);
-    step.to_float.reset(to_float);
-  }
-  ES_RETURN_IF_ERROR(
-      check_created(c, status, "the f32<->f16 converts of an f16 fully connected op"));
-  c.compiler->add_step(c.node, std::move(step));
-  return Status();
-}
-
 Status build_fully_connected(NodeContext& c) {
   GraphCompiler& g = *c.compiler;
   const size_t out_ch = g.value(c.in[1]).dims[0];
   const size_t in_ch = g.value(c.in[1]).dims[1];
-  const bool f16 = g.value(c.in[1]).dtype == ScalarType::Half;
   const bool qc8w = g.value(c.in[1]).dtype == ScalarType::Char;
   FullyConnectedRequest request;
   request.weight = g.constant_ref(c.in[1]);
@@ -360,7 +336,6 @@ Status build_fully_connected(NodeContext& c) {
   g.request_packed(c.node, std::move(request));
   ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[0]));
   const size_t batch = c.x.numel / in_ch;
-  if (f16) return add_fully_connected_f16(c, batch, in_ch, out_ch);
   FullyConnectedStep step;  // Its packed entry comes with the graph's batch (request_packed).
   step.batch = batch;
   step.in_channels = in_ch;

@@ -25,7 +25,8 @@ namespace {
 constexpr size_t kFallbackL2Bytes = size_t{1} << 20;
 constexpr size_t kL2BytesPerSlabByte = 8;
 // Slab widths are a multiple of this many output channels, which is a multiple of the column tile
-// (nr: 8, 16 or 32) of XNNPACK's x86 f32/f16 kernels: only the last slab can end in a partial tile.
+// (nr: 8, 16 or 32) of XNNPACK's x86 f32 kernels and of the delegate's own (16): only the last
+// slab can end in a partial tile.
 constexpr size_t kSlabChannelMultiple = 32;
 
 // [first, count) output channel ranges of about `slab_bytes` packed bytes each, of equal width.
@@ -55,6 +56,9 @@ bool is_qc8w(const PackedOperator::Shape& shape) {
 
 // The vector kernels read a tile in 64-byte groups: the packing starts on a cache line.
 constexpr size_t kQC8WAlignment = 64;
+
+// The f16w packing starts on a cache line too: a tile's inputs are 32-byte loads, two a line.
+constexpr size_t kF16WAlignment = 64;
 
 }  // namespace
 
@@ -86,7 +90,11 @@ std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
     op->plan_qc8w();
     return op;
   }
-  const size_t element = is_f16(shape) ? 2 : 4;
+  if (is_f16(shape)) {
+    op->plan_f16w();
+    return op;
+  }
+  const size_t element = 4;
   size_t capacity = 0;
   for (const auto& range :
        slab_ranges(shape.input_channels, shape.output_channels, element, shape.slab_bytes)) {
@@ -103,31 +111,48 @@ std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
   return op;
 }
 
-void PackedOperator::plan_qc8w() {
-  (void)kernels::qs8_kernels();
+void* PackedOperator::plan_own_packing(size_t element_bytes, size_t alignment, size_t tile,
+                                       size_t tile_bytes, size_t (*packed_bytes)(size_t, size_t),
+                                       std::unique_ptr<void, void (*)(void*)>* owned) {
   const size_t k = shape_.input_channels;
-  const size_t total = kernels::qc8_packed_bytes(k, shape_.output_channels);
-  region_.reset(new PackedRegion(total + kQC8WAlignment, 1));
-  qc8w_packed_ = region_->allocate(total, kQC8WAlignment);
-  if (qc8w_packed_ == nullptr) {
+  const size_t total = packed_bytes(k, shape_.output_channels);
+  region_.reset(new PackedRegion(total + alignment, 1));
+  void* packed = region_->allocate(total, alignment);
+  if (packed == nullptr) {
     // No huge-page region: plain aligned memory.
-    const size_t rounded = (total + kQC8WAlignment - 1) / kQC8WAlignment * kQC8WAlignment;
-    qc8w_packed_ = std::aligned_alloc(kQC8WAlignment, rounded);
-    qc8w_owned_ = std::unique_ptr<void, void (*)(void*)>(qc8w_packed_, std::free);
+    const size_t rounded = (total + alignment - 1) / alignment * alignment;
+    packed = std::aligned_alloc(alignment, rounded);
+    *owned = std::unique_ptr<void, void (*)(void*)>(packed, std::free);
   }
-  // Slab widths are multiples of kSlabChannelMultiple, so every slab starts on a whole tile.
-  static_assert(kSlabChannelMultiple % kernels::kQC8Tile == 0, "slabs start on a tile");
-  for (const auto& range : slab_ranges(k, shape_.output_channels, 1, shape_.slab_bytes)) {
+  for (const auto& range :
+       slab_ranges(k, shape_.output_channels, element_bytes, shape_.slab_bytes)) {
     Slab slab;
     slab.first = range.first;
     slab.count = range.second;
-    if (qc8w_packed_ != nullptr) {
-      slab.packed = static_cast<uint8_t*>(qc8w_packed_) +
-                    range.first / kernels::kQC8Tile * kernels::qc8_tile_bytes(k);
-      slab.packed_bytes = kernels::qc8_packed_bytes(k, range.second);
+    if (packed != nullptr) {
+      slab.packed = static_cast<uint8_t*>(packed) + range.first / tile * tile_bytes;
+      slab.packed_bytes = packed_bytes(k, range.second);
     }
     slabs_.push_back(slab);
   }
+  return packed;
+}
+
+void PackedOperator::plan_qc8w() {
+  (void)kernels::qs8_kernels();
+  // Slab widths are multiples of kSlabChannelMultiple, so every slab starts on a whole tile.
+  static_assert(kSlabChannelMultiple % kernels::kQC8Tile == 0, "slabs start on a tile");
+  qc8w_packed_ = plan_own_packing(1, kQC8WAlignment, kernels::kQC8Tile,
+                                  kernels::qc8_tile_bytes(shape_.input_channels),
+                                  &kernels::qc8_packed_bytes, &qc8w_owned_);
+}
+
+void PackedOperator::plan_f16w() {
+  (void)kernels::f16w_kernels();
+  static_assert(kSlabChannelMultiple % kernels::kF16WTile == 0, "slabs start on a tile");
+  f16w_packed_ = plan_own_packing(2, kF16WAlignment, kernels::kF16WTile,
+                                  kernels::f16w_tile_bytes(shape_.input_channels),
+                                  &kernels::f16w_packed_bytes, &f16w_owned_);
 }
 
 PackedOperator::~PackedOperator() {
@@ -150,23 +175,23 @@ void PackedOperator::pack_slab(size_t index, const void* weight, const void* bia
     slab.created = xnn_status_success;
     return;
   }
-  const bool f16 = is_f16(shape_);
-  const size_t element = f16 ? 2 : 4;
-  const uint8_t* w = static_cast<const uint8_t*>(weight) + slab.first * in * element;
-  const uint8_t* b =
-      bias != nullptr ? static_cast<const uint8_t*>(bias) + slab.first * element : nullptr;
+  if (is_f16(shape_)) {
+    // IEEE half weight and bias bytes, as the file holds them.
+    if (slab.packed == nullptr) return;  // seal() reports it.
+    kernels::f16w_pack(static_cast<const uint16_t*>(weight) + slab.first * in,
+                       bias != nullptr ? static_cast<const uint16_t*>(bias) + slab.first : nullptr,
+                       in, slab.count, const_cast<void*>(slab.packed));
+    slab.created = xnn_status_success;
+    return;
+  }
+  const float* w = static_cast<const float*>(weight) + slab.first * in;
+  const float* b = bias != nullptr ? static_cast<const float*>(bias) + slab.first : nullptr;
   const float lo = -std::numeric_limits<float>::infinity();
   const float hi = std::numeric_limits<float>::infinity();
-  // f16 weights (and bias) are IEEE half bytes, packed as they are by the f16 operator.
   PackedRegionScope scope(region_.get());
-  slab.created = f16 ? xnn_create_fully_connected_nc_f16(in, slab.count, /*input_stride=*/in,
-                                                         /*output_stride=*/out, w, b, lo, hi,
-                                                         /*flags=*/0, &slab.op)
-                     : xnn_create_fully_connected_nc_f32(in, slab.count, /*input_stride=*/in,
-                                                         /*output_stride=*/out,
-                                                         reinterpret_cast<const float*>(w),
-                                                         reinterpret_cast<const float*>(b), lo, hi,
-                                                         /*flags=*/0, &slab.op);
+  slab.created = xnn_create_fully_connected_nc_f32(in, slab.count, /*input_stride=*/in,
+                                                   /*output_stride=*/out, w, b, lo, hi,
+                                                   /*flags=*/0, &slab.op);
   slab.packed = scope.last_block();
   slab.packed_bytes = scope.last_size();
 }
@@ -189,25 +214,38 @@ Status PackedOperator::seal_qc8w() {
   return Status();
 }
 
+Status PackedOperator::seal_f16w() {
+  for (const Slab& slab : slabs_) {
+    ES_CHECK_OR_RETURN_ERROR(slab.created == xnn_status_success, Error::DelegateInitFailed,
+                             "could not pack the f16 fully connected weight '%s' [%zu x %zu]: no "
+                             "memory for its packing",
+                             or_inline(shape_.weight_key), shape_.output_channels,
+                             shape_.input_channels);
+    const Status args = kernels::check_f16w_kernel_args(shape_.input_channels, slab.count,
+                                                        slab.packed, slab.packed_bytes);
+    if (!args.ok()) {
+      return args.WithContext("f16 fully connected weight '%s'", or_inline(shape_.weight_key));
+    }
+  }
+  f16w_ = &kernels::f16w_kernels();
+  sealed_ = true;
+  return Status();
+}
+
 Status PackedOperator::seal() {
   if (is_qc8w(shape_)) return seal_qc8w();
-  const bool f16 = is_f16(shape_);
+  if (is_f16(shape_)) return seal_f16w();
   for (const Slab& slab : slabs_) {
     const xnn_status status = slab.created;
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
-                             "XNNPACK could not create the %s fully connected operator for weight "
-                             "'%s' [%zu x %zu] (status %d%s)",
-                             f16 ? "f16" : "f32", or_inline(shape_.weight_key),
-                             shape_.output_channels, shape_.input_channels,
-                             static_cast<int>(status),
-                             status == xnn_status_unsupported_hardware
-                                 ? ": this CPU lacks the instructions XNNPACK's f16 kernels need; "
-                                   "export with fp32 fully connected weights"
-                                 : "");
+                             "XNNPACK could not create the f32 fully connected operator for weight "
+                             "'%s' [%zu x %zu] (status %d)",
+                             or_inline(shape_.weight_key), shape_.output_channels,
+                             shape_.input_channels, static_cast<int>(status));
   }
   // The delegate's kernels read XNNPACK's packing directly: only where every slab meets their
   // preconditions (XNNPACK placed small packings in malloc, which the delegate does not track).
-  bool own = !f16;
+  bool own = true;
   for (const Slab& slab : slabs_) {
     own = own && kernels::check_f32_kernel_args(shape_.input_channels, slab.count, slab.packed,
                                                 slab.packed_bytes)
@@ -223,10 +261,6 @@ Status PackedOperator::seal() {
 xnn_status PackedOperator::setup_slab(const Slab& slab, size_t batch_size, const void* input,
                                       void* output, pthreadpool_t pool) const {
   // Each slab writes its own columns of the shared [batch, out] output (row stride: all columns).
-  if (is_f16(shape_)) {
-    return xnn_setup_fully_connected_nc_f16(slab.op, batch_size, input,
-                                            static_cast<uint16_t*>(output) + slab.first, pool);
-  }
   return xnn_setup_fully_connected_nc_f32(slab.op, batch_size, static_cast<const float*>(input),
                                           static_cast<float*>(output) + slab.first, pool);
 }
@@ -269,6 +303,17 @@ xnn_status PackedOperator::run_slab(const Slab& slab, const Slab* next, bool fir
   float* y = static_cast<float*>(output) + slab.first;
   const float* packed = static_cast<const float*>(slab.packed);
   const size_t k = shape_.input_channels;
+  if (f16w_ != nullptr) {
+    // An f16 entry: the delegate's f16w kernels, whatever `own` says (nothing else runs it).
+    if (batch_size == 1) {
+      f16w_->gemv(slab.packed, k, slab.count, x, y);
+      return xnn_status_success;
+    }
+    if (first && batch_size >= kTouchMinRows) touch(slab.packed, slab.packed_bytes);
+    f16w_->gemm(slab.packed, k, slab.count, batch_size, x, k, y, shape_.output_channels,
+                next != nullptr ? next->packed : nullptr, next != nullptr ? next->packed_bytes : 0);
+    return xnn_status_success;
+  }
   if (own && batch_size == 1) {
     gemv_(packed, k, slab.count, x, y);
     return xnn_status_success;
@@ -295,13 +340,12 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
                            "fully connected run over '%s' was given a null input or output",
                            or_inline(shape_.weight_key));
   // The delegate's kernels set no operator up, so their runs need no lock.
-  const bool own = batch_size == 1 ? gemv_ != nullptr : gemm_ != nullptr;
+  const bool own = f16w_ != nullptr || (batch_size == 1 ? gemv_ != nullptr : gemm_ != nullptr);
   std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
   if (!own) lock.lock();
   // A small entry runs on the calling thread: see kPoolMinFlops.
   const size_t flops = 2 * batch_size * shape_.input_channels * shape_.output_channels;
   pthreadpool_t pool = flops >= kPoolMinFlops || slabs_.size() > 1 ? threadpool() : nullptr;
-  const char* kind = is_f16(shape_) ? "f16 " : "";
   if (shape_.slabs_across_pool && pool != nullptr && slabs_.size() > 1) {
     SlabRun job;
     job.entry = this;
@@ -315,7 +359,7 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
     (void)job.finished.load(std::memory_order_acquire);
     const int status = job.failed_status.load(std::memory_order_relaxed);
     ES_CHECK_OR_RETURN_ERROR(status == 0, Error::DelegateExecutionFailed,
-                             "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
+                             "fully connected run over '%s' failed (XNNPACK status %d)",
                              shape_.weight_key.c_str(), status);
     return Status();
   }
@@ -324,17 +368,17 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
     const xnn_status status =
         run_slab(slabs_[i], next, i == 0, own, batch_size, input, output, pool);
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
-                             "XNNPACK %sfully connected run over '%s' failed (status %d)", kind,
+                             "fully connected run over '%s' failed (XNNPACK status %d)",
                              shape_.weight_key.c_str(), static_cast<int>(status));
   }
   return Status();
 }
 
 Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
-  if (is_f16(shape_) || is_qc8w(shape_)) {
+  if (is_qc8w(shape_)) {
     return Status::Format(Error::InvalidArgument,
-                          "fully connected entry over '%s' is %s; run it with its own run_*",
-                          shape_.weight_key.c_str(), is_f16(shape_) ? "f16" : "int8");
+                          "fully connected entry over '%s' is int8; run it with its own run_*",
+                          shape_.weight_key.c_str());
   }
   return run(batch_size, input, output);
 }
@@ -395,15 +439,6 @@ Status PackedOperator::run_fully_connected_qc8w(size_t batch_size, const float* 
                            "its arguments",
                            key);
   return Status();
-}
-
-Status PackedOperator::run_fully_connected_f16(size_t batch_size, const void* input, void* output) {
-  if (!is_f16(shape_)) {
-    return Status::Format(Error::InvalidArgument,
-                          "fully connected entry over '%s' is f32; run it with float buffers",
-                          shape_.weight_key.c_str());
-  }
-  return run(batch_size, input, output);
 }
 
 }  // namespace xnnpack

@@ -1,7 +1,7 @@
 // PackedOperator: one fully connected weight (and bias), packed once as column slabs, run by the
 // delegate's kernels (kernels/) or XNNPACK's operators over the same packed bytes.
 //
-// XNNPACK's f32/f16 fully connected operators pack [out, in] weights into memory the delegate
+// XNNPACK's f32 fully connected operators pack [out, in] weights into memory the delegate
 // places (packed_memory.h). Each column slab is its own operator over output channels
 // [first, first + count) (weight rows and bias of that range), writing its columns of the output
 // in place (output stride = all output channels). XNNPACK's kernels walk the whole packed matrix
@@ -20,6 +20,11 @@
 // layout, from the int8 weight, its float scales and the float bias) and run by its int8 kernels:
 // each run quantizes the activation rows once into the caller's scratch (QS8Buffers), then every
 // slab runs the integer dot (GEMV for one row, GEMM for more) and the float epilogue.
+//
+// A Half entry is packed by the delegate too (kernels/kernels.h's f16w layout, from the half
+// weight and half bias) and run by its f32 x f16w kernels: float input and output, the halves
+// widened inside the kernel, so a run reads half the bytes of an f32 entry and converts nothing
+// around it.
 //
 // Errors: seal() returns DelegateInitFailed naming the weight when XNNPACK refused a slab;
 // run_* return DelegateExecutionFailed naming the weight, InvalidArgument for the wrong run_* or
@@ -89,10 +94,10 @@ class QS8Buffers {
 
 class PackedOperator {
  public:
-  // What to pack. A Float weight makes f32 operators (float input and output), a Half weight f16
-  // ones (IEEE half input and output; the caller converts around them); the bias, if any, has the
-  // weight's dtype. A Char weight is int8 per output row (QC8W) with float scales and a float
-  // bias, run by the delegate's int8 kernels.
+  // What to pack. A Float weight makes f32 operators, a Half weight the delegate's f16w packing
+  // (float input and output for both); the bias, if any, has the weight's dtype. A Char weight is
+  // int8 per output row (QC8W) with float scales and a float bias, run by the delegate's int8
+  // kernels.
   struct Shape {
     runtime::ScalarType weight_dtype = runtime::ScalarType::Float;
     size_t input_channels = 0;
@@ -126,21 +131,20 @@ class PackedOperator {
   // operators otherwise.
   runtime::Status seal();
 
-  // setup + run of every slab. With 2+ delegate threads the slabs are spread over them by
-  // parallel_for (each slab on one thread, all rows), otherwise they run one after the other. One
-  // row runs the chosen GEMV and more rows the chosen GEMM (prefetching the next slab while it
-  // computes) where seal() chose them: bitwise XNNPACK's results, no operator set up, no lock.
+  // setup + run of every slab of a Float or Half entry. With 2+ delegate threads the slabs are
+  // spread over them by parallel_for (each slab on one thread, all rows), otherwise they run one
+  // after the other. One row runs the chosen GEMV and more rows the chosen GEMM (prefetching the
+  // next slab while it computes): for a Float entry where seal() chose them (bitwise XNNPACK's
+  // results, no operator set up, no lock), for a Half entry always (the f16w kernels, no lock).
   // Never allocates.
   runtime::Status run_fully_connected(size_t batch_size, const float* input, float* output);
-  // The same for an f16 entry: input [batch, in] and output [batch, out] are IEEE half values.
-  runtime::Status run_fully_connected_f16(size_t batch_size, const void* input, void* output);
   // The same for an int8 entry (float input and output), quantizing and accumulating in
   // `scratch` (made for at least batch_size rows of this entry's shape). No lock: the caller's
   // scratch is its own. Errors: also InvalidArgument when the scratch is too small.
   runtime::Status run_fully_connected_qc8w(size_t batch_size, const float* input, float* output,
                                            const kernels::QS8Scratch& scratch);
 
-  // Float (f32 operators) or Half (f16 operators).
+  // Float (f32 operators), Half (f16w kernels) or Char (int8 kernels).
   runtime::ScalarType weight_dtype() const { return shape_.weight_dtype; }
   size_t input_channels() const { return shape_.input_channels; }
   size_t output_channels() const { return shape_.output_channels; }
@@ -148,8 +152,8 @@ class PackedOperator {
   const std::string& bias_key() const { return shape_.bias_key; }
   const std::string& scales_key() const { return shape_.scales_key; }
   // Whether runs of one row (of several rows) go through the delegate's kernels.
-  bool one_row_gemv() const { return gemv_ != nullptr; }
-  bool rows_gemm() const { return gemm_ != nullptr; }
+  bool one_row_gemv() const { return gemv_ != nullptr || f16w_ != nullptr; }
+  bool rows_gemm() const { return gemm_ != nullptr || f16w_ != nullptr; }
 
  private:
   struct Slab {
@@ -165,9 +169,19 @@ class PackedOperator {
   struct QC8WRun;
 
   explicit PackedOperator(const Shape& shape) : shape_(shape) {}
+  // The slabs of an entry the delegate packs itself: the whole packing (`packed_bytes(k, n)`,
+  // aligned) in one region or else in aligned memory kept in `owned`, each slab's tiles a run of
+  // it starting at its first channel / `tile` x `tile_bytes`. Returns the packing (null: no
+  // memory; pack_slab then packs nothing and seal() reports it).
+  void* plan_own_packing(size_t element_bytes, size_t alignment, size_t tile, size_t tile_bytes,
+                         size_t (*packed_bytes)(size_t, size_t),
+                         std::unique_ptr<void, void (*)(void*)>* owned);
   // plan() and seal() of a Char (int8) entry.
   void plan_qc8w();
   runtime::Status seal_qc8w();
+  // plan() and seal() of a Half entry.
+  void plan_f16w();
+  runtime::Status seal_f16w();
   runtime::Status run(size_t batch_size, const void* input, void* output);
   // One slab over every row: the delegate's kernel when `own` (the GEMM prefetching `next` and,
   // as the `first` slab a thread runs, touching its own slab first) or setup and run of its
@@ -191,6 +205,11 @@ class PackedOperator {
   void* qc8w_packed_ = nullptr;
   std::unique_ptr<void, void (*)(void*)> qc8w_owned_{nullptr, nullptr};
   const kernels::QS8Kernels* qs8_ = nullptr;
+  // A Half entry: its f16w packing (slab i's tiles at slabs_[i].packed) and the kernels that run
+  // it (set by seal()).
+  void* f16w_packed_ = nullptr;
+  std::unique_ptr<void, void (*)(void*)> f16w_owned_{nullptr, nullptr};
+  const kernels::F16WKernels* f16w_ = nullptr;
   std::mutex mutex_;
 };
 

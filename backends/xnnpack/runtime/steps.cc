@@ -66,28 +66,12 @@ struct Runner {
     return run_operator(node, s.op.get(), setup, t);
   }
   Status operator()(const FullyConnectedStep& s) const {
-    // The shared operator locks itself for setup + run.
+    // The shared operator locks itself for setup + run where it needs to.
     if (s.qs8 != nullptr) {
       return s.packed->run_fully_connected_qc8w(s.batch, in(p, s.in), out(p, s.out),
                                                 s.qs8->scratch());
     }
     return s.packed->run_fully_connected(s.batch, in(p, s.in), out(p, s.out));
-  }
-  Status operator()(const FullyConnectedF16Step& s) const {
-    xnn_status status =
-        xnn_setup_convert_nc_f32_f16(s.to_half.get(), s.batch, in(p, s.in), p[s.half_in], pool);
-    if (status == xnn_status_success) status = xnn_run_operator(s.to_half.get(), pool);
-    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
-                             "XNNPACK f32->f16 convert of node %u's input failed (status %d)", node,
-                             static_cast<int>(status));
-    ES_RETURN_IF_ERROR(s.packed->run_fully_connected_f16(s.batch, p[s.half_in], p[s.half_out]));
-    status =
-        xnn_setup_convert_nc_f16_f32(s.to_float.get(), s.batch, p[s.half_out], out(p, s.out), pool);
-    if (status == xnn_status_success) status = xnn_run_operator(s.to_float.get(), pool);
-    ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
-                             "XNNPACK f16->f32 convert of node %u's output failed (status %d)",
-                             node, static_cast<int>(status));
-    return Status();
   }
 };
 

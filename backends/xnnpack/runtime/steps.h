@@ -1,6 +1,6 @@
 // Steps: what a compiled XNNPACK graph runs, one small type per family of operator (private
 // elementwise unary, binary with broadcasting, last-dimension pooling, the cache's shared fully
-// connected operator, and its f16 variant between converts), and the code that runs one step.
+// connected operator), and the code that runs one step.
 //
 // Each step owns what it uses through RAII handles: a private operator is deleted with its step, a
 // shared packed operator or a retained constant is released to its WeightsCache (which must outlive
@@ -77,8 +77,9 @@ struct PoolingStep {
   uint32_t in = 0, out = 0;
 };
 
-// The cache's f32 fully connected operator: in [batch, in_ch] -> out [batch, out_ch]. With an
-// int8 (QC8W) entry, `qs8` is the scratch its runs quantize and accumulate in.
+// The cache's fully connected operator (f32, f16 or int8 weights; f32 activations): in
+// [batch, in_ch] -> out [batch, out_ch]. With an int8 (QC8W) entry, `qs8` is the scratch its runs
+// quantize and accumulate in.
 struct FullyConnectedStep {
   PackedRef packed;
   size_t batch = 1, in_channels = 1;
@@ -86,17 +87,9 @@ struct FullyConnectedStep {
   std::unique_ptr<QS8Buffers> qs8;
 };
 
-// in (f32) -> to_half -> half_in -> the cache's f16 operator -> half_out -> to_float -> out (f32).
-struct FullyConnectedF16Step {
-  PackedRef packed;
-  Operator to_half, to_float;
-  size_t batch = 1, in_channels = 1;
-  uint32_t in = 0, half_in = 0, half_out = 0, out = 0;
-};
-
 struct Step {
   uint32_t node = 0;  // For messages.
-  std::variant<UnaryStep, BinaryStep, PoolingStep, FullyConnectedStep, FullyConnectedF16Step> op;
+  std::variant<UnaryStep, BinaryStep, PoolingStep, FullyConnectedStep> op;
 };
 
 // Runs one step over `pointers` (data per value id). Errors: DelegateExecutionFailed.

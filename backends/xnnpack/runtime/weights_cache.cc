@@ -22,8 +22,8 @@ using runtime::Status;
 namespace {
 
 constexpr uint8_t kFullyConnectedF32 = 1;
-// f16 weights and bias, f16 input and output: never the same entry as an f32 operator, even if a
-// digest ever matched (the identity's dtype differs too).
+// f16 weights and bias in the delegate's f16w packing (f32 input and output): never the same
+// entry as an f32 operator, even if a digest ever matched (the identity's dtype differs too).
 constexpr uint8_t kFullyConnectedF16 = 2;
 // The delegate's int8 kernels over its own packing of a QC8W weight and its scales.
 constexpr uint8_t kFullyConnectedQC8W = 3;

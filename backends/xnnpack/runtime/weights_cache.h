@@ -143,9 +143,10 @@ class WeightsCache {
   // The fully connected operator for weight [out, in] and optional bias [out] (null: no bias),
   // packed on the first request and shared afterwards. Adds one reference. Named constants are
   // fetched from `map` only on a miss; inline ones come from their identity's bytes. A Float
-  // weight makes an f32 operator, a Half weight an f16 one (a different op kind in the key, so the
-  // two never share an entry); the bias, if any, has the weight's dtype. A Char (int8) weight
-  // comes through the batch form with its scales (FullyConnectedRequest) and a Float bias.
+  // weight makes an f32 operator, a Half weight the delegate's f16w packing (a different op kind
+  // in the key, so the two never share an entry); the bias, if any, has the weight's dtype. A
+  // Char (int8) weight comes through the batch form with its scales (FullyConnectedRequest) and a
+  // Float bias.
   // Errors: see the header comment; InvalidArgument when a named constant is needed and map is
   // null, or when the weight is neither Float nor Half or the bias dtype differs from the weight's.
   runtime::Result<PackedOperator*> get_or_pack_fully_connected(const runtime::NamedDataMap* map,

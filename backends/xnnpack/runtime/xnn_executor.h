@@ -5,9 +5,8 @@
 // into steps (steps.h): fully connected operators come from a WeightsCache (shared across programs
 // unless sharing is off), elementwise operators are private.
 // Every value is float32 except the weight and bias of a fully connected node, which may be IEEE
-// half (HALF, both or the weight alone): that node runs the cache's f16 operator between a private
-// f32->f16 convert of its input and an f16->f32 convert of its output, through half-precision
-// scratch slots in the arena.
+// half (HALF, both or the weight alone): that node's cache entry is run by the delegate's f32 x
+// f16w kernels, which take the float32 input and write the float32 output directly.
 // Intermediates live in one arena the executor owns; inline constants are copied in; named
 // constants read by elementwise operators are retained (shared by identity) until destruction.
 //

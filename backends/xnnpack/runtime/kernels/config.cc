@@ -318,6 +318,90 @@ Status check_f32_kernel_args(size_t k, size_t n, const void* packed, size_t pack
   return Status();
 }
 
+namespace {
+
+// The AVX2 f16w kernels widen halves with F16C, which AVX2 and FMA3 do not imply.
+bool f16w_usable(Isa isa, Isa max_isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx2Fma && !__builtin_cpu_supports("f16c")) return false;
+#endif
+  return usable(isa, max_isa);
+}
+
+}  // namespace
+
+F16WKernels f16w_kernels_up_to(Isa max_isa) {
+  F16WKernels set;
+  set.gemv = &f32_f16w_gemv_scalar;
+  set.gemm = &f32_f16w_gemm_scalar;
+#if defined(__x86_64__)
+  if (f16w_usable(Isa::kAvx512f, max_isa)) {
+    set.gemv_isa = set.gemm_isa = Isa::kAvx512f;
+    set.gemv = &f32_f16w_gemv_4x16_avx512f;
+    set.gemm = &f32_f16w_gemm_8x32_avx512f;
+  } else if (f16w_usable(Isa::kAvx2Fma, max_isa)) {
+    set.gemv_isa = set.gemm_isa = Isa::kAvx2Fma;
+    set.gemv = &f32_f16w_gemv_4x16_avx2_f16c;
+    set.gemm = &f32_f16w_gemm_4x16_avx2_f16c;
+  }
+#endif
+  return set;
+}
+
+bool f16w_matches_reference(const F16WKernels& set) {
+  if (set.gemv == nullptr || set.gemm == nullptr) return false;
+  constexpr size_t k = 131, n = 85, rows = 32;
+  uint32_t state = 4242;
+  auto next = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+  };
+  std::vector<uint16_t> w(n * k), bias(n);
+  // Finite halves of every exponent (subnormals too), both signs.
+  for (uint16_t& v : w) v = static_cast<uint16_t>(next() % 0x7C00u) | ((next() & 1u) << 15);
+  for (uint16_t& v : bias) v = static_cast<uint16_t>(next() % 0x5C00u) | ((next() & 1u) << 15);
+  std::vector<float> x(rows * k);
+  for (float& v : x) v = static_cast<float>(next() % 20001) / 1000.0f - 10.0f;
+  std::vector<uint8_t> packed(f16w_packed_bytes(k, n));
+  f16w_pack(w.data(), bias.data(), k, n, packed.data());
+  std::vector<float> want(rows * n), got(rows * n);
+  f32_f16w_gemm_scalar(packed.data(), k, n, rows, x.data(), k, want.data(), n, nullptr, 0);
+  for (size_t r : {2u, 11u, 32u}) {
+    std::fill(got.begin(), got.end(), 1.0f);
+    set.gemm(packed.data(), k, n, r, x.data(), k, got.data(), n, nullptr, 0);
+    if (std::memcmp(got.data(), want.data(), r * n * sizeof(float)) != 0) return false;
+  }
+  std::fill(got.begin(), got.end(), 1.0f);
+  set.gemv(packed.data(), k, n, x.data(), got.data());
+  return std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0;
+}
+
+const F16WKernels& f16w_kernels() {
+  static const F16WKernels set = [] {
+    // Widest first; a set whose probe differs gives way to the next narrower one.
+    for (Isa isa : {Isa::kAvx512f, Isa::kAvx2Fma}) {
+      if (!cpu_runs(isa)) continue;
+      const F16WKernels candidate = f16w_kernels_up_to(isa);
+      if (f16w_matches_reference(candidate)) return candidate;
+    }
+    return f16w_kernels_up_to(Isa::kScalar);
+  }();
+  return set;
+}
+
+Status check_f16w_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {
+  ES_CHECK_OR_RETURN_ERROR(k > 0 && n > 0, Error::InvalidArgument,
+                           "f16 weight kernel: a [%zu x %zu] weight has no inputs or outputs", n,
+                           k);
+  ES_CHECK_OR_RETURN_ERROR(packed != nullptr, Error::InvalidArgument,
+                           "f16 weight kernel: the [%zu x %zu] weight has no packing", n, k);
+  ES_CHECK_OR_RETURN_ERROR(packed_bytes == f16w_packed_bytes(k, n), Error::InvalidArgument,
+                           "f16 weight kernel: the [%zu x %zu] weight's packing is %zu bytes, the "
+                           "kernels read %zu",
+                           n, k, packed_bytes, f16w_packed_bytes(k, n));
+  return Status();
+}
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

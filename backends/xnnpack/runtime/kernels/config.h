@@ -132,6 +132,34 @@ runtime::Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed
                                        const QS8Scratch& scratch, int32_t* acc, float* y,
                                        size_t y_stride);
 
+// The f32 x f16w fully connected's kinds (kernels.h): GEMV and GEMM over f16w_pack's layout.
+// The AVX2 path also needs F16C (checked with it: an AVX2 CPU without F16C runs the scalar one).
+struct F16WKernels {
+  Isa gemv_isa = Isa::kScalar;
+  F32F16WGemvFn gemv = nullptr;
+  Isa gemm_isa = Isa::kScalar;
+  F32F16WGemmFn gemm = nullptr;
+};
+
+// Per kind, the widest implementation this CPU runs at or below `max_isa` (the scalar reference
+// when nothing wider), unchecked: for tests, which force every path the CPU runs.
+F16WKernels f16w_kernels_up_to(Isa max_isa);
+
+// The set this process runs: per kind the widest the CPU runs, kept only when it gives the scalar
+// reference's bits on a probe at first use (else the scalar reference, which is the fallback
+// here: nothing else computes this). Never null.
+const F16WKernels& f16w_kernels();
+
+// True when both kinds of `set` equal the scalar reference bit for bit on a probe (k and n not
+// multiples of the tiles; 1, 2, 11 and 32 rows).
+bool f16w_matches_reference(const F16WKernels& set);
+
+// The preconditions of the f16w kernels for an [n, k] weight packed at `packed` in
+// `packed_bytes` bytes (f16w_pack's layout).
+// Errors: InvalidArgument when k or n is 0, packed is null or packed_bytes is not
+// f16w_packed_bytes(k, n).
+runtime::Status check_f16w_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes);
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

@@ -128,6 +128,55 @@ void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
 void qc8w_dequantize(const void* packed, size_t k, size_t n, size_t rows, const int32_t* acc,
                      size_t acc_stride, const float* x_scales, float* y, size_t y_stride);
 
+// f32 activations times IEEE half weights (f16w), f32 output: the weights are read as halves (half
+// the bytes of f32, what one-row runs are bound by) and widened in registers, with no convert of
+// the activations or the output around the kernel. Each output is its bias, then one FMA per input
+// in input order over the exactly widened weight, with no clamp (a NaN stays a NaN), so every path
+// gives the scalar reference's bits.
+//
+// The packed layout (made once, at load, by f16w_pack from the file's canonical row-major half
+// [n, k] weight and half bias [n]): tiles of kF16WTile output channels, each
+//   [16 x float: the channels' biases, widened; 0 without one]
+//   [k x 16 x half: input-major, so one input's 16 weights are 32 consecutive bytes]
+// with channels past n zero. A one-row kernel streams each tile once, in order.
+constexpr size_t kF16WTile = 16;
+
+constexpr size_t f16w_tile_bytes(size_t k) { return kF16WTile * (4 + 2 * k); }
+// Bytes of the packing of a half [n, k] weight with its bias.
+constexpr size_t f16w_packed_bytes(size_t k, size_t n) {
+  return (n + kF16WTile - 1) / kF16WTile * f16w_tile_bytes(k);
+}
+
+// Packs row-major half weights [n, k] and their half bias [n] (null: none) into
+// f16w_packed_bytes(k, n) bytes at `packed` (64-byte aligned for the vector kernels' best speed).
+void f16w_pack(const uint16_t* weight, const uint16_t* bias, size_t k, size_t n, void* packed);
+
+// f32 x f16w GEMV: y[j] = bias[j] + sum_i w[j][i] * x[i] for j < n, one row.
+using F32F16WGemvFn = void (*)(const void* packed, size_t k, size_t n, const float* x, float* y);
+void f32_f16w_gemv_scalar(const void* packed, size_t k, size_t n, const float* x, float* y);
+// Four tiles at a time, then two, then one (four FMA chains and streams in flight), as the f32
+// GEMV; the AVX2 one also needs F16C.
+void f32_f16w_gemv_4x16_avx2_f16c(const void* packed, size_t k, size_t n, const float* x, float* y);
+void f32_f16w_gemv_4x16_avx512f(const void* packed, size_t k, size_t n, const float* x, float* y);
+
+// f32 x f16w GEMM: `rows` rows of x (x_stride floats apart) to rows of y (y_stride floats apart),
+// with `prefetch_bytes` at `prefetch` (may be null) asked into L2 while it computes, as the f32
+// GEMM. Each widened weight vector serves every row of a block.
+using F32F16WGemmFn = void (*)(const void* packed, size_t k, size_t n, size_t rows, const float* x,
+                               size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                               size_t prefetch_bytes);
+void f32_f16w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, const float* x,
+                          size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                          size_t prefetch_bytes);
+// 4 rows by 1 tile at a time (8 of AVX2's 16 registers as accumulators); needs F16C.
+void f32_f16w_gemm_4x16_avx2_f16c(const void* packed, size_t k, size_t n, size_t rows,
+                                  const float* x, size_t x_stride, float* y, size_t y_stride,
+                                  const void* prefetch, size_t prefetch_bytes);
+// 8 rows by 2 tiles at a time, as the f32 AVX-512 GEMM.
+void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t rows, const float* x,
+                                size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                                size_t prefetch_bytes);
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare
