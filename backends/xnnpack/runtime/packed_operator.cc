@@ -53,6 +53,10 @@ bool is_qc8w(const PackedOperator::Shape& shape) {
   return shape.weight_dtype == runtime::ScalarType::Char;
 }
 
+bool is_qc4w(const PackedOperator::Shape& shape) {
+  return shape.weight_dtype == runtime::ScalarType::Byte;
+}
+
 // The vector kernels read a tile in 64-byte groups: the packing starts on a cache line.
 constexpr size_t kQC8WAlignment = 64;
 
@@ -66,6 +70,16 @@ QS8Buffers::QS8Buffers(size_t max_rows, size_t k, size_t n)
   scratch_.q = q_.get();
   scratch_.scales = scales_.get();
   scratch_.acc = acc_.get();
+  scratch_.max_rows = max_rows;
+}
+
+QC4Buffers::QC4Buffers(size_t max_rows, size_t k, size_t group)
+    // As QS8Buffers: default-initialized, no page touched until a run writes it.
+    : q_(new int8_t[std::max<size_t>(1, max_rows * k)]),
+      scales_(new float[std::max<size_t>(1, max_rows)]),
+      xsum8_(new int32_t[std::max<size_t>(1, max_rows * (group > 0 ? k / group : 0))]) {
+  scratch_.q = q_.get();
+  scratch_.scales = scales_.get();
   scratch_.max_rows = max_rows;
 }
 
@@ -83,7 +97,14 @@ std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
   (void)kernels::f32_kernels();
   std::unique_ptr<PackedOperator> op(new PackedOperator(shape));
   if (is_qc8w(shape)) {
-    op->plan_qc8w();
+    (void)kernels::qs8_kernels();
+    op->plan_own_packing(kernels::qc8_tile_bytes(shape.input_channels));
+    return op;
+  }
+  if (is_qc4w(shape)) {
+    (void)kernels::qs8_kernels();
+    (void)kernels::qc4_kernels();
+    op->plan_own_packing(kernels::qc4_tile_bytes(shape.input_channels, shape.group_size));
     return op;
   }
   const size_t element = is_f16(shape) ? 2 : 4;
@@ -103,10 +124,11 @@ std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
   return op;
 }
 
-void PackedOperator::plan_qc8w() {
-  (void)kernels::qs8_kernels();
+void PackedOperator::plan_own_packing(size_t tile_bytes) {
+  static_assert(kernels::kQC4Tile == kernels::kQC8Tile, "one tile width for the own packings");
   const size_t k = shape_.input_channels;
-  const size_t total = kernels::qc8_packed_bytes(k, shape_.output_channels);
+  const size_t total =
+      (shape_.output_channels + kernels::kQC8Tile - 1) / kernels::kQC8Tile * tile_bytes;
   region_.reset(new PackedRegion(total + kQC8WAlignment, 1));
   qc8w_packed_ = region_->allocate(total, kQC8WAlignment);
   if (qc8w_packed_ == nullptr) {
@@ -122,9 +144,9 @@ void PackedOperator::plan_qc8w() {
     slab.first = range.first;
     slab.count = range.second;
     if (qc8w_packed_ != nullptr) {
-      slab.packed = static_cast<uint8_t*>(qc8w_packed_) +
-                    range.first / kernels::kQC8Tile * kernels::qc8_tile_bytes(k);
-      slab.packed_bytes = kernels::qc8_packed_bytes(k, range.second);
+      slab.packed =
+          static_cast<uint8_t*>(qc8w_packed_) + range.first / kernels::kQC8Tile * tile_bytes;
+      slab.packed_bytes = (range.second + kernels::kQC8Tile - 1) / kernels::kQC8Tile * tile_bytes;
     }
     slabs_.push_back(slab);
   }
@@ -141,6 +163,16 @@ void PackedOperator::pack_slab(size_t index, const void* weight, const void* bia
                                const void* scales) {
   Slab& slab = slabs_[index];
   const size_t in = shape_.input_channels, out = shape_.output_channels;
+  if (is_qc4w(shape_)) {
+    if (slab.packed == nullptr || scales == nullptr) return;  // seal() reports it.
+    const size_t groups = in / shape_.group_size;
+    kernels::qc4w_pack(static_cast<const uint8_t*>(weight) + slab.first * (in / 2),
+                       static_cast<const uint16_t*>(scales) + slab.first * groups,
+                       bias != nullptr ? static_cast<const float*>(bias) + slab.first : nullptr, in,
+                       slab.count, shape_.group_size, const_cast<void*>(slab.packed));
+    slab.created = xnn_status_success;
+    return;
+  }
   if (is_qc8w(shape_)) {
     if (slab.packed == nullptr || scales == nullptr) return;  // seal() reports it.
     kernels::qc8w_pack(static_cast<const int8_t*>(weight) + slab.first * in,
@@ -189,8 +221,28 @@ Status PackedOperator::seal_qc8w() {
   return Status();
 }
 
+Status PackedOperator::seal_qc4w() {
+  for (const Slab& slab : slabs_) {
+    ES_CHECK_OR_RETURN_ERROR(slab.created == xnn_status_success, Error::DelegateInitFailed,
+                             "could not pack the int4 fully connected weight '%s' [%zu x %zu]: "
+                             "no memory for its packing, or no scales",
+                             or_inline(shape_.weight_key), shape_.output_channels,
+                             shape_.input_channels);
+    const Status args = kernels::check_qc4_kernel_args(
+        shape_.input_channels, slab.count, shape_.group_size, slab.packed, slab.packed_bytes);
+    if (!args.ok()) {
+      return args.WithContext("int4 fully connected weight '%s'", or_inline(shape_.weight_key));
+    }
+  }
+  qs8_ = &kernels::qs8_kernels();
+  qc4_ = &kernels::qc4_kernels();
+  sealed_ = true;
+  return Status();
+}
+
 Status PackedOperator::seal() {
   if (is_qc8w(shape_)) return seal_qc8w();
+  if (is_qc4w(shape_)) return seal_qc4w();
   const bool f16 = is_f16(shape_);
   for (const Slab& slab : slabs_) {
     const xnn_status status = slab.created;
@@ -331,10 +383,13 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
 }
 
 Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
-  if (is_f16(shape_) || is_qc8w(shape_)) {
+  if (is_f16(shape_) || is_qc8w(shape_) || is_qc4w(shape_)) {
     return Status::Format(Error::InvalidArgument,
                           "fully connected entry over '%s' is %s; run it with its own run_*",
-                          shape_.weight_key.c_str(), is_f16(shape_) ? "f16" : "int8");
+                          shape_.weight_key.c_str(),
+                          is_f16(shape_)    ? "f16"
+                          : is_qc8w(shape_) ? "int8"
+                                            : "int4");
   }
   return run(batch_size, input, output);
 }
@@ -392,6 +447,67 @@ Status PackedOperator::run_fully_connected_qc8w(size_t batch_size, const float* 
   ES_CHECK_OR_RETURN_ERROR(!job.failed.load(std::memory_order_relaxed),
                            Error::DelegateExecutionFailed,
                            "int8 fully connected run over '%s' failed: a slab's kernel refused "
+                           "its arguments",
+                           key);
+  return Status();
+}
+
+// Every slab of an int4 entry over rows quantized (and group-summed) once, one slab per
+// parallel_for item, as QC8WRun.
+struct PackedOperator::QC4WRun {
+  const PackedOperator* entry = nullptr;
+  size_t rows = 0;
+  float* output = nullptr;
+  const QC4Buffers* buffers = nullptr;
+  std::atomic<bool> failed{false};
+
+  bool run(size_t index) const {
+    const Slab& slab = entry->slabs_[index];
+    return kernels::qs8_qc4w_run_quantized(
+               *entry->qc4_, slab.packed, slab.packed_bytes, entry->shape_.input_channels,
+               slab.count, entry->shape_.group_size, rows, buffers->scratch(), buffers->xsum8(),
+               output + slab.first, entry->shape_.output_channels)
+        .ok();
+  }
+  static void task(void* context, size_t index) {
+    QC4WRun* job = static_cast<QC4WRun*>(context);
+    if (!job->run(index)) job->failed.store(true, std::memory_order_relaxed);
+  }
+};
+
+Status PackedOperator::run_fully_connected_qc4w(size_t batch_size, const float* input,
+                                                float* output, const QC4Buffers& buffers) {
+  const char* key = or_inline(shape_.weight_key);
+  const kernels::QS8Scratch& scratch = buffers.scratch();
+  ES_CHECK_OR_RETURN_ERROR(is_qc4w(shape_), Error::InvalidArgument,
+                           "fully connected entry over '%s' is not int4", key);
+  ES_CHECK_OR_RETURN_ERROR(sealed_, Error::InvalidState,
+                           "fully connected entry over '%s' was run before it was packed", key);
+  ES_CHECK_OR_RETURN_ERROR(batch_size == 0 || (input != nullptr && output != nullptr),
+                           Error::InvalidArgument,
+                           "fully connected run over '%s' was given a null input or output", key);
+  ES_CHECK_OR_RETURN_ERROR(batch_size <= scratch.max_rows, Error::InvalidArgument,
+                           "int4 fully connected run over '%s': %zu rows, its scratch holds %zu",
+                           key, batch_size, scratch.max_rows);
+  if (batch_size == 0) return Status();
+  const size_t k = shape_.input_channels;
+  const Status quantized = kernels::qs8_quantize_rows(*qs8_, k, batch_size, input, k, scratch);
+  if (!quantized.ok()) return quantized.WithContext("int4 fully connected run over '%s'", key);
+  kernels::qs8_group_sums(scratch.q, k, batch_size, kernels::qc8_padded_k(k), shape_.group_size,
+                          buffers.xsum8());
+  QC4WRun job;
+  job.entry = this;
+  job.rows = batch_size;
+  job.output = output;
+  job.buffers = &buffers;
+  if (shape_.slabs_across_pool && slabs_.size() > 1 && threadpool() != nullptr) {
+    parallel_for(slabs_.size(), &QC4WRun::task, &job);
+  } else {
+    for (size_t i = 0; i < slabs_.size(); ++i) QC4WRun::task(&job, i);
+  }
+  ES_CHECK_OR_RETURN_ERROR(!job.failed.load(std::memory_order_relaxed),
+                           Error::DelegateExecutionFailed,
+                           "int4 fully connected run over '%s' failed: a slab's kernel refused "
                            "its arguments",
                            key);
   return Status();
