@@ -9,9 +9,8 @@ entry) with two PEFT adapters.
 - the runtime's logits equal that reference's to float rounding (the delegate fuses each group's
   multiply-add, the reference does not); their cosine against the fp32 model is printed per
   position and held to >= 0.985 for the tiny Llama at transformers' default initializer (std 0.02;
-  measured 0.9876-0.9971 per position for adapter a and the foundation: its hidden size is 64, so every row is two groups of
-  random Gaussian weights, and its logits are small);
-  the std 0.2 one (spiky weights, for varied greedy tokens) is only printed: 4-bit groups of its
+  measured 0.9876-0.9971 per position for adapter a and the foundation: its hidden size is 64, so
+  every row is two groups of random Gaussian weights, and its logits are small); the std 0.2 one (spiky weights, for varied greedy tokens) is only printed: 4-bit groups of its
   weights lose more (measured 0.80-0.95 per position);
 - a second program over the same foundation packs nothing and fetches no foundation key again;
 - a flipped byte in an int4 scales entry of foundation.ptd is a one-line error naming the key.
