@@ -394,123 +394,92 @@ Status PackedOperator::run_fully_connected(size_t batch_size, const float* input
   return run(batch_size, input, output);
 }
 
-// Every slab of an int8 entry over rows quantized once, one slab per parallel_for item (as
-// SlabRun); each slab accumulates in its own block of the scratch's accumulators.
-struct PackedOperator::QC8WRun {
+// Every slab of an int8 or int4 entry over rows quantized (int4: and group-summed) once, one slab
+// per parallel_for item (as SlabRun); an int8 slab accumulates in its own block of the scratch's
+// accumulators.
+struct PackedOperator::QuantizedRun {
   const PackedOperator* entry = nullptr;
   size_t rows = 0;
   float* output = nullptr;
   const kernels::QS8Scratch* scratch = nullptr;
+  const int32_t* xsum8 = nullptr;  // int4 only
   std::atomic<bool> failed{false};
 
   bool run(size_t index) const {
     const Slab& slab = entry->slabs_[index];
+    const Shape& shape = entry->shape_;
+    if (is_qc4w(shape)) {
+      return kernels::qs8_qc4w_run_quantized(*entry->qc4_, slab.packed, slab.packed_bytes,
+                                             shape.input_channels, slab.count, shape.group_size,
+                                             rows, *scratch, xsum8, output + slab.first,
+                                             shape.output_channels)
+          .ok();
+    }
     return kernels::qs8_qc8w_run_quantized(*entry->qs8_, slab.packed, slab.packed_bytes,
-                                           entry->shape_.input_channels, slab.count, rows, *scratch,
+                                           shape.input_channels, slab.count, rows, *scratch,
                                            scratch->acc + slab.first * rows, output + slab.first,
-                                           entry->shape_.output_channels)
+                                           shape.output_channels)
         .ok();
   }
   static void task(void* context, size_t index) {
-    QC8WRun* job = static_cast<QC8WRun*>(context);
+    QuantizedRun* job = static_cast<QuantizedRun*>(context);
     if (!job->run(index)) job->failed.store(true, std::memory_order_relaxed);
   }
 };
 
-Status PackedOperator::run_fully_connected_qc8w(size_t batch_size, const float* input,
-                                                float* output, const kernels::QS8Scratch& scratch) {
+Status PackedOperator::run_quantized(size_t batch_size, const float* input, float* output,
+                                     const kernels::QS8Scratch& scratch, int32_t* xsum8) {
   const char* key = or_inline(shape_.weight_key);
-  ES_CHECK_OR_RETURN_ERROR(is_qc8w(shape_), Error::InvalidArgument,
-                           "fully connected entry over '%s' is not int8", key);
+  const char* what = is_qc4w(shape_) ? "int4" : "int8";
   ES_CHECK_OR_RETURN_ERROR(sealed_, Error::InvalidState,
                            "fully connected entry over '%s' was run before it was packed", key);
   ES_CHECK_OR_RETURN_ERROR(batch_size == 0 || (input != nullptr && output != nullptr),
                            Error::InvalidArgument,
                            "fully connected run over '%s' was given a null input or output", key);
   ES_CHECK_OR_RETURN_ERROR(batch_size <= scratch.max_rows, Error::InvalidArgument,
-                           "int8 fully connected run over '%s': %zu rows, its scratch holds %zu",
-                           key, batch_size, scratch.max_rows);
+                           "%s fully connected run over '%s': %zu rows, its scratch holds %zu",
+                           what, key, batch_size, scratch.max_rows);
   if (batch_size == 0) return Status();
-  const Status quantized = kernels::qs8_quantize_rows(*qs8_, shape_.input_channels, batch_size,
-                                                      input, shape_.input_channels, scratch);
-  if (!quantized.ok()) return quantized.WithContext("int8 fully connected run over '%s'", key);
-  QC8WRun job;
+  const size_t k = shape_.input_channels;
+  const Status quantized = kernels::qs8_quantize_rows(*qs8_, k, batch_size, input, k, scratch);
+  if (!quantized.ok()) return quantized.WithContext("%s fully connected run over '%s'", what, key);
+  if (xsum8 != nullptr) {
+    kernels::qs8_group_sums(scratch.q, k, batch_size, kernels::qc8_padded_k(k), shape_.group_size,
+                            xsum8);
+  }
+  QuantizedRun job;
   job.entry = this;
   job.rows = batch_size;
   job.output = output;
   job.scratch = &scratch;
+  job.xsum8 = xsum8;
   if (shape_.slabs_across_pool && slabs_.size() > 1 && threadpool() != nullptr) {
-    parallel_for(slabs_.size(), &QC8WRun::task, &job);
+    parallel_for(slabs_.size(), &QuantizedRun::task, &job);
   } else {
-    for (size_t i = 0; i < slabs_.size(); ++i) QC8WRun::task(&job, i);
+    for (size_t i = 0; i < slabs_.size(); ++i) QuantizedRun::task(&job, i);
   }
   ES_CHECK_OR_RETURN_ERROR(!job.failed.load(std::memory_order_relaxed),
                            Error::DelegateExecutionFailed,
-                           "int8 fully connected run over '%s' failed: a slab's kernel refused "
+                           "%s fully connected run over '%s' failed: a slab's kernel refused "
                            "its arguments",
-                           key);
+                           what, key);
   return Status();
 }
 
-// Every slab of an int4 entry over rows quantized (and group-summed) once, one slab per
-// parallel_for item, as QC8WRun.
-struct PackedOperator::QC4WRun {
-  const PackedOperator* entry = nullptr;
-  size_t rows = 0;
-  float* output = nullptr;
-  const QC4Buffers* buffers = nullptr;
-  std::atomic<bool> failed{false};
-
-  bool run(size_t index) const {
-    const Slab& slab = entry->slabs_[index];
-    return kernels::qs8_qc4w_run_quantized(
-               *entry->qc4_, slab.packed, slab.packed_bytes, entry->shape_.input_channels,
-               slab.count, entry->shape_.group_size, rows, buffers->scratch(), buffers->xsum8(),
-               output + slab.first, entry->shape_.output_channels)
-        .ok();
-  }
-  static void task(void* context, size_t index) {
-    QC4WRun* job = static_cast<QC4WRun*>(context);
-    if (!job->run(index)) job->failed.store(true, std::memory_order_relaxed);
-  }
-};
+Status PackedOperator::run_fully_connected_qc8w(size_t batch_size, const float* input,
+                                                float* output, const kernels::QS8Scratch& scratch) {
+  ES_CHECK_OR_RETURN_ERROR(is_qc8w(shape_), Error::InvalidArgument,
+                           "fully connected entry over '%s' is not int8",
+                           or_inline(shape_.weight_key));
+  return run_quantized(batch_size, input, output, scratch, nullptr);
+}
 
 Status PackedOperator::run_fully_connected_qc4w(size_t batch_size, const float* input,
                                                 float* output, const QC4Buffers& buffers) {
-  const char* key = or_inline(shape_.weight_key);
-  const kernels::QS8Scratch& scratch = buffers.scratch();
   ES_CHECK_OR_RETURN_ERROR(is_qc4w(shape_), Error::InvalidArgument,
-                           "fully connected entry over '%s' is not int4", key);
-  ES_CHECK_OR_RETURN_ERROR(sealed_, Error::InvalidState,
-                           "fully connected entry over '%s' was run before it was packed", key);
-  ES_CHECK_OR_RETURN_ERROR(batch_size == 0 || (input != nullptr && output != nullptr),
-                           Error::InvalidArgument,
-                           "fully connected run over '%s' was given a null input or output", key);
-  ES_CHECK_OR_RETURN_ERROR(batch_size <= scratch.max_rows, Error::InvalidArgument,
-                           "int4 fully connected run over '%s': %zu rows, its scratch holds %zu",
-                           key, batch_size, scratch.max_rows);
-  if (batch_size == 0) return Status();
-  const size_t k = shape_.input_channels;
-  const Status quantized = kernels::qs8_quantize_rows(*qs8_, k, batch_size, input, k, scratch);
-  if (!quantized.ok()) return quantized.WithContext("int4 fully connected run over '%s'", key);
-  kernels::qs8_group_sums(scratch.q, k, batch_size, kernels::qc8_padded_k(k), shape_.group_size,
-                          buffers.xsum8());
-  QC4WRun job;
-  job.entry = this;
-  job.rows = batch_size;
-  job.output = output;
-  job.buffers = &buffers;
-  if (shape_.slabs_across_pool && slabs_.size() > 1 && threadpool() != nullptr) {
-    parallel_for(slabs_.size(), &QC4WRun::task, &job);
-  } else {
-    for (size_t i = 0; i < slabs_.size(); ++i) QC4WRun::task(&job, i);
-  }
-  ES_CHECK_OR_RETURN_ERROR(!job.failed.load(std::memory_order_relaxed),
-                           Error::DelegateExecutionFailed,
-                           "int4 fully connected run over '%s' failed: a slab's kernel refused "
-                           "its arguments",
-                           key);
-  return Status();
+                           "fully connected entry over '%s' is not int4",
+                           or_inline(shape_.weight_key));
+  return run_quantized(batch_size, input, output, buffers.scratch(), buffers.xsum8());
 }
 
 Status PackedOperator::run_fully_connected_f16(size_t batch_size, const void* input, void* output) {

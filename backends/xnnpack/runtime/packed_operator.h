@@ -190,8 +190,7 @@ class PackedOperator {
     size_t packed_bytes = 0;
   };
   struct SlabRun;
-  struct QC8WRun;
-  struct QC4WRun;
+  struct QuantizedRun;
 
   explicit PackedOperator(const Shape& shape) : shape_(shape) {}
   // plan() of a Char (int8) or Byte (int4) entry: the delegate's own packing, tiles of
@@ -201,6 +200,10 @@ class PackedOperator {
   runtime::Status seal_qc8w();
   runtime::Status seal_qc4w();
   runtime::Status run(size_t batch_size, const void* input, void* output);
+  // run_fully_connected_qc8w/_qc4w after their dtype check: quantize the rows once (int4: and
+  // sum their groups into xsum8), then every slab.
+  runtime::Status run_quantized(size_t batch_size, const float* input, float* output,
+                                const kernels::QS8Scratch& scratch, int32_t* xsum8);
   // One slab over every row: the delegate's kernel when `own` (the GEMM prefetching `next` and,
   // as the `first` slab a thread runs, touching its own slab first) or setup and run of its
   // operator.
