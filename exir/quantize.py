@@ -15,7 +15,7 @@ y = (x_scale * w_scale) * float(acc) + bias. `qc8w_linear` is that computation i
 eager model the runtime's outputs are compared with.
 
 qc4w: signed 4-bit values in groups of `group_size` (32, 64 or 128) along the input dim, symmetric,
-round half to even, float16 scales per group. The convention is torchao's
+round half to even, float16 scales per group. The convention is torchao 0.18.0's
 (`choose_qparams_affine(MappingType.SYMMETRIC, block_size=(1, group), quant_min=-8, quant_max=7,
 scale_dtype=float16)` then `quantize_affine`): scale = fp16(max|w_group| / 7.5), and
 q = clamp(round(w * f32(fp16(1 / scale))), -8, 7), the reciprocal rounded to fp16 as torchao

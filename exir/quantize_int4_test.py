@@ -1,5 +1,5 @@
 """The int4 foundation exporter (quantize="int4"): its weights and scales equal torchao's symmetric
-affine quantization bit for bit, the output layer, a tied embedding and a layer whose input size is
+affine quantization (restated in _torchao) bit for bit, the output layer, a tied embedding and a layer whose input size is
 not a multiple of the group stay int8 (and say so), foundation.ptd is byte-identical across
 exports, and the eager reference runs exact integer sums per group."""
 
@@ -29,16 +29,18 @@ BYTE, INT8, HALF = 0, 1, 5
 
 
 def _torchao(w: torch.Tensor, group: int):
-    # The oracle: torchao's own primitives, symmetric, [-8, 7], float16 scales.
-    from torchao.quantization.quant_primitives import MappingType, choose_qparams_affine, quantize_affine
-
-    block = (1, group)
-    scale, zero = choose_qparams_affine(
-        w, MappingType.SYMMETRIC, block, torch.int8, quant_min=-8, quant_max=7,
-        scale_dtype=torch.float16, zero_point_dtype=torch.int8,
-    )  # fmt: skip
-    assert not bool(zero.any())
-    return quantize_affine(w, block, scale, zero, torch.int8, quant_min=-8, quant_max=7), scale
+    # torchao 0.18.0's choose_qparams_affine(MappingType.SYMMETRIC, block_size=(1, group),
+    # quant_min=-8, quant_max=7, scale_dtype=float16) and quantize_affine, restated step for step:
+    # the scale is computed in float32 and rounded to float16, and quantize_affine multiplies by
+    # 1.0 / scale computed in float16. (quantize_qc4w was checked bit for bit against torchao itself,
+    # installed beside the pinned torch; it is no dependency: peft imports it whenever it is present.)
+    groups = w.reshape(w.shape[0], -1, group)
+    min_neg = torch.min(groups.amin(dim=-1), torch.zeros(()))
+    max_pos = torch.max(groups.amax(dim=-1), torch.zeros(()))
+    scale = torch.clamp(torch.max(-min_neg, max_pos) / (float(7 - (-8)) / 2), min=torch.finfo(torch.float32).smallest_normal)
+    scale = scale.to(torch.float16)
+    q = torch.clamp(torch.round(groups * (1.0 / scale)[..., None]), -8, 7).to(torch.int8)
+    return q.reshape(w.shape), scale
 
 
 def _ptd(path: str):
