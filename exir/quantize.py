@@ -220,8 +220,11 @@ def qc4w_linear(
     """The int4 fully connected as the delegate computes it, in torch.
 
     Per row: int8 activations (quantize_activation_rows), one exact integer sum per group, then
-    y = x_scale * sum over groups of (float(sum_g) * scale_g) + bias. The delegate fuses each
-    group's multiply-add, so its floats may differ from these in the last bit.
+    acc = fma(float(sum_g), scale_g, acc) over the groups in order and y = fma(acc, x_scale, bias),
+    as the delegate's kernels compute. Each fused multiply-add is emulated in float64 (the product
+    of a float32 and an int32 sum, or of two float32 values, is exact there) and rounded once to
+    float32; that sum can round twice only when its exact value needs more than 53 bits, which the
+    operands here make rare.
 
     Args:
       x: float32 [..., in].
@@ -240,13 +243,13 @@ def qc4w_linear(
     xg = qx.to(torch.float64).reshape(*qx.shape[:-1], n_groups, group)
     wg = q.to(torch.float64).reshape(out, n_groups, group)
     # Exact integer sums per group: [..., out, groups].
-    acc = torch.einsum("...gk,ogk->...og", xg, wg).to(torch.float32)
+    acc = torch.einsum("...gk,ogk->...og", xg, wg)
     y = torch.zeros((*x.shape[:-1], out), dtype=torch.float32)
-    s = scales.to(torch.float32)
+    s = scales.to(torch.float64)
     for g in range(n_groups):
-        y = y + acc[..., g] * s[:, g]
-    y = xs[..., None] * y
-    return y + bias if bias is not None else y
+        y = (acc[..., g] * s[:, g] + y.to(torch.float64)).to(torch.float32)
+    b = torch.zeros(out, dtype=torch.float64) if bias is None else bias.to(torch.float64)
+    return (y.to(torch.float64) * xs.to(torch.float64)[..., None] + b).to(torch.float32)
 
 
 class _Int4Linear(nn.Module):

@@ -93,20 +93,25 @@ def test_quantize_qc4w_refuses_bad_weights():
         quantize_qc4w(torch.randn(4, 48), 48)
 
 
-def test_qc4w_linear_sums_each_group_exactly_then_scales():
+def test_qc4w_linear_sums_each_group_exactly_then_fuses_each_multiply_add():
     x = torch.randn(3, 128)
     w = torch.randn(9, 128)
+    bias = torch.randn(9)
     packed, scales = quantize_qc4w(w, 32)
-    y = qc4w_linear(x, packed, scales, None)
+    y = qc4w_linear(x, packed, scales, bias)
     qx, xs = quantize_activation_rows(x)
     q = unpack_int4(packed).to(torch.int64)
-    sums = torch.stack([qx[:, g * 32 : (g + 1) * 32].to(torch.int64) @ q[:, g * 32 : (g + 1) * 32].t() for g in range(4)])
-    want = torch.zeros(3, 9)
-    for g in range(4):
-        want = want + sums[g].to(torch.float32) * scales[:, g].to(torch.float32)
-    assert torch.equal(y, xs[:, None] * want)
+    # The kernels' arithmetic in Python floats (float64), rounded to float32 after each fused step.
+    f32 = lambda v: float(torch.tensor(v, dtype=torch.float32))  # noqa: E731
+    for r in range(3):
+        for o in range(9):
+            acc = 0.0
+            for g in range(4):
+                part = int((qx[r, g * 32 : (g + 1) * 32].to(torch.int64) * q[o, g * 32 : (g + 1) * 32]).sum())
+                acc = f32(part * float(scales[o, g]) + acc)
+            assert float(y[r, o]) == f32(acc * float(xs[r]) + float(bias[o]))
     # A row's result does not depend on its batch mates.
-    assert torch.equal(qc4w_linear(x[1:2], packed, scales, None), y[1:2])
+    assert torch.equal(qc4w_linear(x[1:2], packed, scales, bias), y[1:2])
 
 
 def test_export_writes_int4_foundation_weights_equal_to_torchao(tmp_path):
