@@ -21,7 +21,7 @@ import dataclasses
 import os
 import tarfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -115,7 +115,7 @@ class Format:
     name: str
     gguf: Optional[str] = None
     quantize: Optional[str] = None
-    edgeshare: Optional[Tuple[Tuple[str, str], ...]] = None
+    edgeshare: Optional[Tuple[Tuple[str, Union[str, int]], ...]] = None
 
 
 # One line per format; an edgeshare format joins its llama.cpp twin by setting `edgeshare`.
@@ -123,7 +123,9 @@ FORMATS: Tuple[Format, ...] = (
     Format("F32", gguf="f32", edgeshare=(("fc_weight_dtype", "fp32"),)),
     Format("F16", gguf="f16", edgeshare=(("fc_weight_dtype", "fp16"),)),
     Format("Q8_0", gguf="q8_0", edgeshare=(("quantize", "int8"),)),
-    Format("Q4_0", quantize="q4_0"),
+    # Q4_0: blocks of 32 weights with one fp16 scale, its output layer Q6_K; edgeshare's int4 in
+    # groups of 32 with fp16 scales, its output layer (and tied embedding) int8.
+    Format("Q4_0", quantize="q4_0", edgeshare=(("quantize", "int4"), ("group_size", 32))),
 )
 
 

@@ -44,9 +44,10 @@ shape; two PEFT adapters r16 on every projection) with its own converters to eac
 and greedy generation (--prompt-tokens, --peer-new-tokens) is timed in fresh processes at every
 --n-ctx and --threads, interleaved with tools/generate over edgeshare's export at the matching
 format (F32: fp32; F16: --fc-weight-dtype fp16; Q8_0: --quantize int8, int8 per output row;
-Q4_0: llama.cpp alone until edgeshare has it) and bound (--max-seq-len = n_ctx). JSON "llamacpp": one row per (format, n_ctx, threads)
-with weights on disk, each process's peak RSS, prefill ms, decode tokens/s, edgeshare/llama.cpp
-ratios, and whether the greedy tokens agree with transformers' and with each other.
+Q4_0: --quantize int4 --group-size 32) and bound (--max-seq-len = n_ctx). JSON "llamacpp": one
+row per (format, n_ctx, threads) with weights on disk, each process's peak RSS, prefill ms,
+decode tokens/s, edgeshare/llama.cpp ratios, and whether the greedy tokens agree with
+transformers' and with each other.
 llama.cpp's flash attention is off unless --flash-attn says otherwise. --peer-only skips the
 tiny-LLM case's own figures.
 

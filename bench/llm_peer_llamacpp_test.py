@@ -87,10 +87,10 @@ def test_other_tokens_are_a_mismatch_with_the_first_difference() -> None:
     assert f32["edgeshare_tokens_match_transformers"] is True
 
 
-def test_every_format_converts_or_quantizes_and_f32_f16_q8_0_have_an_edgeshare_twin() -> None:
+def test_every_format_converts_or_quantizes_and_has_an_edgeshare_twin() -> None:
     assert [f.name for f in FORMATS][:2] == ["F32", "F16"]
     assert all((f.gguf is None) != (f.quantize is None) for f in FORMATS)
-    assert [f.name for f in FORMATS if f.edgeshare is not None] == ["F32", "F16", "Q8_0"]
+    assert [f.name for f in FORMATS if f.edgeshare is not None] == ["F32", "F16", "Q8_0", "Q4_0"]
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,19 @@ y = (x_scale * w_scale) * float(acc) + bias. `qc8w_linear` is that computation i
 `int8_reference` swaps a model's foundation linears for it, and its token embeddings for
 `gather_qc8w` (the int8 rows written as q * scale, the runtime's edgeshare::embedding_qc8w): the
 eager model the runtime's outputs are compared with.
+
+qc4w: signed 4-bit values in groups of `group_size` (32, 64 or 128) along the input dim, symmetric,
+round half to even, float16 scales per group. The convention is torchao 0.18.0's
+(`choose_qparams_affine(MappingType.SYMMETRIC, block_size=(1, group), quant_min=-8, quant_max=7,
+scale_dtype=float16)` then `quantize_affine`): scale = fp16(max|w_group| / 7.5), and
+q = clamp(round(w * f32(fp16(1 / scale))), -8, 7), the reciprocal rounded to fp16 as torchao
+computes it. Where torchao's arithmetic is not finite (a group whose fp16 scale is 0 or whose fp16
+reciprocal overflows, |w| < ~1e-4), q = round(w / scale) clamped (0 for a zero scale). Entries:
+"<key>.qc4w" (uint8 [out, in / 2], element 2j in the low nibble of byte j and 2j + 1 in the high
+one, two's complement) and "<key>.qc4w.scales" (float16 [out, in / group]). The group size is the
+scales' shape, and the delegate graph carries it beside the scheme. `qc4w_linear` is the
+delegate's computation (exact integer sums per group, one multiply-add per group, then the
+activation scale), and `int4_reference` swaps a model's foundation linears for it.
 """
 
 from typing import Callable, Optional, Tuple
@@ -21,20 +34,41 @@ import torch
 from torch import nn
 
 __all__ = [
+    "DEFAULT_GROUP_SIZE",
+    "GROUP_SIZES",
+    "OUTPUT_LAYER_NAMES",
+    "QC4W_SCALES_SUFFIX",
+    "QC4W_SCHEME",
+    "QC4W_SUFFIX",
     "QC8W_SCALES_SUFFIX",
     "QC8W_SCHEME",
     "QC8W_SUFFIX",
     "QUANTIZE_SCHEMES",
+    "dequantize_qc4w",
     "dequantize_qc8w",
     "gather_qc8w",
+    "int4_reference",
     "int8_reference",
+    "is_output_layer",
+    "pack_int4",
+    "qc4w_linear",
     "qc8w_linear",
     "quantize_activation_rows",
+    "quantize_qc4w",
     "quantize_qc8w",
+    "unpack_int4",
 ]
 
 QC8W_SCHEME = "int8"
-QUANTIZE_SCHEMES: Tuple[str, ...] = ("none", QC8W_SCHEME)
+QC4W_SCHEME = "int4"
+QUANTIZE_SCHEMES: Tuple[str, ...] = ("none", QC8W_SCHEME, QC4W_SCHEME)
+GROUP_SIZES: Tuple[int, ...] = (32, 64, 128)
+DEFAULT_GROUP_SIZE = 32
+# A Linear of one of these names is the model's output layer: int8 under the int4 scheme unless
+# asked otherwise, as llama.cpp's 4-bit mixes keep the output layer at 6-8 bits.
+OUTPUT_LAYER_NAMES: Tuple[str, ...] = ("lm_head", "output", "embed_out")
+QC4W_SUFFIX = ".qc4w"
+QC4W_SCALES_SUFFIX = ".qc4w.scales"
 # "<key>.qc8w" cannot be another weight's key: "<key>" is a tensor, so no module is called
 # "<key>" and no parameter "<key>.qc8w" exists.
 QC8W_SUFFIX = ".qc8w"
@@ -53,11 +87,7 @@ def quantize_qc8w(weight: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     Raises:
       ValueError: the weight is not a finite float32 matrix.
     """
-    if weight.dtype != torch.float32 or weight.dim() != 2:
-        raise ValueError(f"quantize_qc8w: takes a float32 matrix, got {weight.dtype} of shape {tuple(weight.shape)}")
-    w = weight.detach()
-    if not bool(torch.isfinite(w).all()):
-        raise ValueError("quantize_qc8w: the weight has a NaN or an infinity")
+    w = _check_weight("quantize_qc8w", weight)
     scales = (w.abs().amax(dim=1) / 127.0).to(torch.float32)
     safe = torch.where(scales > 0, scales, torch.ones_like(scales))
     q = torch.round(w / safe[:, None]).clamp_(-127, 127).to(torch.int8)
@@ -81,6 +111,71 @@ def gather_qc8w(q: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) ->
       float32 [..., d].
     """
     return q[indices].to(torch.float32) * scales[indices].unsqueeze(-1)
+
+
+def _check_weight(what: str, weight: torch.Tensor) -> torch.Tensor:
+    if weight.dtype != torch.float32 or weight.dim() != 2:
+        raise ValueError(f"{what}: takes a float32 matrix, got {weight.dtype} of shape {tuple(weight.shape)}")
+    w = weight.detach()
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError(f"{what}: the weight has a NaN or an infinity")
+    return w
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """Packs int8 values in [-8, 7] of shape [out, in] (in even) two to a byte: uint8 [out, in / 2],
+    element 2j in the low nibble of byte j and 2j + 1 in the high one."""
+    nibbles = (q.to(torch.int16) & 0xF).to(torch.uint8)
+    return (nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)).contiguous()
+
+
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """pack_int4's inverse: int8 [out, 2 * bytes] in [-8, 7]."""
+    b = packed.to(torch.int16)
+    lo, hi = b & 0xF, (b >> 4) & 0xF
+    q = torch.stack([lo, hi], dim=-1).reshape(packed.shape[0], -1)
+    return torch.where(q >= 8, q - 16, q).to(torch.int8)
+
+
+def quantize_qc4w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Quantizes a float [out, in] weight to signed 4-bit values in groups along the input dim.
+
+    Args:
+      weight: a finite float32 tensor of rank 2 whose input size is a multiple of group_size.
+      group_size: one of GROUP_SIZES.
+
+    Returns:
+      (uint8 [out, in / 2] packed as pack_int4, float16 scales [out, in / group_size]), contiguous.
+
+    Raises:
+      ValueError: the weight is not a finite float32 matrix, its input size is not a multiple of
+        the group size, or a group's scale is beyond float16's range.
+    """
+    w = _check_weight("quantize_qc4w", weight)
+    if group_size not in GROUP_SIZES:
+        raise ValueError(f"quantize_qc4w: group size must be one of {GROUP_SIZES}, got {group_size}")
+    out, k = w.shape
+    if k % group_size:
+        raise ValueError(f"quantize_qc4w: input size {k} is not a multiple of the group size {group_size}")
+    groups = w.reshape(out, k // group_size, group_size)
+    scale32 = groups.abs().amax(dim=-1) / 7.5
+    scales = scale32.to(torch.float16)
+    if bool(torch.isinf(scales).any()):
+        raise ValueError("quantize_qc4w: a group's scale max|w| / 7.5 is beyond float16's range")
+    inv16 = 1.0 / scales  # float16, as torchao computes it
+    finite = torch.isfinite(inv16) & (scales > 0)
+    s32 = scales.to(torch.float32)
+    inv = torch.where(finite, inv16.to(torch.float32), 1.0 / torch.where(scales > 0, s32, torch.ones_like(s32)))
+    q = torch.round(groups * inv[..., None]).clamp_(-8, 7)
+    q = torch.where((scales > 0)[..., None], q, torch.zeros_like(q)).to(torch.int8).reshape(out, k)
+    return pack_int4(q), scales.contiguous()
+
+
+def dequantize_qc4w(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The float weight an int4 weight and its scales stand for: q * scale per group."""
+    q = unpack_int4(packed).to(torch.float32)
+    group = q.shape[1] // scales.shape[1]
+    return q * scales.to(torch.float32).repeat_interleave(group, dim=1)
 
 
 def quantize_activation_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -119,6 +214,60 @@ def qc8w_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, bias: Op
     return y + bias if bias is not None else y
 
 
+def qc4w_linear(
+    x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, bias: Optional[torch.Tensor]
+) -> torch.Tensor:
+    """The int4 fully connected as the delegate computes it, in torch.
+
+    Per row: int8 activations (quantize_activation_rows), one exact integer sum per group, then
+    acc = fma(float(sum_g), scale_g, acc) over the groups in order and y = fma(acc, x_scale, bias),
+    as the delegate's kernels compute. Each fused multiply-add is emulated in float64 (the product
+    of a float32 and an int32 sum, or of two float32 values, is exact there) and rounded once to
+    float32; that sum can round twice only when its exact value needs more than 53 bits, which the
+    operands here make rare.
+
+    Args:
+      x: float32 [..., in].
+      packed: uint8 [out, in / 2] (pack_int4).
+      scales: float16 [out, in / group].
+      bias: float32 [out] or None.
+
+    Returns:
+      float32 [..., out].
+    """
+    qx, xs = quantize_activation_rows(x)
+    q = unpack_int4(packed)
+    out, k = q.shape
+    n_groups = scales.shape[1]
+    group = k // n_groups
+    xg = qx.to(torch.float64).reshape(*qx.shape[:-1], n_groups, group)
+    wg = q.to(torch.float64).reshape(out, n_groups, group)
+    # Exact integer sums per group: [..., out, groups].
+    acc = torch.einsum("...gk,ogk->...og", xg, wg)
+    y = torch.zeros((*x.shape[:-1], out), dtype=torch.float32)
+    s = scales.to(torch.float64)
+    for g in range(n_groups):
+        y = (acc[..., g] * s[:, g] + y.to(torch.float64)).to(torch.float32)
+    b = torch.zeros(out, dtype=torch.float64) if bias is None else bias.to(torch.float64)
+    return (y.to(torch.float64) * xs.to(torch.float64)[..., None] + b).to(torch.float32)
+
+
+class _Int4Linear(nn.Module):
+    """A Linear run as the delegate runs an int4 foundation linear."""
+
+    def __init__(self, linear: nn.Linear, group_size: int) -> None:
+        super().__init__()
+        packed, scales = quantize_qc4w(linear.weight.detach().to(torch.float32), group_size)
+        self.register_buffer("packed", packed)
+        self.register_buffer("scales", scales)
+        self.bias_ = None if linear.bias is None else linear.bias.detach()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return qc4w_linear(x, self.packed, self.scales, self.bias_)
+
+
 class _Int8Linear(nn.Module):
     """A Linear run as the delegate runs an int8 foundation linear."""
 
@@ -155,6 +304,51 @@ def _is_adapter_linear(name: str) -> bool:
     return any(p.startswith("lora_") or p in ("lora_a", "lora_b") for p in parts)
 
 
+def is_output_layer(key: str) -> bool:
+    """Whether a weight key ("lm_head.weight", "model.output.weight") is an output layer's."""
+    parts = key.split(".")
+    return len(parts) >= 2 and parts[-2] in OUTPUT_LAYER_NAMES
+
+
+def int4_reference(
+    model: nn.Module,
+    group_size: int = DEFAULT_GROUP_SIZE,
+    lm_head: str = QC8W_SCHEME,
+    is_foundation: Optional[Callable[[str], bool]] = None,
+) -> nn.Module:
+    """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for the computation
+    the int4 export runs: int4 linears, except int8 for an output layer (unless lm_head is int4),
+    one tied to an embedding, or one whose input size is not a multiple of group_size; int8
+    embeddings.
+
+    Args:
+      model: the model (a foundation, or a foundation with LoRA adapters).
+      group_size: one of GROUP_SIZES.
+      lm_head: QC8W_SCHEME or QC4W_SCHEME, the output layer's scheme.
+      is_foundation: as int8_reference's.
+
+    Returns:
+      The same model.
+    """
+    keep = is_foundation or (lambda name: not _is_adapter_linear(name))
+    tables = {id(m.weight) for _, m in model.named_modules() if isinstance(m, nn.Embedding)}
+    int4 = [
+        n
+        for n, m in model.named_modules()
+        if isinstance(m, nn.Linear)
+        and n
+        and keep(n)
+        and id(m.weight) not in tables
+        and m.in_features % group_size == 0
+        and (lm_head == QC4W_SCHEME or not is_output_layer(n + ".weight"))
+    ]
+    for name in int4:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, _Int4Linear(model.get_submodule(name), group_size))
+    return int8_reference(model, is_foundation)
+
+
 def int8_reference(model: nn.Module, is_foundation: Optional[Callable[[str], bool]] = None) -> nn.Module:
     """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for its int8
     computation.
@@ -169,7 +363,9 @@ def int8_reference(model: nn.Module, is_foundation: Optional[Callable[[str], boo
     """
     keep = is_foundation or (lambda name: not _is_adapter_linear(name))
     targets = [
-        (n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Embedding)) and n and keep(n)
+        (n, m)
+        for n, m in model.named_modules()
+        if isinstance(m, (nn.Linear, nn.Embedding)) and n and keep(n)
     ]
     for name, module in targets:
         parent_name, _, child = name.rpartition(".")

@@ -195,7 +195,11 @@ def test_quantize_and_fp16_cannot_both_change_the_weights():
     with pytest.raises(ValueError, match="cannot both"):
         XnnpackPartitioner(fc_weight_dtype="fp16", quantize="int8")
     with pytest.raises(ValueError, match="quantize must be one of"):
-        XnnpackPartitioner(quantize="int4")
+        XnnpackPartitioner(quantize="int2")
+    with pytest.raises(ValueError, match="cannot both"):
+        XnnpackPartitioner(fc_weight_dtype="fp16", quantize="int4")
+    with pytest.raises(ValueError, match="group_size must be one of"):
+        XnnpackPartitioner(quantize="int4", group_size=48)
 
 
 if __name__ == "__main__":

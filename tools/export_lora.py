@@ -48,7 +48,7 @@ from edgeshare.exir.data_policy import FoundationDataPolicy, LoraDataPolicy
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
 from edgeshare.exir.lora import LoraExportResult, _adapter_models, export_lora
-from edgeshare.exir.quantize import QUANTIZE_SCHEMES
+from edgeshare.exir.quantize import DEFAULT_GROUP_SIZE, GROUP_SIZES, QC4W_SCHEME, QC8W_SCHEME, QUANTIZE_SCHEMES
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
 from edgeshare.exir.tokenizer_files import read_tokenizer_files, write_tokenizer_files
 
@@ -295,7 +295,23 @@ def _parser() -> argparse.ArgumentParser:
         choices=QUANTIZE_SCHEMES,
         default="none",
         help="int8: every foundation Linear weight (lm_head included) as int8 per output row with "
-        "float32 scales, run by the delegate's int8 kernels; adapters stay float32",
+        "float32 scales, run by the delegate's int8 kernels; int4: signed 4-bit in groups along the "
+        "input dim with float16 scales (the lm_head, a tied embedding and a layer whose input size is "
+        "not a multiple of the group stay int8, said in the summary); the token embedding is int8 "
+        "per row; adapters stay float32",
+    )
+    parser.add_argument(
+        "--group-size",
+        type=int,
+        choices=GROUP_SIZES,
+        default=None,
+        help=f"with --quantize int4: the group along the input dim (default {DEFAULT_GROUP_SIZE})",
+    )
+    parser.add_argument(
+        "--lm-head",
+        choices=(QC8W_SCHEME, QC4W_SCHEME),
+        default=None,
+        help="with --quantize int4: the output layer's scheme (default int8)",
     )
     parser.add_argument(
         "--foundation-by",
@@ -346,8 +362,9 @@ def swappable_report(result: SwappableExportResult) -> str:
     return "\n".join(lines)
 
 
-def _export_swappable(args: argparse.Namespace, out_dir: str, progress: Callable[[str], None]) -> SwappableExportResult:
-    partitioner = _partitioner(args)
+def _export_swappable(
+    args: argparse.Namespace, out_dir: str, progress: Callable[[str], None], partitioner: XnnpackPartitioner
+) -> SwappableExportResult:
     if args.hf_model is not None:
         _quiet_transformers()
         return export_hf_swappable(
@@ -369,13 +386,21 @@ def _export_swappable(args: argparse.Namespace, out_dir: str, progress: Callable
 _KV_DTYPES = {"fp32": None, "fp16": torch.float16}
 
 # TensorLayout.scalar_type -> the name the summary gives its bytes.
-_FORMAT_NAMES = {1: "int8", 5: "fp16", 6: "fp32"}
+# uint8 entries are int4 weights packed two to a byte (the only uint8 entries an export writes).
+_FORMAT_NAMES = {0: "int4", 1: "int8", 5: "fp16", 6: "fp32"}
 
 
 def _partitioner(args: argparse.Namespace) -> XnnpackPartitioner:
     if args.quantize != "none" and args.fc_weight_dtype != "fp32":
         raise ExportError("--quantize cannot be combined with --fc-weight-dtype fp16")
-    return XnnpackPartitioner(fc_weight_dtype=args.fc_weight_dtype, quantize=args.quantize)
+    if args.quantize != QC4W_SCHEME and (args.group_size is not None or args.lm_head is not None):
+        raise ExportError("--group-size and --lm-head apply to --quantize int4")
+    return XnnpackPartitioner(
+        fc_weight_dtype=args.fc_weight_dtype,
+        quantize=args.quantize,
+        group_size=args.group_size or DEFAULT_GROUP_SIZE,
+        lm_head=args.lm_head or QC8W_SCHEME,
+    )
 
 
 def format_bytes(ptd_path: str) -> str:
@@ -404,9 +429,8 @@ def _check_swappable_flags(args: argparse.Namespace) -> None:
 
 
 def _export(
-    args: argparse.Namespace, out_dir: str, progress: Callable[[str], None]
+    args: argparse.Namespace, out_dir: str, progress: Callable[[str], None], partitioner: XnnpackPartitioner
 ) -> Tuple[LoraExportResult, List[str]]:
-    partitioner = _partitioner(args)
     if args.hf_model is not None:
         adapters = parse_adapters(args.adapter)
         _quiet_transformers()
@@ -449,13 +473,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check_out_dir(out_dir)
         # The model's tokenizer and generation_config.json go beside the programs (checked first).
         text = read_tokenizer_files(_user_path(args.hf_model)) if args.hf_model is not None else None
+        partitioner = _partitioner(args)
         if args.swappable:
-            swapped = _export_swappable(args, out_dir, progress)
+            swapped = _export_swappable(args, out_dir, progress, partitioner)
             summary, foundation = swappable_report(swapped), swapped.foundation_path
         else:
-            exported = _export(args, out_dir, progress)
+            exported = _export(args, out_dir, progress, partitioner)
             summary, foundation = report(*exported), exported[0].foundation_path
         summary += "\n" + format_bytes(os.path.join(out_dir, foundation))
+        summary += "".join(f"\nint8, not int4: {key} ({why})" for key, why in partitioner.int8_fallbacks.items())
         if text is not None and text.contents:
             written = write_tokenizer_files(text, out_dir, progress)
             summary += "\ntokenizer and generation config: " + ", ".join(os.path.basename(p) for p in written)

@@ -14,8 +14,6 @@ kernels: the in-repo tiny Llama (tied embedding / lm_head) with two PEFT adapter
 """
 
 import os
-import shutil
-import subprocess
 from typing import List, Optional
 
 import numpy as np
@@ -28,8 +26,9 @@ from edgeshare.exir._serialize.ptd import DEFAULT_TENSOR_ALIGNMENT
 from edgeshare.exir.quantize import QC8W_SCALES_SUFFIX, QC8W_SUFFIX, int8_reference
 from edgeshare.extension.python import DataFile, Program, weights_cache_stats
 from edgeshare.models import hf_tiny
-from edgeshare.testing.generate_binary import generate_binary_path, generate_programs
+from edgeshare.testing.generate_binary import generate_programs
 from edgeshare.tools import export_lora
+from edgeshare.tools import quantized_run_checks as checks
 
 MAX_SEQ_LEN = 48
 NEW_TOKENS = 32
@@ -84,17 +83,7 @@ def _model(files: hf_tiny.TinyLoraFiles, adapter: Optional[str], int8: bool) -> 
 
 
 def _reference_tokens(files: hf_tiny.TinyLoraFiles, adapter: Optional[str]) -> List[int]:
-    model = _model(files, adapter, int8=True)
-    ids = torch.from_numpy(PROMPT).view(1, -1)
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=False,
-            max_new_tokens=NEW_TOKENS,
-            min_new_tokens=NEW_TOKENS,
-        )
-    return out[0, ids.shape[1] :].tolist()
+    return checks.reference_tokens(_model(files, adapter, int8=True), PROMPT, NEW_TOKENS)
 
 
 def test_foundation_ptd_holds_every_linear_and_the_tied_embedding_as_int8_once(exported):
@@ -189,24 +178,8 @@ def test_swappable_int8_program_generates_each_adapter_as_the_reference(exported
 
 def test_a_flipped_scale_byte_is_an_error_naming_the_key(exported, tmp_path):
     _, out, prompt_path = exported
-    path = os.path.join(out, "foundation.ptd")
-    with open(path, "rb") as f:
-        data = bytearray(f.read())
-    ptd = deserialize_ptd(bytes(data), "foundation.ptd")
-    key = sorted(k for k in ptd.named_data if k.endswith(QC8W_SCALES_SUFFIX))[0]
-    blob = ptd.named_data[key].data
-    offset = bytes(data).find(blob)
-    assert offset > 0 and bytes(data).find(blob, offset + 1) < 0
-    data[offset + 1] ^= 0x01
-    broken = tmp_path / "foundation.ptd"
-    broken.write_bytes(bytes(data))
-    shutil.copy(os.path.join(out, "foundation.pte"), tmp_path / "foundation.pte")
-    args = ["--program", str(tmp_path / "foundation.pte"), "--data", str(broken), "--prompt-ids", prompt_path]
-    proc = subprocess.run([generate_binary_path(), *args, "--max-new-tokens", "2"], capture_output=True, text=True)
-    assert proc.returncode == 1, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("generate: error: "), proc.stderr
-    assert f"'{key}'" in lines[0], lines[0]
+    key, line = checks.flipped_scale_byte_error(out, QC8W_SCALES_SUFFIX, prompt_path, str(tmp_path))
+    assert line.startswith("generate: error: ") and f"'{key}'" in line, line
 
 
 if __name__ == "__main__":

@@ -67,6 +67,28 @@ def test_quantize_int8_writes_int8_foundation_weights_and_reports_bytes_per_form
     assert f"foundation.ptd by format: fp32 {fp32} bytes" in out and f"int8 {sum(int8.values())} bytes" in out
 
 
+def test_quantize_int4_writes_grouped_int4_weights_and_reports_bytes_per_format(tmp_path, capsys):
+    argv = ["--out", str(tmp_path), "--quantize", "int4", "--group-size", "128"]
+    assert export_lora.main(argv) == 0
+    with open(tmp_path / "foundation.ptd", "rb") as f:
+        ptd = deserialize_ptd(f.read(), "foundation.ptd")
+    int4 = {k: b for k, b in ptd.named_data.items() if b.tensor_layout.scalar_type == 0}
+    assert sorted(int4) == [f"fc{i}.weight.qc4w" for i in (1, 2, 3)]
+    # Two values a byte; one float16 scale per 128 inputs.
+    for key, blob in int4.items():
+        out_size, half_in = blob.tensor_layout.sizes
+        scales = ptd.named_data[key + ".scales"].tensor_layout
+        assert scales.scalar_type == 5 and list(scales.sizes) == [out_size, 2 * half_in // 128]
+    out = capsys.readouterr().out
+    assert f"int4 {sum(len(b.data) for b in int4.values())} bytes" in out and "int8, not int4" not in out
+
+
+def test_group_size_without_int4_is_a_clear_error(tmp_path, capsys):
+    assert export_lora.main(["--out", str(tmp_path), "--quantize", "int8", "--group-size", "64"]) == 1
+    assert "--group-size and --lm-head apply to --quantize int4" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "foundation.ptd")
+
+
 def test_quantize_with_fp16_weights_is_a_clear_error(tmp_path, capsys):
     assert export_lora.main(["--out", str(tmp_path), "--quantize", "int8", "--fc-weight-dtype", "fp16"]) == 1
     assert "--quantize cannot be combined with --fc-weight-dtype fp16" in capsys.readouterr().err

@@ -33,17 +33,26 @@ delegate's dynamically quantized fully connected kernels. A token embedding over
 data becomes the same int8 entries, gathered outside the delegate (exir/embedding_qc8w.py): a tied
 embedding and lm_head hold one int8 entry. Adapter weights stay float32.
 
+int4 foundation weights (`XnnpackPartitioner(quantize="int4", group_size=32)`): as int8, but each
+such linear's weight is signed 4-bit in groups of group_size along the input dim with float16
+scales (scheme qc4w) under "<key>.qc4w" and "<key>.qc4w.scales", except int8 (qc8w) for the
+output layer (exir/quantize.py's OUTPUT_LAYER_NAMES; lm_head="int4" makes it int4 too), for a
+weight tied to the token embedding (one int8 entry serves both) and for a weight whose input size
+is not a multiple of the group size. The token embedding stays int8 per row. The partitioner
+records the scheme of each foundation weight on its placeholder (QUANT_SCHEME_META) and the
+int8 ones with their reason in `int8_fallbacks`.
+
 Supported ops (one line per row of the registry):
 """
 
 import operator
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 from edgeshare.backends.xnnpack import op_rows
 from edgeshare.exir.compile_spec import CompileSpec
-from edgeshare.exir.data_policy import DATA_OPEN_META
-from edgeshare.exir.graph import is_lifted, lifted_inputs
+from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
+from edgeshare.exir.graph import is_lifted, lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import (
     DelegationSpec,
     Partitioner,
@@ -51,10 +60,17 @@ from edgeshare.exir.partition import (
     tag_supported_nodes,
 )
 from edgeshare.exir.embedding_qc8w import quantize_embeddings
-from edgeshare.exir.quantize import QUANTIZE_SCHEMES
+from edgeshare.exir.quantize import (
+    DEFAULT_GROUP_SIZE,
+    GROUP_SIZES,
+    QC4W_SCHEME,
+    QC8W_SCHEME,
+    QUANTIZE_SCHEMES,
+    is_output_layer,
+)
 from torch.export import ExportedProgram
 
-__all__ = ["FP16_TOLERANCE", "XnnpackPartitioner", "is_lifted_weight"]
+__all__ = ["FP16_TOLERANCE", "QUANT_SCHEME_META", "XnnpackPartitioner", "is_lifted_weight"]
 
 BACKEND_ID = "XnnpackBackend"
 MAX_RANK = op_rows.MAX_RANK
@@ -64,6 +80,10 @@ FC_WEIGHT_DTYPE_SPEC = "fc_weight_dtype"
 FC_WEIGHT_DTYPES = ("fp32", "fp16")
 # The compile spec of the foundation's quantization (absent: none).
 QUANTIZE_SPEC = "quantize"
+# The compile spec of the int4 scheme's group size (absent: DEFAULT_GROUP_SIZE).
+GROUP_SIZE_SPEC = "group_size"
+# Placeholder meta under quantize="int4": the scheme ("int4" or "int8") of a pinned foundation weight.
+QUANT_SCHEME_META = "edgeshare_quant_scheme"
 
 # The documented error bound of fc_weight_dtype="fp16" against torch eager in float32:
 #   |got - want| <= FP16_TOLERANCE * max(1, max|want|)   (elementwise; max over the output tensor)
@@ -114,13 +134,17 @@ class XnnpackPartitioner(Partitioner):
         max(1, max|want|) with FP16_TOLERANCE = 1e-2 (measured on the demo LoRA MLP: max abs error
         2.9e-3 with outputs up to 0.47; foundation.ptd 1,064,960 bytes instead of 2,113,536).
         Weights beyond half's range (|w| > 65504) are refused at export.
-      quantize: "none" (default) or "int8": every delegated linear over a pinned foundation weight
-        gets that weight as int8 per output row with float32 scales (exir/quantize.py); adapter
-        weights and biases stay float32.
+      quantize: "none" (default), "int8": every delegated linear over a pinned foundation weight
+        gets that weight as int8 per output row with float32 scales (exir/quantize.py), or "int4":
+        as int4 in groups with float16 scales (int8 for the output layer, a weight tied to the
+        embedding, and an input size that is not a multiple of the group); adapter weights and
+        biases stay float32.
+      group_size: the int4 group along the input dim, one of GROUP_SIZES.
+      lm_head: "int8" (default) or "int4", the output layer's scheme under quantize="int4".
 
     Raises:
-      ValueError: fc_weight_dtype is not "fp32" or "fp16", quantize is not "none" or "int8", or
-        both ask for a change.
+      ValueError: fc_weight_dtype is not "fp32" or "fp16", quantize is not one of
+        QUANTIZE_SCHEMES, both ask for a change, or group_size or lm_head is not allowed.
     """
 
     def __init__(
@@ -128,6 +152,8 @@ class XnnpackPartitioner(Partitioner):
         is_supported_override: Optional[Callable[[torch.fx.Node], bool]] = None,
         fc_weight_dtype: str = "fp32",
         quantize: str = "none",
+        group_size: int = DEFAULT_GROUP_SIZE,
+        lm_head: str = QC8W_SCHEME,
     ) -> None:
         if fc_weight_dtype not in FC_WEIGHT_DTYPES:
             raise ValueError(
@@ -137,9 +163,45 @@ class XnnpackPartitioner(Partitioner):
             raise ValueError(f"XnnpackPartitioner: quantize must be one of {QUANTIZE_SCHEMES}, got {quantize!r}")
         if quantize != "none" and fc_weight_dtype != "fp32":
             raise ValueError("XnnpackPartitioner: quantize and fc_weight_dtype cannot both change the weights")
+        if group_size not in GROUP_SIZES:
+            raise ValueError(f"XnnpackPartitioner: group_size must be one of {GROUP_SIZES}, got {group_size!r}")
+        if lm_head not in (QC8W_SCHEME, QC4W_SCHEME):
+            raise ValueError(f"XnnpackPartitioner: lm_head must be 'int8' or 'int4', got {lm_head!r}")
         self._override = is_supported_override
         self._fc_weight_dtype = fc_weight_dtype
         self._quantize = quantize
+        self._group_size = group_size
+        self._lm_head = lm_head
+        # quantize="int4": foundation weight key -> why it is int8, over every program partitioned.
+        self.int8_fallbacks: Dict[str, str] = {}
+
+    def _int4_schemes(self, ep: ExportedProgram) -> None:
+        """Records on each pinned foundation weight of rank 2 the scheme it is stored in."""
+        lifted = lifted_inputs(ep)
+        for node in ep.graph.nodes:
+            if node.op != "placeholder" or node.name not in lifted:
+                continue
+            if node.meta.get(EXTERNAL_TAG_META) is None or node.meta.get(DATA_OPEN_META, False):
+                continue
+            tensor = lifted_tensor(ep, lifted[node.name].fqn)
+            if tensor.dim() != 2:
+                continue
+            key = node.meta.get(DATA_KEY_META, lifted[node.name].fqn)
+            scheme, why = self._int4_scheme(node, key, int(tensor.shape[1]))
+            node.meta[QUANT_SCHEME_META] = scheme
+            if scheme != QC4W_SCHEME and any(
+                u.op == "call_function" and u.target is not torch.ops.aten.embedding.default for u in node.users
+            ):
+                self.int8_fallbacks[key] = why
+
+    def _int4_scheme(self, node: torch.fx.Node, key: str, in_size: int) -> Tuple[str, str]:
+        if any(u.op == "call_function" and u.target is torch.ops.aten.embedding.default for u in node.users):
+            return QC8W_SCHEME, "tied to the token embedding"
+        if self._lm_head == QC8W_SCHEME and is_output_layer(key):
+            return QC8W_SCHEME, "output layer"
+        if in_size % self._group_size:
+            return QC8W_SCHEME, f"input size {in_size} is not a multiple of the group size {self._group_size}"
+        return QC4W_SCHEME, ""
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         """Tags supported nodes of exported_program in place.
@@ -150,6 +212,8 @@ class XnnpackPartitioner(Partitioner):
         Returns:
           The program and DelegationSpec("XnnpackBackend") for each tag.
         """
+        if self._quantize == QC4W_SCHEME:
+            self._int4_schemes(exported_program)
         if self._quantize != "none":
             # The token embedding's gather runs outside the delegate, over the same int8 entries.
             quantize_embeddings(exported_program)
@@ -165,5 +229,7 @@ class XnnpackPartitioner(Partitioner):
             compile_specs.append(CompileSpec(FC_WEIGHT_DTYPE_SPEC, self._fc_weight_dtype.encode()))
         if self._quantize != "none":
             compile_specs.append(CompileSpec(QUANTIZE_SPEC, self._quantize.encode()))
+        if self._quantize == QC4W_SCHEME:
+            compile_specs.append(CompileSpec(GROUP_SIZE_SPEC, str(self._group_size).encode()))
         specs: Dict[str, DelegationSpec] = {t: DelegationSpec(BACKEND_ID, list(compile_specs)) for t in tags}
         return PartitionResult(exported_program, specs)

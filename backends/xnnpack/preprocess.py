@@ -22,6 +22,12 @@ FULLY_CONNECTED node that is pinned external data (the foundation) is a CHAR con
 "<key>.qc8w" with quant_scheme QC8W and its float32 scales under "<key>.qc8w.scales" (same external
 tag), each digested over its own bytes (exir/quantize.py); its bias and every program-kept
 (adapter) weight stay float32. A weight read by any other node keeps its fp32 constant too.
+
+With quantize=int4 and group_size=G, such a weight is a BYTE constant with quant_scheme QC4W and
+group_size G under "<key>.qc4w" (uint8 [out, in / 2]) with its float16 scales under
+"<key>.qc4w.scales" ([out, in / G]), unless the partitioner recorded int8 for it on its placeholder
+(QUANT_SCHEME_META: the output layer, a tied embedding, an input size not a multiple of G); then it
+is QC8W as above.
 """
 
 import hashlib
@@ -33,14 +39,32 @@ import flatbuffers
 import torch
 from edgeshare.backends.xnnpack import op_rows
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
-from edgeshare.backends.xnnpack.partitioner import FC_WEIGHT_DTYPE_SPEC, FC_WEIGHT_DTYPES, QUANTIZE_SPEC
+from edgeshare.backends.xnnpack.partitioner import (
+    FC_WEIGHT_DTYPE_SPEC,
+    FC_WEIGHT_DTYPES,
+    GROUP_SIZE_SPEC,
+    QUANT_SCHEME_META,
+    QUANTIZE_SPEC,
+)
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import LoweringError
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
-from edgeshare.exir.quantize import QC8W_SCALES_SUFFIX, QC8W_SCHEME, QC8W_SUFFIX, QUANTIZE_SCHEMES, quantize_qc8w
+from edgeshare.exir.quantize import (
+    DEFAULT_GROUP_SIZE,
+    GROUP_SIZES,
+    QC4W_SCALES_SUFFIX,
+    QC4W_SCHEME,
+    QC4W_SUFFIX,
+    QC8W_SCALES_SUFFIX,
+    QC8W_SCHEME,
+    QC8W_SUFFIX,
+    QUANTIZE_SCHEMES,
+    quantize_qc4w,
+    quantize_qc8w,
+)
 from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes, tensor_digest, tensor_view
 from torch.export import ExportedProgram
 
@@ -54,6 +78,7 @@ WEIGHT_ALIGNMENT = 64
 FLOAT = 6
 HALF = 5
 CHAR = 1
+BYTE = 0
 FP16_KEY_SUFFIX = ".fp16"
 
 _OpKind = xfb.OpKind
@@ -69,13 +94,16 @@ class _GraphBuilder:
         ep: ExportedProgram,
         store: NamedDataStore,
         fc_fp16: bool = False,
-        quantize: bool = False,
+        quantize: str = "none",
+        group_size: int = DEFAULT_GROUP_SIZE,
     ) -> None:
         self.what = f"method '{method}', partition {index}"
         self.ep = ep
         self.store = store
         self.fc_fp16 = fc_fp16
-        self.quantize = quantize
+        self.scheme = quantize
+        self.quantize = quantize != "none"
+        self.group_size = group_size
         # quantize: the QC8W constant of a foundation weight read as a fully connected weight.
         self.q_ids: Dict[torch.fx.Node, int] = {}
         self.values: List["xfb.ValueT"] = []
@@ -171,25 +199,32 @@ class _GraphBuilder:
         self.values[index].digest = list(hashlib.sha256(data).digest())
         return index
 
-    def _qc8w_weight(self, node: torch.fx.Node, fqn: str) -> int:
+    def _quantized_weight(self, node: torch.fx.Node, fqn: str) -> int:
+        """The QC4W or QC8W constant of a foundation weight read as a fully connected weight."""
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
+        scheme = node.meta.get(QUANT_SCHEME_META, self.scheme)
+        if scheme == QC4W_SCHEME and tensor.dim() == 2 and tensor.shape[1] % self.group_size:
+            scheme = QC8W_SCHEME  # preprocess without the partitioner's record: the same rule
+        int4 = scheme == QC4W_SCHEME
         try:
-            q, scales = quantize_qc8w(tensor)
+            q, scales = quantize_qc4w(tensor, self.group_size) if int4 else quantize_qc8w(tensor)
         except ValueError as e:
             raise LoweringError(f"{self.what}: weight '{fqn}': {e}") from None
         base = node.meta.get(DATA_KEY_META, fqn)
         tag = node.meta.get(EXTERNAL_TAG_META)
+        suffixes = (QC4W_SUFFIX, QC4W_SCALES_SUFFIX) if int4 else (QC8W_SUFFIX, QC8W_SCALES_SUFFIX)
         entries = []
-        for key, t in ((base + QC8W_SUFFIX, q), (base + QC8W_SCALES_SUFFIX, scales)):
+        for key, t in ((base + suffixes[0], q), (base + suffixes[1], scales)):
             digest = tensor_digest(t)
             self.store.add_named_data(key, tensor_view(t), WEIGHT_ALIGNMENT, tag, TensorLayout.of(t, key), digest)
             entries.append((key, digest))
         index = self._value(xfb.ValueKind.CONSTANT, tensor.shape)
         value = self.values[index]
-        value.dtype = CHAR
-        value.quantScheme = xfb.QuantScheme.QC8W
+        value.dtype = BYTE if int4 else CHAR
+        value.quantScheme = xfb.QuantScheme.QC4W if int4 else xfb.QuantScheme.QC8W
+        value.groupSize = self.group_size if int4 else 0
         value.key, value.digest = entries[0][0], list(entries[0][1])
         value.scalesKey, value.scalesDigest = entries[1][0], list(entries[1][1])
         return index
@@ -271,7 +306,7 @@ class _GraphBuilder:
                     if other or not as_weight:
                         self.ids[node] = self._weight(node, lifted[node.name])
                     if as_weight:
-                        self.q_ids[node] = self._qc8w_weight(node, lifted[node.name])
+                        self.q_ids[node] = self._quantized_weight(node, lifted[node.name])
                 elif node.name in lifted:
                     self.ids[node] = self._weight(node, lifted[node.name])
                 else:
@@ -354,10 +389,15 @@ class XnnpackBackend(BackendDetails):
         return cls._preprocess("forward", 0, edge_program, None, compile_specs)
 
     @staticmethod
-    def _options(what: str, compile_specs: List[CompileSpec]) -> Tuple[bool, bool]:
-        """(fc weights in fp16, foundation weights in int8) from the compile specs."""
-        values = {FC_WEIGHT_DTYPE_SPEC: "fp32", QUANTIZE_SPEC: "none"}
-        allowed = {FC_WEIGHT_DTYPE_SPEC: FC_WEIGHT_DTYPES, QUANTIZE_SPEC: QUANTIZE_SCHEMES}
+    def _options(what: str, compile_specs: List[CompileSpec]) -> Tuple[bool, str, int]:
+        """(fc weights in fp16, the foundation's quantization scheme, int4 group size) from the
+        compile specs."""
+        values = {FC_WEIGHT_DTYPE_SPEC: "fp32", QUANTIZE_SPEC: "none", GROUP_SIZE_SPEC: str(DEFAULT_GROUP_SIZE)}
+        allowed = {
+            FC_WEIGHT_DTYPE_SPEC: FC_WEIGHT_DTYPES,
+            QUANTIZE_SPEC: QUANTIZE_SCHEMES,
+            GROUP_SIZE_SPEC: tuple(str(g) for g in GROUP_SIZES),
+        }
         for spec in compile_specs or []:
             if spec.key not in allowed:
                 raise LoweringError(f"XnnpackBackend: {what}: unknown compile spec '{spec.key}'")
@@ -367,12 +407,12 @@ class XnnpackBackend(BackendDetails):
                     f"XnnpackBackend: {what}: compile spec {spec.key}={value!r} is not one of {allowed[spec.key]}"
                 )
             values[spec.key] = value
-        fp16, int8 = values[FC_WEIGHT_DTYPE_SPEC] == "fp16", values[QUANTIZE_SPEC] == QC8W_SCHEME
-        if fp16 and int8:
+        fp16, scheme = values[FC_WEIGHT_DTYPE_SPEC] == "fp16", values[QUANTIZE_SPEC]
+        if fp16 and scheme != "none":
             raise LoweringError(
-                f"XnnpackBackend: {what}: {FC_WEIGHT_DTYPE_SPEC}=fp16 and {QUANTIZE_SPEC}=int8 conflict"
+                f"XnnpackBackend: {what}: {FC_WEIGHT_DTYPE_SPEC}=fp16 and {QUANTIZE_SPEC}={scheme} conflict"
             )
-        return fp16, int8
+        return fp16, scheme, int(values[GROUP_SIZE_SPEC])
 
     @classmethod
     def _preprocess(
@@ -384,8 +424,8 @@ class XnnpackBackend(BackendDetails):
         compile_specs: Optional[List[CompileSpec]] = None,
     ) -> PreprocessResult:
         store = NamedDataStore()
-        fc_fp16, quantize = cls._options(f"method '{method}', partition {index}", compile_specs or [])
-        blob = _GraphBuilder(method, index, ep, store, fc_fp16, quantize).build()
+        fc_fp16, quantize, group_size = cls._options(f"method '{method}', partition {index}", compile_specs or [])
+        blob = _GraphBuilder(method, index, ep, store, fc_fp16, quantize, group_size).build()
         output = store.get_named_data_store_output()
         if shared is not None:
             shared.merge(output)

@@ -144,6 +144,49 @@ TEST_P(FullyConnected, int8_weight_larger_than_a_slab) {
   ASSERT_TRUE(set_num_threads(1).ok());
 }
 
+// int4 weights in groups (the exporter's quantize="int4"): the delegate's int4 kernels, every group
+// size, no bias, rank-3 input, and several slabs on one thread or one pool thread each.
+TEST_P(FullyConnected, int4_every_group_size) {
+  for (size_t group : {32u, 64u, 128u}) {
+    LinearTester()
+        .input_channels(256)
+        .output_channels(37)
+        .batch_size(5)
+        .has_bias(true)
+        .weight_int4(group)
+        .share_weights(GetParam())
+        .Test();
+  }
+}
+
+TEST_P(FullyConnected, int4_without_bias_rank3) {
+  LinearTester()
+      .input_channels(64)
+      .output_channels(48)
+      .batch_dims({2, 3})
+      .has_bias(false)
+      .weight_int4(32)
+      .share_weights(GetParam())
+      .Test();
+}
+
+TEST_P(FullyConnected, int4_weight_larger_than_a_slab) {
+  for (size_t threads : {1u, 2u}) {
+    ASSERT_TRUE(set_num_threads(threads).ok());
+    for (size_t batch : {1u, 9u}) {
+      LinearTester()
+          .input_channels(1024)
+          .output_channels(1088)
+          .batch_size(batch)
+          .has_bias(true)
+          .weight_int4(32)
+          .share_weights(GetParam())
+          .Test();
+    }
+  }
+  ASSERT_TRUE(set_num_threads(1).ok());
+}
+
 // fp16 weights (the exporter's fc_weight_dtype="fp16"): an f16 operator in the weights cache, fed
 // through per-handle f32<->f16 converts; fetched and packed once with sharing, twice without.
 TEST_P(FullyConnected, fp16_with_bias) {

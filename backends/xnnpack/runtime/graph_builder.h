@@ -79,6 +79,16 @@ class GraphBuilder {
     values_[id].scales_digest.assign(scales_digest.bytes.begin(), scales_digest.bytes.end());
   }
 
+  // Makes a named constant an int4 (QC4W) weight in groups of `group_size` whose float16 scales
+  // are under `scales_key`.
+  void set_qc4w(uint32_t id, const std::string& scales_key, const runtime::Digest& scales_digest,
+                uint32_t group_size) {
+    set_qc8w(id, scales_key, scales_digest);
+    values_[id].dtype = edgeshare::schema::ScalarType_BYTE;
+    values_[id].quant_scheme = schema::QuantScheme_QC4W;
+    values_[id].group_size = group_size;
+  }
+
   std::vector<uint8_t> build(uint32_t version = 1) const {
     flatbuffers::FlatBufferBuilder fbb;
     std::vector<flatbuffers::Offset<schema::Value>> values;
@@ -89,7 +99,7 @@ class GraphBuilder {
           v.inline_data.empty() ? nullptr : &v.inline_data,
           v.dim_symbols.empty() ? nullptr : &v.dim_symbols, v.quant_scheme,
           v.scales_key.empty() ? nullptr : v.scales_key.c_str(),
-          v.scales_digest.empty() ? nullptr : &v.scales_digest));
+          v.scales_digest.empty() ? nullptr : &v.scales_digest, v.group_size));
     }
     std::vector<flatbuffers::Offset<schema::Node>> nodes;
     for (const Node& n : nodes_) {
@@ -119,6 +129,7 @@ class GraphBuilder {
     schema::QuantScheme quant_scheme = schema::QuantScheme_NONE;
     std::string scales_key;
     std::vector<uint8_t> scales_digest;
+    uint32_t group_size = 0;
   };
   struct Symbol {
     std::string name;

@@ -262,6 +262,8 @@ ConstantRef GraphCompiler::constant_ref(uint32_t id) const {
   ConstantRef ref;
   ref.identity.dtype = value(id).dtype;
   ref.identity.dims.assign(value(id).dims.begin(), value(id).dims.end());
+  // A QC4W weight [out, in] is stored two values a byte: its entry is uint8 [out, in / 2].
+  if (value(id).dtype == ScalarType::Byte) ref.identity.dims[1] /= 2;
   if (v->inline_data() != nullptr) {
     ref.identity.is_inline = true;
     ref.identity.inline_bytes.assign(v->inline_data()->begin(), v->inline_data()->end());
@@ -277,7 +279,12 @@ ConstantRef GraphCompiler::scales_ref(uint32_t id) const {
   ConstantRef ref;
   ref.identity.dtype = ScalarType::Float;
   ref.identity.dims.assign(1, static_cast<uint32_t>(value(id).dims[0]));
-  ref.key = v->scales_key()->str();  // graph_reader checked a QC8W value has both.
+  if (value(id).dtype == ScalarType::Byte) {
+    // QC4W: float16 [out, in / group]; graph_reader checked the group divides in.
+    ref.identity.dtype = ScalarType::Half;
+    ref.identity.dims.push_back(static_cast<uint32_t>(value(id).dims[1]) / v->group_size());
+  }
+  ref.key = v->scales_key()->str();  // graph_reader checked a QC8W or QC4W value has both.
   std::memcpy(ref.identity.digest.bytes.data(), v->scales_digest()->data(), 32);
   return ref;
 }

@@ -68,7 +68,7 @@ class GraphCompiler {
   bool read_directly(uint32_t id) const { return read_directly_[id]; }
   // How a constant of the graph is named and identified, for the weights cache.
   ConstantRef constant_ref(uint32_t id) const;
-  // The scales of a QC8W constant (float32 [out]).
+  // The scales of a QC8W constant (float32 [out]) or a QC4W one (float16 [out, in / group]).
   ConstantRef scales_ref(uint32_t id) const;
   // Makes a named constant readable at run time (retained until the graph goes).
   runtime::Status ensure_pointer(uint32_t id);

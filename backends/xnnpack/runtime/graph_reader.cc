@@ -19,7 +19,8 @@ static_assert(fb::ValueKind_INTERMEDIATE == 0, "ValueInfo::kind defaults to INTE
 namespace {
 
 // Kind and dtype: HALF is for named constants only (fully connected weights and biases), CHAR
-// for named QC8W constants with their scales (fully connected weights); the nodes check each use.
+// for named QC8W constants and BYTE for named QC4W constants, with their scales (fully connected
+// weights); the nodes check each use.
 Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   ES_CHECK_OR_RETURN_ERROR(v.kind() >= fb::ValueKind_MIN && v.kind() <= fb::ValueKind_MAX,
                            Error::InvalidProgram, "value %u has unknown kind %d", id,
@@ -28,23 +29,42 @@ Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   const bool named = v.kind() == fb::ValueKind_CONSTANT && v.key() != nullptr;
   const bool half = v.dtype() == edgeshare::schema::ScalarType_HALF;
   const bool qc8w = v.dtype() == edgeshare::schema::ScalarType_CHAR;
-  ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == (qc8w ? fb::QuantScheme_QC8W : fb::QuantScheme_NONE),
-                           Error::InvalidProgram,
-                           "value %u has dtype %d and quant_scheme %d; CHAR goes with QC8W only",
+  // An int4 weight: BYTE (two values a byte in its entry) with QC4W and its group size.
+  const bool qc4w = v.dtype() == edgeshare::schema::ScalarType_BYTE;
+  const fb::QuantScheme scheme = qc8w   ? fb::QuantScheme_QC8W
+                                 : qc4w ? fb::QuantScheme_QC4W
+                                        : fb::QuantScheme_NONE;
+  ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == scheme, Error::InvalidProgram,
+                           "value %u has dtype %d and quant_scheme %d; CHAR goes with QC8W and "
+                           "BYTE with QC4W only",
                            id, static_cast<int>(v.dtype()), static_cast<int>(v.quant_scheme()));
   ES_CHECK_OR_RETURN_ERROR(
-      v.dtype() == edgeshare::schema::ScalarType_FLOAT || ((half || qc8w) && named),
+      v.dtype() == edgeshare::schema::ScalarType_FLOAT || ((half || qc8w || qc4w) && named),
       Error::NotSupported,
-      "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF "
-      "or CHAR (QC8W) only for named constants (fully connected weights)",
+      "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF, "
+      "CHAR (QC8W) or BYTE (QC4W) only for named constants (fully connected weights)",
       id, static_cast<int>(v.dtype()));
-  if (qc8w) {
+  if (qc8w || qc4w) {
     ES_CHECK_OR_RETURN_ERROR(v.scales_key() != nullptr && v.scales_key()->size() > 0 &&
                                  v.scales_digest() != nullptr && v.scales_digest()->size() == 32,
                              Error::InvalidProgram,
-                             "QC8W constant value %u ('%s') needs a scales key and its 32-byte "
+                             "%s constant value %u ('%s') needs a scales key and its 32-byte "
                              "SHA-256 digest",
-                             id, v.key()->c_str());
+                             qc4w ? "QC4W" : "QC8W", id, v.key()->c_str());
+  }
+  if (qc4w) {
+    const uint32_t group = v.group_size();
+    ES_CHECK_OR_RETURN_ERROR(
+        (group == 32 || group == 64 || group == 128) && v.dims() != nullptr &&
+            v.dims()->size() == 2 && v.dims()->Get(1) % group == 0,
+        Error::InvalidProgram,
+        "QC4W constant value %u ('%s') has group size %u; it must be 32, 64 or 128 and divide "
+        "its [out, in] weight's input size",
+        id, v.key()->c_str(), group);
+  }
+  if (qc4w) {
+    info->dtype = ScalarType::Byte;
+    return Status();
   }
   info->dtype = half ? ScalarType::Half : qc8w ? ScalarType::Char : ScalarType::Float;
   return Status();

@@ -123,8 +123,9 @@ Status mean_last_dim_shapes(const NodeContext& c) {
 Status fully_connected_bias_dtype(const NodeContext& c, const ValueInfo& w) {
   if (c.num_in < 3) return Status();
   const ValueInfo& b = c.compiler->value(c.in[2]);
-  // An int8 (QC8W) weight keeps a float32 bias.
-  const ScalarType want = w.dtype == ScalarType::Char ? ScalarType::Float : w.dtype;
+  // An int8 (QC8W) or int4 (QC4W, Byte) weight keeps a float32 bias.
+  const bool quantized = w.dtype == ScalarType::Char || w.dtype == ScalarType::Byte;
+  const ScalarType want = quantized ? ScalarType::Float : w.dtype;
   ES_CHECK_OR_RETURN_ERROR(
       b.dtype == want, Error::NotSupported,
       "node %u (FULLY_CONNECTED): weight value %u is %s but bias value %u "
@@ -323,10 +324,12 @@ Status build_fully_connected(NodeContext& c) {
   const size_t out_ch = g.value(c.in[1]).dims[0];
   const size_t in_ch = g.value(c.in[1]).dims[1];
   const bool qc8w = g.value(c.in[1]).dtype == ScalarType::Char;
+  const bool qc4w = g.value(c.in[1]).dtype == ScalarType::Byte;
   FullyConnectedRequest request;
   request.weight = g.constant_ref(c.in[1]);
-  request.has_scales = qc8w;
-  if (qc8w) request.scales = g.scales_ref(c.in[1]);
+  request.has_scales = qc8w || qc4w;
+  if (request.has_scales) request.scales = g.scales_ref(c.in[1]);
+  const size_t group = qc4w ? in_ch / request.scales.identity.dims[1] : 0;
   request.has_bias = c.num_in == 3;
   if (request.has_bias) request.bias = g.constant_ref(c.in[2]);
   request.input_channels = in_ch;
@@ -343,6 +346,8 @@ Status build_fully_connected(NodeContext& c) {
   step.out = c.out;
   // The int8 kernels' scratch for this node's rows, made here so that runs allocate nothing.
   if (qc8w) step.qs8.reset(new QS8Buffers(batch, in_ch, out_ch));
+  // The int4 kernels' scratch: quantized rows, their scales and group sums.
+  if (qc4w) step.qc4.reset(new QC4Buffers(batch, in_ch, group));
   g.add_step(c.node, std::move(step));
   return Status();
 }

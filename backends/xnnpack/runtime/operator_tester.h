@@ -227,11 +227,21 @@ class LinearTester {
     return *this;
   }
 
+  // The weight as int4 in groups of `group` inputs with float16 scales (QC4W: "<key>.qc4w" and
+  // "<key>.qc4w.scales", as the exporter's quantize="int4" writes them): the delegate runs its
+  // int4 kernels, compared with the same computation here (exact integer sums per group, one fused
+  // multiply-add per group, then one with the activation scale and the bias).
+  LinearTester& weight_int4(size_t group) {
+    int4_group_ = group;
+    return *this;
+  }
+
   void Test() const {
     InMemoryDataMap map("foundation.ptd");
     std::vector<float> w = random_floats(output_channels_ * input_channels_, -1, 1, 1);
     std::vector<float> b = random_floats(output_channels_, -1, 1, 2);
-    const std::string suffix = fp16_ ? ".fp16" : int8_ ? ".qc8w" : "";
+    const bool int4 = int4_group_ > 0;
+    const std::string suffix = fp16_ ? ".fp16" : int8_ ? ".qc8w" : int4 ? ".qc4w" : "";
     const std::string wkey = "linear.weight" + suffix;
     const std::string bkey = std::string("linear.bias") + (fp16_ ? ".fp16" : "");
     if (fp16_) {
@@ -246,10 +256,12 @@ class LinearTester {
     std::vector<int8_t> q;
     std::vector<float> scales;
     if (int8_) quantize_rows(w, output_channels_, input_channels_, &q, &scales);
+    if (int4) quantize_groups(w, &q, &scales);
     const uint32_t wid = g.named(
         wkey, {static_cast<uint32_t>(output_channels_), static_cast<uint32_t>(input_channels_)},
         map.add(wkey, fp16_   ? pack_halves(w)
                       : int8_ ? pack_bytes(q)
+                      : int4  ? pack_bytes(pack_nibbles(q))
                               : w));
     if (fp16_) g.set_dtype(wid, edgeshare::schema::ScalarType_HALF);
     std::vector<uint32_t> ins = {x, wid};
@@ -257,6 +269,11 @@ class LinearTester {
     if (int8_) {
       const std::string skey = "linear.weight.qc8w.scales";
       g.set_qc8w(wid, skey, map.add(skey, scales));
+      keys.push_back(skey);
+    }
+    if (int4) {
+      const std::string skey = "linear.weight.qc4w.scales";
+      g.set_qc4w(wid, skey, map.add(skey, pack_halves(scales)), static_cast<uint32_t>(int4_group_));
       keys.push_back(skey);
     }
     if (has_bias_) {
@@ -271,10 +288,12 @@ class LinearTester {
 
     const size_t batch = numel_of(batch_dims_);
     const std::vector<float> input = random_floats(batch * input_channels_, -1, 1, 3);
-    const std::vector<float> want =
-        int8_ ? int8_reference(input, q, scales, b, batch) : reference(input, w, b, batch);
+    const std::vector<float> want = int8_  ? int8_reference(input, q, scales, b, batch)
+                                    : int4 ? int4_reference(input, q, scales, b, batch)
+                                           : reference(input, w, b, batch);
     run_two_handles(g.build(), map, keys, /*packs_per_handle=*/1, /*retained_per_handle=*/0, share_,
-                    {HostTensor{to_int_dims(x_dims), input}}, y_dims, want, int8_ ? 1e-6f : 1e-4f);
+                    {HostTensor{to_int_dims(x_dims), input}}, y_dims, want,
+                    int8_ || int4 ? 1e-6f : 1e-4f);
   }
 
  private:
@@ -294,6 +313,61 @@ class LinearTester {
         (*q)[r * k + i] = static_cast<int8_t>(std::nearbyint(v));
       }
     }
+  }
+  // Symmetric int4 per group of int4_group_ inputs: scale = half(max|w| / 7.5), q = clamp(round(w /
+  // scale), -8, 7) (0 for a zero scale); scales [out, in / group] as floats half holds exactly.
+  void quantize_groups(const std::vector<float>& w, std::vector<int8_t>* q,
+                       std::vector<float>* scales) const {
+    const size_t groups = input_channels_ / int4_group_;
+    q->assign(w.size(), 0);
+    scales->assign(output_channels_ * groups, 0.0f);
+    for (size_t o = 0; o < output_channels_; ++o) {
+      for (size_t g = 0; g < groups; ++g) {
+        const size_t at = o * input_channels_ + g * int4_group_;
+        float amax = 0.0f;
+        for (size_t i = 0; i < int4_group_; ++i) amax = std::max(amax, std::fabs(w[at + i]));
+        const float s = round_to_half(amax / 7.5f);
+        (*scales)[o * groups + g] = s;
+        if (s == 0.0f) continue;
+        for (size_t i = 0; i < int4_group_; ++i) {
+          const float v = std::min(7.0f, std::max(-8.0f, std::nearbyint(w[at + i] / s)));
+          (*q)[at + i] = static_cast<int8_t>(v);
+        }
+      }
+    }
+  }
+  // Two int4 values a byte, element 2j in the low nibble of byte j (the file's canonical layout).
+  static std::vector<int8_t> pack_nibbles(const std::vector<int8_t>& q) {
+    std::vector<int8_t> out(q.size() / 2);
+    for (size_t j = 0; j < out.size(); ++j) {
+      out[j] = static_cast<int8_t>((q[2 * j] & 0x0F) | ((q[2 * j + 1] & 0x0F) << 4));
+    }
+    return out;
+  }
+  // The int4 fully connected as the delegate computes it (kernels/kernels.h).
+  std::vector<float> int4_reference(const std::vector<float>& input, const std::vector<int8_t>& q,
+                                    const std::vector<float>& scales, const std::vector<float>& b,
+                                    size_t batch) const {
+    std::vector<int8_t> qx;
+    std::vector<float> xs;
+    quantize_rows(input, batch, input_channels_, &qx, &xs);
+    const size_t groups = input_channels_ / int4_group_;
+    std::vector<float> want(batch * output_channels_);
+    for (size_t n = 0; n < batch; ++n) {
+      for (size_t o = 0; o < output_channels_; ++o) {
+        float acc = 0.0f;
+        for (size_t g = 0; g < groups; ++g) {
+          int32_t sum = 0;
+          for (size_t i = g * int4_group_; i < (g + 1) * int4_group_; ++i) {
+            sum += int32_t(qx[n * input_channels_ + i]) * int32_t(q[o * input_channels_ + i]);
+          }
+          acc = std::fma(static_cast<float>(sum), scales[o * groups + g], acc);
+        }
+        const float y = std::fma(acc, xs[n], has_bias_ ? b[o] : 0.0f);
+        want[n * output_channels_ + o] = std::min(max_, std::max(min_, y));
+      }
+    }
+    return want;
   }
   // Bytes carried in floats (InMemoryDataMap holds float entries); a multiple of 4 bytes here.
   static std::vector<float> pack_bytes(const std::vector<int8_t>& bytes) {
@@ -346,6 +420,7 @@ class LinearTester {
   bool share_ = true;
   bool fp16_ = false;
   bool int8_ = false;
+  size_t int4_group_ = 0;  // 0: not int4
   float min_ = -std::numeric_limits<float>::infinity();
   float max_ = std::numeric_limits<float>::infinity();
 };

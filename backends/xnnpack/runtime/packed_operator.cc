@@ -54,6 +54,10 @@ bool is_qc8w(const PackedOperator::Shape& shape) {
   return shape.weight_dtype == runtime::ScalarType::Char;
 }
 
+bool is_qc4w(const PackedOperator::Shape& shape) {
+  return shape.weight_dtype == runtime::ScalarType::Byte;
+}
+
 // The vector kernels read a tile in 64-byte groups: the packing starts on a cache line.
 constexpr size_t kQC8WAlignment = 64;
 
@@ -73,6 +77,16 @@ QS8Buffers::QS8Buffers(size_t max_rows, size_t k, size_t n)
   scratch_.max_rows = max_rows;
 }
 
+QC4Buffers::QC4Buffers(size_t max_rows, size_t k, size_t group)
+    // As QS8Buffers: default-initialized, no page touched until a run writes it.
+    : q_(new int8_t[std::max<size_t>(1, max_rows * k)]),
+      scales_(new float[std::max<size_t>(1, max_rows)]),
+      xsum8_(new int32_t[std::max<size_t>(1, max_rows * (group > 0 ? k / group : 0))]) {
+  scratch_.q = q_.get();
+  scratch_.scales = scales_.get();
+  scratch_.max_rows = max_rows;
+}
+
 size_t default_slab_bytes() {
   static const size_t bytes = [] {
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -88,6 +102,10 @@ std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
   std::unique_ptr<PackedOperator> op(new PackedOperator(shape));
   if (is_qc8w(shape)) {
     op->plan_qc8w();
+    return op;
+  }
+  if (is_qc4w(shape)) {
+    op->plan_qc4w();
     return op;
   }
   if (is_f16(shape)) {
@@ -112,10 +130,10 @@ std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
 }
 
 void* PackedOperator::plan_own_packing(size_t element_bytes, size_t alignment, size_t tile,
-                                       size_t tile_bytes, size_t (*packed_bytes)(size_t, size_t),
+                                       size_t tile_bytes,
                                        std::unique_ptr<void, void (*)(void*)>* owned) {
   const size_t k = shape_.input_channels;
-  const size_t total = packed_bytes(k, shape_.output_channels);
+  const size_t total = (shape_.output_channels + tile - 1) / tile * tile_bytes;
   region_.reset(new PackedRegion(total + alignment, 1));
   void* packed = region_->allocate(total, alignment);
   if (packed == nullptr) {
@@ -131,7 +149,7 @@ void* PackedOperator::plan_own_packing(size_t element_bytes, size_t alignment, s
     slab.count = range.second;
     if (packed != nullptr) {
       slab.packed = static_cast<uint8_t*>(packed) + range.first / tile * tile_bytes;
-      slab.packed_bytes = packed_bytes(k, range.second);
+      slab.packed_bytes = (range.second + tile - 1) / tile * tile_bytes;
     }
     slabs_.push_back(slab);
   }
@@ -143,16 +161,24 @@ void PackedOperator::plan_qc8w() {
   // Slab widths are multiples of kSlabChannelMultiple, so every slab starts on a whole tile.
   static_assert(kSlabChannelMultiple % kernels::kQC8Tile == 0, "slabs start on a tile");
   qc8w_packed_ = plan_own_packing(1, kQC8WAlignment, kernels::kQC8Tile,
-                                  kernels::qc8_tile_bytes(shape_.input_channels),
-                                  &kernels::qc8_packed_bytes, &qc8w_owned_);
+                                  kernels::qc8_tile_bytes(shape_.input_channels), &qc8w_owned_);
+}
+
+void PackedOperator::plan_qc4w() {
+  (void)kernels::qs8_kernels();
+  (void)kernels::qc4_kernels();
+  static_assert(kSlabChannelMultiple % kernels::kQC4Tile == 0, "slabs start on a tile");
+  // The int4 packing lives where the int8 one would: an entry is one or the other.
+  qc8w_packed_ = plan_own_packing(1, kQC8WAlignment, kernels::kQC4Tile,
+                                  kernels::qc4_tile_bytes(shape_.input_channels, shape_.group_size),
+                                  &qc8w_owned_);
 }
 
 void PackedOperator::plan_f16w() {
   (void)kernels::f16w_kernels();
   static_assert(kSlabChannelMultiple % kernels::kF16WTile == 0, "slabs start on a tile");
   f16w_packed_ = plan_own_packing(2, kF16WAlignment, kernels::kF16WTile,
-                                  kernels::f16w_tile_bytes(shape_.input_channels),
-                                  &kernels::f16w_packed_bytes, &f16w_owned_);
+                                  kernels::f16w_tile_bytes(shape_.input_channels), &f16w_owned_);
 }
 
 PackedOperator::~PackedOperator() {
@@ -166,6 +192,16 @@ void PackedOperator::pack_slab(size_t index, const void* weight, const void* bia
                                const void* scales) {
   Slab& slab = slabs_[index];
   const size_t in = shape_.input_channels, out = shape_.output_channels;
+  if (is_qc4w(shape_)) {
+    if (slab.packed == nullptr || scales == nullptr) return;  // seal() reports it.
+    const size_t groups = in / shape_.group_size;
+    kernels::qc4w_pack(static_cast<const uint8_t*>(weight) + slab.first * (in / 2),
+                       static_cast<const uint16_t*>(scales) + slab.first * groups,
+                       bias != nullptr ? static_cast<const float*>(bias) + slab.first : nullptr, in,
+                       slab.count, shape_.group_size, const_cast<void*>(slab.packed));
+    slab.created = xnn_status_success;
+    return;
+  }
   if (is_qc8w(shape_)) {
     if (slab.packed == nullptr || scales == nullptr) return;  // seal() reports it.
     kernels::qc8w_pack(static_cast<const int8_t*>(weight) + slab.first * in,
@@ -232,9 +268,29 @@ Status PackedOperator::seal_f16w() {
   return Status();
 }
 
+Status PackedOperator::seal_qc4w() {
+  for (const Slab& slab : slabs_) {
+    ES_CHECK_OR_RETURN_ERROR(slab.created == xnn_status_success, Error::DelegateInitFailed,
+                             "could not pack the int4 fully connected weight '%s' [%zu x %zu]: "
+                             "no memory for its packing, or no scales",
+                             or_inline(shape_.weight_key), shape_.output_channels,
+                             shape_.input_channels);
+    const Status args = kernels::check_qc4_kernel_args(
+        shape_.input_channels, slab.count, shape_.group_size, slab.packed, slab.packed_bytes);
+    if (!args.ok()) {
+      return args.WithContext("int4 fully connected weight '%s'", or_inline(shape_.weight_key));
+    }
+  }
+  qs8_ = &kernels::qs8_kernels();
+  qc4_ = &kernels::qc4_kernels();
+  sealed_ = true;
+  return Status();
+}
+
 Status PackedOperator::seal() {
   if (is_qc8w(shape_)) return seal_qc8w();
   if (is_f16(shape_)) return seal_f16w();
+  if (is_qc4w(shape_)) return seal_qc4w();
   for (const Slab& slab : slabs_) {
     const xnn_status status = slab.created;
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,
@@ -375,70 +431,100 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
 }
 
 Status PackedOperator::run_fully_connected(size_t batch_size, const float* input, float* output) {
-  if (is_qc8w(shape_)) {
+  if (is_qc8w(shape_) || is_qc4w(shape_)) {
     return Status::Format(Error::InvalidArgument,
-                          "fully connected entry over '%s' is int8; run it with its own run_*",
-                          shape_.weight_key.c_str());
+                          "fully connected entry over '%s' is %s; run it with its own run_*",
+                          shape_.weight_key.c_str(), is_qc8w(shape_) ? "int8" : "int4");
   }
   return run(batch_size, input, output);
 }
 
-// Every slab of an int8 entry over rows quantized once, one slab per parallel_for item (as
-// SlabRun); each slab accumulates in its own block of the scratch's accumulators.
-struct PackedOperator::QC8WRun {
+// Every slab of an int8 or int4 entry over rows quantized (int4: and group-summed) once, one slab
+// per parallel_for item (as SlabRun); an int8 slab accumulates in its own block of the scratch's
+// accumulators.
+struct PackedOperator::QuantizedRun {
   const PackedOperator* entry = nullptr;
   size_t rows = 0;
   float* output = nullptr;
   const kernels::QS8Scratch* scratch = nullptr;
+  const int32_t* xsum8 = nullptr;  // int4 only
   std::atomic<bool> failed{false};
 
   bool run(size_t index) const {
     const Slab& slab = entry->slabs_[index];
+    const Shape& shape = entry->shape_;
+    if (is_qc4w(shape)) {
+      return kernels::qs8_qc4w_run_quantized(*entry->qc4_, slab.packed, slab.packed_bytes,
+                                             shape.input_channels, slab.count, shape.group_size,
+                                             rows, *scratch, xsum8, output + slab.first,
+                                             shape.output_channels)
+          .ok();
+    }
     return kernels::qs8_qc8w_run_quantized(*entry->qs8_, slab.packed, slab.packed_bytes,
-                                           entry->shape_.input_channels, slab.count, rows, *scratch,
+                                           shape.input_channels, slab.count, rows, *scratch,
                                            scratch->acc + slab.first * rows, output + slab.first,
-                                           entry->shape_.output_channels)
+                                           shape.output_channels)
         .ok();
   }
   static void task(void* context, size_t index) {
-    QC8WRun* job = static_cast<QC8WRun*>(context);
+    QuantizedRun* job = static_cast<QuantizedRun*>(context);
     if (!job->run(index)) job->failed.store(true, std::memory_order_relaxed);
   }
 };
 
-Status PackedOperator::run_fully_connected_qc8w(size_t batch_size, const float* input,
-                                                float* output, const kernels::QS8Scratch& scratch) {
+Status PackedOperator::run_quantized(size_t batch_size, const float* input, float* output,
+                                     const kernels::QS8Scratch& scratch, int32_t* xsum8) {
   const char* key = or_inline(shape_.weight_key);
-  ES_CHECK_OR_RETURN_ERROR(is_qc8w(shape_), Error::InvalidArgument,
-                           "fully connected entry over '%s' is not int8", key);
+  const char* what = is_qc4w(shape_) ? "int4" : "int8";
   ES_CHECK_OR_RETURN_ERROR(sealed_, Error::InvalidState,
                            "fully connected entry over '%s' was run before it was packed", key);
   ES_CHECK_OR_RETURN_ERROR(batch_size == 0 || (input != nullptr && output != nullptr),
                            Error::InvalidArgument,
                            "fully connected run over '%s' was given a null input or output", key);
   ES_CHECK_OR_RETURN_ERROR(batch_size <= scratch.max_rows, Error::InvalidArgument,
-                           "int8 fully connected run over '%s': %zu rows, its scratch holds %zu",
-                           key, batch_size, scratch.max_rows);
+                           "%s fully connected run over '%s': %zu rows, its scratch holds %zu",
+                           what, key, batch_size, scratch.max_rows);
   if (batch_size == 0) return Status();
-  const Status quantized = kernels::qs8_quantize_rows(*qs8_, shape_.input_channels, batch_size,
-                                                      input, shape_.input_channels, scratch);
-  if (!quantized.ok()) return quantized.WithContext("int8 fully connected run over '%s'", key);
-  QC8WRun job;
+  const size_t k = shape_.input_channels;
+  const Status quantized = kernels::qs8_quantize_rows(*qs8_, k, batch_size, input, k, scratch);
+  if (!quantized.ok()) return quantized.WithContext("%s fully connected run over '%s'", what, key);
+  if (xsum8 != nullptr) {
+    kernels::qs8_group_sums(scratch.q, k, batch_size, kernels::qc8_padded_k(k), shape_.group_size,
+                            xsum8);
+  }
+  QuantizedRun job;
   job.entry = this;
   job.rows = batch_size;
   job.output = output;
   job.scratch = &scratch;
+  job.xsum8 = xsum8;
   if (shape_.slabs_across_pool && slabs_.size() > 1 && threadpool() != nullptr) {
-    parallel_for(slabs_.size(), &QC8WRun::task, &job);
+    parallel_for(slabs_.size(), &QuantizedRun::task, &job);
   } else {
-    for (size_t i = 0; i < slabs_.size(); ++i) QC8WRun::task(&job, i);
+    for (size_t i = 0; i < slabs_.size(); ++i) QuantizedRun::task(&job, i);
   }
   ES_CHECK_OR_RETURN_ERROR(!job.failed.load(std::memory_order_relaxed),
                            Error::DelegateExecutionFailed,
-                           "int8 fully connected run over '%s' failed: a slab's kernel refused "
+                           "%s fully connected run over '%s' failed: a slab's kernel refused "
                            "its arguments",
-                           key);
+                           what, key);
   return Status();
+}
+
+Status PackedOperator::run_fully_connected_qc8w(size_t batch_size, const float* input,
+                                                float* output, const kernels::QS8Scratch& scratch) {
+  ES_CHECK_OR_RETURN_ERROR(is_qc8w(shape_), Error::InvalidArgument,
+                           "fully connected entry over '%s' is not int8",
+                           or_inline(shape_.weight_key));
+  return run_quantized(batch_size, input, output, scratch, nullptr);
+}
+
+Status PackedOperator::run_fully_connected_qc4w(size_t batch_size, const float* input,
+                                                float* output, const QC4Buffers& buffers) {
+  ES_CHECK_OR_RETURN_ERROR(is_qc4w(shape_), Error::InvalidArgument,
+                           "fully connected entry over '%s' is not int4",
+                           or_inline(shape_.weight_key));
+  return run_quantized(batch_size, input, output, buffers.scratch(), buffers.xsum8());
 }
 
 }  // namespace xnnpack

@@ -16,6 +16,11 @@
 //   ES_RETURN_IF_ERROR(op->seal());                  // packing errors; picks the kernels
 //   ES_RETURN_IF_ERROR(op->run_fully_connected(batch, x, y));           // any thread, any time
 //
+// An int4 (Byte, scheme QC4W) entry is packed as the int8 entry below, in kernels.h's qc4w layout,
+// from the canonical two-values-a-byte weight, its float16 group scales and the float bias, and run
+// by the int4 kernels (activations quantized per row, group sums, one fused multiply-add per
+// group).
+//
 // An int8 (Char, scheme QC8W) entry is packed by the delegate itself (kernels/kernels.h's qc8w
 // layout, from the int8 weight, its float scales and the float bias) and run by its int8 kernels:
 // each run quantizes the activation rows once into the caller's scratch (QS8Buffers), then every
@@ -92,19 +97,39 @@ class QS8Buffers {
   kernels::QS8Scratch scratch_;
 };
 
+// The scratch of int4 fully connected runs over up to `max_rows` rows of k inputs in groups of
+// `group`: the quantized rows and their scales, and each row's group sums. Owned by the caller
+// (one per graph node), made at setup, so that runs allocate nothing.
+class QC4Buffers {
+ public:
+  QC4Buffers(size_t max_rows, size_t k, size_t group);
+  QC4Buffers(const QC4Buffers&) = delete;
+  QC4Buffers& operator=(const QC4Buffers&) = delete;
+  const kernels::QS8Scratch& scratch() const { return scratch_; }
+  int32_t* xsum8() const { return xsum8_.get(); }
+
+ private:
+  std::unique_ptr<int8_t[]> q_;
+  std::unique_ptr<float[]> scales_;
+  std::unique_ptr<int32_t[]> xsum8_;
+  kernels::QS8Scratch scratch_;
+};
+
 class PackedOperator {
  public:
   // What to pack. A Float weight makes f32 operators, a Half weight the delegate's f16w packing
   // (float input and output for both); the bias, if any, has the weight's dtype. A Char weight is
   // int8 per output row (QC8W) with float scales and a float bias, run by the delegate's int8
-  // kernels.
+  // kernels; a Byte weight is int4 in groups (QC4W, two values a byte) with float16 scales per
+  // group and a float bias, run by its int4 kernels.
   struct Shape {
     runtime::ScalarType weight_dtype = runtime::ScalarType::Float;
     size_t input_channels = 0;
     size_t output_channels = 0;
     std::string weight_key;  // For messages and names; empty when inline.
     std::string bias_key;
-    std::string scales_key;  // Char weights only.
+    std::string scales_key;  // Char and Byte weights only.
+    size_t group_size = 0;   // Byte (QC4W) weights only: inputs per float16 scale.
     // Slabs of about this many packed bytes each; 0 packs the weight as one operator.
     size_t slab_bytes = 0;
     // With 2+ threads, each takes whole slabs (else every slab in turn is split over the pool).
@@ -143,8 +168,11 @@ class PackedOperator {
   // scratch is its own. Errors: also InvalidArgument when the scratch is too small.
   runtime::Status run_fully_connected_qc8w(size_t batch_size, const float* input, float* output,
                                            const kernels::QS8Scratch& scratch);
+  // The same for an int4 entry (Byte weight, QC4W), with the scratch of `buffers`.
+  runtime::Status run_fully_connected_qc4w(size_t batch_size, const float* input, float* output,
+                                           const QC4Buffers& buffers);
 
-  // Float (f32 operators), Half (f16w kernels) or Char (int8 kernels).
+  // Float (f32 operators), Half (f16w kernels), Char (int8 kernels) or Byte (int4 kernels).
   runtime::ScalarType weight_dtype() const { return shape_.weight_dtype; }
   size_t input_channels() const { return shape_.input_channels; }
   size_t output_channels() const { return shape_.output_channels; }
@@ -166,23 +194,27 @@ class PackedOperator {
     size_t packed_bytes = 0;
   };
   struct SlabRun;
-  struct QC8WRun;
+  struct QuantizedRun;
 
   explicit PackedOperator(const Shape& shape) : shape_(shape) {}
-  // The slabs of an entry the delegate packs itself: the whole packing (`packed_bytes(k, n)`,
-  // aligned) in one region or else in aligned memory kept in `owned`, each slab's tiles a run of
-  // it starting at its first channel / `tile` x `tile_bytes`. Returns the packing (null: no
-  // memory; pack_slab then packs nothing and seal() reports it).
+  // The slabs of an entry the delegate packs itself: the whole packing (whole tiles of
+  // `tile_bytes` per `tile` channels, aligned) in one region or else in aligned memory kept in
+  // `owned`, each slab's tiles a run of it starting at its first channel / `tile` x `tile_bytes`.
+  // Returns the packing (null: no memory; pack_slab then packs nothing and seal() reports it).
   void* plan_own_packing(size_t element_bytes, size_t alignment, size_t tile, size_t tile_bytes,
-                         size_t (*packed_bytes)(size_t, size_t),
                          std::unique_ptr<void, void (*)(void*)>* owned);
-  // plan() and seal() of a Char (int8) entry.
+  // plan() and seal() of a Char (int8) entry, of a Byte (int4) one, and of a Half one.
   void plan_qc8w();
   runtime::Status seal_qc8w();
-  // plan() and seal() of a Half entry.
+  void plan_qc4w();
+  runtime::Status seal_qc4w();
   void plan_f16w();
   runtime::Status seal_f16w();
   runtime::Status run(size_t batch_size, const void* input, void* output);
+  // run_fully_connected_qc8w/_qc4w after their dtype check: quantize the rows once (int4: and
+  // sum their groups into xsum8), then every slab.
+  runtime::Status run_quantized(size_t batch_size, const float* input, float* output,
+                                const kernels::QS8Scratch& scratch, int32_t* xsum8);
   // One slab over every row: the delegate's kernel when `own` (the GEMM prefetching `next` and,
   // as the `first` slab a thread runs, touching its own slab first) or setup and run of its
   // operator.
@@ -200,8 +232,8 @@ class PackedOperator {
   // The delegate's kernels seal() chose (null: XNNPACK's operators run those batches).
   kernels::F32GemvFn gemv_ = nullptr;
   kernels::F32GemmFn gemm_ = nullptr;
-  // A Char entry: the qc8w packing of every slab, one after the other (slab i's tiles at
-  // slabs_[i].packed), and the int8 kernels seal() checked it against.
+  // A Char (Byte) entry: the qc8w (qc4w) packing of every slab, one after the other (slab i's
+  // tiles at slabs_[i].packed), and the int8 kernels seal() checked it against.
   void* qc8w_packed_ = nullptr;
   std::unique_ptr<void, void (*)(void*)> qc8w_owned_{nullptr, nullptr};
   const kernels::QS8Kernels* qs8_ = nullptr;
@@ -210,6 +242,8 @@ class PackedOperator {
   void* f16w_packed_ = nullptr;
   std::unique_ptr<void, void (*)(void*)> f16w_owned_{nullptr, nullptr};
   const kernels::F16WKernels* f16w_ = nullptr;
+  // A Byte entry's int4 kernels, which seal() checked its packing against.
+  const kernels::QC4Kernels* qc4_ = nullptr;
   std::mutex mutex_;
 };
 

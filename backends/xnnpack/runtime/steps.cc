@@ -67,6 +67,9 @@ struct Runner {
   }
   Status operator()(const FullyConnectedStep& s) const {
     // The shared operator locks itself for setup + run where it needs to.
+    if (s.qc4 != nullptr) {
+      return s.packed->run_fully_connected_qc4w(s.batch, in(p, s.in), out(p, s.out), *s.qc4);
+    }
     if (s.qs8 != nullptr) {
       return s.packed->run_fully_connected_qc8w(s.batch, in(p, s.in), out(p, s.out),
                                                 s.qs8->scratch());

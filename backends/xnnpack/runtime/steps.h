@@ -85,6 +85,8 @@ struct FullyConnectedStep {
   size_t batch = 1, in_channels = 1;
   uint32_t in = 0, out = 0;
   std::unique_ptr<QS8Buffers> qs8;
+  // With an int4 (QC4W) entry: the scratch its runs quantize the rows and sum the groups in.
+  std::unique_ptr<QC4Buffers> qc4;
 };
 
 struct Step {

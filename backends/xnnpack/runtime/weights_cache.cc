@@ -27,6 +27,9 @@ constexpr uint8_t kFullyConnectedF32 = 1;
 constexpr uint8_t kFullyConnectedF16 = 2;
 // The delegate's int8 kernels over its own packing of a QC8W weight and its scales.
 constexpr uint8_t kFullyConnectedQC8W = 3;
+// The delegate's int4 kernels over its own packing of a QC4W weight and its group scales (the
+// group size is the scales' shape, [out, in / group], so it is in the key with them).
+constexpr uint8_t kFullyConnectedQC4W = 4;
 
 // Process-wide bookkeeping behind weight_sharing.h: counters summed over every cache,
 // and the set of live caches (for entry counts and names). Leaked on purpose, like the shared
@@ -72,24 +75,47 @@ void append_sorted_unique(std::vector<std::string>* names) {
   names->erase(std::unique(names->begin(), names->end()), names->end());
 }
 
+bool dtype_is_qc4w(const FullyConnectedRequest& r) {
+  return r.weight.identity.dtype == runtime::ScalarType::Byte;
+}
+
 Status check_fully_connected_dtypes(const FullyConnectedRequest& r) {
   const ConstantRef& weight = r.weight;
   const ConstantRef* bias = r.has_bias ? &r.bias : nullptr;
   const runtime::ScalarType dtype = weight.identity.dtype;
   const bool qc8w = dtype == runtime::ScalarType::Char;
+  const bool qc4w = dtype == runtime::ScalarType::Byte;
   ES_CHECK_OR_RETURN_ERROR(
-      dtype == runtime::ScalarType::Float || dtype == runtime::ScalarType::Half || qc8w,
-      Error::InvalidArgument, "fully connected weight '%s' has dtype %s; Float, Half or Char only",
+      dtype == runtime::ScalarType::Float || dtype == runtime::ScalarType::Half || qc8w || qc4w,
+      Error::InvalidArgument,
+      "fully connected weight '%s' has dtype %s; Float, Half, Char or Byte only",
       or_inline(weight.key), runtime::to_string(dtype));
+  if (qc4w) {
+    const std::vector<uint32_t>& s = r.scales.identity.dims;
+    const size_t groups = s.size() == 2 ? s[1] : 0;
+    const size_t group = groups > 0 ? r.input_channels / groups : 0;
+    ES_CHECK_OR_RETURN_ERROR(
+        r.has_scales && groups > 0 && !weight.identity.is_inline &&
+            weight.identity.dims.size() == 2 && weight.identity.dims[0] == r.output_channels &&
+            weight.identity.dims[1] * 2 == r.input_channels &&
+            r.scales.identity.dtype == runtime::ScalarType::Half && s[0] == r.output_channels &&
+            (group == 32 || group == 64 || group == 128) && group * groups == r.input_channels,
+        Error::InvalidArgument,
+        "fully connected weight '%s' is int4 [%zu x %zu]: it needs named uint8 [%zu, %zu] bytes "
+        "and float16 scales [%zu, in / group] for a group of 32, 64 or 128",
+        or_inline(weight.key), r.output_channels, r.input_channels, r.output_channels,
+        r.input_channels / 2, r.output_channels);
+  }
   ES_CHECK_OR_RETURN_ERROR(
-      qc8w == r.has_scales &&
-          (!qc8w || (r.scales.identity.dtype == runtime::ScalarType::Float &&
-                     r.scales.identity.dims.size() == 1 &&
-                     r.scales.identity.dims[0] == r.output_channels && !weight.identity.is_inline)),
+      qc4w || (qc8w == r.has_scales &&
+               (!qc8w ||
+                (r.scales.identity.dtype == runtime::ScalarType::Float &&
+                 r.scales.identity.dims.size() == 1 &&
+                 r.scales.identity.dims[0] == r.output_channels && !weight.identity.is_inline))),
       Error::InvalidArgument,
       "fully connected weight '%s' is %s: float scales [%zu] go with a named Char weight only",
       or_inline(weight.key), runtime::to_string(dtype), r.output_channels);
-  const runtime::ScalarType bias_dtype = qc8w ? runtime::ScalarType::Float : dtype;
+  const runtime::ScalarType bias_dtype = qc8w || qc4w ? runtime::ScalarType::Float : dtype;
   ES_CHECK_OR_RETURN_ERROR(
       bias == nullptr || bias->identity.dtype == bias_dtype, Error::InvalidArgument,
       "fully connected weight '%s' is %s but its bias '%s' is %s", or_inline(weight.key),
@@ -541,6 +567,7 @@ size_t WeightsCache::key_misses(const std::vector<FullyConnectedRequest>& reques
     const runtime::ScalarType dtype = r.weight.identity.dtype;
     m.key.op_kind = dtype == runtime::ScalarType::Half   ? kFullyConnectedF16
                     : dtype == runtime::ScalarType::Char ? kFullyConnectedQC8W
+                    : dtype == runtime::ScalarType::Byte ? kFullyConnectedQC4W
                                                          : kFullyConnectedF32;
     m.key.weight = r.weight.identity;
     m.key.has_bias = r.has_bias;
@@ -637,6 +664,8 @@ Status WeightsCache::fetch_miss(const NamedDataMap* map, bool verify, Miss* miss
   shape.weight_key = r.weight.key;
   if (r.has_bias) shape.bias_key = r.bias.key;
   if (r.has_scales) shape.scales_key = r.scales.key;
+  // QC4W: the scales [out, in / group] give the group (check_fully_connected_dtypes checked them).
+  if (dtype_is_qc4w(r)) shape.group_size = r.input_channels / r.scales.identity.dims[1];
   shape.slab_bytes = slab_bytes_;
   shape.slabs_across_pool = slabs_across_pool_;
   miss->op = PackedOperator::plan(shape);

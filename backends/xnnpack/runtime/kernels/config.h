@@ -160,6 +160,56 @@ bool f16w_matches_reference(const F16WKernels& set);
 // f16w_packed_bytes(k, n).
 runtime::Status check_f16w_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes);
 
+// The int4 fully connected's kinds (kernels.h): GEMV and GEMM over the qc4w packing, each with
+// its fused float epilogue; the activations are quantized with a QS8Kernels set's quantizer.
+// Defined in qc4w_config.cc.
+struct QC4Kernels {
+  Isa gemv_isa = Isa::kScalar;
+  QS8QC4WGemvFn gemv = nullptr;
+  Isa gemm_isa = Isa::kScalar;
+  QS8QC4WGemmFn gemm = nullptr;
+};
+
+// Per kind, the widest implementation this CPU runs at or below `max_isa` (the AVX2 one also
+// needs F16C), unchecked: for tests, which force every path the CPU runs.
+QC4Kernels qc4_kernels_up_to(Isa max_isa);
+
+// The set this process runs: the widest the CPU runs, kept only when it gives the scalar
+// reference's bits on a probe at first use (else the scalar reference). Never null.
+const QC4Kernels& qc4_kernels();
+
+// True when both kinds of `set` give the scalar reference's bits on a probe (every group size,
+// rows around the blocks, n not a multiple of the tiles).
+bool qc4_matches_reference(const QC4Kernels& set);
+
+// The preconditions of the int4 kernels for an [n, k] weight in groups of `group` packed at
+// `packed` in `packed_bytes` bytes (qc4w_pack's layout).
+// Errors: InvalidArgument when k or n is 0, group is not 32, 64 or 128, k is not a multiple of
+// it, packed is null or packed_bytes is not qc4_packed_bytes(k, n, group).
+runtime::Status check_qc4_kernel_args(size_t k, size_t n, size_t group, const void* packed,
+                                      size_t packed_bytes);
+
+// The int4 fully connected over rows already quantized into `scratch` (qs8_quantize_rows) with
+// their group sums in `xsum8` (qs8_group_sums, rows x k / group): GEMV for one row, GEMM for more,
+// into rows of y (y_stride floats apart). A slab of channels [first, first + n) with `first` a
+// multiple of kQC4Tile is the packing's tiles from packed + first / kQC4Tile *
+// qc4_tile_bytes(k, group), and writes y + first.
+// Errors: InvalidArgument when check_qc4_kernel_args fails, rows exceed the scratch, a buffer is
+// null, the output stride is too short or a kind of `set` is missing; y is not written then.
+runtime::Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed,
+                                       size_t packed_bytes, size_t k, size_t n, size_t group,
+                                       size_t rows, const QS8Scratch& scratch,
+                                       const int32_t* xsum8, float* y, size_t y_stride);
+
+// All of it for `rows` rows of x (x_stride floats apart): quantize with `qs8`'s quantizer, group
+// sums into `xsum8` (rows x k / group int32, held by the caller), then qs8_qc4w_run_quantized.
+// Errors: as qs8_quantize_rows and qs8_qc4w_run_quantized; y is not written then.
+runtime::Status qs8_qc4w_fully_connected(const QS8Kernels& qs8, const QC4Kernels& set,
+                                         const void* packed, size_t packed_bytes, size_t k,
+                                         size_t n, size_t group, size_t rows, const float* x,
+                                         size_t x_stride, float* y, size_t y_stride,
+                                         const QS8Scratch& scratch, int32_t* xsum8);
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

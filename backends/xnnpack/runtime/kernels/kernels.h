@@ -177,6 +177,78 @@ void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t r
                                 size_t x_stride, float* y, size_t y_stride, const void* prefetch,
                                 size_t prefetch_bytes);
 
+
+// Dynamically quantized int4 fully connected: activations as above (qs8 per row), weights signed
+// 4-bit in groups of `group` inputs (32, 64 or 128) with one float16 scale per channel and group
+// (qc4w, exir/quantize.py; the file's canonical layout is uint8 [n, k / 2], element 2i in the low
+// nibble of byte i, two's complement, and float16 scales [n, k / group]). Per row and channel:
+//   sum_g = the exact int32 dot of the group's int8 activations and int4 weights
+//   acc   = fma(float(sum_g), scale_g, acc) over the groups in order, from 0
+//   y     = fma(acc, x_scale, bias)
+// Every path fuses the same multiply-adds in the same order, so every path gives the same bits.
+//
+// The packed layout (made once, at load, by qc4w_pack): tiles of kQC4Tile output channels, each
+//   [16 x float: the channel's bias, 0 without one]
+//   per group: [group / 8 blocks of 64 bytes][16 x float16: the channels' scales]
+// A block holds 8 consecutive inputs i0..i0+7 of the 16 channels: byte 4c + j has input i0 + j of
+// channel c in its low nibble and input i0 + 4 + j in its high nibble, each as weight + 8 (0..15),
+// so an unsigned-by-signed dot (VNNI's, or AVX2's multiply-add) reads the low nibbles against 4
+// broadcast activation bytes and the high nibbles against the next 4. The + 8 adds 8 * (the sum of
+// the group's activations) to each dot, which the kernels subtract (`xsum8`, qs8_group_sums).
+// Channels past n are zero. k is a multiple of the group, so quantized rows have no padding.
+constexpr size_t kQC4Tile = 16;
+constexpr size_t kQC4KBlock = 8;
+constexpr size_t kQC4BlockBytes = 64;
+
+constexpr size_t qc4_group_bytes(size_t group) {
+  return group / kQC4KBlock * kQC4BlockBytes + kQC4Tile * 2;
+}
+constexpr size_t qc4_tile_bytes(size_t k, size_t group) {
+  return kQC4Tile * 4 + k / group * qc4_group_bytes(group);
+}
+// Bytes of the packing of an [n, k] int4 weight in groups of `group`.
+constexpr size_t qc4_packed_bytes(size_t k, size_t n, size_t group) {
+  return (n + kQC4Tile - 1) / kQC4Tile * qc4_tile_bytes(k, group);
+}
+
+// Packs the canonical int4 weight (uint8 [n, k / 2]) with its float16 scales (uint16 bits,
+// [n, k / group]) and bias [n] (null: none) into qc4_packed_bytes(k, n, group) bytes at `packed`.
+void qc4w_pack(const uint8_t* weight, const uint16_t* scales, const float* bias, size_t k, size_t n,
+               size_t group, void* packed);
+
+// 8 * the sum of each group's int8 activations, per row: xsum8[r * groups + g] (groups = k / group).
+void qs8_group_sums(const int8_t* q, size_t k, size_t rows, size_t q_stride, size_t group,
+                    int32_t* xsum8);
+
+// GEMV: one row (q: k int8, xsum8: its group sums, x_scale its scale) to y[0, n).
+using QS8QC4WGemvFn = void (*)(const void* packed, size_t k, size_t n, size_t group,
+                               const int8_t* q, const int32_t* xsum8, float x_scale, float* y);
+void qs8_qc4w_gemv_scalar(const void* packed, size_t k, size_t n, size_t group, const int8_t* q,
+                          const int32_t* xsum8, float x_scale, float* y);
+// Two tiles at a time (two weight streams).
+void qs8_qc4w_gemv_2x16_avx2(const void* packed, size_t k, size_t n, size_t group,
+                             const int8_t* q, const int32_t* xsum8, float x_scale, float* y);
+// Four tiles at a time (four weight streams).
+void qs8_qc4w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
+                                   const int8_t* q, const int32_t* xsum8, float x_scale, float* y);
+// GEMM: `rows` rows (q_stride bytes apart, xsum8 rows k / group apart) to rows of y (y_stride
+// floats apart); each weight block is unpacked once for a tile of rows.
+using QS8QC4WGemmFn = void (*)(const void* packed, size_t k, size_t n, size_t group, size_t rows,
+                               const int8_t* q, size_t q_stride, const int32_t* xsum8,
+                               const float* x_scales, float* y, size_t y_stride);
+void qs8_qc4w_gemm_scalar(const void* packed, size_t k, size_t n, size_t group, size_t rows,
+                          const int8_t* q, size_t q_stride, const int32_t* xsum8,
+                          const float* x_scales, float* y, size_t y_stride);
+// Two rows by one tile at a time.
+void qs8_qc4w_gemm_2x16_avx2(const void* packed, size_t k, size_t n, size_t group, size_t rows,
+                             const int8_t* q, size_t q_stride, const int32_t* xsum8,
+                             const float* x_scales, float* y, size_t y_stride);
+// Four rows by two tiles at a time.
+void qs8_qc4w_gemm_4x32_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
+                                   size_t rows, const int8_t* q, size_t q_stride,
+                                   const int32_t* xsum8, const float* x_scales, float* y,
+                                   size_t y_stride);
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

@@ -3,7 +3,8 @@
 // CPU runs, INTERLEAVED round by round with the f32 GEMV over the same shape (256 MiB) as the peer
 // so that other jobs on the shared machine slow all alike. Per path: the integer GEMV (one row,
 // the quantizer and epilogue apart), the whole one-row fully connected (quantize + GEMV +
-// epilogue), and the GEMM at 32 rows; median and best over rounds, GB/s of weight bytes read.
+// epilogue), and the GEMM at 32 rows, then the int4 fully connected (groups of 32) over the same
+// shape at 1 and 32 rows; median and best over rounds, GB/s of weight bytes read.
 // Weights live in memory advised for transparent huge pages, as the delegate keeps packed weights.
 //
 //   ./bazelw run -c opt //backends/xnnpack/runtime/kernels:qs8_qc8w_bench
@@ -116,6 +117,39 @@ int run() {
                        }
                      },
                      {}});
+  }
+  // The int4 weight of the same shape (groups of 32): the same time per weight reads half the
+  // bytes.
+  constexpr size_t kGroup = 32;
+  const size_t qc4_bytes = qc4_packed_bytes(kIn, kOut, kGroup);
+  void* qc4 = huge(qc4_bytes);
+  {
+    std::vector<uint8_t> nibbles(kOut * kIn / 2);
+    for (uint8_t& b : nibbles) {
+      state = state * 1664525u + 1013904223u;
+      b = static_cast<uint8_t>(state >> 8);
+    }
+    const std::vector<uint16_t> w4_scales(kOut * kIn / kGroup, 0x1400);  // 2^-10 in float16
+    qc4w_pack(nibbles.data(), w4_scales.data(), bias.data(), kIn, kOut, kGroup, qc4);
+  }
+  std::vector<int32_t> xsum8(kRows * kIn / kGroup);
+  for (Isa isa : {Isa::kAvx2Fma, Isa::kAvx512Vnni}) {
+    if (!cpu_runs(isa)) continue;
+    const QS8Kernels qs8 = qs8_kernels_up_to(isa);
+    const QC4Kernels set = qc4_kernels_up_to(isa);
+    for (size_t rows : {size_t{1}, kRows}) {
+      cases.push_back(
+          {"int4 g32 fully connected, " + std::to_string(rows) + " rows " + to_string(set.gemv_isa),
+           qc4_bytes,
+           [&, qs8, set, rows] {
+             if (!qs8_qc4w_fully_connected(qs8, set, qc4, qc4_bytes, kIn, kOut, kGroup, rows,
+                                           x.data(), kIn, y.data(), kOut, scratch, xsum8.data())
+                      .ok()) {
+               std::abort();
+             }
+           },
+           {}});
+    }
   }
   for (Case& c : cases) c.run();  // Warm: pages faulted in, probes run.
   for (size_t round = 0; round < kRounds; ++round) {

@@ -1,0 +1,159 @@
+// The int4 fully connected's part of config.h: which kernels a process runs, and the run.
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+using runtime::Error;
+using runtime::Status;
+
+namespace {
+
+bool usable_qc4(Isa isa, Isa max_isa) {
+  if (isa > max_isa || !cpu_runs(isa)) return false;
+#if defined(__x86_64__)
+  // The x86 kernels convert the float16 scales with F16C.
+  return isa == Isa::kScalar || __builtin_cpu_supports("f16c");
+#else
+  return isa == Isa::kScalar;
+#endif
+}
+
+}  // namespace
+
+QC4Kernels qc4_kernels_up_to(Isa max_isa) {
+  QC4Kernels set;
+  set.gemv = &qs8_qc4w_gemv_scalar;
+  set.gemm = &qs8_qc4w_gemm_scalar;
+#if defined(__x86_64__)
+  if (usable_qc4(Isa::kAvx512Vnni, max_isa)) {
+    set.gemv_isa = set.gemm_isa = Isa::kAvx512Vnni;
+    set.gemv = &qs8_qc4w_gemv_4x16_avx512vnni;
+    set.gemm = &qs8_qc4w_gemm_4x32_avx512vnni;
+  } else if (usable_qc4(Isa::kAvx2Fma, max_isa)) {
+    set.gemv_isa = set.gemm_isa = Isa::kAvx2Fma;
+    set.gemv = &qs8_qc4w_gemv_2x16_avx2;
+    set.gemm = &qs8_qc4w_gemm_2x16_avx2;
+  }
+#endif
+  return set;
+}
+
+bool qc4_matches_reference(const QC4Kernels& set) {
+  if (set.gemv == nullptr || set.gemm == nullptr) return false;
+  uint32_t state = 4242;
+  auto next = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+  };
+  for (size_t group : {size_t{32}, size_t{64}, size_t{128}}) {
+    const size_t k = 2 * 128, n = 85, rows = 11, groups = k / group;
+    std::vector<uint8_t> w(n * k / 2);
+    std::vector<uint16_t> scales(n * groups);
+    std::vector<float> bias(n), x_scales(rows);
+    std::vector<int8_t> q(rows * k);
+    for (uint8_t& v : w) v = static_cast<uint8_t>(next());
+    // Finite positive float16 values between 2^-14 and 2.
+    for (uint16_t& v : scales) v = static_cast<uint16_t>(0x0400 + next() % 0x3C00);
+    for (float& v : bias) v = static_cast<float>(next() % 2001) / 1000.0f - 1.0f;
+    for (float& v : x_scales) v = static_cast<float>(next() % 1000 + 1) / 4096.0f;
+    for (int8_t& v : q) v = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
+    std::vector<uint8_t> packed(qc4_packed_bytes(k, n, group));
+    qc4w_pack(w.data(), scales.data(), bias.data(), k, n, group, packed.data());
+    std::vector<int32_t> xsum8(rows * groups);
+    qs8_group_sums(q.data(), k, rows, k, group, xsum8.data());
+    std::vector<float> want(rows * n), got(rows * n, 1.0f);
+    qs8_qc4w_gemm_scalar(packed.data(), k, n, group, rows, q.data(), k, xsum8.data(),
+                         x_scales.data(), want.data(), n);
+    set.gemm(packed.data(), k, n, group, rows, q.data(), k, xsum8.data(), x_scales.data(),
+             got.data(), n);
+    if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) return false;
+    set.gemv(packed.data(), k, n, group, q.data(), xsum8.data(), x_scales[0], got.data());
+    if (std::memcmp(want.data(), got.data(), n * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+const QC4Kernels& qc4_kernels() {
+  static const QC4Kernels set = [] {
+    // Widest first; a set whose probe differs gives way to the next narrower one.
+    for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx2Fma}) {
+      if (!usable_qc4(isa, isa)) continue;
+      const QC4Kernels candidate = qc4_kernels_up_to(isa);
+      if (qc4_matches_reference(candidate)) return candidate;
+    }
+    return qc4_kernels_up_to(Isa::kScalar);
+  }();
+  return set;
+}
+
+Status check_qc4_kernel_args(size_t k, size_t n, size_t group, const void* packed,
+                             size_t packed_bytes) {
+  ES_CHECK_OR_RETURN_ERROR(k > 0 && n > 0, Error::InvalidArgument,
+                           "int4 kernel: a [%zu x %zu] weight has no inputs or outputs", n, k);
+  ES_CHECK_OR_RETURN_ERROR(group == 32 || group == 64 || group == 128, Error::InvalidArgument,
+                           "int4 kernel: group size %zu is not 32, 64 or 128", group);
+  ES_CHECK_OR_RETURN_ERROR(k % group == 0, Error::InvalidArgument,
+                           "int4 kernel: a [%zu x %zu] weight's %zu inputs are not a multiple of "
+                           "the group size %zu",
+                           n, k, k, group);
+  ES_CHECK_OR_RETURN_ERROR(packed != nullptr, Error::InvalidArgument,
+                           "int4 kernel: the [%zu x %zu] weight has no packing", n, k);
+  ES_CHECK_OR_RETURN_ERROR(packed_bytes == qc4_packed_bytes(k, n, group), Error::InvalidArgument,
+                           "int4 kernel: the [%zu x %zu] weight's packing is %zu bytes, the "
+                           "kernels read %zu",
+                           n, k, packed_bytes, qc4_packed_bytes(k, n, group));
+  return Status();
+}
+
+Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed, size_t packed_bytes,
+                              size_t k, size_t n, size_t group, size_t rows,
+                              const QS8Scratch& scratch, const int32_t* xsum8, float* y,
+                              size_t y_stride) {
+  ES_RETURN_IF_ERROR(check_qc4_kernel_args(k, n, group, packed, packed_bytes));
+  ES_CHECK_OR_RETURN_ERROR(set.gemv != nullptr && set.gemm != nullptr, Error::InvalidArgument,
+                           "int4 fully connected: the kernel set lacks a GEMV or a GEMM");
+  ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
+                           "int4 fully connected: %zu rows, the scratch holds %zu", rows,
+                           scratch.max_rows);
+  ES_CHECK_OR_RETURN_ERROR(
+      rows == 0 ||
+          (y != nullptr && xsum8 != nullptr && scratch.q != nullptr && scratch.scales != nullptr),
+      Error::InvalidArgument, "int4 fully connected: a null output or scratch buffer");
+  ES_CHECK_OR_RETURN_ERROR(y_stride >= n, Error::InvalidArgument,
+                           "int4 fully connected: output stride %zu is shorter than rows of %zu "
+                           "outputs",
+                           y_stride, n);
+  if (rows == 0) return Status();
+  if (rows == 1) {
+    set.gemv(packed, k, n, group, scratch.q, xsum8, scratch.scales[0], y);
+  } else {
+    set.gemm(packed, k, n, group, rows, scratch.q, qc8_padded_k(k), xsum8, scratch.scales, y,
+             y_stride);
+  }
+  return Status();
+}
+
+Status qs8_qc4w_fully_connected(const QS8Kernels& qs8, const QC4Kernels& set, const void* packed,
+                                size_t packed_bytes, size_t k, size_t n, size_t group, size_t rows,
+                                const float* x, size_t x_stride, float* y, size_t y_stride,
+                                const QS8Scratch& scratch, int32_t* xsum8) {
+  // The weight is checked before the rows are quantized; y is written only once all is checked.
+  ES_RETURN_IF_ERROR(check_qc4_kernel_args(k, n, group, packed, packed_bytes));
+  ES_CHECK_OR_RETURN_ERROR(rows == 0 || xsum8 != nullptr, Error::InvalidArgument,
+                           "int4 fully connected: a null group-sum buffer");
+  ES_RETURN_IF_ERROR(qs8_quantize_rows(qs8, k, rows, x, x_stride, scratch));
+  if (rows != 0) qs8_group_sums(scratch.q, k, rows, qc8_padded_k(k), group, xsum8);
+  return qs8_qc4w_run_quantized(set, packed, packed_bytes, k, n, group, rows, scratch, xsum8, y,
+                                y_stride);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

@@ -1,0 +1,227 @@
+// The int4 fully connected's x86 inner blocks (kernels.h's qc4w layout): R rows by T tiles of
+// kQC4Tile channels, one pass over the tiles' groups, unpacking each 64-byte block once for the R
+// rows. Internal linkage (see x86_common.h): each ISA file instantiates its own copy.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QC4W_X86_BLOCKS_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QC4W_X86_BLOCKS_H_
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/x86_common.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+namespace {
+
+// What a block reads and writes: tiles from `tile0` (`tile_bytes` apart), rows of q and xsum8 from
+// `row0`, outputs at y (channel 0 of the first tile) of which the last tile's first `last_count`.
+struct QC4Args {
+  const uint8_t* tile0;
+  size_t tile_bytes;
+  size_t k, group, groups;
+  const int8_t* q;
+  size_t q_stride;
+  const int32_t* xsum8;
+  const float* x_scales;
+  float* y;
+  size_t y_stride;
+  size_t last_count;
+  bool prefetch;
+};
+
+inline int32_t load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Rows in chunks of R (then one at a time), tiles in chunks of T (then one at a time).
+template <class K, int R, int T>
+inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_t rows,
+                     const int8_t* q, size_t q_stride, const int32_t* xsum8, const float* x_scales,
+                     float* y, size_t y_stride, bool prefetch) {
+  const size_t tile_bytes = qc4_tile_bytes(k, group);
+  const size_t tiles = (n + kQC4Tile - 1) / kQC4Tile;
+  const size_t last = n - (tiles - 1) * kQC4Tile;
+  const size_t groups = k / group;
+  const uint8_t* base = static_cast<const uint8_t*>(packed);
+  size_t r = 0;
+  auto run_rows = [&](auto rows_tag) {
+    constexpr int kR = decltype(rows_tag)::value;
+    size_t t = 0;
+    QC4Args a{nullptr,      tile_bytes,       k,        group,
+              groups,       q + r * q_stride, q_stride, xsum8 + r * groups,
+              x_scales + r, nullptr,          y_stride, 0,
+              prefetch};
+    for (; t + T <= tiles; t += T) {
+      a.tile0 = base + t * tile_bytes;
+      a.y = y + r * y_stride + t * kQC4Tile;
+      a.last_count = t + T == tiles ? last : kQC4Tile;
+      K::template block<kR, T>(a);
+    }
+    for (; t < tiles; ++t) {
+      a.tile0 = base + t * tile_bytes;
+      a.y = y + r * y_stride + t * kQC4Tile;
+      a.last_count = t + 1 == tiles ? last : kQC4Tile;
+      K::template block<kR, 1>(a);
+    }
+  };
+  for (; r + R <= rows; r += R) run_rows(std::integral_constant<int, R>());
+  for (; r < rows; ++r) run_rows(std::integral_constant<int, 1>());
+}
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+struct QC4Avx512Vnni {
+  template <int R, int T>
+  static void block(const QC4Args& a) {
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+    __m512 facc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) facc[r][t] = _mm512_setzero_ps();
+    }
+    const size_t group_bytes = qc4_group_bytes(a.group);
+    for (size_t g = 0; g < a.groups; ++g) {
+      __m512i acc[R][T];
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_si512();
+      }
+      const size_t at = kQC4Tile * 4 + g * group_bytes;
+      for (size_t i = 0; i < a.group; i += kQC4KBlock) {
+        __m512i lo[T], hi[T];
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* p = a.tile0 + t * a.tile_bytes + at + i / kQC4KBlock * kQC4BlockBytes;
+          if (a.prefetch) prefetch_ahead(p);
+          const __m512i v = _mm512_loadu_si512(p);
+          lo[t] = _mm512_and_si512(v, mask);
+          hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+        }
+        for (int r = 0; r < R; ++r) {
+          const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
+          const __m512i xl = _mm512_set1_epi32(load4(x));
+          const __m512i xh = _mm512_set1_epi32(load4(x + 4));
+          for (int t = 0; t < T; ++t) {
+            acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], lo[t], xl);
+            acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], hi[t], xh);
+          }
+        }
+      }
+      __m512 scale[T];
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* s = a.tile0 + t * a.tile_bytes + at + a.group / kQC4KBlock * kQC4BlockBytes;
+        // The zero-masking forms with every lane set: GCC 12's plain conversions pass an undefined
+        // vector to their builtins, which -Wmaybe-uninitialized flags (as clamp_avx512).
+        scale[t] =
+            _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i corr = _mm512_set1_epi32(a.xsum8[r * a.groups + g]);
+        for (int t = 0; t < T; ++t) {
+          const __m512 sum = _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_sub_epi32(acc[r][t], corr));
+          facc[r][t] = _mm512_fmadd_ps(sum, scale[t], facc[r][t]);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512 bias = _mm512_loadu_ps(a.tile0 + t * a.tile_bytes);
+      const __mmask16 keep = t + 1 == T ? static_cast<__mmask16>((1u << a.last_count) - 1)
+                                        : static_cast<__mmask16>(0xFFFF);
+      for (int r = 0; r < R; ++r) {
+        const __m512 out = _mm512_fmadd_ps(facc[r][t], _mm512_set1_ps(a.x_scales[r]), bias);
+        _mm512_mask_storeu_ps(a.y + r * a.y_stride + t * kQC4Tile, keep, out);
+      }
+    }
+  }
+};
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+struct QC4Avx2 {
+  template <int R, int T>
+  static void block(const QC4Args& a) {
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    // [t][h]: tile t's channels 8h..8h+7.
+    __m256 facc[R][T][2];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) facc[r][t][0] = facc[r][t][1] = _mm256_setzero_ps();
+    }
+    const size_t group_bytes = qc4_group_bytes(a.group);
+    for (size_t g = 0; g < a.groups; ++g) {
+      __m256i acc[R][T][2];
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_si256();
+      }
+      const size_t at = kQC4Tile * 4 + g * group_bytes;
+      for (size_t i = 0; i < a.group; i += kQC4KBlock) {
+        __m256i lo[T][2], hi[T][2];
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* p = a.tile0 + t * a.tile_bytes + at + i / kQC4KBlock * kQC4BlockBytes;
+          if (a.prefetch) prefetch_ahead(p);
+          for (int h = 0; h < 2; ++h) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
+            lo[t][h] = _mm256_and_si256(v, mask);
+            hi[t][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+          }
+        }
+        for (int r = 0; r < R; ++r) {
+          const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
+          const __m256i xl = _mm256_set1_epi32(load4(x));
+          const __m256i xh = _mm256_set1_epi32(load4(x + 4));
+          for (int t = 0; t < T; ++t) {
+            for (int h = 0; h < 2; ++h) {
+              // Each 16-bit pair sum is at most 2 * 15 * 128: no saturation, and two fit.
+              const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo[t][h], xl),
+                                                     _mm256_maddubs_epi16(hi[t][h], xh));
+              acc[r][t][h] = _mm256_add_epi32(acc[r][t][h], _mm256_madd_epi16(pairs, ones));
+            }
+          }
+        }
+      }
+      __m256 scale[T][2];
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* s = a.tile0 + t * a.tile_bytes + at + a.group / kQC4KBlock * kQC4BlockBytes;
+        for (int h = 0; h < 2; ++h) {
+          scale[t][h] =
+              _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256i corr = _mm256_set1_epi32(a.xsum8[r * a.groups + g]);
+        for (int t = 0; t < T; ++t) {
+          for (int h = 0; h < 2; ++h) {
+            const __m256 sum = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[r][t][h], corr));
+            facc[r][t][h] = _mm256_fmadd_ps(sum, scale[t][h], facc[r][t][h]);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const float* bias = reinterpret_cast<const float*>(a.tile0 + t * a.tile_bytes);
+      const size_t count = t + 1 == T ? a.last_count : kQC4Tile;
+      for (int r = 0; r < R; ++r) {
+        alignas(32) float out[kQC4Tile];
+        const __m256 xs = _mm256_set1_ps(a.x_scales[r]);
+        for (int h = 0; h < 2; ++h) {
+          _mm256_store_ps(out + 8 * h,
+                          _mm256_fmadd_ps(facc[r][t][h], xs, _mm256_loadu_ps(bias + 8 * h)));
+        }
+        std::memcpy(a.y + r * a.y_stride + t * kQC4Tile, out, count * sizeof(float));
+      }
+    }
+  }
+};
+#endif
+
+}  // namespace
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QC4W_X86_BLOCKS_H_

@@ -1,0 +1,20 @@
+// The int4 fully connected: Four rows by two tiles at a time, AVX-512 VNNI.
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qc4w_x86_blocks.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qc4w_gemm_4x32_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
+                                   size_t rows, const int8_t* q, size_t q_stride,
+                                   const int32_t* xsum8, const float* x_scales, float* y,
+                                   size_t y_stride) {
+  qc4w_run<QC4Avx512Vnni, 4, 2>(packed, k, n, group, rows, q, q_stride, xsum8, x_scales, y,
+                                y_stride, /*prefetch=*/false);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

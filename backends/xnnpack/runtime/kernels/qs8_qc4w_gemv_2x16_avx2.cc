@@ -1,0 +1,18 @@
+// The int4 fully connected: Two tiles (two weight streams) at a time, AVX2.
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qc4w_x86_blocks.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qc4w_gemv_2x16_avx2(const void* packed, size_t k, size_t n, size_t group, const int8_t* q,
+                             const int32_t* xsum8, float x_scale, float* y) {
+  qc4w_run<QC4Avx2, 1, 2>(packed, k, n, group, /*rows=*/1, q, k, xsum8, &x_scale, y, n,
+                          /*prefetch=*/true);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

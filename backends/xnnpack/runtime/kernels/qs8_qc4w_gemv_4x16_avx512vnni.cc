@@ -1,0 +1,18 @@
+// The int4 fully connected: Four tiles (four weight streams) at a time, AVX-512 VNNI.
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qc4w_x86_blocks.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qc4w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
+                                   const int8_t* q, const int32_t* xsum8, float x_scale, float* y) {
+  qc4w_run<QC4Avx512Vnni, 1, 4>(packed, k, n, group, /*rows=*/1, q, k, xsum8, &x_scale, y, n,
+                                /*prefetch=*/true);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

@@ -1,0 +1,231 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+namespace {
+
+uint32_t step(uint32_t* state) {
+  *state = *state * 1664525u + 1013904223u;
+  return *state >> 8;
+}
+
+// float -> float16 bits for test values that float16 holds exactly (normal, 10-bit mantissa).
+uint16_t exact_half(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  const uint32_t sign = (bits >> 16) & 0x8000;
+  const int32_t exponent = static_cast<int32_t>((bits >> 23) & 0xFF) - 127 + 15;
+  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(exponent) << 10) |
+                               ((bits >> 13) & 0x3FF));
+}
+
+// A canonical int4 weight (values in [-8, 7]), its float16 scales and bias, packed.
+struct Weight {
+  Weight(size_t k_in, size_t n_in, size_t group_in, bool with_bias, uint32_t seed)
+      : k(k_in), n(n_in), group(group_in), values(n * k), canonical(n * k / 2, 0) {
+    for (int8_t& v : values) v = static_cast<int8_t>(static_cast<int>(step(&seed) % 16) - 8);
+    for (size_t j = 0; j < n; ++j) {
+      for (size_t i = 0; i < k; ++i) {
+        const uint8_t nibble = static_cast<uint8_t>(values[j * k + i]) & 0x0F;
+        canonical[j * k / 2 + i / 2] |= static_cast<uint8_t>(i % 2 == 0 ? nibble : nibble << 4);
+      }
+    }
+    for (size_t i = 0; i < n * (k / group); ++i) {
+      // Multiples of 1/1024 in (0, 0.25]: exact in float16.
+      const float s = static_cast<float>(step(&seed) % 256 + 1) / 1024.0f;
+      scale_floats.push_back(s);
+      scales.push_back(exact_half(s));
+    }
+    bias.assign(n, 0.0f);
+    if (with_bias) {
+      for (float& b : bias) b = static_cast<float>(step(&seed) % 2001) / 1000.0f - 1.0f;
+    }
+    packed.resize(qc4_packed_bytes(k, n, group));
+    qc4w_pack(canonical.data(), scales.data(), with_bias ? bias.data() : nullptr, k, n, group,
+              packed.data());
+  }
+  size_t k, n, group;
+  std::vector<int8_t> values;
+  std::vector<uint8_t> canonical;
+  std::vector<uint16_t> scales;
+  std::vector<float> scale_floats, bias;
+  std::vector<uint8_t> packed;
+};
+
+std::vector<int8_t> activations(size_t count, uint32_t seed) {
+  std::vector<int8_t> v(count);
+  for (int8_t& b : v) b = static_cast<int8_t>(static_cast<int>(step(&seed) % 255) - 127);
+  return v;
+}
+
+std::vector<int32_t> group_sums(const std::vector<int8_t>& q, size_t k, size_t rows, size_t group) {
+  std::vector<int32_t> sums(rows * (k / group));
+  qs8_group_sums(q.data(), k, rows, k, group, sums.data());
+  return sums;
+}
+
+// The computation of kernels.h from the canonical values, the packing aside.
+std::vector<float> naive(const Weight& w, const std::vector<int8_t>& q, size_t rows,
+                         const std::vector<float>& x_scales) {
+  const size_t groups = w.k / w.group;
+  std::vector<float> y(rows * w.n);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t j = 0; j < w.n; ++j) {
+      float acc = 0.0f;
+      for (size_t g = 0; g < groups; ++g) {
+        int32_t sum = 0;
+        for (size_t i = g * w.group; i < (g + 1) * w.group; ++i) {
+          sum += static_cast<int32_t>(q[r * w.k + i]) * w.values[j * w.k + i];
+        }
+        acc = std::fma(static_cast<float>(sum), w.scale_floats[j * groups + g], acc);
+      }
+      y[r * w.n + j] = std::fma(acc, x_scales[r], w.bias[j]);
+    }
+  }
+  return y;
+}
+
+std::vector<Isa> runnable_paths() {
+  std::vector<Isa> paths;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512f, Isa::kAvx512Vnni}) {
+    if (cpu_runs(isa)) paths.push_back(isa);
+  }
+  return paths;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(QS8QC4W, ScalarReferenceIsTheNaiveComputationOverTheCanonicalLayout) {
+  for (size_t group : {32, 64, 128}) {
+    const Weight w(256, 37, group, /*with_bias=*/true, 11);
+    const size_t rows = 5;
+    const std::vector<int8_t> q = activations(rows * w.k, 3);
+    const std::vector<float> xs = {0.5f, 0.003f, 1.25f, 7.0f, 0.0f};
+    const std::vector<int32_t> sums = group_sums(q, w.k, rows, group);
+    std::vector<float> y(rows * w.n, 1.0f);
+    qs8_qc4w_gemm_scalar(w.packed.data(), w.k, w.n, group, rows, q.data(), w.k, sums.data(),
+                         xs.data(), y.data(), w.n);
+    EXPECT_TRUE(bitwise_equal(y, naive(w, q, rows, xs))) << "group " << group;
+  }
+}
+
+TEST(QS8QC4W, IntegerGroupSumsAreExact) {
+  // Unit scales, no bias, x_scale 1: y is the exact integer dot (below 2^24, so exact in float).
+  const size_t k = 128, n = 20, group = 32;
+  Weight w(k, n, group, /*with_bias=*/false, 5);
+  w.scales.assign(n * k / group, 0x3C00);  // 1.0
+  qc4w_pack(w.canonical.data(), w.scales.data(), nullptr, k, n, group, w.packed.data());
+  const std::vector<int8_t> q = activations(2 * k, 9);
+  const std::vector<int32_t> sums = group_sums(q, k, 2, group);
+  const std::vector<float> xs = {1.0f, 1.0f};
+  for (Isa isa : runnable_paths()) {
+    const QC4Kernels set = qc4_kernels_up_to(isa);
+    std::vector<float> y(2 * n);
+    set.gemm(w.packed.data(), k, n, group, 2, q.data(), k, sums.data(), xs.data(), y.data(), n);
+    for (size_t r = 0; r < 2; ++r) {
+      for (size_t j = 0; j < n; ++j) {
+        int64_t dot = 0;
+        for (size_t i = 0; i < k; ++i) dot += int64_t{q[r * k + i]} * w.values[j * k + i];
+        EXPECT_EQ(y[r * n + j], static_cast<float>(dot))
+            << to_string(isa) << " r" << r << " j" << j;
+      }
+    }
+  }
+}
+
+TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
+  // Odd channel counts (a partial last tile), every group size, with and without bias, row
+  // counts around the row blocks.
+  for (size_t group : {32, 64, 128}) {
+    for (size_t n : {1, 16, 33, 85}) {
+      for (bool with_bias : {true, false}) {
+        const Weight w(2 * 128, n, group, with_bias, static_cast<uint32_t>(n * group));
+        for (size_t rows : {1, 2, 3, 4, 5, 9}) {
+          const std::vector<int8_t> q = activations(rows * w.k, static_cast<uint32_t>(rows));
+          std::vector<float> xs(rows);
+          for (size_t r = 0; r < rows; ++r) xs[r] = 0.01f * static_cast<float>(r + 1);
+          const std::vector<int32_t> sums = group_sums(q, w.k, rows, group);
+          std::vector<float> want(rows * n);
+          qs8_qc4w_gemm_scalar(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(),
+                               xs.data(), want.data(), n);
+          for (Isa isa : runnable_paths()) {
+            const QC4Kernels set = qc4_kernels_up_to(isa);
+            std::vector<float> got(rows * n, -1.0f);
+            set.gemm(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(), xs.data(),
+                     got.data(), n);
+            EXPECT_TRUE(bitwise_equal(got, want)) << "gemm " << to_string(set.gemm_isa) << " group "
+                                                  << group << " n " << n << " rows " << rows;
+            std::vector<float> one(n, -1.0f);
+            set.gemv(w.packed.data(), w.k, n, group, q.data(), sums.data(), xs[0], one.data());
+            EXPECT_TRUE(bitwise_equal(one, std::vector<float>(want.begin(), want.begin() + n)))
+                << "gemv " << to_string(set.gemv_isa) << " group " << group << " n " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QS8QC4W, LesserPathsAreForcedAndTheProcessSetPassesItsProbe) {
+  EXPECT_EQ(qc4_kernels_up_to(Isa::kScalar).gemv, &qs8_qc4w_gemv_scalar);
+  if (cpu_runs(Isa::kAvx2Fma) && __builtin_cpu_supports("f16c")) {
+    EXPECT_EQ(qc4_kernels_up_to(Isa::kAvx512f).gemv, &qs8_qc4w_gemv_2x16_avx2);
+  }
+  if (cpu_runs(Isa::kAvx512Vnni)) {
+    EXPECT_EQ(qc4_kernels().gemm, &qs8_qc4w_gemm_4x32_avx512vnni);
+  }
+  EXPECT_TRUE(qc4_matches_reference(qc4_kernels()));
+}
+
+TEST(QS8QC4W, FullyConnectedQuantizesEachRowOnItsOwn) {
+  const Weight w(128, 40, 32, /*with_bias=*/true, 21);
+  const size_t rows = 6;
+  std::vector<float> x(rows * w.k);
+  uint32_t seed = 99;
+  for (float& v : x) v = static_cast<float>(step(&seed) % 2001) / 100.0f - 10.0f;
+  std::vector<int8_t> q(rows * w.k);
+  std::vector<float> scales(rows);
+  std::vector<int32_t> acc(rows * w.n), sums(rows * 4);
+  const QS8Scratch scratch{q.data(), scales.data(), acc.data(), rows};
+  std::vector<float> all(rows * w.n), one(w.n);
+  ASSERT_TRUE(qs8_qc4w_fully_connected(qs8_kernels(), qc4_kernels(), w.packed.data(),
+                                       w.packed.size(), w.k, w.n, 32, rows, x.data(), w.k,
+                                       all.data(), w.n, scratch, sums.data())
+                  .ok());
+  ASSERT_TRUE(qs8_qc4w_fully_connected(qs8_kernels(), qc4_kernels(), w.packed.data(),
+                                       w.packed.size(), w.k, w.n, 32, 1, x.data() + 3 * w.k, w.k,
+                                       one.data(), w.n, scratch, sums.data())
+                  .ok());
+  EXPECT_EQ(0, std::memcmp(one.data(), all.data() + 3 * w.n, w.n * sizeof(float)));
+}
+
+TEST(QS8QC4W, BrokenPreconditionsAreErrorsNamingThem) {
+  const Weight w(128, 20, 32, /*with_bias=*/false, 1);
+  auto message = [](const runtime::Status& s) { return std::string(s.ok() ? "" : s.message()); };
+  EXPECT_NE(message(check_qc4_kernel_args(128, 20, 48, w.packed.data(), w.packed.size()))
+                .find("group size 48"),
+            std::string::npos);
+  EXPECT_NE(message(check_qc4_kernel_args(96, 20, 64, w.packed.data(), w.packed.size()))
+                .find("not a multiple of the group size 64"),
+            std::string::npos);
+  EXPECT_NE(message(check_qc4_kernel_args(128, 20, 32, w.packed.data(), 100)).find("100 bytes"),
+            std::string::npos);
+  EXPECT_TRUE(check_qc4_kernel_args(128, 20, 32, w.packed.data(), w.packed.size()).ok());
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

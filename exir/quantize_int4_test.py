@@ -1,0 +1,215 @@
+"""The int4 foundation exporter (quantize="int4"): its weights and scales equal torchao's symmetric
+affine quantization (restated in _torchao) bit for bit, the output layer, a tied embedding and a layer whose input size is
+not a multiple of the group stay int8 (and say so), foundation.ptd is byte-identical across
+exports, and the eager reference runs exact integer sums per group."""
+
+import copy
+import os
+
+import pytest
+import torch
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir._serialize import deserialize_ptd
+from edgeshare.exir.lora import export_lora
+from edgeshare.exir.quantize import (
+    dequantize_qc4w,
+    int4_reference,
+    pack_int4,
+    qc4w_linear,
+    quantize_activation_rows,
+    quantize_qc4w,
+    quantize_qc8w,
+    unpack_int4,
+)
+from edgeshare.models import demo_lora
+from edgeshare.models.lora import LoRALinear, shared_copy
+from torch import nn
+
+BYTE, INT8, HALF = 0, 1, 5
+
+
+def _torchao(w: torch.Tensor, group: int):
+    # torchao 0.18.0's choose_qparams_affine(MappingType.SYMMETRIC, block_size=(1, group),
+    # quant_min=-8, quant_max=7, scale_dtype=float16) and quantize_affine, restated step for step:
+    # the scale is computed in float32 and rounded to float16, and quantize_affine multiplies by
+    # 1.0 / scale computed in float16. (quantize_qc4w was checked bit for bit against torchao itself,
+    # installed beside the pinned torch; it is no dependency: peft imports it whenever it is present.)
+    groups = w.reshape(w.shape[0], -1, group)
+    min_neg = torch.min(groups.amin(dim=-1), torch.zeros(()))
+    max_pos = torch.max(groups.amax(dim=-1), torch.zeros(()))
+    scale = torch.clamp(torch.max(-min_neg, max_pos) / (float(7 - (-8)) / 2), min=torch.finfo(torch.float32).smallest_normal)
+    scale = scale.to(torch.float16)
+    q = torch.clamp(torch.round(groups * (1.0 / scale)[..., None]), -8, 7).to(torch.int8)
+    return q.reshape(w.shape), scale
+
+
+def _ptd(path: str):
+    with open(path, "rb") as f:
+        return deserialize_ptd(f.read(), path)
+
+
+@pytest.mark.parametrize("group", [32, 64, 128])
+def test_quantize_qc4w_equals_torchao_bit_for_bit(group):
+    g = torch.Generator().manual_seed(group)
+    # Rows of very different magnitudes, one value alone at a group's max.
+    w = torch.randn(67, 384, generator=g) * torch.rand(67, 1, generator=g) * 4
+    w[9, 5] = 3.0 * w[9].abs().max()
+    packed, scales = quantize_qc4w(w, group)
+    want_q, want_scales = _torchao(w, group)
+    assert packed.dtype == torch.uint8 and list(packed.shape) == [67, 192]
+    assert scales.dtype == torch.float16 and list(scales.shape) == [67, 384 // group]
+    assert torch.equal(scales, want_scales)
+    assert torch.equal(unpack_int4(packed), want_q)
+    assert int(unpack_int4(packed).min()) == -8 or int(unpack_int4(packed).max()) == 7
+    error = (dequantize_qc4w(packed, scales) - w).abs().reshape(67, -1, group).amax(dim=-1)
+    assert bool((error <= scales.to(torch.float32) * 0.5 * 1.01 + 1e-6).all())
+
+
+def test_packing_puts_even_elements_in_low_nibbles():
+    q = torch.tensor([[-8, 7, 1, -1]], dtype=torch.int8)
+    assert pack_int4(q).tolist() == [[0x78, 0xF1]]
+    assert torch.equal(unpack_int4(pack_int4(q)), q)
+
+
+def test_zero_and_tiny_groups_quantize_to_finite_values():
+    w = torch.randn(2, 64)
+    w[0, :32] = 0.0  # scale 0: zeros
+    w[1, 32:] = torch.linspace(-5e-5, 5e-5, 32)  # a scale whose float16 reciprocal overflows
+    packed, scales = quantize_qc4w(w, 32)
+    q = unpack_int4(packed)
+    assert float(scales[0, 0]) == 0.0 and not bool(q[0, :32].any())
+    assert 0 < float(scales[1, 1]) and int(q[1, 32:].abs().max()) >= 7
+    assert float((dequantize_qc4w(packed, scales)[1, 32:] - w[1, 32:]).abs().max()) <= float(scales[1, 1])
+
+
+def test_quantize_qc4w_refuses_bad_weights():
+    with pytest.raises(ValueError, match="not a multiple of the group size 32"):
+        quantize_qc4w(torch.randn(4, 40), 32)
+    with pytest.raises(ValueError, match="NaN or an infinity"):
+        quantize_qc4w(torch.tensor([[float("inf")] * 32]), 32)
+    with pytest.raises(ValueError, match="beyond float16's range"):
+        quantize_qc4w(torch.full((1, 32), 1e6), 32)
+    with pytest.raises(ValueError, match="group size must be one of"):
+        quantize_qc4w(torch.randn(4, 48), 48)
+
+
+def test_qc4w_linear_sums_each_group_exactly_then_fuses_each_multiply_add():
+    x = torch.randn(3, 128)
+    w = torch.randn(9, 128)
+    bias = torch.randn(9)
+    packed, scales = quantize_qc4w(w, 32)
+    y = qc4w_linear(x, packed, scales, bias)
+    qx, xs = quantize_activation_rows(x)
+    q = unpack_int4(packed).to(torch.int64)
+    # The kernels' arithmetic in Python floats (float64), rounded to float32 after each fused step.
+    f32 = lambda v: float(torch.tensor(v, dtype=torch.float32))  # noqa: E731
+    for r in range(3):
+        for o in range(9):
+            acc = 0.0
+            for g in range(4):
+                part = int((qx[r, g * 32 : (g + 1) * 32].to(torch.int64) * q[o, g * 32 : (g + 1) * 32]).sum())
+                acc = f32(part * float(scales[o, g]) + acc)
+            assert float(y[r, o]) == f32(acc * float(xs[r]) + float(bias[o]))
+    # A row's result does not depend on its batch mates.
+    assert torch.equal(qc4w_linear(x[1:2], packed, scales, bias), y[1:2])
+
+
+def test_export_writes_int4_foundation_weights_equal_to_torchao(tmp_path):
+    foundation, adapters, inputs = demo_lora()
+    export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int4", group_size=64))
+    ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
+    layers = ("fc1", "fc2", "fc3")
+    assert sorted(ptd.named_data) == sorted(
+        f"{f}.{name}" for f in layers for name in ("bias", "weight.qc4w", "weight.qc4w.scales")
+    )
+    for f in layers:
+        w = getattr(foundation, f).weight.detach()
+        want_q, want_scales = _torchao(w, 64)
+        blob = ptd.named_data[f"{f}.weight.qc4w"]
+        assert blob.tensor_layout.scalar_type == BYTE
+        assert list(blob.tensor_layout.sizes) == [w.shape[0], w.shape[1] // 2]
+        assert blob.data == pack_int4(want_q).numpy().tobytes()
+        scales = ptd.named_data[f"{f}.weight.qc4w.scales"]
+        assert scales.tensor_layout.scalar_type == HALF and scales.data == want_scales.numpy().tobytes()
+
+
+def test_bare_and_adapter_exports_write_byte_identical_int4_foundation_ptd(tmp_path):
+    foundation, adapters, inputs = demo_lora()
+    int4 = XnnpackPartitioner(quantize="int4")
+    export_lora(
+        foundation, {"lora_a": adapters["lora_a"]}, inputs, str(tmp_path / "bare"), int4,
+        foundation_program="foundation",
+    )  # fmt: skip
+    export_lora(foundation, {"lora_b": adapters["lora_b"]}, inputs, str(tmp_path / "own"), XnnpackPartitioner(quantize="int4"))
+    with open(tmp_path / "bare" / "foundation.ptd", "rb") as a, open(tmp_path / "own" / "foundation.ptd", "rb") as b:
+        assert a.read() == b.read()
+    # Another group size is another file.
+    export_lora(foundation, adapters, inputs, str(tmp_path / "g128"), XnnpackPartitioner(quantize="int4", group_size=128))
+    with open(tmp_path / "own" / "foundation.ptd", "rb") as a, open(tmp_path / "g128" / "foundation.ptd", "rb") as b:
+        assert a.read() != b.read()
+
+
+class _TinyLM(nn.Module):
+    """Token embedding, a Linear of input 32, one of input 64, and an lm_head."""
+
+    def __init__(self, tied: bool) -> None:
+        super().__init__()
+        torch.manual_seed(5)
+        self.embed = nn.Embedding(64, 32)
+        self.up = nn.Linear(32, 64)
+        self.down = nn.Linear(64, 32)
+        self.lm_head = nn.Linear(32, 64, bias=False)
+        if tied:
+            self.lm_head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.lm_head(self.down(torch.relu(self.up(self.embed(ids)))))
+
+
+def _adapted(foundation: nn.Module) -> nn.Module:
+    adapted = shared_copy(foundation)
+    adapted.down = LoRALinear(adapted.down, rank=4, alpha=8.0)
+    torch.nn.init.normal_(adapted.down.lora_b.weight, std=0.05)
+    return adapted.eval()
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_output_layer_tied_table_and_short_inputs_stay_int8_and_say_why(tmp_path, tied):
+    foundation = _TinyLM(tied).eval()
+    inputs = (torch.tensor([[3, 60, 0, 17, 3]]),)
+    partitioner = XnnpackPartitioner(quantize="int4", group_size=64)
+    export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path), partitioner)
+    ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
+    assert [k for k in ptd.named_data if k.endswith(".qc4w")] == ["down.weight.qc4w"]
+    assert "up.weight.qc8w" in ptd.named_data and "embed.weight.qc8w" in ptd.named_data
+    assert ("lm_head.weight.qc8w" in ptd.named_data) == (not tied)
+    want = {"up.weight": "input size 32 is not a multiple of the group size 64"}
+    want["embed.weight" if tied else "lm_head.weight"] = "tied to the token embedding" if tied else "output layer"
+    assert partitioner.int8_fallbacks == want
+    # The int8 entries are the int8 scheme's bytes; the eager reference makes the same choices.
+    q, _ = quantize_qc8w(foundation.up.weight.detach())
+    assert ptd.named_data["up.weight.qc8w"].data == q.numpy().tobytes()
+    model = int4_reference(copy.deepcopy(foundation), group_size=64)
+    kinds = {n: type(m).__name__ for n, m in model.named_children()}
+    assert kinds == {"embed": "_Int8Embedding", "up": "_Int8Linear", "down": "_Int4Linear", "lm_head": "_Int8Linear"}
+    with torch.no_grad():
+        cosine = float(nn.functional.cosine_similarity(model(*inputs).flatten(), foundation(*inputs).flatten(), dim=0))
+    assert cosine > 0.98
+
+
+def test_lm_head_int4_on_request(tmp_path):
+    foundation = _TinyLM(tied=False).eval()
+    partitioner = XnnpackPartitioner(quantize="int4", group_size=32, lm_head="int4")
+    inputs = (torch.tensor([[1, 2, 3]]),)
+    export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path), partitioner)
+    ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
+    assert sorted(k for k in ptd.named_data if k.endswith(".qc4w")) == [
+        "down.weight.qc4w", "lm_head.weight.qc4w", "up.weight.qc4w",
+    ]  # fmt: skip
+    assert partitioner.int8_fallbacks == {}
+    model = int4_reference(copy.deepcopy(foundation), group_size=32, lm_head="int4")
+    assert type(model.lm_head).__name__ == "_Int4Linear"
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q", "-s"]))
