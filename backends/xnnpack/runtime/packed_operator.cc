@@ -232,65 +232,37 @@ void PackedOperator::pack_slab(size_t index, const void* weight, const void* bia
   slab.packed_bytes = scope.last_size();
 }
 
-Status PackedOperator::seal_qc8w() {
+Status PackedOperator::seal_own() {
+  const char* what = is_qc8w(shape_) ? "int8" : is_qc4w(shape_) ? "int4" : "f16";
+  const char* key = or_inline(shape_.weight_key);
+  const size_t k = shape_.input_channels;
   for (const Slab& slab : slabs_) {
     ES_CHECK_OR_RETURN_ERROR(slab.created == xnn_status_success, Error::DelegateInitFailed,
-                             "could not pack the int8 fully connected weight '%s' [%zu x %zu]: "
-                             "no memory for its packing, or no scales",
-                             or_inline(shape_.weight_key), shape_.output_channels,
-                             shape_.input_channels);
-    const Status args = kernels::check_qs8_kernel_args(shape_.input_channels, slab.count,
-                                                       slab.packed, slab.packed_bytes);
-    if (!args.ok()) {
-      return args.WithContext("int8 fully connected weight '%s'", or_inline(shape_.weight_key));
-    }
+                             "could not pack the %s fully connected weight '%s' [%zu x %zu]: no "
+                             "memory for its packing%s",
+                             what, key, shape_.output_channels, k,
+                             is_f16(shape_) ? "" : ", or no scales");
+    const Status args =
+        is_qc8w(shape_)
+            ? kernels::check_qs8_kernel_args(k, slab.count, slab.packed, slab.packed_bytes)
+        : is_qc4w(shape_) ? kernels::check_qc4_kernel_args(k, slab.count, shape_.group_size,
+                                                           slab.packed, slab.packed_bytes)
+                          : kernels::check_f16w_kernel_args(k, slab.count, slab.packed,
+                                                            slab.packed_bytes);
+    if (!args.ok()) return args.WithContext("%s fully connected weight '%s'", what, key);
   }
-  qs8_ = &kernels::qs8_kernels();
-  sealed_ = true;
-  return Status();
-}
-
-Status PackedOperator::seal_f16w() {
-  for (const Slab& slab : slabs_) {
-    ES_CHECK_OR_RETURN_ERROR(slab.created == xnn_status_success, Error::DelegateInitFailed,
-                             "could not pack the f16 fully connected weight '%s' [%zu x %zu]: no "
-                             "memory for its packing",
-                             or_inline(shape_.weight_key), shape_.output_channels,
-                             shape_.input_channels);
-    const Status args = kernels::check_f16w_kernel_args(shape_.input_channels, slab.count,
-                                                        slab.packed, slab.packed_bytes);
-    if (!args.ok()) {
-      return args.WithContext("f16 fully connected weight '%s'", or_inline(shape_.weight_key));
-    }
+  if (is_f16(shape_)) {
+    f16w_ = &kernels::f16w_kernels();
+  } else {
+    qs8_ = &kernels::qs8_kernels();
+    if (is_qc4w(shape_)) qc4_ = &kernels::qc4_kernels();
   }
-  f16w_ = &kernels::f16w_kernels();
-  sealed_ = true;
-  return Status();
-}
-
-Status PackedOperator::seal_qc4w() {
-  for (const Slab& slab : slabs_) {
-    ES_CHECK_OR_RETURN_ERROR(slab.created == xnn_status_success, Error::DelegateInitFailed,
-                             "could not pack the int4 fully connected weight '%s' [%zu x %zu]: "
-                             "no memory for its packing, or no scales",
-                             or_inline(shape_.weight_key), shape_.output_channels,
-                             shape_.input_channels);
-    const Status args = kernels::check_qc4_kernel_args(
-        shape_.input_channels, slab.count, shape_.group_size, slab.packed, slab.packed_bytes);
-    if (!args.ok()) {
-      return args.WithContext("int4 fully connected weight '%s'", or_inline(shape_.weight_key));
-    }
-  }
-  qs8_ = &kernels::qs8_kernels();
-  qc4_ = &kernels::qc4_kernels();
   sealed_ = true;
   return Status();
 }
 
 Status PackedOperator::seal() {
-  if (is_qc8w(shape_)) return seal_qc8w();
-  if (is_f16(shape_)) return seal_f16w();
-  if (is_qc4w(shape_)) return seal_qc4w();
+  if (is_qc8w(shape_) || is_qc4w(shape_) || is_f16(shape_)) return seal_own();
   for (const Slab& slab : slabs_) {
     const xnn_status status = slab.created;
     ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateInitFailed,

@@ -203,13 +203,12 @@ class PackedOperator {
   // Returns the packing (null: no memory; pack_slab then packs nothing and seal() reports it).
   void* plan_own_packing(size_t element_bytes, size_t alignment, size_t tile, size_t tile_bytes,
                          std::unique_ptr<void, void (*)(void*)>* owned);
-  // plan() and seal() of a Char (int8) entry, of a Byte (int4) one, and of a Half one.
+  // plan() of a Char (int8) entry, of a Byte (int4) one, and of a Half one.
   void plan_qc8w();
-  runtime::Status seal_qc8w();
   void plan_qc4w();
-  runtime::Status seal_qc4w();
   void plan_f16w();
-  runtime::Status seal_f16w();
+  // seal() of any of them: every slab packed and within its kernels' preconditions.
+  runtime::Status seal_own();
   runtime::Status run(size_t batch_size, const void* input, void* output);
   // run_fully_connected_qc8w/_qc4w after their dtype check: quantize the rows once (int4: and
   // sum their groups into xsum8), then every slab.
