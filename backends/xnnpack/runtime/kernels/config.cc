@@ -23,6 +23,8 @@ const char* to_string(Isa isa) {
       return "scalar";
     case Isa::kAvx2Fma:
       return "avx2_fma";
+    case Isa::kAvxVnni:
+      return "avxvnni";
     case Isa::kAvx512f:
       return "avx512f";
     case Isa::kAvx512Vnni:
@@ -38,6 +40,8 @@ bool cpu_runs(Isa isa) {
 #if defined(__x86_64__)
     case Isa::kAvx2Fma:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::kAvxVnni:
+      return cpu_runs(Isa::kAvx2Fma) && __builtin_cpu_supports("avxvnni");
     case Isa::kAvx512f:
       return __builtin_cpu_supports("avx512f") && cpu_runs(Isa::kAvx2Fma);
     case Isa::kAvx512Vnni:
@@ -175,6 +179,10 @@ QS8Kernels qs8_kernels_up_to(Isa max_isa) {
     set.gemv_isa = set.gemm_isa = Isa::kAvx512Vnni;
     set.gemv = &qs8_qc8w_gemv_4x16_avx512vnni;
     set.gemm = &qs8_qc8w_gemm_8x32_avx512vnni;
+  } else if (usable(Isa::kAvxVnni, max_isa)) {
+    set.gemv_isa = set.gemm_isa = Isa::kAvxVnni;
+    set.gemv = &qs8_qc8w_gemv_4x16_avxvnni;
+    set.gemm = &qs8_qc8w_gemm_4x16_avxvnni;
   } else if (usable(Isa::kAvx2Fma, max_isa)) {
     set.gemv_isa = set.gemm_isa = Isa::kAvx2Fma;
     set.gemv = &qs8_qc8w_gemv_4x16_avx2;
@@ -220,7 +228,7 @@ bool qs8_matches_reference(const QS8Kernels& set) {
 const QS8Kernels& qs8_kernels() {
   static const QS8Kernels set = [] {
     // Widest first; a set whose probe differs gives way to the next narrower one.
-    for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx512f, Isa::kAvx2Fma}) {
+    for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx512f, Isa::kAvxVnni, Isa::kAvx2Fma}) {
       if (!cpu_runs(isa)) continue;
       const QS8Kernels candidate = qs8_kernels_up_to(isa);
       if (qs8_matches_reference(candidate)) return candidate;

@@ -32,10 +32,12 @@ namespace edgeshare {
 namespace xnnpack {
 namespace kernels {
 
-// Instruction sets the kernel files are written for, each a superset of the one before.
+// Instruction sets the kernel files are written for, each a superset of the one before but
+// AVX-VNNI, which CPUs with AVX-512 may lack (every pick checks cpu_runs, not just the order).
 enum class Isa {
   kScalar,
   kAvx2Fma,     // AVX2 and FMA3.
+  kAvxVnni,     // AVX2, FMA3 and AVX-VNNI (VPDPBUSD on 256-bit vectors, VEX-encoded).
   kAvx512f,     // AVX-512 Foundation.
   kAvx512Vnni,  // AVX-512 F, BW, VL and VNNI.
 };

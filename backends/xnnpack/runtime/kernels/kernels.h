@@ -109,6 +109,8 @@ using QS8QC8WGemvFn = void (*)(const void* packed, size_t k, size_t n, const int
 void qs8_qc8w_gemv_scalar(const void* packed, size_t k, size_t n, const int8_t* q, int32_t* acc);
 // Four tiles at a time (four streams in flight), as the f32 GEMV.
 void qs8_qc8w_gemv_4x16_avx2(const void* packed, size_t k, size_t n, const int8_t* q, int32_t* acc);
+void qs8_qc8w_gemv_4x16_avxvnni(const void* packed, size_t k, size_t n, const int8_t* q,
+                                int32_t* acc);
 void qs8_qc8w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, const int8_t* q,
                                    int32_t* acc);
 // GEMM: `rows` rows (q_stride bytes apart) to rows of acc (acc_stride int32 apart).
@@ -118,6 +120,8 @@ void qs8_qc8w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, c
                           size_t q_stride, int32_t* acc, size_t acc_stride);
 void qs8_qc8w_gemm_4x16_avx2(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
                              size_t q_stride, int32_t* acc, size_t acc_stride);
+void qs8_qc8w_gemm_4x16_avxvnni(const void* packed, size_t k, size_t n, size_t rows,
+                                const int8_t* q, size_t q_stride, int32_t* acc, size_t acc_stride);
 void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
                                    const int8_t* q, size_t q_stride, int32_t* acc,
                                    size_t acc_stride);

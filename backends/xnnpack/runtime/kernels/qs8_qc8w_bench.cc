@@ -88,7 +88,7 @@ int run() {
                    f32_bytes,
                    [&] { f32_set.gemv(f32, kIn, kOut, x.data(), y.data()); },
                    {}});
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512Vnni}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
     if (!cpu_runs(isa)) continue;
     const QS8Kernels set = qs8_kernels_up_to(isa);
     const std::string name = to_string(set.gemv_isa);

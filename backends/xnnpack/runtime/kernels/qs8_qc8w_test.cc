@@ -8,6 +8,7 @@
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_qc8w_vnni256_evex.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -74,25 +75,42 @@ std::vector<int32_t> plain_dot(const Weight& weight, const std::vector<int8_t>& 
   return acc;
 }
 
-// Each path this CPU can run, forced by its instruction set.
+// Each path this CPU can run, forced by its instruction set. Where AVX-VNNI is missing but AVX-512
+// VNNI is not, the AVX-VNNI blocks run in AVX-512 VL's encoding of the same instructions.
 class QS8Test : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (!cpu_runs(GetParam())) GTEST_SKIP() << to_string(GetParam()) << ": not on this CPU";
-    set_ = qs8_kernels_up_to(GetParam());
+    if (cpu_runs(GetParam())) {
+      set_ = qs8_kernels_up_to(GetParam());
+    } else if (GetParam() == Isa::kAvxVnni && cpu_runs(Isa::kAvx512Vnni)) {
+      set_ = qs8_kernels_up_to(Isa::kAvx2Fma);
+      set_.gemv = &qs8_qc8w_gemv_4x16_vnni256_evex;
+      set_.gemm = &qs8_qc8w_gemm_4x16_vnni256_evex;
+      evex_twin_ = true;
+    } else {
+      GTEST_SKIP() << to_string(GetParam()) << ": not on this CPU";
+    }
   }
   QS8Kernels set_;
+  bool evex_twin_ = false;
 };
 
-INSTANTIATE_TEST_SUITE_P(
-    Paths, QS8Test, ::testing::Values(Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512f, Isa::kAvx512Vnni),
-    [](const ::testing::TestParamInfo<Isa>& info) { return std::string(to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Paths, QS8Test,
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2Fma, Isa::kAvxVnni,
+                                           Isa::kAvx512f, Isa::kAvx512Vnni),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(to_string(info.param));
+                         });
 
 TEST_P(QS8Test, forcing_an_instruction_set_picks_its_kernels) {
   const Isa isa = GetParam();
-  EXPECT_EQ(set_.quantize_isa, isa == Isa::kAvx512Vnni ? Isa::kAvx512f : isa);
-  EXPECT_EQ(set_.gemv_isa, isa == Isa::kAvx512f ? Isa::kAvx2Fma : isa);
-  EXPECT_EQ(set_.gemm_isa, set_.gemv_isa);
+  if (!evex_twin_) {
+    EXPECT_EQ(set_.quantize_isa, isa == Isa::kAvx512Vnni ? Isa::kAvx512f
+                                 : isa == Isa::kAvxVnni  ? Isa::kAvx2Fma
+                                                         : isa);
+    EXPECT_EQ(set_.gemv_isa, isa == Isa::kAvx512f ? Isa::kAvx2Fma : isa);
+    EXPECT_EQ(set_.gemm_isa, set_.gemv_isa);
+  }
   EXPECT_TRUE(qs8_matches_reference(set_));
 }
 
@@ -263,6 +281,7 @@ TEST(QS8KernelsTest, column_slabs_over_rows_quantized_once_equal_one_run) {
 
 TEST(QS8KernelsTest, the_process_runs_the_widest_set_the_cpu_has) {
   const Isa widest = cpu_runs(Isa::kAvx512Vnni) ? Isa::kAvx512Vnni
+                     : cpu_runs(Isa::kAvxVnni)  ? Isa::kAvxVnni
                      : cpu_runs(Isa::kAvx2Fma)  ? Isa::kAvx2Fma
                                                 : Isa::kScalar;
   EXPECT_EQ(qs8_kernels().gemv_isa, widest);

@@ -104,6 +104,93 @@ void qs8_block_avx512vnni(const uint8_t* w, size_t tile_bytes, size_t kp, const 
 }
 #endif
 
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+// VPDPBUSD on 256-bit vectors: AVX-VNNI's VEX form where the file enables AVX-VNNI, else AVX-512
+// VL's EVEX form of the same instruction, with the same result, so the blocks below also run (and
+// are tested) on AVX-512 VNNI CPUs without AVX-VNNI.
+__attribute__((always_inline)) inline __m256i dpbusd256(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+  return _mm256_dpbusd_epi32(acc, u, s);
+#endif
+}
+
+// The AVX-512 VNNI block's sign handling (q + 128 in, 128 x the weight sum off) on two 256-bit
+// halves of each tile: channels 0-7 and 8-15 of a group are its first and second 32 bytes.
+template <int kRows, int kTiles, bool kPrefetch>
+void qs8_block_vnni256(const uint8_t* w, size_t tile_bytes, size_t kp, const int8_t* q,
+                       size_t q_stride, int32_t* acc, size_t acc_stride, size_t last_count) {
+  __m256i a[kRows][kTiles][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < kTiles; ++t) a[r][t][0] = a[r][t][1] = _mm256_setzero_si256();
+  }
+  const __m256i flip = _mm256_set1_epi32(static_cast<int32_t>(0x80808080u));
+  const uint8_t* p = w + kQC8HeaderBytes;
+  for (size_t i = 0; i < kp; i += kQC8KBlock, p += kQC8Tile * kQC8KBlock) {
+    __m256i wv[kTiles][2];
+#pragma GCC unroll 8
+    for (int t = 0; t < kTiles; ++t) {
+      if (kPrefetch) prefetch_ahead(p + t * tile_bytes);
+      wv[t][0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + t * tile_bytes));
+      wv[t][1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + t * tile_bytes + 32));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m256i xv =
+          _mm256_xor_si256(_mm256_set1_epi32(four_bytes(q + r * q_stride + i)), flip);
+#pragma GCC unroll 8
+      for (int t = 0; t < kTiles; ++t) {
+        a[r][t][0] = dpbusd256(a[r][t][0], xv, wv[t][0]);
+        a[r][t][1] = dpbusd256(a[r][t][1], xv, wv[t][1]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kTiles; ++t) {
+    const __m256i* sums = reinterpret_cast<const __m256i*>(w + t * tile_bytes);
+    const __m256i offset[2] = {_mm256_slli_epi32(_mm256_loadu_si256(sums), 7),
+                               _mm256_slli_epi32(_mm256_loadu_si256(sums + 1), 7)};
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m256i lo = _mm256_sub_epi32(a[r][t][0], offset[0]);
+      const __m256i hi = _mm256_sub_epi32(a[r][t][1], offset[1]);
+      int32_t* out = acc + r * acc_stride + t * kQC8Tile;
+      if (t + 1 < kTiles || last_count == kQC8Tile) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), hi);
+      } else {
+        int32_t tmp[kQC8Tile];
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp + 8), hi);
+        std::memcpy(out, tmp, last_count * sizeof(int32_t));
+      }
+    }
+  }
+}
+
+// One row by four tiles (four streams in flight), and up to four rows by one tile (eight of the
+// sixteen registers accumulate), as the AVX2 files run theirs.
+inline void qs8_gemv_vnni256(const void* packed, size_t k, size_t n, const int8_t* q,
+                             int32_t* acc) {
+  static const QS8BlockFn kBlocks[1][4] = {
+      {&qs8_block_vnni256<1, 1, true>, &qs8_block_vnni256<1, 2, true>,
+       &qs8_block_vnni256<1, 3, true>, &qs8_block_vnni256<1, 4, true>}};
+  qs8_run_blocks(kBlocks, packed, k, n, /*rows=*/1, q, qc8_padded_k(k), acc, n);
+}
+
+inline void qs8_gemm_vnni256(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, int32_t* acc, size_t acc_stride) {
+  static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_vnni256<1, 1, false>},
+                                           {&qs8_block_vnni256<2, 1, false>},
+                                           {&qs8_block_vnni256<3, 1, false>},
+                                           {&qs8_block_vnni256<4, 1, false>}};
+  qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, acc, acc_stride);
+}
+#endif
+
 #if defined(__AVX2__)
 // VPMADDUBSW multiplies unsigned by signed bytes and saturates its 16-bit pair sums: |q| times w
 // with q's sign moved onto w (VPSIGNB) keeps every pair within 2 x 127 x 127 < 32767, so nothing

@@ -1,0 +1,17 @@
+// The int8 integer dot over several rows, AVX-VNNI: blocks of up to four rows by one tile.
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_x86_blocks.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qc8w_gemm_4x16_avxvnni(const void* packed, size_t k, size_t n, size_t rows,
+                                const int8_t* q, size_t q_stride, int32_t* acc, size_t acc_stride) {
+  qs8_gemm_vnni256(packed, k, n, rows, q, q_stride, acc, acc_stride);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

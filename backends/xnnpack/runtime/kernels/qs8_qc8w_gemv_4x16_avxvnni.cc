@@ -1,0 +1,17 @@
+// The int8 integer dot over one row, AVX-VNNI: four tiles (four weight streams) at a time.
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_x86_blocks.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qc8w_gemv_4x16_avxvnni(const void* packed, size_t k, size_t n, const int8_t* q,
+                                int32_t* acc) {
+  qs8_gemv_vnni256(packed, k, n, q, acc);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

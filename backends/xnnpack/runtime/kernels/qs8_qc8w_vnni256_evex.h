@@ -1,0 +1,25 @@
+// The AVX-VNNI int8 dot kernels built with AVX-512 VL's (EVEX) encoding of the same instructions,
+// for tests only: they run the AVX-VNNI files' blocks on AVX-512 VNNI CPUs that lack AVX-VNNI,
+// where the AVX-VNNI path itself cannot run. Same signatures as the AVX-VNNI kernels.
+
+#ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_QC8W_VNNI256_EVEX_H_
+#define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_QC8W_VNNI256_EVEX_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qc8w_gemv_4x16_vnni256_evex(const void* packed, size_t k, size_t n, const int8_t* q,
+                                     int32_t* acc);
+void qs8_qc8w_gemm_4x16_vnni256_evex(const void* packed, size_t k, size_t n, size_t rows,
+                                     const int8_t* q, size_t q_stride, int32_t* acc,
+                                     size_t acc_stride);
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_QC8W_VNNI256_EVEX_H_
