@@ -324,6 +324,15 @@ struct PackedOperator::SlabRun {
   }
 };
 
+PackedOperator::Slab PackedOperator::whole_own() const {
+  Slab whole = slabs_.front();
+  const Slab& last = slabs_.back();
+  whole.count = last.first + last.count;
+  whole.packed_bytes = static_cast<const uint8_t*>(last.packed) + last.packed_bytes -
+                       static_cast<const uint8_t*>(whole.packed);
+  return whole;
+}
+
 xnn_status PackedOperator::run_slab(const Slab& slab, const Slab* next, bool first, bool own,
                                     size_t batch_size, const void* input, void* output,
                                     pthreadpool_t pool) const {
@@ -391,6 +400,11 @@ Status PackedOperator::run(size_t batch_size, const void* input, void* output) {
                              shape_.weight_key.c_str(), status);
     return Status();
   }
+  if (batch_size == 1 && f16w_ != nullptr && pool == nullptr) {
+    // One row on this thread: see whole_own().
+    run_slab(whole_own(), nullptr, true, own, 1, input, output, nullptr);
+    return Status();
+  }
   for (size_t i = 0; i < slabs_.size(); ++i) {
     const Slab* next = i + 1 < slabs_.size() ? &slabs_[i + 1] : nullptr;
     const xnn_status status =
@@ -422,8 +436,7 @@ struct PackedOperator::QuantizedRun {
   const int32_t* xsum8 = nullptr;  // int4 only
   std::atomic<bool> failed{false};
 
-  bool run(size_t index) const {
-    const Slab& slab = entry->slabs_[index];
+  bool run(const Slab& slab) const {
     const Shape& shape = entry->shape_;
     if (is_qc4w(shape)) {
       return kernels::qs8_qc4w_run_quantized(*entry->qc4_, slab.packed, slab.packed_bytes,
@@ -440,7 +453,7 @@ struct PackedOperator::QuantizedRun {
   }
   static void task(void* context, size_t index) {
     QuantizedRun* job = static_cast<QuantizedRun*>(context);
-    if (!job->run(index)) job->failed.store(true, std::memory_order_relaxed);
+    if (!job->run(job->entry->slabs_[index])) job->failed.store(true, std::memory_order_relaxed);
   }
 };
 
@@ -470,8 +483,11 @@ Status PackedOperator::run_quantized(size_t batch_size, const float* input, floa
   job.output = output;
   job.scratch = &scratch;
   job.xsum8 = xsum8;
-  if (shape_.slabs_across_pool && slabs_.size() > 1 && threadpool() != nullptr) {
+  const bool on_pool = shape_.slabs_across_pool && slabs_.size() > 1 && threadpool() != nullptr;
+  if (on_pool) {
     parallel_for(slabs_.size(), &QuantizedRun::task, &job);
+  } else if (batch_size == 1) {
+    if (!job.run(whole_own())) job.failed.store(true, std::memory_order_relaxed);
   } else {
     for (size_t i = 0; i < slabs_.size(); ++i) QuantizedRun::task(&job, i);
   }

@@ -221,6 +221,11 @@ class PackedOperator {
                       const void* input, void* output, pthreadpool_t pool) const;
   xnn_status setup_slab(const Slab& slab, size_t batch_size, const void* input, void* output,
                         pthreadpool_t pool) const;
+  // An own packing (int8, int4, f16w) as one slab over every output channel: its slabs are
+  // consecutive runs of its tiles. One row run on one thread takes it whole, so the GEMV keeps
+  // its several weight streams in flight across slab edges; the slabs are for the GEMM, which
+  // reuses a slab from cache over its rows.
+  Slab whole_own() const;
 
   const Shape shape_;
   std::vector<Slab> slabs_;

@@ -376,11 +376,12 @@ TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
   }
 }
 
-// One run of a [kBitOut, kBitIn] weight with bias over kBitRows rows through a fresh cache with
-// `slab_bytes`; returns the output and the entry's slab count.
+// One run of a [kBitOut, kBitIn] weight with bias over `rows` rows (at most kBitRows) through a
+// fresh cache with `slab_bytes`; returns the output and the entry's slab count.
 constexpr size_t kBitIn = 512, kBitOut = 544, kBitRows = 5;
 
-runtime::Result<std::vector<float>> run_through_cache(bool f16, size_t slab_bytes, size_t* slabs) {
+runtime::Result<std::vector<float>> run_through_cache(bool f16, size_t slab_bytes, size_t rows,
+                                                      size_t* slabs) {
   const std::vector<float> w = random_floats(kBitOut * kBitIn, -1, 1, 1);
   const std::vector<float> b = random_floats(kBitOut, -1, 1, 2);
   const std::vector<float> x = random_floats(kBitRows * kBitIn, -1, 1, 3);
@@ -396,29 +397,31 @@ runtime::Result<std::vector<float>> run_through_cache(bool f16, size_t slab_byte
   ES_ASSIGN_OR_RETURN(PackedOperator * op,
                       cache.get_or_pack_fully_connected(&map, weight, &bias, kBitIn, kBitOut));
   *slabs = op->num_slabs();
-  std::vector<float> y(kBitRows * kBitOut, 0.0f);
-  const runtime::Status status = op->run_fully_connected(kBitRows, x.data(), y.data());
+  std::vector<float> y(rows * kBitOut, 0.0f);
+  const runtime::Status status = op->run_fully_connected(rows, x.data(), y.data());
   cache.release(op);
   if (!status.ok()) return status;
   return y;
 }
 
 // Slabs change where columns are computed, not how: the output is bit for bit that of one
-// operator over the whole weight (f32 and f16, 1 and 2 threads).
+// operator over the whole weight (f32 and f16, 1 and 2 threads, one row and several).
 TEST_F(WeightsCacheTest, slabbed_output_is_bitwise_that_of_one_operator) {
   for (bool f16 : {false, true}) {
     for (size_t threads : {1u, 2u}) {
-      ASSERT_TRUE(set_num_threads(threads).ok());
-      size_t one = 0, many = 0;
-      auto whole = run_through_cache(f16, 0, &one);
-      ASSERT_TRUE(whole.ok()) << whole.status().message();
-      auto slabbed = run_through_cache(f16, 64 * 1024, &many);
-      ASSERT_TRUE(slabbed.ok()) << slabbed.status().message();
-      EXPECT_EQ(one, 1u);
-      EXPECT_EQ(many, f16 ? 9u : 17u);  // 64 KiB of 1 or 2 KiB rows, in multiples of 32 rows.
-      ASSERT_EQ(whole->size(), slabbed->size());
-      EXPECT_EQ(std::memcmp(whole->data(), slabbed->data(), whole->size() * sizeof(float)), 0)
-          << (f16 ? "f16" : "f32") << " threads " << threads;
+      for (size_t rows : {size_t{1}, kBitRows}) {
+        ASSERT_TRUE(set_num_threads(threads).ok());
+        size_t one = 0, many = 0;
+        auto whole = run_through_cache(f16, 0, rows, &one);
+        ASSERT_TRUE(whole.ok()) << whole.status().message();
+        auto slabbed = run_through_cache(f16, 64 * 1024, rows, &many);
+        ASSERT_TRUE(slabbed.ok()) << slabbed.status().message();
+        EXPECT_EQ(one, 1u);
+        EXPECT_EQ(many, f16 ? 9u : 17u);  // 64 KiB of 1 or 2 KiB rows, in multiples of 32 rows.
+        ASSERT_EQ(whole->size(), slabbed->size());
+        EXPECT_EQ(std::memcmp(whole->data(), slabbed->data(), whole->size() * sizeof(float)), 0)
+            << (f16 ? "f16" : "f32") << " threads " << threads << " rows " << rows;
+      }
     }
   }
   ASSERT_TRUE(set_num_threads(1).ok());
