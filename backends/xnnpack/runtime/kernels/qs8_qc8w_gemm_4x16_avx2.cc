@@ -10,11 +10,7 @@ namespace kernels {
 
 void qs8_qc8w_gemm_4x16_avx2(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
                              size_t q_stride, int32_t* acc, size_t acc_stride) {
-  static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_avx2<1, 1, false>},
-                                           {&qs8_block_avx2<2, 1, false>},
-                                           {&qs8_block_avx2<3, 1, false>},
-                                           {&qs8_block_avx2<4, 1, false>}};
-  qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, acc, acc_stride);
+  qs8_gemm_256<Avx2Dot>(packed, k, n, rows, q, q_stride, acc, acc_stride);
 }
 
 }  // namespace kernels

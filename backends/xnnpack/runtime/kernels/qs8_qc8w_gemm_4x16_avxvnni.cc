@@ -9,7 +9,7 @@ namespace kernels {
 
 void qs8_qc8w_gemm_4x16_avxvnni(const void* packed, size_t k, size_t n, size_t rows,
                                 const int8_t* q, size_t q_stride, int32_t* acc, size_t acc_stride) {
-  qs8_gemm_vnni256(packed, k, n, rows, q, q_stride, acc, acc_stride);
+  qs8_gemm_256<Vnni256Dot>(packed, k, n, rows, q, q_stride, acc, acc_stride);
 }
 
 }  // namespace kernels

@@ -9,10 +9,7 @@ namespace kernels {
 
 void qs8_qc8w_gemv_4x16_avx2(const void* packed, size_t k, size_t n, const int8_t* q,
                              int32_t* acc) {
-  static const QS8BlockFn kBlocks[1][4] = {
-      {&qs8_block_avx2<1, 1, true>, &qs8_block_avx2<1, 2, true>, &qs8_block_avx2<1, 3, true>,
-       &qs8_block_avx2<1, 4, true>}};
-  qs8_run_blocks(kBlocks, packed, k, n, /*rows=*/1, q, qc8_padded_k(k), acc, n);
+  qs8_gemv_256<Avx2Dot>(packed, k, n, q, acc);
 }
 
 }  // namespace kernels

@@ -9,7 +9,7 @@ namespace kernels {
 
 void qs8_qc8w_gemv_4x16_avxvnni(const void* packed, size_t k, size_t n, const int8_t* q,
                                 int32_t* acc) {
-  qs8_gemv_vnni256(packed, k, n, q, acc);
+  qs8_gemv_256<Vnni256Dot>(packed, k, n, q, acc);
 }
 
 }  // namespace kernels

@@ -104,30 +104,19 @@ void qs8_block_avx512vnni(const uint8_t* w, size_t tile_bytes, size_t kp, const 
 }
 #endif
 
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-// VPDPBUSD on 256-bit vectors: AVX-VNNI's VEX form where the file enables AVX-VNNI, else AVX-512
-// VL's EVEX form of the same instruction, with the same result, so the blocks below also run (and
-// are tested) on AVX-512 VNNI CPUs without AVX-VNNI.
-__attribute__((always_inline)) inline __m256i dpbusd256(__m256i acc, __m256i u, __m256i s) {
-#if defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(acc, u, s);
-#else
-  return _mm256_dpbusd_epi32(acc, u, s);
-#endif
-}
-
-// The AVX-512 VNNI block's sign handling (q + 128 in, 128 x the weight sum off) on two 256-bit
-// halves of each tile: channels 0-7 and 8-15 of a group are its first and second 32 bytes.
-template <int kRows, int kTiles, bool kPrefetch>
-void qs8_block_vnni256(const uint8_t* w, size_t tile_bytes, size_t kp, const int8_t* q,
-                       size_t q_stride, int32_t* acc, size_t acc_stride, size_t last_count) {
+#if defined(__AVX2__)
+// The blocks on 256-bit vectors: each tile's 16 channels are two halves (channels 0-7 and 8-15 of a
+// group are its first and second 32 bytes), and `Dot` is how 4 activation bytes meet 4 weight
+// bytes per lane.
+template <typename Dot, int kRows, int kTiles, bool kPrefetch>
+void qs8_block_256(const uint8_t* w, size_t tile_bytes, size_t kp, const int8_t* q, size_t q_stride,
+                   int32_t* acc, size_t acc_stride, size_t last_count) {
   __m256i a[kRows][kTiles][2];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 8
     for (int t = 0; t < kTiles; ++t) a[r][t][0] = a[r][t][1] = _mm256_setzero_si256();
   }
-  const __m256i flip = _mm256_set1_epi32(static_cast<int32_t>(0x80808080u));
   const uint8_t* p = w + kQC8HeaderBytes;
   for (size_t i = 0; i < kp; i += kQC8KBlock, p += kQC8Tile * kQC8KBlock) {
     __m256i wv[kTiles][2];
@@ -139,20 +128,19 @@ void qs8_block_vnni256(const uint8_t* w, size_t tile_bytes, size_t kp, const int
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      const __m256i xv =
-          _mm256_xor_si256(_mm256_set1_epi32(four_bytes(q + r * q_stride + i)), flip);
+      const typename Dot::Activations x = Dot::activations(four_bytes(q + r * q_stride + i));
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        a[r][t][0] = dpbusd256(a[r][t][0], xv, wv[t][0]);
-        a[r][t][1] = dpbusd256(a[r][t][1], xv, wv[t][1]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) a[r][t][h] = Dot::accumulate(a[r][t][h], x, wv[t][h]);
       }
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < kTiles; ++t) {
     const __m256i* sums = reinterpret_cast<const __m256i*>(w + t * tile_bytes);
-    const __m256i offset[2] = {_mm256_slli_epi32(_mm256_loadu_si256(sums), 7),
-                               _mm256_slli_epi32(_mm256_loadu_si256(sums + 1), 7)};
+    const __m256i offset[2] = {Dot::offset(_mm256_loadu_si256(sums)),
+                               Dot::offset(_mm256_loadu_si256(sums + 1))};
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       const __m256i lo = _mm256_sub_epi32(a[r][t][0], offset[0]);
@@ -172,79 +160,65 @@ void qs8_block_vnni256(const uint8_t* w, size_t tile_bytes, size_t kp, const int
 }
 
 // One row by four tiles (four streams in flight), and up to four rows by one tile (eight of the
-// sixteen registers accumulate), as the AVX2 files run theirs.
-inline void qs8_gemv_vnni256(const void* packed, size_t k, size_t n, const int8_t* q,
-                             int32_t* acc) {
+// sixteen registers accumulate).
+template <typename Dot>
+inline void qs8_gemv_256(const void* packed, size_t k, size_t n, const int8_t* q, int32_t* acc) {
   static const QS8BlockFn kBlocks[1][4] = {
-      {&qs8_block_vnni256<1, 1, true>, &qs8_block_vnni256<1, 2, true>,
-       &qs8_block_vnni256<1, 3, true>, &qs8_block_vnni256<1, 4, true>}};
+      {&qs8_block_256<Dot, 1, 1, true>, &qs8_block_256<Dot, 1, 2, true>,
+       &qs8_block_256<Dot, 1, 3, true>, &qs8_block_256<Dot, 1, 4, true>}};
   qs8_run_blocks(kBlocks, packed, k, n, /*rows=*/1, q, qc8_padded_k(k), acc, n);
 }
 
-inline void qs8_gemm_vnni256(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
-                             size_t q_stride, int32_t* acc, size_t acc_stride) {
-  static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_vnni256<1, 1, false>},
-                                           {&qs8_block_vnni256<2, 1, false>},
-                                           {&qs8_block_vnni256<3, 1, false>},
-                                           {&qs8_block_vnni256<4, 1, false>}};
+template <typename Dot>
+inline void qs8_gemm_256(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                         size_t q_stride, int32_t* acc, size_t acc_stride) {
+  static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_256<Dot, 1, 1, false>},
+                                           {&qs8_block_256<Dot, 2, 1, false>},
+                                           {&qs8_block_256<Dot, 3, 1, false>},
+                                           {&qs8_block_256<Dot, 4, 1, false>}};
   qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, acc, acc_stride);
 }
+
+// AVX2: VPMADDUBSW multiplies unsigned by signed bytes and saturates its 16-bit pair sums: |q|
+// times w with q's sign moved onto w (VPSIGNB) keeps every pair within 2 x 127 x 127 < 32767, so
+// nothing saturates and VPMADDWD's 32-bit sums are exact, with nothing to take off.
+struct Avx2Dot {
+  struct Activations {
+    __m256i q, abs_q;
+  };
+  static Activations activations(int32_t four) {
+    const __m256i q = _mm256_set1_epi32(four);
+    return {q, _mm256_abs_epi8(q)};
+  }
+  static __m256i accumulate(__m256i acc, const Activations& x, __m256i w) {
+    const __m256i pairs = _mm256_maddubs_epi16(x.abs_q, _mm256_sign_epi8(w, x.q));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+  static __m256i offset(__m256i) { return _mm256_setzero_si256(); }
+};
 #endif
 
-#if defined(__AVX2__)
-// VPMADDUBSW multiplies unsigned by signed bytes and saturates its 16-bit pair sums: |q| times w
-// with q's sign moved onto w (VPSIGNB) keeps every pair within 2 x 127 x 127 < 32767, so nothing
-// saturates and VPMADDWD's 32-bit sums are exact.
-template <int kRows, int kTiles, bool kPrefetch>
-void qs8_block_avx2(const uint8_t* w, size_t tile_bytes, size_t kp, const int8_t* q,
-                    size_t q_stride, int32_t* acc, size_t acc_stride, size_t last_count) {
-  __m256i a[kRows][kTiles][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < kTiles; ++t) a[r][t][0] = a[r][t][1] = _mm256_setzero_si256();
+#if defined(__AVX2__) && \
+    (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
+// VNNI on 256-bit vectors, as the AVX-512 VNNI block: q + 128 in (its sign bit flipped), 128 x the
+// channel's weight sum off at the end. VPDPBUSD is AVX-VNNI's VEX form where the file enables
+// AVX-VNNI, else AVX-512 VL's EVEX form of the same instruction, with the same result, so these
+// blocks also run (and are tested) on AVX-512 VNNI CPUs without AVX-VNNI.
+struct Vnni256Dot {
+  using Activations = __m256i;
+  static Activations activations(int32_t four) {
+    return _mm256_xor_si256(_mm256_set1_epi32(four),
+                            _mm256_set1_epi32(static_cast<int32_t>(0x80808080u)));
   }
-  const __m256i ones = _mm256_set1_epi16(1);
-  const uint8_t* p = w + kQC8HeaderBytes;
-  for (size_t i = 0; i < kp; i += kQC8KBlock, p += kQC8Tile * kQC8KBlock) {
-    __m256i wv[kTiles][2];
-#pragma GCC unroll 8
-    for (int t = 0; t < kTiles; ++t) {
-      if (kPrefetch) prefetch_ahead(p + t * tile_bytes);
-      wv[t][0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + t * tile_bytes));
-      wv[t][1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + t * tile_bytes + 32));
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) {
-      const __m256i xv = _mm256_set1_epi32(four_bytes(q + r * q_stride + i));
-      const __m256i ax = _mm256_abs_epi8(xv);
-#pragma GCC unroll 8
-      for (int t = 0; t < kTiles; ++t) {
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const __m256i pairs = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[t][h], xv));
-          a[r][t][h] = _mm256_add_epi32(a[r][t][h], _mm256_madd_epi16(pairs, ones));
-        }
-      }
-    }
+  static __m256i accumulate(__m256i acc, Activations x, __m256i w) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, x, w);
+#else
+    return _mm256_dpbusd_epi32(acc, x, w);
+#endif
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < kTiles; ++t) {
-      int32_t* out = acc + r * acc_stride + t * kQC8Tile;
-      if (t + 1 < kTiles || last_count == kQC8Tile) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), a[r][t][0]);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), a[r][t][1]);
-      } else {
-        int32_t tmp[kQC8Tile];
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp), a[r][t][0]);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp + 8), a[r][t][1]);
-        std::memcpy(out, tmp, last_count * sizeof(int32_t));
-      }
-    }
-  }
-}
+  static __m256i offset(__m256i weight_sums) { return _mm256_slli_epi32(weight_sums, 7); }
+};
 #endif
 
 }  // namespace
