@@ -1,11 +1,12 @@
 // The C++ SentencePiece tokenizer against transformers' LlamaTokenizer (the Hugging Face
-// `tokenizers` pipeline transformers converts a tokenizer.model to) on a tokenizer.model trained
-// offline by //testing:sentencepiece_files, with Llama 2's settings and with a chat model's (legacy
-// false, added tokens): equal ids on a multilingual corpus (added tokens' texts, whitespace runs,
-// byte fallback), equal decode of those ids and of random id runs (byte runs that are not UTF-8,
-// special and added tokens) with and without special tokens, streaming pieces that concatenate to
-// decode(); load_tokenizer's choice of file and reading of tokenizer_config.json; a corrupt or
-// missing model is a one-line error.
+// `tokenizers` pipeline transformers converts a tokenizer.model to) on tokenizer.model files trained
+// offline by //testing:sentencepiece_files: with Llama 2's settings, with a chat model's (legacy
+// false, added tokens), and trained with sentencepiece's defaults (a normalizer transformers
+// ignores, no byte fallback). Equal ids on a multilingual corpus (added tokens' texts, whitespace
+// runs, byte fallback), equal decode of those ids and of random id runs (byte runs that are not
+// UTF-8, special and added tokens) with and without special tokens, streaming pieces that
+// concatenate to decode(); load_tokenizer's choice of file and reading of tokenizer_config.json; a
+// corrupt or missing model is a one-line error.
 
 #include "edgeshare/generation/sentencepiece_tokenizer.h"
 
@@ -67,7 +68,7 @@ std::string Streamed(const Tokenizer& tokenizer, const std::vector<int64_t>& ids
 // The fixture's folder for one of expected.json's configurations, loaded as load_tokenizer loads
 // an export folder (tokenizer_config.json read).
 std::unique_ptr<Tokenizer> LoadFolder(const std::string& config) {
-  auto tokenizer = load_tokenizer(Folder() + (config == "chat" ? "chat/" : ""));
+  auto tokenizer = load_tokenizer(Folder() + (config == "llama2" ? "" : config + "/"));
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status().message();
   if (!tokenizer.ok()) return nullptr;
   EXPECT_NE(dynamic_cast<SentencePieceTokenizer*>(tokenizer->get()), nullptr);
@@ -125,7 +126,7 @@ TEST_P(EqualsTransformers, decode_of_random_ids) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SentencePieceTokenizer, EqualsTransformers,
-                         ::testing::Values("llama2", "chat"));
+                         ::testing::Values("llama2", "chat", "plain"));
 
 TEST(SentencePieceTokenizer, special_and_added_tokens) {
   const SentencePieceTokenizer tokenizer = Load();

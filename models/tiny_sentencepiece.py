@@ -42,14 +42,26 @@ ADDED_TOKENS = [
 ]
 
 
-def train() -> bytes:
+def train(llama: bool = True) -> bytes:
     """Trains the model on tiny_tokenizer's corpus.
+
+    Args:
+      llama: with Llama 2's options (above); False keeps the trainer's own defaults instead (nmt_nfkc
+        normalization, whitespace runs folded, no byte fallback), which transformers ignores.
 
     Returns:
       The tokenizer.model bytes (deterministic for a given sentencepiece version).
     """
     import sentencepiece  # noqa: PLC0415 (only tokenizer fixtures need it)
 
+    options: Dict[str, Any] = dict(
+        byte_fallback=True,
+        split_digits=True,
+        allow_whitespace_only_pieces=True,
+        remove_extra_whitespaces=False,
+        add_dummy_prefix=True,
+        normalization_rule_name="identity",
+    ) if llama else {}
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(CORPUS * 4),
@@ -57,23 +69,19 @@ def train() -> bytes:
         model_type="bpe",
         vocab_size=VOCAB,
         character_coverage=0.98,
-        byte_fallback=True,
-        split_digits=True,
-        allow_whitespace_only_pieces=True,
-        remove_extra_whitespaces=False,
-        add_dummy_prefix=True,
-        normalization_rule_name="identity",
         unk_id=0,
         bos_id=1,
         eos_id=2,
         pad_id=-1,
         num_threads=1,
         minloglevel=2,
+        **options,
     )
     return model.getvalue()
 
 
-def save_tokenizer(model_dir: str, legacy: bool = True, added_tokens: Sequence[Dict[str, Any]] = ()) -> List[str]:
+def save_tokenizer(model_dir: str, legacy: bool = True, added_tokens: Sequence[Dict[str, Any]] = (),
+                   llama: bool = True) -> List[str]:
     """Writes tokenizer.model with Llama 2's tokenizer_config.json (LlamaTokenizer, BOS added, no EOS),
     special_tokens_map.json and generation_config.json (eos_token_id 2, </s>) into model_dir.
 
@@ -82,6 +90,7 @@ def save_tokenizer(model_dir: str, legacy: bool = True, added_tokens: Sequence[D
       legacy: tokenizer_config.json's legacy (Llama 2's own files say true: a "▁" in front of the
         text after every added token; false: in front of the text's start only).
       added_tokens: [{"id", "content", "special"}] for tokenizer_config.json's added_tokens_decoder.
+      llama: train with Llama 2's options (see train()).
 
     Returns:
       The files written.
@@ -89,7 +98,7 @@ def save_tokenizer(model_dir: str, legacy: bool = True, added_tokens: Sequence[D
     paths = [os.path.join(model_dir, name) for name in (
         "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")]
     with open(paths[0], "wb") as f:
-        f.write(train())
+        f.write(train(llama))
     tokens = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
     config: Dict[str, Any] = {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False,
                               "clean_up_tokenization_spaces": False, "legacy": legacy, **tokens}

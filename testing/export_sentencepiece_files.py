@@ -7,7 +7,9 @@ tokenizer.model to) makes of each, for the C++ and Python tokenizers to equal.
     #   Llama 2's settings (legacy: true)
     # DIR/chat/{tokenizer.model, tokenizer_config.json, ...}: legacy false and added tokens (ChatML's
     #   turn tokens, special, and one that is not special) after the model's pieces
-    # DIR/expected.json: {"llama2" | "chat": {"vocab_size": N, "corpus": [str, ...],
+    # DIR/plain/{tokenizer.model, ...}: a model trained with sentencepiece's default options (a
+    #   normalizer transformers ignores, no byte fallback: unknown characters)
+    # DIR/expected.json: {"llama2" | "chat" | "plain": {"vocab_size": N, "corpus": [str, ...],
     #   "ids": [[...]] (encode with special tokens, i.e. the BOS), "ids_plain": [[...]] (without),
     #   "decoded": [str, ...] (decode of "ids" skipping special tokens),
     #   "decoded_special": [str, ...] (keeping them),
@@ -24,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from edgeshare.models import tiny_sentencepiece
 
-CONFIGS = {"llama2": "", "chat": "chat"}
+CONFIGS = {"llama2": "", "chat": "chat", "plain": "plain"}
 
 
 def _expected(folder: str) -> Dict[str, Any]:
@@ -42,7 +44,7 @@ def _expected(folder: str) -> Dict[str, Any]:
     random_ids: List[List[int]] = [[rng.randrange(size) for _ in range(rng.randrange(1, 24))] for _ in range(200)]
     # Byte runs dense enough to hold complete characters next to broken ones, with special tokens
     # inside some runs (skipped, they do not end the run).
-    byte_ids = [i for i in range(size) if tok.convert_ids_to_tokens(i).startswith("<0x")]
+    byte_ids = [i for i in range(size) if tok.convert_ids_to_tokens(i).startswith("<0x")] or list(range(size))
     runs = byte_ids * 6 + [1, 2]
     random_ids += [[rng.choice(runs) for _ in range(rng.randrange(1, 9))] for _ in range(200)]
     return {
@@ -70,6 +72,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.makedirs(folder, exist_ok=True)
         if name == "chat":
             tiny_sentencepiece.save_tokenizer(folder, legacy=False, added_tokens=tiny_sentencepiece.ADDED_TOKENS)
+        elif name == "plain":
+            tiny_sentencepiece.save_tokenizer(folder, llama=False)
         else:
             tiny_sentencepiece.save_tokenizer(folder)
         expected[name] = _expected(folder)

@@ -1,6 +1,6 @@
 """Python text generation's tokenizer over a SentencePiece tokenizer.model (//testing:sentencepiece_files,
-trained offline with the sentencepiece package, with Llama 2's tokenizer_config.json and with a chat
-model's: legacy false, added tokens): an export folder with tokenizer.model and no tokenizer.json
+trained offline with the sentencepiece package, with Llama 2's tokenizer_config.json, with a chat
+model's (legacy false, added tokens), and trained with sentencepiece's default options): an export folder with tokenizer.model and no tokenizer.json
 loads it; its ids and text equal what transformers' LlamaTokenizer gives for the same folder (which
 the C++ SentencePieceTokenizer equals too) on a multilingual corpus and random id runs, special
 tokens kept or skipped; streamed pieces concatenate to decode(); bad files are one-line
@@ -32,7 +32,7 @@ def tokenizer() -> Tokenizer:
     return loaded
 
 
-CONFIGS = {"llama2": FILES, "chat": os.path.join(FILES, "chat")}
+CONFIGS = {"llama2": FILES, "chat": os.path.join(FILES, "chat"), "plain": os.path.join(FILES, "plain")}
 
 
 def _folder(tmp_path: Any, config: Any = None) -> str:
