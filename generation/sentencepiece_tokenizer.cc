@@ -91,8 +91,9 @@ bool ReadFields(std::string_view data, std::vector<WireField>* fields) {
 }
 
 // The model with its normalizer off (no dummy prefix, no whitespace folding, no character map;
-// spaces still escaped as "▁", as Hugging Face's Metaspace leaves them to the BPE) into *model,
-// and each piece's type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte).
+// spaces still escaped as "▁", as Hugging Face's Metaspace leaves them to the BPE) and no
+// self-test samples into *model, and each piece's type (1 normal, 2 unknown, 3 control, 4
+// user-defined, 5 unused, 6 byte).
 bool WithoutNormalizer(std::string_view serialized, std::string* model, std::vector<int>* types) {
   std::vector<WireField> fields;
   if (!ReadFields(serialized, &fields)) return false;
@@ -100,7 +101,9 @@ bool WithoutNormalizer(std::string_view serialized, std::string* model, std::vec
   for (const WireField& f : fields) {
     if (f.number == 3) {
       spec.append(f.payload);
-    } else {
+    } else if (f.number != 4) {
+      // Not self_test_data (4): its samples were made with the model's own normalizer, and the
+      // library checks them when it loads the model.
       model->append(f.whole);
     }
     if (f.number != 1) continue;

@@ -121,8 +121,8 @@ def without_normalizer(model: bytes) -> Tuple[bytes, List[int]]:
       model: a serialized sentencepiece ModelProto.
 
     Returns:
-      The same model with normalizer_spec (field 3) replaced, and each piece's type (1 normal,
-      2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte).
+      The same model with normalizer_spec (field 3) replaced and no self-test samples, and each
+      piece's type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte).
 
     Raises:
       ValueError: the bytes are not a protobuf message.
@@ -145,7 +145,9 @@ def without_normalizer(model: bytes) -> Tuple[bytes, List[int]]:
             + b"\x18\x00"  # add_dummy_prefix = false
             + b"\x20\x00"  # remove_extra_whitespaces = false
             + b"\x28\x01")  # escape_whitespaces = true
-    rest = b"".join(whole for number, whole, _ in fields if number != 3)
+    # Without self_test_data (4) too: its samples were made with the model's own normalizer, and
+    # the library checks them when it loads the model.
+    rest = b"".join(whole for number, whole, _ in fields if number not in (3, 4))
     return rest + b"\x1a" + _put_varint(len(ours)) + ours, types
 
 
