@@ -1,24 +1,32 @@
-// SentencePieceTokenizer: a SentencePiece tokenizer.model (Llama 2, Mistral and Gemma style: BPE or
-// unigram, byte fallback) in C++, on the SentencePiece library the models were trained with. Its
-// ids and text equal the `sentencepiece` Python package's (and so Python generation's) for the same
-// model.
+// SentencePieceTokenizer: a SentencePiece tokenizer.model (Llama 2 and Mistral style: BPE with byte
+// fallback) in C++, on the SentencePiece library the models were trained with. Its ids and text
+// equal those of transformers' LlamaTokenizer for the same folder (the Hugging Face `tokenizers`
+// pipeline transformers converts a tokenizer.model to) and of Python generation's backend.
 //
 //   ES_ASSIGN_OR_RETURN(SentencePieceTokenizer tokenizer,
 //                       SentencePieceTokenizer::load("out/tokenizer.model"));
 //   ES_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tokenizer.encode("Grüße, 東京"));  // <s> first
 //   std::string text = tokenizer.decode(ids);                // <s> and </s> left out
 //
-// Beyond the library's Encode: the control tokens' texts ("<s>", "</s>") in the input are those
-// tokens, as Hugging Face's added special tokens are (a chat template writes them); the text
-// between them is encoded by the library, each part with its own dummy prefix (transformers' legacy
-// Llama tokenizer); BOS (and EOS) are added when add_special_tokens, as Options say
-// (tokenizer_config.json's add_bos_token and add_eos_token). decode() is SentencePiece's: the first
-// piece loses the dummy prefix's space, a run of byte tokens is decoded as UTF-8 with each invalid
-// byte as U+FFFD, an unknown token is " ⁇ "; ids outside the vocabulary are skipped (the library
-// would refuse them). Errors: load(): AccessFailed for an unreadable file, InvalidData for a file
-// the library cannot parse (its message included). encode(): InvalidArgument for text that is not
-// UTF-8, Internal for a failure the library reports. Thread-safety: const methods may run
-// concurrently (the library's Encode is const).
+// What Hugging Face does and this does too, where it differs from the library's own Encode/Decode:
+// - Added tokens are matched in the raw text first: the model's control and unknown pieces
+//   ("<s>", "</s>", "<unk>"; special), its user-defined pieces (not special) and Options'
+//   added_tokens (tokenizer_config.json's added_tokens_decoder).
+// - Each stretch between them gets one "▁" in front unless it starts with a space (Hugging Face's
+//   Metaspace; the library's dummy prefix would add one in front of a space too): in front of
+//   every stretch (legacy tokenizers), of the text's start only, or never, as Options say. The
+//   model's own normalizer is off (transformers ignores it): the library only segments. In a
+//   model without byte pieces, a character with no piece is left out (transformers' converted
+//   BPE has no unknown token).
+// - decode(): special tokens left out or written as their text; a run of byte tokens is its UTF-8
+//   text, or one U+FFFD per token when the run is not valid UTF-8 (tokens skipped as special do
+//   not end a run); the unknown token is "<unk>" (the library writes " ⁇ "); one leading space of
+//   the whole text is dropped unless the prefix scheme is kNever; ids outside the vocabulary are
+//   skipped. A stream holds a run of byte tokens back until the run ends.
+// Errors: load(): AccessFailed for an unreadable file, InvalidData for a file the library cannot
+// parse (its message included) or a negative added token id. encode(): InvalidArgument for text
+// that is not UTF-8, Internal for a failure the library reports. Thread-safety: const methods may
+// run concurrently (the library's Encode is const).
 
 #ifndef EDGESHARE_GENERATION_SENTENCEPIECE_TOKENIZER_H_
 #define EDGESHARE_GENERATION_SENTENCEPIECE_TOKENIZER_H_
@@ -43,9 +51,21 @@ namespace generation {
 
 class SentencePieceTokenizer : public Tokenizer {
  public:
+  // Where a "▁" goes in front of the text between added tokens (see above).
+  enum class PrependScheme : uint8_t { kAlways, kFirst, kNever };
+  // A token of tokenizer_config.json's added_tokens_decoder.
+  struct AddedToken {
+    int64_t id;
+    std::string content;
+    bool special;
+  };
+  // tokenizer_config.json's settings; the defaults are transformers' LlamaTokenizer's.
   struct Options {
-    bool add_bos = true;  // Llama's default
+    bool add_bos = true;
     bool add_eos = false;
+    // kAlways for legacy tokenizers (legacy: true), kNever for add_prefix_space: false.
+    PrependScheme prepend_scheme = PrependScheme::kFirst;
+    std::vector<AddedToken> added_tokens;
   };
 
   static runtime::Result<SentencePieceTokenizer> load(const std::string& path, Options options);
@@ -69,32 +89,33 @@ class SentencePieceTokenizer : public Tokenizer {
   size_t vocab_size() const override { return pieces_.size(); }
 
   // What decoding needs of one id.
-  enum class Kind : uint8_t { kNormal, kByte, kControl, kUnknown };
+  enum class Kind : uint8_t { kNormal, kByte, kAdded, kSpecial, kNone };
   struct Piece {
-    std::string text;  // "▁" as " "; a byte token's one byte; a control token's piece
+    std::string text;  // "▁" as " "; a byte token's one byte; an added token's content
     Kind kind;
   };
   // The piece of `id`, or null outside the vocabulary.
   const Piece* piece(int64_t id) const;
-  // Whether the first piece of a text drops a leading space (the dummy prefix).
-  bool strips_dummy_prefix() const { return strips_dummy_prefix_; }
+  // Whether decoding drops one leading space of the text.
+  bool strips_leading_space() const { return options_.prepend_scheme != PrependScheme::kNever; }
 
  private:
   SentencePieceTokenizer();
-  runtime::Status encode_ordinary(std::string_view text, std::vector<int64_t>* ids) const;
+  runtime::Status encode_stretch(std::string_view text, bool at_start,
+                                 std::vector<int64_t>* ids) const;
 
   std::string name_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
-  std::vector<Piece> pieces_;
-  struct Control {
+  std::vector<Piece> pieces_;  // by id, added tokens included
+  struct Added {
     std::string text;
     int64_t id;
   };
-  std::vector<Control> controls_;  // matched in the raw text, longest first
+  std::vector<Added> added_;  // matched in the raw text, longest first
   int64_t bos_id_ = -1;
   int64_t eos_id_ = -1;
   Options options_;
-  bool strips_dummy_prefix_ = false;
+  bool has_byte_pieces_ = false;
 };
 
 }  // namespace generation

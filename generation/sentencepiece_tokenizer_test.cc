@@ -1,8 +1,12 @@
-// The C++ SentencePiece tokenizer against the sentencepiece package on a tokenizer.model trained
-// offline by //testing:sentencepiece_files: equal ids on a multilingual corpus (control tokens'
-// texts, whitespace runs, byte fallback), equal decode of those ids and of random id runs (byte
-// runs that are not UTF-8, control and unknown tokens), streaming pieces that concatenate to
-// decode(); load_tokenizer's choice of file; a corrupt or missing model is a one-line error.
+// The C++ SentencePiece tokenizer against transformers' LlamaTokenizer (the Hugging Face
+// `tokenizers` pipeline transformers converts a tokenizer.model to) on tokenizer.model files trained
+// offline by //testing:sentencepiece_files: with Llama 2's settings, with a chat model's (legacy
+// false, added tokens), and trained with sentencepiece's defaults (a normalizer transformers
+// ignores, no byte fallback). Equal ids on a multilingual corpus (added tokens' texts, whitespace
+// runs, byte fallback), equal decode of those ids and of random id runs (byte runs that are not
+// UTF-8, special and added tokens) with and without special tokens, streaming pieces that
+// concatenate to decode(); load_tokenizer's choice of file and reading of tokenizer_config.json; a
+// corrupt or missing model is a one-line error.
 
 #include "edgeshare/generation/sentencepiece_tokenizer.h"
 
@@ -46,8 +50,9 @@ SentencePieceTokenizer Load() {
 
 std::vector<int64_t> Ids(const nlohmann::json& list) { return list.get<std::vector<int64_t>>(); }
 
-std::string Streamed(const Tokenizer& tokenizer, const std::vector<int64_t>& ids) {
-  std::unique_ptr<TextStream> stream = tokenizer.stream();
+std::string Streamed(const Tokenizer& tokenizer, const std::vector<int64_t>& ids,
+                     bool skip_special_tokens) {
+  std::unique_ptr<TextStream> stream = tokenizer.stream(skip_special_tokens);
   std::string text, piece;
   for (int64_t id : ids) {
     piece.clear();
@@ -60,43 +65,70 @@ std::string Streamed(const Tokenizer& tokenizer, const std::vector<int64_t>& ids
   return text + piece;
 }
 
-TEST(SentencePieceTokenizer, ids_and_decode_equal_sentencepiece_on_the_corpus) {
-  const nlohmann::json expected = Expected();
-  ASSERT_TRUE(expected.is_object()) << "SENTENCEPIECE_EXPECTED_JSON is unreadable";
-  const SentencePieceTokenizer tokenizer = Load();
-  EXPECT_EQ(tokenizer.vocab_size(), 560u);
+// The fixture's folder for one of expected.json's configurations, loaded as load_tokenizer loads
+// an export folder (tokenizer_config.json read).
+std::unique_ptr<Tokenizer> LoadFolder(const std::string& config) {
+  auto tokenizer = load_tokenizer(Folder() + (config == "llama2" ? "" : config + "/"));
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status().message();
+  if (!tokenizer.ok()) return nullptr;
+  EXPECT_NE(dynamic_cast<SentencePieceTokenizer*>(tokenizer->get()), nullptr);
+  return std::move(*tokenizer);
+}
+
+class EqualsTransformers : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EqualsTransformers, ids_and_decode_on_the_corpus) {
+  const nlohmann::json all = Expected();
+  ASSERT_TRUE(all.is_object()) << "SENTENCEPIECE_EXPECTED_JSON is unreadable";
+  const nlohmann::json& expected = all[GetParam()];
+  const std::unique_ptr<Tokenizer> tokenizer = LoadFolder(GetParam());
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_EQ(tokenizer->vocab_size(), expected["vocab_size"].get<size_t>());
   const nlohmann::json& corpus = expected["corpus"];
-  ASSERT_GE(corpus.size(), 25u);
+  ASSERT_GE(corpus.size(), 29u);
   for (size_t i = 0; i < corpus.size(); ++i) {
     const std::string text = corpus[i].get<std::string>();
     const std::vector<int64_t> want = Ids(expected["ids"][i]);
-    auto ids = tokenizer.encode(text);
+    auto ids = tokenizer->encode(text);
     ASSERT_TRUE(ids.ok()) << ids.status().message();
     EXPECT_EQ(*ids, want) << text;
-    auto plain = tokenizer.encode(text, /*add_special_tokens=*/false);
+    auto plain = tokenizer->encode(text, /*add_special_tokens=*/false);
     ASSERT_TRUE(plain.ok());
     EXPECT_EQ(*plain, Ids(expected["ids_plain"][i])) << text;
-    const std::string decoded = expected["decoded"][i].get<std::string>();
-    EXPECT_EQ(tokenizer.decode(Span<const int64_t>(want.data(), want.size())), decoded) << text;
-    EXPECT_EQ(Streamed(tokenizer, want), decoded) << text;
+    const Span<const int64_t> span(want.data(), want.size());
+    for (bool skip : {true, false}) {
+      const std::string decoded =
+          expected[skip ? "decoded" : "decoded_special"][i].get<std::string>();
+      EXPECT_EQ(tokenizer->decode(span, skip), decoded) << text;
+      EXPECT_EQ(Streamed(*tokenizer, want, skip), decoded) << text;
+    }
   }
 }
 
-TEST(SentencePieceTokenizer, decode_equals_sentencepiece_on_random_ids) {
-  const nlohmann::json expected = Expected();
-  ASSERT_TRUE(expected.is_object());
-  const SentencePieceTokenizer tokenizer = Load();
+TEST_P(EqualsTransformers, decode_of_random_ids) {
+  const nlohmann::json all = Expected();
+  ASSERT_TRUE(all.is_object());
+  const nlohmann::json& expected = all[GetParam()];
+  const std::unique_ptr<Tokenizer> tokenizer = LoadFolder(GetParam());
+  ASSERT_NE(tokenizer, nullptr);
   const nlohmann::json& runs = expected["random_ids"];
   ASSERT_GE(runs.size(), 400u);
   for (size_t i = 0; i < runs.size(); ++i) {
     const std::vector<int64_t> ids = Ids(runs[i]);
-    const std::string want = expected["random_decoded"][i].get<std::string>();
-    EXPECT_EQ(tokenizer.decode(Span<const int64_t>(ids.data(), ids.size())), want) << runs[i];
-    EXPECT_EQ(Streamed(tokenizer, ids), want) << runs[i];
+    const Span<const int64_t> span(ids.data(), ids.size());
+    for (bool skip : {true, false}) {
+      const std::string want =
+          expected[skip ? "random_decoded" : "random_decoded_special"][i].get<std::string>();
+      EXPECT_EQ(tokenizer->decode(span, skip), want) << runs[i];
+      EXPECT_EQ(Streamed(*tokenizer, ids, skip), want) << runs[i];
+    }
   }
 }
 
-TEST(SentencePieceTokenizer, special_tokens) {
+INSTANTIATE_TEST_SUITE_P(SentencePieceTokenizer, EqualsTransformers,
+                         ::testing::Values("llama2", "chat", "plain"));
+
+TEST(SentencePieceTokenizer, special_and_added_tokens) {
   const SentencePieceTokenizer tokenizer = Load();
   EXPECT_EQ(tokenizer.token_to_id("<unk>"), 0);
   EXPECT_EQ(tokenizer.token_to_id("<s>"), 1);
@@ -104,23 +136,31 @@ TEST(SentencePieceTokenizer, special_tokens) {
   EXPECT_EQ(tokenizer.token_to_id("<0x41>"), 3 + 0x41);
   EXPECT_EQ(tokenizer.token_to_id("no such piece"), -1);
   const std::vector<int64_t> ids = {1, 2, 0, 999999, -1};
-  EXPECT_EQ(tokenizer.decode(Span<const int64_t>(ids.data(), ids.size()), false),
-            "<s></s> \xE2\x81\x87 ");
-  // A chat turn's control tokens come back as their text when not skipped.
-  const std::string turn = "<s>[INST] Hallo, wie geht's? [/INST] Gut! \xF0\x9F\x99\x82</s>";
-  auto turn_ids = tokenizer.encode(turn, /*add_special_tokens=*/false);
-  ASSERT_TRUE(turn_ids.ok());
-  EXPECT_EQ(turn_ids->front(), 1);
-  EXPECT_EQ(turn_ids->back(), 2);
-  EXPECT_EQ(tokenizer.decode(Span<const int64_t>(turn_ids->data(), turn_ids->size()), false), turn);
-  SentencePieceTokenizer::Options both;
-  both.add_eos = true;
-  auto with_eos = SentencePieceTokenizer::load(Folder() + "tokenizer.model", both);
-  ASSERT_TRUE(with_eos.ok());
-  auto encoded = with_eos->encode("hi");
+  EXPECT_EQ(tokenizer.decode(Span<const int64_t>(ids.data(), ids.size()), false), "<s></s><unk>");
+  EXPECT_EQ(tokenizer.decode(Span<const int64_t>(ids.data(), ids.size())), "");
+
+  SentencePieceTokenizer::Options chat;
+  chat.add_eos = true;
+  chat.added_tokens = {{560, "<|im_start|>", true}, {562, "[[image]]", false}};
+  auto with_added = SentencePieceTokenizer::load(Folder() + "tokenizer.model", chat);
+  ASSERT_TRUE(with_added.ok()) << with_added.status().message();
+  EXPECT_EQ(with_added->vocab_size(), 563u);
+  EXPECT_EQ(with_added->token_to_id("<|im_start|>"), 560);
+  EXPECT_EQ(with_added->token_to_id("[[image]]"), 562);
+  auto encoded = with_added->encode("<|im_start|>hi[[image]]");
   ASSERT_TRUE(encoded.ok());
   EXPECT_EQ(encoded->front(), 1);
+  EXPECT_EQ((*encoded)[1], 560);
   EXPECT_EQ(encoded->back(), 2);
+  EXPECT_EQ((*encoded)[encoded->size() - 2], 562);
+  // 561 is a gap between added ids: skipped; the special one is left out, the other one is not.
+  const std::vector<int64_t> turn = {560, 561, 562};
+  EXPECT_EQ(with_added->decode(Span<const int64_t>(turn.data(), turn.size())), "[[image]]");
+
+  chat.added_tokens = {{-3, "<bad>", true}};
+  auto negative = SentencePieceTokenizer::load(Folder() + "tokenizer.model", chat);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.error(), Error::InvalidData);
 }
 
 TEST(SentencePieceTokenizer, bad_input_is_a_one_line_error) {
@@ -166,7 +206,7 @@ TEST(LoadTokenizer, picks_tokenizer_model_without_tokenizer_json) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().message();
   ASSERT_NE(tokenizer->get(), nullptr);
   EXPECT_NE(dynamic_cast<SentencePieceTokenizer*>(tokenizer->get()), nullptr);
-  const nlohmann::json expected = Expected();
+  const nlohmann::json expected = Expected()["llama2"];
   auto ids = (*tokenizer)->encode(expected["corpus"][0].get<std::string>());
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(*ids, Ids(expected["ids"][0]));
@@ -179,10 +219,29 @@ TEST(LoadTokenizer, picks_tokenizer_model_without_tokenizer_json) {
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(*plain, Ids(expected["ids_plain"][0]));
 
-  std::ofstream(folder + "tokenizer_config.json") << R"({"add_bos_token": "yes"})";
-  auto bad = load_tokenizer(folder);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error(), Error::InvalidData);
+  // add_prefix_space false: no "▁" in front of the text, none dropped when decoding.
+  std::ofstream(folder + "tokenizer_config.json") << R"({"add_prefix_space": false})";
+  auto no_prefix = load_tokenizer(folder);
+  ASSERT_TRUE(no_prefix.ok());
+  auto hi = (*no_prefix)->encode(" hi", /*add_special_tokens=*/false);
+  auto prefixed_hi = (*tokenizer)->encode("hi", /*add_special_tokens=*/false);
+  ASSERT_TRUE(hi.ok() && prefixed_hi.ok());
+  EXPECT_EQ(*hi, *prefixed_hi);
+  EXPECT_EQ((*no_prefix)->decode(Span<const int64_t>(hi->data(), hi->size())), " hi");
+
+  for (const char* bad_config :
+       {R"({"add_bos_token": "yes"})", R"({"legacy": 1})", R"({"added_tokens_decoder": []})",
+        R"({"added_tokens_decoder": {"x": {"content": "<a>"}}})",
+        R"({"added_tokens_decoder": {"600": {"special": true}}})",
+        R"({"added_tokens_decoder": {"600": {"content": "<a>", "special": "no"}}})"}) {
+    std::ofstream(folder + "tokenizer_config.json") << bad_config;
+    auto bad = load_tokenizer(folder);
+    ASSERT_FALSE(bad.ok()) << bad_config;
+    EXPECT_EQ(bad.error(), Error::InvalidData);
+    const std::string message = bad.status().message();
+    EXPECT_NE(message.find("tokenizer_config.json"), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
 
   // A folder with neither file has no tokenizer; a corrupt model is an error naming it.
   auto none = load_tokenizer(Scratch("none", {}));

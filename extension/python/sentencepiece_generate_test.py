@@ -1,9 +1,10 @@
 """Text in, text out for a model whose tokenizer is a SentencePiece tokenizer.model
 (//testing:sentencepiece_text_files: a tiny Llama with a tokenizer.model trained offline, no
 tokenizer.json, exported with adapters a and b): greedy text from //tools:generate --prompt (C++
-SentencePieceTokenizer) and from Python's generate_text (the sentencepiece package) equals the text
-of transformers' generate(do_sample=False) tokens for both adapters and the bare foundation, and
-stops at generation_config.json's end token.
+SentencePieceTokenizer) and from Python's generate_text equals transformers'
+tokenizer.decode(generate(do_sample=False)) for both adapters and the bare foundation, from a prompt
+transformers and the sentencepiece package encode differently, and stops at generation_config.json's
+end token.
 """
 
 import json
@@ -67,6 +68,8 @@ def test_tools_generate_prompt_text_equals_transformers(expected, tmp_path, name
     # Streamed to stdout as it was generated: the same text.
     printed = proc.stdout.decode("utf-8")
     assert printed.startswith(f"{name}:\n{want['text']}\n  prefill "), printed
+    # The C++ tokenizer's prompt is transformers' (its length here, its ids through the tokens).
+    assert f" ms ({len(expected['prompt_ids'])} tokens)" in printed, printed
 
 
 if __name__ == "__main__":

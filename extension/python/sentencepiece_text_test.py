@@ -1,8 +1,10 @@
 """Python text generation's tokenizer over a SentencePiece tokenizer.model (//testing:sentencepiece_files,
-trained offline with the sentencepiece package): an export folder with tokenizer.model and no
-tokenizer.json loads it; its ids and text equal what the fixture recorded from sentencepiece (which
-the C++ SentencePieceTokenizer equals too) on a multilingual corpus and random id runs; streamed
-pieces concatenate to decode(); bad files are one-line TokenizerFileErrors.
+trained offline with the sentencepiece package, with Llama 2's tokenizer_config.json, with a chat
+model's (legacy false, added tokens), and trained with sentencepiece's default options): an export folder with tokenizer.model and no tokenizer.json
+loads it; its ids and text equal what transformers' LlamaTokenizer gives for the same folder (which
+the C++ SentencePieceTokenizer equals too) on a multilingual corpus and random id runs, special
+tokens kept or skipped; streamed pieces concatenate to decode(); bad files are one-line
+TokenizerFileErrors.
 """
 
 import json
@@ -30,6 +32,9 @@ def tokenizer() -> Tokenizer:
     return loaded
 
 
+CONFIGS = {"llama2": FILES, "chat": os.path.join(FILES, "chat"), "plain": os.path.join(FILES, "plain")}
+
+
 def _folder(tmp_path: Any, config: Any = None) -> str:
     for name in MODEL_FILES:
         shutil.copy(os.path.join(FILES, name), tmp_path / name)
@@ -45,43 +50,68 @@ def test_the_folder_loads_its_sentencepiece_model(tokenizer):
     assert tokenizer.special_tokens["bos_token"] == "<s>"
 
 
-def test_ids_and_text_equal_sentencepiece_on_the_corpus(tokenizer, expected):
-    assert len(expected["corpus"]) >= 25
-    for text, ids, plain, decoded in zip(expected["corpus"], expected["ids"], expected["ids_plain"],
-                                         expected["decoded"]):
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_ids_and_text_equal_transformers_on_the_corpus(expected, config):
+    want = expected[config]
+    tokenizer = Tokenizer.from_folder(CONFIGS[config])
+    assert tokenizer.vocab_size == want["vocab_size"]
+    assert len(want["corpus"]) >= 29
+    for i, text in enumerate(want["corpus"]):
+        ids = want["ids"][i]
         assert tokenizer.encode(text) == ids, text
-        assert tokenizer.encode(text, add_special_tokens=False) == plain, text
-        assert tokenizer.decode(ids) == decoded, text
-        decoder = TextDecoder(tokenizer)
-        pieces = [decoder.add(i) for i in ids] + [decoder.finish()]
-        assert "".join(pieces) == decoded, text
+        assert tokenizer.encode(text, add_special_tokens=False) == want["ids_plain"][i], text
+        for skip, key in ((True, "decoded"), (False, "decoded_special")):
+            assert tokenizer.decode(ids, skip_special_tokens=skip) == want[key][i], text
+            decoder = TextDecoder(tokenizer, skip_special_tokens=skip)
+            pieces = [decoder.add(t) for t in ids] + [decoder.finish()]
+            assert "".join(pieces) == want[key][i], text
 
 
-def test_decode_equals_sentencepiece_on_random_ids(tokenizer, expected):
-    assert len(expected["random_ids"]) >= 400
-    for ids, decoded in zip(expected["random_ids"], expected["random_decoded"]):
-        assert tokenizer.decode(ids) == decoded, ids
-        decoder = TextDecoder(tokenizer)
-        assert "".join([decoder.add(i) for i in ids] + [decoder.finish()]) == decoded, ids
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_decode_equals_transformers_on_random_ids(expected, config):
+    want = expected[config]
+    tokenizer = Tokenizer.from_folder(CONFIGS[config])
+    assert len(want["random_ids"]) >= 400
+    for i, ids in enumerate(want["random_ids"]):
+        for skip, key in ((True, "random_decoded"), (False, "random_decoded_special")):
+            assert tokenizer.decode(ids, skip_special_tokens=skip) == want[key][i], ids
+            decoder = TextDecoder(tokenizer, skip_special_tokens=skip)
+            assert "".join([decoder.add(t) for t in ids] + [decoder.finish()]) == want[key][i], ids
 
 
-def test_special_tokens_kept_when_asked(tokenizer):
-    text = "<s>[INST] Hallo, wie geht's? [/INST] Gut! 🙂</s>"
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    assert ids[0] == 1 and ids[-1] == 2
-    assert tokenizer.decode(ids, skip_special_tokens=False) == text
-    assert tokenizer.decode(ids + [10**6, -1]) == text[3:-4]
+def test_special_and_added_tokens(expected):
+    chat = Tokenizer.from_folder(CONFIGS["chat"])
+    assert chat.encode("<|im_start|>hi [[image]]<|im_end|>", add_special_tokens=False)[0] == 560
+    ids = chat.encode("<|im_start|>hi [[image]]<|im_end|>", add_special_tokens=False)
+    assert ids[-2:] == [562, 561]
+    # The special ones are left out, the other added one is not; ids outside the vocabulary skipped.
+    assert chat.decode(ids + [10**6, -1]) == "hi [[image]]"
+    assert chat.decode(ids, skip_special_tokens=False) == "<|im_start|>hi [[image]]<|im_end|>"
 
 
-def test_tokenizer_config_sets_bos_and_eos(tmp_path, expected):
-    loaded = Tokenizer.from_folder(_folder(tmp_path, {"add_bos_token": False, "add_eos_token": True}))
-    assert loaded.encode(expected["corpus"][0]) == expected["ids_plain"][0] + [2]
+def test_tokenizer_config_sets_bos_eos_and_prefix(tmp_path, expected):
+    want = expected["llama2"]
+    loaded = Tokenizer.from_folder(_folder(tmp_path, {"add_bos_token": False, "add_eos_token": True, "legacy": True}))
+    assert loaded.encode(want["corpus"][0]) == want["ids_plain"][0] + [2]
+    # add_prefix_space false: no "▁" in front of the text, none dropped when decoding.
+    no_prefix = Tokenizer.from_folder(_folder(tmp_path, {"add_prefix_space": False}))
+    ids = no_prefix.encode(" hi", add_special_tokens=False)
+    assert ids == loaded.encode("hi", add_special_tokens=False)
+    assert no_prefix.decode(ids) == " hi"
 
 
 def test_bad_files_are_one_line_errors(tmp_path):
     folder = _folder(tmp_path, {"add_bos_token": "yes"})
     with pytest.raises(TokenizerFileError, match="add_bos_token must be true or false"):
         Tokenizer.from_folder(folder)
+    for config in ({"legacy": 1}, {"added_tokens_decoder": []}, {"added_tokens_decoder": {"x": {"content": "<a>"}}},
+                   {"added_tokens_decoder": {"600": {"special": True}}},
+                   {"added_tokens_decoder": {"600": {"content": "<a>", "special": "no"}}},
+                   {"added_tokens_decoder": {str(1 << 30): {"content": "<a>", "special": True}}}):
+        with pytest.raises(TokenizerFileError) as error:
+            Tokenizer.from_folder(_folder(tmp_path, config))
+        assert "tokenizer_config.json" in str(error.value) or "tokenizer.model" in str(error.value)
+        assert "\n" not in str(error.value)
     (tmp_path / "tokenizer_config.json").write_text("{}")
     data = (tmp_path / "tokenizer.model").read_bytes()
     (tmp_path / "tokenizer.model").write_bytes(data[: len(data) // 2])

@@ -102,6 +102,7 @@ class Tokenizer:
     def __init__(self, backend: Any, config: Mapping[str, Any], end_token_ids: Sequence[int], folder: str) -> None:
         """Internal: use Tokenizer.from_folder()."""
         self._backend = backend
+        self._specials: Optional[frozenset] = None
         self._config = dict(config)
         self._folder = folder
         self.special_tokens: Dict[str, str] = {}
@@ -121,8 +122,8 @@ class Tokenizer:
     def from_folder(cls, folder: str) -> Optional[Tokenizer]:
         """Loads the tokenizer of an export folder (or a model directory), as transformers picks it:
         tokenizer.json (Hugging Face `tokenizers`) when there is one, else a SentencePiece
-        tokenizer.model (the `sentencepiece` package; BOS/EOS as tokenizer_config.json's
-        add_bos_token / add_eos_token say, BOS only by default).
+        tokenizer.model (the `sentencepiece` package, with the ids and text of transformers'
+        LlamaTokenizer for the folder).
 
         Args:
           folder: the folder holding tokenizer.json or tokenizer.model (and optionally
@@ -171,6 +172,22 @@ class Tokenizer:
         """The text of `ids` (special tokens left out unless skip_special_tokens is False)."""
         return str(self._backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens))
 
+    def holds_text(self, token: int, skip_special_tokens: bool = True) -> bool:
+        """Whether text decoded up to `token` may still change with the tokens after it: a
+        byte-fallback token ("<0xNN>": when its run turns out not to be UTF-8, every byte of the
+        run is U+FFFD) or a special token left out (the byte tokens on both sides make one run)."""
+        token = int(token)
+        if skip_special_tokens and token in self._special_ids():
+            return True
+        piece = self._backend.id_to_token(token) if token >= 0 else None
+        return piece is not None and len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">")
+
+    def _special_ids(self) -> frozenset:
+        if self._specials is None:
+            added = self._backend.get_added_tokens_decoder()
+            self._specials = frozenset(int(i) for i, t in added.items() if t.special)
+        return self._specials
+
     def apply_chat_template(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -215,17 +232,38 @@ class Tokenizer:
 
 
 def _sentencepiece(model: str, config: Mapping[str, Any], config_path: str) -> Any:
-    """The SentencePiece backend of `model` with the config's add_bos_token / add_eos_token."""
-    from edgeshare.extension.python.sentencepiece_backend import SentencePieceBackend  # noqa: PLC0415
+    """The SentencePiece backend of `model` with what the config says, as transformers'
+    LlamaTokenizer reads it: add_bos_token / add_eos_token, legacy and add_prefix_space (where a
+    "▁" goes in front of the text), added_tokens_decoder."""
+    from edgeshare.extension.python.sentencepiece_backend import (  # noqa: PLC0415
+        AddedToken,
+        SentencePieceBackend,
+        SentencePieceOptions,
+    )
 
     flags = {}
-    for key, default in (("add_bos_token", True), ("add_eos_token", False)):
+    for key, default in (("add_bos_token", True), ("add_eos_token", False), ("legacy", False),
+                         ("add_prefix_space", True)):
         value = config.get(key)
         if value is not None and not isinstance(value, bool):
             raise TokenizerFileError(f"{config_path}: {key} must be true or false, not {value!r:.40}")
         flags[key] = default if value is None else value
+    added = []
+    decoder = config.get("added_tokens_decoder")
+    if decoder is not None and not isinstance(decoder, dict):
+        raise TokenizerFileError(f"{config_path}: added_tokens_decoder must be an object")
+    for key, token in (decoder or {}).items():
+        content = token.get("content") if isinstance(token, dict) else None
+        special = token.get("special", False) if isinstance(token, dict) else None
+        if not (str(key).isascii() and str(key).isdigit()) or not isinstance(content, str) or not isinstance(special, bool):
+            raise TokenizerFileError(
+                f'{config_path}: added_tokens_decoder["{key}"] must be {{"content": text, "special": true|false}}')
+        added.append(AddedToken(int(key), content, special))
+    scheme = "never" if not flags["add_prefix_space"] else "always" if flags["legacy"] else "first"
+    options = SentencePieceOptions(add_bos=flags["add_bos_token"], add_eos=flags["add_eos_token"],
+                                   prepend_scheme=scheme, added_tokens=tuple(added))
     try:
-        return SentencePieceBackend(model, add_bos=flags["add_bos_token"], add_eos=flags["add_eos_token"])
+        return SentencePieceBackend(model, options)
     except ValueError as e:
         raise TokenizerFileError(str(e)) from e
 
@@ -262,7 +300,9 @@ def _compile(source: str) -> Any:
 class TextDecoder:
     """Turns tokens into text pieces as they come, never splitting a UTF-8 character: a piece is
     given out once the text of the tokens so far no longer ends in an incomplete character (U+FFFD
-    from a partial byte sequence). The pieces concatenate to tokenizer.decode(all tokens).
+    from a partial byte sequence), and not after a token whose text the next ones may change (a
+    byte-fallback token, see Tokenizer.holds_text). The pieces concatenate to
+    tokenizer.decode(all tokens).
 
         decoder = TextDecoder(tokenizer)
         for token in tokens: print(decoder.add(token), end="")
@@ -282,6 +322,8 @@ class TextDecoder:
     def add(self, token: int) -> str:
         """Adds one token; returns the text it completes ("" while a character is incomplete)."""
         self._ids.append(int(token))
+        if self._tokenizer.holds_text(token, self._skip):
+            return ""
         done = self._text(self._prefix, self._read)
         text = self._text(self._prefix, len(self._ids))
         if len(text) > len(done) and not text.endswith("\ufffd") and text.startswith(done):
