@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
+#include "edgeshare/runtime/kernels/portable/dequantize_qc4w_row.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
 
 namespace edgeshare {
@@ -507,6 +508,46 @@ Status embedding_qc8w(Args args) {
   return Status();
 }
 
+// edgeshare::embedding_qc4w(weight uint8 [n, d / 2], scales half [n, d / group], indices)
+// -> float [..., d]: the gather of an int4 table (exir/quantize.py's qc4w), only the looked-up rows
+// dequantized, each as q * scale per group. The group is d / the scales' columns.
+Status embedding_qc4w(Args args) {
+  const char* op = "edgeshare::embedding_qc4w";
+  ES_RETURN_IF_ERROR(expect_args(args, 4, op));
+  ES_ASSIGN_OR_RETURN(Tensor * weight, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(Tensor * scales, tensor_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(Tensor * indices, tensor_arg(args, 2, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 3, op));
+  ES_CHECK_OR_RETURN_ERROR(weight->dim() == 2 && weight->scalar_type() == ScalarType::Byte,
+                           Error::InvalidProgram, "%s: weight must be a 2-d uint8 tensor", op);
+  const size_t rows = weight->size(0), width = 2 * static_cast<size_t>(weight->size(1));
+  ES_CHECK_OR_RETURN_ERROR(scales->dim() == 2 && scales->scalar_type() == ScalarType::Half &&
+                               static_cast<size_t>(scales->size(0)) == rows && scales->size(1) > 0,
+                           Error::InvalidProgram, "%s: scales must be half [%zu, groups]", op, rows);
+  const size_t groups = scales->size(1);
+  const size_t group = width / groups;
+  ES_CHECK_OR_RETURN_ERROR(group * groups == width && group % 2 == 0, Error::InvalidProgram,
+                           "%s: %zu scales per row do not split a row of %zu into even groups", op,
+                           groups, width);
+  ES_CHECK_OR_RETURN_ERROR(out->scalar_type() == ScalarType::Float, Error::InvalidProgram,
+                           "%s: out must be float", op);
+  ES_CHECK_OR_RETURN_ERROR(
+      indices->scalar_type() == ScalarType::Long || indices->scalar_type() == ScalarType::Int,
+      Error::NotSupported, "%s: indices must be Long or Int", op);
+  Shape shape = shape_of(*indices);
+  ES_RETURN_IF_ERROR(append(shape, static_cast<int64_t>(width), op));
+  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
+  const auto* q = static_cast<const uint8_t*>(weight->const_data());
+  const auto* scale = static_cast<const uint16_t*>(scales->const_data());
+  auto* dst = static_cast<float*>(out->mutable_data());
+  const DequantizeQc4wRow row = dequantize_qc4w_row_kernel().row;
+  for (size_t i = 0; i < indices->numel(); ++i) {
+    ES_ASSIGN_OR_RETURN(const size_t index, table_row(*indices, i, rows, op));
+    row(width, group, q + index * (width / 2), scale + index * groups, dst + i * width);
+  }
+  return Status();
+}
+
 // Input counts are the schema's arguments; outputs follow (split_with_sizes: one per piece).
 const KernelEntry kKernels[] = {
     {"aten::view", view, 2},
@@ -527,6 +568,7 @@ const KernelEntry kKernels[] = {
     {"aten::split_with_sizes", split_with_sizes, 3},
     {"aten::embedding", embedding, 5},
     {"edgeshare::embedding_qc8w", embedding_qc8w, 3},
+    {"edgeshare::embedding_qc4w", embedding_qc4w, 3},
     {"aten::cat", cat, 2},
 };
 const bool registered = register_kernels(kKernels);
