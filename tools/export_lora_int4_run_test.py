@@ -168,7 +168,7 @@ def test_logit_cosine_vs_fp32_is_at_least_0_985_at_every_position(tmp_path):
         assert bool((_cosines(files, program, adapter) >= 0.985).all()), stem
 
 
-def test_swapping_adapters_on_an_int4_foundation_equals_each_adapters_own_program(exported, tmp_path):
+def test_swapping_adapters_on_an_int4_foundation_equals_each_adapters_own_program(exported, tmp_path, capsys):
     files, own, _ = exported
     # "c": adapter "a"'s structure with other weights, so both swap on one program.
     files.adapter_dirs["c"] = hf_tiny.save_twin_adapter(
@@ -179,6 +179,9 @@ def test_swapping_adapters_on_an_int4_foundation_equals_each_adapters_own_progra
     swap, programs = str(tmp_path / "swap"), str(tmp_path / "own")
     assert export_lora.main(base + ["--out", swap, "--swappable"]) == 0
     assert export_lora.main(base + ["--out", programs]) == 0
+    # Both summaries say what the embedding became.
+    summary = capsys.readouterr().out
+    assert summary.count("token embedding: model.embed_tokens.weight int4, groups of 32") == 2, summary
     with open(os.path.join(swap, "foundation.ptd"), "rb") as a, open(os.path.join(own, "foundation.ptd"), "rb") as b:
         assert a.read() == b.read()
     foundation = DataFile.open(os.path.join(swap, "foundation.ptd"))
