@@ -15,6 +15,9 @@ per bound. Then, `repeats` times round-robin over (bound, threads, format): a fr
 both adapters loaded, adapter1 set at scale 1, n_ctx = the bound), each prefilling the same
 prompt and decoding greedily; each process's peak RSS is its own (wait4). llama.cpp's flash
 attention is off unless asked (on, it rounds Q to F16 and its F32 logits drift from transformers').
+Each round also runs one tools/generate that loads foundation.ptd and every adapter's program
+(all loaded first, then each generates): its peak RSS against the budget of the GGUF model plus
+its adapters' GGUF files plus RSS_MARGIN_MIB.
 """
 
 import dataclasses
@@ -81,11 +84,12 @@ _CONVERTER_PARTS = ("convert_hf_to_gguf.py", "convert_lora_to_gguf.py", "convers
 TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 # The models the peer stage measures (--peer-model): bench/llm's Llama, a SmolLM2-135M shape, and a
-# very small one for trying the plumbing; two PEFT adapters on every projection each.
+# very small one for trying the plumbing; PEFT adapters on every projection (eight, as many
+# programs as the memory figure loads; two on the small one).
 LLAMACPP_MODELS: Dict[str, LlmSpec] = {
     "small": LlmSpec(layers=2, hidden=64, intermediate=128, heads=4, kv_heads=2, vocab=256, rank=4, alpha=8.0,
                      adapters=2, targets=TARGETS_ALL),
-    "llm": LlmSpec(adapters=2, targets=TARGETS_ALL),
+    "llm": LlmSpec(adapters=8, targets=TARGETS_ALL),
     "smollm2": LlmSpec(
         layers=30,
         hidden=576,
@@ -94,10 +98,13 @@ LLAMACPP_MODELS: Dict[str, LlmSpec] = {
         kv_heads=3,
         vocab=49152,
         tied=True,
-        adapters=2,
+        adapters=8,
         targets=TARGETS_ALL,
     ),
 }
+# What one process of the foundation and every adapter program may hold beyond the GGUF model and
+# its adapters' files (the issue's budget): code, planned activations, KV caches, packed copies.
+RSS_MARGIN_MIB = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +237,7 @@ def _export(files: LlmFiles, fmt: Format, bound: int, out: str, log: Callable[[s
     log(f"[llamacpp] edgeshare {fmt.name} at bound {bound} exported in {time.perf_counter() - start:.0f} s")
     return {
         "program": result.program_paths[first],
+        "programs": [result.program_paths[name] for name in files.adapter_dirs],
         "foundation": result.foundation_path,
         "export_s": time.perf_counter() - start,
         "foundation_bytes": os.path.getsize(result.foundation_path),
@@ -291,6 +299,7 @@ def measure_llamacpp(
     adapters = [converted["adapters"][name]["path"] for name in files.adapter_dirs]
     ours: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
     theirs: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
+    everything: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
     for r in range(options.repeats):
         log(f"[llamacpp] timing, interleaved: repeat {r + 1} of {options.repeats}")
         for fmt, bound, threads in _configs(options):
@@ -301,6 +310,9 @@ def measure_llamacpp(
                     ex["program"], [ex["foundation"]], prompt, options.new_tokens, threads, _WARMUP_TOKENS
                 )
                 ours.setdefault(key, []).append(timed)
+                first, *rest = ex["programs"]
+                loaded = run_generate(first, [ex["foundation"]], prompt, options.new_tokens, threads, 0, rest)
+                everything.setdefault(key, []).append(loaded)
             gguf = converted["models"][(fmt.gguf or fmt.quantize or "").lower()]["path"]
             args = ["generate", "--model", gguf, "--active", "0", "--prompt", prompt]
             for path in adapters:
@@ -310,7 +322,7 @@ def measure_llamacpp(
             args += ["--switch-rounds", str(_SWITCH_ROUNDS)]
             theirs.setdefault(key, []).append(_peer(python, args, f"{fmt.name} generation"))
     files_info = {"gguf": converted, "edgeshare": {f"{k[0]}_{k[1]}": v for k, v in exports.items()}}
-    rows = llamacpp_rows(options, files_info, ours, theirs, reference["tokens"])
+    rows = llamacpp_rows(options, files_info, ours, theirs, reference["tokens"], everything)
     return {
         "llamacpp": {
             "peer": f"llama.cpp (llama-cpp-python {VERSION}, built with -DGGML_NATIVE=ON)",
@@ -359,6 +371,7 @@ def llamacpp_rows(
     ours: Dict[Tuple[str, int, int], List[Dict[str, Any]]],
     theirs: Dict[Tuple[str, int, int], List[Dict[str, Any]]],
     reference: Sequence[int],
+    everything: Optional[Dict[Tuple[str, int, int], List[Dict[str, Any]]]] = None,
 ) -> List[Dict[str, Any]]:
     """One row per (format, n_ctx, threads) from the interleaved runs: medians, ratios, agreement.
 
@@ -369,6 +382,8 @@ def llamacpp_rows(
         edgeshare does not have.
       theirs: llamacpp_peer.py generate reports (with peak_rss_kib) per configuration.
       reference: transformers' greedy tokens.
+      everything: tools/generate reports (with peak_rss_kib) of one process loading the foundation
+        and every adapter's program, per configuration.
 
     Returns:
       Rows; *_over_llamacpp ratios are edgeshare / llama.cpp (prefill below 1 and decode above 1:
@@ -411,6 +426,11 @@ def llamacpp_rows(
         row["prefill_over_llamacpp"] = ratio(row["edgeshare_prefill_ms"], row["llamacpp_prefill_ms"])
         row["decode_rate_over_llamacpp"] = ratio(row["edgeshare_decode_tokens_per_s"], row["llamacpp_decode_tokens_per_s"])
         row["weights_over_llamacpp"] = ratio(row["edgeshare_weights_mb"], row["llamacpp_weights_mb"])
+        loaded = (everything or {}).get(key, [])
+        row["edgeshare_all_programs"] = len(export.get("programs", ())) if loaded else 0
+        row["edgeshare_all_programs_peak_rss_mb"] = median(r["peak_rss_kib"] / 1024.0 for r in loaded)
+        row["rss_budget_mb"] = (gguf["bytes"] + sum(a["bytes"] for a in adapters.values())) / MIB + RSS_MARGIN_MIB
+        row["all_programs_rss_over_budget"] = ratio(row["edgeshare_all_programs_peak_rss_mb"], row["rss_budget_mb"])
         rows.append(row)
     return rows
 
@@ -424,6 +444,8 @@ _COLUMNS: Tuple[Tuple[str, str, int], ...] = (
     ("lc MiB", "llamacpp_weights_mb", 8),
     ("es RSS", "edgeshare_peak_rss_mb", 8),
     ("lc RSS", "llamacpp_peak_rss_mb", 8),
+    ("es RSS all", "edgeshare_all_programs_peak_rss_mb", 11),
+    ("budget", "rss_budget_mb", 8),
     ("es pre ms", "edgeshare_prefill_ms", 10),
     ("lc pre ms", "llamacpp_prefill_ms", 10),
     ("es/lc", "prefill_over_llamacpp", 7),
@@ -454,6 +476,10 @@ def format_llamacpp_table(stage: Dict[str, Any]) -> str:
     lines.append(
         f"  prompt {stage.get('prompt_tokens')} tokens, {stage.get('new_tokens')} new; medians of "
         f"{stage.get('repeats')} runs; MiB: weights on disk; RSS: each process's peak, MiB"
+    )
+    lines.append(
+        "  RSS all: one tools/generate with foundation.ptd and every adapter's program loaded, each "
+        f"generating; budget: the GGUF, its adapters' GGUF files and {RSS_MARGIN_MIB} MiB"
     )
     lines.append("".join(f"{header:>{width}}" for header, _, width in _COLUMNS))
     for row in stage.get("rows", []):

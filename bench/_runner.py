@@ -227,18 +227,28 @@ def run_runner(config: RunnerConfig) -> Dict[str, Any]:
 
 
 def run_generate(
-    program: str, data: Sequence[str], prompt: str, new_tokens: int, threads: int = 1, warmup_tokens: int = 0
+    program: str,
+    data: Sequence[str],
+    prompt: str,
+    new_tokens: int,
+    threads: int = 1,
+    warmup_tokens: int = 0,
+    more_programs: Sequence[str] = (),
 ) -> Dict[str, Any]:
     """One fresh tools/generate, greedy from prompt (an int64 .npy) -> its --json report (tokens,
     prefill_ms, decode_tokens_per_s) with its peak RSS ("peak_rss_kib"). warmup_tokens > 0: an
-    untimed generation of that many tokens first, as llama.cpp's peer has.
+    untimed generation of that many tokens first, as llama.cpp's peer has. With more_programs, all
+    are loaded first over the same data files and each generates: the report has one such object
+    per program name (and the process's peak RSS).
 
     Raises:
       BenchError: tools/generate failed.
     """
     with tempfile.TemporaryDirectory(prefix="bench_generate_") as folder:
         out = os.path.join(folder, "generate.json")
-        args = [tool_path("generate"), "--program", program]
+        args = [tool_path("generate")]
+        for path in [program, *more_programs]:
+            args += ["--program", path]
         for path in data:
             args += ["--data", path]
         args += ["--prompt-ids", prompt, "--max-new-tokens", str(new_tokens), "--json", out, "--threads", str(threads)]

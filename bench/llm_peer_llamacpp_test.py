@@ -58,6 +58,19 @@ def test_ratios_are_medians_edgeshare_over_llamacpp() -> None:
     assert f32["llamacpp_tokens_match_edgeshare"] is True
 
 
+def test_all_programs_rss_is_the_median_peak_against_the_gguf_its_adapters_and_64_mib() -> None:
+    files = {"gguf": FILES["gguf"], "edgeshare": {"F32_128": dict(FILES["edgeshare"]["F32_128"], programs=["a", "b"])}}
+    ours = {("F32", 128, 1): _runs([10.0, 11.0, 12.0], [30.0, 33.0, 31.0])}
+    everything = {("F32", 128, 1): [{"peak_rss_kib": 1024 * mib} for mib in (450, 470, 900)]}
+    f32, q8 = llamacpp_rows(OPTIONS, files, ours, {}, TOKENS, everything)
+    assert f32["edgeshare_all_programs"] == 2 and f32["edgeshare_all_programs_peak_rss_mb"] == 470.0
+    assert f32["rss_budget_mb"] == 400.0 + 2 * 2.0 + 64.0
+    assert f32["all_programs_rss_over_budget"] == pytest.approx(470.0 / 468.0)
+    assert q8["edgeshare_all_programs"] == 0 and math.isnan(q8["all_programs_rss_over_budget"])
+    table = format_llamacpp_table({"rows": [f32, q8], "flash_attn": "off"})
+    assert "RSS all" in table and "470" in table
+
+
 def test_llamacpp_switch_is_the_median_after_each_runs_first_round() -> None:
     theirs = _runs([20.0, 22.0], [20.0, 22.0])
     # 5 rounds over 2 adapters: the first round (2 switches) builds llama.cpp's graphs, slower.

@@ -12,15 +12,30 @@ The runtime runs it as the portable kernel of the same name (runtime/kernels/por
 `quantize_embeddings` rewrites a program's aten.embedding over a pinned foundation weight to it,
 with the weight's "<key>.qc8w" and "<key>.qc8w.scales" entries as lifted constants: the same
 entries the delegate stores for an int8 fully connected over that weight, so a tied embedding
-and lm_head hold one int8 entry (and its scales) and no float copy.
+and lm_head hold one int8 entry (and its scales) and no float copy. Under the int4 scheme a table
+whose placeholder carries QUANT_SCHEME_META "int4" (the XNNPACK partitioner sets it on an untied
+table of a width that is a multiple of the group) is gathered by edgeshare::embedding_qc4w
+(exir/embedding_qc4w.py) over its "<key>.qc4w" and "<key>.qc4w.scales" entries instead.
 """
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
-from edgeshare.exir.quantize import QC8W_SCALES_SUFFIX, QC8W_SUFFIX, gather_qc8w, quantize_qc8w
+from edgeshare.exir import embedding_qc4w as _embedding_qc4w  # noqa: F401 (defines the int4 operator)
+from edgeshare.exir.quantize import (
+    QC4W_SCALES_SUFFIX,
+    QC4W_SCHEME,
+    QC4W_SUFFIX,
+    QC8W_SCALES_SUFFIX,
+    QC8W_SCHEME,
+    QC8W_SUFFIX,
+    QUANT_SCHEME_META,
+    gather_qc8w,
+    quantize_qc4w,
+    quantize_qc8w,
+)
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
@@ -74,20 +89,24 @@ def _forget_lifted(ep: ExportedProgram) -> None:
     ep.__dict__.pop("_edgeshare_lifted", None)
 
 
-def quantize_embeddings(ep: ExportedProgram) -> int:
+def quantize_embeddings(ep: ExportedProgram, group_size: Optional[int] = None) -> Dict[str, str]:
     """Rewrites, in place, every aten.embedding over a pinned float32 foundation table to
-    embedding_qc8w over the table's int8 entries; a table nothing else reads is dropped.
+    embedding_qc8w over the table's int8 entries, or to embedding_qc4w over its int4 entries when
+    its placeholder's QUANT_SCHEME_META is "int4"; a table nothing else reads is dropped.
 
     Args:
       ep: an edge program whose placeholders carry the data policy's meta.
+      group_size: the int4 group (required when a table is marked "int4").
 
     Returns:
-      How many gathers were rewritten.
+      Each rewritten table's key -> its scheme ("int8", or "int4").
 
     Raises:
-      ValueError: a table has a NaN or an infinity (naming its key).
+      ValueError: a table has a NaN or an infinity, or is marked "int4" without a group size or
+        with a width that is not a multiple of it (naming its key).
     """
-    done: Dict[str, Tuple[torch.fx.Node, torch.fx.Node]] = {}
+    done: Dict[str, Tuple[torch.fx.Node, torch.fx.Node, object]] = {}
+    schemes: Dict[str, str] = {}
     count = 0
     for node in list(ep.graph.nodes):
         if node.op != "call_function" or node.target is not torch.ops.aten.embedding.default:
@@ -98,17 +117,27 @@ def quantize_embeddings(ep: ExportedProgram) -> int:
         if weight.name not in done:
             fqn = lifted_inputs(ep)[weight.name].fqn
             key = weight.meta.get(DATA_KEY_META, fqn)
+            int4 = weight.meta.get(QUANT_SCHEME_META) == QC4W_SCHEME
             try:
-                q, scales = quantize_qc8w(lifted_tensor(ep, fqn))
+                if int4 and group_size is None:
+                    raise ValueError("marked int4 without a group size")
+                table = lifted_tensor(ep, fqn)
+                q, scales = quantize_qc4w(table, group_size) if int4 else quantize_qc8w(table)
             except ValueError as e:
                 raise ValueError(f"token embedding '{key}': {e}") from None
             tag = weight.meta[EXTERNAL_TAG_META]
-            q_node = _add_constant(ep, weight, f"{weight.name}_qc8w", q, key + QC8W_SUFFIX, tag)
-            s_node = _add_constant(ep, q_node, f"{weight.name}_qc8w_scales", scales, key + QC8W_SCALES_SUFFIX, tag)
-            done[weight.name] = (q_node, s_node)
-        q_node, s_node = done[weight.name]
+            scheme, suffix, scales_suffix = (
+                (QC4W_SCHEME, QC4W_SUFFIX, QC4W_SCALES_SUFFIX) if int4 else (QC8W_SCHEME, QC8W_SUFFIX, QC8W_SCALES_SUFFIX)
+            )
+            name = f"{weight.name}_{suffix[1:]}"
+            q_node = _add_constant(ep, weight, name, q, key + suffix, tag)
+            s_node = _add_constant(ep, q_node, f"{name}_scales", scales, key + scales_suffix, tag)
+            op = torch.ops.edgeshare.embedding_qc4w.default if int4 else torch.ops.edgeshare.embedding_qc8w.default
+            done[weight.name] = (q_node, s_node, op)
+            schemes[key] = scheme
+        q_node, s_node, op = done[weight.name]
         with ep.graph.inserting_before(node):
-            gather = ep.graph.call_function(torch.ops.edgeshare.embedding_qc8w.default, (q_node, s_node, indices))
+            gather = ep.graph.call_function(op, (q_node, s_node, indices))
         gather.meta = dict(node.meta)
         node.replace_all_uses_with(gather)
         ep.graph.erase_node(node)
@@ -126,4 +155,4 @@ def quantize_embeddings(ep: ExportedProgram) -> int:
             ep.constants.pop(fqn, None)
     if count:
         ep.graph_module.recompile()
-    return count
+    return schemes

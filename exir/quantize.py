@@ -25,7 +25,10 @@ reciprocal overflows, |w| < ~1e-4), q = round(w / scale) clamped (0 for a zero s
 one, two's complement) and "<key>.qc4w.scales" (float16 [out, in / group]). The group size is the
 scales' shape, and the delegate graph carries it beside the scheme. `qc4w_linear` is the
 delegate's computation (exact integer sums per group, one multiply-add per group, then the
-activation scale), and `int4_reference` swaps a model's foundation linears for it.
+activation scale), and `int4_reference` swaps a model's foundation linears for it. An untied
+token embedding of a width that is a multiple of the group is the same entries, gathered by the
+runtime's edgeshare::embedding_qc4w (`gather_qc4w`: only the looked-up rows, each q * scale per
+group, which is exact in float32).
 """
 
 from typing import Callable, Optional, Tuple
@@ -44,8 +47,10 @@ __all__ = [
     "QC8W_SCHEME",
     "QC8W_SUFFIX",
     "QUANTIZE_SCHEMES",
+    "QUANT_SCHEME_META",
     "dequantize_qc4w",
     "dequantize_qc8w",
+    "gather_qc4w",
     "gather_qc8w",
     "int4_reference",
     "int8_reference",
@@ -73,6 +78,9 @@ QC4W_SCALES_SUFFIX = ".qc4w.scales"
 # "<key>" and no parameter "<key>.qc8w" exists.
 QC8W_SUFFIX = ".qc8w"
 QC8W_SCALES_SUFFIX = ".qc8w.scales"
+# Placeholder meta under the int4 scheme: the scheme ("int4" or "int8") a pinned foundation weight
+# is stored in (set by the XNNPACK partitioner, read by its preprocess and by quantize_embeddings).
+QUANT_SCHEME_META = "edgeshare_quant_scheme"
 
 
 def quantize_qc8w(weight: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -176,6 +184,23 @@ def dequantize_qc4w(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     q = unpack_int4(packed).to(torch.float32)
     group = q.shape[1] // scales.shape[1]
     return q * scales.to(torch.float32).repeat_interleave(group, dim=1)
+
+
+def gather_qc4w(packed: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """The int4 embedding gather: the rows of dequantize_qc4w(packed, scales) at indices, computed
+    for those rows only.
+
+    Args:
+      packed: uint8 table [n, d / 2] (pack_int4).
+      scales: float16 [n, d / group].
+      indices: integer indices, any shape.
+
+    Returns:
+      float32 [..., d].
+    """
+    flat = indices.reshape(-1)
+    rows = dequantize_qc4w(packed[flat], scales[flat])
+    return rows.reshape(*indices.shape, rows.shape[-1])
 
 
 def quantize_activation_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -299,6 +324,21 @@ class _Int8Embedding(nn.Module):
         return gather_qc8w(self.q, self.scales, indices)
 
 
+class _Int4Embedding(nn.Module):
+    """An Embedding run as the runtime runs an int4 foundation table."""
+
+    def __init__(self, embedding: nn.Embedding, group_size: int) -> None:
+        super().__init__()
+        packed, scales = quantize_qc4w(embedding.weight.detach().to(torch.float32), group_size)
+        self.register_buffer("packed", packed)
+        self.register_buffer("scales", scales)
+        self.num_embeddings = embedding.num_embeddings
+        self.embedding_dim = embedding.embedding_dim
+
+    def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        return gather_qc4w(self.packed, self.scales, indices)
+
+
 def _is_adapter_linear(name: str) -> bool:
     parts = name.split(".")
     return any(p.startswith("lora_") or p in ("lora_a", "lora_b") for p in parts)
@@ -318,8 +358,9 @@ def int4_reference(
 ) -> nn.Module:
     """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for the computation
     the int4 export runs: int4 linears, except int8 for an output layer (unless lm_head is int4),
-    one tied to an embedding, or one whose input size is not a multiple of group_size; int8
-    embeddings.
+    one tied to an embedding, or one whose input size is not a multiple of group_size; int4
+    embeddings, except int8 for one tied to a linear or whose width is not a multiple of
+    group_size.
 
     Args:
       model: the model (a foundation, or a foundation with LoRA adapters).
@@ -342,10 +383,22 @@ def int4_reference(
         and m.in_features % group_size == 0
         and (lm_head == QC4W_SCHEME or not is_output_layer(n + ".weight"))
     ]
+    linears = {id(m.weight) for _, m in model.named_modules() if isinstance(m, nn.Linear)}
+    int4 += [
+        n
+        for n, m in model.named_modules()
+        if isinstance(m, nn.Embedding)
+        and n
+        and keep(n)
+        and id(m.weight) not in linears
+        and m.embedding_dim % group_size == 0
+    ]
     for name in int4:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, _Int4Linear(model.get_submodule(name), group_size))
+        module = model.get_submodule(name)
+        swapped = _Int4Linear(module, group_size) if isinstance(module, nn.Linear) else _Int4Embedding(module, group_size)
+        setattr(parent, child, swapped)
     return int8_reference(model, is_foundation)
 
 

@@ -1,7 +1,8 @@
-"""The int4 foundation exporter (quantize="int4"): its weights and scales equal torchao's symmetric
-affine quantization (restated in _torchao) bit for bit, the output layer, a tied embedding and a layer whose input size is
-not a multiple of the group stay int8 (and say so), foundation.ptd is byte-identical across
-exports, and the eager reference runs exact integer sums per group."""
+"""The int4 foundation exporter (quantize="int4"): its weights, scales and untied token embedding
+equal torchao's symmetric affine quantization (restated in _torchao) bit for bit, the output layer,
+a tied embedding and a layer or table whose width is not a multiple of the group stay int8 (and say
+so), foundation.ptd is byte-identical across exports, and the eager reference runs exact integer
+sums per group and gathers the int4 table's rows."""
 
 import copy
 import os
@@ -9,7 +10,7 @@ import os
 import pytest
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir._serialize import deserialize_ptd
+from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
 from edgeshare.exir.lora import export_lora
 from edgeshare.exir.quantize import (
     dequantize_qc4w,
@@ -184,8 +185,13 @@ def test_output_layer_tied_table_and_short_inputs_stay_int8_and_say_why(tmp_path
     assert "up.weight.qc8w" in ptd.named_data and "embed.weight.qc8w" in ptd.named_data
     assert ("lm_head.weight.qc8w" in ptd.named_data) == (not tied)
     want = {"up.weight": "input size 32 is not a multiple of the group size 64"}
-    want["embed.weight" if tied else "lm_head.weight"] = "tied to the token embedding" if tied else "output layer"
+    if tied:
+        want["embed.weight"] = "tied to the token embedding"
+    else:
+        want["lm_head.weight"] = "output layer"
+        want["embed.weight"] = "embedding width 32 is not a multiple of the group size 64"
     assert partitioner.int8_fallbacks == want
+    assert partitioner.embedding_schemes == {"embed.weight": "int8"}
     # The int8 entries are the int8 scheme's bytes; the eager reference makes the same choices.
     q, _ = quantize_qc8w(foundation.up.weight.detach())
     assert ptd.named_data["up.weight.qc8w"].data == q.numpy().tobytes()
@@ -204,11 +210,50 @@ def test_lm_head_int4_on_request(tmp_path):
     export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path), partitioner)
     ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
     assert sorted(k for k in ptd.named_data if k.endswith(".qc4w")) == [
-        "down.weight.qc4w", "lm_head.weight.qc4w", "up.weight.qc4w",
+        "down.weight.qc4w", "embed.weight.qc4w", "lm_head.weight.qc4w", "up.weight.qc4w",
     ]  # fmt: skip
     assert partitioner.int8_fallbacks == {}
     model = int4_reference(copy.deepcopy(foundation), group_size=32, lm_head="int4")
     assert type(model.lm_head).__name__ == "_Int4Linear"
+
+
+def _operators(path: str):
+    with open(path, "rb") as f:
+        (plan,) = deserialize_pte(f.read(), path).program.executionPlans
+    return {o.name.decode() for o in plan.operators}
+
+
+def test_untied_embedding_is_int4_equal_to_torchao_and_its_gather_reads_only_those_entries(tmp_path):
+    foundation = _TinyLM(tied=False).eval()
+    inputs = (torch.tensor([[3, 60, 0, 17, 3]]),)
+    partitioner = XnnpackPartitioner(quantize="int4", group_size=32)
+    export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path / "own"), partitioner)
+    ptd = _ptd(os.path.join(tmp_path, "own", "foundation.ptd"))
+    table = foundation.embed.weight.detach()
+    want_q, want_scales = _torchao(table, 32)
+    q, scales = ptd.named_data["embed.weight.qc4w"], ptd.named_data["embed.weight.qc4w.scales"]
+    assert q.tensor_layout.scalar_type == BYTE and list(q.tensor_layout.sizes) == [64, 16]
+    assert q.data == pack_int4(want_q).numpy().tobytes()
+    assert scales.tensor_layout.scalar_type == HALF and list(scales.tensor_layout.sizes) == [64, 1]
+    assert scales.data == want_scales.numpy().tobytes()
+    # No other copy of the table: neither float32 nor int8.
+    assert not [k for k in ptd.named_data if k.startswith("embed.") and not k.startswith("embed.weight.qc4w")]
+    assert partitioner.embedding_schemes == {"embed.weight": "int4"}
+    assert partitioner.int8_fallbacks == {"lm_head.weight": "output layer"}
+    ops = _operators(os.path.join(tmp_path, "own", "lora_a.pte"))
+    assert "edgeshare::embedding_qc4w" in ops and "edgeshare::embedding_qc8w" not in ops
+    # The eager reference gathers the same dequantized rows.
+    model = int4_reference(copy.deepcopy(foundation), group_size=32)
+    assert type(model.embed).__name__ == "_Int4Embedding"
+    dequantized = want_q.to(torch.float32) * want_scales.to(torch.float32).repeat_interleave(32, dim=1)
+    assert torch.equal(model.embed(inputs[0]), dequantized[inputs[0]])
+    # A bare export writes the same foundation file.
+    bare = XnnpackPartitioner(quantize="int4", group_size=32)
+    adapters = {"lora_a": _adapted(foundation)}
+    export_lora(foundation, adapters, inputs, str(tmp_path / "bare"), bare, foundation_program="foundation")
+    assert "edgeshare::embedding_qc4w" in _operators(os.path.join(tmp_path, "bare", "foundation.pte"))
+    with open(tmp_path / "own" / "foundation.ptd", "rb") as a, open(tmp_path / "bare" / "foundation.ptd", "rb") as b:
+        assert a.read() == b.read()
 
 
 if __name__ == "__main__":

@@ -296,9 +296,9 @@ def _parser() -> argparse.ArgumentParser:
         default="none",
         help="int8: every foundation Linear weight (lm_head included) as int8 per output row with "
         "float32 scales, run by the delegate's int8 kernels; int4: signed 4-bit in groups along the "
-        "input dim with float16 scales (the lm_head, a tied embedding and a layer whose input size is "
-        "not a multiple of the group stay int8, said in the summary); the token embedding is int8 "
-        "per row; adapters stay float32",
+        "input dim with float16 scales, and an untied token embedding likewise (gathered one row at a "
+        "time; the lm_head, a tied embedding and a layer or table whose width is not a multiple of "
+        "the group stay int8, said in the summary); adapters stay float32",
     )
     parser.add_argument(
         "--group-size",
@@ -482,6 +482,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             summary, foundation = report(*exported), exported[0].foundation_path
         summary += "\n" + format_bytes(os.path.join(out_dir, foundation))
         summary += "".join(f"\nint8, not int4: {key} ({why})" for key, why in partitioner.int8_fallbacks.items())
+        group = args.group_size or DEFAULT_GROUP_SIZE
+        for key, scheme in partitioner.embedding_schemes.items():
+            summary += f"\ntoken embedding: {key} {scheme}" + (f", groups of {group}" if scheme == QC4W_SCHEME else "")
         if text is not None and text.contents:
             written = write_tokenizer_files(text, out_dir, progress)
             summary += "\ntokenizer and generation config: " + ", ".join(os.path.basename(p) for p in written)

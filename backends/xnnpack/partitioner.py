@@ -38,9 +38,12 @@ such linear's weight is signed 4-bit in groups of group_size along the input dim
 scales (scheme qc4w) under "<key>.qc4w" and "<key>.qc4w.scales", except int8 (qc8w) for the
 output layer (exir/quantize.py's OUTPUT_LAYER_NAMES; lm_head="int4" makes it int4 too), for a
 weight tied to the token embedding (one int8 entry serves both) and for a weight whose input size
-is not a multiple of the group size. The token embedding stays int8 per row. The partitioner
-records the scheme of each foundation weight on its placeholder (QUANT_SCHEME_META) and the
-int8 ones with their reason in `int8_fallbacks`.
+is not a multiple of the group size. An untied token embedding is int4 too, under the same
+"<key>.qc4w" entries, gathered outside the delegate one row at a time by edgeshare::embedding_qc4w
+(exir/embedding_qc4w.py); it stays int8 per row when tied (the int8 entry serves both) or when
+its width is not a multiple of the group size. The partitioner records the scheme of each
+foundation weight on its placeholder (QUANT_SCHEME_META), the int8 ones with their reason in
+`int8_fallbacks`, and the scheme of each gathered table in `embedding_schemes`.
 
 Supported ops (one line per row of the registry):
 """
@@ -65,6 +68,7 @@ from edgeshare.exir.quantize import (
     GROUP_SIZES,
     QC4W_SCHEME,
     QC8W_SCHEME,
+    QUANT_SCHEME_META,
     QUANTIZE_SCHEMES,
     is_output_layer,
 )
@@ -82,8 +86,6 @@ FC_WEIGHT_DTYPES = ("fp32", "fp16")
 QUANTIZE_SPEC = "quantize"
 # The compile spec of the int4 scheme's group size (absent: DEFAULT_GROUP_SIZE).
 GROUP_SIZE_SPEC = "group_size"
-# Placeholder meta under quantize="int4": the scheme ("int4" or "int8") of a pinned foundation weight.
-QUANT_SCHEME_META = "edgeshare_quant_scheme"
 
 # The documented error bound of fc_weight_dtype="fp16" against torch eager in float32:
 #   |got - want| <= FP16_TOLERANCE * max(1, max|want|)   (elementwise; max over the output tensor)
@@ -174,6 +176,8 @@ class XnnpackPartitioner(Partitioner):
         self._lm_head = lm_head
         # quantize="int4": foundation weight key -> why it is int8, over every program partitioned.
         self.int8_fallbacks: Dict[str, str] = {}
+        # quantize="int8"/"int4": token embedding key -> the scheme its gather reads ("int8", "int4").
+        self.embedding_schemes: Dict[str, str] = {}
 
     def _int4_schemes(self, ep: ExportedProgram) -> None:
         """Records on each pinned foundation weight of rank 2 the scheme it is stored in."""
@@ -189,14 +193,15 @@ class XnnpackPartitioner(Partitioner):
             key = node.meta.get(DATA_KEY_META, lifted[node.name].fqn)
             scheme, why = self._int4_scheme(node, key, int(tensor.shape[1]))
             node.meta[QUANT_SCHEME_META] = scheme
-            if scheme != QC4W_SCHEME and any(
-                u.op == "call_function" and u.target is not torch.ops.aten.embedding.default for u in node.users
-            ):
+            if scheme != QC4W_SCHEME and any(u.op == "call_function" for u in node.users):
                 self.int8_fallbacks[key] = why
 
     def _int4_scheme(self, node: torch.fx.Node, key: str, in_size: int) -> Tuple[str, str]:
-        if any(u.op == "call_function" and u.target is torch.ops.aten.embedding.default for u in node.users):
+        gathered = [u.op == "call_function" and u.target is torch.ops.aten.embedding.default for u in node.users]
+        if any(gathered) and not all(gathered):
             return QC8W_SCHEME, "tied to the token embedding"
+        if any(gathered) and in_size % self._group_size:
+            return QC8W_SCHEME, f"embedding width {in_size} is not a multiple of the group size {self._group_size}"
         if self._lm_head == QC8W_SCHEME and is_output_layer(key):
             return QC8W_SCHEME, "output layer"
         if in_size % self._group_size:
@@ -215,8 +220,9 @@ class XnnpackPartitioner(Partitioner):
         if self._quantize == QC4W_SCHEME:
             self._int4_schemes(exported_program)
         if self._quantize != "none":
-            # The token embedding's gather runs outside the delegate, over the same int8 entries.
-            quantize_embeddings(exported_program)
+            # The token embedding's gather runs outside the delegate, over entries of the scheme
+            # recorded on its table (int8 when nothing is recorded).
+            self.embedding_schemes.update(quantize_embeddings(exported_program, self._group_size))
         checker = _Checker(exported_program)
         override = self._override
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
+#include "edgeshare/runtime/kernels/portable/dequantize_qc4w_row.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
 
 namespace edgeshare {
@@ -470,30 +471,51 @@ Status embedding(Args args) {
   return Status();
 }
 
+// The operands of a quantized table's gather: (weight, scales, indices, out), with integer indices
+// and a float output.
+struct GatherOperands {
+  Tensor* weight;
+  Tensor* scales;
+  Tensor* indices;
+  Tensor* out;
+};
+
+Result<GatherOperands> gather_operands(Args args, const char* op) {
+  ES_RETURN_IF_ERROR(expect_args(args, 4, op));
+  GatherOperands g{};
+  ES_ASSIGN_OR_RETURN(g.weight, tensor_arg(args, 0, op));
+  ES_ASSIGN_OR_RETURN(g.scales, tensor_arg(args, 1, op));
+  ES_ASSIGN_OR_RETURN(g.indices, tensor_arg(args, 2, op));
+  ES_ASSIGN_OR_RETURN(g.out, tensor_arg(args, 3, op));
+  ES_CHECK_OR_RETURN_ERROR(g.out->scalar_type() == ScalarType::Float, Error::InvalidProgram,
+                           "%s: out must be float", op);
+  ES_CHECK_OR_RETURN_ERROR(
+      g.indices->scalar_type() == ScalarType::Long || g.indices->scalar_type() == ScalarType::Int,
+      Error::NotSupported, "%s: indices must be Long or Int", op);
+  return g;
+}
+
+// Resizes a gather's output to the indices' shape plus one row of `width`.
+Status resize_gathered(const GatherOperands& g, size_t width, const char* op) {
+  Shape shape = shape_of(*g.indices);
+  ES_RETURN_IF_ERROR(append(shape, static_cast<int64_t>(width), op));
+  return resize_output(*g.out, shape, op);
+}
+
 // edgeshare::embedding_qc8w(weight int8 [n, d], scales float [n], indices) -> float [..., d]:
 // the gather of an int8-per-row table (exir/quantize.py's qc8w), each row written as q * scale, so
 // one int8 entry serves a tied embedding and the lm_head's int8 matmul.
 Status embedding_qc8w(Args args) {
   const char* op = "edgeshare::embedding_qc8w";
-  ES_RETURN_IF_ERROR(expect_args(args, 4, op));
-  ES_ASSIGN_OR_RETURN(Tensor * weight, tensor_arg(args, 0, op));
-  ES_ASSIGN_OR_RETURN(Tensor * scales, tensor_arg(args, 1, op));
-  ES_ASSIGN_OR_RETURN(Tensor * indices, tensor_arg(args, 2, op));
-  ES_ASSIGN_OR_RETURN(Tensor * out, tensor_arg(args, 3, op));
+  ES_ASSIGN_OR_RETURN(const GatherOperands g, gather_operands(args, op));
+  Tensor *weight = g.weight, *scales = g.scales, *indices = g.indices, *out = g.out;
   ES_CHECK_OR_RETURN_ERROR(weight->dim() == 2 && weight->scalar_type() == ScalarType::Char,
                            Error::InvalidProgram, "%s: weight must be a 2-d int8 tensor", op);
   const size_t rows = weight->size(0), width = weight->size(1);
   ES_CHECK_OR_RETURN_ERROR(scales->scalar_type() == ScalarType::Float && scales->numel() == rows,
                            Error::InvalidProgram, "%s: scales must be float with one per row (%zu)", op,
                            rows);
-  ES_CHECK_OR_RETURN_ERROR(out->scalar_type() == ScalarType::Float, Error::InvalidProgram,
-                           "%s: out must be float", op);
-  ES_CHECK_OR_RETURN_ERROR(
-      indices->scalar_type() == ScalarType::Long || indices->scalar_type() == ScalarType::Int,
-      Error::NotSupported, "%s: indices must be Long or Int", op);
-  Shape shape = shape_of(*indices);
-  ES_RETURN_IF_ERROR(append(shape, weight->size(1), op));
-  ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
+  ES_RETURN_IF_ERROR(resize_gathered(g, width, op));
   const auto* q = static_cast<const int8_t*>(weight->const_data());
   const auto* scale = static_cast<const float*>(scales->const_data());
   auto* dst = static_cast<float*>(out->mutable_data());
@@ -503,6 +525,36 @@ Status embedding_qc8w(Args args) {
     const float s = scale[index];
     float* y = dst + i * width;
     for (size_t j = 0; j < width; ++j) y[j] = static_cast<float>(row[j]) * s;
+  }
+  return Status();
+}
+
+// edgeshare::embedding_qc4w(weight uint8 [n, d / 2], scales half [n, d / group], indices)
+// -> float [..., d]: the gather of an int4 table (exir/quantize.py's qc4w), only the looked-up rows
+// dequantized, each as q * scale per group. The group is d / the scales' columns.
+Status embedding_qc4w(Args args) {
+  const char* op = "edgeshare::embedding_qc4w";
+  ES_ASSIGN_OR_RETURN(const GatherOperands g, gather_operands(args, op));
+  Tensor *weight = g.weight, *scales = g.scales, *indices = g.indices;
+  ES_CHECK_OR_RETURN_ERROR(weight->dim() == 2 && weight->scalar_type() == ScalarType::Byte,
+                           Error::InvalidProgram, "%s: weight must be a 2-d uint8 tensor", op);
+  const size_t rows = weight->size(0), width = 2 * static_cast<size_t>(weight->size(1));
+  ES_CHECK_OR_RETURN_ERROR(scales->dim() == 2 && scales->scalar_type() == ScalarType::Half &&
+                               static_cast<size_t>(scales->size(0)) == rows && scales->size(1) > 0,
+                           Error::InvalidProgram, "%s: scales must be half [%zu, groups]", op, rows);
+  const size_t groups = scales->size(1);
+  const size_t group = width / groups;
+  ES_CHECK_OR_RETURN_ERROR(group * groups == width && group % 2 == 0, Error::InvalidProgram,
+                           "%s: %zu scales per row do not split a row of %zu into even groups", op,
+                           groups, width);
+  ES_RETURN_IF_ERROR(resize_gathered(g, width, op));
+  const auto* q = static_cast<const uint8_t*>(weight->const_data());
+  const auto* scale = static_cast<const uint16_t*>(scales->const_data());
+  auto* dst = static_cast<float*>(g.out->mutable_data());
+  const DequantizeQc4wRow row = dequantize_qc4w_row_kernel().row;
+  for (size_t i = 0; i < indices->numel(); ++i) {
+    ES_ASSIGN_OR_RETURN(const size_t index, table_row(*indices, i, rows, op));
+    row(width, group, q + index * (width / 2), scale + index * groups, dst + i * width);
   }
   return Status();
 }
@@ -527,6 +579,7 @@ const KernelEntry kKernels[] = {
     {"aten::split_with_sizes", split_with_sizes, 3},
     {"aten::embedding", embedding, 5},
     {"edgeshare::embedding_qc8w", embedding_qc8w, 3},
+    {"edgeshare::embedding_qc4w", embedding_qc4w, 3},
     {"aten::cat", cat, 2},
 };
 const bool registered = register_kernels(kKernels);
