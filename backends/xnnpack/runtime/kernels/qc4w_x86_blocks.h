@@ -42,7 +42,7 @@ inline int32_t load4(const int8_t* p) {
   return v;
 }
 
-// Rows in chunks of R (then one at a time), tiles in chunks of T (then one at a time).
+// Rows in chunks of R (then two, then one at a time), tiles in chunks of T (then one at a time).
 template <class K, int R, int T>
 inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_t rows,
                      const int8_t* q, size_t q_stride, const int32_t* xsum8, const float* x_scales,
@@ -74,6 +74,10 @@ inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_
     }
   };
   for (; r + R <= rows; r += R) run_rows(std::integral_constant<int, R>());
+  // Left-over rows two at a time where R is wider: each pass over the weight serves two rows.
+  if (R > 2) {
+    for (; r + 2 <= rows; r += 2) run_rows(std::integral_constant<int, (R > 2 ? 2 : 1)>());
+  }
   for (; r < rows; ++r) run_rows(std::integral_constant<int, 1>());
 }
 
@@ -87,35 +91,35 @@ struct QC4Avx512Vnni {
     constexpr int kRh = kSplit ? R : 1, kTh = kSplit ? T : 1;
     const __m512i mask = _mm512_set1_epi8(0x0F);
     __m512 facc[R][T];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) facc[r][t] = _mm512_setzero_ps();
     }
     for (size_t g = 0; g < a.groups; ++g) {
       // Each dot starts from -8 * the group's activation sum, which the + 8 of the nibbles adds.
       __m512i acc[R][T], acc_hi[kRh][kTh];
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m512i start = _mm512_set1_epi32(-a.xsum8[r * a.groups + g]);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) acc[r][t] = start;
       }
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < kRh; ++r) {
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < kTh; ++t) acc_hi[r][t] = _mm512_setzero_si512();
       }
       const size_t at = qc4_blocks_offset(g, a.group);
       const size_t scales_at = qc4_scales_offset(g, a.group);
       if (a.prefetch && g % 2 == 0) {
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) prefetch_ahead(a.tile0 + t * a.tile_bytes + scales_at);
       }
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (size_t i = 0; i < a.group; i += kQC4KBlock) {
         __m512i lo[T], hi[T];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           const uint8_t* p = a.tile0 + t * a.tile_bytes + at + i / kQC4KBlock * kQC4BlockBytes;
           if (a.prefetch) prefetch_ahead(p);
@@ -123,12 +127,12 @@ struct QC4Avx512Vnni {
           lo[t] = _mm512_and_si512(v, mask);
           hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
         }
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
           const __m512i xl = _mm512_set1_epi32(load4(x));
           const __m512i xh = _mm512_set1_epi32(load4(x + 4));
-          #pragma GCC unroll 16
+#pragma GCC unroll 16
           for (int t = 0; t < T; ++t) {
             acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], lo[t], xl);
             if (kSplit) {
@@ -140,7 +144,7 @@ struct QC4Avx512Vnni {
         }
       }
       __m512 scale[T];
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const uint8_t* s = a.tile0 + t * a.tile_bytes + scales_at;
         // The zero-masking forms with every lane set: GCC 12's plain conversions pass an undefined
@@ -148,23 +152,22 @@ struct QC4Avx512Vnni {
         scale[t] =
             _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
       }
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           const __m512i sum =
               kSplit ? _mm512_add_epi32(acc[r][t], acc_hi[r % kRh][t % kTh]) : acc[r][t];
-          facc[r][t] =
-              _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sum), scale[t], facc[r][t]);
+          facc[r][t] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sum), scale[t], facc[r][t]);
         }
       }
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const __m512 bias = _mm512_loadu_ps(a.tile0 + t * a.tile_bytes);
       const __mmask16 keep = t + 1 == T ? static_cast<__mmask16>((1u << a.last_count) - 1)
                                         : static_cast<__mmask16>(0xFFFF);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m512 out = _mm512_fmadd_ps(facc[r][t], _mm512_set1_ps(a.x_scales[r]), bias);
         _mm512_mask_storeu_ps(a.y + r * a.y_stride + t * kQC4Tile, keep, out);
@@ -182,48 +185,48 @@ struct QC4Avx2 {
     const __m256i ones = _mm256_set1_epi16(1);
     // [t][h]: tile t's channels 8h..8h+7.
     __m256 facc[R][T][2];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) facc[r][t][0] = facc[r][t][1] = _mm256_setzero_ps();
     }
     for (size_t g = 0; g < a.groups; ++g) {
       // Each dot starts from -8 * the group's activation sum, which the + 8 of the nibbles adds.
       __m256i acc[R][T][2];
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m256i start = _mm256_set1_epi32(-a.xsum8[r * a.groups + g]);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = start;
       }
       const size_t at = qc4_blocks_offset(g, a.group);
       const size_t scales_at = qc4_scales_offset(g, a.group);
       if (a.prefetch && g % 2 == 0) {
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) prefetch_ahead(a.tile0 + t * a.tile_bytes + scales_at);
       }
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (size_t i = 0; i < a.group; i += kQC4KBlock) {
         __m256i lo[T][2], hi[T][2];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           const uint8_t* p = a.tile0 + t * a.tile_bytes + at + i / kQC4KBlock * kQC4BlockBytes;
           if (a.prefetch) prefetch_ahead(p);
-          #pragma GCC unroll 16
+#pragma GCC unroll 16
           for (int h = 0; h < 2; ++h) {
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
             lo[t][h] = _mm256_and_si256(v, mask);
             hi[t][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
           }
         }
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
           const __m256i xl = _mm256_set1_epi32(load4(x));
           const __m256i xh = _mm256_set1_epi32(load4(x + 4));
-          #pragma GCC unroll 16
+#pragma GCC unroll 16
           for (int t = 0; t < T; ++t) {
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int h = 0; h < 2; ++h) {
               // Each 16-bit pair sum is at most 2 * 15 * 128: no saturation, and two fit.
               const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo[t][h], xl),
@@ -234,36 +237,36 @@ struct QC4Avx2 {
         }
       }
       __m256 scale[T][2];
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const uint8_t* s = a.tile0 + t * a.tile_bytes + scales_at;
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int h = 0; h < 2; ++h) {
           scale[t][h] =
               _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
         }
       }
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          #pragma GCC unroll 16
+#pragma GCC unroll 16
           for (int h = 0; h < 2; ++h) {
-            facc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]), scale[t][h],
-                                            facc[r][t][h]);
+            facc[r][t][h] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]), scale[t][h], facc[r][t][h]);
           }
         }
       }
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const float* bias = reinterpret_cast<const float*>(a.tile0 + t * a.tile_bytes);
       const size_t count = t + 1 == T ? a.last_count : kQC4Tile;
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         alignas(32) float out[kQC4Tile];
         const __m256 xs = _mm256_set1_ps(a.x_scales[r]);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int h = 0; h < 2; ++h) {
           _mm256_store_ps(out + 8 * h,
                           _mm256_fmadd_ps(facc[r][t][h], xs, _mm256_loadu_ps(bias + 8 * h)));

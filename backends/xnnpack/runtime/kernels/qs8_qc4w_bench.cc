@@ -135,13 +135,15 @@ void bench_shape(size_t n, size_t k, double ghz) {
     if (!cpu_runs(isa)) continue;
     const QC4Kernels set = qc4_kernels_up_to(isa);
     const std::string name = to_string(set.gemv_isa);
-    cases.push_back({"int4 GEMV hot " + name, weights, static_cast<double>(qc4_bytes),
-                     [&, set] {
-                       set.gemv(qc4.p, k, n, kGroup, q.data(), xsum8.data(), x_scales[0], y.data());
-                     },
-                     {}});
+    cases.push_back(
+        {"int4 GEMV hot " + name,
+         weights,
+         static_cast<double>(qc4_bytes),
+         [&, set] { set.gemv(qc4.p, k, n, kGroup, q.data(), xsum8.data(), x_scales[0], y.data()); },
+         {}});
     if (isa == Isa::kScalar) continue;
-    cases.push_back({"int4 GEMV streamed " + name, weights * qc4_copies,
+    cases.push_back({"int4 GEMV streamed " + name,
+                     weights * qc4_copies,
                      static_cast<double>(qc4_bytes) * qc4_copies,
                      [&, set] {
                        for (size_t c = 0; c < qc4_copies; ++c) {
@@ -150,19 +152,24 @@ void bench_shape(size_t n, size_t k, double ghz) {
                        }
                      },
                      {}});
-    cases.push_back({"int4 GEMM 64 rows " + name, weights * kRows, static_cast<double>(qc4_bytes),
+    cases.push_back({"int4 GEMM 64 rows " + name,
+                     weights * kRows,
+                     static_cast<double>(qc4_bytes),
                      [&, set] {
-                       set.gemm(qc4.p, k, n, kGroup, kRows, q.data(), qc8_padded_k(k),
-                                xsum8.data(), x_scales.data(), y.data(), n);
+                       set.gemm(qc4.p, k, n, kGroup, kRows, q.data(), qc8_padded_k(k), xsum8.data(),
+                                x_scales.data(), y.data(), n);
                      },
                      {}});
   }
   const QS8Kernels qs8 = qs8_kernels_up_to(Isa::kAvx512Vnni);
   const std::string qs8_name = to_string(qs8.gemv_isa);
-  cases.push_back({"int8 GEMV hot " + qs8_name, weights, static_cast<double>(qc8_bytes),
+  cases.push_back({"int8 GEMV hot " + qs8_name,
+                   weights,
+                   static_cast<double>(qc8_bytes),
                    [&] { qs8.gemv(qc8.p, k, n, q.data(), acc.data()); },
                    {}});
-  cases.push_back({"int8 GEMV streamed " + qs8_name, weights * qc8_copies,
+  cases.push_back({"int8 GEMV streamed " + qs8_name,
+                   weights * qc8_copies,
                    static_cast<double>(qc8_bytes) * qc8_copies,
                    [&] {
                      for (size_t c = 0; c < qc8_copies; ++c) {
@@ -171,7 +178,8 @@ void bench_shape(size_t n, size_t k, double ghz) {
                      }
                    },
                    {}});
-  cases.push_back({"int8 GEMM 64 rows " + qs8_name, weights * kRows,
+  cases.push_back({"int8 GEMM 64 rows " + qs8_name,
+                   weights * kRows,
                    static_cast<double>(qc8_bytes),
                    [&] {
                      qs8.gemm(qc8.p, k, n, kRows, q.data(), qc8_padded_k(k), acc.data(), n);
@@ -196,17 +204,19 @@ void bench_shape(size_t n, size_t k, double ghz) {
   for (Case& c : cases) {
     std::sort(c.ns.begin(), c.ns.end());
     const double best = c.ns.front(), median = c.ns[c.ns.size() / 2];
-    std::printf("  %-34s best %10.1f us %6.1f GB/s %6.4f cyc/weight   median %10.1f us %6.1f GB/s\n",
-                c.name.c_str(), best / 1e3, c.bytes / best, best * ghz / c.weights, median / 1e3,
-                c.bytes / median);
+    std::printf(
+        "  %-34s best %10.1f us %6.1f GB/s %6.4f cyc/weight   median %10.1f us %6.1f GB/s\n",
+        c.name.c_str(), best / 1e3, c.bytes / best, best * ghz / c.weights, median / 1e3,
+        c.bytes / median);
   }
 }
 
 int run() {
   const double ghz = clock_ghz();
-  std::printf("core clock %.2f GHz (dependent adds); %zu interleaved rounds, GB/s of weight bytes "
-              "(GEMM: of the weight once)\n",
-              ghz, kRounds);
+  std::printf(
+      "core clock %.2f GHz (dependent adds); %zu interleaved rounds, GB/s of weight bytes "
+      "(GEMM: of the weight once)\n",
+      ghz, kRounds);
   const size_t shapes[][2] = {{1024, 1024}, {2816, 1024}, {1024, 2816}, {32000, 1024}};
   for (const auto& shape : shapes) bench_shape(shape[0], shape[1], ghz);
   return 0;
