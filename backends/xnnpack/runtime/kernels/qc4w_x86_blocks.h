@@ -34,7 +34,17 @@ struct QC4Args {
   size_t y_stride;
   size_t last_count;
   bool prefetch;
+  // Added to a prefetch address that runs past the end of its tile, so that it lands in the tile
+  // this one's stream reads next (T tiles on) rather than in the neighbour, which its own stream
+  // is already reading: 0 when no chunk of T tiles follows.
+  size_t prefetch_wrap;
 };
+
+// prefetch_ahead of `p` moved on by `wrap` bytes (QC4Args::prefetch_wrap), the address formed as
+// an integer as prefetch_ahead's own.
+__attribute__((always_inline)) inline void prefetch_wrapped(const uint8_t* p, size_t wrap) {
+  prefetch_ahead(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + wrap));
+}
 
 inline int32_t load4(const int8_t* p) {
   int32_t v;
@@ -56,16 +66,29 @@ inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_
   auto run_rows = [&](auto rows_tag) {
     constexpr int kR = decltype(rows_tag)::value;
     size_t t = 0;
-    QC4Args a{nullptr,      tile_bytes,       k,        group,
-              groups,       q + r * q_stride, q_stride, xsum8 + r * groups,
-              x_scales + r, nullptr,          y_stride, 0,
-              prefetch};
+    QC4Args a{nullptr,
+              tile_bytes,
+              k,
+              group,
+              groups,
+              q + r * q_stride,
+              q_stride,
+              xsum8 + r * groups,
+              x_scales + r,
+              nullptr,
+              y_stride,
+              0,
+              prefetch,
+              0};
     for (; t + T <= tiles; t += T) {
       a.tile0 = base + t * tile_bytes;
       a.y = y + r * y_stride + t * kQC4Tile;
       a.last_count = t + T == tiles ? last : kQC4Tile;
+      a.prefetch_wrap = t + 2 * T <= tiles ? (T - 1) * tile_bytes : 0;
       K::template block<kR, T>(a);
     }
+    // One tile at a time, a prefetch past a tile's end lands in the next: the next one read.
+    a.prefetch_wrap = 0;
     for (; t < tiles; ++t) {
       a.tile0 = base + t * tile_bytes;
       a.y = y + r * y_stride + t * kQC4Tile;
@@ -113,16 +136,19 @@ struct QC4Avx512Vnni {
       const size_t at = qc4_blocks_offset(g, a.group);
       const size_t scales_at = qc4_scales_offset(g, a.group);
       if (a.prefetch && g % 2 == 0) {
+        const size_t wrap = scales_at + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
 #pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) prefetch_ahead(a.tile0 + t * a.tile_bytes + scales_at);
+        for (int t = 0; t < T; ++t) prefetch_wrapped(a.tile0 + t * a.tile_bytes + scales_at, wrap);
       }
 #pragma GCC unroll 4
       for (size_t i = 0; i < a.group; i += kQC4KBlock) {
         __m512i lo[T], hi[T];
+        const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
+        const size_t wrap = offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          const uint8_t* p = a.tile0 + t * a.tile_bytes + at + i / kQC4KBlock * kQC4BlockBytes;
-          if (a.prefetch) prefetch_ahead(p);
+          const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
+          if (a.prefetch) prefetch_wrapped(p, wrap);
           const __m512i v = _mm512_loadu_si512(p);
           lo[t] = _mm512_and_si512(v, mask);
           hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
@@ -202,16 +228,19 @@ struct QC4Avx2 {
       const size_t at = qc4_blocks_offset(g, a.group);
       const size_t scales_at = qc4_scales_offset(g, a.group);
       if (a.prefetch && g % 2 == 0) {
+        const size_t wrap = scales_at + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
 #pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) prefetch_ahead(a.tile0 + t * a.tile_bytes + scales_at);
+        for (int t = 0; t < T; ++t) prefetch_wrapped(a.tile0 + t * a.tile_bytes + scales_at, wrap);
       }
 #pragma GCC unroll 4
       for (size_t i = 0; i < a.group; i += kQC4KBlock) {
         __m256i lo[T][2], hi[T][2];
+        const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
+        const size_t wrap = offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          const uint8_t* p = a.tile0 + t * a.tile_bytes + at + i / kQC4KBlock * kQC4BlockBytes;
-          if (a.prefetch) prefetch_ahead(p);
+          const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
+          if (a.prefetch) prefetch_wrapped(p, wrap);
 #pragma GCC unroll 16
           for (int h = 0; h < 2; ++h) {
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));

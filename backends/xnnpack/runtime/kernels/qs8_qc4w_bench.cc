@@ -4,7 +4,8 @@
 //   GEMV hot:      one row over one weight again and again (it stays in L2 or L3): the kernel's
 //                  compute, cycles per weight at the clock measured at the start;
 //   GEMV streamed: one row over copies of the weight taking turns, 96 MiB in all (three times
-//                  L3), as a decode step reads its weights from memory;
+//                  L3), as a decode step reads its weights from memory; whole, and in column
+//                  slabs (one call each) as the delegate runs it;
 //   GEMM 64 rows:  a prefill's 64 rows over one weight (hot), the epilogue included.
 // Every case runs once per round, rounds interleaved so that other jobs on the shared machine
 // slow all alike; the best (minimum) and median over rounds are printed. The integer kernels run
@@ -130,6 +131,11 @@ void bench_shape(size_t n, size_t k, double ghz) {
   std::vector<float> x_scales(kRows, 1.0f / 512), y(kRows * n);
 
   const double weights = static_cast<double>(n) * k;
+  // The delegate's column slabs at one thread: about 128 KiB of int8-sized weight each (an eighth
+  // of this machine's 1 MiB L2), widths a multiple of 32 channels (packed_operator.cc).
+  const size_t slabs =
+      std::max<size_t>(1, std::min((n * k + (128u << 10) - 1) / (128u << 10), n / 32));
+  const size_t slab = ((n + slabs - 1) / slabs + 31) / 32 * 32;
   std::vector<Case> cases;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512Vnni}) {
     if (!cpu_runs(isa)) continue;
@@ -149,6 +155,20 @@ void bench_shape(size_t n, size_t k, double ghz) {
                        for (size_t c = 0; c < qc4_copies; ++c) {
                          set.gemv(static_cast<uint8_t*>(qc4.p) + c * qc4_stride, k, n, kGroup,
                                   q.data(), xsum8.data(), x_scales[0], y.data());
+                       }
+                     },
+                     {}});
+    cases.push_back({"int4 GEMV streamed, slabs " + name,
+                     weights * qc4_copies,
+                     static_cast<double>(qc4_bytes) * qc4_copies,
+                     [&, set] {
+                       for (size_t c = 0; c < qc4_copies; ++c) {
+                         const uint8_t* w = static_cast<uint8_t*>(qc4.p) + c * qc4_stride;
+                         for (size_t first = 0; first < n; first += slab) {
+                           set.gemv(w + first / kQC4Tile * qc4_tile_bytes(k, kGroup), k,
+                                    std::min(slab, n - first), kGroup, q.data(), xsum8.data(),
+                                    x_scales[0], y.data() + first);
+                         }
                        }
                      },
                      {}});
