@@ -46,6 +46,21 @@ __attribute__((always_inline)) inline void prefetch_wrapped(const uint8_t* p, si
   prefetch_ahead(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + wrap));
 }
 
+// The QC4Args::prefetch_wrap a prefetch of the line at `offset` within a tile takes.
+inline size_t wrap_at(const QC4Args& a, size_t offset) {
+  return offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
+}
+
+// At the first group of a pair, asks for the pair's line of scales in each of T tiles.
+template <int T>
+__attribute__((always_inline)) inline void prefetch_scales(const QC4Args& a, size_t g,
+                                                           size_t scales_at) {
+  if (!a.prefetch || g % 2 != 0) return;
+  const size_t wrap = wrap_at(a, scales_at);
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) prefetch_wrapped(a.tile0 + t * a.tile_bytes + scales_at, wrap);
+}
+
 inline int32_t load4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof(v));
@@ -135,16 +150,12 @@ struct QC4Avx512Vnni {
       }
       const size_t at = qc4_blocks_offset(g, a.group);
       const size_t scales_at = qc4_scales_offset(g, a.group);
-      if (a.prefetch && g % 2 == 0) {
-        const size_t wrap = scales_at + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) prefetch_wrapped(a.tile0 + t * a.tile_bytes + scales_at, wrap);
-      }
+      prefetch_scales<T>(a, g, scales_at);
 #pragma GCC unroll 4
       for (size_t i = 0; i < a.group; i += kQC4KBlock) {
         __m512i lo[T], hi[T];
         const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
-        const size_t wrap = offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
+        const size_t wrap = wrap_at(a, offset);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
@@ -227,16 +238,12 @@ struct QC4Avx2 {
       }
       const size_t at = qc4_blocks_offset(g, a.group);
       const size_t scales_at = qc4_scales_offset(g, a.group);
-      if (a.prefetch && g % 2 == 0) {
-        const size_t wrap = scales_at + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) prefetch_wrapped(a.tile0 + t * a.tile_bytes + scales_at, wrap);
-      }
+      prefetch_scales<T>(a, g, scales_at);
 #pragma GCC unroll 4
       for (size_t i = 0; i < a.group; i += kQC4KBlock) {
         __m256i lo[T][2], hi[T][2];
         const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
-        const size_t wrap = offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
+        const size_t wrap = wrap_at(a, offset);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
