@@ -77,6 +77,15 @@ inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_
   const size_t last = n - (tiles - 1) * kQC4Tile;
   const size_t groups = k / group;
   const uint8_t* base = static_cast<const uint8_t*>(packed);
+  if (prefetch) {
+    // The first tiles' first kGemvPrefetchBytes, which no prefetch ahead of a load names: asked
+    // for all at once, their misses overlap rather than wait on each other.
+    for (size_t t = 0; t < T && t < tiles; ++t) {
+      for (size_t at = 0; at < kGemvPrefetchBytes && at < tile_bytes; at += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(base + t * tile_bytes + at), _MM_HINT_T1);
+      }
+    }
+  }
   size_t r = 0;
   auto run_rows = [&](auto rows_tag) {
     constexpr int kR = decltype(rows_tag)::value;
