@@ -193,7 +193,11 @@ void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t r
 //
 // The packed layout (made once, at load, by qc4w_pack): tiles of kQC4Tile output channels, each
 //   [16 x float: the channel's bias, 0 without one]
-//   per group: [group / 8 blocks of 64 bytes][16 x float16: the channels' scales]
+//   per pair of groups (g, g + 1):
+//     [group / 8 blocks of 64 bytes: group g][group / 8 blocks: group g + 1]
+//     [16 x float16: group g's scales][16 x float16: group g + 1's scales]
+// (an odd last group has zero blocks and scales in place of its pair's second), so every block
+// and every pair's scales start on a 64-byte line and no load of a kernel straddles two lines.
 // A block holds 8 consecutive inputs i0..i0+7 of the 16 channels: byte 4c + j has input i0 + j of
 // channel c in its low nibble and input i0 + 4 + j in its high nibble, each as weight + 8 (0..15),
 // so an unsigned-by-signed dot (VNNI's, or AVX2's multiply-add) reads the low nibbles against 4
@@ -203,12 +207,24 @@ void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t r
 constexpr size_t kQC4Tile = 16;
 constexpr size_t kQC4KBlock = 8;
 constexpr size_t kQC4BlockBytes = 64;
+constexpr size_t kQC4HeaderBytes = kQC4Tile * 4;
+constexpr size_t kQC4ScaleBytes = kQC4Tile * 2;
 
-constexpr size_t qc4_group_bytes(size_t group) {
-  return group / kQC4KBlock * kQC4BlockBytes + kQC4Tile * 2;
+// Bytes of one group's blocks, and of a pair of groups with their scales.
+constexpr size_t qc4_blocks_bytes(size_t group) { return group / kQC4KBlock * kQC4BlockBytes; }
+constexpr size_t qc4_pair_bytes(size_t group) {
+  return 2 * qc4_blocks_bytes(group) + 2 * kQC4ScaleBytes;
+}
+// Where group g's blocks and its 16 scales start within a tile.
+constexpr size_t qc4_blocks_offset(size_t g, size_t group) {
+  return kQC4HeaderBytes + g / 2 * qc4_pair_bytes(group) + g % 2 * qc4_blocks_bytes(group);
+}
+constexpr size_t qc4_scales_offset(size_t g, size_t group) {
+  return kQC4HeaderBytes + g / 2 * qc4_pair_bytes(group) + 2 * qc4_blocks_bytes(group) +
+         g % 2 * kQC4ScaleBytes;
 }
 constexpr size_t qc4_tile_bytes(size_t k, size_t group) {
-  return kQC4Tile * 4 + k / group * qc4_group_bytes(group);
+  return kQC4HeaderBytes + (k / group + 1) / 2 * qc4_pair_bytes(group);
 }
 // Bytes of the packing of an [n, k] int4 weight in groups of `group`.
 constexpr size_t qc4_packed_bytes(size_t k, size_t n, size_t group) {
@@ -216,7 +232,8 @@ constexpr size_t qc4_packed_bytes(size_t k, size_t n, size_t group) {
 }
 
 // Packs the canonical int4 weight (uint8 [n, k / 2]) with its float16 scales (uint16 bits,
-// [n, k / group]) and bias [n] (null: none) into qc4_packed_bytes(k, n, group) bytes at `packed`.
+// [n, k / group]) and bias [n] (null: none) into qc4_packed_bytes(k, n, group) bytes at `packed`
+// (64-byte aligned for the vector kernels' best speed: every load then stays within a line).
 void qc4w_pack(const uint8_t* weight, const uint16_t* scales, const float* bias, size_t k, size_t n,
                size_t group, void* packed);
 

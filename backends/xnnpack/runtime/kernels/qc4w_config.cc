@@ -53,7 +53,8 @@ bool qc4_matches_reference(const QC4Kernels& set) {
     return state >> 8;
   };
   for (size_t group : {size_t{32}, size_t{64}, size_t{128}}) {
-    const size_t k = 2 * 128, n = 85, rows = 11, groups = k / group;
+    // 384 inputs: 12, 6 and 3 groups, so the probe also meets a pair of groups with one.
+    const size_t k = 3 * 128, n = 85, rows = 11, groups = k / group;
     std::vector<uint8_t> w(n * k / 2);
     std::vector<uint16_t> scales(n * groups);
     std::vector<float> bias(n), x_scales(rows);

@@ -32,7 +32,7 @@ void qc4w_pack(const uint8_t* weight, const uint16_t* scales, const float* bias,
       const uint8_t* row = weight + j * (k / 2);
       tile_bias[c] = bias != nullptr ? bias[j] : 0.0f;
       for (size_t g = 0; g < groups; ++g) {
-        uint8_t* blocks = tile + kQC4Tile * 4 + g * qc4_group_bytes(group);
+        uint8_t* blocks = tile + qc4_blocks_offset(g, group);
         for (size_t i = 0; i < group; i += kQC4KBlock) {
           uint8_t* block = blocks + i / kQC4KBlock * kQC4BlockBytes + c * 4;
           for (size_t b = 0; b < 4; ++b) {
@@ -41,8 +41,7 @@ void qc4w_pack(const uint8_t* weight, const uint16_t* scales, const float* bias,
                 static_cast<uint8_t>(offset_nibble(row, at) | (offset_nibble(row, at + 4) << 4));
           }
         }
-        std::memcpy(blocks + group / kQC4KBlock * kQC4BlockBytes + c * 2, &scales[j * groups + g],
-                    2);
+        std::memcpy(tile + qc4_scales_offset(g, group) + c * 2, &scales[j * groups + g], 2);
       }
     }
     std::memcpy(tile, tile_bias, sizeof(tile_bias));

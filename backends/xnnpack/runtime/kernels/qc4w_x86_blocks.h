@@ -34,7 +34,32 @@ struct QC4Args {
   size_t y_stride;
   size_t last_count;
   bool prefetch;
+  // Added to a prefetch address that runs past the end of its tile, so that it lands in the tile
+  // this one's stream reads next (T tiles on) rather than in the neighbour, which its own stream
+  // is already reading: 0 when no chunk of T tiles follows.
+  size_t prefetch_wrap;
 };
+
+// prefetch_ahead of `p` moved on by `wrap` bytes (QC4Args::prefetch_wrap), the address formed as
+// an integer as prefetch_ahead's own.
+__attribute__((always_inline)) inline void prefetch_wrapped(const uint8_t* p, size_t wrap) {
+  prefetch_ahead(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + wrap));
+}
+
+// The QC4Args::prefetch_wrap a prefetch of the line at `offset` within a tile takes.
+inline size_t wrap_at(const QC4Args& a, size_t offset) {
+  return offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
+}
+
+// At the first group of a pair, asks for the pair's line of scales in each of T tiles.
+template <int T>
+__attribute__((always_inline)) inline void prefetch_scales(const QC4Args& a, size_t g,
+                                                           size_t scales_at) {
+  if (!a.prefetch || g % 2 != 0) return;
+  const size_t wrap = wrap_at(a, scales_at);
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) prefetch_wrapped(a.tile0 + t * a.tile_bytes + scales_at, wrap);
+}
 
 inline int32_t load4(const int8_t* p) {
   int32_t v;
@@ -42,7 +67,7 @@ inline int32_t load4(const int8_t* p) {
   return v;
 }
 
-// Rows in chunks of R (then one at a time), tiles in chunks of T (then one at a time).
+// Rows in chunks of R (then two, then one at a time), tiles in chunks of T (then one at a time).
 template <class K, int R, int T>
 inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_t rows,
                      const int8_t* q, size_t q_stride, const int32_t* xsum8, const float* x_scales,
@@ -52,20 +77,42 @@ inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_
   const size_t last = n - (tiles - 1) * kQC4Tile;
   const size_t groups = k / group;
   const uint8_t* base = static_cast<const uint8_t*>(packed);
+  if (prefetch) {
+    // The first tiles' first kGemvPrefetchBytes, which no prefetch ahead of a load names: asked
+    // for all at once, their misses overlap rather than wait on each other.
+    for (size_t t = 0; t < T && t < tiles; ++t) {
+      for (size_t at = 0; at < kGemvPrefetchBytes && at < tile_bytes; at += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(base + t * tile_bytes + at), _MM_HINT_T1);
+      }
+    }
+  }
   size_t r = 0;
   auto run_rows = [&](auto rows_tag) {
     constexpr int kR = decltype(rows_tag)::value;
     size_t t = 0;
-    QC4Args a{nullptr,      tile_bytes,       k,        group,
-              groups,       q + r * q_stride, q_stride, xsum8 + r * groups,
-              x_scales + r, nullptr,          y_stride, 0,
-              prefetch};
+    QC4Args a{nullptr,
+              tile_bytes,
+              k,
+              group,
+              groups,
+              q + r * q_stride,
+              q_stride,
+              xsum8 + r * groups,
+              x_scales + r,
+              nullptr,
+              y_stride,
+              0,
+              prefetch,
+              0};
     for (; t + T <= tiles; t += T) {
       a.tile0 = base + t * tile_bytes;
       a.y = y + r * y_stride + t * kQC4Tile;
       a.last_count = t + T == tiles ? last : kQC4Tile;
+      a.prefetch_wrap = t + 2 * T <= tiles ? (T - 1) * tile_bytes : 0;
       K::template block<kR, T>(a);
     }
+    // One tile at a time, a prefetch past a tile's end lands in the next: the next one read.
+    a.prefetch_wrap = 0;
     for (; t < tiles; ++t) {
       a.tile0 = base + t * tile_bytes;
       a.y = y + r * y_stride + t * kQC4Tile;
@@ -74,6 +121,10 @@ inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_
     }
   };
   for (; r + R <= rows; r += R) run_rows(std::integral_constant<int, R>());
+  // Left-over rows two at a time where R is wider: each pass over the weight serves two rows.
+  if (R > 2) {
+    for (; r + 2 <= rows; r += 2) run_rows(std::integral_constant<int, (R > 2 ? 2 : 1)>());
+  }
   for (; r < rows; ++r) run_rows(std::integral_constant<int, 1>());
 }
 
@@ -81,57 +132,88 @@ inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_
 struct QC4Avx512Vnni {
   template <int R, int T>
   static void block(const QC4Args& a) {
+    // With few accumulators the low and high nibbles' dots run in chains of their own, joined
+    // once a group (integer adds: the sum is the same exact int32).
+    constexpr bool kSplit = R * T <= 4;
+    constexpr int kRh = kSplit ? R : 1, kTh = kSplit ? T : 1;
     const __m512i mask = _mm512_set1_epi8(0x0F);
     __m512 facc[R][T];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) facc[r][t] = _mm512_setzero_ps();
     }
-    const size_t group_bytes = qc4_group_bytes(a.group);
     for (size_t g = 0; g < a.groups; ++g) {
-      __m512i acc[R][T];
+      // Each dot starts from -8 * the group's activation sum, which the + 8 of the nibbles adds.
+      __m512i acc[R][T], acc_hi[kRh][kTh];
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_si512();
+        const __m512i start = _mm512_set1_epi32(-a.xsum8[r * a.groups + g]);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) acc[r][t] = start;
       }
-      const size_t at = kQC4Tile * 4 + g * group_bytes;
+#pragma GCC unroll 16
+      for (int r = 0; r < kRh; ++r) {
+#pragma GCC unroll 16
+        for (int t = 0; t < kTh; ++t) acc_hi[r][t] = _mm512_setzero_si512();
+      }
+      const size_t at = qc4_blocks_offset(g, a.group);
+      const size_t scales_at = qc4_scales_offset(g, a.group);
+      prefetch_scales<T>(a, g, scales_at);
+#pragma GCC unroll 4
       for (size_t i = 0; i < a.group; i += kQC4KBlock) {
         __m512i lo[T], hi[T];
+        const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
+        const size_t wrap = wrap_at(a, offset);
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          const uint8_t* p = a.tile0 + t * a.tile_bytes + at + i / kQC4KBlock * kQC4BlockBytes;
-          if (a.prefetch) prefetch_ahead(p);
+          const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
+          if (a.prefetch) prefetch_wrapped(p, wrap);
           const __m512i v = _mm512_loadu_si512(p);
           lo[t] = _mm512_and_si512(v, mask);
           hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
         }
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
           const __m512i xl = _mm512_set1_epi32(load4(x));
           const __m512i xh = _mm512_set1_epi32(load4(x + 4));
+#pragma GCC unroll 16
           for (int t = 0; t < T; ++t) {
             acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], lo[t], xl);
-            acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], hi[t], xh);
+            if (kSplit) {
+              acc_hi[r % kRh][t % kTh] = _mm512_dpbusd_epi32(acc_hi[r % kRh][t % kTh], hi[t], xh);
+            } else {
+              acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], hi[t], xh);
+            }
           }
         }
       }
       __m512 scale[T];
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        const uint8_t* s = a.tile0 + t * a.tile_bytes + at + a.group / kQC4KBlock * kQC4BlockBytes;
+        const uint8_t* s = a.tile0 + t * a.tile_bytes + scales_at;
         // The zero-masking forms with every lane set: GCC 12's plain conversions pass an undefined
         // vector to their builtins, which -Wmaybe-uninitialized flags (as clamp_avx512).
         scale[t] =
             _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
       }
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const __m512i corr = _mm512_set1_epi32(a.xsum8[r * a.groups + g]);
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          const __m512 sum = _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_sub_epi32(acc[r][t], corr));
-          facc[r][t] = _mm512_fmadd_ps(sum, scale[t], facc[r][t]);
+          const __m512i sum =
+              kSplit ? _mm512_add_epi32(acc[r][t], acc_hi[r % kRh][t % kTh]) : acc[r][t];
+          facc[r][t] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sum), scale[t], facc[r][t]);
         }
       }
     }
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const __m512 bias = _mm512_loadu_ps(a.tile0 + t * a.tile_bytes);
       const __mmask16 keep = t + 1 == T ? static_cast<__mmask16>((1u << a.last_count) - 1)
                                         : static_cast<__mmask16>(0xFFFF);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m512 out = _mm512_fmadd_ps(facc[r][t], _mm512_set1_ps(a.x_scales[r]), bias);
         _mm512_mask_storeu_ps(a.y + r * a.y_stride + t * kQC4Tile, keep, out);
@@ -149,32 +231,47 @@ struct QC4Avx2 {
     const __m256i ones = _mm256_set1_epi16(1);
     // [t][h]: tile t's channels 8h..8h+7.
     __m256 facc[R][T][2];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) facc[r][t][0] = facc[r][t][1] = _mm256_setzero_ps();
     }
-    const size_t group_bytes = qc4_group_bytes(a.group);
     for (size_t g = 0; g < a.groups; ++g) {
+      // Each dot starts from -8 * the group's activation sum, which the + 8 of the nibbles adds.
       __m256i acc[R][T][2];
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_si256();
+        const __m256i start = _mm256_set1_epi32(-a.xsum8[r * a.groups + g]);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = start;
       }
-      const size_t at = kQC4Tile * 4 + g * group_bytes;
+      const size_t at = qc4_blocks_offset(g, a.group);
+      const size_t scales_at = qc4_scales_offset(g, a.group);
+      prefetch_scales<T>(a, g, scales_at);
+#pragma GCC unroll 4
       for (size_t i = 0; i < a.group; i += kQC4KBlock) {
         __m256i lo[T][2], hi[T][2];
+        const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
+        const size_t wrap = wrap_at(a, offset);
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
-          const uint8_t* p = a.tile0 + t * a.tile_bytes + at + i / kQC4KBlock * kQC4BlockBytes;
-          if (a.prefetch) prefetch_ahead(p);
+          const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
+          if (a.prefetch) prefetch_wrapped(p, wrap);
+#pragma GCC unroll 16
           for (int h = 0; h < 2; ++h) {
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
             lo[t][h] = _mm256_and_si256(v, mask);
             hi[t][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
           }
         }
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
           const __m256i xl = _mm256_set1_epi32(load4(x));
           const __m256i xh = _mm256_set1_epi32(load4(x + 4));
+#pragma GCC unroll 16
           for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
             for (int h = 0; h < 2; ++h) {
               // Each 16-bit pair sum is at most 2 * 15 * 128: no saturation, and two fit.
               const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo[t][h], xl),
@@ -185,29 +282,36 @@ struct QC4Avx2 {
         }
       }
       __m256 scale[T][2];
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        const uint8_t* s = a.tile0 + t * a.tile_bytes + at + a.group / kQC4KBlock * kQC4BlockBytes;
+        const uint8_t* s = a.tile0 + t * a.tile_bytes + scales_at;
+#pragma GCC unroll 16
         for (int h = 0; h < 2; ++h) {
           scale[t][h] =
               _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
         }
       }
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const __m256i corr = _mm256_set1_epi32(a.xsum8[r * a.groups + g]);
+#pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
           for (int h = 0; h < 2; ++h) {
-            const __m256 sum = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[r][t][h], corr));
-            facc[r][t][h] = _mm256_fmadd_ps(sum, scale[t][h], facc[r][t][h]);
+            facc[r][t][h] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]), scale[t][h], facc[r][t][h]);
           }
         }
       }
     }
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const float* bias = reinterpret_cast<const float*>(a.tile0 + t * a.tile_bytes);
       const size_t count = t + 1 == T ? a.last_count : kQC4Tile;
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         alignas(32) float out[kQC4Tile];
         const __m256 xs = _mm256_set1_ps(a.x_scales[r]);
+#pragma GCC unroll 16
         for (int h = 0; h < 2; ++h) {
           _mm256_store_ps(out + 8 * h,
                           _mm256_fmadd_ps(facc[r][t][h], xs, _mm256_loadu_ps(bias + 8 * h)));

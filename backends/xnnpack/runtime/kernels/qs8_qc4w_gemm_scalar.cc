@@ -24,7 +24,7 @@ void qs8_qc4w_gemm_scalar(const void* packed, size_t k, size_t n, size_t group, 
       std::memcpy(&bias, tile + c * 4, sizeof(bias));
       float acc = 0.0f;
       for (size_t g = 0; g < groups; ++g) {
-        const uint8_t* blocks = tile + kQC4Tile * 4 + g * qc4_group_bytes(group);
+        const uint8_t* blocks = tile + qc4_blocks_offset(g, group);
         int32_t sum = 0;
         for (size_t i = 0; i < group; i += kQC4KBlock) {
           const uint8_t* block = blocks + i / kQC4KBlock * kQC4BlockBytes + c * 4;
@@ -35,7 +35,7 @@ void qs8_qc4w_gemm_scalar(const void* packed, size_t k, size_t n, size_t group, 
         }
         sum -= xsum8[r * groups + g];
         uint16_t scale;
-        std::memcpy(&scale, blocks + group / kQC4KBlock * kQC4BlockBytes + c * 2, sizeof(scale));
+        std::memcpy(&scale, tile + qc4_scales_offset(g, group) + c * 2, sizeof(scale));
         acc = std::fma(static_cast<float>(sum), half_to_float(scale), acc);
       }
       y[r * y_stride + j] = std::fma(acc, x_scales[r], bias);

@@ -108,16 +108,19 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(QS8QC4W, ScalarReferenceIsTheNaiveComputationOverTheCanonicalLayout) {
+  // An even and an odd number of groups: the packing pairs groups, the last pair with one.
   for (size_t group : {32, 64, 128}) {
-    const Weight w(256, 37, group, /*with_bias=*/true, 11);
-    const size_t rows = 5;
-    const std::vector<int8_t> q = activations(rows * w.k, 3);
-    const std::vector<float> xs = {0.5f, 0.003f, 1.25f, 7.0f, 0.0f};
-    const std::vector<int32_t> sums = group_sums(q, w.k, rows, group);
-    std::vector<float> y(rows * w.n, 1.0f);
-    qs8_qc4w_gemm_scalar(w.packed.data(), w.k, w.n, group, rows, q.data(), w.k, sums.data(),
-                         xs.data(), y.data(), w.n);
-    EXPECT_TRUE(bitwise_equal(y, naive(w, q, rows, xs))) << "group " << group;
+    for (size_t k : {size_t{256}, 3 * group}) {
+      const Weight w(k, 37, group, /*with_bias=*/true, 11);
+      const size_t rows = 5;
+      const std::vector<int8_t> q = activations(rows * w.k, 3);
+      const std::vector<float> xs = {0.5f, 0.003f, 1.25f, 7.0f, 0.0f};
+      const std::vector<int32_t> sums = group_sums(q, w.k, rows, group);
+      std::vector<float> y(rows * w.n, 1.0f);
+      qs8_qc4w_gemm_scalar(w.packed.data(), w.k, w.n, group, rows, q.data(), w.k, sums.data(),
+                           xs.data(), y.data(), w.n);
+      EXPECT_TRUE(bitwise_equal(y, naive(w, q, rows, xs))) << "group " << group << " k " << k;
+    }
   }
 }
 
@@ -146,31 +149,36 @@ TEST(QS8QC4W, IntegerGroupSumsAreExact) {
 }
 
 TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
-  // Odd channel counts (a partial last tile), every group size, with and without bias, row
-  // counts around the row blocks.
+  // Odd channel counts (a partial last tile), every group size, an even and an odd number of
+  // groups (a last pair of groups with one), with and without bias, row counts around the row
+  // blocks.
   for (size_t group : {32, 64, 128}) {
     for (size_t n : {1, 16, 33, 85}) {
       for (bool with_bias : {true, false}) {
-        const Weight w(2 * 128, n, group, with_bias, static_cast<uint32_t>(n * group));
-        for (size_t rows : {1, 2, 3, 4, 5, 9}) {
-          const std::vector<int8_t> q = activations(rows * w.k, static_cast<uint32_t>(rows));
-          std::vector<float> xs(rows);
-          for (size_t r = 0; r < rows; ++r) xs[r] = 0.01f * static_cast<float>(r + 1);
-          const std::vector<int32_t> sums = group_sums(q, w.k, rows, group);
-          std::vector<float> want(rows * n);
-          qs8_qc4w_gemm_scalar(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(),
-                               xs.data(), want.data(), n);
-          for (Isa isa : runnable_paths()) {
-            const QC4Kernels set = qc4_kernels_up_to(isa);
-            std::vector<float> got(rows * n, -1.0f);
-            set.gemm(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(), xs.data(),
-                     got.data(), n);
-            EXPECT_TRUE(bitwise_equal(got, want)) << "gemm " << to_string(set.gemm_isa) << " group "
-                                                  << group << " n " << n << " rows " << rows;
-            std::vector<float> one(n, -1.0f);
-            set.gemv(w.packed.data(), w.k, n, group, q.data(), sums.data(), xs[0], one.data());
-            EXPECT_TRUE(bitwise_equal(one, std::vector<float>(want.begin(), want.begin() + n)))
-                << "gemv " << to_string(set.gemv_isa) << " group " << group << " n " << n;
+        for (size_t k : {size_t{2 * 128}, 3 * group}) {
+          const Weight w(k, n, group, with_bias, static_cast<uint32_t>(n * group + k));
+          for (size_t rows : {1, 2, 3, 4, 5, 9}) {
+            const std::vector<int8_t> q = activations(rows * w.k, static_cast<uint32_t>(rows));
+            std::vector<float> xs(rows);
+            for (size_t r = 0; r < rows; ++r) xs[r] = 0.01f * static_cast<float>(r + 1);
+            const std::vector<int32_t> sums = group_sums(q, w.k, rows, group);
+            std::vector<float> want(rows * n);
+            qs8_qc4w_gemm_scalar(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(),
+                                 xs.data(), want.data(), n);
+            for (Isa isa : runnable_paths()) {
+              const QC4Kernels set = qc4_kernels_up_to(isa);
+              std::vector<float> got(rows * n, -1.0f);
+              set.gemm(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(), xs.data(),
+                       got.data(), n);
+              EXPECT_TRUE(bitwise_equal(got, want))
+                  << "gemm " << to_string(set.gemm_isa) << " group " << group << " n " << n << " k "
+                  << k << " rows " << rows;
+              std::vector<float> one(n, -1.0f);
+              set.gemv(w.packed.data(), w.k, n, group, q.data(), sums.data(), xs[0], one.data());
+              EXPECT_TRUE(bitwise_equal(one, std::vector<float>(want.begin(), want.begin() + n)))
+                  << "gemv " << to_string(set.gemv_isa) << " group " << group << " n " << n << " k "
+                  << k;
+            }
           }
         }
       }
