@@ -8,6 +8,9 @@
 // transposed on the stack, and every eight rows of a accumulate a vector of outputs from broadcasts
 // of their inputs, so a skinny k never pays a horizontal sum per output.
 //
+// The loops over a block's R rows and C outputs are unrolled by pragma: GCC at -O2 does not unroll
+// them itself, and then keeps the accumulators in memory, a load and a store around every FMA.
+//
 // Ops: V, kWidth, zero(), load(p), load_tail(p, count), store_tail(p, v, count), add(x, y),
 // fma(x, y, acc) = x * y + acc, set1(x), reduce(v) (the sum of its lanes).
 
@@ -33,27 +36,37 @@ void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, c
   using V = typename Ops::V;
   constexpr size_t W = Ops::kWidth;
   V acc[R][C];
+#pragma GCC unroll 8
   for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 8
     for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::zero();
   }
   size_t p = 0;
   for (; p + W <= k; p += W) {
     V bv[C];
+#pragma GCC unroll 8
     for (size_t q = 0; q < C; ++q) bv[q] = Ops::load(b + (j + q) * k + p);
+#pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       const V av = Ops::load(a + (i + r) * k + p);
+#pragma GCC unroll 8
       for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::fma(av, bv[q], acc[r][q]);
     }
   }
   if (p < k) {
     V bv[C];
+#pragma GCC unroll 8
     for (size_t q = 0; q < C; ++q) bv[q] = Ops::load_tail(b + (j + q) * k + p, k - p);
+#pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       const V av = Ops::load_tail(a + (i + r) * k + p, k - p);
+#pragma GCC unroll 8
       for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::fma(av, bv[q], acc[r][q]);
     }
   }
+#pragma GCC unroll 8
   for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 8
     for (size_t q = 0; q < C; ++q) c[(i + r) * n + j + q] = Ops::reduce(acc[r][q]);
   }
 }
@@ -78,13 +91,16 @@ void gemm_nt_panel_rows(size_t i, size_t n, size_t k, size_t p0, size_t kb, size
   using V = typename Ops::V;
   constexpr size_t W = Ops::kWidth;
   V acc[R];
+#pragma GCC unroll 8
   for (size_t r = 0; r < R; ++r) {
     acc[r] = p0 == 0 ? Ops::zero() : Ops::load_tail(c + (i + r) * n + j0, nb);
   }
   for (size_t p = 0; p < kb; ++p) {
     const V w = Ops::load(panel + p * W);
+#pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) acc[r] = Ops::fma(Ops::set1(a[(i + r) * k + p0 + p]), w, acc[r]);
   }
+#pragma GCC unroll 8
   for (size_t r = 0; r < R; ++r) Ops::store_tail(c + (i + r) * n + j0, acc[r], nb);
 }
 
