@@ -13,14 +13,14 @@ namespace {
 
 inline __mmask16 tail_mask(size_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
-// The zero-masking forms below are the same instructions as _mm512_cvtph_ps and
-// _mm512_reduce_add_ps, whose "undefined" pass-through operand GCC 12 reports as uninitialized.
+// The zero-masking forms below are the same instructions as _mm512_cvtph_ps, the lane shuffle and
+// the low lanes' cast, whose "undefined" pass-through operand GCC 12 reports as uninitialized.
 inline __m512 half16(__m256i h) { return _mm512_maskz_cvtph_ps(0xffff, h); }
 
 inline float hsum(__m512 v) {
-  __m512 s = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm512_add_ps(s, _mm512_shuffle_f32x4(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
-  __m128 x = _mm512_castps512_ps128(s);
+  __m512 s = _mm512_add_ps(v, _mm512_maskz_shuffle_f32x4(0xffff, v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm512_add_ps(s, _mm512_maskz_shuffle_f32x4(0xffff, s, s, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 x = _mm512_maskz_extractf32x4_ps(0xF, s, 0);
   x = _mm_add_ps(x, _mm_movehl_ps(x, x));
   x = _mm_add_ss(x, _mm_movehdup_ps(x));
   return _mm_cvtss_f32(x);
@@ -66,15 +66,16 @@ struct Avx512Ops {
     }
     if (d < n) {
       const __mmask16 m = tail_mask(n - d);
-      _mm512_mask_storeu_ps(acc + d, m,
-                            _mm512_fmadd_ps(vp, load16_tail(v + d, n - d),
-                                            _mm512_maskz_loadu_ps(m, acc + d)));
+      _mm512_mask_storeu_ps(
+          acc + d, m,
+          _mm512_fmadd_ps(vp, load16_tail(v + d, n - d), _mm512_maskz_loadu_ps(m, acc + d)));
     }
   }
   static void scale(float* acc, float c, size_t n) {
     const __m512 vc = _mm512_set1_ps(c);
     size_t d = 0;
-    for (; d + 16 <= n; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(vc, _mm512_loadu_ps(acc + d)));
+    for (; d + 16 <= n; d += 16)
+      _mm512_storeu_ps(acc + d, _mm512_mul_ps(vc, _mm512_loadu_ps(acc + d)));
     if (d < n) {
       const __mmask16 m = tail_mask(n - d);
       _mm512_mask_storeu_ps(acc + d, m, _mm512_mul_ps(vc, _mm512_maskz_loadu_ps(m, acc + d)));

@@ -26,9 +26,13 @@ struct Avx512Ops {
   static V add(V x, V y) { return _mm512_add_ps(x, y); }
   static V fma(V x, V y, V acc) { return _mm512_fmadd_ps(x, y, acc); }
   static V set1(float x) { return _mm512_set1_ps(x); }
+  // Both halves by the zero-masking extract with every lane set: the same result as the plain
+  // extract and the cast, but GCC 12 builds those two on a builtin given an undefined vector, which
+  // -Wuninitialized flags wherever they are inlined.
   static float reduce(V v) {
-    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(v),
-                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m512d d = _mm512_castps_pd(v);
+    __m256 s = _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 0)),
+                             _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 1)));
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     x = _mm_add_ss(x, _mm_movehdup_ps(x));
