@@ -17,7 +17,9 @@ prompt and decoding greedily; each process's peak RSS is its own (wait4). llama.
 attention is off unless asked (on, it rounds Q to F16 and its F32 logits drift from transformers').
 Each round also runs one tools/generate that loads foundation.ptd and every adapter's program
 (all loaded first, then each generates): its peak RSS against the budget of the GGUF model plus
-its adapters' GGUF files plus RSS_MARGIN_MIB.
+its adapters' GGUF files plus RSS_MARGIN_MIB. Each export's first adapter program also runs the
+prompt's `forward` once in this process: its logits' cosine per position against transformers +
+PEFT in fp32 (bench/_llm_peer_quality.py).
 """
 
 import dataclasses
@@ -31,6 +33,8 @@ import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench._llm_measure import generate_torch
 from edgeshare.bench._llm_model import LlmFiles, LlmSpec, save_llm
+from edgeshare.bench._llm_peer_quality import logit_cosines
+from edgeshare.bench._llm_peer_swap import SwappableRuns, export_swappable, swappable_fields, time_swappable
 from edgeshare.bench._peer import VenvSpec, VenvStep, peer_python, peer_script, pip_install
 from edgeshare.bench._report import Rows, format_value
 from edgeshare.bench._runner import BenchError, json_report, run_generate, run_process
@@ -148,6 +152,9 @@ class LlamacppOptions:
       prompt_tokens: the prompt's length (seeded random ids).
       new_tokens: greedy tokens generated.
       repeats: fresh processes per configuration and side, round-robin.
+      swappable: formats whose swappable export (one lora.pte, an adapter .ptd each) is timed too:
+        its generation against the adapter's own program and its adapter swap against llama.cpp's
+        switch (bench/_llm_peer_swap.py).
     """
 
     formats: Tuple[str, ...] = tuple(f.name for f in FORMATS)
@@ -157,10 +164,11 @@ class LlamacppOptions:
     prompt_tokens: int = 64
     new_tokens: int = 64
     repeats: int = 3
+    swappable: Tuple[str, ...] = ("F32",)
 
     def check(self) -> None:
         """Raises BenchError naming the first option out of range."""
-        unknown = [f for f in self.formats if f not in {x.name for x in FORMATS}]
+        unknown = [f for f in (*self.formats, *self.swappable) if f not in {x.name for x in FORMATS}]
         if unknown or not self.formats:
             raise BenchError(f"unknown format(s) {unknown}; choose from {', '.join(f.name for f in FORMATS)}")
         if min(self.n_ctx, default=0) < self.prompt_tokens + self.new_tokens:
@@ -251,7 +259,10 @@ def _reference(files: LlmFiles, prompt: str, new_tokens: int) -> Dict[str, Any]:
     model = load_peft_adapter(load_hf_model(files.model_dir), first, files.adapter_dirs[first]).eval()
     ids = torch.from_numpy(np.load(prompt))
     generate_torch(model, ids, 2)  # warm-up: the first cached call
-    return generate_torch(model, ids, new_tokens)
+    generated = generate_torch(model, ids, new_tokens)
+    with torch.inference_mode():
+        generated["logits"] = model(input_ids=ids).logits.float().numpy()
+    return generated
 
 
 def _configs(options: LlamacppOptions) -> List[Tuple[Format, int, int]]:
@@ -296,7 +307,18 @@ def measure_llamacpp(
         if fmt.edgeshare is not None
         for bound in options.n_ctx
     }
+    swappable_exports = {
+        (fmt.name, bound): export_swappable(
+            files, dict(fmt.edgeshare or ()), bound, os.path.join(work_dir, f"edgeshare_swappable_{fmt.name}_{bound}"), log
+        )
+        for fmt in formats
+        if fmt.edgeshare is not None and fmt.name in options.swappable
+        for bound in options.n_ctx
+    }
+    for ex in exports.values():
+        ex.update(logit_cosines(ex["program"], ex["foundation"], np.load(prompt), reference["logits"]))
     adapters = [converted["adapters"][name]["path"] for name in files.adapter_dirs]
+    swappable: SwappableRuns = {}
     ours: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
     theirs: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
     everything: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
@@ -313,6 +335,12 @@ def measure_llamacpp(
                 first, *rest = ex["programs"]
                 loaded = run_generate(first, [ex["foundation"]], prompt, options.new_tokens, threads, 0, rest)
                 everything.setdefault(key, []).append(loaded)
+            if (fmt.name, bound) in swappable_exports:
+                round_ = time_swappable(
+                    swappable_exports[(fmt.name, bound)], prompt, options.new_tokens, threads, _WARMUP_TOKENS
+                )
+                for side, report in round_.items():
+                    swappable.setdefault(key, {}).setdefault(side, []).append(report)
             gguf = converted["models"][(fmt.gguf or fmt.quantize or "").lower()]["path"]
             args = ["generate", "--model", gguf, "--active", "0", "--prompt", prompt]
             for path in adapters:
@@ -322,7 +350,7 @@ def measure_llamacpp(
             args += ["--switch-rounds", str(_SWITCH_ROUNDS)]
             theirs.setdefault(key, []).append(_peer(python, args, f"{fmt.name} generation"))
     files_info = {"gguf": converted, "edgeshare": {f"{k[0]}_{k[1]}": v for k, v in exports.items()}}
-    rows = llamacpp_rows(options, files_info, ours, theirs, reference["tokens"], everything)
+    rows = llamacpp_rows(options, files_info, ours, theirs, reference["tokens"], everything, swappable)
     return {
         "llamacpp": {
             "peer": f"llama.cpp (llama-cpp-python {VERSION}, built with -DGGML_NATIVE=ON)",
@@ -336,6 +364,7 @@ def measure_llamacpp(
             "transformers_decode_tokens_per_s": reference["decode_tokens_per_s"],
             "convert_s": {k: v["convert_s"] for k, v in converted["models"].items()},
             "export_s": {f"{k[0]}_{k[1]}": v["export_s"] for k, v in exports.items()},
+            "swappable_export_s": {f"{k[0]}_{k[1]}": v["export_s"] for k, v in swappable_exports.items()},
             "stage_s": time.perf_counter() - start,
         }
     }
@@ -372,6 +401,7 @@ def llamacpp_rows(
     theirs: Dict[Tuple[str, int, int], List[Dict[str, Any]]],
     reference: Sequence[int],
     everything: Optional[Dict[Tuple[str, int, int], List[Dict[str, Any]]]] = None,
+    swappable: Optional[SwappableRuns] = None,
 ) -> List[Dict[str, Any]]:
     """One row per (format, n_ctx, threads) from the interleaved runs: medians, ratios, agreement.
 
@@ -384,6 +414,8 @@ def llamacpp_rows(
       reference: transformers' greedy tokens.
       everything: tools/generate reports (with peak_rss_kib) of one process loading the foundation
         and every adapter's program, per configuration.
+      swappable: the swappable program's rounds per configuration (bench/_llm_peer_swap.py); its
+        rows get that module's swappable_fields.
 
     Returns:
       Rows; *_over_llamacpp ratios are edgeshare / llama.cpp (prefill below 1 and decode above 1:
@@ -426,11 +458,16 @@ def llamacpp_rows(
         row["prefill_over_llamacpp"] = ratio(row["edgeshare_prefill_ms"], row["llamacpp_prefill_ms"])
         row["decode_rate_over_llamacpp"] = ratio(row["edgeshare_decode_tokens_per_s"], row["llamacpp_decode_tokens_per_s"])
         row["weights_over_llamacpp"] = ratio(row["edgeshare_weights_mb"], row["llamacpp_weights_mb"])
+        # The first adapter's logits over the prompt against transformers + PEFT in fp32.
+        row["edgeshare_logit_cosine_min"] = export.get("logit_cosine_min", float("nan"))
+        row["edgeshare_logit_cosine_median"] = export.get("logit_cosine_median", float("nan"))
         loaded = (everything or {}).get(key, [])
         row["edgeshare_all_programs"] = len(export.get("programs", ())) if loaded else 0
         row["edgeshare_all_programs_peak_rss_mb"] = median(r["peak_rss_kib"] / 1024.0 for r in loaded)
         row["rss_budget_mb"] = (gguf["bytes"] + sum(a["bytes"] for a in adapters.values())) / MIB + RSS_MARGIN_MIB
         row["all_programs_rss_over_budget"] = ratio(row["edgeshare_all_programs_peak_rss_mb"], row["rss_budget_mb"])
+        if key in (swappable or {}):
+            row.update(swappable_fields(mine, swappable[key], len(adapters), row["llamacpp_switch_ms"]))
         rows.append(row)
     return rows
 
@@ -454,10 +491,27 @@ _COLUMNS: Tuple[Tuple[str, str, int], ...] = (
     ("es tok/s", "edgeshare_decode_tokens_per_s", 9),
     ("lc tok/s", "llamacpp_decode_tokens_per_s", 9),
     ("es/lc", "decode_rate_over_llamacpp", 7),
+    ("cos min", "edgeshare_logit_cosine_min", 9),
     ("lc sw ms", "llamacpp_switch_ms", 9),
     ("es=hf", "edgeshare_tokens_match_transformers", 6),
     ("lc=hf", "llamacpp_tokens_match_transformers", 6),
     ("lc=es", "llamacpp_tokens_match_edgeshare", 6),
+)
+# The swappable program's columns, for the rows that measured it.
+_SWAP_COLUMNS: Tuple[Tuple[str, str, int], ...] = (
+    ("format", "format", 6),
+    ("n_ctx", "n_ctx", 6),
+    ("thr", "threads", 4),
+    ("es swap ms", "edgeshare_swap_ms", 11),
+    ("lc sw ms", "llamacpp_switch_ms", 9),
+    ("es/lc", "swap_over_llamacpp_switch", 7),
+    ("sw pre ms", "swappable_prefill_ms", 10),
+    ("own pre ms", "edgeshare_prefill_ms", 11),
+    ("sw/own", "swappable_prefill_over_own", 8),
+    ("sw tok/s", "swappable_decode_tokens_per_s", 9),
+    ("own tok/s", "edgeshare_decode_tokens_per_s", 10),
+    ("sw/own", "swappable_decode_rate_over_own", 8),
+    ("sw=own", "swappable_tokens_match_own", 7),
 )
 # The stage's summary lines (label, key of result["llamacpp"]).
 SUMMARY: Rows = (
@@ -481,7 +535,21 @@ def format_llamacpp_table(stage: Dict[str, Any]) -> str:
         "  RSS all: one tools/generate with foundation.ptd and every adapter's program loaded, each "
         f"generating; budget: the GGUF, its adapters' GGUF files and {RSS_MARGIN_MIB} MiB"
     )
+    lines.append(
+        "  cos min: the first adapter program's logits over the prompt against transformers + PEFT in fp32, "
+        "the lowest cosine of any position"
+    )
     lines.append("".join(f"{header:>{width}}" for header, _, width in _COLUMNS))
     for row in stage.get("rows", []):
         lines.append("".join(f"{format_value(row.get(key)):>{width}}" for _, key, width in _COLUMNS))
+    swapped = [row for row in stage.get("rows", []) if "edgeshare_swap_ms" in row]
+    if swapped:
+        lines.append(
+            "  swappable (lora.pte + an adapter .ptd each) against the adapter's own program, same rounds; "
+            "swap: Method::rebind_data onto an adapter bound before, median; lc sw: llama_set_adapters_lora "
+            "+ cache clear"
+        )
+        lines.append("".join(f"{header:>{width}}" for header, _, width in _SWAP_COLUMNS))
+        for row in swapped:
+            lines.append("".join(f"{format_value(row.get(key)):>{width}}" for _, key, width in _SWAP_COLUMNS))
     return "\n".join(lines)

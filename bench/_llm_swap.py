@@ -31,18 +31,18 @@ from edgeshare.bench._lora_model import BenchModel, demo_model, reference_model
 from edgeshare.bench._runner import BenchError, RunnerConfig, run_generate, run_runner
 from edgeshare.bench._stats import median, mib_delta, ratio
 
-__all__ = ["SWAP_KEYS", "measure_swap"]
+__all__ = ["SWAP_KEYS", "measure_swap", "median_swap", "swap_config"]
 
 SWAP_KEYS = ("adapter_swap_ms", "adapter_swap_ms_llm", "rss_mb_8_swappable", "rss_mb_8_programs")
 
 
-def _swap_config(foundation: str, program: str, adapters: Sequence[str], rounds: int) -> RunnerConfig:
+def swap_config(foundation: str, program: str, adapters: Sequence[str], rounds: int) -> RunnerConfig:
     """Loaded over foundation + the first adapter, then bound to the others and back, `rounds` times."""
     swaps = list(adapters[1:]) + [adapters[0]]
     return RunnerConfig([program], [foundation, adapters[0]], swap_data=swaps, swap_rounds=rounds)
 
 
-def _median_swap(reports: Sequence[Dict[str, Any]], adapters: int) -> float:
+def median_swap(reports: Sequence[Dict[str, Any]], adapters: int) -> float:
     """Binds after the first round: onto adapters bound before (their files still open)."""
     return median(ms for r in reports for ms in r["swap_ms"][adapters:])
 
@@ -63,13 +63,13 @@ def _reference(model: BenchModel, work_dir: str, repeats: int, rounds: int) -> D
         XnnpackPartitioner(),
     )
     adapters = list(result.adapter_files.values())
-    config = _swap_config(result.foundation_path, result.swappable_program, adapters, rounds)
+    config = swap_config(result.foundation_path, result.swappable_program, adapters, rounds)
     reports = [run_runner(config) for _ in range(repeats)]
     trusted = [run_runner(dataclasses.replace(config, verify=False)) for _ in range(repeats)]
     return {
-        "adapter_swap_ms": _median_swap(reports, len(adapters)),
+        "adapter_swap_ms": median_swap(reports, len(adapters)),
         "adapter_swap_ms_first_bind": _median_first_binds(reports, len(adapters)),
-        "adapter_swap_ms_unverified": _median_swap(trusted, len(adapters)),
+        "adapter_swap_ms_unverified": median_swap(trusted, len(adapters)),
         "adapter_swap_mb": os.path.getsize(adapters[0]) / (1024.0 * 1024.0),
         "adapter_swap_model": model.name,
     }
@@ -101,7 +101,7 @@ def _llm(
     prompt = exported.inputs[PROMPT_TOKENS]
     generated: Dict[str, List[Dict[str, Any]]] = {"swappable": [], "own": []}
     for _ in range(repeats):
-        swaps.append(run_runner(_swap_config(result.foundation_path, result.swappable_program, adapters, rounds)))
+        swaps.append(run_runner(swap_config(result.foundation_path, result.swappable_program, adapters, rounds)))
         data = [result.foundation_path, adapters[0]]
         generated["swappable"].append(run_generate(result.swappable_program, data, prompt, new_tokens))
         generated["own"].append(run_generate(own, [exported.foundation], prompt, new_tokens))
@@ -112,7 +112,7 @@ def _llm(
                                   inputs=exported.inputs)
             latency[tokens].append(median(run_runner(config)["latency_ms"]))
     out: Dict[str, Any] = {
-        "adapter_swap_ms_llm": _median_swap(swaps, len(adapters)),
+        "adapter_swap_ms_llm": median_swap(swaps, len(adapters)),
         "adapter_swap_ms_llm_first_bind": _median_first_binds(swaps, len(adapters)),
         "rss_mb_8_swappable": median(mib_delta(r, "rss_swapped_kib") for r in swaps),
         "rss_mb_8_programs": median(mib_delta(r, "rss_loaded_kib") for r in programs),

@@ -47,7 +47,10 @@ format (F32: fp32; F16: --fc-weight-dtype fp16; Q8_0: --quantize int8, int8 per 
 Q4_0: --quantize int4 --group-size 32) and bound (--max-seq-len = n_ctx). JSON "llamacpp": one
 row per (format, n_ctx, threads) with weights on disk, each process's peak RSS, prefill ms,
 decode tokens/s, edgeshare/llama.cpp ratios, and whether the greedy tokens agree with
-transformers' and with each other.
+transformers' and with each other. For each of --swappable-formats (default F32) the same model
+and adapters are also exported swappable (lora.pte, an adapter .ptd each) and timed in the same
+rounds: the swap (Method::rebind_data onto an adapter bound before) against llama.cpp's switch,
+and the swappable program's prefill and decode against the adapter's own program.
 llama.cpp's flash attention is off unless --flash-attn says otherwise. --peer-only skips the
 tiny-LLM case's own figures.
 
@@ -189,6 +192,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", default="1", help="llamacpp: thread counts, comma-separated")
     parser.add_argument("--flash-attn", default="off", choices=["off", "on", "auto"], help="llamacpp: flash attention")
     parser.add_argument("--prompt-tokens", type=int, default=64, help="llamacpp: the prompt's length")
+    parser.add_argument(
+        "--swappable-formats",
+        default="F32",
+        help="llamacpp: formats whose swappable export is timed too (swap vs llama.cpp's switch, vs the own program)",
+    )
     parser.add_argument("--peer-new-tokens", type=int, default=64, help="llamacpp: greedy tokens generated")
     return parser
 
@@ -210,6 +218,7 @@ def _llamacpp_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
         prompt_tokens=args.prompt_tokens,
         new_tokens=args.peer_new_tokens,
         repeats=args.repeats,
+        swappable=tuple(f.strip() for f in args.swappable_formats.split(",") if f.strip()),
     )
     try:
         options.check()

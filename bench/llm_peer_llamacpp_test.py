@@ -24,7 +24,10 @@ FILES: Dict[str, Any] = {
         "models": {"f32": {"bytes": 400 * MIB}, "q8_0": {"bytes": 106 * MIB}},
         "adapters": {"adapter1": {"bytes": 2 * MIB}, "adapter2": {"bytes": 2 * MIB}},
     },
-    "edgeshare": {"F32_128": {"foundation_bytes": 400 * MIB, "adapter_bytes": 3 * MIB}},
+    "edgeshare": {
+        "F32_128": {"foundation_bytes": 400 * MIB, "adapter_bytes": 3 * MIB, "logit_cosine_min": 0.9999,
+                    "logit_cosine_median": 1.0}
+    },
 }
 
 
@@ -54,6 +57,7 @@ def test_ratios_are_medians_edgeshare_over_llamacpp() -> None:
     assert f32["weights_over_llamacpp"] == pytest.approx(1.0)
     assert f32["llamacpp_first_prefill_ms"] == 42.0 and f32["edgeshare_first_prefill_ms"] == 22.0
     assert f32["edgeshare_peak_rss_mb"] == 500.0 and f32["llamacpp_adapter_mb"] == 2.0
+    assert f32["edgeshare_logit_cosine_min"] == 0.9999 and f32["edgeshare_logit_cosine_median"] == 1.0
     assert f32["edgeshare_tokens_match_transformers"] is True
     assert f32["llamacpp_tokens_match_edgeshare"] is True
 
@@ -79,6 +83,28 @@ def test_llamacpp_switch_is_the_median_after_each_runs_first_round() -> None:
     rows = llamacpp_rows(OPTIONS, FILES, {}, {("F32", 128, 1): theirs}, TOKENS)
     assert rows[0]["llamacpp_switch_ms"] == pytest.approx(0.06)
     assert math.isnan(_rows()[0]["llamacpp_switch_ms"])  # runs without switches
+
+
+def test_swappable_figures_are_medians_against_the_own_program_and_llamacpps_switch() -> None:
+    ours = {("F32", 128, 1): _runs([10.0, 11.0, 12.0], [30.0, 33.0, 31.0])}
+    theirs = {("F32", 128, 1): _runs([20.0, 22.0], [20.0, 22.0])}
+    theirs[("F32", 128, 1)][0]["switch_ms"] = [9.0, 9.0] + [0.08] * 8
+    # Two adapters bound in turn: each process's first round (two binds) makes the adapters' tables.
+    swaps = [{"swap_ms": [1.0, 1.0, 0.02, 0.04, 0.03, 0.03]}, {"swap_ms": [1.0, 1.0, 0.05, 0.02]}]
+    generated = _runs([11.0, 12.0, 13.0], [30.0, 31.0, 29.0])
+    swappable = {("F32", 128, 1): {"generate": generated, "swaps": swaps}}
+    f32, q8 = llamacpp_rows(OPTIONS, FILES, ours, theirs, TOKENS, None, swappable)
+    assert f32["edgeshare_swap_ms"] == pytest.approx(0.03)
+    assert f32["swap_over_llamacpp_switch"] == pytest.approx(0.03 / 0.08)
+    assert f32["swappable_prefill_over_own"] == pytest.approx(12.0 / 11.0)
+    assert f32["swappable_decode_rate_over_own"] == pytest.approx(30.0 / 31.0)
+    assert f32["swappable_tokens_match_own"] is True
+    assert "edgeshare_swap_ms" not in q8
+    table = format_llamacpp_table({"rows": [f32, q8], "flash_attn": "off"})
+    swap_table = table.split("es swap ms", 1)[1].splitlines()[1:]
+    assert [line.split()[0] for line in swap_table] == ["F32"]  # the row that measured it
+    generated[1]["tokens"] = TOKENS[:3] + [0]
+    assert llamacpp_rows(OPTIONS, FILES, ours, theirs, TOKENS, None, swappable)[0]["swappable_tokens_match_own"] is False
 
 
 def test_a_format_edgeshare_lacks_has_llamacpp_figures_and_no_ratio() -> None:
@@ -110,6 +136,7 @@ def test_every_format_converts_or_quantizes_and_has_an_edgeshare_twin() -> None:
     "options, message",
     [
         (LlamacppOptions(formats=("F33",)), "unknown format"),
+        (LlamacppOptions(swappable=("Q5",)), "unknown format"),
         (LlamacppOptions(n_ctx=(100,)), "must hold the prompt"),
         (LlamacppOptions(threads=(0,)), "at least 1"),
         (LlamacppOptions(flash_attn="maybe"), "flash attention"),
