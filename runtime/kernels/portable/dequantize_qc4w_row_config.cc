@@ -1,45 +1,31 @@
 // Which dequantize_qc4w_row kernel runs: the best one this CPU supports, picked once per process.
 
 #include "edgeshare/runtime/kernels/portable/dequantize_qc4w_row.h"
+#include "edgeshare/runtime/kernels/portable/kernel_sets.h"
 
 namespace edgeshare {
 namespace runtime {
 namespace portable {
 namespace {
 
-struct Kernels {
-  DequantizeQc4wRowKernel kernels[3];
-  size_t count = 0;
-};
-
-Kernels detect() {
-  Kernels k;
-  k.kernels[k.count++] = {"scalar", dequantize_qc4w_row_scalar};
+const KernelSets<DequantizeQc4wRowKernel>& sets() {
+  static const KernelSets<DequantizeQc4wRowKernel> s({
+    {{"scalar", dequantize_qc4w_row_scalar}, CpuNeeds::kNothing},
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) k.kernels[k.count++] = {"avx2", dequantize_qc4w_row_avx2};
-  if (__builtin_cpu_supports("avx512f")) {
-    k.kernels[k.count++] = {"avx512", dequantize_qc4w_row_avx512};
-  }
+        {{"avx2", dequantize_qc4w_row_avx2}, CpuNeeds::kAvx2},
+        {{"avx512", dequantize_qc4w_row_avx512}, CpuNeeds::kAvx512f},
 #endif
-  return k;
-}
-
-const Kernels& kernels() {
-  static const Kernels k = detect();
-  return k;
+  });
+  return s;
 }
 
 }  // namespace
 
 const DequantizeQc4wRowKernel* dequantize_qc4w_row_kernels(size_t* count) {
-  *count = kernels().count;
-  return kernels().kernels;
+  return sets().all(count);
 }
 
-const DequantizeQc4wRowKernel& dequantize_qc4w_row_kernel() {
-  return kernels().kernels[kernels().count - 1];
-}
+const DequantizeQc4wRowKernel& dequantize_qc4w_row_kernel() { return sets().best(); }
 
 }  // namespace portable
 }  // namespace runtime

@@ -1,45 +1,29 @@
 // Which gemm_nt set runs: the best one this CPU supports, picked once per process.
 
 #include "edgeshare/runtime/kernels/portable/gemm_nt.h"
+#include "edgeshare/runtime/kernels/portable/kernel_sets.h"
 
 namespace edgeshare {
 namespace runtime {
 namespace portable {
 namespace {
 
-struct Sets {
-  GemmNtKernels sets[3];
-  size_t count = 0;
-};
-
-Sets detect() {
-  Sets s;
-  s.sets[s.count++] = {"scalar", gemm_nt_f32_scalar};
+const KernelSets<GemmNtKernels>& sets() {
+  static const KernelSets<GemmNtKernels> s({
+    {{"scalar", gemm_nt_f32_scalar}, CpuNeeds::kNothing},
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    s.sets[s.count++] = {"avx2", gemm_nt_f32_avx2};
-  }
-  if (__builtin_cpu_supports("avx512f")) {
-    s.sets[s.count++] = {"avx512", gemm_nt_f32_avx512};
-  }
+        {{"avx2", gemm_nt_f32_avx2}, CpuNeeds::kAvx2Fma},
+        {{"avx512", gemm_nt_f32_avx512}, CpuNeeds::kAvx512f},
 #endif
-  return s;
-}
-
-const Sets& sets() {
-  static const Sets s = detect();
+  });
   return s;
 }
 
 }  // namespace
 
-const GemmNtKernels* gemm_nt_kernel_sets(size_t* count) {
-  *count = sets().count;
-  return sets().sets;
-}
+const GemmNtKernels* gemm_nt_kernel_sets(size_t* count) { return sets().all(count); }
 
-const GemmNtKernels& gemm_nt_kernels() { return sets().sets[sets().count - 1]; }
+const GemmNtKernels& gemm_nt_kernels() { return sets().best(); }
 
 }  // namespace portable
 }  // namespace runtime
