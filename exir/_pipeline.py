@@ -281,7 +281,9 @@ class Lowerer:
         """Exports (or reuses) and lowers module's methods.
 
         Returns:
-          The serialized program and the lowered edge programs.
+          The serialized program and the lowered edge programs. When an earlier model's lowered
+          program was reused, those are the earlier model's: the same graphs, names and keys, over
+          its weights (what reads them for more than their structure must lower the model itself).
         """
         kept = self._lowered.get(signature) if signature is not None else None
         if kept is not None and kept.policy is policy:
@@ -293,7 +295,7 @@ class Lowerer:
                 if self._pending[signature] <= 0:
                     self._templates.pop(signature, None)
                     del self._lowered[signature]
-                return program, kept.edge.with_weights(weights, policy)
+                return program, kept.edge
         edge = self.edge(module, what, policy, signature)
         program, lowered = self.lower_edge(edge, what)
         if signature is not None:
