@@ -14,7 +14,7 @@ adapters r16 on every projection, max_seq_len 128; `small` is a very small one f
 `export_s` (its wall time), `peak_rss_mib` (its own peak RSS) and `peak_rss_over_weights` (against
 the fp32 weights' bytes, model.safetensors), and the time of each stage from its progress lines
 (`stages_s`); `further_adapter_s` is the second adapter's stages (same structure as the first: no
-torch.export, its own lowering). Then `tools/generate` (adapter1, greedy, `--new-tokens` from a
+torch.export, no lowering, the first one's lowered program over its own weights). Then `tools/generate` (adapter1, greedy, `--new-tokens` from a
 16-token prompt) against transformers + PEFT's greedy tokens: `tokens_match`.
 
 With --peer llamacpp, llama.cpp's own converters (bench/_llm_peer_llamacpp.py's venv) write the same

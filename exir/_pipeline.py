@@ -1,4 +1,4 @@
-"""What every LoRA export does, once: lower a model (reusing the lowering of an equal structure),
+"""What every LoRA export does, once: lower a model (reusing the lowered program of an equal structure),
 gather the shared data file's entries from every program, and write the files atomically.
 
     lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say)
@@ -12,12 +12,13 @@ gather the shared data file's entries from every program, and write the files at
 """
 
 import collections
+import dataclasses
 import os
 import tempfile
 from typing import Any, BinaryIO, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
-from edgeshare.exir._serialize import foundation_identity, write_ptd
+from edgeshare.exir._serialize import foundation_identity, with_replaced_data, write_ptd
 from edgeshare.exir.data_policy import DataPolicy
 from edgeshare.exir.errors import ExportError, UnsupportedModelError
 from edgeshare.exir.export import (
@@ -28,7 +29,7 @@ from edgeshare.exir.export import (
     to_edge,
 )
 from edgeshare.exir.partition import Partitioner
-from edgeshare.exir.tensor_layout import tensor_digest
+from edgeshare.exir.tensor_layout import tensor_bytes, tensor_digest
 from torch import nn
 
 __all__ = [
@@ -134,9 +135,72 @@ def export_method(
         raise UnsupportedModelError(f"{what} could not be exported by torch.export: {type(e).__name__}: {e}") from e
 
 
+@dataclasses.dataclass
+class _Lowered:
+    """A model's lowered program, kept for the later models of its structure.
+
+    Attributes:
+      program: what to_executorch made of it.
+      edge: its lowered edge programs.
+      weights: method name -> the weights (module_weights) it was lowered with.
+      policy: the data policy it was lowered with.
+    """
+
+    program: ExecutorchProgramManager
+    edge: EdgeProgramManager
+    weights: Dict[str, Dict[str, torch.Tensor]]
+    policy: DataPolicy
+
+    def rebind(self, weights: Mapping[str, Mapping[str, torch.Tensor]]) -> Optional[ExecutorchProgramManager]:
+        """This program over other weights of the same names, dtypes and shapes, when the only
+        weights that differ are ones the program holds itself, each as a segment of its own: their
+        bytes and digests are replaced in the image (with_replaced_data).
+
+        Args:
+          weights: method name -> {name: tensor}, as module_weights gives them.
+
+        Returns:
+          The program, or None when it has to be lowered again: a weight that differs lies in a
+          data file, shares its bytes with another weight, or is not one segment of the image.
+        """
+        kept: set = set()
+        changed: Dict[bytes, Tuple[torch.Tensor, torch.Tensor]] = {}
+        for method, old_weights in self.weights.items():
+            new_weights = weights.get(method, {})
+            for name, old in old_weights.items():
+                new = new_weights.get(name)
+                if new is None or new.dtype != old.dtype or new.shape != old.shape:
+                    return None
+                old_digest, new_digest = tensor_digest(old), tensor_digest(new)
+                if old_digest == new_digest:
+                    kept.add(old_digest)
+                elif tensor_digest(changed.setdefault(old_digest, (old, new))[1]) != new_digest:
+                    return None  # one tensor's bytes before, two after: a segment each
+        new_digests = [tensor_digest(new) for _, new in changed.values()]
+        external = {e.digest for entries in self.program.data_entries.values() for e in entries.values()}
+        if (
+            kept & changed.keys()
+            or external & changed.keys()
+            or len(set(new_digests)) != len(new_digests)
+            or set(new_digests) & (kept | changed.keys())
+        ):
+            return None
+        replacements = {
+            d: (tensor_bytes(old), tensor_bytes(new), tensor_digest(new)) for d, (old, new) in changed.items()
+        }
+        buffer = with_replaced_data(self.program.buffer, replacements)
+        if buffer is None:
+            return None
+        return ExecutorchProgramManager(
+            buffer, self.program.data_entries, self.program.methods, self.program.tensor_alignment
+        )
+
+
 class Lowerer:
-    """Exports and lowers models with one set of options; a structure seen before is not exported
-    or decomposed again.
+    """Exports and lowers models with one set of options; a structure seen before is not exported,
+    decomposed or lowered again: its lowered program is reused over the new model's weights, or,
+    when their bytes cannot simply replace the earlier ones (see _Lowered.rebind), its edge programs
+    are lowered again.
 
     Args:
       partitioner: the partitioner to delegate with, or None.
@@ -165,6 +229,7 @@ class Lowerer:
         self.say = say
         self._pending: collections.Counter = collections.Counter()
         self._templates: Dict[Hashable, EdgeProgramManager] = {}
+        self._lowered: Dict[Hashable, _Lowered] = {}
 
     def expect(self, signatures: Iterable[Hashable]) -> None:
         """Announces the structures lower() will be asked for, so that a structure's first lowering
@@ -216,10 +281,30 @@ class Lowerer:
         """Exports (or reuses) and lowers module's methods.
 
         Returns:
-          The serialized program and the lowered edge programs.
+          The serialized program and the lowered edge programs. When an earlier model's lowered
+          program was reused, those are the earlier model's: the same graphs, names and keys, over
+          its weights (what reads them for more than their structure must lower the model itself).
         """
+        kept = self._lowered.get(signature) if signature is not None else None
+        if kept is not None and kept.policy is policy:
+            weights = {m: module_weights(mod) for m, mod in self.method_modules(module).items()}
+            program = kept.rebind(weights)
+            if program is not None:
+                self.say(f"{what}: the lowered program of an earlier model, over its own weights")
+                self._pending[signature] -= 1
+                if self._pending[signature] <= 0:
+                    self._templates.pop(signature, None)
+                    del self._lowered[signature]
+                return program, kept.edge
         edge = self.edge(module, what, policy, signature)
-        return self.lower_edge(edge, what)
+        program, lowered = self.lower_edge(edge, what)
+        if signature is not None:
+            if self._pending[signature] <= 0:
+                self._lowered.pop(signature, None)
+            elif signature not in self._lowered:
+                weights = {m: module_weights(mod) for m, mod in self.method_modules(module).items()}
+                self._lowered[signature] = _Lowered(program, lowered, weights, policy)
+        return program, lowered
 
     def lower_edge(self, edge: EdgeProgramManager, what: str) -> Tuple[ExecutorchProgramManager, EdgeProgramManager]:
         """Partitions, lowers and serializes edge programs."""

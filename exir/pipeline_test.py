@@ -43,8 +43,9 @@ def test_reused_lowering_writes_the_files_a_fresh_lowering_writes(three_of_one_s
     foundation, adapters, inputs = three_of_one_structure
     lines = []
     export_lora(foundation, adapters, inputs, str(tmp_path / "all"), XnnpackPartitioner(), progress=lines.append)
-    # y reused x's lowering; z (another alpha) was exported itself.
+    # y reused x's lowered program over its own weights; z (another alpha) was exported itself.
     assert sum("exporting" in line for line in lines) == 2, lines
+    assert "lowering adapter 'y'" not in lines and "lowering adapter 'z'" in lines, lines
     together = _files(tmp_path / "all")
     for name in ("y", "z"):
         alone = str(tmp_path / name)
@@ -52,6 +53,23 @@ def test_reused_lowering_writes_the_files_a_fresh_lowering_writes(three_of_one_s
         files = _files(alone)
         assert files[f"{name}.pte"] == together[f"{name}.pte"]
         assert files["foundation.ptd"] == together["foundation.ptd"]
+
+
+def test_a_structure_whose_weights_share_bytes_is_lowered_again_to_the_same_files(three_of_one_structure, tmp_path):
+    foundation, adapters, inputs = three_of_one_structure
+    # All-zero A and B: equal weights share one segment, so y's bytes cannot simply replace them.
+    zero = with_lora(foundation, 4, 8.0, 1, 0.05)
+    with torch.no_grad():
+        for name, tensor in zero.state_dict().items():
+            if ".lora_" in name:
+                tensor.zero_()
+    lines = []
+    export_lora(foundation, {"w": zero, "y": adapters["y"]}, inputs, str(tmp_path / "all"), XnnpackPartitioner(),
+                progress=lines.append)
+    assert sum("exporting" in line for line in lines) == 1 and "lowering adapter 'y'" in lines, lines
+    alone = str(tmp_path / "y")
+    export_lora(foundation, {"y": adapters["y"]}, inputs, alone, XnnpackPartitioner())
+    assert _files(alone)["y.pte"] == _files(tmp_path / "all")["y.pte"]
 
 
 def test_write_ptd_streams_the_bytes_serialize_ptd_returns():

@@ -10,6 +10,7 @@ from edgeshare.exir._serialize import (
     deserialize_pte,
     serialize_ptd,
     serialize_pte,
+    with_replaced_data,
 )
 from edgeshare.exir._serialize._format import named_data_to_fb
 from edgeshare.exir._serialize.ptd import PtdIndexEntry, read_ptd_index
@@ -53,6 +54,26 @@ def test_pte_round_trip_header_and_alignment():
     assert pte.named_data["zeta"].tensor_layout == TensorLayout(6, (2,), (0,))
     assert pte.named_data["alpha"].tensor_layout is None
     assert pte.program.executionPlans[0].name == b"forward"
+
+
+def test_replaced_data_is_what_serializing_the_new_bytes_writes():
+    a, b, c = b"A" * 5, b"B" * 8, b"C" * 8
+    digest = {x: hashlib.sha256(x).digest() for x in (a, b, c)}
+
+    def program(zeta):
+        p = _program()
+        p.namedData[0] = named_data_to_fb(fb, "zeta", 1, digest[zeta], TensorLayout(6, (2,), (0,)))
+        return p
+
+    old = serialize_pte(program(b), [Segment(a, 16), Segment(b, 128)], 64)
+    new = serialize_pte(program(c), [Segment(a, 16), Segment(c, 128)], 64)
+    assert with_replaced_data(old, {digest[b]: (b, c, digest[c])}, "x.pte") == new
+    # Bytes that are no segment of their own: the caller lowers again.
+    assert with_replaced_data(old, {digest[b]: (b"B" * 4, b"C" * 4, digest[c])}, "x.pte") is None
+    twice = serialize_pte(program(b), [Segment(b, 16), Segment(b, 128)], 64)
+    assert with_replaced_data(twice, {digest[b]: (b, c, digest[c])}, "x.pte") is None
+    with pytest.raises(SerializationError, match="x.pte: a replacement changes a size"):
+        with_replaced_data(old, {digest[b]: (b, b"C" * 9, digest[c])}, "x.pte")
 
 
 def test_pte_without_segments_has_zero_segment_data():

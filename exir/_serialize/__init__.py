@@ -2,7 +2,7 @@
 
 from edgeshare.exir._serialize._format import FileHeader, NamedBlob, Segment
 from edgeshare.exir._serialize.ptd import PtdFile, deserialize_ptd, foundation_identity, serialize_ptd, write_ptd
-from edgeshare.exir._serialize.pte import PteFile, deserialize_pte, serialize_pte, with_foundation_digest
+from edgeshare.exir._serialize.pte import PteFile, deserialize_pte, serialize_pte, with_foundation_digest, with_replaced_data
 
 __all__ = [
     "FileHeader",
@@ -16,5 +16,6 @@ __all__ = [
     "serialize_ptd",
     "serialize_pte",
     "with_foundation_digest",
+    "with_replaced_data",
     "write_ptd",
 ]

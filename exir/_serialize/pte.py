@@ -1,7 +1,7 @@
 """The .pte program file: writer and round-trip reader (layout in _format.py)."""
 
 import dataclasses
-from typing import Dict, List, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import flatbuffers
 from edgeshare.exir._serialize import _format
@@ -96,6 +96,52 @@ def with_foundation_digest(data: bytes, foundation_digest: bytes, file_name: str
     placed = [(s.offset, s.size) for s in program.segments or []]
     segs = [Segment(seg, program.segmentAlignment) for seg in segments]
     return _format.assemble(PTE_MAGIC, bytes(builder.Output()), segs, placed, program.segmentAlignment)
+
+
+def with_replaced_data(
+    data: bytes, replacements: Mapping[bytes, Tuple[bytes, bytes, bytes]], file_name: str = "<pte>"
+) -> Optional[bytes]:
+    """A .pte image in which other tensors of the same sizes stand where its own stood: the
+    segment holding each old tensor's bytes holds the new bytes, and every copy of the old
+    digest (the named-data table's, a delegate's identity of the constant) is the new digest.
+    Nothing moves, so the image is what serializing the program over the new tensors writes,
+    provided nothing else in it depends on their values.
+
+    Args:
+      data: the file bytes.
+      replacements: old digest -> (old bytes, new bytes, new digest); every old digest, and every
+        new one, distinct.
+      file_name: names the file in errors.
+
+    Returns:
+      The new file bytes, or None when an old tensor's bytes are not exactly one segment (the
+      delegate keeps them in another form, or two tensors shared a segment).
+
+    Raises:
+      SerializationError: a malformed image, or new bytes of another size than the old.
+    """
+    header = _format.read_header(data, PTE_MAGIC, file_name)
+    start = header.flatbuffer_offset
+    program = fb.Program.GetRootAs(bytes(data[start : start + header.flatbuffer_size]), 0)
+    by_size: Dict[int, List[int]] = {}
+    for i in range(program.SegmentsLength()):
+        seg = program.Segments(i)
+        if seg.Offset() + seg.Size() > header.segment_data_size:
+            raise SerializationError(f"{file_name}: segments[{i}] runs past the segment data")
+        by_size.setdefault(seg.Size(), []).append(header.segment_base_offset + seg.Offset())
+    out = bytearray(data)
+    view = memoryview(data)
+    for old_digest, (old, new, new_digest) in replacements.items():
+        if len(old) != len(new) or len(old_digest) != 32 or len(new_digest) != 32:
+            raise SerializationError(f"{file_name}: a replacement changes a size")
+        at = [o for o in by_size.get(len(old), []) if view[o : o + len(old)] == old]
+        if len(at) != 1:
+            return None
+        out[at[0] : at[0] + len(new)] = new
+    patched = bytes(out)
+    for old_digest, (_, _, new_digest) in replacements.items():
+        patched = patched.replace(old_digest, new_digest)
+    return patched
 
 
 def deserialize_pte(data: bytes, file_name: str = "<pte>") -> PteFile:
