@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
 import torch
 from edgeshare.exir.compile_spec import CompileSpec
+from edgeshare.exir.data_policy import DATA_OPEN_META
 from edgeshare.exir.errors import LoweringError
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.named_data_store import NamedDataStoreOutput
@@ -206,7 +207,7 @@ class _Partition:
 def _cut_partition(
     ep: ExportedProgram, method: str, tag: str, nodes: List[torch.fx.Node]
 ) -> Tuple[List[torch.fx.Node], List[torch.fx.Node], List[torch.fx.Node], ExportedProgram]:
-    """Cuts tagged nodes out as their own ExportedProgram (weights as parameters)."""
+    """Cuts tagged nodes out as their own ExportedProgram (weights as parameters, open data as inputs)."""
     lifted = lifted_inputs(ep)
     node_set = set(nodes)
     inputs: List[torch.fx.Node] = []
@@ -214,7 +215,13 @@ def _cut_partition(
         for arg in node.all_input_nodes:
             if arg not in node_set and arg not in inputs:
                 inputs.append(arg)
-    weights = [n for n in inputs if n.op == "placeholder" and n.name in lifted]
+    # Open data (a swappable adapter's weights) stays the program's: the delegate takes it as an
+    # input, so it reads whatever bytes the runtime binds at each execute and never holds a copy.
+    weights = [
+        n
+        for n in inputs
+        if n.op == "placeholder" and n.name in lifted and not n.meta.get(DATA_OPEN_META, False)
+    ]
     runtime = [n for n in inputs if n not in weights]
     outputs = [n for n in nodes if any(u not in node_set for u in n.users)]
     for out in outputs:

@@ -9,7 +9,8 @@ bytes as export_lora writes them):
 
 In lora.pte the foundation weights are pinned by digest (the foundation's tag) and the adapter's
 weights are open external data under ADAPTER_TAG (DataPlacement.open: no digest, never packed by
-a delegate; the LoRA products run as kernels on the mapped bytes), so the runtime can bind another
+a delegate; XnnpackPartitioner makes them inputs of its delegate calls, whose LoRA products read the
+mapped bytes bound at each execute), so the runtime can bind another
 adapter's .ptd to a loaded method (Method::rebind_data) without fetching or packing anything of
 the foundation:
 
@@ -161,7 +162,7 @@ def export_swappable(
         foundation's); the first one's structure decides who shares lora.pte.
       example_inputs: example inputs of the models.
       out_dir: the folder to write (created if missing).
-      partitioner: e.g. XnnpackPartitioner() (it leaves the adapter weights to kernels), or None.
+      partitioner: e.g. XnnpackPartitioner() (it reads the adapter weights unpacked), or None.
       foundation_policy: recognises foundation weights; None: FoundationDataPolicy(foundation).
       dynamic_shapes: torch.export's dynamic_shapes for every program.
       extra_methods: more methods of every program beside "forward" (e.g. the KV-cache

@@ -1,5 +1,6 @@
 """export_swappable on the demo LoRA model: one program for both adapters, their weights open
-(no digest, not packed by the delegate) in a .ptd each, the foundation as a normal export writes it."""
+(no digest, not packed by the delegate but read by it as inputs) in a .ptd each, the foundation as a
+normal export writes it."""
 
 import os
 
@@ -61,6 +62,34 @@ def test_adapter_weights_are_open_and_outside_the_delegate(exported):
     assert not [k for k in pte.named_data if ADAPTER_KEY_PREFIX in k]
     for plan in pte.program.executionPlans:
         assert plan.delegates, "the foundation's layers should still be delegated"
+
+
+def _calls(plan):
+    """(delegate calls, kernel calls) of a plan, each as its list of arg value indices."""
+    delegate, kernel = [], []
+    for instruction in plan.instructions:
+        args = list(instruction.instrArgs.args)
+        (kernel if hasattr(instruction.instrArgs, "opIndex") else delegate).append(args)
+    return delegate, kernel
+
+
+def test_adapter_products_run_in_the_delegate_over_its_inputs(exported):
+    """Every adapter weight is an input of a delegate call (its product read unpacked there, so a
+    rebind is followed), none a kernel's; the methods are cut into as many delegate calls as an
+    adapter's own program (no cut at each low-rank product)."""
+    result, _, normal = exported
+    pte = deserialize_pte(_read(result.swappable_program), "lora.pte")
+    own = deserialize_pte(_read(os.path.join(normal, "lora_a.pte")), "lora_a.pte")
+    for plan, own_plan in zip(pte.program.executionPlans, own.program.executionPlans):
+        adapter = {
+            i
+            for i, v in enumerate(plan.values)
+            if (getattr(v.val, "externalKey", None) or b"").startswith(ADAPTER_KEY_PREFIX.encode())
+        }
+        delegate, kernel = _calls(plan)
+        assert adapter and adapter <= {a for args in delegate for a in args}
+        assert not adapter & {a for args in kernel for a in args}
+        assert len(delegate) == len(_calls(own_plan)[0])
 
 
 def test_foundation_files_equal_a_normal_export(exported):

@@ -17,8 +17,11 @@ here must never make a program fail to load. One known difference from torch rem
 clamp (relu, hardtanh, clamp), maximum and minimum do not propagate NaN inputs as torch does.
 
 Open data (a DataPlacement with open=True: a swappable adapter's weights, which the runtime may
-rebind to another adapter file) is never packed: a node reading an open weight stays a kernel call
-(the portable kernels read the mapped bytes, so a swap re-packs nothing).
+rebind to another adapter file) is never packed. A linear whose weight is open (and that has no
+bias) is delegated as FULLY_CONNECTED_UNPACKED: the weight stays the program's external constant
+and becomes an input of the delegate call, whose product reads the bytes bound at each execute as
+stored (so a swap re-packs nothing and switches pointers only). Any other node reading open data
+stays a kernel call.
 
 fp16 fully connected weights (`XnnpackPartitioner(fc_weight_dtype="fp16")`): every delegated
 linear's weight and bias are stored as IEEE half under "<key>.fp16" (half the bytes, in the same
@@ -113,9 +116,10 @@ class _Checker:
             return False
         if not op_rows.float_tensor(node):
             return False
-        if any(arg.op == "placeholder" and arg.meta.get(DATA_OPEN_META, False) for arg in node.all_input_nodes):
-            return False  # A delegate would pack it; open data must stay rebindable.
         row = op_rows.row_for(node.target)
+        opens = [a for a in node.all_input_nodes if a.op == "placeholder" and a.meta.get(DATA_OPEN_META, False)]
+        if opens and (row is None or not row.reads_open or not row.reads_open(node, opens)):
+            return False  # Open data must stay rebindable: only a row that reads it unpacked takes it.
         return row is not None and row.check(self.ctx, node)
 
 

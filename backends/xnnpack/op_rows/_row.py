@@ -76,6 +76,9 @@ class OpRow:
       summary: one line for the partitioner's docstring: what is accepted and on which conditions.
       half_weights: for fully connected rows, node -> the arguments read as weight and bias, which
         fc_weight_dtype=fp16 stores as HALF constants; None for every other row.
+      reads_open: (node, its open-data placeholders) -> whether the row runs node over those as
+        delegate inputs read as stored (never packed); None: a node reading open data stays a
+        kernel call.
     """
 
     name: str
@@ -85,3 +88,4 @@ class OpRow:
     emit: EmitFn
     summary: str
     half_weights: Optional[Callable[[torch.fx.Node], Tuple[Any, ...]]] = None
+    reads_open: Optional[Callable[[torch.fx.Node, Sequence[torch.fx.Node]], bool]] = None

@@ -1,10 +1,13 @@
-"""aten.linear -> FULLY_CONNECTED (weight and optional bias held by the program)."""
+"""aten.linear -> FULLY_CONNECTED (weight and optional bias held by the program), or
+FULLY_CONNECTED_UNPACKED when the weight is open data (a swappable adapter's: a delegate input read
+as stored at each execute, so the runtime may rebind it)."""
 
-from typing import Any, Tuple
+from typing import Any, Sequence, Tuple
 
 import torch
 from edgeshare.backends.xnnpack.op_rows._checks import dims_of, float_tensor
 from edgeshare.backends.xnnpack.op_rows._row import CheckContext, Emitter, OpRow
+from edgeshare.exir.data_policy import DATA_OPEN_META
 from edgeshare.exir.graph import node_arg
 
 __all__ = ["ROWS"]
@@ -14,6 +17,10 @@ aten = torch.ops.aten
 
 def _weight_and_bias(node: torch.fx.Node) -> Tuple[Any, ...]:
     return node.args[1], node_arg(node, 2, "bias", None)
+
+
+def _is_open(x: Any) -> bool:
+    return isinstance(x, torch.fx.Node) and bool(x.meta.get(DATA_OPEN_META, False))
 
 
 def _check(ctx: CheckContext, node: torch.fx.Node) -> bool:
@@ -30,8 +37,18 @@ def _check(ctx: CheckContext, node: torch.fx.Node) -> bool:
     )
 
 
+def _reads_open(node: torch.fx.Node, opens: Sequence[torch.fx.Node]) -> bool:
+    """Only the weight may be open, and then without a bias (the unpacked product has none)."""
+    w, b = _weight_and_bias(node)
+    return list(opens) == [w] and b is None and node.args[0] is not w
+
+
 def _emit(e: Emitter, node: torch.fx.Node) -> None:
     w, b = _weight_and_bias(node)
+    if _is_open(w):
+        # The partition's input (exir.lower keeps open data out of the delegate's weights).
+        e.node("FULLY_CONNECTED_UNPACKED", [e.tensor(node.args[0]), e.tensor(w)], node)
+        return
     inputs = [e.tensor(node.args[0]), e.fc_param(w)]
     if b is not None:
         inputs.append(e.fc_param(b))
@@ -42,10 +59,12 @@ ROWS = (
     OpRow(
         name="linear",
         targets=(aten.linear.default,),
-        kinds=("FULLY_CONNECTED",),
+        kinds=("FULLY_CONNECTED", "FULLY_CONNECTED_UNPACKED"),
         check=_check,
         emit=_emit,
-        summary="aten.linear (weight a 2-d parameter or constant, bias optional and likewise held by the program)",
+        summary="aten.linear (weight a 2-d parameter or constant, bias optional and likewise held by the program; "
+        "an open (swappable) weight without bias is read as stored at each execute)",
         half_weights=_weight_and_bias,
+        reads_open=_reads_open,
     ),
 )

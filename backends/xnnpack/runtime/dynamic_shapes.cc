@@ -44,6 +44,9 @@ struct Reshaper {
     s.batch = current_numel(g, s.in) / s.width;
   }
   void operator()(FullyConnectedStep& s) const { s.batch = current_numel(g, s.in) / s.in_channels; }
+  void operator()(UnpackedFullyConnectedStep& s) const {
+    s.batch = current_numel(g, s.in) / s.in_channels;
+  }
 };
 
 Status check_rank(const ValueInfo& v, const Tensor& t, const char* what, size_t index) {

@@ -169,6 +169,28 @@ Status fully_connected_shapes(const NodeContext& c) {
   return fully_connected_bias_shape(c, out_ch);
 }
 
+// x [..., in], weight [out, in] (a delegate input of exact dims, read as stored) -> y [..., out].
+Status unpacked_fully_connected_shapes(const NodeContext& c) {
+  const ValueInfo& w = c.compiler->value(c.in[1]);
+  ES_CHECK_OR_RETURN_ERROR(w.kind == fb::ValueKind_INPUT && w.dims.size() == 2 && !w.dynamic,
+                           Error::InvalidProgram,
+                           "node %u (%s): weight value %u must be a rank-2 delegate input of exact "
+                           "dims [out, in]",
+                           c.node, c.name, c.in[1]);
+  const size_t out_ch = w.dims[0];
+  const size_t in_ch = w.dims[1];
+  ES_CHECK_OR_RETURN_ERROR(!c.x.shape.empty() && c.x.shape.back() == static_cast<int64_t>(in_ch),
+                           Error::InvalidProgram,
+                           "node %u (%s): input %s does not end in the weight's %zu input channels",
+                           c.node, c.name, dims_string(c.x.shape).c_str(), in_ch);
+  std::vector<int64_t> want = c.x.shape;
+  want.back() = static_cast<int64_t>(out_ch);
+  ES_CHECK_OR_RETURN_ERROR(c.y.shape == want, Error::InvalidProgram,
+                           "node %u (%s): output is %s, expected %s", c.node, c.name,
+                           dims_string(c.y.shape).c_str(), dims_string(want).c_str());
+  return Status();
+}
+
 // ---- Creating operators ---------------------------------------------------------------------
 
 Status check_created(const NodeContext& c, xnn_status status, const char* what) {
@@ -348,6 +370,22 @@ Status build_fully_connected(NodeContext& c) {
   if (qc8w) step.qs8.reset(new QS8Buffers(batch, in_ch, out_ch));
   // The int4 kernels' scratch: quantized rows, their scales and group sums.
   if (qc4w) step.qc4.reset(new QC4Buffers(batch, in_ch, group));
+  g.add_step(c.node, std::move(step));
+  return Status();
+}
+
+// Nothing is fetched or packed: the weight's pointer is whatever the caller binds per execute
+// (a swappable adapter's mapped bytes, switched by Method::rebind_data).
+Status build_unpacked_fully_connected(NodeContext& c) {
+  GraphCompiler& g = *c.compiler;
+  ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[0]));
+  UnpackedFullyConnectedStep step;
+  step.out_channels = g.value(c.in[1]).dims[0];
+  step.in_channels = g.value(c.in[1]).dims[1];
+  step.batch = c.x.numel / step.in_channels;
+  step.in = c.in[0];
+  step.weight = c.in[1];
+  step.out = c.out;
   g.add_step(c.node, std::move(step));
   return Status();
 }

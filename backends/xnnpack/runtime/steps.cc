@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "edgeshare/runtime/kernels/portable/gemm_nt.h"
+
 namespace edgeshare {
 namespace xnnpack {
 
@@ -75,6 +77,12 @@ struct Runner {
                                                 s.qs8->scratch());
     }
     return s.packed->run_fully_connected(s.batch, in(p, s.in), out(p, s.out));
+  }
+  Status operator()(const UnpackedFullyConnectedStep& s) const {
+    // Low-rank products (rank 8-64 on one side): too little work to be worth a pool call.
+    runtime::portable::gemm_nt_kernels().f32(s.batch, s.out_channels, s.in_channels, in(p, s.in),
+                                             in(p, s.weight), out(p, s.out));
+    return Status();
   }
 };
 

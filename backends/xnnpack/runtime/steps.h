@@ -1,6 +1,6 @@
 // Steps: what a compiled XNNPACK graph runs, one small type per family of operator (private
 // elementwise unary, binary with broadcasting, last-dimension pooling, the cache's shared fully
-// connected operator), and the code that runs one step.
+// connected operator, a product over an unpacked weight input), and the code that runs one step.
 //
 // Each step owns what it uses through RAII handles: a private operator is deleted with its step, a
 // shared packed operator or a retained constant is released to its WeightsCache (which must outlive
@@ -89,9 +89,18 @@ struct FullyConnectedStep {
   std::unique_ptr<QC4Buffers> qc4;
 };
 
+// A linear over a weight that is a delegate input, read as stored ([out_ch, in_ch] row-major, never
+// packed: a swappable adapter's bytes, which the runtime may rebind between executes): in
+// [batch, in_ch] -> out [batch, out_ch], by the portable gemm_nt kernels on the calling thread.
+struct UnpackedFullyConnectedStep {
+  size_t batch = 1, in_channels = 1, out_channels = 1;
+  uint32_t in = 0, weight = 0, out = 0;
+};
+
 struct Step {
   uint32_t node = 0;  // For messages.
-  std::variant<UnaryStep, BinaryStep, PoolingStep, FullyConnectedStep> op;
+  std::variant<UnaryStep, BinaryStep, PoolingStep, FullyConnectedStep, UnpackedFullyConnectedStep>
+      op;
 };
 
 // Runs one step over `pointers` (data per value id). Errors: DelegateExecutionFailed.
