@@ -360,6 +360,15 @@ uint32_t GraphCompiler::new_scratch(const ValueInfo& like) {
   return id;
 }
 
+uint32_t GraphCompiler::new_scratch_bytes(size_t bytes) {
+  ValueInfo scratch;
+  scratch.kind = fb::ValueKind_INTERMEDIATE;
+  scratch.numel = (bytes + sizeof(float) - 1) / sizeof(float);
+  const uint32_t id = add_value(scratch);
+  add_slot(id, scratch.numel);
+  return id;
+}
+
 uint32_t GraphCompiler::new_constant(float v) {
   ValueInfo constant;
   constant.kind = fb::ValueKind_CONSTANT;
