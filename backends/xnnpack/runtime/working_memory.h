@@ -18,7 +18,8 @@
 // Thread-safety: every member is thread-safe. reserve() waits for a lease in progress to end;
 // while it waits or grows the block, leases come back empty rather than wait.
 // Ownership: the block belongs to the WorkingMemory; a lease's block is valid until the lease is
-// destroyed. shared() lives as long as the process.
+// destroyed. shared() lives as long as the process and never shrinks its block: the pages runs
+// touched stay with the process after the executors are gone.
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_WORKING_MEMORY_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_WORKING_MEMORY_H_
