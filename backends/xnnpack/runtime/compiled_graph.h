@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/steps.h"
@@ -60,11 +61,15 @@ struct CompiledGraph {
   std::vector<RetainedRef> retained;
   std::vector<std::vector<float>> constants;  // Inline and internal constants, padded.
   std::vector<Step> steps;
-  // Intermediates; calloc'd, so pages the runs never reach (lengths below the bound) stay out of
-  // RSS. Slots are shared by values whose lifetimes do not overlap.
+  // Intermediates and operator scratch; calloc'd, so pages the runs never reach (lengths below
+  // the bound, or the whole arena while runs use the process's WorkingMemory) stay out of RSS.
+  // Slots are shared by values whose lifetimes do not overlap.
   std::unique_ptr<float, FreeFloats> arena;
   size_t arena_floats = 0;
-  std::vector<void*> pointers;  // Per value id: constants and arena slots fixed, io bound per run.
+  // Per arena slot: its value id and offset in floats, to point the slots at another base.
+  std::vector<std::pair<uint32_t, size_t>> arena_slots;
+  float* arena_base = nullptr;  // The base the slots' pointers are at now.
+  std::vector<void*> pointers;  // Per value id: constants fixed, arena slots per base, io per run.
   std::vector<SymbolInfo> symbols;    // Empty for a static graph.
   std::vector<int32_t> symbol_sizes;  // Per symbol: its size in this run (sized at init).
 };

@@ -251,8 +251,11 @@ Status GraphCompiler::place_arena() {
                              "XNNPACK graph: cannot allocate %zu bytes of intermediates",
                              arena_floats_ * sizeof(float));
   }
-  for (size_t id = 0; id < slot_offset_.size(); ++id) {
-    if (slot_offset_[id] != SIZE_MAX) out_->pointers[id] = out_->arena.get() + slot_offset_[id];
+  out_->arena_base = out_->arena.get();
+  for (uint32_t id = 0; id < slot_offset_.size(); ++id) {
+    if (slot_offset_[id] == SIZE_MAX) continue;
+    out_->arena_slots.emplace_back(id, slot_offset_[id]);
+    out_->pointers[id] = out_->arena.get() + slot_offset_[id];
   }
   return Status();
 }
@@ -355,6 +358,15 @@ uint32_t GraphCompiler::new_scratch(const ValueInfo& like) {
   ValueInfo scratch = like;
   scratch.kind = fb::ValueKind_INTERMEDIATE;
   scratch.dtype = ScalarType::Float;
+  const uint32_t id = add_value(scratch);
+  add_slot(id, scratch.numel);
+  return id;
+}
+
+uint32_t GraphCompiler::new_scratch_bytes(size_t bytes) {
+  ValueInfo scratch;
+  scratch.kind = fb::ValueKind_INTERMEDIATE;
+  scratch.numel = (bytes + sizeof(float) - 1) / sizeof(float);
   const uint32_t id = add_value(scratch);
   add_slot(id, scratch.numel);
   return id;

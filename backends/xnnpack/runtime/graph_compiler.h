@@ -78,6 +78,9 @@ class GraphCompiler {
   void request_packed(uint32_t node, FullyConnectedRequest request);
   // A new float32 arena value shaped like `like`.
   uint32_t new_scratch(const ValueInfo& like);
+  // A new arena value of at least `bytes` (64-byte aligned) live during the current node only:
+  // an operator's scratch.
+  uint32_t new_scratch_bytes(size_t bytes);
   // A new constant [1] holding `value`.
   uint32_t new_constant(float value);
   // The channels of an elementwise operator over `v`, which sees it as [numel / channels,

@@ -366,10 +366,13 @@ Status build_fully_connected(NodeContext& c) {
   step.in_channels = in_ch;
   step.in = c.in[0];
   step.out = c.out;
-  // The int8 kernels' scratch for this node's rows, made here so that runs allocate nothing.
-  if (qc8w) step.qs8.reset(new QS8Buffers(batch, in_ch, out_ch));
-  // The int4 kernels' scratch: quantized rows, their scales and group sums.
-  if (qc4w) step.qc4.reset(new QC4Buffers(batch, in_ch, group));
+  // The int8 / int4 kernels' scratch for this node's rows: an arena slot live during this node
+  // only, so the nodes of a graph share one block of it and runs allocate nothing.
+  if (qc8w || qc4w) {
+    step.scratch_layout = qc8w ? QuantizedScratchLayout::qc8w(batch, in_ch, out_ch)
+                               : QuantizedScratchLayout::qc4w(batch, in_ch, group);
+    step.scratch = g.new_scratch_bytes(step.scratch_layout.bytes);
+  }
   g.add_step(c.node, std::move(step));
   return Status();
 }

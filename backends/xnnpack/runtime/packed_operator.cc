@@ -66,25 +66,49 @@ constexpr size_t kF16WAlignment = 64;
 
 }  // namespace
 
-QS8Buffers::QS8Buffers(size_t max_rows, size_t k, size_t n)
-    // new T[] without () default-initializes: no page is touched until a run writes it.
-    : q_(new int8_t[std::max<size_t>(1, max_rows * kernels::qc8_padded_k(k))]),
-      scales_(new float[std::max<size_t>(1, max_rows)]),
-      acc_(new int32_t[std::max<size_t>(1, max_rows * n)]) {
-  scratch_.q = q_.get();
-  scratch_.scales = scales_.get();
-  scratch_.acc = acc_.get();
-  scratch_.max_rows = max_rows;
+namespace {
+
+constexpr size_t kScratchPartAlignment = 64;
+
+size_t align_scratch_part(size_t bytes) {
+  return (bytes + kScratchPartAlignment - 1) / kScratchPartAlignment * kScratchPartAlignment;
 }
 
-QC4Buffers::QC4Buffers(size_t max_rows, size_t k, size_t group)
-    // As QS8Buffers: default-initialized, no page touched until a run writes it.
-    : q_(new int8_t[std::max<size_t>(1, max_rows * k)]),
-      scales_(new float[std::max<size_t>(1, max_rows)]),
-      xsum8_(new int32_t[std::max<size_t>(1, max_rows * (group > 0 ? k / group : 0))]) {
-  scratch_.q = q_.get();
-  scratch_.scales = scales_.get();
-  scratch_.max_rows = max_rows;
+}  // namespace
+
+QuantizedScratchLayout QuantizedScratchLayout::qc8w(size_t max_rows, size_t k, size_t n) {
+  QuantizedScratchLayout layout;
+  layout.max_rows = max_rows;
+  layout.scales = align_scratch_part(max_rows * kernels::qc8_padded_k(k));
+  layout.sums = layout.scales + align_scratch_part(max_rows * sizeof(float));
+  layout.bytes = layout.sums + align_scratch_part(max_rows * n * sizeof(int32_t));
+  return layout;
+}
+
+QuantizedScratchLayout QuantizedScratchLayout::qc4w(size_t max_rows, size_t k, size_t group) {
+  QuantizedScratchLayout layout;
+  layout.max_rows = max_rows;
+  layout.group_sums_part = true;
+  layout.scales = align_scratch_part(max_rows * kernels::qc8_padded_k(k));
+  layout.sums = layout.scales + align_scratch_part(max_rows * sizeof(float));
+  const size_t groups = group > 0 ? k / group : 0;
+  layout.bytes = layout.sums + align_scratch_part(max_rows * groups * sizeof(int32_t));
+  return layout;
+}
+
+kernels::QS8Scratch QuantizedScratchLayout::scratch(void* block) const {
+  uint8_t* base = static_cast<uint8_t*>(block);
+  kernels::QS8Scratch scratch;
+  scratch.q = reinterpret_cast<int8_t*>(base);
+  scratch.scales = reinterpret_cast<float*>(base + scales);
+  if (!group_sums_part) scratch.acc = reinterpret_cast<int32_t*>(base + sums);
+  scratch.max_rows = max_rows;
+  return scratch;
+}
+
+int32_t* QuantizedScratchLayout::group_sums(void* block) const {
+  if (!group_sums_part) return nullptr;
+  return reinterpret_cast<int32_t*>(static_cast<uint8_t*>(block) + sums);
 }
 
 size_t default_slab_bytes() {
@@ -508,11 +532,16 @@ Status PackedOperator::run_fully_connected_qc8w(size_t batch_size, const float* 
 }
 
 Status PackedOperator::run_fully_connected_qc4w(size_t batch_size, const float* input,
-                                                float* output, const QC4Buffers& buffers) {
+                                                float* output,
+                                                const kernels::QS8Scratch& scratch,
+                                                int32_t* group_sums) {
   ES_CHECK_OR_RETURN_ERROR(is_qc4w(shape_), Error::InvalidArgument,
                            "fully connected entry over '%s' is not int4",
                            or_inline(shape_.weight_key));
-  return run_quantized(batch_size, input, output, buffers.scratch(), buffers.xsum8());
+  ES_CHECK_OR_RETURN_ERROR(group_sums != nullptr, Error::InvalidArgument,
+                           "int4 fully connected run over '%s' was given no group sums",
+                           or_inline(shape_.weight_key));
+  return run_quantized(batch_size, input, output, scratch, group_sums);
 }
 
 }  // namespace xnnpack

@@ -79,40 +79,25 @@ constexpr size_t kPoolMinFlops = size_t{32} << 20;
 // the measurement.
 size_t default_slab_bytes();
 
-// The scratch of int8 fully connected runs over up to `max_rows` rows of k inputs and n outputs:
-// owned by the caller (one per graph node), made at setup, so that runs allocate nothing. It is
-// left uninitialized (every run writes what it reads), so a method planned for a long bound costs
-// memory only for the rows its calls use, as its planned activations do.
-class QS8Buffers {
- public:
-  QS8Buffers(size_t max_rows, size_t k, size_t n);
-  QS8Buffers(const QS8Buffers&) = delete;
-  QS8Buffers& operator=(const QS8Buffers&) = delete;
-  const kernels::QS8Scratch& scratch() const { return scratch_; }
+// Where the scratch of one quantized fully connected node lies in a block of bytes the caller
+// owns (a slot of its graph's arena, live only while the node runs, so nodes that never run at
+// once share the bytes): the quantized rows, their scales, and `sums`: int8's accumulators
+// (rows x n int32) or int4's group sums of each row (rows x k / group int32). Each part starts on a cache line. Nothing in
+// it is read before a run writes it, so a block planned for a long bound costs memory only for
+// the rows runs use.
+struct QuantizedScratchLayout {
+  size_t max_rows = 0;
+  size_t scales = 0, sums = 0;  // Byte offsets; the quantized rows start at 0.
+  size_t bytes = 0;             // The whole block.
+  bool group_sums_part = false;  // int4: `sums` holds group sums, not accumulators.
 
- private:
-  std::unique_ptr<int8_t[]> q_;
-  std::unique_ptr<float[]> scales_;
-  std::unique_ptr<int32_t[]> acc_;
-  kernels::QS8Scratch scratch_;
-};
-
-// The scratch of int4 fully connected runs over up to `max_rows` rows of k inputs in groups of
-// `group`: the quantized rows and their scales, and each row's group sums. Owned by the caller
-// (one per graph node), made at setup, so that runs allocate nothing.
-class QC4Buffers {
- public:
-  QC4Buffers(size_t max_rows, size_t k, size_t group);
-  QC4Buffers(const QC4Buffers&) = delete;
-  QC4Buffers& operator=(const QC4Buffers&) = delete;
-  const kernels::QS8Scratch& scratch() const { return scratch_; }
-  int32_t* xsum8() const { return xsum8_.get(); }
-
- private:
-  std::unique_ptr<int8_t[]> q_;
-  std::unique_ptr<float[]> scales_;
-  std::unique_ptr<int32_t[]> xsum8_;
-  kernels::QS8Scratch scratch_;
+  // Runs of up to max_rows rows of k inputs over an int8 entry of n outputs.
+  static QuantizedScratchLayout qc8w(size_t max_rows, size_t k, size_t n);
+  // Runs of up to max_rows rows of k inputs over an int4 entry in groups of `group`.
+  static QuantizedScratchLayout qc4w(size_t max_rows, size_t k, size_t group);
+  // The parts in `block` (at least `bytes` long, 64-byte aligned).
+  kernels::QS8Scratch scratch(void* block) const;
+  int32_t* group_sums(void* block) const;
 };
 
 class PackedOperator {
@@ -168,9 +153,11 @@ class PackedOperator {
   // scratch is its own. Errors: also InvalidArgument when the scratch is too small.
   runtime::Status run_fully_connected_qc8w(size_t batch_size, const float* input, float* output,
                                            const kernels::QS8Scratch& scratch);
-  // The same for an int4 entry (Byte weight, QC4W), with the scratch of `buffers`.
+  // The same for an int4 entry (Byte weight, QC4W), also summing each row's groups into
+  // `group_sums` (batch_size x k / group int32).
   runtime::Status run_fully_connected_qc4w(size_t batch_size, const float* input, float* output,
-                                           const QC4Buffers& buffers);
+                                           const kernels::QS8Scratch& scratch,
+                                           int32_t* group_sums);
 
   // Float (f32 operators), Half (f16w kernels), Char (int8 kernels) or Byte (int4 kernels).
   runtime::ScalarType weight_dtype() const { return shape_.weight_dtype; }

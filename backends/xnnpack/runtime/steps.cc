@@ -69,12 +69,14 @@ struct Runner {
   }
   Status operator()(const FullyConnectedStep& s) const {
     // The shared operator locks itself for setup + run where it needs to.
-    if (s.qc4 != nullptr) {
-      return s.packed->run_fully_connected_qc4w(s.batch, in(p, s.in), out(p, s.out), *s.qc4);
-    }
-    if (s.qs8 != nullptr) {
-      return s.packed->run_fully_connected_qc8w(s.batch, in(p, s.in), out(p, s.out),
-                                                s.qs8->scratch());
+    if (s.scratch_layout.bytes > 0) {
+      void* block = p[s.scratch];
+      const kernels::QS8Scratch scratch = s.scratch_layout.scratch(block);
+      if (s.scratch_layout.group_sums_part) {
+        return s.packed->run_fully_connected_qc4w(s.batch, in(p, s.in), out(p, s.out), scratch,
+                                                  s.scratch_layout.group_sums(block));
+      }
+      return s.packed->run_fully_connected_qc8w(s.batch, in(p, s.in), out(p, s.out), scratch);
     }
     return s.packed->run_fully_connected(s.batch, in(p, s.in), out(p, s.out));
   }

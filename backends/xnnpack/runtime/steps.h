@@ -77,16 +77,16 @@ struct PoolingStep {
   uint32_t in = 0, out = 0;
 };
 
-// The cache's fully connected operator (f32, f16 or int8 weights; f32 activations): in
-// [batch, in_ch] -> out [batch, out_ch]. With an int8 (QC8W) entry, `qs8` is the scratch its runs
-// quantize and accumulate in.
+// The cache's fully connected operator (f32, f16, int8 or int4 weights; f32 activations): in
+// [batch, in_ch] -> out [batch, out_ch]. With an int8 (QC8W) or int4 (QC4W) entry, its runs
+// quantize the rows (and accumulate, or sum groups) in the arena value `scratch`, laid out by
+// `scratch_layout` (no bytes otherwise).
 struct FullyConnectedStep {
   PackedRef packed;
   size_t batch = 1, in_channels = 1;
   uint32_t in = 0, out = 0;
-  std::unique_ptr<QS8Buffers> qs8;
-  // With an int4 (QC4W) entry: the scratch its runs quantize the rows and sum the groups in.
-  std::unique_ptr<QC4Buffers> qc4;
+  uint32_t scratch = 0;
+  QuantizedScratchLayout scratch_layout;
 };
 
 // A linear over a weight that is a delegate input, read as stored ([out_ch, in_ch] row-major, never

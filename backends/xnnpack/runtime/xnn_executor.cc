@@ -6,6 +6,7 @@
 #include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 #include "edgeshare/backends/xnnpack/runtime/steps.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
+#include "edgeshare/backends/xnnpack/runtime/working_memory.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -39,6 +40,7 @@ Result<std::unique_ptr<XnnExecutor>> XnnExecutor::create(const void* blob, size_
   // On failure the executor's destructor releases whatever was already made.
   GraphCompiler compiler(*graph, executor->cache_, map, &executor->graph_);
   ES_RETURN_IF_ERROR(compiler.compile(std::move(values)));
+  ES_RETURN_IF_ERROR(WorkingMemory::shared().reserve(executor->arena_bytes()));
   return executor;
 }
 
@@ -91,8 +93,18 @@ Status XnnExecutor::check_static_shape(const ValueInfo& v, const runtime::Tensor
   return Status();
 }
 
+void XnnExecutor::point_arena_at(float* base) {
+  if (base == graph_.arena_base) return;
+  for (const auto& slot : graph_.arena_slots) graph_.pointers[slot.first] = base + slot.second;
+  graph_.arena_base = base;
+}
+
 Status XnnExecutor::execute(Span<EValue* const> args) {
   ES_RETURN_IF_ERROR(bind_args(args));
+  // The process's shared block when no other execute holds it, else this executor's own arena.
+  const WorkingMemory::Lease lease(&WorkingMemory::shared(), arena_bytes());
+  point_arena_at(lease.block() != nullptr ? static_cast<float*>(lease.block())
+                                          : graph_.arena.get());
   pthreadpool_t pool = threadpool();
   for (const Step& step : graph_.steps) {
     ES_RETURN_IF_ERROR(run_step(step, graph_.pointers.data(), pool));

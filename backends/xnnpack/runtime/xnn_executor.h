@@ -7,7 +7,10 @@
 // Every value is float32 except the weight and bias of a fully connected node, which may be IEEE
 // half (HALF, both or the weight alone): that node's cache entry is run by the delegate's f32 x
 // f16w kernels, which take the float32 input and write the float32 output directly.
-// Intermediates live in one arena the executor owns; inline constants are copied in; named
+// Intermediates (and the scratch of int8 / int4 fully connected nodes) live in one arena: the
+// process's WorkingMemory block, leased per execute and shared by every executor, or, when another
+// thread's execute holds that block, the executor's own (made at create, untouched otherwise);
+// inline constants are copied in; named
 // constants read by elementwise operators are retained (shared by identity) until destruction.
 //
 //   ES_ASSIGN_OR_RETURN(std::unique_ptr<XnnExecutor> executor,
@@ -58,7 +61,7 @@ class XnnExecutor {
 
   size_t num_inputs() const { return graph_.inputs.size(); }
   size_t num_outputs() const { return graph_.outputs.size(); }
-  // Bytes of the arena of intermediates (values that are never live together share bytes).
+  // Bytes of the arena of intermediates and scratch (values never live together share bytes).
   size_t arena_bytes() const { return graph_.arena_floats * sizeof(float); }
   // The cache this executor's packed operators come from (shared or its own).
   const WeightsCache& weights_cache() const { return *cache_; }
@@ -66,6 +69,8 @@ class XnnExecutor {
  private:
   XnnExecutor() = default;
   runtime::Status bind_args(runtime::Span<runtime::EValue* const> args);
+  // Points every arena value at its slot from `base` (the leased block or the own arena).
+  void point_arena_at(float* base);
   static runtime::Status check_static_shape(const ValueInfo& v, const runtime::Tensor& t, size_t i,
                                             bool is_input, size_t num_inputs);
 
