@@ -33,7 +33,7 @@ import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench._llm_measure import generate_torch
 from edgeshare.bench._llm_model import LlmFiles, LlmSpec, save_llm
-from edgeshare.bench._llm_peer_quality import logit_cosines
+from edgeshare.bench._llm_peer_quality import cosine_figures, logit_cosines
 from edgeshare.bench._llm_peer_swap import SwappableRuns, export_swappable, swappable_fields, time_swappable
 from edgeshare.bench._peer import VenvSpec, VenvStep, peer_python, peer_script, pip_install
 from edgeshare.bench._report import Rows, format_value
@@ -318,6 +318,13 @@ def measure_llamacpp(
     for ex in exports.values():
         ex.update(logit_cosines(ex["program"], ex["foundation"], np.load(prompt), reference["logits"]))
     adapters = [converted["adapters"][name]["path"] for name in files.adapter_dirs]
+    for fmt in formats:
+        entry = converted["models"][(fmt.gguf or fmt.quantize or "").lower()]
+        out = os.path.join(work_dir, f"llamacpp_logits_{fmt.name}.npy")
+        args = ["logits", "--model", entry["path"], "--lora", adapters[0], "--active", "0", "--prompt", prompt]
+        args += ["--n-ctx", str(max(options.n_ctx)), "--out", out]
+        _peer(python, args, f"{fmt.name} logits")
+        entry.update(cosine_figures(np.load(out), reference["logits"]))
     swappable: SwappableRuns = {}
     ours: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
     theirs: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
@@ -461,6 +468,9 @@ def llamacpp_rows(
         # The first adapter's logits over the prompt against transformers + PEFT in fp32.
         row["edgeshare_logit_cosine_min"] = export.get("logit_cosine_min", float("nan"))
         row["edgeshare_logit_cosine_median"] = export.get("logit_cosine_median", float("nan"))
+        # llama.cpp's logits of the same prompt and adapter, against the same reference.
+        row["llamacpp_logit_cosine_min"] = gguf.get("logit_cosine_min", float("nan"))
+        row["llamacpp_logit_cosine_median"] = gguf.get("logit_cosine_median", float("nan"))
         loaded = (everything or {}).get(key, [])
         row["edgeshare_all_programs"] = len(export.get("programs", ())) if loaded else 0
         row["edgeshare_all_programs_peak_rss_mb"] = median(r["peak_rss_kib"] / 1024.0 for r in loaded)
@@ -492,6 +502,7 @@ _COLUMNS: Tuple[Tuple[str, str, int], ...] = (
     ("lc tok/s", "llamacpp_decode_tokens_per_s", 9),
     ("es/lc", "decode_rate_over_llamacpp", 7),
     ("cos min", "edgeshare_logit_cosine_min", 9),
+    ("lc cos", "llamacpp_logit_cosine_min", 8),
     ("lc sw ms", "llamacpp_switch_ms", 9),
     ("es=hf", "edgeshare_tokens_match_transformers", 6),
     ("lc=hf", "llamacpp_tokens_match_transformers", 6),
@@ -537,7 +548,7 @@ def format_llamacpp_table(stage: Dict[str, Any]) -> str:
     )
     lines.append(
         "  cos min: the first adapter program's logits over the prompt against transformers + PEFT in fp32, "
-        "the lowest cosine of any position"
+        "the lowest cosine of any position; lc cos: llama.cpp's logits with that adapter, the same figure"
     )
     lines.append("".join(f"{header:>{width}}" for header, _, width in _COLUMNS))
     for row in stage.get("rows", []):

@@ -2,7 +2,7 @@
 
 It runs in its own venv (llama-cpp-python==0.3.36 built from source for this CPU, with torch,
 transformers and sentencepiece for the converters; made by bench/_llm_peer_llamacpp.py), never
-inside the Bazel build: it imports nothing of edgeshare. Two commands, each printing ONE JSON line
+inside the Bazel build: it imports nothing of edgeshare. Three commands, each printing ONE JSON line
 (or {"error": "..."} and exit status 1):
 
     python llamacpp_peer.py convert --converters DIR --model-dir HF_DIR --out DIR
@@ -31,6 +31,14 @@ generation of W tokens (default 2) pages the mapped weights in and builds both g
 first_prefill_ms is that warm-up's prefill; the KV cache is cleared between the two. With
 --switch-rounds R and two or more --lora, it then times R rounds of switching to each adapter in
 turn (llama_set_adapters_lora + llama_memory_clear): "switch_ms", one per switch.
+
+    python llamacpp_peer.py logits --model GGUF [--lora GGUF ...] [--active N] --prompt IDS.npy
+        --n-ctx N --threads T --out LOGITS.npy
+      -> {"path", "positions", "n_vocab"}
+
+the logits of every prompt position from one llama_decode of the whole prompt (a batch asking for
+each position's output), saved as float32 [T, n_vocab]: what the bench compares with the fp32
+model, as it does edgeshare's `forward`.
 """
 
 import argparse
@@ -210,6 +218,31 @@ class _Generator:
         if status != 0:
             raise RuntimeError(f"llama_decode returned {status}")
 
+    def logits(self, prompt: Sequence[int]) -> Any:
+        """float32 [T, n_vocab]: every prompt position's logits, from an empty KV cache."""
+        import numpy as np  # noqa: PLC0415
+
+        self.ll.llama_memory_clear(self.ll.llama_get_memory(self.ctx), True)
+        batch = self.ll.llama_batch_init(len(prompt), 0, 1)
+        try:
+            for i, token in enumerate(prompt):
+                batch.token[i] = token
+                batch.pos[i] = i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 1
+            batch.n_tokens = len(prompt)
+            status = self.ll.llama_decode(self.ctx, batch)
+            if status != 0:
+                raise RuntimeError(f"llama_decode returned {status}")
+            rows = [
+                np.ctypeslib.as_array(self.ll.llama_get_logits_ith(self.ctx, i), shape=(self.n_vocab,)).copy()
+                for i in range(len(prompt))
+            ]
+        finally:
+            self.ll.llama_batch_free(batch)
+        return np.stack(rows).astype(np.float32)
+
     def generate(self, prompt: Sequence[int], new_tokens: int) -> Dict[str, Any]:
         """Greedy from an empty KV cache -> tokens, prefill_ms, decode_tokens_per_s."""
         self.ll.llama_memory_clear(self.ll.llama_get_memory(self.ctx), True)
@@ -256,6 +289,30 @@ def generate(args: argparse.Namespace) -> Dict[str, Any]:
     return out
 
 
+def logits(args: argparse.Namespace) -> Dict[str, Any]:
+    """The logits command (see the module doc)."""
+    import numpy as np  # noqa: PLC0415
+
+    prompt = [int(t) for t in np.load(args.prompt).reshape(-1)]
+    generator = _Generator(args)
+    if max(prompt) >= generator.n_vocab:
+        raise RuntimeError(f"prompt id {max(prompt)} is outside the model's {generator.n_vocab} tokens")
+    rows = generator.logits(prompt)
+    np.save(args.out, rows)
+    return {"path": args.out, "positions": int(rows.shape[0]), "n_vocab": int(rows.shape[1])}
+
+
+def _model_arguments(parser: argparse.ArgumentParser) -> None:
+    """What _Generator reads: the model, its adapters, the context."""
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--lora", action="append", default=[])
+    parser.add_argument("--active", type=int, default=-1)
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--n-ctx", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--flash-attn", choices=["off", "on", "auto"], default="off")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llamacpp_peer", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -268,16 +325,13 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--adapter", action="append", default=[], help="NAME=PEFT_DIR")
     conv.add_argument("--threads", type=int, default=1)
     gen = commands.add_parser("generate")
-    gen.add_argument("--model", required=True)
-    gen.add_argument("--lora", action="append", default=[])
-    gen.add_argument("--active", type=int, default=-1)
-    gen.add_argument("--prompt", required=True)
+    _model_arguments(gen)
     gen.add_argument("--new-tokens", type=int, required=True)
-    gen.add_argument("--n-ctx", type=int, required=True)
-    gen.add_argument("--threads", type=int, default=1)
-    gen.add_argument("--flash-attn", choices=["off", "on", "auto"], default="off")
     gen.add_argument("--warmup-tokens", type=int, default=2)
     gen.add_argument("--switch-rounds", type=int, default=0, help="then time switches, rounds over every --lora")
+    out = commands.add_parser("logits")
+    _model_arguments(out)
+    out.add_argument("--out", required=True)
     return parser
 
 
@@ -285,7 +339,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs one command; prints its JSON line."""
     args = _parser().parse_args(argv)
     try:
-        out = convert(args) if args.command == "convert" else generate(args)
+        out = {"convert": convert, "generate": generate, "logits": logits}[args.command](args)
     except Exception as e:  # noqa: BLE001 - the bench reads one JSON line either way
         traceback.print_exc(file=sys.stderr)
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)

@@ -7,6 +7,7 @@ tools/generate report; the real peer runs in `bench/llm --peer llamacpp`."""
 import math
 from typing import Any, Dict, List
 
+import numpy as np
 import pytest
 from edgeshare.bench._llm_peer_llamacpp import (
     FORMATS,
@@ -14,6 +15,7 @@ from edgeshare.bench._llm_peer_llamacpp import (
     format_llamacpp_table,
     llamacpp_rows,
 )
+from edgeshare.bench._llm_peer_quality import cosine_figures
 from edgeshare.bench._runner import BenchError
 
 MIB = 1024 * 1024
@@ -21,7 +23,10 @@ TOKENS = [5, 7, 7, 1]
 OPTIONS = LlamacppOptions(formats=("F32", "Q8_0"), n_ctx=(128,), threads=(1,), repeats=3)
 FILES: Dict[str, Any] = {
     "gguf": {
-        "models": {"f32": {"bytes": 400 * MIB}, "q8_0": {"bytes": 106 * MIB}},
+        "models": {
+            "f32": {"bytes": 400 * MIB, "logit_cosine_min": 0.975, "logit_cosine_median": 0.9987},
+            "q8_0": {"bytes": 106 * MIB},
+        },
         "adapters": {"adapter1": {"bytes": 2 * MIB}, "adapter2": {"bytes": 2 * MIB}},
     },
     "edgeshare": {
@@ -58,8 +63,22 @@ def test_ratios_are_medians_edgeshare_over_llamacpp() -> None:
     assert f32["llamacpp_first_prefill_ms"] == 42.0 and f32["edgeshare_first_prefill_ms"] == 22.0
     assert f32["edgeshare_peak_rss_mb"] == 500.0 and f32["llamacpp_adapter_mb"] == 2.0
     assert f32["edgeshare_logit_cosine_min"] == 0.9999 and f32["edgeshare_logit_cosine_median"] == 1.0
+    assert f32["llamacpp_logit_cosine_min"] == 0.975 and f32["llamacpp_logit_cosine_median"] == 0.9987
     assert f32["edgeshare_tokens_match_transformers"] is True
     assert f32["llamacpp_tokens_match_edgeshare"] is True
+
+
+def test_cosines_are_per_position_and_both_sides_are_in_the_table() -> None:
+    reference = np.array([[[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]]])
+    same_direction = reference * np.array([[[2.0], [0.5], [1.0]]])  # scaled rows: cosine 1 each
+    assert cosine_figures(same_direction, reference) == pytest.approx({"logit_cosine_min": 1.0, "logit_cosine_median": 1.0})
+    turned = np.array([[[1.0, 0.0], [2.0, 0.0], [3.0, 4.0]]])  # the second row at a right angle
+    assert cosine_figures(turned, reference) == pytest.approx({"logit_cosine_min": 0.0, "logit_cosine_median": 1.0})
+    with pytest.raises(ValueError, match="against a reference"):
+        cosine_figures(reference[:, :2], reference)
+    table = format_llamacpp_table({"rows": _rows(), "flash_attn": "off"})
+    f32_line = next(line for line in table.splitlines() if line.split()[:1] == ["F32"])
+    assert "lc cos" in table and f32_line.split()[17:19] == ["1.000", "0.975"]
 
 
 def test_all_programs_rss_is_the_median_peak_against_the_gguf_its_adapters_and_64_mib() -> None:
