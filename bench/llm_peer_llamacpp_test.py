@@ -71,7 +71,9 @@ def test_ratios_are_medians_edgeshare_over_llamacpp() -> None:
 def test_cosines_are_per_position_and_both_sides_are_in_the_table() -> None:
     reference = np.array([[[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]]])
     same_direction = reference * np.array([[[2.0], [0.5], [1.0]]])  # scaled rows: cosine 1 each
-    assert cosine_figures(same_direction, reference) == pytest.approx({"logit_cosine_min": 1.0, "logit_cosine_median": 1.0})
+    assert cosine_figures(same_direction, reference) == pytest.approx(
+        {"logit_cosine_min": 1.0, "logit_cosine_median": 1.0}
+    )
     turned = np.array([[[1.0, 0.0], [2.0, 0.0], [3.0, 4.0]]])  # the second row at a right angle
     assert cosine_figures(turned, reference) == pytest.approx({"logit_cosine_min": 0.0, "logit_cosine_median": 1.0})
     with pytest.raises(ValueError, match="against a reference"):
