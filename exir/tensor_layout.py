@@ -5,6 +5,9 @@ A large export asks for the identity of one foundation weight in many places (th
 delegate's constant, the emitter, the data file). Inside `with digest_cache():` tensor_digest computes
 each tensor's digest once and hands it out again for any tensor viewing the same elements of the same
 storage (an adapter model that shares the foundation's tensors, or a lifted copy of a parameter).
+A tensor mapped from a file (a safetensors checkpoint) leaves the process's resident memory again
+once its digest is computed (_resident.release): the exporter holds a model's weights without
+keeping their bytes resident between the few stages that read them.
 """
 
 import contextlib
@@ -14,6 +17,7 @@ import hashlib
 from typing import Dict, Iterator, Optional, Tuple
 
 import torch
+from edgeshare.exir._resident import release
 from edgeshare.exir.errors import UnsupportedModelError
 
 __all__ = ["TensorLayout", "digest_cache", "scalar_type_of", "tensor_bytes", "tensor_digest", "tensor_view"]
@@ -136,7 +140,9 @@ def digest_cache() -> Iterator[None]:
 
 
 def tensor_digest(tensor: torch.Tensor) -> bytes:
-    """Returns the SHA-256 of tensor_bytes(tensor), once per tensor inside digest_cache().
+    """Returns the SHA-256 of tensor_bytes(tensor), once per tensor inside digest_cache(). Pages of
+    tensor that hold a mapped file's bytes are released from the process afterwards (they stay
+    readable).
 
     Args:
       tensor: a CPU tensor.
@@ -146,8 +152,10 @@ def tensor_digest(tensor: torch.Tensor) -> bytes:
     """
     cache = _DIGESTS.get()
     tensor = tensor.detach()
-    if cache is None or tensor.device.type != "cpu":
+    if tensor.device.type != "cpu":
         return hashlib.sha256(tensor_view(tensor)).digest()
+    if cache is None:
+        return _hash_and_release(tensor)
     key = (
         tensor.untyped_storage().data_ptr(),
         tensor.storage_offset(),
@@ -159,6 +167,12 @@ def tensor_digest(tensor: torch.Tensor) -> bytes:
     # The version counter moves with every in-place write, so a changed tensor is hashed again.
     if hit is not None and hit[1] == tensor._version:
         return hit[2]
-    digest = hashlib.sha256(tensor_view(tensor)).digest()
+    digest = _hash_and_release(tensor)
     cache[key] = (tensor, tensor._version, digest)
+    return digest
+
+
+def _hash_and_release(tensor: torch.Tensor) -> bytes:
+    digest = hashlib.sha256(tensor_view(tensor)).digest()
+    release(tensor)
     return digest

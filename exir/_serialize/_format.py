@@ -14,6 +14,7 @@ import io
 import struct
 from typing import Any, BinaryIO, List, Optional, Sequence, Tuple, Union
 
+from edgeshare.exir._resident import release
 from edgeshare.exir.errors import SerializationError
 from edgeshare.exir.tensor_layout import TensorLayout
 
@@ -102,6 +103,7 @@ def write_image(
     for seg, (offset, size) in zip(segments, placed):
         out.write(bytes(base + offset - cursor))
         out.write(seg.data)
+        release(seg.data)  # a weight mapped from a file: its pages were read for this write only
         cursor = base + offset + size
     out.write(bytes(base + data_size - cursor))  # a file without segments still ends at the base
     return base + data_size

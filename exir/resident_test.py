@@ -1,0 +1,89 @@
+"""Weights mapped from a file leave the process's resident memory after they are read, unchanged."""
+
+import hashlib
+import io
+
+import numpy as np
+import pytest
+import safetensors.torch
+import torch
+from edgeshare.exir._resident import release, resident_bytes
+from edgeshare.exir._serialize import serialize_ptd, write_ptd
+from edgeshare.exir.tensor_layout import TensorLayout, digest_cache, tensor_bytes, tensor_digest, tensor_view
+
+_MIB = 1 << 20
+
+
+def _mapped(tmp_path, name="w.safetensors"):
+    """A 4 MiB weight saved with safetensors and mapped back as transformers maps a checkpoint."""
+    saved = torch.from_numpy(np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32))
+    path = str(tmp_path / name)
+    safetensors.torch.save_file({"w": saved}, path)
+    weight = safetensors.torch.load_file(path)["w"]
+    return saved, weight
+
+
+@pytest.fixture(autouse=True)
+def _needs_pagemap():
+    if resident_bytes(torch.ones(1024)) == 0:
+        pytest.skip("this system does not expose /proc/self/pagemap")
+
+
+def test_a_weight_read_from_a_mapped_file_is_released_and_keeps_its_bytes(tmp_path):
+    saved, weight = _mapped(tmp_path)
+    float(weight.sum())  # reads every page
+    assert resident_bytes(weight) >= 4 * _MIB
+    assert release(weight) >= 4 * _MIB
+    assert resident_bytes(weight) == 0
+    assert torch.equal(weight, saved)  # read again from the page cache
+
+
+def test_a_page_written_since_it_was_mapped_keeps_its_value(tmp_path):
+    saved, weight = _mapped(tmp_path)
+    float(weight.sum())
+    weight[0, 0] = 42.0  # a private copy of that page only
+    release(weight)
+    assert weight[0, 0] == 42.0
+    assert resident_bytes(weight[:1]) > 0
+    assert torch.equal(weight.reshape(-1)[1:], saved.reshape(-1)[1:])
+
+
+def test_ordinary_memory_is_left_resident():
+    tensor = torch.randn(1 << 20)
+    copy = tensor.clone()
+    assert release(tensor) == 0
+    assert release(bytearray(tensor_bytes(tensor))) == 0
+    assert resident_bytes(tensor) >= 4 * _MIB
+    assert torch.equal(tensor, copy)
+
+
+def test_a_digest_reads_a_mapped_weight_once_and_releases_it(tmp_path):
+    saved, weight = _mapped(tmp_path)
+    with digest_cache():
+        digest = tensor_digest(weight)
+        assert resident_bytes(weight) == 0
+        assert tensor_digest(weight) is digest
+        assert resident_bytes(weight) == 0  # the second ask reads nothing
+    assert digest == hashlib.sha256(tensor_bytes(saved)).digest()
+
+
+def test_a_view_of_a_mapped_weight_is_released_like_the_weight(tmp_path):
+    saved, weight = _mapped(tmp_path)
+    view = tensor_view(weight)
+    assert hashlib.sha256(view).digest() == hashlib.sha256(tensor_bytes(saved)).digest()
+    assert release(view) >= 4 * _MIB
+    assert resident_bytes(weight) == 0
+    assert bytes(view) == tensor_bytes(saved)
+
+
+def test_writing_a_data_file_releases_the_weight_it_streamed(tmp_path):
+    saved, weight = _mapped(tmp_path)
+    entries = {"w": (tensor_view(weight), 4096, TensorLayout.of(weight))}
+    out = io.BytesIO()
+    write_ptd(out, entries, 4096)
+    assert resident_bytes(weight) == 0
+    assert out.getvalue() == serialize_ptd({"w": (tensor_bytes(saved), 4096, TensorLayout.of(saved))}, 4096)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
