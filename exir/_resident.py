@@ -9,6 +9,9 @@ so the next read is a minor fault, not a disk read, while memory allows.
     digest = hashlib.sha256(tensor_view(weight)).digest()
     release(weight)          # the bytes stay readable, the process no longer holds them
 
+    for piece in read_once(tensor_view(weight)):    # a large weight, a slice resident at a time
+        out.write(piece)
+
 A page is released only while it still holds the mapped file's bytes (or is shared memory): a page
 written since it was mapped is the process's own copy and is kept, so release() never changes a
 value. Elsewhere than Linux, or without /proc/self/pagemap, it releases nothing.
@@ -17,15 +20,17 @@ value. Elsewhere than Linux, or without /proc/self/pagemap, it releases nothing.
 import ctypes
 import os
 import sys
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Iterator, Optional, Tuple, Union
 
 import numpy as np
 import torch
 
-__all__ = ["release", "resident_bytes"]
+__all__ = ["read_once", "release", "resident_bytes"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MADV_DONTNEED = 4
+# read_once's slice: large enough that its two system calls cost nothing beside reading it.
+_SLICE = 16 << 20
 # /proc/self/pagemap: one 64-bit entry per virtual page (Documentation/admin-guide/mm/pagemap.rst).
 _PRESENT = 1 << 63
 _FILE_OR_SHARED = 1 << 61
@@ -149,3 +154,22 @@ def release(data: Buffer) -> int:
         if _MADVISE(ctypes.c_void_p(address), ctypes.c_size_t(length), _MADV_DONTNEED) == 0:
             released += length
     return released
+
+
+def read_once(data: Buffer, slice_bytes: int = _SLICE) -> Iterator[memoryview]:
+    """Yields data's bytes in consecutive slices and releases each slice (release()) when the
+    consumer asks for the next one, so that reading a large mapped weight through (hashing it,
+    writing it out) holds at most one slice of it resident.
+
+    Args:
+      data: a bytes-like object (a tensor's bytes: tensor_layout.tensor_view).
+      slice_bytes: the slice length.
+
+    Yields:
+      Read-only memoryviews of data, in order.
+    """
+    view = memoryview(data).cast("B")
+    for start in range(0, view.nbytes, slice_bytes):
+        piece = view[start : start + slice_bytes]
+        yield piece
+        release(piece)

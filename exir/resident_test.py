@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import safetensors.torch
 import torch
-from edgeshare.exir._resident import release, resident_bytes
+from edgeshare.exir._resident import read_once, release, resident_bytes
 from edgeshare.exir._serialize import serialize_ptd, write_ptd
 from edgeshare.exir.tensor_layout import TensorLayout, digest_cache, tensor_bytes, tensor_digest, tensor_view
 
 _MIB = 1 << 20
 
 
-def _mapped(tmp_path, name="w.safetensors"):
-    """A 4 MiB weight saved with safetensors and mapped back as transformers maps a checkpoint."""
-    saved = torch.from_numpy(np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32))
-    path = str(tmp_path / name)
+def _mapped(tmp_path, rows=1024):
+    """A weight of rows x 4 KiB saved with safetensors and mapped back as transformers maps a checkpoint."""
+    saved = torch.from_numpy(np.random.default_rng(0).standard_normal((rows, 1024)).astype(np.float32))
+    path = str(tmp_path / "w.safetensors")
     safetensors.torch.save_file({"w": saved}, path)
     weight = safetensors.torch.load_file(path)["w"]
     return saved, weight
@@ -83,6 +83,17 @@ def test_writing_a_data_file_releases_the_weight_it_streamed(tmp_path):
     write_ptd(out, entries, 4096)
     assert resident_bytes(weight) == 0
     assert out.getvalue() == serialize_ptd({"w": (tensor_bytes(saved), 4096, TensorLayout.of(saved))}, 4096)
+
+
+def test_reading_a_mapped_weight_through_holds_one_slice_at_a_time(tmp_path):
+    saved, weight = _mapped(tmp_path, rows=8192)  # 32 MiB
+    pieces = []
+    for piece in read_once(tensor_view(weight), slice_bytes=_MIB):
+        pieces.append(bytes(piece))
+        # This slice, and what the kernel maps around a fault (a large folio on either side).
+        assert resident_bytes(weight) <= 5 * _MIB
+    assert resident_bytes(weight) == 0
+    assert b"".join(pieces) == tensor_bytes(saved) and len(pieces) == 32
 
 
 if __name__ == "__main__":

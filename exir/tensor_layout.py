@@ -14,13 +14,23 @@ import contextlib
 import contextvars
 import dataclasses
 import hashlib
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterator, Optional, Tuple, TypeVar
 
 import torch
-from edgeshare.exir._resident import release
+from edgeshare.exir._resident import read_once, release
 from edgeshare.exir.errors import UnsupportedModelError
 
-__all__ = ["TensorLayout", "digest_cache", "scalar_type_of", "tensor_bytes", "tensor_digest", "tensor_view"]
+__all__ = [
+    "TensorLayout",
+    "derived",
+    "digest_cache",
+    "scalar_type_of",
+    "tensor_bytes",
+    "tensor_digest",
+    "tensor_view",
+]
+
+T = TypeVar("T")
 
 # torch's ScalarType numbering, as schema/scalar_type.fbs spells it.
 _SCALAR_TYPES: Dict[torch.dtype, int] = {
@@ -127,16 +137,45 @@ _Key = Tuple[int, int, Tuple[int, ...], Tuple[int, ...], torch.dtype]
 _DIGESTS: contextvars.ContextVar[Optional[Dict[_Key, Tuple[torch.Tensor, int, bytes]]]] = contextvars.ContextVar(
     "edgeshare_digests", default=None
 )
+# (kind, dtype, sizes, digest) -> what derived() made of a tensor with that identity.
+_DERIVED: contextvars.ContextVar[Optional[Dict[Hashable, Any]]] = contextvars.ContextVar(
+    "edgeshare_derived", default=None
+)
 
 
 @contextlib.contextmanager
 def digest_cache() -> Iterator[None]:
-    """Within the block, tensor_digest computes each tensor's digest once (the cache ends with it)."""
+    """Within the block, tensor_digest computes each tensor's digest once, and derived() each
+    tensor's derived data once (both caches end with it)."""
     token = _DIGESTS.set({} if _DIGESTS.get() is None else _DIGESTS.get())
+    derived_token = _DERIVED.set({} if _DERIVED.get() is None else _DERIVED.get())
     try:
         yield
     finally:
+        _DERIVED.reset(derived_token)
         _DIGESTS.reset(token)
+
+
+def derived(tensor: torch.Tensor, kind: Hashable, make: Callable[[torch.Tensor], T]) -> T:
+    """make(tensor) for a pure function of a tensor's bytes (e.g. its quantization), made once
+    inside digest_cache() for every tensor of the same dtype, sizes and bytes: each program that
+    stores it holds the same object, not a copy of its own.
+
+    Args:
+      tensor: a CPU tensor.
+      kind: names make and its parameters (e.g. ("qc4w", 32)).
+      make: the function.
+
+    Returns:
+      make(tensor), or what it returned for an equal tensor earlier in the block.
+    """
+    cache = _DERIVED.get()
+    if cache is None:
+        return make(tensor)
+    key = (kind, tensor.dtype, tuple(tensor.shape), tensor_digest(tensor))
+    if key not in cache:
+        cache[key] = make(tensor)
+    return cache[key]
 
 
 def tensor_digest(tensor: torch.Tensor) -> bytes:
@@ -173,6 +212,8 @@ def tensor_digest(tensor: torch.Tensor) -> bytes:
 
 
 def _hash_and_release(tensor: torch.Tensor) -> bytes:
-    digest = hashlib.sha256(tensor_view(tensor)).digest()
-    release(tensor)
-    return digest
+    sha = hashlib.sha256()
+    for piece in read_once(tensor_view(tensor)):
+        sha.update(piece)
+    release(tensor)  # a non-contiguous tensor was read through a copy
+    return sha.digest()
