@@ -57,12 +57,16 @@ class _Pagemap:
     """This process's page table flags, read from /proc/self/pagemap (None where there is none)."""
 
     _fd: Optional[int] = None
-    _tried = False
+    # The process the open file describes: a child made by fork() inherits the descriptor, which
+    # still reads its parent's page table, so the child opens its own.
+    _pid: Optional[int] = None
 
     @classmethod
     def entries(cls, first_page: int, pages: int) -> Optional[np.ndarray]:
-        if not cls._tried:
-            cls._tried = True
+        if cls._pid != os.getpid():
+            if cls._fd is not None:
+                os.close(cls._fd)
+            cls._fd, cls._pid = None, os.getpid()
             if sys.platform.startswith("linux"):
                 try:
                     cls._fd = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)

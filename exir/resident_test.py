@@ -2,6 +2,7 @@
 
 import hashlib
 import io
+import os
 
 import numpy as np
 import pytest
@@ -94,6 +95,26 @@ def test_reading_a_mapped_weight_through_holds_one_slice_at_a_time(tmp_path):
         assert resident_bytes(weight) <= 5 * _MIB
     assert resident_bytes(weight) == 0
     assert b"".join(pieces) == tensor_bytes(saved) and len(pieces) == 32
+
+
+def test_a_forked_child_judges_its_own_pages(tmp_path):
+    saved, weight = _mapped(tmp_path)
+    float(weight.sum())
+    assert resident_bytes(weight) > 0  # the parent reads its page table: every page the file's
+    pid = os.fork()
+    if pid == 0:  # the child writes a page (its own copy now) and releases the weight
+        ok = False
+        try:
+            # numpy, not torch: torch's thread pool does not survive fork().
+            values, expected = weight.numpy(), saved.numpy()
+            values[0, 0] = 42.0
+            release(weight)
+            ok = values[0, 0] == 42.0 and np.array_equal(values.reshape(-1)[1:], expected.reshape(-1)[1:])
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert torch.equal(weight, saved)
 
 
 if __name__ == "__main__":
