@@ -33,8 +33,7 @@ from edgeshare.exir.quantize import (
     QC8W_SUFFIX,
     QUANT_SCHEME_META,
     gather_qc8w,
-    quantize_qc4w,
-    quantize_qc8w,
+    quantized,
 )
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
@@ -122,7 +121,7 @@ def quantize_embeddings(ep: ExportedProgram, group_size: Optional[int] = None) -
                 if int4 and group_size is None:
                     raise ValueError("marked int4 without a group size")
                 table = lifted_tensor(ep, fqn)
-                q, scales = quantize_qc4w(table, group_size) if int4 else quantize_qc8w(table)
+                q, scales = quantized(table, QC4W_SCHEME, group_size) if int4 else quantized(table, QC8W_SCHEME)
             except ValueError as e:
                 raise ValueError(f"token embedding '{key}': {e}") from None
             tag = weight.meta[EXTERNAL_TAG_META]

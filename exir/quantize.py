@@ -34,6 +34,8 @@ group, which is exact in float32).
 from typing import Callable, Optional, Tuple
 
 import torch
+from edgeshare.exir._resident import release
+from edgeshare.exir.tensor_layout import derived
 from torch import nn
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "quantize_activation_rows",
     "quantize_qc4w",
     "quantize_qc8w",
+    "quantized",
     "unpack_int4",
 ]
 
@@ -177,6 +180,50 @@ def quantize_qc4w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, 
     q = torch.round(groups * inv[..., None]).clamp_(-8, 7)
     q = torch.where((scales > 0)[..., None], q, torch.zeros_like(q)).to(torch.int8).reshape(out, k)
     return pack_int4(q), scales.contiguous()
+
+
+# Rows quantize() handles at a time: each row's values depend on that row alone, and blocks keep the
+# float temporaries of a large table (a vocabulary's embedding) to a few MiB.
+_BLOCK_ROWS = 1024
+
+
+def quantized(
+    weight: torch.Tensor, scheme: str, group_size: int = DEFAULT_GROUP_SIZE, block_rows: int = _BLOCK_ROWS
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """quantize_qc8w (scheme "int8") or quantize_qc4w (scheme "int4") of a foundation weight, as an
+    export stores it: once per export for every equal weight (tensor_layout.derived, inside
+    digest_cache), so each program that stores it holds the same tensors; block_rows rows at a
+    time, with the same result; the float weight's pages released after when it is mapped from a
+    file (it is read again only if it is written in float).
+
+    Args:
+      weight: a finite float32 matrix.
+      scheme: QC8W_SCHEME or QC4W_SCHEME.
+      group_size: the int4 group (one of GROUP_SIZES).
+      block_rows: rows quantized at once.
+
+    Returns:
+      As quantize_qc8w or quantize_qc4w.
+
+    Raises:
+      ValueError: as quantize_qc8w or quantize_qc4w, or an unknown scheme.
+    """
+    if scheme not in (QC8W_SCHEME, QC4W_SCHEME):
+        raise ValueError(f"quantized: scheme must be {QC8W_SCHEME} or {QC4W_SCHEME}, got {scheme}")
+    int4 = scheme == QC4W_SCHEME
+
+    def make(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        one = (lambda rows: quantize_qc4w(rows, group_size)) if int4 else quantize_qc8w
+        if w.dtype != torch.float32 or w.dim() != 2 or w.shape[0] <= block_rows:
+            parts = [one(w)]
+        else:
+            parts = [one(w[start : start + block_rows]) for start in range(0, w.shape[0], block_rows)]
+        release(w)
+        if len(parts) == 1:
+            return parts[0]
+        return torch.cat([q for q, _ in parts]), torch.cat([scales for _, scales in parts])
+
+    return derived(weight.detach(), (scheme, group_size if int4 else None), make)
 
 
 def dequantize_qc4w(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:

@@ -15,9 +15,12 @@ from edgeshare.exir.quantize import (
     int8_reference,
     qc8w_linear,
     quantize_activation_rows,
+    quantize_qc4w,
     quantize_qc8w,
+    quantized,
 )
 from edgeshare.exir.swappable import export_swappable
+from edgeshare.exir.tensor_layout import digest_cache
 from edgeshare.models import demo_lora
 from edgeshare.models.lora import LoRALinear, shared_copy
 from torch import nn
@@ -200,6 +203,18 @@ def test_quantize_and_fp16_cannot_both_change_the_weights():
         XnnpackPartitioner(fc_weight_dtype="fp16", quantize="int4")
     with pytest.raises(ValueError, match="group_size must be one of"):
         XnnpackPartitioner(quantize="int4", group_size=48)
+
+
+@pytest.mark.parametrize("scheme", ["int8", "int4"])
+def test_a_foundation_weight_is_quantized_once_per_export_in_blocks_with_the_same_result(scheme):
+    weight = torch.randn(300, 64, generator=torch.Generator().manual_seed(3)) * 0.1
+    whole = quantize_qc8w(weight) if scheme == "int8" else quantize_qc4w(weight, 32)
+    with digest_cache():
+        first = quantized(weight, scheme, 32, block_rows=128)
+        assert quantized(weight.clone(), scheme, 32) is first  # equal bytes: the same tensors
+        assert quantized(weight, "int4" if scheme == "int8" else "int8", 32) is not first
+    for got, want in zip(first, whole):
+        assert got.dtype == want.dtype and torch.equal(got, want)
 
 
 if __name__ == "__main__":

@@ -62,8 +62,7 @@ from edgeshare.exir.quantize import (
     QC8W_SCHEME,
     QC8W_SUFFIX,
     QUANTIZE_SCHEMES,
-    quantize_qc4w,
-    quantize_qc8w,
+    quantized,
 )
 from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes, tensor_digest, tensor_view
 from torch.export import ExportedProgram
@@ -209,7 +208,7 @@ class _GraphBuilder:
             scheme = QC8W_SCHEME  # preprocess without the partitioner's record: the same rule
         int4 = scheme == QC4W_SCHEME
         try:
-            q, scales = quantize_qc4w(tensor, self.group_size) if int4 else quantize_qc8w(tensor)
+            q, scales = quantized(tensor, scheme, self.group_size)
         except ValueError as e:
             raise LoweringError(f"{self.what}: weight '{fqn}': {e}") from None
         base = node.meta.get(DATA_KEY_META, fqn)

@@ -14,6 +14,7 @@ import io
 import struct
 from typing import Any, BinaryIO, List, Optional, Sequence, Tuple, Union
 
+from edgeshare.exir._resident import read_once
 from edgeshare.exir.errors import SerializationError
 from edgeshare.exir.tensor_layout import TensorLayout
 
@@ -101,7 +102,8 @@ def write_image(
     cursor = fb_end
     for seg, (offset, size) in zip(segments, placed):
         out.write(bytes(base + offset - cursor))
-        out.write(seg.data)
+        for piece in read_once(seg.data):  # a weight mapped from a file: read for this write only
+            out.write(piece)
         cursor = base + offset + size
     out.write(bytes(base + data_size - cursor))  # a file without segments still ends at the base
     return base + data_size
