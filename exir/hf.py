@@ -283,6 +283,7 @@ def export_hf_lora(
     config: Optional[ExecutorchBackendConfig] = None,
     progress: Optional[Callable[[str], None]] = None,
     kv_dtype: Optional[torch.dtype] = None,
+    full_logits: bool = False,
 ) -> LoraExportResult:
     """Exports a Hugging Face causal LM with PEFT LoRA adapters: one program per adapter plus the bare
     foundation, all over one foundation.ptd.
@@ -303,6 +304,8 @@ def export_hf_lora(
       progress: called with one line per step (loading, export, lowering, writing).
       kv_dtype: forward_cached's KV cache element type: None (float32, exact) or torch.float16
         (half the memory).
+      full_logits: forward_cached returns the logits of every new position ([1, T, vocab]) rather
+        than the last one's ([1, 1, vocab], all generation needs).
 
     Returns:
       What was written (result.foundation_program is out_dir/foundation.pte).
@@ -316,7 +319,7 @@ def export_hf_lora(
     """
     say = progress or (lambda line: None)
     check_out_dir(out_dir)
-    inputs = _load_for_export("export_hf_lora", model_dir, adapters, max_seq_len, say, kv_dtype)
+    inputs = _load_for_export("export_hf_lora", model_dir, adapters, max_seq_len, say, kv_dtype, full_logits)
     return export_lora(
         CausalLMLogits(inputs.base),
         inputs.models,
@@ -343,6 +346,7 @@ def export_hf_swappable(
     config: Optional[ExecutorchBackendConfig] = None,
     progress: Optional[Callable[[str], None]] = None,
     kv_dtype: Optional[torch.dtype] = None,
+    full_logits: bool = False,
 ) -> "SwappableExportResult":
     """export_hf_lora's inputs, written for adapter swapping (exir.swappable.export_swappable):
     out_dir/lora.pte (forward and forward_cached) shared by every adapter of the first adapter's
@@ -357,7 +361,7 @@ def export_hf_swappable(
 
     say = progress or (lambda line: None)
     check_out_dir(out_dir)
-    inputs = _load_for_export("export_hf_swappable", model_dir, adapters, max_seq_len, say, kv_dtype)
+    inputs = _load_for_export("export_hf_swappable", model_dir, adapters, max_seq_len, say, kv_dtype, full_logits)
     return export_swappable(
         CausalLMLogits(inputs.base),
         inputs.models,
@@ -390,6 +394,7 @@ def _load_for_export(
     max_seq_len: int,
     say: Callable[[str], None],
     kv_dtype: Optional[torch.dtype] = None,
+    full_logits: bool = False,
 ) -> _ExportInputs:
     """Checks every input before the slow loading, then loads the model and its adapters."""
     if not adapters:
@@ -401,7 +406,7 @@ def _load_for_export(
     say(f"loading model {model_dir}")
     base = load_hf_model(model_dir)
     _check_max_seq_len(max_seq_len, base, model_dir)
-    cached = kv_cache_method(base, max_seq_len, kv_dtype)  # refuses unsupported attention before the adapters load
+    cached = kv_cache_method(base, max_seq_len, kv_dtype, all_logits=full_logits)  # refuses unsupported attention before the adapters load
     models: Dict[str, nn.Module] = {}
     for name, adapter_dir in adapters.items():
         say(f"loading adapter '{name}' from {adapter_dir}")

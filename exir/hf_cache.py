@@ -293,13 +293,17 @@ def _inner_model(module: nn.Module) -> nn.Module:
     return inner if isinstance(inner, nn.Module) and getattr(module, "config", None) is None else module
 
 
-def kv_cache_method(base: nn.Module, max_seq_len: int, kv_dtype: Optional[torch.dtype] = None) -> ExtraMethod:
+def kv_cache_method(
+    base: nn.Module, max_seq_len: int, kv_dtype: Optional[torch.dtype] = None, *, all_logits: bool = False
+) -> ExtraMethod:
     """export_lora's "forward_cached" of a Hugging Face export: CachedCausalLM over each program's model.
 
     Args:
       base: the bare model (its config is checked here, its vocabulary sizes the example).
       max_seq_len: the positions the cache holds.
       kv_dtype: the cache's element type (None: the model's; torch.float16 halves its memory).
+      all_logits: the method returns every new position's logits ([1, T, vocab]: planned memory
+        for max_seq_len rows, and the lm_head on every row of a prefill) instead of the last one's.
 
     Returns:
       The extra method; its wrap takes what "forward" exports (CausalLMLogits or the model).
@@ -314,7 +318,7 @@ def kv_cache_method(base: nn.Module, max_seq_len: int, kv_dtype: Optional[torch.
     vocab = int(base.get_input_embeddings().weight.shape[0])
     return ExtraMethod(
         CACHED_METHOD,
-        lambda module: CachedCausalLM(_inner_model(module), max_seq_len, kv_dtype),
+        lambda module: CachedCausalLM(_inner_model(module), max_seq_len, kv_dtype, all_logits=all_logits),
         cached_example_inputs(vocab, max_seq_len),
         cached_dynamic_shapes(max_seq_len),
     )

@@ -13,6 +13,7 @@ history and on the adapter, so equal tokens mean something.
     # DIR/swap/{lora.pte,foundation.pte,foundation.ptd,a.ptd,c.ptd}
     # DIR/long/{a,b,foundation}.pte over DIR/long/foundation.ptd (max_seq_len 256)
     # DIR/kv16/{a,foundation}.pte over DIR/kv16/foundation.ptd (a float16 KV cache)
+    # DIR/full/{a,foundation}.pte over DIR/full/foundation.ptd (forward_cached returns every position's logits)
     # expected.json: {"max_seq_len": 48, "new_tokens": 32, "tokens": {"a": [...], "b": [...],
     #                 "c": [...], "foundation": [...]}}
 """
@@ -62,7 +63,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         files = hf_tiny.save_tiny_lora("llama", tmp, initializer_range=INIT_STD)
         export_hf_lora(files.model_dir, files.adapter_dirs, args.out, MAX_SEQ_LEN, XnnpackPartitioner())
-        # The same programs at the longest bound the model allows, and a's with a half-precision cache.
+        # The same programs at the longest bound the model allows, and a's with a half-precision cache
+        # and with every position's logits.
         export_hf_lora(
             files.model_dir, files.adapter_dirs, os.path.join(args.out, "long"), LONG_SEQ_LEN, XnnpackPartitioner()
         )
@@ -73,6 +75,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             MAX_SEQ_LEN,
             XnnpackPartitioner(),
             kv_dtype=torch.float16,
+        )
+        export_hf_lora(
+            files.model_dir,
+            {"a": files.adapter_dirs["a"]},
+            os.path.join(args.out, "full"),
+            MAX_SEQ_LEN,
+            XnnpackPartitioner(),
+            full_logits=True,
         )
         files.adapter_dirs["c"] = hf_tiny.save_twin_adapter("llama", tmp, "c", initializer_range=INIT_STD)
         swappable = {name: files.adapter_dirs[name] for name in ("a", "c")}

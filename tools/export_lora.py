@@ -276,6 +276,11 @@ def _parser() -> argparse.ArgumentParser:
         help="forward_cached's KV cache (with --hf-model): fp32 (exact) or fp16 (half the memory)",
     )
     parser.add_argument(
+        "--full-logits",
+        action="store_true",
+        help="forward_cached returns every new position's logits (with --hf-model; default: the last one's)",
+    )
+    parser.add_argument(
         "--swappable",
         action="store_true",
         help="one lora.pte for the adapters of one structure plus <NAME>.ptd per adapter, swapped at run time",
@@ -375,6 +380,7 @@ def _export_swappable(
             partitioner=partitioner,
             progress=progress,
             kv_dtype=_KV_DTYPES[args.kv_dtype],
+            full_logits=args.full_logits,
         )
     spec = args.model or DEMO
     foundation, adapters, inputs = _unpack(load_model_function(spec)(), spec)
@@ -417,6 +423,8 @@ def format_bytes(ptd_path: str) -> str:
 def _check_swappable_flags(args: argparse.Namespace) -> None:
     if args.kv_dtype != "fp32" and args.hf_model is None:
         raise ExportError("--kv-dtype applies to --hf-model exports (their forward_cached method)")
+    if args.full_logits and args.hf_model is None:
+        raise ExportError("--full-logits applies to --hf-model exports (their forward_cached method)")
     if not args.swappable:
         return
     for flag, given in (
@@ -442,6 +450,7 @@ def _export(
             partitioner=partitioner,
             progress=progress,
             kv_dtype=_KV_DTYPES[args.kv_dtype],
+            full_logits=args.full_logits,
         )
         return result, []
     spec = args.model or DEMO

@@ -2,8 +2,9 @@
 //tools:generate's, and its errors are EdgeshareErrors naming what is wrong.
 
 The fixture (//testing:generation_files) is the tiny Llama with PEFT adapters a and b exported with
---hf-model (max_seq_len 48), a and c (one structure) exported for swapping (swap/), a prompt and
-transformers' generate(do_sample=False) tokens for it.
+--hf-model (max_seq_len 48), a and c (one structure) exported for swapping (swap/), a exported with
+every position's logits from forward_cached (full/), a prompt and transformers'
+generate(do_sample=False) tokens for it.
 """
 
 import json
@@ -73,6 +74,24 @@ def test_a_half_precision_cache_stays_within_1e_2_of_the_float_one(programs, pro
         (rounded,) = half_method.execute(tokens, position)
         worst = max(worst, float(np.abs(exact - rounded).max()))
     assert 0.0 < worst <= 1e-2
+
+
+def test_forward_cached_returns_the_last_row_unless_exported_with_full_logits(programs, prompt, expected):
+    """a.pte's forward_cached returns one row of logits for a prompt (the last position's);
+    full/a.pte (exported with full_logits) returns one per prompt token, each equal to forward's,
+    and its greedy tokens are transformers' as well."""
+    ids = prompt.reshape(1, -1).astype(np.int64)
+    start = np.array(0, dtype=np.int64)
+    (every,) = programs["a"].method("forward").execute(ids)
+    (last,) = programs["a"].method("forward_cached").execute(ids, start)
+    assert last.shape == (1, 1, every.shape[2])
+    np.testing.assert_allclose(last[0, 0], every[0, -1], rtol=1e-4, atol=1e-4)
+    full = Program.load(_path("full/a.pte"), [DataFile.open(_path("full/foundation.ptd"))])
+    (rows,) = full.method("forward_cached").execute(ids, start)
+    assert rows.shape == every.shape == (1, ids.shape[1], every.shape[2])
+    np.testing.assert_allclose(rows, every, rtol=1e-4, atol=1e-4)
+    tokens = full.method("forward_cached").generate(prompt, expected["new_tokens"]).tokens
+    assert tokens == expected["tokens"]["a"]
 
 
 def test_tokens_after_swapping_adapters_back_and_forth_equal_transformers(prompt, expected):

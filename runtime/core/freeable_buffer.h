@@ -35,7 +35,8 @@ class FreeableBuffer {
       : data_(std::exchange(other.data_, nullptr)),
         size_(std::exchange(other.size_, 0)),
         free_fn_(std::exchange(other.free_fn_, nullptr)),
-        context_(std::exchange(other.context_, nullptr)) {}
+        context_(std::exchange(other.context_, nullptr)),
+        file_pages_(std::exchange(other.file_pages_, false)) {}
   FreeableBuffer& operator=(FreeableBuffer&& other) noexcept {
     if (this != &other) {
       free();
@@ -43,6 +44,7 @@ class FreeableBuffer {
       size_ = std::exchange(other.size_, 0);
       free_fn_ = std::exchange(other.free_fn_, nullptr);
       context_ = std::exchange(other.context_, nullptr);
+      file_pages_ = std::exchange(other.file_pages_, false);
     }
     return *this;
   }
@@ -57,7 +59,17 @@ class FreeableBuffer {
     size_ = 0;
     free_fn_ = nullptr;
     context_ = nullptr;
+    file_pages_ = false;
   }
+
+  // Marks the bytes as a read-only mapping of a file (what MmapDataLoader hands out): the system
+  // can read their pages again, so release_resident_pages() may drop them.
+  void set_file_pages() { file_pages_ = true; }
+
+  // For a read-only file mapping, drops the whole pages inside the bytes from the process's
+  // resident memory (the bytes stay valid: a later read faults them in from the file again); e.g.
+  // after hashing a table of which runs read a few rows. Does nothing for other buffers.
+  void release_resident_pages() const;
 
   const void* data() const { return data_; }
   size_t size() const { return size_; }
@@ -67,6 +79,7 @@ class FreeableBuffer {
   size_t size_ = 0;
   FreeFn free_fn_ = nullptr;
   void* context_ = nullptr;
+  bool file_pages_ = false;
 };
 
 }  // namespace runtime

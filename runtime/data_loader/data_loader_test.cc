@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -129,6 +131,58 @@ TEST(MmapDataLoaderTest, ViewsOutliveTheLoader) {
     view = std::move(loaded).get();
   }
   EXPECT_EQ(static_cast<const uint8_t*>(view.data())[0], Pattern(5000)[4000]);
+}
+
+// The process's resident pages of the mapping that holds `data` (/proc/self/smaps: mincore would
+// report the page cache, which keeps a file's pages whether or not this process maps them).
+size_t ResidentPages(const void* data) {
+  std::FILE* smaps = std::fopen("/proc/self/smaps", "r");
+  EXPECT_NE(smaps, nullptr);
+  if (smaps == nullptr) return SIZE_MAX;
+  const uintptr_t address = reinterpret_cast<uintptr_t>(data);
+  char line[512];
+  bool inside = false;
+  size_t kb = SIZE_MAX;
+  while (std::fgets(line, sizeof line, smaps) != nullptr) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line, "%lx-%lx ", &begin, &end) == 2) {
+      inside = address >= begin && address < end;
+    } else if (inside && std::sscanf(line, "Rss: %zu kB", &kb) == 1) {
+      break;
+    }
+  }
+  std::fclose(smaps);
+  return kb == SIZE_MAX ? kb : kb * 1024 / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// A view read in full (as hashing it does) and released leaves the process's resident memory and
+// still reads the file's bytes; heap copies and borrowed bytes are left alone.
+TEST(MmapDataLoaderTest, ReleasedPagesLeaveResidentMemoryAndReadTheFileAgain) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const std::vector<uint8_t> pattern = Pattern(64 * page);
+  const std::string path = WriteFile("release.bin", pattern);
+  auto loader = MmapDataLoader::from(path.c_str());
+  ASSERT_TRUE(loader.ok());
+  auto view = loader->load(0, pattern.size());
+  ASSERT_TRUE(view.ok());
+  const auto* bytes = static_cast<const uint8_t*>(view->data());
+  EXPECT_EQ(std::memcmp(bytes, pattern.data(), pattern.size()), 0);
+  EXPECT_EQ(ResidentPages(bytes), 64u);
+  view->release_resident_pages();
+  EXPECT_EQ(ResidentPages(bytes), 0u);
+  EXPECT_EQ(bytes[10 * page + 3], pattern[10 * page + 3]);
+  // One read maps back its page and the kernel's fault-around neighbourhood, not the whole view.
+  const size_t back = ResidentPages(bytes);
+  EXPECT_GE(back, 1u);
+  EXPECT_LE(back, 32u);
+  EXPECT_EQ(std::memcmp(bytes, pattern.data(), pattern.size()), 0);
+
+  auto copied = FileDataLoader::from(path.c_str());
+  ASSERT_TRUE(copied.ok());
+  auto copy = copied->load(0, pattern.size());
+  ASSERT_TRUE(copy.ok());
+  copy->release_resident_pages();
+  EXPECT_EQ(std::memcmp(copy->data(), pattern.data(), pattern.size()), 0);
 }
 
 }  // namespace

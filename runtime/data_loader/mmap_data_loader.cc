@@ -68,7 +68,9 @@ Result<FreeableBuffer> MmapDataLoader::load(size_t offset, size_t size) const {
   ES_CHECK_OR_RETURN_ERROR(base != MAP_FAILED, Error::AccessFailed,
                            "cannot map %zu bytes at %zu of %s: %s", size, offset, name(),
                            std::strerror(errno));
-  return FreeableBuffer(static_cast<const uint8_t*>(base) + lead, size, Unmap);
+  FreeableBuffer bytes(static_cast<const uint8_t*>(base) + lead, size, Unmap);
+  bytes.set_file_pages();
+  return bytes;
 }
 
 }  // namespace runtime

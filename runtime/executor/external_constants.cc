@@ -112,6 +112,9 @@ Result<ExternalConstant> ExternalConstant::acquire(const NamedDataMap& map, cons
     }
     if (!checked.ok()) return checked.WithContext("constant '%s' in %s", key, map.name());
     if (share) remember_checked(map, key, digest);
+    // Hashing made every page resident; runs of the portable kernels that read the constant in
+    // place (an embedding's gather) touch only the rows they need.
+    bytes.release_resident_pages();
   }
   if (!share) return ExternalConstant(std::move(bytes));
   std::lock_guard<std::mutex> lock(t.mutex);

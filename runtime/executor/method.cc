@@ -10,8 +10,6 @@
 namespace edgeshare {
 namespace runtime {
 
-void Method::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
-
 Method::~Method() {
   for (const Delegate& delegate : delegates_) delegate.backend->destroy(delegate.handle);
 }

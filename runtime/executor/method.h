@@ -35,6 +35,7 @@
 #include "edgeshare/runtime/core/freeable_buffer.h"
 #include "edgeshare/runtime/core/named_data_map.h"
 #include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/zeroed_memory.h"
 #include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/executor/key_recording_data_map.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
@@ -172,10 +173,6 @@ class Method {
     std::vector<const void*> pointers;
     bool verified = false;  // made with content verification on
   };
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const;
-  };
-
   Method() = default;
   // The bytes of every open constant in `data`, after rebind_data's checks (in open-slot order).
   Result<std::vector<ExternalConstant>> acquire_open_constants(const NamedDataMap& data);
@@ -185,7 +182,7 @@ class Method {
   // First, so it is released last: everything below may point into it.
   std::shared_ptr<const ProgramImage> program_;
   std::string name_;
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> buffers_;
+  std::vector<ZeroedMemory> buffers_;
   std::vector<FreeableBuffer> constants_;
   std::vector<ExternalConstant> external_constants_;  // views of data-file bytes, maybe shared
   std::vector<ExternalSlot> external_slots_;

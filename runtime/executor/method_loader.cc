@@ -142,15 +142,13 @@ Status Method::Loader::plan_memory() {
                              static_cast<unsigned long long>(size),
                              static_cast<unsigned long long>(kMaxPlannedBuffer));
     buffer_sizes_[i] = size;
-    void* memory = nullptr;
-    if (size > 0) {
-      // Zeroed so that nothing uninitialised is ever read.
-      memory = std::calloc(1, static_cast<size_t>(size));
-      ES_CHECK_OR_RETURN_ERROR(memory != nullptr, Error::MemoryAllocationFailed,
-                               "cannot allocate planned buffer %zu of %llu bytes", i,
-                               static_cast<unsigned long long>(size));
-    }
-    method_.buffers_.emplace_back(static_cast<uint8_t*>(memory));
+    // Zeroed so that nothing uninitialised is ever read; planned for the token bound, so only the
+    // pages a run writes may cost memory.
+    Result<ZeroedMemory> memory = ZeroedMemory::allocate(static_cast<size_t>(size));
+    ES_CHECK_OR_RETURN_ERROR(memory.ok(), Error::MemoryAllocationFailed,
+                             "cannot allocate planned buffer %zu of %llu bytes", i,
+                             static_cast<unsigned long long>(size));
+    method_.buffers_.push_back(std::move(*memory));
   }
   return Status();
 }
@@ -450,7 +448,7 @@ Result<void*> Method::Loader::planned_data(const char* what, const schema::Tenso
   ES_CHECK_OR_RETURN_ERROR(offset % element_size(type) == 0, Error::InvalidProgram,
                            "%s at offset %llu is misaligned", what,
                            static_cast<unsigned long long>(offset));
-  return static_cast<void*>(method_.buffers_[id].get() + offset);
+  return static_cast<void*>(static_cast<uint8_t*>(method_.buffers_[id].data()) + offset);
 }
 
 Status Method::Loader::read_value_indices(const flatbuffers::Vector<uint32_t>* indices,

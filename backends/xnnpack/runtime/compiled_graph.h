@@ -26,6 +26,7 @@
 
 #include "edgeshare/backends/xnnpack/runtime/steps.h"
 #include "edgeshare/runtime/core/scalar_type.h"
+#include "edgeshare/runtime/core/zeroed_memory.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -50,10 +51,6 @@ struct SymbolInfo {
   int32_t max = 1;
 };
 
-struct FreeFloats {
-  void operator()(float* p) const { std::free(p); }
-};
-
 struct CompiledGraph {
   std::vector<ValueInfo> values;
   std::vector<uint32_t> inputs;   // Value id per delegate input.
@@ -61,10 +58,10 @@ struct CompiledGraph {
   std::vector<RetainedRef> retained;
   std::vector<std::vector<float>> constants;  // Inline and internal constants, padded.
   std::vector<Step> steps;
-  // Intermediates and operator scratch; calloc'd, so pages the runs never reach (lengths below
+  // Intermediates and operator scratch; ZeroedMemory, so pages the runs never reach (lengths below
   // the bound, or the whole arena while runs use the process's WorkingMemory) stay out of RSS.
   // Slots are shared by values whose lifetimes do not overlap.
-  std::unique_ptr<float, FreeFloats> arena;
+  runtime::ZeroedMemory arena;
   size_t arena_floats = 0;
   // Per arena slot: its value id and offset in floats, to point the slots at another base.
   std::vector<std::pair<uint32_t, size_t>> arena_slots;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <variant>
 
 namespace edgeshare {
@@ -243,19 +244,19 @@ Status GraphCompiler::place_arena() {
                            arena_floats_ * sizeof(float),
                            static_cast<unsigned long long>(kMaxNumel * sizeof(float)));
   // One arena for every intermediate, the last allocation. Zeroed (nothing uninitialised is ever
-  // read) but by calloc, so untouched pages cost no memory.
+  // read) and resident only where runs write it.
   out_->arena_floats = arena_floats_;
-  if (arena_floats_ > 0) {
-    out_->arena.reset(static_cast<float*>(std::calloc(arena_floats_, sizeof(float))));
-    ES_CHECK_OR_RETURN_ERROR(out_->arena != nullptr, Error::MemoryAllocationFailed,
-                             "XNNPACK graph: cannot allocate %zu bytes of intermediates",
-                             arena_floats_ * sizeof(float));
-  }
-  out_->arena_base = out_->arena.get();
+  runtime::Result<runtime::ZeroedMemory> arena =
+      runtime::ZeroedMemory::allocate(arena_floats_ * sizeof(float));
+  ES_CHECK_OR_RETURN_ERROR(arena.ok(), Error::MemoryAllocationFailed,
+                           "XNNPACK graph: cannot allocate %zu bytes of intermediates",
+                           arena_floats_ * sizeof(float));
+  out_->arena = std::move(*arena);
+  out_->arena_base = static_cast<float*>(out_->arena.data());
   for (uint32_t id = 0; id < slot_offset_.size(); ++id) {
     if (slot_offset_[id] == SIZE_MAX) continue;
     out_->arena_slots.emplace_back(id, slot_offset_[id]);
-    out_->pointers[id] = out_->arena.get() + slot_offset_[id];
+    out_->pointers[id] = out_->arena_base + slot_offset_[id];
   }
   return Status();
 }

@@ -1,5 +1,7 @@
 #include "edgeshare/backends/xnnpack/runtime/working_memory.h"
 
+#include <utility>
+
 namespace edgeshare {
 namespace xnnpack {
 
@@ -16,20 +18,19 @@ Status WorkingMemory::reserve(size_t bytes) {
   released_.wait(lock, [this] { return !growing_; });  // Another reservation growing it.
   if (bytes <= bytes_) return Status();
   // No lease starts from here on (they come back empty); the one running, if any, ends before
-  // the block is swapped. Calloc'd outside the lock: a large block is fresh pages, mapped, not
-  // written.
+  // the block is swapped. Mapped outside the lock: fresh pages, not written.
   growing_ = true;
   lock.unlock();
-  void* grown = std::calloc(1, bytes);
+  runtime::Result<runtime::ZeroedMemory> grown = runtime::ZeroedMemory::allocate(bytes);
   lock.lock();
   released_.wait(lock, [this] { return !leased_; });
-  if (grown != nullptr) {
-    block_.reset(grown);
+  if (grown.ok()) {
+    block_ = std::move(*grown);
     bytes_ = bytes;
   }
   growing_ = false;
   released_.notify_all();
-  ES_CHECK_OR_RETURN_ERROR(grown != nullptr, Error::MemoryAllocationFailed,
+  ES_CHECK_OR_RETURN_ERROR(grown.ok(), Error::MemoryAllocationFailed,
                            "XNNPACK working memory: cannot allocate %zu bytes of intermediates",
                            bytes);
   return Status();
@@ -44,7 +45,7 @@ WorkingMemory::Lease::Lease(WorkingMemory* memory, size_t bytes) : memory_(memor
   }
   memory_->leased_ = true;
   ++memory_->leases_;
-  block_ = memory_->block_.get();
+  block_ = memory_->block_.data();
 }
 
 WorkingMemory::Lease::~Lease() {

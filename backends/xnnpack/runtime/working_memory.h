@@ -6,7 +6,7 @@
 // arena between them while they run one after the other: each reserves its arena's size at
 // create, the block grows to the largest, and execute() leases it. An execute that finds the block
 // leased (another thread is running) runs in its executor's own arena instead, which was made
-// at create and is never touched otherwise (calloc'd, so it costs address space, not memory).
+// at create and is never touched otherwise (ZeroedMemory: it costs address space, not memory).
 //
 //   WorkingMemory& memory = WorkingMemory::shared();
 //   ES_RETURN_IF_ERROR(memory.reserve(arena_bytes));      // at create; may allocate
@@ -32,6 +32,7 @@
 #include <mutex>
 
 #include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/zeroed_memory.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -72,13 +73,9 @@ class WorkingMemory {
   WorkingMemoryStats stats() const;
 
  private:
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-
   mutable std::mutex mutex_;
   std::condition_variable released_;
-  std::unique_ptr<void, Free> block_;
+  runtime::ZeroedMemory block_;
   size_t bytes_ = 0;
   bool leased_ = false;
   bool growing_ = false;

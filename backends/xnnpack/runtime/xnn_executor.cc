@@ -104,7 +104,7 @@ Status XnnExecutor::execute(Span<EValue* const> args) {
   // The process's shared block when no other execute holds it, else this executor's own arena.
   const WorkingMemory::Lease lease(&WorkingMemory::shared(), arena_bytes());
   point_arena_at(lease.block() != nullptr ? static_cast<float*>(lease.block())
-                                          : graph_.arena.get());
+                                          : static_cast<float*>(graph_.arena.data()));
   pthreadpool_t pool = threadpool();
   for (const Step& step : graph_.steps) {
     ES_RETURN_IF_ERROR(run_step(step, graph_.pointers.data(), pool));
