@@ -21,7 +21,7 @@ module), and a targeted weight the foundation's graph does not read in exactly o
 import copy
 import dataclasses
 import re
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 import torch
 from edgeshare.exir.data_policy import DataPolicy
@@ -65,6 +65,10 @@ class LoraSite:
     a_path: str
     b_path: str
     scaling: float
+
+
+def _lora_paths(sites: List[LoraSite]) -> Set[str]:
+    return {p for s in sites for p in (s.a_path, s.b_path)}
 
 
 def _peft_site(path: str, module: nn.Module) -> Optional[LoraSite]:
@@ -144,7 +148,7 @@ def lora_sites(model: nn.Module, foundation: nn.Module) -> Optional[List[LoraSit
         elif peft_types and kind is peft_types[-1]:
             site = _peft_site(path, module)
         elif kind.__module__.split(".")[0] == "peft":
-            if kind in peft_types or (kind.__module__ == "torch.nn.modules.container"):
+            if kind in peft_types:
                 continue
             return None  # modules_to_save, trainable tokens, another tuner
         elif kind.__module__ == LoRALinear.__module__:
@@ -156,7 +160,7 @@ def lora_sites(model: nn.Module, foundation: nn.Module) -> Optional[List[LoraSit
         sites.append(site)
     if not sites:
         return None
-    lora_paths = {p for s in sites for p in (s.a_path, s.b_path)}
+    lora_paths = _lora_paths(sites)
     base = {_storage_key(t) for t in module_weights(foundation).values()}
     used = set()
     for name, tensor in module_weights(model).items():
@@ -224,7 +228,13 @@ def _derive_method(
     adapter method module's weights; None when a site's weight is not read by exactly one linear
     node or a weight has no counterpart."""
     tables = {**template.state_dict, **template.constants}
-    renamed = _rename(tables, {k: v for k, v in weights.items() if k not in _lora_paths(sites)})
+    # Constants torch made while tracing (not the module's weights) stay as they are.
+    named = {
+        s.target: tables[s.target]
+        for s in template.graph_signature.input_specs
+        if s.kind in (InputKind.PARAMETER, InputKind.BUFFER) and s.target in tables
+    }
+    renamed = _rename(named, {k: v for k, v in weights.items() if k not in _lora_paths(sites)})
     if renamed is None:
         return None
     gm = copy.deepcopy(template.graph_module)
@@ -285,13 +295,14 @@ def _derive_method(
         if node.op != "placeholder":
             continue
         spec = new_specs.get(node.name) or specs[node.name]
-        if spec.target is not None and spec.target in tables:
-            spec = dataclasses.replace(spec, target=renamed[spec.target])
+        old = spec.target
+        if old in renamed:
+            spec = dataclasses.replace(spec, target=renamed[old])
         input_specs.append(spec)
-        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            old = next((k for k, v in renamed.items() if v == spec.target), spec.target)
-            table = state_dict if old in template.state_dict or node.name in new_specs else constants
-            table[spec.target] = weights.get(spec.target, tables.get(old))
+        if node.name in new_specs or old in template.state_dict:
+            state_dict[spec.target] = weights[spec.target]
+        elif old in template.constants:
+            constants[spec.target] = weights[spec.target] if old in renamed else template.constants[old]
     output_specs = [
         dataclasses.replace(s, target=renamed.get(s.target, s.target)) if s.target is not None else s
         for s in template.graph_signature.output_specs
@@ -307,10 +318,6 @@ def _derive_method(
         constants=constants,
         verifiers=template.verifiers,
     )
-
-
-def _lora_paths(sites: List[LoraSite]) -> set:
-    return {p for s in sites for p in (s.a_path, s.b_path)}
 
 
 class FoundationGraphs:
