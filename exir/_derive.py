@@ -262,6 +262,7 @@ def _derive_method(
     if fake_mode is None:
         return None
     new_specs: Dict[str, InputSpec] = {}
+    replaced: Dict[str, str] = {}  # a linear node's name -> its sum's, which the outputs now read
     for linear, site in found.values():
         anchor = max((a for a in linear.args[1:] if isinstance(a, torch.fx.Node)), key=placeholders.index)
         x = linear.args[0]
@@ -282,6 +283,7 @@ def _derive_method(
         with graph.inserting_after(scaled):
             out = graph.call_function(torch.ops.aten.add.Tensor, (linear, scaled))
         linear.replace_all_uses_with(out, delete_user_cb=lambda user, out=out: user is not out)
+        replaced[linear.name] = out.name
         with fake_mode:
             _meta(low, _LINEAR(x.meta["val"], nodes[0].meta["val"]))
             _meta(up, _LINEAR(low.meta["val"], nodes[1].meta["val"]))
@@ -303,10 +305,13 @@ def _derive_method(
             state_dict[spec.target] = weights[spec.target]
         elif old in template.constants:
             constants[spec.target] = weights[spec.target] if old in renamed else template.constants[old]
-    output_specs = [
-        dataclasses.replace(s, target=renamed.get(s.target, s.target)) if s.target is not None else s
-        for s in template.graph_signature.output_specs
-    ]
+    output_specs = []
+    for spec in template.graph_signature.output_specs:
+        if isinstance(spec.arg, TensorArgument) and spec.arg.name in replaced:
+            spec = dataclasses.replace(spec, arg=TensorArgument(replaced[spec.arg.name]))
+        if spec.target is not None:
+            spec = dataclasses.replace(spec, target=renamed.get(spec.target, spec.target))
+        output_specs.append(spec)
     signature = type(template.graph_signature)(input_specs=input_specs, output_specs=output_specs)
     return ExportedProgram(
         root=gm,

@@ -139,15 +139,15 @@ def test_edgeshare_lora_layers_with_biases_derive_to_the_traced_files(tmp_path, 
 
 @pytest.mark.parametrize(
     "option",
-    [dict(use_dora=True), dict(modules_to_save=["lm_head"]), dict(lora_bias=True), dict(fan_in_fan_out=True)],
-    ids=["dora", "modules_to_save", "lora_bias", "fan_in_fan_out"],
+    [dict(use_dora=True), dict(modules_to_save=["lm_head"]), dict(lora_bias=True)],
+    ids=["dora", "modules_to_save", "lora_bias"],
 )
 def test_lora_options_it_cannot_reproduce_are_traced(llama, option):
     _, base, _ = llama
-    config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], **option)
+    config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM", **option)
     model = CausalLMLogits(peft.get_peft_model(shared_copy(base), config).eval())
     assert _derive.lora_sites(model, CausalLMLogits(base)) is None
-    plain = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    plain = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     model = CausalLMLogits(peft.get_peft_model(shared_copy(base), plain).eval())
     assert len(_derive.lora_sites(model, CausalLMLogits(base))) == 2 * base.config.num_hidden_layers
 
