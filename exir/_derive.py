@@ -15,7 +15,8 @@ layers, a weight that is neither a LoRA weight nor a foundation tensor (a traine
 module), and a targeted weight the foundation's graph does not read in exactly one linear node.
 
     graphs = FoundationGraphs(foundation_edge, {"forward": foundation, ...})
-    edge = graphs.derive({"forward": adapter_model, ...}, policy)     # None: trace it
+    sites = graphs.sites(modules)                      # modules: {"forward": adapter_model, ...}
+    edge = graphs.derive(modules, sites, policy) if sites else None     # None: trace it
 """
 
 import copy
@@ -261,10 +262,11 @@ def _derive_method(
     fake_mode = detect_fake_mode([p.meta.get("val") for p in placeholders])
     if fake_mode is None:
         return None
+    order = {p: i for i, p in enumerate(placeholders)}
     new_specs: Dict[str, InputSpec] = {}
     replaced: Dict[str, str] = {}  # a linear node's name -> its sum's, which the outputs now read
     for linear, site in found.values():
-        anchor = max((a for a in linear.args[1:] if isinstance(a, torch.fx.Node)), key=placeholders.index)
+        anchor = max((a for a in linear.args[1:] if isinstance(a, torch.fx.Node)), key=order.__getitem__)
         x = linear.args[0]
         nodes = []
         for path in (site.a_path, site.b_path):
@@ -273,7 +275,6 @@ def _derive_method(
             _meta(anchor, fake_mode.from_tensor(weights[path], static_shapes=True))
             new_specs[anchor.name] = InputSpec(InputKind.PARAMETER, TensorArgument(anchor.name), path)
             nodes.append(anchor)
-        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         with graph.inserting_after(linear):
             low = graph.call_function(_LINEAR, (x, nodes[0]))
         with graph.inserting_after(low):
@@ -284,11 +285,13 @@ def _derive_method(
             out = graph.call_function(torch.ops.aten.add.Tensor, (linear, scaled))
         linear.replace_all_uses_with(out, delete_user_cb=lambda user, out=out: user is not out)
         replaced[linear.name] = out.name
+        # The values the ops' fake kernels would give (contiguous, the layer's dtype, x's leading
+        # dims), made directly: running linear's fake kernel on symbolic shapes costs ~10 ms a node.
+        rank = int(nodes[0].meta["val"].shape[0])
         with fake_mode:
-            _meta(low, _LINEAR(x.meta["val"], nodes[0].meta["val"]))
-            _meta(up, _LINEAR(low.meta["val"], nodes[1].meta["val"]))
-            _meta(scaled, torch.ops.aten.mul.Tensor(up.meta["val"], site.scaling))
-            _meta(out, torch.ops.aten.add.Tensor(linear.meta["val"], scaled.meta["val"]))
+            _meta(low, x.meta["val"].new_empty((*x.meta["val"].shape[:-1], rank)))
+            for node in (up, scaled, out):
+                _meta(node, torch.empty_like(linear.meta["val"]))
     gm.recompile()
     input_specs = []
     state_dict: Dict[str, torch.Tensor] = {}
@@ -340,11 +343,25 @@ class FoundationGraphs:
         self._edge = edge.with_weights(own)
         self._modules = dict(modules)
 
-    def derive(self, modules: Mapping[str, nn.Module], policy: DataPolicy) -> Optional[EdgeProgramManager]:
-        """The adapter model's edge programs, or None when it must be traced (see the module docstring).
+    def sites(self, modules: Mapping[str, nn.Module]) -> Optional[List[LoraSite]]:
+        """The adapter model's LoRA layers when derive() may build its programs (lora_sites), else None.
 
         Args:
           modules: method name -> the adapter module that method exports ("forward": the adapter model).
+        """
+        if set(modules) != set(self._modules) or "forward" not in modules:
+            return None
+        return lora_sites(modules["forward"], self._modules["forward"])
+
+    def derive(
+        self, modules: Mapping[str, nn.Module], sites: List[LoraSite], policy: DataPolicy
+    ) -> Optional[EdgeProgramManager]:
+        """The adapter model's edge programs, or None when it must be traced after all (a site's
+        weight is not read by exactly one linear node of a method, a weight has no counterpart).
+
+        Args:
+          modules: method name -> the adapter module that method exports ("forward": the adapter model).
+          sites: what sites(modules) returned.
           policy: the data policy to apply, as to_edge would.
 
         Returns:
@@ -352,11 +369,6 @@ class FoundationGraphs:
         """
         from edgeshare.exir._pipeline import module_weights  # noqa: PLC0415 (_pipeline imports this module)
 
-        if set(modules) != set(self._modules) or "forward" not in modules:
-            return None
-        sites = lora_sites(modules["forward"], self._modules["forward"])
-        if sites is None:
-            return None
         forward_weights = module_weights(modules["forward"])
         programs: Dict[str, ExportedProgram] = {}
         for method in self._edge.methods:

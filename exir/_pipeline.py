@@ -266,13 +266,17 @@ class Lowerer:
             if self._pending[signature] <= 0:
                 del self._templates[signature]
             return template.with_weights(weights, policy)
-        derived = None
+        sites = None
         if self._foundation is not None and not foundation:
-            derived = self._foundation.derive(self.method_modules(module), policy)
-        if derived is not None:
+            modules = self.method_modules(module)
+            sites = self._foundation.sites(modules)
+        if sites is not None:
             self.say(f"{what}: the foundation's edge programs with its low-rank products")
-            self._keep_template(derived, policy, signature)
-            return derived
+            derived = self._foundation.derive(modules, sites, policy)
+            if derived is not None:
+                self._keep_template(derived, policy, signature)
+                return derived
+            self.say(f"{what}: its graph is not the foundation's with its low-rank products; exporting it")
         programs = {}
         for method, mod in self.method_modules(module).items():
             label = what if method == "forward" else f"{what}, method '{method}'"

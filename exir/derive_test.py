@@ -3,7 +3,7 @@ tracing the adapter model gives: the same ops, weights and keys, equal logits at
 equal greedy tokens through the KV cache, and byte-identical files; what it cannot reproduce is
 traced instead."""
 
-import os
+import pathlib
 
 import peft
 import pytest
@@ -31,12 +31,8 @@ def _ids(t: int) -> torch.Tensor:
     return torch.randint(0, hf_tiny.VOCAB, (1, t), generator=torch.Generator().manual_seed(200 + t))
 
 
-def _files(folder) -> dict:
-    out = {}
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), "rb") as f:
-            out[name] = f.read()
-    return out
+def _files(folder: pathlib.Path) -> dict:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +114,7 @@ def test_derived_hf_export_writes_the_traced_files(llama, tmp_path, monkeypatch)
                    progress=lines.append)
     assert "adapter 'a': the foundation's edge programs with its low-rank products" in lines, lines
     assert not any(line.startswith("exporting adapter") for line in lines), lines
-    monkeypatch.setattr(_derive.FoundationGraphs, "derive", lambda self, modules, policy: None)
+    monkeypatch.setattr(_derive.FoundationGraphs, "sites", lambda self, modules: None)
     export_hf_lora(files.model_dir, adapters, str(tmp_path / "traced"), MAX, XnnpackPartitioner())
     assert _files(tmp_path / "derived") == _files(tmp_path / "traced")
 
@@ -131,7 +127,7 @@ def test_edgeshare_lora_layers_with_biases_derive_to_the_traced_files(tmp_path, 
     export_lora(foundation, adapters, x, str(tmp_path / "derived"), XnnpackPartitioner(),
                 foundation_program="foundation", progress=lines.append)
     assert sum("low-rank products" in line for line in lines) == 2, lines
-    monkeypatch.setattr(_derive.FoundationGraphs, "derive", lambda self, modules, policy: None)
+    monkeypatch.setattr(_derive.FoundationGraphs, "sites", lambda self, modules: None)
     export_lora(foundation, adapters, x, str(tmp_path / "traced"), XnnpackPartitioner(),
                 foundation_program="foundation")
     assert _files(tmp_path / "derived") == _files(tmp_path / "traced")
