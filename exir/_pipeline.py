@@ -18,6 +18,7 @@ import tempfile
 from typing import Any, BinaryIO, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
+from edgeshare.exir._derive import FoundationGraphs
 from edgeshare.exir._serialize import foundation_identity, with_replaced_data, write_ptd
 from edgeshare.exir.data_policy import DataPolicy
 from edgeshare.exir.errors import ExportError, UnsupportedModelError
@@ -230,6 +231,7 @@ class Lowerer:
         self._pending: collections.Counter = collections.Counter()
         self._templates: Dict[Hashable, EdgeProgramManager] = {}
         self._lowered: Dict[Hashable, _Lowered] = {}
+        self._foundation: Optional[FoundationGraphs] = None
 
     def expect(self, signatures: Iterable[Hashable]) -> None:
         """Announces the structures lower() will be asked for, so that a structure's first lowering
@@ -240,9 +242,17 @@ class Lowerer:
         """Method name -> the module it exports ("forward": module itself)."""
         return {"forward": module, **{m.name: m.wrap(module) for m in self.extra_methods}}
 
-    def edge(self, module: nn.Module, what: str, policy: DataPolicy, signature: Optional[Hashable] = None):
-        """The edge programs of module's methods: exported and decomposed, or an earlier model's
-        of the same signature over module's weights.
+    def edge(
+        self,
+        module: nn.Module,
+        what: str,
+        policy: DataPolicy,
+        signature: Optional[Hashable] = None,
+        foundation: bool = False,
+    ):
+        """The edge programs of module's methods: exported and decomposed, an earlier model's of the
+        same signature over module's weights, or the foundation's with module's low-rank products
+        (_derive.FoundationGraphs; the foundation's are kept when foundation is set).
 
         Raises:
           UnsupportedModelError: a method cannot be exported.
@@ -256,6 +266,17 @@ class Lowerer:
             if self._pending[signature] <= 0:
                 del self._templates[signature]
             return template.with_weights(weights, policy)
+        sites = None
+        if self._foundation is not None and not foundation:
+            modules = self.method_modules(module)
+            sites = self._foundation.sites(modules)
+        if sites is not None:
+            self.say(f"{what}: the foundation's edge programs with its low-rank products")
+            derived = self._foundation.derive(modules, sites, policy)
+            if derived is not None:
+                self._keep_template(derived, policy, signature)
+                return derived
+            self.say(f"{what}: its graph is not the foundation's with its low-rank products; exporting it")
         programs = {}
         for method, mod in self.method_modules(module).items():
             label = what if method == "forward" else f"{what}, method '{method}'"
@@ -268,17 +289,28 @@ class Lowerer:
                     mod, tuple(extra.example_inputs), f"{what}, method '{method}'", extra.dynamic_shapes
                 )
         edge = to_edge(programs, data_policy=policy)
+        if foundation:
+            self._foundation = FoundationGraphs(edge, self.method_modules(module))
+        self._keep_template(edge, policy, signature)
+        return edge
+
+    def _keep_template(self, edge: EdgeProgramManager, policy: DataPolicy, signature: Optional[Hashable]) -> None:
         if signature is not None and self._pending[signature] > 0:
             # Kept before partitioning tags it; with_weights copies it for each later model.
             eps = {m: edge.exported_program(m) for m in edge.methods}
             own = {m: {**ep.state_dict, **ep.constants} for m, ep in eps.items()}
             self._templates[signature] = edge.with_weights(own, policy)
-        return edge
 
     def lower(
-        self, module: nn.Module, what: str, policy: DataPolicy, signature: Optional[Hashable] = None
+        self,
+        module: nn.Module,
+        what: str,
+        policy: DataPolicy,
+        signature: Optional[Hashable] = None,
+        foundation: bool = False,
     ) -> Tuple[ExecutorchProgramManager, EdgeProgramManager]:
-        """Exports (or reuses) and lowers module's methods.
+        """Exports (or reuses) and lowers module's methods. With foundation set, module is the
+        foundation: its edge programs are kept to derive later adapter models' from (see edge()).
 
         Returns:
           The serialized program and the lowered edge programs. When an earlier model's lowered
@@ -296,7 +328,7 @@ class Lowerer:
                     self._templates.pop(signature, None)
                     del self._lowered[signature]
                 return program, kept.edge
-        edge = self.edge(module, what, policy, signature)
+        edge = self.edge(module, what, policy, signature, foundation)
         program, lowered = self.lower_edge(edge, what)
         if signature is not None:
             if self._pending[signature] <= 0:

@@ -325,7 +325,7 @@ def export_lora(
             shared.add(stem, et)
 
         if foundation_program is not None:
-            add(foundation_program, lowerer.lower(foundation.eval(), "the foundation", policy), [])
+            add(foundation_program, lowerer.lower(foundation.eval(), "the foundation", policy, foundation=True), [])
         if multi_method:
             programs = {}
             for name, module in modules.items():

@@ -191,7 +191,7 @@ def export_swappable(
     check_out_dir(out_dir)
     with digest_cache():
         lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say)
-        bare, _ = lowerer.lower(foundation, "the foundation", policy)
+        bare, _ = lowerer.lower(foundation, "the foundation", policy, foundation=True)
         shared = SharedData(tag, reference="foundation")
         shared.add("foundation", bare)
         signatures = {name: structure_signature(module) for name, module in modules.items()}
