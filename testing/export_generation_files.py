@@ -23,7 +23,7 @@ import json
 import os
 import tempfile
 import warnings
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import peft
@@ -68,22 +68,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         export_hf_lora(
             files.model_dir, files.adapter_dirs, os.path.join(args.out, "long"), LONG_SEQ_LEN, XnnpackPartitioner()
         )
-        export_hf_lora(
-            files.model_dir,
-            {"a": files.adapter_dirs["a"]},
-            os.path.join(args.out, "kv16"),
-            MAX_SEQ_LEN,
-            XnnpackPartitioner(),
-            kv_dtype=torch.float16,
-        )
-        export_hf_lora(
-            files.model_dir,
-            {"a": files.adapter_dirs["a"]},
-            os.path.join(args.out, "full"),
-            MAX_SEQ_LEN,
-            XnnpackPartitioner(),
-            full_logits=True,
-        )
+        variants: Dict[str, Dict[str, Any]] = {"kv16": {"kv_dtype": torch.float16}, "full": {"full_logits": True}}
+        for folder, options in variants.items():
+            export_hf_lora(
+                files.model_dir,
+                {"a": files.adapter_dirs["a"]},
+                os.path.join(args.out, folder),
+                MAX_SEQ_LEN,
+                XnnpackPartitioner(),
+                **options,
+            )
         files.adapter_dirs["c"] = hf_tiny.save_twin_adapter("llama", tmp, "c", initializer_range=INIT_STD)
         swappable = {name: files.adapter_dirs[name] for name in ("a", "c")}
         export_hf_swappable(
