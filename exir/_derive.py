@@ -27,28 +27,17 @@ from typing import Dict, List, Mapping, Optional, Set, Tuple
 import torch
 from edgeshare.exir.data_policy import DataPolicy
 from edgeshare.exir.export import EdgeProgramManager, _apply_data_policy
+from edgeshare.exir.tensor_layout import StorageKey, storage_key
 from edgeshare.models.lora import LoRALinear
 from torch import nn
 from torch._guards import detect_fake_mode
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind, InputSpec, OutputSpec, TensorArgument
+from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 __all__ = ["FoundationGraphs", "LoraSite", "lora_sites"]
 
 _LINEAR = torch.ops.aten.linear.default
-_StorageKey = Tuple[int, int, torch.dtype, Tuple[int, ...], Tuple[int, ...]]
-
-
-def _storage_key(tensor: torch.Tensor) -> _StorageKey:
-    """Which elements of which storage a tensor views: one tensor under several names or objects."""
-    return (
-        tensor.untyped_storage().data_ptr(),
-        tensor.storage_offset(),
-        tensor.dtype,
-        tuple(tensor.shape),
-        tuple(tensor.stride()),
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,16 +151,16 @@ def lora_sites(model: nn.Module, foundation: nn.Module) -> Optional[List[LoraSit
     if not sites:
         return None
     lora_paths = _lora_paths(sites)
-    base = {_storage_key(t) for t in module_weights(foundation).values()}
+    base = {storage_key(t) for t in module_weights(foundation).values()}
     used = set()
     for name, tensor in module_weights(model).items():
         if name in lora_paths:
             continue
-        key = _storage_key(tensor)
+        key = storage_key(tensor)
         if key not in base:
             return None
         used.add(key)
-    weights = [_storage_key(s.weight) for s in sites]
+    weights = [storage_key(s.weight) for s in sites]
     if used != base or len(set(weights)) != len(weights):
         return None
     return sites
@@ -195,15 +184,15 @@ def _rename(template: Mapping[str, torch.Tensor], weights: Mapping[str, torch.Te
     """Template weight name -> the adapter method module's name of the same tensor (the same storage,
     the name whose plain form matches first), or of an equal tensor under the same plain name (state
     made afresh per module, a KV cache); None when one has neither."""
-    by_storage: Dict[_StorageKey, List[str]] = {}
+    by_storage: Dict[StorageKey, List[str]] = {}
     by_plain: Dict[str, str] = {}
     for name, tensor in weights.items():
-        by_storage.setdefault(_storage_key(tensor), []).append(name)
+        by_storage.setdefault(storage_key(tensor), []).append(name)
         by_plain.setdefault(_plain(name), name)
     renamed: Dict[str, str] = {}
     for name, tensor in template.items():
         plain = _plain(name)
-        candidates = by_storage.get(_storage_key(tensor), [])
+        candidates = by_storage.get(storage_key(tensor), [])
         if candidates:
             renamed[name] = next((c for c in candidates if _plain(c) == plain), candidates[0])
             continue
@@ -242,7 +231,7 @@ def _derive_method(
     graph = gm.graph
     specs = {s.arg.name: s for s in template.graph_signature.input_specs}
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    by_weight = {_storage_key(s.weight): s for s in sites}
+    by_weight = {storage_key(s.weight): s for s in sites}
     found: Dict[int, Tuple[torch.fx.Node, LoraSite]] = {}
     for node in graph.nodes:
         if node.op != "call_function" or node.target != _LINEAR:
@@ -251,7 +240,7 @@ def _derive_method(
         spec = specs.get(getattr(weight, "name", None))
         if spec is None or spec.target not in tables:
             continue
-        site = by_weight.get(_storage_key(tables[spec.target]))
+        site = by_weight.get(storage_key(tables[spec.target]))
         if site is None:
             continue
         if id(site) in found:
@@ -375,11 +364,11 @@ class FoundationGraphs:
         for method in self._edge.methods:
             weights = module_weights(modules[method])
             # The same tensors as "forward"'s, found under this method module's names.
-            by_storage = {_storage_key(t): n for n, t in weights.items()}
+            by_storage = {storage_key(t): n for n, t in weights.items()}
             method_sites = []
             for s in sites:
-                a = by_storage.get(_storage_key(forward_weights[s.a_path]))
-                b = by_storage.get(_storage_key(forward_weights[s.b_path]))
+                a = by_storage.get(storage_key(forward_weights[s.a_path]))
+                b = by_storage.get(storage_key(forward_weights[s.b_path]))
                 if a is None or b is None:
                     return None
                 method_sites.append(dataclasses.replace(s, a_path=a, b_path=b))

@@ -22,9 +22,11 @@ from edgeshare.exir.errors import UnsupportedModelError
 
 __all__ = [
     "TensorLayout",
+    "StorageKey",
     "derived",
     "digest_cache",
     "scalar_type_of",
+    "storage_key",
     "tensor_bytes",
     "tensor_digest",
     "tensor_view",
@@ -133,8 +135,22 @@ def tensor_view(tensor: torch.Tensor) -> memoryview:
 
 # (storage pointer, storage offset, sizes, strides, dtype) -> (tensor, version, digest). The tensor is
 # held so that its storage (and so the pointer) cannot be freed and reused while the entry exists.
-_Key = Tuple[int, int, Tuple[int, ...], Tuple[int, ...], torch.dtype]
-_DIGESTS: contextvars.ContextVar[Optional[Dict[_Key, Tuple[torch.Tensor, int, bytes]]]] = contextvars.ContextVar(
+StorageKey = Tuple[int, int, Tuple[int, ...], Tuple[int, ...], torch.dtype]
+
+
+def storage_key(tensor: torch.Tensor) -> StorageKey:
+    """Which elements of which storage a tensor views: equal for one tensor under several names or
+    objects (a lifted copy of a parameter, an adapter model sharing the foundation's tensors)."""
+    return (
+        tensor.untyped_storage().data_ptr(),
+        tensor.storage_offset(),
+        tuple(tensor.shape),
+        tuple(tensor.stride()),
+        tensor.dtype,
+    )
+
+
+_DIGESTS: contextvars.ContextVar[Optional[Dict[StorageKey, Tuple[torch.Tensor, int, bytes]]]] = contextvars.ContextVar(
     "edgeshare_digests", default=None
 )
 # (kind, dtype, sizes, digest) -> what derived() made of a tensor with that identity.
@@ -195,13 +211,7 @@ def tensor_digest(tensor: torch.Tensor) -> bytes:
         return hashlib.sha256(tensor_view(tensor)).digest()
     if cache is None:
         return _hash_and_release(tensor)
-    key = (
-        tensor.untyped_storage().data_ptr(),
-        tensor.storage_offset(),
-        tuple(tensor.shape),
-        tuple(tensor.stride()),
-        tensor.dtype,
-    )
+    key = storage_key(tensor)
     hit = cache.get(key)
     # The version counter moves with every in-place write, so a changed tensor is hashed again.
     if hit is not None and hit[1] == tensor._version:
