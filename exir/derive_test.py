@@ -159,3 +159,7 @@ def test_a_trained_bias_or_a_weight_of_its_own_is_traced():
     own = shared_copy(adapter)
     own.fc1.base.weight = torch.nn.Parameter(foundation.fc1.weight.detach().clone(), requires_grad=False)
     assert _derive.lora_sites(own, foundation) is None
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

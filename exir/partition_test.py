@@ -80,3 +80,7 @@ def test_a_causal_lms_methods_are_grouped_as_torch_groups_them():
         ours = _ours(ep.graph_module, checker)
         assert len(ours) > 1
         assert ours == _torch_partitions(ep.graph_module, checker), method
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -129,3 +129,7 @@ def test_a_full_disk_is_one_error_naming_the_file_and_leaves_nothing(three_of_on
     with pytest.raises(ExportError, match=r"cannot write .*foundation.ptd: No space left on device"):
         export_lora(foundation, {"x": adapters["x"]}, inputs, str(out), XnnpackPartitioner())
     assert os.listdir(out) == ["x.pte"] and (out / "x.pte").read_bytes() == b"an earlier export"
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

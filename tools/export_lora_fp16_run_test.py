@@ -102,3 +102,7 @@ def test_python_tokens_and_logits_equal_the_fp16_weight_reference(exported):
         err = float(np.abs(logits - reference).max())
         print(f"{stem}: max |runtime - fp16-weight reference| {err:.3g} (max |logit| {scale:.3g})")
         assert err <= 1e-4 * max(1.0, scale), stem
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -4,6 +4,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 from edgeshare.examples.python.generate import generate_all
 
 
@@ -17,3 +18,7 @@ def test_the_example_generates_transformers_tokens() -> None:
     got = generate_all(os.path.join(folder, "foundation.ptd"), programs, prompt, expected["new_tokens"])
     for name in ("a", "b", "foundation"):
         assert got[name] == expected["tokens"][name], name
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -4,6 +4,7 @@ second program is served from the shared weights cache."""
 import os
 
 import numpy as np
+import pytest
 from edgeshare.examples.python.two_adapters import main
 
 
@@ -26,3 +27,7 @@ def test_a_missing_file_is_a_one_line_error(capsys):
     assert main(["--data", "/nonexistent/foundation.ptd", "--program", os.environ["LORA_A_PTE"]]) == 1
     error = capsys.readouterr().err
     assert "/nonexistent/foundation.ptd" in error and len(error.strip().splitlines()) == 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
