@@ -35,7 +35,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-__all__ = ["FoundationGraphs", "LoraSite", "lora_sites"]
+__all__ = ["FoundationGraphs", "LoraSite", "lora_sites", "placeholder_name"]
 
 _LINEAR = torch.ops.aten.linear.default
 
@@ -174,7 +174,7 @@ def _plain(name: str) -> str:
     return ".".join([p for p in parts[:-1] if p not in ("base_layer", "base")] + parts[-1:]).lstrip(".")
 
 
-def _placeholder_name(fqn: str, kind: InputKind) -> str:
+def placeholder_name(fqn: str, kind: InputKind) -> str:
     """torch.export's placeholder name for a lifted weight ("p_" + the path, lower case)."""
     prefix = "p_" if kind == InputKind.PARAMETER else "b_"
     return prefix + re.sub(r"[^0-9a-zA-Z_]", "_", fqn).lower()
@@ -260,7 +260,7 @@ def _derive_method(
         nodes = []
         for path in (site.a_path, site.b_path):
             with graph.inserting_after(anchor):
-                anchor = graph.placeholder(_placeholder_name(path, InputKind.PARAMETER))
+                anchor = graph.placeholder(placeholder_name(path, InputKind.PARAMETER))
             _meta(anchor, fake_mode.from_tensor(weights[path], static_shapes=True))
             new_specs[anchor.name] = InputSpec(InputKind.PARAMETER, TensorArgument(anchor.name), path)
             nodes.append(anchor)

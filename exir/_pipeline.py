@@ -12,6 +12,7 @@ gather the shared data file's entries from every program, and write the files at
 """
 
 import collections
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -19,6 +20,7 @@ from typing import Any, BinaryIO, Callable, Dict, Hashable, Iterable, List, Mapp
 
 import torch
 from edgeshare.exir._derive import FoundationGraphs
+from edgeshare.exir._repeat import TRACED_LAYERS, RepeatedLayers, matches_eager
 from edgeshare.exir._serialize import foundation_identity, with_replaced_data, write_ptd
 from edgeshare.exir.data_policy import DataPolicy
 from edgeshare.exir.errors import ExportError, UnsupportedModelError
@@ -197,6 +199,10 @@ class _Lowered:
         )
 
 
+class _NotRepeated(Exception):
+    """A method whose layers are not copies of one another (its name is the message)."""
+
+
 class Lowerer:
     """Exports and lowers models with one set of options; a structure seen before is not exported,
     decomposed or lowered again: its lowered program is reused over the new model's weights, or,
@@ -211,6 +217,8 @@ class Lowerer:
       extra_methods: more methods of every program (objects with name, wrap, example_inputs,
         dynamic_shapes).
       say: called with one line per step.
+      repeat_layers: trace the first layers of a model whose layers repeat and copy the others in
+        its graph (_repeat.RepeatedLayers); False traces every layer.
     """
 
     def __init__(
@@ -221,6 +229,7 @@ class Lowerer:
         dynamic_shapes: Optional[Any],
         extra_methods: Sequence[Any],
         say: Say,
+        repeat_layers: bool = True,
     ) -> None:
         self.partitioner = partitioner
         self.config = config or ExecutorchBackendConfig()
@@ -228,6 +237,7 @@ class Lowerer:
         self.dynamic_shapes = dynamic_shapes
         self.extra_methods = list(extra_methods)
         self.say = say
+        self.repeat_layers = repeat_layers
         self._pending: collections.Counter = collections.Counter()
         self._templates: Dict[Hashable, EdgeProgramManager] = {}
         self._lowered: Dict[Hashable, _Lowered] = {}
@@ -277,22 +287,52 @@ class Lowerer:
                 self._keep_template(derived, policy, signature)
                 return derived
             self.say(f"{what}: its graph is not the foundation's with its low-rank products; exporting it")
-        programs = {}
-        for method, mod in self.method_modules(module).items():
-            label = what if method == "forward" else f"{what}, method '{method}'"
-            self.say(f"exporting {label} (torch.export)")
-            if method == "forward":
-                programs[method] = export_method(mod, self.example_inputs, what, self.dynamic_shapes)
-            else:
-                extra = next(m for m in self.extra_methods if m.name == method)
-                programs[method] = export_method(
-                    mod, tuple(extra.example_inputs), f"{what}, method '{method}'", extra.dynamic_shapes
-                )
-        edge = to_edge(programs, data_policy=policy)
+        repeat = RepeatedLayers.find(module) if self.repeat_layers else None
+        edge = self._traced(module, what, policy, repeat) if repeat is not None else None
+        if edge is None:
+            edge = self._traced(module, what, policy, None)
         if foundation:
             self._foundation = FoundationGraphs(edge, self.method_modules(module))
         self._keep_template(edge, policy, signature)
         return edge
+
+    def _inputs(self, method: str) -> Tuple[Tuple[Any, ...], Optional[Any]]:
+        """A method's example inputs and dynamic_shapes."""
+        if method == "forward":
+            return self.example_inputs, self.dynamic_shapes
+        extra = next(m for m in self.extra_methods if m.name == method)
+        return tuple(extra.example_inputs), extra.dynamic_shapes
+
+    def _traced(
+        self, module: nn.Module, what: str, policy: DataPolicy, repeat: Optional[RepeatedLayers]
+    ) -> Optional[EdgeProgramManager]:
+        """module's methods exported and decomposed; with repeat, only its first layers are traced
+        and the others copied in the graph (None when they turn out not to be copies)."""
+        modules = self.method_modules(module)
+        part = f", {TRACED_LAYERS} of its {len(repeat.layers)} layers" if repeat is not None else ""
+        programs = {}
+        with repeat.truncated() if repeat is not None else contextlib.nullcontext():
+            for method, mod in modules.items():
+                label = what if method == "forward" else f"{what}, method '{method}'"
+                self.say(f"exporting {label} (torch.export{part})")
+                example, dynamic = self._inputs(method)
+                programs[method] = export_method(mod, example, label, dynamic)
+        if repeat is None:
+            return to_edge(programs, data_policy=policy)
+
+        def expand(method: str, ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+            mod = modules[method]
+            prefix = repeat.prefix(mod)
+            whole = repeat.expand(ep, prefix, module_weights(mod)) if prefix is not None else None
+            if whole is None or not matches_eager(whole, mod, self._inputs(method)[0]):
+                raise _NotRepeated(method)
+            return whole
+
+        try:
+            return to_edge(programs, data_policy=policy, rewrite=expand)
+        except _NotRepeated as e:
+            self.say(f"{what}: method '{e}' is not its first layers repeated; exporting every layer")
+            return None
 
     def _keep_template(self, edge: EdgeProgramManager, policy: DataPolicy, signature: Optional[Hashable]) -> None:
         if signature is not None and self._pending[signature] > 0:

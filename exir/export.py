@@ -9,7 +9,7 @@ et.write_to_dir("out", "model")        # out/model.pte, out/foundation.ptd
 import copy
 import dataclasses
 import os
-from typing import Dict, List, Mapping, NamedTuple, Optional, Union
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Union
 
 import torch
 from edgeshare.exir._serialize import serialize_ptd, serialize_pte, write_ptd
@@ -120,12 +120,15 @@ def _apply_data_policy(method: str, ep: ExportedProgram, policy: DataPolicy) -> 
 def to_edge(
     programs: Union[ExportedProgram, Mapping[str, ExportedProgram]],
     data_policy: Optional[DataPolicy] = None,
+    rewrite: Optional[Callable[[str, ExportedProgram], ExportedProgram]] = None,
 ) -> "EdgeProgramManager":
     """Lowers exported programs to the edge dialect (core ATen, aten.linear kept).
 
     Args:
       programs: one ExportedProgram (method "forward") or {method name: ExportedProgram}.
       data_policy: decides where each weight goes; None keeps every weight in the program.
+      rewrite: called with each method's name and decomposed program before the data policy
+        places its weights; what it returns is the method's program (it may raise to stop).
 
     Returns:
       An EdgeProgramManager over the decomposed methods.
@@ -152,6 +155,8 @@ def to_edge(
         _check_dtypes(method, ep)
         decomposed = ep.run_decompositions(edge_decompositions())
         _remove_assertions(decomposed)
+        if rewrite is not None:
+            decomposed = rewrite(method, decomposed)
         _check_dtypes(method, decomposed)
         _apply_data_policy(method, decomposed, policy)
         edge[method] = decomposed

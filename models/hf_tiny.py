@@ -116,11 +116,16 @@ def tiny_config(family: str) -> transformers.PretrainedConfig:
 
 
 def make_tiny_model(
-    family: str, seed: int = 0, initializer_range: Optional[float] = None, vocab_size: Optional[int] = None
+    family: str,
+    seed: int = 0,
+    initializer_range: Optional[float] = None,
+    vocab_size: Optional[int] = None,
+    layers: Optional[int] = None,
 ) -> nn.Module:
     """A causal LM of the family with seeded random weights, in eval mode, float32.
 
     vocab_size (None: VOCAB) widens the vocabulary, e.g. to fit a trained tokenizer (tiny_tokenizer).
+    layers (None: 2) sets the number of decoder layers.
 
     initializer_range (None: the config's 0.02) sets the weights' std: with 0.02 the tiny models
     repeat one token when generating; about 0.2 makes greedy generation attend to its history and
@@ -135,6 +140,8 @@ def make_tiny_model(
         config.initializer_range = initializer_range
     if vocab_size is not None:
         config.vocab_size = vocab_size
+    if layers is not None:
+        config.num_hidden_layers = layers
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     g = torch.Generator().manual_seed(seed + 1000)
@@ -209,6 +216,7 @@ def save_tiny_lora(
     seed: int = 0,
     initializer_range: Optional[float] = None,
     vocab_size: Optional[int] = None,
+    layers: Optional[int] = None,
 ) -> TinyLoraFiles:
     """Writes a tiny model of the family and its two LoRA adapters "a" and "b" under out_dir.
 
@@ -220,12 +228,13 @@ def save_tiny_lora(
       seed: seeds the model; the adapters use seed + 1 and seed + 2.
       initializer_range: the model weights' std (see make_tiny_model).
       vocab_size: the vocabulary (None: VOCAB; see make_tiny_model).
+      layers: the decoder layers (None: 2).
 
     Returns:
       The directories written.
     """
     spec = _family(family)
-    model = make_tiny_model(family, seed, initializer_range, vocab_size)
+    model = make_tiny_model(family, seed, initializer_range, vocab_size, layers)
     model_dir = os.path.join(out_dir, "model")
     model.save_pretrained(model_dir)
     adapter_dirs: Dict[str, str] = {}
