@@ -435,6 +435,16 @@ def matches_eager(ep: ExportedProgram, module: nn.Module, example_inputs: Sequen
     """Whether ep's outputs on example_inputs equal module's own (within float rounding), from the
     state module holds now; neither's state is changed. Each weight's pages are released after
     its last read, so checking does not make the whole model resident."""
+    threads = torch.get_num_threads()
+    # A few tokens through the model: too little work to share between threads.
+    torch.set_num_threads(1)
+    try:
+        return _matches_eager(ep, module, example_inputs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _matches_eager(ep: ExportedProgram, module: nn.Module, example_inputs: Sequence[Any]) -> bool:
     state = {name: b.detach().clone() for name, b in module.named_buffers()}
     hooks = [m.register_forward_hook(_release_own) for m in module.modules()]
     try:
