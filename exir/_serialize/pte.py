@@ -128,6 +128,10 @@ def with_foundation_digest(data: bytes, foundation_digest: bytes, file_name: str
     return _format.assemble(PTE_MAGIC, bytes(builder.Output()), segs, placed, program.segmentAlignment)
 
 
+# How many first bytes of a segment index it for with_replaced_data.
+_START = 64
+
+
 def with_replaced_data(
     data: bytes, replacements: Mapping[bytes, Tuple[bytes, bytes, bytes]], file_name: str = "<pte>"
 ) -> Optional[bytes]:
@@ -160,26 +164,26 @@ def with_replaced_data(
         if len(old) != len(new) or len(old_digest) != 32 or len(new_digest) != 32:
             raise SerializationError(f"{file_name}: a replacement changes a size")
         sizes.add(len(old))
-    # The segments that could hold an old tensor, by their bytes.
-    view = memoryview(data)
-    by_bytes: Dict[bytes, List[int]] = {}
+    # The segments that could hold an old tensor, by their size and first bytes (then compared whole).
+    whole = data if isinstance(data, bytes) else bytes(data)
+    by_start: Dict[Tuple[int, bytes], List[int]] = {}
     for i in range(program.SegmentsLength()):
         seg = program.Segments(i)
         if seg.Offset() + seg.Size() > header.segment_data_size:
             raise SerializationError(f"{file_name}: segments[{i}] runs past the segment data")
         if seg.Size() in sizes:
             at = header.segment_base_offset + seg.Offset()
-            by_bytes.setdefault(view[at : at + seg.Size()].tobytes(), []).append(at)
-    out = bytearray(data)
+            by_start.setdefault((seg.Size(), whole[at : at + min(seg.Size(), _START)]), []).append(at)
+    out = bytearray(whole)
     replaced: List[Tuple[int, int]] = []
     for old, new, _ in replacements.values():
-        at = by_bytes.get(old, [])
+        at = [o for o in by_start.get((len(old), old[:_START]), []) if whole.startswith(old, o)]
         if len(at) != 1:
             return None
         out[at[0] : at[0] + len(new)] = new
         replaced.append((at[0], at[0] + len(new)))
     new_digests = {old_digest: new_digest for old_digest, (_, _, new_digest) in replacements.items()}
-    for old_digest, places in _occurrences(view, new_digests.keys(), replaced).items():
+    for old_digest, places in _occurrences(memoryview(whole), new_digests.keys(), replaced).items():
         for at in places:
             out[at : at + 32] = new_digests[old_digest]
     return bytes(out)
