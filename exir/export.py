@@ -284,7 +284,8 @@ class EdgeProgramManager:
           foundation_tag: the external tag of the foundation data file the program is exported
             over: the program records that file's identity (Program.foundation_digest), made of
             the entries this program puts in it. When the file will hold more entries (shared by
-            several programs), with_foundation_digest() sets the whole file's identity in place.
+            several programs), exir._serialize.with_foundation_digest sets the whole file's
+            identity in place.
             None, or a program with nothing in that file: no identity is recorded.
 
         Returns:
