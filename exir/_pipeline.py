@@ -1,12 +1,12 @@
 """What every LoRA export does, once: lower a model (reusing the lowered program of an equal structure),
 gather the shared data file's entries from every program, and write the files atomically.
 
-    lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say)
+    lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say, "foundation")
     lowerer.expect(structure_signature(m) for m in adapter_models)   # which structures recur
     et, edge = lowerer.lower(adapter_model, "adapter 'chat'", policy)
     foundation = SharedData("foundation"); foundation.add("chat", et)
     with OutputFiles(out_dir) as files:
-        files.write_bytes("chat.pte", et.buffer)
+        files.write_bytes("chat.pte", with_foundation_digest(et.buffer, foundation.identity()))
         foundation.write(files, config.tensor_alignment)
         files.commit()        # every file renamed into place, or none
 """
@@ -195,7 +195,11 @@ class _Lowered:
         if buffer is None:
             return None
         return ExecutorchProgramManager(
-            buffer, self.program.data_entries, self.program.methods, self.program.tensor_alignment
+            buffer,
+            self.program.data_entries,
+            self.program.methods,
+            self.program.tensor_alignment,
+            self.program.named_data,
         )
 
 
@@ -217,6 +221,9 @@ class Lowerer:
       extra_methods: more methods of every program (objects with name, wrap, example_inputs,
         dynamic_shapes).
       say: called with one line per step.
+      foundation_tag: the tag of the foundation data file the programs are exported over: each
+        program records its identity (EdgeProgramManager.to_executorch), set to the whole file's
+        when it is written (with_foundation_digest).
       repeat_layers: trace the first layers of a model whose layers repeat and copy the others in
         its graph (_repeat.RepeatedLayers); False traces every layer.
     """
@@ -229,9 +236,11 @@ class Lowerer:
         dynamic_shapes: Optional[Any],
         extra_methods: Sequence[Any],
         say: Say,
+        foundation_tag: Optional[str] = None,
         repeat_layers: bool = True,
     ) -> None:
         self.partitioner = partitioner
+        self.foundation_tag = foundation_tag
         self.config = config or ExecutorchBackendConfig()
         self.example_inputs = tuple(example_inputs)
         self.dynamic_shapes = dynamic_shapes
@@ -383,7 +392,7 @@ class Lowerer:
         self.say(f"lowering {what}")
         if self.partitioner is not None:
             edge = edge.to_backend(self.partitioner)
-        return edge.to_executorch(self.config), edge
+        return edge.to_executorch(self.config, self.foundation_tag), edge
 
 
 class SharedData:

@@ -12,7 +12,7 @@ import os
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Union
 
 import torch
-from edgeshare.exir._serialize import serialize_ptd, serialize_pte, write_ptd
+from edgeshare.exir._serialize import foundation_identity, serialize_ptd, serialize_pte, write_ptd
 from edgeshare.exir.data_policy import (
     DATA_KEY_META,
     DATA_OPEN_META,
@@ -279,11 +279,19 @@ class EdgeProgramManager:
             raise TypeError(f"to_backend needs a Partitioner or a dict of them, got {type(partitioner).__name__}")
         return EdgeProgramManager(to_backend(self._programs, partitioners))
 
-    def to_executorch(self, config: Optional[ExecutorchBackendConfig] = None) -> "ExecutorchProgramManager":
+    def to_executorch(
+        self, config: Optional[ExecutorchBackendConfig] = None, foundation_tag: Optional[str] = None
+    ) -> "ExecutorchProgramManager":
         """Plans memory, emits and serializes the program and its data files.
 
         Args:
           config: alignment options; None for the defaults.
+          foundation_tag: the external tag of the foundation data file the program is exported
+            over: the program records that file's identity (Program.foundation_digest), made of
+            the entries this program puts in it. When the file will hold more entries (shared by
+            several programs), exir._serialize.with_foundation_digest sets the whole file's
+            identity in place.
+            None, or a program with nothing in that file: no identity is recorded.
 
         Returns:
           The .pte bytes and one .ptd per external tag.
@@ -293,7 +301,6 @@ class EdgeProgramManager:
         """
         config = config or ExecutorchBackendConfig()
         emitted = emit_program(self._programs, config.constant_alignment, config.memory_alignment)
-        pte = serialize_pte(emitted.program, emitted.segments, config.segment_alignment)
         output = emitted.store.get_named_data_store_output()
         data_entries: Dict[str, Dict[str, DataFileEntry]] = {}
         for tag in sorted(output.external_data):
@@ -306,7 +313,14 @@ class EdgeProgramManager:
                 )
                 for key, e in output.external_data[tag].items()
             }
-        return ExecutorchProgramManager(pte, data_entries, self.methods, config.tensor_alignment)
+        if data_entries.get(foundation_tag):
+            emitted.program.foundationDigest = list(foundation_identity(data_entries[foundation_tag]))
+        pte = serialize_pte(emitted.program, emitted.segments, config.segment_alignment)
+        named_data = {
+            key: len(output.buffers[output.pte_data[key].buffer_index].data)
+            for key in sorted(output.pte_data, key=lambda k: k.encode("utf-8"))  # the file's order
+        }
+        return ExecutorchProgramManager(pte, data_entries, self.methods, config.tensor_alignment, named_data)
 
 
 class DataFileEntry(NamedTuple):
@@ -329,6 +343,7 @@ class ExecutorchProgramManager:
       data_entries: {external tag: {key: DataFileEntry}}.
       methods: the method names.
       tensor_alignment: the .ptd segments' alignment.
+      named_data: the program's own named data (in the .pte): key -> size in bytes, in key order.
     """
 
     def __init__(
@@ -337,11 +352,13 @@ class ExecutorchProgramManager:
         data_entries: Dict[str, Dict[str, "DataFileEntry"]],
         methods: List[str],
         tensor_alignment: int = ExecutorchBackendConfig.tensor_alignment,
+        named_data: Optional[Dict[str, int]] = None,
     ) -> None:
         self.buffer = buffer
         self.data_entries = data_entries
         self.methods = methods
         self.tensor_alignment = tensor_alignment
+        self.named_data = dict(named_data or {})
         self._data_files: Optional[Dict[str, bytes]] = None
 
     @property

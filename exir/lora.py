@@ -24,7 +24,7 @@ from edgeshare.exir._pipeline import (
     export_method,
     structure_signature,
 )
-from edgeshare.exir._serialize import deserialize_pte, with_foundation_digest
+from edgeshare.exir._serialize import with_foundation_digest
 from edgeshare.exir.data_policy import (
     DATA_KEY_META,
     EXTERNAL_TAG_META,
@@ -315,7 +315,7 @@ def export_lora(
     with digest_cache():
         policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
         modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
-        lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say)
+        lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say, foundation_tag)
         shared = SharedData(foundation_tag, foundation_program)
         outputs: List[_Output] = []
 
@@ -418,12 +418,10 @@ def _write(
     adapter_bytes: Dict[str, int] = {}
     adapter_keys: Dict[str, List[str]] = {}
     for out in outputs:
-        if not out.adapters:
-            continue
-        pte = deserialize_pte(out.program.buffer, f"{out.stem}.pte")
         for name in out.adapters:
             # Delegated weights are the .pte's named data; the others, program constants.
-            own = {k: len(b.data) for k, b in pte.named_data.items() if k.startswith(f"{methods[name]}/")}
+            prefix = f"{methods[name]}/"
+            own = {k: size for k, size in out.program.named_data.items() if k.startswith(prefix)}
             for key, size in out.inline.get(methods[name], {}).items():
                 own.setdefault(key, size)
             adapter_keys[name] = list(own)

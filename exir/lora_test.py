@@ -6,7 +6,7 @@ import pytest
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir import LoraDataPolicy, to_edge
-from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
+from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte, foundation_identity
 from edgeshare.exir.lora import AdapterNameError, export_lora
 from edgeshare.exir.tensor_layout import tensor_bytes
 from edgeshare.models import demo_lora, lora_variants
@@ -93,6 +93,27 @@ def test_foundation_program_holds_no_weight_and_decides_the_ptd(tmp_path):
     assert sorted(both.shared_keys) == sorted(foundation.state_dict())
     # Each program is exported and lowered before the next one starts (its graphs go with it).
     assert [line.split(" ")[0] for line in lines] == ["exporting", "lowering"] * 3 + ["writing"] * 4
+
+
+def _file_identity(path):
+    ptd = deserialize_ptd(_read(path), os.path.basename(path))
+    return foundation_identity({k: (b.data, 1, None, b.digest) for k, b in ptd.named_data.items()})
+
+
+def test_each_program_records_the_identity_of_the_foundation_file_written_beside_it(tmp_path):
+    foundation, adapters, inputs = lora_variants.replaced_weight()
+    both = export_lora(foundation, adapters, inputs, str(tmp_path / "both"), None)
+    identity = _file_identity(both.foundation_path)
+    for name in adapters:
+        assert bytes(deserialize_pte(_read(both.program_paths[name])).program.foundationDigest) == identity
+    # "tuned" uses no foundation fc2.weight: exported alone, its file lacks that entry, so its
+    # program records another identity and differs from the one above in those 32 bytes only.
+    alone = export_lora(foundation, {"tuned": adapters["tuned"]}, inputs, str(tmp_path / "alone"), None)
+    other = _file_identity(alone.foundation_path)
+    assert other != identity
+    tuned_alone, tuned_both = _read(alone.program_paths["tuned"]), _read(both.program_paths["tuned"])
+    assert bytes(deserialize_pte(tuned_alone).program.foundationDigest) == other
+    assert tuned_alone.replace(other, identity) == tuned_both
 
 
 def test_foundation_program_name_must_be_a_stem_no_adapter_has(tmp_path):

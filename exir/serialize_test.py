@@ -10,6 +10,7 @@ from edgeshare.exir._serialize import (
     deserialize_pte,
     serialize_ptd,
     serialize_pte,
+    with_foundation_digest,
     with_replaced_data,
 )
 from edgeshare.exir._serialize._format import named_data_to_fb
@@ -74,6 +75,33 @@ def test_replaced_data_is_what_serializing_the_new_bytes_writes():
     assert with_replaced_data(twice, {digest[b]: (b, c, digest[c])}, "x.pte") is None
     with pytest.raises(SerializationError, match="x.pte: a replacement changes a size"):
         with_replaced_data(old, {digest[b]: (b, b"C" * 9, digest[c])}, "x.pte")
+
+
+def test_foundation_digest_set_in_place_is_the_image_packed_with_it():
+    segments = [Segment(b"A" * 5, 16), Segment(b"B" * 8, 128)]
+    identity, provisional = hashlib.sha256(b"file").digest(), hashlib.sha256(b"own entries").digest()
+    repacked = with_foundation_digest(serialize_pte(_program(), segments, 64), identity, "x.pte")
+    recorded = _program()
+    recorded.foundationDigest = list(provisional)
+    patched = with_foundation_digest(serialize_pte(recorded, segments, 64), identity, "x.pte")
+    assert patched == repacked
+    assert bytes(deserialize_pte(patched, "x.pte").program.foundationDigest) == identity
+    with pytest.raises(SerializationError, match="x.pte: foundation_digest has 31 bytes"):
+        with_foundation_digest(patched, identity[:31], "x.pte")
+
+
+def test_replaced_data_replaces_the_digest_wherever_it_is_recorded():
+    a, b, c = b"A" * 40, b"B" * 40, b"C" * 40
+    digest = {x: hashlib.sha256(x).digest() for x in (a, b, c)}
+
+    def image(weight):
+        p = _program()
+        p.namedData = [named_data_to_fb(fb, "w", 1, digest[weight], TensorLayout(6, (10,), (0,)))]
+        # A delegate's blob that names the weight by its digest, at an odd offset.
+        blob = b"x" * 3 + digest[weight] + b"y" * 5 + digest[weight]
+        return serialize_pte(p, [Segment(blob, 16), Segment(weight, 64), Segment(a, 64)], 64)
+
+    assert with_replaced_data(image(b), {digest[b]: (b, c, digest[c])}, "x.pte") == image(c)
 
 
 def test_pte_without_segments_has_zero_segment_data():

@@ -190,7 +190,7 @@ def export_swappable(
 
     check_out_dir(out_dir)
     with digest_cache():
-        lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say)
+        lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say, tag)
         bare, _ = lowerer.lower(foundation, "the foundation", policy, foundation=True)
         shared = SharedData(tag, reference="foundation")
         shared.add("foundation", bare)
