@@ -35,6 +35,7 @@ from edgeshare.bench._llm_measure import generate_torch
 from edgeshare.bench._llm_model import LlmFiles, LlmSpec, save_llm
 from edgeshare.bench._llm_peer_quality import cosine_figures, logit_cosines
 from edgeshare.bench._llm_peer_swap import SwappableRuns, export_swappable, swappable_fields, time_swappable
+from edgeshare.bench._llm_train import Training
 from edgeshare.bench._peer import VenvSpec, VenvStep, peer_python, peer_script, pip_install
 from edgeshare.bench._report import Rows, format_value
 from edgeshare.bench._runner import BenchError, json_report, run_generate, run_process
@@ -149,7 +150,7 @@ class LlamacppOptions:
       n_ctx: context bounds (edgeshare's --max-seq-len, llama.cpp's n_ctx), each >= prompt + new.
       threads: thread counts of both sides.
       flash_attn: llama.cpp's flash attention: "off" (exact at F32), "on" or "auto".
-      prompt_tokens: the prompt's length (seeded random ids).
+      prompt_tokens: the prompt's length (seeded random ids; held-out text for a trained model).
       new_tokens: greedy tokens generated.
       repeats: fresh processes per configuration and side, round-robin.
       swappable: formats whose swappable export (one lora.pte, an adapter .ptd each) is timed too:
@@ -294,7 +295,12 @@ def measure_llamacpp(
     log(f"[llamacpp] writing the model and {spec.adapters} adapters ({spec.describe()})")
     files = save_llm(spec, os.path.join(work_dir, "hf"))
     prompt = os.path.join(work_dir, "prompt.npy")
-    ids = torch.randint(0, spec.vocab, (1, options.prompt_tokens), generator=torch.Generator().manual_seed(164))
+    if files.training is not None:  # held-out text: what a trained model's logits are about
+        ids = files.training.held_out_ids[: options.prompt_tokens].view(1, -1)
+        if ids.shape[1] < options.prompt_tokens:
+            raise BenchError(f"--prompt-tokens {options.prompt_tokens}: the held-out text has {ids.shape[1]} tokens")
+    else:
+        ids = torch.randint(0, spec.vocab, (1, options.prompt_tokens), generator=torch.Generator().manual_seed(164))
     np.save(prompt, ids.numpy().astype(np.int64))
     log("[llamacpp] transformers + PEFT reference tokens")
     reference = _reference(files, prompt, options.new_tokens)
@@ -373,7 +379,21 @@ def measure_llamacpp(
             "export_s": {f"{k[0]}_{k[1]}": v["export_s"] for k, v in exports.items()},
             "swappable_export_s": {f"{k[0]}_{k[1]}": v["export_s"] for k, v in swappable_exports.items()},
             "stage_s": time.perf_counter() - start,
+            **_training_figures(files.training),
         }
+    }
+
+
+def _training_figures(training: Optional[Training]) -> Dict[str, Any]:
+    """The report's record of the model's training ({} for seeded random weights)."""
+    if training is None:
+        return {}
+    return {
+        "trained_steps": training.steps,
+        "train_s": training.seconds,
+        "held_out_loss_before": training.loss_before,
+        "held_out_loss_after": training.loss_after,
+        "prompt": "held-out stdlib docstring text",
     }
 
 
