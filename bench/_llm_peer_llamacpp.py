@@ -328,7 +328,9 @@ def measure_llamacpp(
     }
     for ex in exports.values():
         ex.update(logit_cosines(ex["program"], ex["foundation"], np.load(prompt), reference["logits"]))
-        bare = logit_cosines(ex["foundation_program"], ex["foundation"], np.load(prompt), reference["foundation_logits"])
+        bare = logit_cosines(
+            ex["foundation_program"], ex["foundation"], np.load(prompt), reference["foundation_logits"]
+        )
         ex.update({f"foundation_{k}": v for k, v in bare.items()})
     adapters = [converted["adapters"][name]["path"] for name in files.adapter_dirs]
     for fmt in formats:
@@ -338,9 +340,11 @@ def measure_llamacpp(
         args += ["--n-ctx", str(max(options.n_ctx)), "--out", out]
         _peer(python, args, f"{fmt.name} logits")
         entry.update(cosine_figures(np.load(out), reference["logits"]))
-        args = ["logits", "--model", entry["path"], "--prompt", prompt, "--n-ctx", str(max(options.n_ctx)), "--out", out]
+        args = ["logits", "--model", entry["path"], "--prompt", prompt]
+        args += ["--n-ctx", str(max(options.n_ctx)), "--out", out]
         _peer(python, args, f"{fmt.name} logits without an adapter")
-        entry.update({f"foundation_{k}": v for k, v in cosine_figures(np.load(out), reference["foundation_logits"]).items()})
+        bare = cosine_figures(np.load(out), reference["foundation_logits"])
+        entry.update({f"foundation_{k}": v for k, v in bare.items()})
     swappable: SwappableRuns = {}
     ours: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
     theirs: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
@@ -505,7 +509,8 @@ def llamacpp_rows(
         # the bench's adapters are seeded random, and on them a format's error can be the adapter's.
         for side, entry in (("edgeshare", export), ("llamacpp", gguf)):
             for stat in ("min", "median"):
-                row[f"{side}_foundation_logit_cosine_{stat}"] = entry.get(f"foundation_logit_cosine_{stat}", float("nan"))
+                field = f"foundation_logit_cosine_{stat}"
+                row[f"{side}_{field}"] = entry.get(field, float("nan"))
         loaded = (everything or {}).get(key, [])
         row["edgeshare_all_programs"] = len(export.get("programs", ())) if loaded else 0
         row["edgeshare_all_programs_peak_rss_mb"] = median(r["peak_rss_kib"] / 1024.0 for r in loaded)
