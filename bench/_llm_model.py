@@ -1,12 +1,14 @@
 """The tiny-LLM benchmark's model: a Llama-family causal LM from a config (seeded random weights,
-nothing downloaded) and NUM_ADAPTERS PEFT LoRA adapters, written as a user has them on disk."""
+nothing downloaded; optionally trained for a few steps on offline text, bench/_llm_train.py) and
+NUM_ADAPTERS PEFT LoRA adapters, written as a user has them on disk."""
 
 import dataclasses
 import os
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import transformers
+from edgeshare.bench._llm_train import Training, train_llm
 from edgeshare.models.hf_tiny import save_peft_adapter
 
 __all__ = ["LlmFiles", "LlmSpec", "save_llm"]
@@ -23,6 +25,8 @@ class LlmSpec:
       max_seq_len: the programs' token bound (memory is planned for it).
       rank, alpha, targets: every adapter's LoRA structure.
       adapters: how many adapters (seeds 1..adapters).
+      trained_steps: AdamW steps on the standard library's docstrings before saving (0: the
+        seeded random weights as they are).
     """
 
     layers: int = 4
@@ -37,6 +41,7 @@ class LlmSpec:
     alpha: float = 32.0
     targets: Tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     adapters: int = 8
+    trained_steps: int = 0
 
     def describe(self) -> str:
         """One line for the table."""
@@ -45,6 +50,7 @@ class LlmSpec:
             f"{self.heads} heads / {self.kv_heads} kv, vocab {self.vocab}{' tied' if self.tied else ''}, "
             f"max_seq_len {self.max_seq_len}; "
             f"{self.adapters} LoRA r{self.rank} on {','.join(t.split('_')[0] for t in self.targets)}"
+            + (f"; trained {self.trained_steps} steps on stdlib docstrings" if self.trained_steps else "")
         )
 
 
@@ -55,10 +61,12 @@ class LlmFiles:
     Attributes:
       model_dir: config.json + model.safetensors.
       adapter_dirs: "adapter1".. -> its PEFT directory (adapter_config.json + adapter_model.safetensors).
+      training: what the training did (spec.trained_steps > 0), else None.
     """
 
     model_dir: str
     adapter_dirs: Dict[str, str]
+    training: Optional[Training] = None
 
 
 def _config(spec: LlmSpec) -> transformers.LlamaConfig:
@@ -77,7 +85,9 @@ def _config(spec: LlmSpec) -> transformers.LlamaConfig:
 def save_llm(spec: LlmSpec, out_dir: str, seed: int = 0) -> LlmFiles:
     """Writes the model (seed) and its adapters (seeds seed+1..) under out_dir/model, out_dir/adapterN.
 
-    Norm weights get seeded noise (as models.hf_tiny does) so that no two weights share bytes.
+    Norm weights get seeded noise (as models.hf_tiny does) so that no two weights share bytes; then,
+    if spec.trained_steps, the model trains that many steps (train_llm, batches seeded by seed)
+    before it and its adapters are written.
     """
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(_config(spec)).eval()
@@ -86,6 +96,9 @@ def save_llm(spec: LlmSpec, out_dir: str, seed: int = 0) -> LlmFiles:
         for param in model.parameters():
             if param.dim() == 1:
                 param.add_(torch.randn(param.shape, generator=g) * 0.05)
+    training = None
+    if spec.trained_steps:
+        training = train_llm(model, spec.vocab, spec.trained_steps, min(128, spec.max_seq_len), seed)
     model_dir = os.path.join(out_dir, "model")
     model.save_pretrained(model_dir)
     adapter_dirs: Dict[str, str] = {}
@@ -93,4 +106,4 @@ def save_llm(spec: LlmSpec, out_dir: str, seed: int = 0) -> LlmFiles:
         path = os.path.join(out_dir, f"adapter{i}")
         save_peft_adapter(model, path, spec.targets, spec.rank, spec.alpha, seed + i)
         adapter_dirs[f"adapter{i}"] = path
-    return LlmFiles(model_dir, adapter_dirs)
+    return LlmFiles(model_dir, adapter_dirs, training)

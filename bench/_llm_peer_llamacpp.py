@@ -35,6 +35,7 @@ from edgeshare.bench._llm_measure import generate_torch
 from edgeshare.bench._llm_model import LlmFiles, LlmSpec, save_llm
 from edgeshare.bench._llm_peer_quality import cosine_figures, logit_cosines
 from edgeshare.bench._llm_peer_swap import SwappableRuns, export_swappable, swappable_fields, time_swappable
+from edgeshare.bench._llm_train import Training
 from edgeshare.bench._peer import VenvSpec, VenvStep, peer_python, peer_script, pip_install
 from edgeshare.bench._report import Rows, format_value
 from edgeshare.bench._runner import BenchError, json_report, run_generate, run_process
@@ -149,7 +150,7 @@ class LlamacppOptions:
       n_ctx: context bounds (edgeshare's --max-seq-len, llama.cpp's n_ctx), each >= prompt + new.
       threads: thread counts of both sides.
       flash_attn: llama.cpp's flash attention: "off" (exact at F32), "on" or "auto".
-      prompt_tokens: the prompt's length (seeded random ids).
+      prompt_tokens: the prompt's length (seeded random ids; held-out text for a trained model).
       new_tokens: greedy tokens generated.
       repeats: fresh processes per configuration and side, round-robin.
       swappable: formats whose swappable export (one lora.pte, an adapter .ptd each) is timed too:
@@ -242,11 +243,14 @@ def _export(files: LlmFiles, fmt: Format, bound: int, out: str, log: Callable[[s
     partitioner = XnnpackPartitioner(**dict(fmt.edgeshare or ()))
     result = export_hf_lora(files.model_dir, files.adapter_dirs, out, bound, partitioner)
     first = next(iter(files.adapter_dirs))
+    if result.foundation_program is None:
+        raise BenchError(f"the {fmt.name} export at bound {bound} wrote no foundation.pte")
     log(f"[llamacpp] edgeshare {fmt.name} at bound {bound} exported in {time.perf_counter() - start:.0f} s")
     return {
         "program": result.program_paths[first],
         "programs": [result.program_paths[name] for name in files.adapter_dirs],
         "foundation": result.foundation_path,
+        "foundation_program": result.foundation_program,
         "export_s": time.perf_counter() - start,
         "foundation_bytes": os.path.getsize(result.foundation_path),
         "adapter_bytes": result.adapter_bytes[first],
@@ -254,7 +258,8 @@ def _export(files: LlmFiles, fmt: Format, bound: int, out: str, log: Callable[[s
 
 
 def _reference(files: LlmFiles, prompt: str, new_tokens: int) -> Dict[str, Any]:
-    """transformers + PEFT (first adapter), greedy with its own KV cache, 1 thread."""
+    """transformers + PEFT (first adapter), greedy with its own KV cache, 1 thread; and the bare
+    model's logits of the same prompt (foundation_logits)."""
     first = next(iter(files.adapter_dirs))
     model = load_peft_adapter(load_hf_model(files.model_dir), first, files.adapter_dirs[first]).eval()
     ids = torch.from_numpy(np.load(prompt))
@@ -262,6 +267,7 @@ def _reference(files: LlmFiles, prompt: str, new_tokens: int) -> Dict[str, Any]:
     generated = generate_torch(model, ids, new_tokens)
     with torch.inference_mode():
         generated["logits"] = model(input_ids=ids).logits.float().numpy()
+        generated["foundation_logits"] = load_hf_model(files.model_dir).eval()(input_ids=ids).logits.float().numpy()
     return generated
 
 
@@ -294,7 +300,12 @@ def measure_llamacpp(
     log(f"[llamacpp] writing the model and {spec.adapters} adapters ({spec.describe()})")
     files = save_llm(spec, os.path.join(work_dir, "hf"))
     prompt = os.path.join(work_dir, "prompt.npy")
-    ids = torch.randint(0, spec.vocab, (1, options.prompt_tokens), generator=torch.Generator().manual_seed(164))
+    if files.training is not None:  # held-out text: what a trained model's logits are about
+        ids = files.training.held_out_ids[: options.prompt_tokens].view(1, -1)
+        if ids.shape[1] < options.prompt_tokens:
+            raise BenchError(f"--prompt-tokens {options.prompt_tokens}: the held-out text has {ids.shape[1]} tokens")
+    else:
+        ids = torch.randint(0, spec.vocab, (1, options.prompt_tokens), generator=torch.Generator().manual_seed(164))
     np.save(prompt, ids.numpy().astype(np.int64))
     log("[llamacpp] transformers + PEFT reference tokens")
     reference = _reference(files, prompt, options.new_tokens)
@@ -317,6 +328,10 @@ def measure_llamacpp(
     }
     for ex in exports.values():
         ex.update(logit_cosines(ex["program"], ex["foundation"], np.load(prompt), reference["logits"]))
+        bare = logit_cosines(
+            ex["foundation_program"], ex["foundation"], np.load(prompt), reference["foundation_logits"]
+        )
+        ex.update({f"foundation_{k}": v for k, v in bare.items()})
     adapters = [converted["adapters"][name]["path"] for name in files.adapter_dirs]
     for fmt in formats:
         entry = converted["models"][(fmt.gguf or fmt.quantize or "").lower()]
@@ -325,6 +340,11 @@ def measure_llamacpp(
         args += ["--n-ctx", str(max(options.n_ctx)), "--out", out]
         _peer(python, args, f"{fmt.name} logits")
         entry.update(cosine_figures(np.load(out), reference["logits"]))
+        args = ["logits", "--model", entry["path"], "--prompt", prompt]
+        args += ["--n-ctx", str(max(options.n_ctx)), "--out", out]
+        _peer(python, args, f"{fmt.name} logits without an adapter")
+        bare = cosine_figures(np.load(out), reference["foundation_logits"])
+        entry.update({f"foundation_{k}": v for k, v in bare.items()})
     swappable: SwappableRuns = {}
     ours: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
     theirs: Dict[Tuple[str, int, int], List[Dict[str, Any]]] = {}
@@ -373,7 +393,21 @@ def measure_llamacpp(
             "export_s": {f"{k[0]}_{k[1]}": v["export_s"] for k, v in exports.items()},
             "swappable_export_s": {f"{k[0]}_{k[1]}": v["export_s"] for k, v in swappable_exports.items()},
             "stage_s": time.perf_counter() - start,
+            **_training_figures(files.training),
         }
+    }
+
+
+def _training_figures(training: Optional[Training]) -> Dict[str, Any]:
+    """The report's record of the model's training ({} for seeded random weights)."""
+    if training is None:
+        return {}
+    return {
+        "trained_steps": training.steps,
+        "train_s": training.seconds,
+        "held_out_loss_before": training.loss_before,
+        "held_out_loss_after": training.loss_after,
+        "prompt": "held-out stdlib docstring text",
     }
 
 
@@ -471,6 +505,12 @@ def llamacpp_rows(
         # llama.cpp's logits of the same prompt and adapter, against the same reference.
         row["llamacpp_logit_cosine_min"] = gguf.get("logit_cosine_min", float("nan"))
         row["llamacpp_logit_cosine_median"] = gguf.get("logit_cosine_median", float("nan"))
+        # The same figures without an adapter (foundation.pte; the GGUF alone) against the bare model:
+        # the bench's adapters are seeded random, and on them a format's error can be the adapter's.
+        for side, entry in (("edgeshare", export), ("llamacpp", gguf)):
+            for stat in ("min", "median"):
+                field = f"foundation_logit_cosine_{stat}"
+                row[f"{side}_{field}"] = entry.get(field, float("nan"))
         loaded = (everything or {}).get(key, [])
         row["edgeshare_all_programs"] = len(export.get("programs", ())) if loaded else 0
         row["edgeshare_all_programs_peak_rss_mb"] = median(r["peak_rss_kib"] / 1024.0 for r in loaded)
@@ -503,6 +543,8 @@ _COLUMNS: Tuple[Tuple[str, str, int], ...] = (
     ("es/lc", "decode_rate_over_llamacpp", 7),
     ("cos min", "edgeshare_logit_cosine_min", 9),
     ("lc cos", "llamacpp_logit_cosine_min", 8),
+    ("fd cos", "edgeshare_foundation_logit_cosine_min", 8),
+    ("lc fd", "llamacpp_foundation_logit_cosine_min", 8),
     ("lc sw ms", "llamacpp_switch_ms", 9),
     ("es=hf", "edgeshare_tokens_match_transformers", 6),
     ("lc=hf", "llamacpp_tokens_match_transformers", 6),
@@ -548,7 +590,8 @@ def format_llamacpp_table(stage: Dict[str, Any]) -> str:
     )
     lines.append(
         "  cos min: the first adapter program's logits over the prompt against transformers + PEFT in fp32, "
-        "the lowest cosine of any position; lc cos: llama.cpp's logits with that adapter, the same figure"
+        "the lowest cosine of any position; lc cos: llama.cpp's logits with that adapter, the same figure; "
+        "fd cos, lc fd: the same two without an adapter (foundation.pte, the GGUF alone) against the bare model"
     )
     lines.append("".join(f"{header:>{width}}" for header, _, width in _COLUMNS))
     for row in stage.get("rows", []):

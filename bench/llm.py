@@ -2,7 +2,7 @@
 exported from a Hugging Face directory and run, against transformers + PEFT eager in the same run.
 
     ./bazelw run -c opt //bench:llm -- [--json FILE] [--repeats N] [--keep DIR] [--small]
-        [--vocab V] [--max-seq-len N] [--peer executorch|llamacpp [--peer-only]]
+        [--vocab V] [--max-seq-len N] [--trained-steps N] [--peer executorch|llamacpp [--peer-only]]
         [--peer-model llm|smollm2|small] [--formats F32,F16,Q8_0,Q4_0] [--n-ctx 128,2048] [--threads 1,2]
         [--flash-attn off|on|auto] [--prompt-tokens 64] [--peer-new-tokens 64]
 
@@ -53,6 +53,12 @@ rounds: the swap (Method::rebind_data onto an adapter bound before) against llam
 and the swappable program's prefill and decode against the adapter's own program.
 llama.cpp's flash attention is off unless --flash-attn says otherwise. --peer-only skips the
 tiny-LLM case's own figures.
+
+--trained-steps N trains the model (this case's and the peer stage's) for N AdamW steps on one
+thread before it is saved (bench/_llm_train.py: the standard library's docstrings, a BPE of the
+model's vocabulary; seeded, about 6 s a step at the reference shape), so that the logit cosines of
+every format are measured on learned weights rather than seeded random ones; the peer stage's
+prompt is then held-out text, and its JSON says the steps and the held-out loss before and after.
 
 The machine is shared: compare only ratios within one run. --small is a very small model for the
 plumbing's smoke test (bench/llm_test.py).
@@ -175,6 +181,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-seq-len", type=int, default=None, help="override the programs' token bound (memory is planned for it)"
     )
+    parser.add_argument(
+        "--trained-steps", type=int, default=0, help="train the model this many steps on offline text first (0: random)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     parser.add_argument("--no-swap", action="store_true", help="skip the adapter-swap stage")
     parser.add_argument(
@@ -237,6 +246,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     overrides = {k: v for k, v in (("vocab", args.vocab), ("max_seq_len", args.max_seq_len)) if v is not None}
     if overrides:
         spec = dataclasses.replace(spec, **overrides)
+    if args.trained_steps < 0:
+        parser.error("--trained-steps must be at least 0")
+    spec = dataclasses.replace(spec, trained_steps=args.trained_steps)
     if spec.max_seq_len < 32:
         parser.error("--max-seq-len must be at least 32 (the T=32 forward and the 32-token prompt)")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
@@ -269,7 +281,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report["tiny-llm"] = result
             tables.append(format_llm_table(result))
         if llamacpp is not None:
-            peer_spec = LLAMACPP_MODELS[args.peer_model]
+            peer_spec = dataclasses.replace(LLAMACPP_MODELS[args.peer_model], trained_steps=args.trained_steps)
             try:
                 report.update(measure_llamacpp(peer_spec, os.path.join(root, "llamacpp"), llamacpp, log))
                 tables.append(format_llamacpp_table(report["llamacpp"]))

@@ -24,14 +24,16 @@ OPTIONS = LlamacppOptions(formats=("F32", "Q8_0"), n_ctx=(128,), threads=(1,), r
 FILES: Dict[str, Any] = {
     "gguf": {
         "models": {
-            "f32": {"bytes": 400 * MIB, "logit_cosine_min": 0.975, "logit_cosine_median": 0.9987},
+            "f32": {"bytes": 400 * MIB, "logit_cosine_min": 0.975, "logit_cosine_median": 0.9987,
+                    "foundation_logit_cosine_min": 0.991, "foundation_logit_cosine_median": 0.9993},
             "q8_0": {"bytes": 106 * MIB},
         },
         "adapters": {"adapter1": {"bytes": 2 * MIB}, "adapter2": {"bytes": 2 * MIB}},
     },
     "edgeshare": {
         "F32_128": {"foundation_bytes": 400 * MIB, "adapter_bytes": 3 * MIB, "logit_cosine_min": 0.9999,
-                    "logit_cosine_median": 1.0}
+                    "logit_cosine_median": 1.0, "foundation_logit_cosine_min": 0.9998,
+                    "foundation_logit_cosine_median": 0.99995}
     },
 }
 
@@ -64,6 +66,10 @@ def test_ratios_are_medians_edgeshare_over_llamacpp() -> None:
     assert f32["edgeshare_peak_rss_mb"] == 500.0 and f32["llamacpp_adapter_mb"] == 2.0
     assert f32["edgeshare_logit_cosine_min"] == 0.9999 and f32["edgeshare_logit_cosine_median"] == 1.0
     assert f32["llamacpp_logit_cosine_min"] == 0.975 and f32["llamacpp_logit_cosine_median"] == 0.9987
+    assert f32["edgeshare_foundation_logit_cosine_min"] == 0.9998
+    assert f32["edgeshare_foundation_logit_cosine_median"] == 0.99995
+    assert f32["llamacpp_foundation_logit_cosine_min"] == 0.991
+    assert f32["llamacpp_foundation_logit_cosine_median"] == 0.9993
     assert f32["edgeshare_tokens_match_transformers"] is True
     assert f32["llamacpp_tokens_match_edgeshare"] is True
 
