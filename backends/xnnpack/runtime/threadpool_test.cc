@@ -55,7 +55,10 @@ TEST(ThreadpoolTest, changing_threads_while_another_thread_runs_work_is_safe) {
         g_done.fetch_add(64);
     }
   });
-  for (int i = 0; i < 300; ++i) ASSERT_TRUE(set_num_threads(1 + i % 3).ok());
+  // The changes go on until the worker has run work many times, however the two threads are
+  // scheduled (on a loaded machine the worker may not start before 300 changes are done).
+  for (int i = 0; i < 300 || (g_done.load() - before < 100 * 64 && i < 10000000); ++i)
+    ASSERT_TRUE(set_num_threads(1 + i % 3).ok());
   stop.store(true);
   worker.join();
   const size_t done = g_done.load() - before;
