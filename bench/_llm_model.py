@@ -1,14 +1,17 @@
 """The tiny-LLM benchmark's model: a Llama-family causal LM from a config (seeded random weights,
 nothing downloaded; optionally trained for a few steps on offline text, bench/_llm_train.py) and
-NUM_ADAPTERS PEFT LoRA adapters, written as a user has them on disk."""
+NUM_ADAPTERS PEFT LoRA adapters (seeded random, or fine-tuned each on its own text when the model
+is trained), written as a user has them on disk."""
 
+import copy
 import dataclasses
 import os
 from typing import Dict, Optional, Tuple
 
+import peft
 import torch
 import transformers
-from edgeshare.bench._llm_train import Training, train_llm
+from edgeshare.bench._llm_train import Training, train_llm, train_lora
 from edgeshare.models.hf_tiny import save_peft_adapter
 
 __all__ = ["LlmFiles", "LlmSpec", "save_llm"]
@@ -26,7 +29,9 @@ class LlmSpec:
       rank, alpha, targets: every adapter's LoRA structure.
       adapters: how many adapters (seeds 1..adapters).
       trained_steps: AdamW steps on the standard library's docstrings before saving (0: the
-        seeded random weights as they are).
+        seeded random weights as they are, and seeded random adapters).
+      adapter_steps: with trained_steps, each adapter's fine-tuning steps on its own part of the
+        text (train_lora); 0 takes trained_steps // 5, at least 1.
     """
 
     layers: int = 4
@@ -42,6 +47,13 @@ class LlmSpec:
     targets: Tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     adapters: int = 8
     trained_steps: int = 0
+    adapter_steps: int = 0
+
+    def lora_steps(self) -> int:
+        """Each adapter's fine-tuning steps (0: seeded random adapters)."""
+        if not self.trained_steps:
+            return 0
+        return self.adapter_steps or max(1, self.trained_steps // 5)
 
     def describe(self) -> str:
         """One line for the table."""
@@ -50,7 +62,11 @@ class LlmSpec:
             f"{self.heads} heads / {self.kv_heads} kv, vocab {self.vocab}{' tied' if self.tied else ''}, "
             f"max_seq_len {self.max_seq_len}; "
             f"{self.adapters} LoRA r{self.rank} on {','.join(t.split('_')[0] for t in self.targets)}"
-            + (f"; trained {self.trained_steps} steps on stdlib docstrings" if self.trained_steps else "")
+            + (
+                f"; trained {self.trained_steps} steps on stdlib docstrings, adapters {self.lora_steps()} each"
+                if self.trained_steps
+                else ""
+            )
         )
 
 
@@ -62,11 +78,13 @@ class LlmFiles:
       model_dir: config.json + model.safetensors.
       adapter_dirs: "adapter1".. -> its PEFT directory (adapter_config.json + adapter_model.safetensors).
       training: what the training did (spec.trained_steps > 0), else None.
+      adapter_training: adapter name -> its fine-tuning (empty for seeded random adapters).
     """
 
     model_dir: str
     adapter_dirs: Dict[str, str]
     training: Optional[Training] = None
+    adapter_training: Dict[str, Training] = dataclasses.field(default_factory=dict)
 
 
 def _config(spec: LlmSpec) -> transformers.LlamaConfig:
@@ -87,7 +105,10 @@ def save_llm(spec: LlmSpec, out_dir: str, seed: int = 0) -> LlmFiles:
 
     Norm weights get seeded noise (as models.hf_tiny does) so that no two weights share bytes; then,
     if spec.trained_steps, the model trains that many steps (train_llm, batches seeded by seed)
-    before it and its adapters are written.
+    before it is written, and each adapter starts as PEFT starts one (lora_B zero, lora_A seeded by
+    seed+i) and is fine-tuned on its own part of the text (train_lora). Untrained, the adapters are
+    seeded random (models.hf_tiny.save_peft_adapter): a large update that tests see, not one a
+    fine-tune makes.
     """
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(_config(spec)).eval()
@@ -102,8 +123,23 @@ def save_llm(spec: LlmSpec, out_dir: str, seed: int = 0) -> LlmFiles:
     model_dir = os.path.join(out_dir, "model")
     model.save_pretrained(model_dir)
     adapter_dirs: Dict[str, str] = {}
+    adapter_training: Dict[str, Training] = {}
     for i in range(1, spec.adapters + 1):
-        path = os.path.join(out_dir, f"adapter{i}")
-        save_peft_adapter(model, path, spec.targets, spec.rank, spec.alpha, seed + i)
-        adapter_dirs[f"adapter{i}"] = path
-    return LlmFiles(model_dir, adapter_dirs, training)
+        name, path = f"adapter{i}", os.path.join(out_dir, f"adapter{i}")
+        if spec.lora_steps():
+            adapter_training[name] = _save_trained_adapter(model, path, spec, seed + i, i - 1)
+        else:
+            save_peft_adapter(model, path, spec.targets, spec.rank, spec.alpha, seed + i)
+        adapter_dirs[name] = path
+    return LlmFiles(model_dir, adapter_dirs, training, adapter_training)
+
+
+def _save_trained_adapter(model: torch.nn.Module, path: str, spec: LlmSpec, seed: int, part: int) -> Training:
+    config = peft.LoraConfig(
+        r=spec.rank, lora_alpha=spec.alpha, target_modules=list(spec.targets), task_type="CAUSAL_LM"
+    )
+    torch.manual_seed(seed)  # lora_A's initialization
+    tuned = peft.get_peft_model(copy.deepcopy(model), config)
+    training = train_lora(tuned, spec.vocab, spec.lora_steps(), min(128, spec.max_seq_len), part, spec.adapters)
+    tuned.save_pretrained(path)
+    return training

@@ -393,22 +393,31 @@ def measure_llamacpp(
             "export_s": {f"{k[0]}_{k[1]}": v["export_s"] for k, v in exports.items()},
             "swappable_export_s": {f"{k[0]}_{k[1]}": v["export_s"] for k, v in swappable_exports.items()},
             "stage_s": time.perf_counter() - start,
-            **_training_figures(files.training),
+            **_training_figures(files.training, files.adapter_training),
         }
     }
 
 
-def _training_figures(training: Optional[Training]) -> Dict[str, Any]:
-    """The report's record of the model's training ({} for seeded random weights)."""
+def _training_figures(training: Optional[Training], adapters: Dict[str, Training]) -> Dict[str, Any]:
+    """The report's record of the model's and the adapters' training ({} for seeded random weights)."""
     if training is None:
         return {}
-    return {
+    figures: Dict[str, Any] = {
         "trained_steps": training.steps,
         "train_s": training.seconds,
         "held_out_loss_before": training.loss_before,
         "held_out_loss_after": training.loss_after,
         "prompt": "held-out stdlib docstring text",
     }
+    if adapters:
+        first = adapters[min(adapters)]
+        figures.update(
+            adapter_steps=first.steps,
+            adapters_train_s=sum(t.seconds for t in adapters.values()),
+            adapter1_held_out_loss_before=first.loss_before,
+            adapter1_held_out_loss_after=first.loss_after,
+        )
+    return figures
 
 
 def _median_switch(runs: Sequence[Dict[str, Any]]) -> float:

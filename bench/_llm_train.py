@@ -19,13 +19,14 @@ import os
 import sysconfig
 import time
 import tokenize
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from edgeshare.models.tiny_tokenizer import train_byte_level_bpe
+from tokenizers import Tokenizer
 from torch import nn
 
-__all__ = ["Training", "stdlib_text", "train_llm"]
+__all__ = ["Training", "stdlib_text", "train_llm", "train_lora"]
 
 # Folders of the standard library that hold tests or generated tables rather than prose.
 _SKIP_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "__pycache__", "lib2to3"})
@@ -33,6 +34,9 @@ _HELD_OUT_FRACTION = 0.05
 _BATCH = 4
 _LEARNING_RATE = 2e-3
 _WARMUP_STEPS = 10
+# A LoRA fine-tune starts from lora_B = 0, so it needs no warmup; its rate is the common one for
+# adapters of small models.
+_LORA_LEARNING_RATE = 1e-3
 _HELD_OUT_WINDOWS = 8
 
 
@@ -99,15 +103,17 @@ def stdlib_text() -> Tuple[str, ...]:
     return tuple(texts)
 
 
-def _tokenizer(text: str, vocab: int) -> Tokenizer:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
-    )
-    tok.train_from_iterator([text], trainer)
-    return tok
+@functools.lru_cache(maxsize=2)
+def _tokenizer(vocab: int) -> Tuple[Tokenizer, int]:
+    """A byte-level BPE of `vocab` ids trained on the training modules, and how many modules those
+    are (the rest of stdlib_text() is held out)."""
+    texts = stdlib_text()
+    cut = len(texts) - max(1, int(len(texts) * _HELD_OUT_FRACTION))
+    return train_byte_level_bpe(["\n\n".join(texts[:cut])], vocab), cut
+
+
+def _ids(tok: Tokenizer, texts: Sequence[str]) -> torch.Tensor:
+    return torch.tensor(tok.encode("\n\n".join(texts)).ids, dtype=torch.int64)
 
 
 def _held_out_loss(model: nn.Module, ids: torch.Tensor, seq_len: int) -> float:
@@ -118,6 +124,57 @@ def _held_out_loss(model: nn.Module, ids: torch.Tensor, seq_len: int) -> float:
     with torch.no_grad():
         logits = model(input_ids=x).logits
     return float(nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)))
+
+
+def _fit(
+    model: nn.Module,
+    train_ids: torch.Tensor,
+    held_ids: torch.Tensor,
+    steps: int,
+    seq_len: int,
+    seed: int,
+    lr: float,
+    warmup: int,
+) -> Training:
+    """AdamW on model's trainable parameters over seeded windows of train_ids (one thread)."""
+    if len(held_ids) < seq_len + 1 or len(train_ids) < seq_len + 1:
+        raise ValueError(
+            f"training: {len(train_ids)} training and {len(held_ids)} held-out tokens, fewer than a window of {seq_len}"
+        )
+    params = [p for p in model.parameters() if p.requires_grad]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: the same steps give the same weights
+    try:
+        loss_before = _held_out_loss(model, held_ids, seq_len)
+        optimizer = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+        batches = torch.Generator().manual_seed(seed)
+        model.train()
+        start = time.perf_counter()
+        for step in range(steps):
+            for group in optimizer.param_groups:
+                group["lr"] = lr * min(1.0, (step + 1) / warmup)
+            starts = torch.randint(0, len(train_ids) - seq_len - 1, (_BATCH,), generator=batches)
+            x = torch.stack([train_ids[s : s + seq_len] for s in starts])
+            y = torch.stack([train_ids[s + 1 : s + seq_len + 1] for s in starts])
+            logits = model(input_ids=x).logits
+            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            if not math.isfinite(loss.item()):
+                raise ValueError(f"training: the loss is {loss.item()} at step {step}")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+        seconds = time.perf_counter() - start
+        loss_after = _held_out_loss(model, held_ids, seq_len)
+    finally:
+        torch.set_num_threads(threads)
+    model.eval()
+    return Training(steps, seconds, loss_before, loss_after, held_ids)
+
+
+def _check(steps: int, seq_len: int, vocab: int) -> None:
+    if steps < 1 or seq_len < 2 or vocab < 256:
+        raise ValueError(f"training: steps {steps} must be >= 1, seq_len {seq_len} >= 2, vocab {vocab} >= 256")
 
 
 def train_llm(model: nn.Module, vocab: int, steps: int, seq_len: int, seed: int = 0) -> Training:
@@ -136,40 +193,39 @@ def train_llm(model: nn.Module, vocab: int, steps: int, seq_len: int, seed: int 
     Raises:
       ValueError: steps < 1, seq_len < 2, vocab < 256, or too little text for the windows.
     """
-    if steps < 1 or seq_len < 2 or vocab < 256:
-        raise ValueError(f"train_llm: steps {steps} must be >= 1, seq_len {seq_len} >= 2, vocab {vocab} >= 256")
+    _check(steps, seq_len, vocab)
     texts = stdlib_text()
-    cut = len(texts) - max(1, int(len(texts) * _HELD_OUT_FRACTION))
-    tok = _tokenizer("\n\n".join(texts[:cut]), vocab)
-    train_ids = torch.tensor(tok.encode("\n\n".join(texts[:cut])).ids, dtype=torch.int64)
-    held_ids = torch.tensor(tok.encode("\n\n".join(texts[cut:])).ids, dtype=torch.int64)
-    if len(held_ids) < seq_len + 1 or len(train_ids) < seq_len + 1:
-        raise ValueError(f"train_llm: {len(held_ids)} held-out tokens, fewer than a window of {seq_len}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one thread: the same steps give the same weights
-    try:
-        loss_before = _held_out_loss(model, held_ids, seq_len)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=_LEARNING_RATE, betas=(0.9, 0.95), weight_decay=0.0)
-        batches = torch.Generator().manual_seed(seed)
-        model.train()
-        start = time.perf_counter()
-        for step in range(steps):
-            for group in optimizer.param_groups:
-                group["lr"] = _LEARNING_RATE * min(1.0, (step + 1) / _WARMUP_STEPS)
-            starts = torch.randint(0, len(train_ids) - seq_len - 1, (_BATCH,), generator=batches)
-            x = torch.stack([train_ids[s : s + seq_len] for s in starts])
-            y = torch.stack([train_ids[s + 1 : s + seq_len + 1] for s in starts])
-            logits = model(input_ids=x).logits
-            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            if not math.isfinite(loss.item()):
-                raise ValueError(f"train_llm: the loss is {loss.item()} at step {step}")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-        seconds = time.perf_counter() - start
-        loss_after = _held_out_loss(model, held_ids, seq_len)
-    finally:
-        torch.set_num_threads(threads)
-    model.eval()
-    return Training(steps, seconds, loss_before, loss_after, held_ids)
+    tok, cut = _tokenizer(vocab)
+    return _fit(model, _ids(tok, texts[:cut]), _ids(tok, texts[cut:]), steps, seq_len, seed, _LEARNING_RATE, _WARMUP_STEPS)
+
+
+def train_lora(model: nn.Module, vocab: int, steps: int, seq_len: int, part: int, parts: int) -> Training:
+    """Fine-tunes the trainable (LoRA) weights of a PEFT model in place on one part of the training text.
+
+    A shipped adapter is a fine-tune: its low-rank update is small beside the weights it adapts and
+    moves the model towards its own text. The training modules are dealt into `parts` parts
+    (module j goes to part j % parts); part `part` is this adapter's text, so each adapter learns
+    something of its own.
+
+    Args:
+      model: a PEFT LoRA model over a causal LM (only the adapter's weights require gradients).
+      vocab, steps, seq_len: as train_llm's.
+      part: this adapter's part, 0 <= part < parts; also its batches' seed.
+      parts: how many parts the text is dealt into.
+
+    Returns:
+      What was done; the held-out losses are on the part's own text (the model is left in eval mode).
+
+    Raises:
+      ValueError: bad counts, or too little text in the part.
+    """
+    _check(steps, seq_len, vocab)
+    if not 0 <= part < parts:
+        raise ValueError(f"train_lora: part {part} must be in [0, {parts})")
+    tok, cut = _tokenizer(vocab)
+    mine = stdlib_text()[:cut][part::parts]
+    if len(mine) < 2:
+        raise ValueError(f"train_lora: part {part} of {parts} has {len(mine)} modules of text; need 2")
+    held = max(1, int(len(mine) * _HELD_OUT_FRACTION))
+    train_ids, held_ids = _ids(tok, mine[:-held]), _ids(tok, mine[-held:])
+    return _fit(model, train_ids, held_ids, steps, seq_len, part, _LORA_LEARNING_RATE, 1)

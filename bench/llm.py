@@ -57,8 +57,11 @@ tiny-LLM case's own figures.
 --trained-steps N trains the model (this case's and the peer stage's) for N AdamW steps on one
 thread before it is saved (bench/_llm_train.py: the standard library's docstrings, a BPE of the
 model's vocabulary; seeded, about 6 s a step at the reference shape), so that the logit cosines of
-every format are measured on learned weights rather than seeded random ones; the peer stage's
-prompt is then held-out text, and its JSON says the steps and the held-out loss before and after.
+every format are measured on learned weights rather than seeded random ones; each adapter is then
+fine-tuned N // 5 steps (at least 1) on its own part of that text, as a shipped adapter is, instead
+of seeded random (a low-rank update many times the size of the weights it adapts, which tests see
+but no fine-tune makes). The peer stage's prompt is then held-out text, and its JSON says the
+steps and the held-out losses before and after, the model's and the first adapter's.
 
 The machine is shared: compare only ratios within one run. --small is a very small model for the
 plumbing's smoke test (bench/llm_test.py).

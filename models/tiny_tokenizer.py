@@ -9,9 +9,20 @@ model directory has on disk after `save_pretrained` of a model and its tokenizer
 
 import json
 import os
-from typing import List
+from typing import TYPE_CHECKING, List, Sequence
 
-__all__ = ["CHAT_TEMPLATE", "CORPUS", "HELD_OUT", "SPECIAL_TOKENS", "VOCAB", "save_tokenizer"]
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+__all__ = [
+    "CHAT_TEMPLATE",
+    "CORPUS",
+    "HELD_OUT",
+    "SPECIAL_TOKENS",
+    "VOCAB",
+    "save_tokenizer",
+    "train_byte_level_bpe",
+]
 
 # 256 bytes, 3 special tokens and 125 merges: a model needs this vocabulary (make_tiny_model(vocab_size=...)).
 VOCAB = 384
@@ -60,6 +71,32 @@ CHAT_TEMPLATE = """{% for message in messages %}
 {%- endif %}"""
 
 
+def train_byte_level_bpe(texts: Sequence[str], vocab: int, special_tokens: Sequence[str] = ()) -> "Tokenizer":
+    """A GPT-2 style tokenizer (byte-level pre-tokenizer with its regex, BPE merges) trained on texts.
+
+    Args:
+      texts: the training text, one string a document.
+      vocab: the vocabulary size to reach (the 256 bytes and the special tokens count in it).
+      special_tokens: added tokens, given the first ids.
+
+    Returns:
+      The tokenizer; it has fewer than `vocab` ids when the texts have too few pairs to merge.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: PLC0415
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=list(special_tokens),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
 def save_tokenizer(model_dir: str, max_length: int = 256) -> List[str]:
     """Trains the tokenizer (GPT-2 style: byte-level pre-tokenizer with its regex, merges, added
     special tokens; exactly VOCAB tokens) and writes it into model_dir with tokenizer_config.json
@@ -73,18 +110,7 @@ def save_tokenizer(model_dir: str, max_length: int = 256) -> List[str]:
     Returns:
       The files written.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: PLC0415
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(CORPUS * 4, trainer)
+    tokenizer = train_byte_level_bpe(CORPUS * 4, VOCAB, SPECIAL_TOKENS)
     assert tokenizer.get_vocab_size() == VOCAB, tokenizer.get_vocab_size()
     paths = [os.path.join(model_dir, name) for name in (
         "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")]
