@@ -325,7 +325,10 @@ Status Run(const Options& options) {
   Tokenizers tokenizers;
   std::vector<std::shared_ptr<const DataFile>> adapters;  // Outlives `set`.
   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
-  for (const std::string& path : options.set.programs) ES_RETURN_IF_ERROR(set.add(path));
+  // Only the method generation runs is loaded: a program's other methods would hold memory unused.
+  for (const std::string& path : options.set.programs) {
+    ES_RETURN_IF_ERROR(set.add(path, options.method));
+  }
 
   nlohmann::json by_program = nlohmann::json::object();
   for (LoadedProgram& entry : set.programs()) {

@@ -59,7 +59,7 @@ Result<ProgramSet> ProgramSet::open(const std::vector<std::string>& data_files) 
   return set;
 }
 
-Status ProgramSet::add(const std::string& path) {
+Status ProgramSet::add(const std::string& path, const std::string& only_method) {
   const auto start = std::chrono::steady_clock::now();
   LoadedProgram entry;
   entry.path = path;
@@ -69,11 +69,17 @@ Status ProgramSet::add(const std::string& path) {
   ES_ASSIGN_OR_RETURN(Program program, Program::load(entry.loader.get()));
   entry.program = std::make_unique<Program>(std::move(program));
   ES_RETURN_IF_ERROR(check_foundation(entry.program->foundation_digest(), path, data_files_));
+  std::string available;
   for (size_t m = 0; m < entry.program->num_methods(); ++m) {
     ES_ASSIGN_OR_RETURN(const char* method_name, entry.program->get_method_name(m));
+    available += (available.empty() ? "" : ", ") + std::string(method_name);
+    if (!only_method.empty() && only_method != method_name) continue;
     ES_ASSIGN_OR_RETURN(Method method, entry.program->load_method(method_name, counted_.get()));
     entry.methods.push_back(std::move(method));
   }
+  ES_CHECK_OR_RETURN_ERROR(!entry.methods.empty() || only_method.empty(), Error::InvalidArgument,
+                           "%s has no method '%s' (methods: %s)", path.c_str(), only_method.c_str(),
+                           available.c_str());
   entry.load_ms = milliseconds_since(start);
   programs_.push_back(std::move(entry));
   return Status();

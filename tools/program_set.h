@@ -58,10 +58,12 @@ class ProgramSet {
   // Opens every data file (DataFile::open) and merges them into the map programs load against.
   static runtime::Result<ProgramSet> open(const std::vector<std::string>& data_files);
 
-  // Loads the program at path and every method of it, after the programs already loaded.
-  // InvalidArgument (check_foundation) when it, or an adapter file of the set, was exported for
-  // another foundation than the set's data files hold.
-  runtime::Status add(const std::string& path);
+  // Loads the program at path and every method of it, after the programs already loaded; with
+  // `only_method`, that method alone (a tool that runs one method keeps the others' operators,
+  // packed weights and arenas out of memory). InvalidArgument (check_foundation) when it, or an
+  // adapter file of the set, was exported for another foundation than the set's data files hold;
+  // InvalidArgument naming the program's methods when it has no `only_method`.
+  runtime::Status add(const std::string& path, const std::string& only_method = "");
 
   std::vector<LoadedProgram>& programs() { return programs_; }
 

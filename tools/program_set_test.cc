@@ -58,6 +58,21 @@ TEST(ProgramSetTest, MissingProgramNamesTheFile) {
   EXPECT_NE(std::string(status.message()).find("/nonexistent/lora_x.pte"), std::string::npos);
 }
 
+TEST(ProgramSetTest, OnlyTheNamedMethodIsLoadedAndAnUnknownOneIsRefused) {
+  auto set = ProgramSet::open({Env("FOUNDATION_PTD")});
+  ASSERT_TRUE(set.ok());
+  const runtime::Status chat = set->add(Env("LORA_A_PTE"), "chat");
+  ASSERT_FALSE(chat.ok());
+  EXPECT_EQ(chat.code(), runtime::Error::InvalidArgument);
+  EXPECT_EQ(std::string(chat.message()),
+            Env("LORA_A_PTE") + " has no method 'chat' (methods: forward)");
+  EXPECT_TRUE(set->programs().empty());
+  ASSERT_TRUE(set->add(Env("LORA_A_PTE"), "forward").ok());
+  ASSERT_EQ(set->programs().size(), 1u);
+  ASSERT_EQ(set->programs()[0].methods.size(), 1u);
+  EXPECT_STREQ(set->programs()[0].methods[0].name(), "forward");
+}
+
 TEST(ProgramSetTest, SeededInputsAreTheSameEveryRunAndTimedRunsAreCounted) {
   auto set = ProgramSet::open({Env("FOUNDATION_PTD")});
   ASSERT_TRUE(set.ok());

@@ -300,7 +300,8 @@ std::shared_ptr<OpenDataFile> OpenData(const std::string& path) {
 }
 
 std::shared_ptr<LoadedProgram> LoadProgram(
-    const std::string& path, const std::vector<std::shared_ptr<OpenDataFile>>& data_files) {
+    const std::string& path, const std::vector<std::shared_ptr<OpenDataFile>>& data_files,
+    const std::vector<std::string>& methods) {
   std::vector<std::shared_ptr<const DataFile>> files;
   for (const std::shared_ptr<OpenDataFile>& data : data_files) {
     if (data == nullptr) throw Failure{Error::InvalidArgument, "a data file is None"};
@@ -309,7 +310,7 @@ std::shared_ptr<LoadedProgram> LoadProgram(
   Result<std::shared_ptr<LoadedProgram>> program = Status(Error::Internal);
   {
     py::gil_scoped_release release;
-    program = LoadedProgram::load(path, std::move(files));
+    program = LoadedProgram::load(path, std::move(files), methods);
   }
   return Unwrap(std::move(program));
 }
@@ -389,7 +390,8 @@ void DefineClasses(py::module_& m) {
       .def_property_readonly("path", [](const OpenDataFile& f) { return f.file->path(); });
 
   py::class_<LoadedProgram, std::shared_ptr<LoadedProgram>>(m, "Program")
-      .def_static("load", &LoadProgram, py::arg("path"), py::arg("data_files"))
+      .def_static("load", &LoadProgram, py::arg("path"), py::arg("data_files"),
+                  py::arg("methods") = std::vector<std::string>())
       .def_property_readonly("path", &LoadedProgram::path)
       .def_property_readonly("method_names",
                              [](LoadedProgram& p) {

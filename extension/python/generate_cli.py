@@ -185,7 +185,8 @@ def _run(args: argparse.Namespace) -> None:
     set_num_threads(args.threads)
     prompt = load_npy(args.prompt_ids) if args.prompt_ids is not None else None
     data = [DataFile.open(path) for path in args.data]
-    programs = [Program.load(path, data) for path in args.program]
+    # The generating method alone: a program's other methods would hold memory unused.
+    programs = [Program.load(path, data, methods=[args.method]) for path in args.program]
     by_program = {_name(p.path): _generate(p, _name(p.path), args, prompt) for p in programs}
     swaps: List[Dict[str, Any]] = []
     for path in args.swap_adapter:

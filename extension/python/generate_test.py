@@ -50,6 +50,24 @@ def test_tokens_equal_transformers_for_each_adapter_and_the_foundation(programs,
     assert expected["tokens"]["a"] != expected["tokens"]["foundation"]
 
 
+def test_a_program_loaded_with_its_generating_method_alone_generates_the_same(prompt, expected):
+    foundation = DataFile.open(_path("foundation.ptd"))
+    program = Program.load(_path("a.pte"), [foundation], methods=["forward_cached"])
+    assert program.methods == ["forward_cached"]
+    assert program.method("forward_cached").generate(prompt, expected["new_tokens"]).tokens == expected["tokens"]["a"]
+    with pytest.raises(EdgeshareError) as error:
+        program.method("forward")
+    assert error.value.message.endswith("has no method 'forward' (methods: forward_cached)")
+    with pytest.raises(EdgeshareError) as error:
+        Program.load(_path("a.pte"), [foundation], methods=["forward_cached", "chat"])
+    assert error.value.code == "InvalidArgument"
+    assert error.value.message == f"{_path('a.pte')} has no method 'chat' (methods: forward, forward_cached)"
+    with pytest.raises(TypeError, match="not one name"):
+        Program.load(_path("a.pte"), [foundation], methods="forward_cached")
+    with pytest.raises(ValueError, match="methods is empty"):
+        Program.load(_path("a.pte"), [foundation], methods=[])
+
+
 def test_tokens_equal_transformers_at_the_longest_bound(prompt, expected):
     """The same programs exported for 256 positions: attention reads only the filled ones, and
     the tokens are transformers' still."""

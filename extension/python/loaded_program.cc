@@ -1,5 +1,6 @@
 #include "edgeshare/extension/python/loaded_program.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -153,7 +154,8 @@ Status LoadedMethod::rebind(std::shared_ptr<const runtime::NamedDataMap> data) {
 }
 
 Result<std::shared_ptr<LoadedProgram>> LoadedProgram::load(
-    const std::string& path, std::vector<std::shared_ptr<const DataFile>> data_files) {
+    const std::string& path, std::vector<std::shared_ptr<const DataFile>> data_files,
+    const std::vector<std::string>& only_methods) {
   std::shared_ptr<LoadedProgram> loaded(new LoadedProgram());
   loaded->path_ = path;
   loaded->data_files_ = std::move(data_files);
@@ -173,10 +175,25 @@ Result<std::shared_ptr<LoadedProgram>> LoadedProgram::load(
   loaded->program_ = std::make_unique<Program>(std::move(program));
   ES_RETURN_IF_ERROR(
       tools::check_foundation(loaded->program_->foundation_digest(), path, loaded->data_files_));
+  std::vector<std::string> names;
+  std::string available;
   for (size_t m = 0; m < loaded->program_->num_methods(); ++m) {
     ES_ASSIGN_OR_RETURN(const char* name, loaded->program_->get_method_name(m));
+    names.emplace_back(name);
+    available += (available.size() ? ", " : "") + names.back();
+  }
+  for (const std::string& wanted : only_methods) {
+    ES_CHECK_OR_RETURN_ERROR(std::find(names.begin(), names.end(), wanted) != names.end(),
+                             Error::InvalidArgument, "%s has no method '%s' (methods: %s)",
+                             path.c_str(), wanted.c_str(), available.c_str());
+  }
+  for (size_t m = 0; m < names.size(); ++m) {
+    if (!only_methods.empty() &&
+        std::find(only_methods.begin(), only_methods.end(), names[m]) == only_methods.end()) {
+      continue;
+    }
     ES_ASSIGN_OR_RETURN(Method method,
-                        loaded->program_->load_method(name, loaded->external_.get()));
+                        loaded->program_->load_method(names[m].c_str(), loaded->external_.get()));
     loaded->methods_.push_back(
         std::make_unique<LoadedMethod>(std::move(method), loaded->program_->name()));
   }

@@ -130,9 +130,12 @@ class LoadedMethod {
 
 class LoadedProgram {
  public:
-  // Maps the .pte at `path` and loads every method against the merged `data_files`.
+  // Maps the .pte at `path` and loads every method against the merged `data_files`; with
+  // `only_methods`, those methods alone (InvalidArgument listing the program's methods for a name
+  // it does not have), so that methods a caller never runs hold no memory.
   static runtime::Result<std::shared_ptr<LoadedProgram>> load(
-      const std::string& path, std::vector<std::shared_ptr<const runtime::DataFile>> data_files);
+      const std::string& path, std::vector<std::shared_ptr<const runtime::DataFile>> data_files,
+      const std::vector<std::string>& only_methods = {});
 
   const std::string& path() const { return path_; }
   const std::vector<std::shared_ptr<const runtime::DataFile>>& data_files() const {

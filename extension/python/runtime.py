@@ -337,7 +337,8 @@ class Method:
 
 
 class Program:
-    """A .pte program loaded with every method, over the data files that hold its external weights.
+    """A .pte program loaded with every method (or those asked for), over the data files that hold
+    its external weights.
 
     Loading fetches and packs weights through the process-wide caches: a second program over the
     same foundation data file reuses its packed weights.
@@ -353,13 +354,21 @@ class Program:
         self._tokenizer: Any = None
 
     @classmethod
-    def load(cls, path: PathLike, data_files: Sequence[Union[DataFile, PathLike]] = ()) -> Program:
-        """Maps the .pte at `path` and loads every method of it.
+    def load(
+        cls,
+        path: PathLike,
+        data_files: Sequence[Union[DataFile, PathLike]] = (),
+        methods: Optional[Sequence[str]] = None,
+    ) -> Program:
+        """Maps the .pte at `path` and loads every method of it, or only `methods`.
 
         Args:
           path: the .pte file.
           data_files: the data files (DataFile objects or paths of .ptd files) holding the weights
             the program takes from outside, e.g. its foundation.
+          methods: the methods to load (None: all). A method that is never run still holds its
+            operators and working memory once loaded, so a program that only generates can load
+            its KV-cache method alone, e.g. methods=["forward_cached"].
 
         Returns:
           The loaded program.
@@ -368,13 +377,20 @@ class Program:
           EdgeshareError: with the runtime's message naming the file, method or key: AccessFailed
             for a missing file, InvalidProgram for a malformed one, NotFound for a weight none of
             `data_files` holds, InvalidData for a data file whose contents are not the ones the
-            program was exported with, AlreadyExists for a key in two data files.
-          TypeError: `data_files` is one path rather than a sequence of them.
+            program was exported with, AlreadyExists for a key in two data files, InvalidArgument
+            for a name in `methods` the program does not have.
+          TypeError: `data_files` or `methods` is one string rather than a sequence of them.
+          ValueError: `methods` is empty.
         """
         if isinstance(data_files, (str, bytes, os.PathLike)):
             raise TypeError(f"Program.load({os.fspath(path)!r}): data_files must be a list of files, not one path")
+        if isinstance(methods, (str, bytes)):
+            raise TypeError(f"Program.load({os.fspath(path)!r}): methods must be a list of names, not one name")
+        wanted = [] if methods is None else [str(m) for m in methods]
+        if methods is not None and not wanted:
+            raise ValueError(f"Program.load({os.fspath(path)!r}): methods is empty; give None to load every method")
         files = [f if isinstance(f, DataFile) else DataFile.open(f) for f in data_files]
-        native = _native.Program.load(os.fspath(path), [f._native for f in files])
+        native = _native.Program.load(os.fspath(path), [f._native for f in files], wanted)
         return cls(native, files)
 
     @property
@@ -387,7 +403,7 @@ class Program:
 
     @property
     def methods(self) -> List[str]:
-        """The method names, in the program's order."""
+        """The loaded methods' names, in the program's order."""
         return list(self._native.method_names)
 
     def bind_adapter(self, adapter: Union[DataFile, PathLike]) -> None:
