@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, TextIO, Tuple
 
 import numpy as np
 import torch
@@ -507,11 +507,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    status = main()
-    # Every file is written and closed by now. Tearing the interpreter down would free torch's,
-    # transformers' and the export's objects one at a time and collect their cycles (seconds at
-    # real size) for nothing: the process ends here instead, its output flushed first.
+def main_and_exit(argv: Optional[Sequence[str]] = None) -> NoReturn:
+    """main, then the process ends with its exit status.
+
+    Every file is written and closed when main returns. Tearing the interpreter down would free
+    torch's, transformers' and the export's objects one at a time and collect their cycles (seconds
+    at real size) for nothing: the process ends there instead, its output flushed first.
+    """
+    status = main(argv)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+if __name__ == "__main__":
+    main_and_exit()

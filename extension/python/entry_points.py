@@ -9,16 +9,15 @@ flatbuffers) are missing: each script then says so in one line and exits 1, inst
 """
 
 import importlib
-import os
 import sys
-from typing import Callable, NoReturn, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 __all__ = ["export_main", "inspect_main", "tiny_lora_main"]
 
 
-def _run(script: str, module: str, argv: Optional[Sequence[str]]) -> int:
+def _run(script: str, module: str, argv: Optional[Sequence[str]], entry: str = "main") -> int:
     try:
-        main: Callable[[Optional[Sequence[str]]], int] = importlib.import_module(module).main
+        main: Callable[[Optional[Sequence[str]]], int] = getattr(importlib.import_module(module), entry)
     except ModuleNotFoundError as e:
         print(
             f"{script}: error: {e.name} is not installed; the exporter comes with the wheel's "
@@ -29,18 +28,11 @@ def _run(script: str, module: str, argv: Optional[Sequence[str]]) -> int:
     return main(argv)
 
 
-def export_main(argv: Optional[Sequence[str]] = None) -> NoReturn:
-    """edgeshare-export: //tools:export_lora's main; ends the process with its exit status.
-
-    Every file is written and closed when main returns. Tearing the interpreter down would free
-    torch's, transformers' and the export's objects one at a time and collect their cycles (seconds
-    at real size) for nothing, so the process ends there, as `python -m` of the tool does, its
-    output flushed first.
-    """
-    status = _run("edgeshare-export", "edgeshare.tools.export_lora", argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+def export_main(argv: Optional[Sequence[str]] = None) -> int:
+    """edgeshare-export: //tools:export_lora's main_and_exit, which ends the process with main's
+    exit status once its files are written (no interpreter teardown). Returns 1 only when the
+    exporter cannot be imported."""
+    return _run("edgeshare-export", "edgeshare.tools.export_lora", argv, "main_and_exit")
 
 
 def tiny_lora_main(argv: Optional[Sequence[str]] = None) -> int:
