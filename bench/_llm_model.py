@@ -29,9 +29,8 @@ class LlmSpec:
       rank, alpha, targets: every adapter's LoRA structure.
       adapters: how many adapters (seeds 1..adapters).
       trained_steps: AdamW steps on the standard library's docstrings before saving (0: the
-        seeded random weights as they are, and seeded random adapters).
-      adapter_steps: with trained_steps, each adapter's fine-tuning steps on its own part of the
-        text (train_lora); 0 takes trained_steps // 5, at least 1.
+        seeded random weights as they are, and seeded random adapters); each adapter is then
+        fine-tuned lora_steps() steps on its own part of the text (train_lora).
     """
 
     layers: int = 4
@@ -47,13 +46,10 @@ class LlmSpec:
     targets: Tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     adapters: int = 8
     trained_steps: int = 0
-    adapter_steps: int = 0
 
     def lora_steps(self) -> int:
-        """Each adapter's fine-tuning steps (0: seeded random adapters)."""
-        if not self.trained_steps:
-            return 0
-        return self.adapter_steps or max(1, self.trained_steps // 5)
+        """Each adapter's fine-tuning steps: trained_steps // 5, at least 1 (0: seeded random adapters)."""
+        return max(1, self.trained_steps // 5) if self.trained_steps else 0
 
     def describe(self) -> str:
         """One line for the table."""

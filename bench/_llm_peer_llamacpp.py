@@ -261,13 +261,15 @@ def _reference(files: LlmFiles, prompt: str, new_tokens: int) -> Dict[str, Any]:
     """transformers + PEFT (first adapter), greedy with its own KV cache, 1 thread; and the bare
     model's logits of the same prompt (foundation_logits)."""
     first = next(iter(files.adapter_dirs))
-    model = load_peft_adapter(load_hf_model(files.model_dir), first, files.adapter_dirs[first]).eval()
+    base = load_hf_model(files.model_dir).eval()
+    # The PEFT model shares base's weights and leaves base itself unadapted.
+    model = load_peft_adapter(base, first, files.adapter_dirs[first]).eval()
     ids = torch.from_numpy(np.load(prompt))
     generate_torch(model, ids, 2)  # warm-up: the first cached call
     generated = generate_torch(model, ids, new_tokens)
     with torch.inference_mode():
         generated["logits"] = model(input_ids=ids).logits.float().numpy()
-        generated["foundation_logits"] = load_hf_model(files.model_dir).eval()(input_ids=ids).logits.float().numpy()
+        generated["foundation_logits"] = base(input_ids=ids).logits.float().numpy()
     return generated
 
 
