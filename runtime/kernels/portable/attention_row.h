@@ -23,6 +23,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "edgeshare/runtime/kernels/kernel_sets.h"
+
 namespace edgeshare {
 namespace runtime {
 namespace portable {
@@ -38,7 +40,6 @@ using AttentionRowF16 = void (*)(size_t count, size_t head_dim, const float* q,
                                  float softcap, float* out);
 
 struct AttentionRowKernels {
-  const char* isa;
   AttentionRowF32 f32;
   AttentionRowF16 f16;
 };
@@ -58,11 +59,10 @@ void attention_row_f16_avx512(size_t count, size_t head_dim, const float* q, con
                               const uint16_t* values, float scale, float softcap, float* out);
 #endif
 
-// Every set this CPU can run, the reference (scalar) first and the best last; `count` is set to
-// how many there are (at most 3).
-const AttentionRowKernels* attention_row_kernel_sets(size_t* count);
+// Every set this CPU runs, the reference (scalar) first (kernel_sets.h).
+const kernels::KernelSets<AttentionRowKernels>& attention_row_sets();
 
-// The best set this CPU runs, picked once per process.
+// The set the process runs: attention_row_sets().best().
 const AttentionRowKernels& attention_row_kernels();
 
 }  // namespace portable

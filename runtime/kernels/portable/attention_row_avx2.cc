@@ -5,7 +5,7 @@
 
 #include "edgeshare/runtime/kernels/portable/attention_row.h"
 #include "edgeshare/runtime/kernels/portable/attention_row_impl.h"
-#include "edgeshare/runtime/kernels/portable/half.h"
+#include "edgeshare/runtime/kernels/half.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -17,7 +17,7 @@ inline __m256 load8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 inline float load1(float x) { return x; }
-inline float load1(uint16_t x) { return half_to_float(x); }
+inline float load1(uint16_t x) { return kernels::half_to_float(x); }
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

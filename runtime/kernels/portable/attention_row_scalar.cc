@@ -2,7 +2,7 @@
 
 #include "edgeshare/runtime/kernels/portable/attention_row.h"
 #include "edgeshare/runtime/kernels/portable/attention_row_impl.h"
-#include "edgeshare/runtime/kernels/portable/half.h"
+#include "edgeshare/runtime/kernels/half.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -10,7 +10,7 @@ namespace portable {
 namespace {
 
 inline float load(float x) { return x; }
-inline float load(uint16_t x) { return half_to_float(x); }
+inline float load(uint16_t x) { return kernels::half_to_float(x); }
 
 struct ScalarOps {
   template <typename KV>

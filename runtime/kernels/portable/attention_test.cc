@@ -16,7 +16,7 @@
 #include "edgeshare/runtime/core/parallel.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/attention_row.h"
-#include "edgeshare/runtime/kernels/portable/half.h"
+#include "edgeshare/runtime/kernels/half.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -60,10 +60,10 @@ void expect_near(const float* got, const std::vector<double>& want, const char* 
 
 TEST(AttentionRowTest, every_instruction_set_matches_the_double_reference) {
   size_t sets = 0;
-  const AttentionRowKernels* kernels = attention_row_kernel_sets(&sets);
+  const auto* all = attention_row_sets().all(&sets);
   ASSERT_GE(sets, 1u);
-  EXPECT_STREQ(kernels[0].isa, "scalar");
-  EXPECT_EQ(attention_row_kernels().f32, kernels[sets - 1].f32);
+  EXPECT_EQ(all[0].isa, kernels::Isa::kScalar);
+  EXPECT_EQ(attention_row_kernels().f32, attention_row_sets().best().f32);
   for (size_t head_dim : {1u, 7u, 16u, 40u, 64u, 80u, 256u}) {
     for (size_t count : {1u, 31u, 32u, 33u, 100u, 300u}) {
       for (float softcap : {0.0f, 4.0f}) {
@@ -76,59 +76,23 @@ TEST(AttentionRowTest, every_instruction_set_matches_the_double_reference) {
         std::vector<uint16_t> kh(k.size()), vh(v.size());
         std::vector<float> kr(k.size()), vr(v.size());
         for (size_t i = 0; i < k.size(); ++i) {
-          kh[i] = float_to_half(k[i]);
-          vh[i] = float_to_half(v[i]);
-          kr[i] = half_to_float(kh[i]);
-          vr[i] = half_to_float(vh[i]);
+          kh[i] = kernels::float_to_half(k[i]);
+          vh[i] = kernels::float_to_half(v[i]);
+          kr[i] = kernels::half_to_float(kh[i]);
+          vr[i] = kernels::half_to_float(vh[i]);
         }
         const auto want_half =
             reference_row(count, head_dim, q.data(), kr.data(), vr.data(), scale, softcap);
         for (size_t s = 0; s < sets; ++s) {
           std::vector<float> out(head_dim, NAN);
-          kernels[s].f32(count, head_dim, q.data(), k.data(), v.data(), scale, softcap,
-                         out.data());
-          expect_near(out.data(), want, kernels[s].isa);
-          kernels[s].f16(count, head_dim, q.data(), kh.data(), vh.data(), scale, softcap,
-                         out.data());
-          expect_near(out.data(), want_half, kernels[s].isa);
+          all[s].kernels.f32(count, head_dim, q.data(), k.data(), v.data(), scale, softcap,
+                             out.data());
+          expect_near(out.data(), want, to_string(all[s].isa));
+          all[s].kernels.f16(count, head_dim, q.data(), kh.data(), vh.data(), scale, softcap,
+                             out.data());
+          expect_near(out.data(), want_half, to_string(all[s].isa));
         }
       }
-    }
-  }
-}
-
-// The CPU's own conversions (F16C), the oracle of half.h.
-__attribute__((target("f16c"))) float f16c_to_float(uint16_t h) { return _cvtsh_ss(h); }
-__attribute__((target("f16c"))) uint16_t f16c_from_float(float f) {
-  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
-}
-
-TEST(HalfTest, conversions_equal_the_cpus_f16c_instructions) {
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C on this CPU to compare with";
-  for (uint32_t h = 0; h <= 0xffff; ++h) {
-    const float want = f16c_to_float(static_cast<uint16_t>(h));
-    const float got = half_to_float(static_cast<uint16_t>(h));
-    if (std::isnan(want)) {
-      ASSERT_TRUE(std::isnan(got)) << h;
-    } else {
-      ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << h;
-    }
-  }
-  std::mt19937 gen(7);
-  std::uniform_int_distribution<uint32_t> bits;
-  for (int i = 0; i < 2000000; ++i) {
-    uint32_t b = bits(gen);
-    // Half of the cases near the half range, where rounding and subnormals are decided.
-    if (i % 2) b = (b & 0x81ffffffu) | ((0x60u + (b >> 25) % 0x30u) << 23);
-    float f;
-    std::memcpy(&f, &b, 4);
-    const uint16_t want = f16c_from_float(f);
-    const uint16_t got = float_to_half(f);
-    if (std::isnan(f)) {
-      ASSERT_EQ(got & 0x7c00u, 0x7c00u);
-      ASSERT_NE(got & 0x3ffu, 0u);
-    } else {
-      ASSERT_EQ(got, want) << std::hex << b;
     }
   }
 }

@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
-#include "edgeshare/runtime/kernels/portable/half.h"
+#include "edgeshare/runtime/kernels/half.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
 
 namespace edgeshare {
@@ -153,11 +153,11 @@ Status half_copy(const Tensor& self, Tensor& out, const char* op) {
   } else if (to == ScalarType::Half) {
     const float* x = self.data<float>();
     uint16_t* y = out.data<uint16_t>();
-    for (size_t i = 0; i < n; ++i) y[i] = float_to_half(x[i]);
+    for (size_t i = 0; i < n; ++i) y[i] = kernels::float_to_half(x[i]);
   } else {
     const uint16_t* x = self.data<uint16_t>();
     float* y = out.data<float>();
-    for (size_t i = 0; i < n; ++i) y[i] = half_to_float(x[i]);
+    for (size_t i = 0; i < n; ++i) y[i] = kernels::half_to_float(x[i]);
   }
   return Status();
 }

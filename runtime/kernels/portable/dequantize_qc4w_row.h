@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "edgeshare/runtime/kernels/kernel_sets.h"
+
 namespace edgeshare {
 namespace runtime {
 namespace portable {
@@ -31,7 +33,6 @@ using DequantizeQc4wRow = void (*)(size_t width, size_t group, const uint8_t* pa
                                    const uint16_t* scales, float* out);
 
 struct DequantizeQc4wRowKernel {
-  const char* isa;
   DequantizeQc4wRow row;
 };
 
@@ -44,11 +45,10 @@ void dequantize_qc4w_row_avx512(size_t width, size_t group, const uint8_t* packe
                                 const uint16_t* scales, float* out);
 #endif
 
-// Every kernel this CPU can run, the reference (scalar) first and the best last; `count` is set
-// to how many there are (at most 3).
-const DequantizeQc4wRowKernel* dequantize_qc4w_row_kernels(size_t* count);
+// Every kernel this CPU runs, the reference (scalar) first (kernel_sets.h).
+const kernels::KernelSets<DequantizeQc4wRowKernel>& dequantize_qc4w_row_sets();
 
-// The best kernel this CPU runs, picked once per process.
+// The kernel the process runs: dequantize_qc4w_row_sets().best().
 const DequantizeQc4wRowKernel& dequantize_qc4w_row_kernel();
 
 }  // namespace portable

@@ -1,31 +1,27 @@
 // Which dequantize_qc4w_row kernel runs: the best one this CPU supports, picked once per process.
 
 #include "edgeshare/runtime/kernels/portable/dequantize_qc4w_row.h"
-#include "edgeshare/runtime/kernels/portable/kernel_sets.h"
+#include "edgeshare/runtime/kernels/kernel_sets.h"
 
 namespace edgeshare {
 namespace runtime {
 namespace portable {
-namespace {
 
-const KernelSets<DequantizeQc4wRowKernel>& sets() {
+using kernels::Isa;
+using kernels::KernelSets;
+
+const KernelSets<DequantizeQc4wRowKernel>& dequantize_qc4w_row_sets() {
   static const KernelSets<DequantizeQc4wRowKernel> s({
-    {{"scalar", dequantize_qc4w_row_scalar}, CpuNeeds::kNothing},
+    {{dequantize_qc4w_row_scalar}, Isa::kScalar},
 #if defined(__x86_64__)
-        {{"avx2", dequantize_qc4w_row_avx2}, CpuNeeds::kAvx2},
-        {{"avx512", dequantize_qc4w_row_avx512}, CpuNeeds::kAvx512f},
+        {{dequantize_qc4w_row_avx2}, Isa::kAvx2},
+        {{dequantize_qc4w_row_avx512}, Isa::kAvx512f},
 #endif
   });
   return s;
 }
 
-}  // namespace
-
-const DequantizeQc4wRowKernel* dequantize_qc4w_row_kernels(size_t* count) {
-  return sets().all(count);
-}
-
-const DequantizeQc4wRowKernel& dequantize_qc4w_row_kernel() { return sets().best(); }
+const DequantizeQc4wRowKernel& dequantize_qc4w_row_kernel() { return dequantize_qc4w_row_sets().best(); }
 
 }  // namespace portable
 }  // namespace runtime

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "edgeshare/runtime/kernels/portable/dequantize_qc4w_row.h"
-#include "edgeshare/runtime/kernels/portable/half.h"
+#include "edgeshare/runtime/kernels/half.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -20,7 +20,7 @@ template <typename Block>
 inline void dequantize_qc4w_row_groups(size_t width, size_t group, const uint8_t* packed,
                                        const uint16_t* scales, float* out) {
   for (size_t g = 0; g < width; g += group) {
-    const float scale = half_to_float(scales[g / group]);
+    const float scale = kernels::half_to_float(scales[g / group]);
     size_t j = g;
     for (; j + Block::kElements <= g + group; j += Block::kElements) {
       Block::run(packed + j / 2, scale, out + j);

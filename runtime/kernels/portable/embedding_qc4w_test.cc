@@ -12,7 +12,7 @@
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/dequantize_qc4w_row.h"
-#include "edgeshare/runtime/kernels/portable/half.h"
+#include "edgeshare/runtime/kernels/half.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -32,7 +32,7 @@ Table random_table(size_t rows, size_t width, size_t group, uint32_t seed) {
   Table t{rows, width, group, std::vector<uint8_t>(rows * width / 2),
           std::vector<uint16_t>(rows * (width / group))};
   for (uint8_t& b : t.packed) b = static_cast<uint8_t>(byte(rng));
-  for (uint16_t& s : t.scales) s = float_to_half(scale(rng));
+  for (uint16_t& s : t.scales) s = kernels::float_to_half(scale(rng));
   // Extremes: -8 and 7 at the ends, and the largest and a subnormal half scale.
   t.packed[0] = 0x78;
   t.scales[0] = 0x7bff;
@@ -45,15 +45,15 @@ float element(const Table& t, size_t row, size_t j) {
   const uint8_t b = t.packed[row * t.width / 2 + j / 2];
   const int n = j % 2 ? b >> 4 : b & 0xF;
   const double q = n >= 8 ? n - 16 : n;
-  return static_cast<float>(q * half_to_float(t.scales[row * (t.width / t.group) + j / t.group]));
+  return static_cast<float>(q * kernels::half_to_float(t.scales[row * (t.width / t.group) + j / t.group]));
 }
 
 TEST(DequantizeQc4wRowTest, every_instruction_set_writes_q_times_scale_exactly) {
   size_t count = 0;
-  const DequantizeQc4wRowKernel* kernels = dequantize_qc4w_row_kernels(&count);
+  const auto* all = dequantize_qc4w_row_sets().all(&count);
   ASSERT_GE(count, 1u);
-  EXPECT_STREQ(kernels[0].isa, "scalar");
-  EXPECT_EQ(dequantize_qc4w_row_kernel().row, kernels[count - 1].row);
+  EXPECT_EQ(all[0].isa, kernels::Isa::kScalar);
+  EXPECT_EQ(dequantize_qc4w_row_kernel().row, dequantize_qc4w_row_sets().best().row);
   // Groups of the exporter (32, 64, 128) and others the operator admits (tails in every set).
   const size_t shapes[][2] = {{32, 32}, {1024, 32}, {1024, 64}, {1024, 128}, {96, 48}, {40, 20}, {6, 2}};
   for (const auto& shape : shapes) {
@@ -61,12 +61,12 @@ TEST(DequantizeQc4wRowTest, every_instruction_set_writes_q_times_scale_exactly) 
     for (size_t k = 0; k < count; ++k) {
       for (size_t r = 0; r < t.rows; ++r) {
         std::vector<float> out(t.width, NAN);
-        kernels[k].row(t.width, t.group, t.packed.data() + r * t.width / 2,
+        all[k].kernels.row(t.width, t.group, t.packed.data() + r * t.width / 2,
                        t.scales.data() + r * (t.width / t.group), out.data());
         for (size_t j = 0; j < t.width; ++j) {
           const float want = element(t, r, j);
           ASSERT_EQ(std::memcmp(&out[j], &want, sizeof(float)), 0)
-              << kernels[k].isa << " width " << t.width << " group " << t.group << " row " << r
+              << to_string(all[k].isa) << " width " << t.width << " group " << t.group << " row " << r
               << " element " << j << ": " << out[j] << " vs " << want;
         }
       }

@@ -18,6 +18,8 @@
 
 #include <cstddef>
 
+#include "edgeshare/runtime/kernels/kernel_sets.h"
+
 namespace edgeshare {
 namespace runtime {
 namespace portable {
@@ -25,7 +27,6 @@ namespace portable {
 using GemmNtF32 = void (*)(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
 
 struct GemmNtKernels {
-  const char* isa;
   GemmNtF32 f32;
 };
 
@@ -35,11 +36,10 @@ void gemm_nt_f32_avx2(size_t m, size_t n, size_t k, const float* a, const float*
 void gemm_nt_f32_avx512(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
 #endif
 
-// Every set this CPU can run, the reference (scalar) first and the best last; `count` is set to
-// how many there are (at most 3).
-const GemmNtKernels* gemm_nt_kernel_sets(size_t* count);
+// Every set this CPU runs, the reference (scalar) first (kernel_sets.h).
+const kernels::KernelSets<GemmNtKernels>& gemm_nt_sets();
 
-// The best set this CPU runs, picked once per process.
+// The set the process runs: gemm_nt_sets().best().
 const GemmNtKernels& gemm_nt_kernels();
 
 }  // namespace portable

@@ -1,29 +1,27 @@
 // Which gemm_nt set runs: the best one this CPU supports, picked once per process.
 
 #include "edgeshare/runtime/kernels/portable/gemm_nt.h"
-#include "edgeshare/runtime/kernels/portable/kernel_sets.h"
+#include "edgeshare/runtime/kernels/kernel_sets.h"
 
 namespace edgeshare {
 namespace runtime {
 namespace portable {
-namespace {
 
-const KernelSets<GemmNtKernels>& sets() {
+using kernels::Isa;
+using kernels::KernelSets;
+
+const KernelSets<GemmNtKernels>& gemm_nt_sets() {
   static const KernelSets<GemmNtKernels> s({
-    {{"scalar", gemm_nt_f32_scalar}, CpuNeeds::kNothing},
+    {{gemm_nt_f32_scalar}, Isa::kScalar},
 #if defined(__x86_64__)
-        {{"avx2", gemm_nt_f32_avx2}, CpuNeeds::kAvx2Fma},
-        {{"avx512", gemm_nt_f32_avx512}, CpuNeeds::kAvx512f},
+        {{gemm_nt_f32_avx2}, Isa::kAvx2},
+        {{gemm_nt_f32_avx512}, Isa::kAvx512f},
 #endif
   });
   return s;
 }
 
-}  // namespace
-
-const GemmNtKernels* gemm_nt_kernel_sets(size_t* count) { return sets().all(count); }
-
-const GemmNtKernels& gemm_nt_kernels() { return sets().best(); }
+const GemmNtKernels& gemm_nt_kernels() { return gemm_nt_sets().best(); }
 
 }  // namespace portable
 }  // namespace runtime

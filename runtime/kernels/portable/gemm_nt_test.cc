@@ -21,7 +21,7 @@ struct Shape {
 
 constexpr float kGuard = 12345.0f;
 
-void ExpectMatchesReference(const GemmNtKernels& kernels, const Shape& s) {
+void ExpectMatchesReference(const GemmNtKernels& set, const char* what, const Shape& s) {
   std::mt19937 rng(static_cast<unsigned>(s.m * 131 + s.n * 7 + s.k));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> a(s.m * s.k), b(s.n * s.k);
@@ -29,26 +29,26 @@ void ExpectMatchesReference(const GemmNtKernels& kernels, const Shape& s) {
   for (float& v : b) v = dist(rng);
   std::vector<float> want(s.m * s.n), got(s.m * s.n + 16, kGuard);
   gemm_nt_f32_scalar(s.m, s.n, s.k, a.data(), b.data(), want.data());
-  kernels.f32(s.m, s.n, s.k, a.data(), b.data(), got.data());
+  set.f32(s.m, s.n, s.k, a.data(), b.data(), got.data());
   for (size_t i = 0; i < s.m; ++i) {
     for (size_t j = 0; j < s.n; ++j) {
       float bound = 0.0f;  // Another summation order: an error relative to sum |a| |b|.
       for (size_t p = 0; p < s.k; ++p) bound += std::fabs(a[i * s.k + p] * b[j * s.k + p]);
       ASSERT_NEAR(got[i * s.n + j], want[i * s.n + j], 1e-6f + 4e-7f * bound)
-          << kernels.isa << " m" << s.m << " n" << s.n << " k" << s.k << " at " << i << "," << j;
+          << what << " m" << s.m << " n" << s.n << " k" << s.k << " at " << i << "," << j;
     }
   }
   for (size_t t = s.m * s.n; t < got.size(); ++t) {
-    ASSERT_EQ(got[t], kGuard) << kernels.isa << " wrote past c (m" << s.m << " n" << s.n << ")";
+    ASSERT_EQ(got[t], kGuard) << what << " wrote past c (m" << s.m << " n" << s.n << ")";
   }
 }
 
 TEST(GemmNt, every_set_matches_the_reference_on_lora_shapes) {
   size_t count = 0;
-  const GemmNtKernels* sets = gemm_nt_kernel_sets(&count);
+  const auto* sets = gemm_nt_sets().all(&count);
   ASSERT_GE(count, 1u);
-  EXPECT_STREQ(sets[0].isa, "scalar");
-  EXPECT_EQ(gemm_nt_kernels().f32, sets[count - 1].f32);
+  EXPECT_EQ(sets[0].isa, kernels::Isa::kScalar);
+  EXPECT_EQ(gemm_nt_kernels().f32, gemm_nt_sets().best().f32);
   const Shape shapes[] = {
       // x . A^T (rank on n) and h . B^T (rank on k), decode and prefill rows.
       {1, 16, 1024}, {1, 1024, 16}, {2, 8, 576}, {3, 576, 8}, {4, 64, 1024}, {7, 1024, 64},
@@ -57,17 +57,19 @@ TEST(GemmNt, every_set_matches_the_reference_on_lora_shapes) {
       {5, 37, 13}, {1, 1, 1}, {9, 3, 700}, {6, 17, 257}, {2, 5, 0}, {5, 5, 0}, {0, 4, 4},
   };
   for (size_t i = 0; i < count; ++i) {
-    for (const Shape& s : shapes) ExpectMatchesReference(sets[i], s);
+    for (const Shape& s : shapes) {
+      ExpectMatchesReference(sets[i].kernels, to_string(sets[i].isa), s);
+    }
   }
 }
 
 TEST(GemmNt, k_zero_writes_zeros) {
   size_t count = 0;
-  const GemmNtKernels* sets = gemm_nt_kernel_sets(&count);
+  const auto* sets = gemm_nt_sets().all(&count);
   for (size_t i = 0; i < count; ++i) {
     std::vector<float> c(6, kGuard);
-    sets[i].f32(2, 3, 0, nullptr, nullptr, c.data());
-    for (float v : c) EXPECT_EQ(v, 0.0f) << sets[i].isa;
+    sets[i].kernels.f32(2, 3, 0, nullptr, nullptr, c.data());
+    for (float v : c) EXPECT_EQ(v, 0.0f) << to_string(sets[i].isa);
   }
 }
 

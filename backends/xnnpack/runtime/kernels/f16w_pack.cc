@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "edgeshare/backends/xnnpack/runtime/kernels/f16_scalar_ops.h"
+#include "edgeshare/runtime/kernels/half.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 
 namespace edgeshare {
@@ -16,7 +16,7 @@ void f16w_pack(const uint16_t* weight, const uint16_t* bias, size_t k, size_t n,
   for (size_t j = 0; j < n; ++j) {
     uint8_t* tile = out + j / kF16WTile * f16w_tile_bytes(k);
     const size_t lane = j % kF16WTile;
-    const float b = bias != nullptr ? f16_to_f32(bias[j]) : 0.0f;
+    const float b = bias != nullptr ? runtime::kernels::half_to_float(bias[j]) : 0.0f;
     std::memcpy(tile + lane * sizeof(float), &b, sizeof(float));
     uint16_t* w = reinterpret_cast<uint16_t*>(tile + kF16WTile * sizeof(float));
     const uint16_t* row = weight + j * k;

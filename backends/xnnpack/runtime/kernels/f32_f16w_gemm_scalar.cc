@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "edgeshare/backends/xnnpack/runtime/kernels/f16_scalar_ops.h"
+#include "edgeshare/runtime/kernels/half.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 
 namespace edgeshare {
@@ -29,7 +29,7 @@ void f32_f16w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, c
       for (size_t i = 0; i < k; ++i) {
         uint16_t h;
         std::memcpy(&h, w + i * kF16WTile * sizeof(uint16_t), sizeof(h));
-        acc = std::fma(f16_to_f32(h), xr[i], acc);
+        acc = std::fma(runtime::kernels::half_to_float(h), xr[i], acc);
       }
       y[r * y_stride + j] = acc;
     }

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
-#include "edgeshare/backends/xnnpack/runtime/kernels/qc4w_scalar_ops.h"
+#include "edgeshare/runtime/kernels/half.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -36,7 +36,7 @@ void qs8_qc4w_gemm_scalar(const void* packed, size_t k, size_t n, size_t group, 
         sum -= xsum8[r * groups + g];
         uint16_t scale;
         std::memcpy(&scale, tile + qc4_scales_offset(g, group) + c * 2, sizeof(scale));
-        acc = std::fma(static_cast<float>(sum), half_to_float(scale), acc);
+        acc = std::fma(static_cast<float>(sum), runtime::kernels::half_to_float(scale), acc);
       }
       y[r * y_stride + j] = std::fma(acc, x_scales[r], bias);
     }

@@ -1,16 +1,23 @@
-// IEEE 754 half precision <-> float32 conversions for the portable kernels (a KV cache stored in
-// half precision). Exact: every half is a float, and float -> half rounds to nearest, ties to even,
-// as torch's .to(torch.float16) does (overflow to infinity, NaN stays NaN).
+// IEEE 754 half precision <-> float32, the one conversion every kernel's scalar code uses (the
+// portable kernels' half KV cache, the delegate's f16 weights and int4 scales). Both give what
+// F16C's VCVTPH2PS / VCVTPS2PH give, so a scalar reference and a vector kernel agree bit for bit:
+// every half is a float exactly (a signalling NaN comes out quiet, its payload kept), and float ->
+// half rounds to nearest, ties to even, as torch's .to(torch.float16) does (overflow to infinity,
+// NaN stays NaN).
+//
+// Internal linkage: files compiled for different instruction sets include this, and an inline
+// function the linker could merge might come from a file built with AVX-512 enabled.
 
-#ifndef EDGESHARE_RUNTIME_KERNELS_PORTABLE_HALF_H_
-#define EDGESHARE_RUNTIME_KERNELS_PORTABLE_HALF_H_
+#ifndef EDGESHARE_RUNTIME_KERNELS_HALF_H_
+#define EDGESHARE_RUNTIME_KERNELS_HALF_H_
 
 #include <cstdint>
 #include <cstring>
 
 namespace edgeshare {
 namespace runtime {
-namespace portable {
+namespace kernels {
+namespace {
 
 inline float half_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -18,7 +25,8 @@ inline float half_to_float(uint16_t h) {
   uint32_t mantissa = h & 0x3ffu;
   uint32_t bits;
   if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (mantissa << 13);  // infinity or NaN
+    // Infinity, or a NaN with its payload and the quiet bit set.
+    bits = sign | 0x7f800000u | (mantissa << 13) | (mantissa != 0 ? 0x00400000u : 0u);
   } else if (exponent != 0) {
     bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
   } else if (mantissa == 0) {
@@ -65,8 +73,9 @@ inline uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | value);
 }
 
-}  // namespace portable
+}  // namespace
+}  // namespace kernels
 }  // namespace runtime
 }  // namespace edgeshare
 
-#endif  // EDGESHARE_RUNTIME_KERNELS_PORTABLE_HALF_H_
+#endif  // EDGESHARE_RUNTIME_KERNELS_HALF_H_
