@@ -122,7 +122,7 @@ size_t default_slab_bytes() {
 
 std::unique_ptr<PackedOperator> PackedOperator::plan(const Shape& shape) {
   // The first call probes the kernels with packings of its own: before any slab packs here.
-  (void)kernels::f32_kernels();
+  (void)kernels::f32_kernel_sets();
   std::unique_ptr<PackedOperator> op(new PackedOperator(shape));
   if (is_qc8w(shape)) {
     op->plan_qc8w();
@@ -181,7 +181,7 @@ void* PackedOperator::plan_own_packing(size_t element_bytes, size_t alignment, s
 }
 
 void PackedOperator::plan_qc8w() {
-  (void)kernels::qs8_kernels();
+  (void)kernels::qs8_kernel_sets();
   // Slab widths are multiples of kSlabChannelMultiple, so every slab starts on a whole tile.
   static_assert(kSlabChannelMultiple % kernels::kQC8Tile == 0, "slabs start on a tile");
   qc8w_packed_ = plan_own_packing(1, kQC8WAlignment, kernels::kQC8Tile,
@@ -189,8 +189,8 @@ void PackedOperator::plan_qc8w() {
 }
 
 void PackedOperator::plan_qc4w() {
-  (void)kernels::qs8_kernels();
-  (void)kernels::qc4_kernels();
+  (void)kernels::qs8_kernel_sets();
+  (void)kernels::qc4_kernel_sets();
   static_assert(kSlabChannelMultiple % kernels::kQC4Tile == 0, "slabs start on a tile");
   // The int4 packing lives where the int8 one would: an entry is one or the other.
   qc8w_packed_ = plan_own_packing(1, kQC8WAlignment, kernels::kQC4Tile,
@@ -199,7 +199,7 @@ void PackedOperator::plan_qc4w() {
 }
 
 void PackedOperator::plan_f16w() {
-  (void)kernels::f16w_kernels();
+  (void)kernels::f16w_kernel_sets();
   static_assert(kSlabChannelMultiple % kernels::kF16WTile == 0, "slabs start on a tile");
   f16w_packed_ = plan_own_packing(2, kF16WAlignment, kernels::kF16WTile,
                                   kernels::f16w_tile_bytes(shape_.input_channels), &f16w_owned_);
@@ -276,10 +276,10 @@ Status PackedOperator::seal_own() {
     if (!args.ok()) return args.WithContext("%s fully connected weight '%s'", what, key);
   }
   if (is_f16(shape_)) {
-    f16w_ = &kernels::f16w_kernels();
+    f16w_ = &kernels::f16w_kernel_sets().best();
   } else {
-    qs8_ = &kernels::qs8_kernels();
-    if (is_qc4w(shape_)) qc4_ = &kernels::qc4_kernels();
+    qs8_ = &kernels::qs8_kernel_sets().best();
+    if (is_qc4w(shape_)) qc4_ = &kernels::qc4_kernel_sets().best();
   }
   sealed_ = true;
   return Status();
@@ -303,9 +303,11 @@ Status PackedOperator::seal() {
                                                 slab.packed_bytes)
                      .ok();
   }
-  const kernels::F32Kernels& set = kernels::f32_kernels();
-  gemv_ = own ? set.gemv : nullptr;
-  gemm_ = own ? set.gemm : nullptr;
+  // The scalar reference is never faster than XNNPACK's operators over their packing.
+  const kernels::KernelSets<kernels::F32Kernels>& sets = kernels::f32_kernel_sets();
+  own = own && sets.best_isa() != kernels::Isa::kScalar;
+  gemv_ = own ? sets.best().gemv : nullptr;
+  gemm_ = own ? sets.best().gemm : nullptr;
   sealed_ = true;
   return Status();
 }

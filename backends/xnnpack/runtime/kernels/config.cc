@@ -17,81 +17,27 @@ namespace kernels {
 using runtime::Error;
 using runtime::Status;
 
-const char* to_string(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2Fma:
-      return "avx2_fma";
-    case Isa::kAvxVnni:
-      return "avxvnni";
-    case Isa::kAvx512f:
-      return "avx512f";
-    case Isa::kAvx512Vnni:
-      return "avx512vnni";
-  }
-  return "unknown";
-}
-
-bool cpu_runs(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return true;
-#if defined(__x86_64__)
-    case Isa::kAvx2Fma:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case Isa::kAvxVnni:
-      return cpu_runs(Isa::kAvx2Fma) && __builtin_cpu_supports("avxvnni");
-    case Isa::kAvx512f:
-      return __builtin_cpu_supports("avx512f") && cpu_runs(Isa::kAvx2Fma);
-    case Isa::kAvx512Vnni:
-      return cpu_runs(Isa::kAvx512f) && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-#endif
-    default:
-      return false;
-  }
-}
-
 namespace {
 
-// Whether both `isa` is at most `max_isa` and the CPU runs it.
-bool usable(Isa isa, Isa max_isa) { return isa <= max_isa && cpu_runs(isa); }
+// The f32 probe: a set XNNPACK's packing reads the same as XNNPACK (the GEMM only where it has one).
+bool f32_matches_xnnpack(const F32Kernels& set) {
+  return f32_gemv_matches_xnnpack(set.gemv) &&
+         (set.gemm == nullptr || f32_gemm_matches_xnnpack(set.gemm));
+}
 
 }  // namespace
 
-F32Kernels f32_kernels_up_to(Isa max_isa) {
-  F32Kernels set;
-  set.gemv = &f32_gemv_scalar;
-  set.gemm = &f32_gemm_scalar;
+const KernelSets<F32Kernels>& f32_kernel_sets() {
+  static const KernelSets<F32Kernels> sets(
+      {
+          {{&f32_gemv_scalar, &f32_gemm_scalar}, Isa::kScalar},
 #if defined(__x86_64__)
-  if (usable(Isa::kAvx512f, max_isa)) {
-    set.gemv_isa = Isa::kAvx512f;
-    set.gemv = &f32_gemv_4x16_avx512f;
-    set.gemm_isa = Isa::kAvx512f;
-    set.gemm = &f32_gemm_8x32_avx512f;
-  } else if (usable(Isa::kAvx2Fma, max_isa)) {
-    set.gemv_isa = Isa::kAvx2Fma;
-    set.gemv = &f32_gemv_4x16_avx2_fma;
-  }
+          {{&f32_gemv_4x16_avx2_fma, nullptr}, Isa::kAvx2},
+          {{&f32_gemv_4x16_avx512f, &f32_gemm_8x32_avx512f}, Isa::kAvx512f},
 #endif
-  return set;
-}
-
-const F32Kernels& f32_kernels() {
-  static const F32Kernels set = [] {
-    F32Kernels best = f32_kernels_up_to(Isa::kAvx512Vnni);
-    if (best.gemv_isa == Isa::kScalar || !f32_gemv_matches_xnnpack(best.gemv)) {
-      best.gemv_isa = Isa::kScalar;
-      best.gemv = nullptr;
-    }
-    if (best.gemm_isa == Isa::kScalar || !f32_gemm_matches_xnnpack(best.gemm)) {
-      best.gemm_isa = Isa::kScalar;
-      best.gemm = nullptr;
-    }
-    return best;
-  }();
-  return set;
+      },
+      &f32_matches_xnnpack);
+  return sets;
 }
 
 namespace {
@@ -162,36 +108,6 @@ bool f32_gemm_matches_xnnpack(F32GemmFn gemm) {
   return true;
 }
 
-QS8Kernels qs8_kernels_up_to(Isa max_isa) {
-  QS8Kernels set;
-  set.quantize = &qs8_quantize_scalar;
-  set.gemv = &qs8_qc8w_gemv_scalar;
-  set.gemm = &qs8_qc8w_gemm_scalar;
-#if defined(__x86_64__)
-  if (usable(Isa::kAvx512f, max_isa)) {
-    set.quantize_isa = Isa::kAvx512f;
-    set.quantize = &qs8_quantize_avx512f;
-  } else if (usable(Isa::kAvx2Fma, max_isa)) {
-    set.quantize_isa = Isa::kAvx2Fma;
-    set.quantize = &qs8_quantize_avx2;
-  }
-  if (usable(Isa::kAvx512Vnni, max_isa)) {
-    set.gemv_isa = set.gemm_isa = Isa::kAvx512Vnni;
-    set.gemv = &qs8_qc8w_gemv_4x16_avx512vnni;
-    set.gemm = &qs8_qc8w_gemm_8x32_avx512vnni;
-  } else if (usable(Isa::kAvxVnni, max_isa)) {
-    set.gemv_isa = set.gemm_isa = Isa::kAvxVnni;
-    set.gemv = &qs8_qc8w_gemv_4x16_avxvnni;
-    set.gemm = &qs8_qc8w_gemm_4x16_avxvnni;
-  } else if (usable(Isa::kAvx2Fma, max_isa)) {
-    set.gemv_isa = set.gemm_isa = Isa::kAvx2Fma;
-    set.gemv = &qs8_qc8w_gemv_4x16_avx2;
-    set.gemm = &qs8_qc8w_gemm_4x16_avx2;
-  }
-#endif
-  return set;
-}
-
 bool qs8_matches_reference(const QS8Kernels& set) {
   if (set.quantize == nullptr || set.gemv == nullptr || set.gemm == nullptr) return false;
   constexpr size_t k = 133, n = 85, rows = 11;
@@ -225,17 +141,23 @@ bool qs8_matches_reference(const QS8Kernels& set) {
   return std::equal(got.begin(), got.begin() + n, want.begin());
 }
 
-const QS8Kernels& qs8_kernels() {
-  static const QS8Kernels set = [] {
-    // Widest first; a set whose probe differs gives way to the next narrower one.
-    for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx512f, Isa::kAvxVnni, Isa::kAvx2Fma}) {
-      if (!cpu_runs(isa)) continue;
-      const QS8Kernels candidate = qs8_kernels_up_to(isa);
-      if (qs8_matches_reference(candidate)) return candidate;
-    }
-    return qs8_kernels_up_to(Isa::kScalar);
-  }();
-  return set;
+const KernelSets<QS8Kernels>& qs8_kernel_sets() {
+  // Per set, the widest quantizer and integer dot the Isa has (AVX-512 F without VNNI: AVX2's dot).
+  static const KernelSets<QS8Kernels> sets(
+      {
+          {{&qs8_quantize_scalar, &qs8_qc8w_gemv_scalar, &qs8_qc8w_gemm_scalar}, Isa::kScalar},
+#if defined(__x86_64__)
+          {{&qs8_quantize_avx2, &qs8_qc8w_gemv_4x16_avx2, &qs8_qc8w_gemm_4x16_avx2}, Isa::kAvx2},
+          {{&qs8_quantize_avx2, &qs8_qc8w_gemv_4x16_avxvnni, &qs8_qc8w_gemm_4x16_avxvnni},
+           Isa::kAvxVnni},
+          {{&qs8_quantize_avx512f, &qs8_qc8w_gemv_4x16_avx2, &qs8_qc8w_gemm_4x16_avx2},
+           Isa::kAvx512f},
+          {{&qs8_quantize_avx512f, &qs8_qc8w_gemv_4x16_avx512vnni, &qs8_qc8w_gemm_8x32_avx512vnni},
+           Isa::kAvx512Vnni},
+#endif
+      },
+      &qs8_matches_reference);
+  return sets;
 }
 
 Status check_qs8_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {
@@ -326,36 +248,6 @@ Status check_f32_kernel_args(size_t k, size_t n, const void* packed, size_t pack
   return Status();
 }
 
-namespace {
-
-// The AVX2 f16w kernels widen halves with F16C, which AVX2 and FMA3 do not imply.
-bool f16w_usable(Isa isa, Isa max_isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx2Fma && !__builtin_cpu_supports("f16c")) return false;
-#endif
-  return usable(isa, max_isa);
-}
-
-}  // namespace
-
-F16WKernels f16w_kernels_up_to(Isa max_isa) {
-  F16WKernels set;
-  set.gemv = &f32_f16w_gemv_scalar;
-  set.gemm = &f32_f16w_gemm_scalar;
-#if defined(__x86_64__)
-  if (f16w_usable(Isa::kAvx512f, max_isa)) {
-    set.gemv_isa = set.gemm_isa = Isa::kAvx512f;
-    set.gemv = &f32_f16w_gemv_4x16_avx512f;
-    set.gemm = &f32_f16w_gemm_8x32_avx512f;
-  } else if (f16w_usable(Isa::kAvx2Fma, max_isa)) {
-    set.gemv_isa = set.gemm_isa = Isa::kAvx2Fma;
-    set.gemv = &f32_f16w_gemv_4x16_avx2_f16c;
-    set.gemm = &f32_f16w_gemm_4x16_avx2_f16c;
-  }
-#endif
-  return set;
-}
-
 bool f16w_matches_reference(const F16WKernels& set) {
   if (set.gemv == nullptr || set.gemm == nullptr) return false;
   constexpr size_t k = 131, n = 85, rows = 32;
@@ -384,17 +276,17 @@ bool f16w_matches_reference(const F16WKernels& set) {
   return std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0;
 }
 
-const F16WKernels& f16w_kernels() {
-  static const F16WKernels set = [] {
-    // Widest first; a set whose probe differs gives way to the next narrower one.
-    for (Isa isa : {Isa::kAvx512f, Isa::kAvx2Fma}) {
-      if (!cpu_runs(isa)) continue;
-      const F16WKernels candidate = f16w_kernels_up_to(isa);
-      if (f16w_matches_reference(candidate)) return candidate;
-    }
-    return f16w_kernels_up_to(Isa::kScalar);
-  }();
-  return set;
+const KernelSets<F16WKernels>& f16w_kernel_sets() {
+  static const KernelSets<F16WKernels> sets(
+      {
+          {{&f32_f16w_gemv_scalar, &f32_f16w_gemm_scalar}, Isa::kScalar},
+#if defined(__x86_64__)
+          {{&f32_f16w_gemv_4x16_avx2_f16c, &f32_f16w_gemm_4x16_avx2_f16c}, Isa::kAvx2},
+          {{&f32_f16w_gemv_4x16_avx512f, &f32_f16w_gemm_8x32_avx512f}, Isa::kAvx512f},
+#endif
+      },
+      &f16w_matches_reference);
+  return sets;
 }
 
 Status check_f16w_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {

@@ -1,23 +1,20 @@
-// Which kernels a process runs: chosen once, by CPU features and a probe, as XNNPACK's
-// src/configs/gemm-config.c chooses its micro-kernels.
+// Which kernels a process runs: each kind's sets in one KernelSets table
+// (runtime/kernels/kernel_sets.h), the widest the CPU runs within the EDGESHARE_ISA cap that passes
+// the kind's probe, as XNNPACK's src/configs/gemm-config.c chooses its micro-kernels.
 //
-// f32_kernels() is the set the delegate runs over XNNPACK's packed f32 weights: per kind, the
-// widest implementation this CPU runs, kept only when a probe shows it reads XNNPACK's packing of
-// a probe weight to the same size and bits as XNNPACK's own run (another XNNPACK or CPU that packs
-// otherwise leaves that kind to XNNPACK). A kind without a kernel there (null) runs XNNPACK's
-// operators: over XNNPACK's packing the scalar reference is never faster than they are, so it is
-// the reference that tests compare with, not a fallback.
+//   const QS8Kernels& set = qs8_kernel_sets().best();          // what the runtime runs
+//   const QS8Kernels& avx2 = qs8_kernel_sets().up_to(Isa::kAvx2).kernels;   // what a test forces
 //
-//   ES_RETURN_IF_ERROR(check_f32_kernel_args(k, n, packed, packed_bytes));   // where chosen
-//   const F32Kernels& set = f32_kernels();
-//   if (set.gemv != nullptr) set.gemv(packed, k, n, x, y);   // else XNNPACK's operator runs
-//
-// Tests force the lesser paths with f32_kernels_up_to(Isa::kAvx2Fma) and compare each with the
-// scalar reference (f32_kernels_up_to(Isa::kScalar)).
+// The int8, int4 and f16w kinds run only the delegate's kernels: their probe compares a set with
+// the scalar reference, which is also their fallback. The f32 kind reads XNNPACK's own packing:
+// its probe compares a set with XNNPACK's run of a probe weight (another XNNPACK or CPU that packs
+// otherwise fails it), and where best_isa() is kScalar, or a set has no GEMM, XNNPACK's operators
+// run those rows: over XNNPACK's packing the scalar reference is never faster than they are, so
+// it is what tests compare with, not a fallback.
 //
 // Errors: check_* return InvalidArgument naming the broken precondition.
-// Thread-safety: every function may be called from any thread; the first f32_kernels() call runs
-// the probe (XNNPACK must be initialised first: initialize_xnnpack()), others wait for it.
+// Thread-safety: every function may be called from any thread; the first f32_kernel_sets() call
+// runs the probe (XNNPACK must be initialised first: initialize_xnnpack()), others wait for it.
 // Ownership: the returned sets are static; function pointers stay valid for the process.
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_CONFIG_H_
@@ -27,37 +24,24 @@
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/kernels/kernel_sets.h"
 
 namespace edgeshare {
 namespace xnnpack {
 namespace kernels {
 
-// Instruction sets the kernel files are written for, each a superset of the one before but
-// AVX-VNNI, which CPUs with AVX-512 may lack (every pick checks cpu_runs, not just the order).
-enum class Isa {
-  kScalar,
-  kAvx2Fma,     // AVX2 and FMA3.
-  kAvxVnni,     // AVX2, FMA3 and AVX-VNNI (VPDPBUSD on 256-bit vectors, VEX-encoded).
-  kAvx512f,     // AVX-512 Foundation.
-  kAvx512Vnni,  // AVX-512 F, BW, VL and VNNI.
-};
-const char* to_string(Isa isa);
-// Whether this CPU runs `isa` (kScalar: always).
-bool cpu_runs(Isa isa);
+using runtime::kernels::Isa;
+using runtime::kernels::KernelSets;
 
+// The f32 kinds over XNNPACK's packing.
 struct F32Kernels {
-  Isa gemv_isa = Isa::kScalar;
-  F32GemvFn gemv = nullptr;  // Null: XNNPACK's operator runs one row.
-  Isa gemm_isa = Isa::kScalar;
+  F32GemvFn gemv = nullptr;
   F32GemmFn gemm = nullptr;  // Null: XNNPACK's operator runs several rows.
 };
 
-// Per kind, the widest implementation this CPU runs at or below `max_isa` (the scalar reference
-// when nothing wider), unprobed: for tests, which force every path the CPU runs.
-F32Kernels f32_kernels_up_to(Isa max_isa);
-
-// The set this process runs over XNNPACK's packing (see above), chosen and probed on first use.
-const F32Kernels& f32_kernels();
+// The f32 sets (scalar reference, AVX2 GEMV, AVX-512 GEMV and GEMM), best() probed against
+// XNNPACK on first use: see above for what best_isa() kScalar means.
+const KernelSets<F32Kernels>& f32_kernel_sets();
 
 // True when `gemv` (or `gemm`, at 2, 11 and 32 rows) reads XNNPACK's packing of a probe weight
 // (odd sizes: a partial last tile) to the same size and the same bits as XNNPACK's run, on finite
@@ -69,22 +53,13 @@ bool f32_gemm_matches_xnnpack(F32GemmFn gemm);
 // The int8 fully connected's kinds (kernels.h): the quantizer, the integer dot's GEMV and GEMM.
 // The epilogue has one implementation (qc8w_dequantize).
 struct QS8Kernels {
-  Isa quantize_isa = Isa::kScalar;
   QS8QuantizeFn quantize = nullptr;
-  Isa gemv_isa = Isa::kScalar;
   QS8QC8WGemvFn gemv = nullptr;
-  Isa gemm_isa = Isa::kScalar;
   QS8QC8WGemmFn gemm = nullptr;
 };
 
-// Per kind, the widest implementation this CPU runs at or below `max_isa` (the scalar reference
-// when nothing wider), unchecked: for tests, which force every path the CPU runs.
-QS8Kernels qs8_kernels_up_to(Isa max_isa);
-
-// The set this process runs: per kind the widest the CPU runs, kept only when it gives the scalar
-// reference's bytes, scales and accumulators on a probe at first use (else the scalar reference,
-// which is the fallback here: nothing else computes this). Never null.
-const QS8Kernels& qs8_kernels();
+// The int8 sets, best() giving the scalar reference's bytes, scales and accumulators on a probe.
+const KernelSets<QS8Kernels>& qs8_kernel_sets();
 
 // True when every kind of `set` equals the scalar reference on a probe (rows around the blocks,
 // k and n not multiples of the tiles).
@@ -135,22 +110,13 @@ runtime::Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed
                                        size_t y_stride);
 
 // The f32 x f16w fully connected's kinds (kernels.h): GEMV and GEMM over f16w_pack's layout.
-// The AVX2 path also needs F16C (checked with it: an AVX2 CPU without F16C runs the scalar one).
 struct F16WKernels {
-  Isa gemv_isa = Isa::kScalar;
   F32F16WGemvFn gemv = nullptr;
-  Isa gemm_isa = Isa::kScalar;
   F32F16WGemmFn gemm = nullptr;
 };
 
-// Per kind, the widest implementation this CPU runs at or below `max_isa` (the scalar reference
-// when nothing wider), unchecked: for tests, which force every path the CPU runs.
-F16WKernels f16w_kernels_up_to(Isa max_isa);
-
-// The set this process runs: per kind the widest the CPU runs, kept only when it gives the scalar
-// reference's bits on a probe at first use (else the scalar reference, which is the fallback
-// here: nothing else computes this). Never null.
-const F16WKernels& f16w_kernels();
+// The f16w sets, best() giving the scalar reference's bits on a probe.
+const KernelSets<F16WKernels>& f16w_kernel_sets();
 
 // True when both kinds of `set` equal the scalar reference bit for bit on a probe (k and n not
 // multiples of the tiles; 1, 2, 11 and 32 rows).
@@ -166,19 +132,12 @@ runtime::Status check_f16w_kernel_args(size_t k, size_t n, const void* packed, s
 // its fused float epilogue; the activations are quantized with a QS8Kernels set's quantizer.
 // Defined in qc4w_config.cc.
 struct QC4Kernels {
-  Isa gemv_isa = Isa::kScalar;
   QS8QC4WGemvFn gemv = nullptr;
-  Isa gemm_isa = Isa::kScalar;
   QS8QC4WGemmFn gemm = nullptr;
 };
 
-// Per kind, the widest implementation this CPU runs at or below `max_isa` (the AVX2 one also
-// needs F16C), unchecked: for tests, which force every path the CPU runs.
-QC4Kernels qc4_kernels_up_to(Isa max_isa);
-
-// The set this process runs: the widest the CPU runs, kept only when it gives the scalar
-// reference's bits on a probe at first use (else the scalar reference). Never null.
-const QC4Kernels& qc4_kernels();
+// The int4 sets, best() giving the scalar reference's bits on a probe.
+const KernelSets<QC4Kernels>& qc4_kernel_sets();
 
 // True when both kinds of `set` give the scalar reference's bits on a probe (every group size,
 // rows around the blocks, n not a multiple of the tiles).

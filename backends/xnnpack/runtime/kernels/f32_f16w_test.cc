@@ -113,10 +113,8 @@ class F16WTest : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
     if (!cpu_runs(GetParam())) GTEST_SKIP() << "this CPU does not run " << to_string(GetParam());
-    set_ = f16w_kernels_up_to(GetParam());
-    if (set_.gemv_isa != GetParam()) {
-      GTEST_SKIP() << "no f16w kernels for " << to_string(GetParam()) << " here (F16C?)";
-    }
+    ASSERT_EQ(f16w_kernel_sets().up_to(GetParam()).isa, GetParam());
+    set_ = f16w_kernel_sets().up_to(GetParam()).kernels;
   }
   F16WKernels set_;
 };
@@ -182,21 +180,17 @@ TEST_P(F16WTest, every_half_widens_exactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, F16WTest,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512f),
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512f),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            return std::string(to_string(info.param));
                          });
 
 TEST(F16WConfig, process_set_is_the_widest_path_and_matches_the_reference) {
-  const F16WKernels& set = f16w_kernels();
+  const F16WKernels& set = f16w_kernel_sets().best();
   ASSERT_NE(set.gemv, nullptr);
   ASSERT_NE(set.gemm, nullptr);
   EXPECT_TRUE(f16w_matches_reference(set));
-  const Isa widest = cpu_runs(Isa::kAvx512f) ? Isa::kAvx512f : Isa::kScalar;
-  if (widest == Isa::kAvx512f) {
-    EXPECT_EQ(set.gemv_isa, Isa::kAvx512f);
-    EXPECT_EQ(set.gemm_isa, Isa::kAvx512f);
-  }
+  EXPECT_EQ(f16w_kernel_sets().best_isa(), f16w_kernel_sets().up_to(runtime::kernels::isa_cap()).isa);
   EXPECT_FALSE(f16w_matches_reference(F16WKernels{}));
 }
 

@@ -43,8 +43,8 @@ class F32GemmTest : public ::testing::TestWithParam<Isa> {
   void SetUp() override {
     ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
     if (!cpu_runs(GetParam())) GTEST_SKIP() << to_string(GetParam()) << ": not on this CPU";
-    kernel_ = f32_kernels_up_to(GetParam());
-    ASSERT_EQ(kernel_.gemm_isa, GetParam());
+    ASSERT_EQ(f32_kernel_sets().up_to(GetParam()).isa, GetParam());
+    kernel_ = f32_kernel_sets().up_to(GetParam()).kernels;
   }
   F32Kernels kernel_;
 };
@@ -102,11 +102,9 @@ TEST_P(F32GemmTest, equals_the_scalar_reference_bit_for_bit) {
 // The process's set: the widest GEMM this CPU runs, kept by the probe.
 TEST(F32KernelsTest, gemm_chosen_wherever_a_vector_kernel_runs) {
   ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
-  const F32Kernels best = f32_kernels_up_to(Isa::kAvx512Vnni);
-  EXPECT_EQ(f32_kernels().gemm != nullptr, best.gemm_isa != Isa::kScalar);
-  if (f32_kernels().gemm != nullptr) {
-    EXPECT_EQ(f32_kernels().gemm, best.gemm);
-  }
+  const KernelSets<F32Kernels>::Candidate& best = f32_kernel_sets().up_to(runtime::kernels::isa_cap());
+  EXPECT_EQ(f32_kernel_sets().best_isa(), best.isa);
+  EXPECT_EQ(f32_kernel_sets().best().gemm, best.kernels.gemm);
 }
 
 }  // namespace

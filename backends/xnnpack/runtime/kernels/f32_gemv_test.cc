@@ -36,20 +36,20 @@ void expect_bitwise_xnnpack(F32GemvFn kernel, size_t k, size_t n, bool with_bias
   EXPECT_EQ(got[n], 42.0f);
 }
 
-// Each path this CPU can run, whichever f32_kernels() picked, forced by its instruction set.
+// Each path this CPU can run, whichever f32_kernel_sets() picked, forced by its instruction set.
 class F32GemvTest : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
     ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
     if (!cpu_runs(GetParam())) GTEST_SKIP() << to_string(GetParam()) << ": not on this CPU";
-    kernel_ = f32_kernels_up_to(GetParam());
-    ASSERT_EQ(kernel_.gemv_isa, GetParam());
+    ASSERT_EQ(f32_kernel_sets().up_to(GetParam()).isa, GetParam());
+    kernel_ = f32_kernel_sets().up_to(GetParam()).kernels;
   }
   F32Kernels kernel_;
 };
 
 INSTANTIATE_TEST_SUITE_P(Paths, F32GemvTest,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512f),
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512f),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            return std::string(to_string(info.param));
                          });
@@ -106,17 +106,16 @@ TEST_P(F32GemvTest, equals_the_scalar_reference_bit_for_bit) {
 // The process's set: a one-row kernel wherever one runs here, and then the widest one's results.
 TEST(F32KernelsTest, gemv_chosen_wherever_a_vector_kernel_runs_and_equals_it) {
   ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
-  const F32Kernels best = f32_kernels_up_to(Isa::kAvx512Vnni);
-  EXPECT_EQ(f32_kernels().gemv != nullptr, best.gemv_isa != Isa::kScalar);
-  if (f32_kernels().gemv == nullptr) return;
-  EXPECT_EQ(f32_kernels().gemv_isa, best.gemv_isa);
+  const KernelSets<F32Kernels>::Candidate& best = f32_kernel_sets().up_to(runtime::kernels::isa_cap());
+  EXPECT_EQ(f32_kernel_sets().best_isa(), best.isa);
+  if (f32_kernel_sets().best_isa() == Isa::kScalar) return;
   constexpr size_t k = 200, n = 90;
   const std::vector<float> w = values(n * k, 9), x = values(k, 10);
   XnnpackF32 xnnpack(w, nullptr, k, n, n);
   ASSERT_NE(xnnpack.block, nullptr);
   std::vector<float> want(n), got(n);
-  best.gemv(xnnpack.block, k, n, x.data(), want.data());
-  f32_kernels().gemv(xnnpack.block, k, n, x.data(), got.data());
+  best.kernels.gemv(xnnpack.block, k, n, x.data(), want.data());
+  f32_kernel_sets().best().gemv(xnnpack.block, k, n, x.data(), got.data());
   EXPECT_EQ(std::memcmp(want.data(), got.data(), n * sizeof(float)), 0);
 }
 

@@ -9,8 +9,8 @@
 // Every output is XNNPACK's arithmetic: its bias, then one FMA per input in input order, then its
 // clamp to (-inf, +inf) with x86's operand order (what a NaN becomes), so results are bitwise its.
 //
-//   const F32Kernels& set = f32_kernels();             // config.h
-//   if (set.gemv != nullptr) set.gemv(packed, k, n, x, y);
+//   const KernelSets<F32Kernels>& sets = f32_kernel_sets();   // config.h
+//   if (sets.best_isa() != Isa::kScalar) sets.best().gemv(packed, k, n, x, y);
 //
 // Preconditions of every kernel (the caller checks them where it picks the kernel; config.h's
 // check_* functions say which fails): k >= 1, n >= 1 (rows >= 1 for a GEMM), `packed` holds

@@ -13,38 +13,6 @@ namespace kernels {
 using runtime::Error;
 using runtime::Status;
 
-namespace {
-
-bool usable_qc4(Isa isa, Isa max_isa) {
-  if (isa > max_isa || !cpu_runs(isa)) return false;
-#if defined(__x86_64__)
-  // The x86 kernels convert the float16 scales with F16C.
-  return isa == Isa::kScalar || __builtin_cpu_supports("f16c");
-#else
-  return isa == Isa::kScalar;
-#endif
-}
-
-}  // namespace
-
-QC4Kernels qc4_kernels_up_to(Isa max_isa) {
-  QC4Kernels set;
-  set.gemv = &qs8_qc4w_gemv_scalar;
-  set.gemm = &qs8_qc4w_gemm_scalar;
-#if defined(__x86_64__)
-  if (usable_qc4(Isa::kAvx512Vnni, max_isa)) {
-    set.gemv_isa = set.gemm_isa = Isa::kAvx512Vnni;
-    set.gemv = &qs8_qc4w_gemv_4x16_avx512vnni;
-    set.gemm = &qs8_qc4w_gemm_4x32_avx512vnni;
-  } else if (usable_qc4(Isa::kAvx2Fma, max_isa)) {
-    set.gemv_isa = set.gemm_isa = Isa::kAvx2Fma;
-    set.gemv = &qs8_qc4w_gemv_2x16_avx2;
-    set.gemm = &qs8_qc4w_gemm_2x16_avx2;
-  }
-#endif
-  return set;
-}
-
 bool qc4_matches_reference(const QC4Kernels& set) {
   if (set.gemv == nullptr || set.gemm == nullptr) return false;
   uint32_t state = 4242;
@@ -81,17 +49,17 @@ bool qc4_matches_reference(const QC4Kernels& set) {
   return true;
 }
 
-const QC4Kernels& qc4_kernels() {
-  static const QC4Kernels set = [] {
-    // Widest first; a set whose probe differs gives way to the next narrower one.
-    for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx2Fma}) {
-      if (!usable_qc4(isa, isa)) continue;
-      const QC4Kernels candidate = qc4_kernels_up_to(isa);
-      if (qc4_matches_reference(candidate)) return candidate;
-    }
-    return qc4_kernels_up_to(Isa::kScalar);
-  }();
-  return set;
+const KernelSets<QC4Kernels>& qc4_kernel_sets() {
+  static const KernelSets<QC4Kernels> sets(
+      {
+          {{&qs8_qc4w_gemv_scalar, &qs8_qc4w_gemm_scalar}, Isa::kScalar},
+#if defined(__x86_64__)
+          {{&qs8_qc4w_gemv_2x16_avx2, &qs8_qc4w_gemm_2x16_avx2}, Isa::kAvx2},
+          {{&qs8_qc4w_gemv_4x16_avx512vnni, &qs8_qc4w_gemm_4x32_avx512vnni}, Isa::kAvx512Vnni},
+#endif
+      },
+      &qc4_matches_reference);
+  return sets;
 }
 
 Status check_qc4_kernel_args(size_t k, size_t n, size_t group, const void* packed,

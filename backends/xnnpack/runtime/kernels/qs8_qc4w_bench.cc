@@ -137,10 +137,10 @@ void bench_shape(size_t n, size_t k, double ghz) {
       std::max<size_t>(1, std::min((n * k + (128u << 10) - 1) / (128u << 10), n / 32));
   const size_t slab = ((n + slabs - 1) / slabs + 31) / 32 * 32;
   std::vector<Case> cases;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512Vnni}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512Vnni}) {
     if (!cpu_runs(isa)) continue;
-    const QC4Kernels set = qc4_kernels_up_to(isa);
-    const std::string name = to_string(set.gemv_isa);
+    const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
+    const std::string name = to_string(qc4_kernel_sets().up_to(isa).isa);
     cases.push_back(
         {"int4 GEMV hot " + name,
          weights,
@@ -181,8 +181,8 @@ void bench_shape(size_t n, size_t k, double ghz) {
                      },
                      {}});
   }
-  const QS8Kernels qs8 = qs8_kernels_up_to(Isa::kAvx512Vnni);
-  const std::string qs8_name = to_string(qs8.gemv_isa);
+  const QS8Kernels qs8 = qs8_kernel_sets().up_to(Isa::kAvx512Vnni).kernels;
+  const std::string qs8_name = to_string(qs8_kernel_sets().up_to(Isa::kAvx512Vnni).isa);
   cases.push_back({"int8 GEMV hot " + qs8_name,
                    weights,
                    static_cast<double>(qc8_bytes),

@@ -97,7 +97,7 @@ std::vector<float> naive(const Weight& w, const std::vector<int8_t>& q, size_t r
 
 std::vector<Isa> runnable_paths() {
   std::vector<Isa> paths;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512f, Isa::kAvx512Vnni}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512f, Isa::kAvx512Vnni}) {
     if (cpu_runs(isa)) paths.push_back(isa);
   }
   return paths;
@@ -134,7 +134,7 @@ TEST(QS8QC4W, IntegerGroupSumsAreExact) {
   const std::vector<int32_t> sums = group_sums(q, k, 2, group);
   const std::vector<float> xs = {1.0f, 1.0f};
   for (Isa isa : runnable_paths()) {
-    const QC4Kernels set = qc4_kernels_up_to(isa);
+    const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
     std::vector<float> y(2 * n);
     set.gemm(w.packed.data(), k, n, group, 2, q.data(), k, sums.data(), xs.data(), y.data(), n);
     for (size_t r = 0; r < 2; ++r) {
@@ -166,17 +166,17 @@ TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
             qs8_qc4w_gemm_scalar(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(),
                                  xs.data(), want.data(), n);
             for (Isa isa : runnable_paths()) {
-              const QC4Kernels set = qc4_kernels_up_to(isa);
+              const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
               std::vector<float> got(rows * n, -1.0f);
               set.gemm(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(), xs.data(),
                        got.data(), n);
               EXPECT_TRUE(bitwise_equal(got, want))
-                  << "gemm " << to_string(set.gemm_isa) << " group " << group << " n " << n << " k "
+                  << "gemm " << to_string(isa) << " group " << group << " n " << n << " k "
                   << k << " rows " << rows;
               std::vector<float> one(n, -1.0f);
               set.gemv(w.packed.data(), w.k, n, group, q.data(), sums.data(), xs[0], one.data());
               EXPECT_TRUE(bitwise_equal(one, std::vector<float>(want.begin(), want.begin() + n)))
-                  << "gemv " << to_string(set.gemv_isa) << " group " << group << " n " << n << " k "
+                  << "gemv " << to_string(isa) << " group " << group << " n " << n << " k "
                   << k;
             }
           }
@@ -187,14 +187,13 @@ TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
 }
 
 TEST(QS8QC4W, LesserPathsAreForcedAndTheProcessSetPassesItsProbe) {
-  EXPECT_EQ(qc4_kernels_up_to(Isa::kScalar).gemv, &qs8_qc4w_gemv_scalar);
-  if (cpu_runs(Isa::kAvx2Fma) && __builtin_cpu_supports("f16c")) {
-    EXPECT_EQ(qc4_kernels_up_to(Isa::kAvx512f).gemv, &qs8_qc4w_gemv_2x16_avx2);
+  EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kScalar).kernels.gemv, &qs8_qc4w_gemv_scalar);
+  if (cpu_runs(Isa::kAvx2)) {
+    EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx512f).kernels.gemv, &qs8_qc4w_gemv_2x16_avx2);
   }
-  if (cpu_runs(Isa::kAvx512Vnni)) {
-    EXPECT_EQ(qc4_kernels().gemm, &qs8_qc4w_gemm_4x32_avx512vnni);
-  }
-  EXPECT_TRUE(qc4_matches_reference(qc4_kernels()));
+  const KernelSets<QC4Kernels>& sets = qc4_kernel_sets();
+  EXPECT_EQ(sets.best_isa(), sets.up_to(runtime::kernels::isa_cap()).isa);
+  EXPECT_TRUE(qc4_matches_reference(sets.best()));
 }
 
 TEST(QS8QC4W, FullyConnectedQuantizesEachRowOnItsOwn) {
@@ -208,11 +207,11 @@ TEST(QS8QC4W, FullyConnectedQuantizesEachRowOnItsOwn) {
   std::vector<int32_t> acc(rows * w.n), sums(rows * 4);
   const QS8Scratch scratch{q.data(), scales.data(), acc.data(), rows};
   std::vector<float> all(rows * w.n), one(w.n);
-  ASSERT_TRUE(qs8_qc4w_fully_connected(qs8_kernels(), qc4_kernels(), w.packed.data(),
+  ASSERT_TRUE(qs8_qc4w_fully_connected(qs8_kernel_sets().best(), qc4_kernel_sets().best(), w.packed.data(),
                                        w.packed.size(), w.k, w.n, 32, rows, x.data(), w.k,
                                        all.data(), w.n, scratch, sums.data())
                   .ok());
-  ASSERT_TRUE(qs8_qc4w_fully_connected(qs8_kernels(), qc4_kernels(), w.packed.data(),
+  ASSERT_TRUE(qs8_qc4w_fully_connected(qs8_kernel_sets().best(), qc4_kernel_sets().best(), w.packed.data(),
                                        w.packed.size(), w.k, w.n, 32, 1, x.data() + 3 * w.k, w.k,
                                        one.data(), w.n, scratch, sums.data())
                   .ok());

@@ -83,15 +83,15 @@ int run() {
   }
 
   std::vector<Case> cases;
-  const F32Kernels f32_set = f32_kernels_up_to(Isa::kAvx512Vnni);
-  cases.push_back({std::string("f32 GEMV ") + to_string(f32_set.gemv_isa),
+  const KernelSets<F32Kernels>::Candidate& f32_set = f32_kernel_sets().up_to(Isa::kAvx512Vnni);
+  cases.push_back({std::string("f32 GEMV ") + to_string(f32_set.isa),
                    f32_bytes,
-                   [&] { f32_set.gemv(f32, kIn, kOut, x.data(), y.data()); },
+                   [&] { f32_set.kernels.gemv(f32, kIn, kOut, x.data(), y.data()); },
                    {}});
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
     if (!cpu_runs(isa)) continue;
-    const QS8Kernels set = qs8_kernels_up_to(isa);
-    const std::string name = to_string(set.gemv_isa);
+    const QS8Kernels set = qs8_kernel_sets().up_to(isa).kernels;
+    const std::string name = to_string(qs8_kernel_sets().up_to(isa).isa);
     cases.push_back({"int8 GEMV (integer dot) " + name,
                      qc8_bytes,
                      [&, set] { set.gemv(qc8, kIn, kOut, q.data(), acc.data()); },
@@ -133,13 +133,13 @@ int run() {
     qc4w_pack(nibbles.data(), w4_scales.data(), bias.data(), kIn, kOut, kGroup, qc4);
   }
   std::vector<int32_t> xsum8(kRows * kIn / kGroup);
-  for (Isa isa : {Isa::kAvx2Fma, Isa::kAvx512Vnni}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512Vnni}) {
     if (!cpu_runs(isa)) continue;
-    const QS8Kernels qs8 = qs8_kernels_up_to(isa);
-    const QC4Kernels set = qc4_kernels_up_to(isa);
+    const QS8Kernels qs8 = qs8_kernel_sets().up_to(isa).kernels;
+    const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
     for (size_t rows : {size_t{1}, kRows}) {
       cases.push_back(
-          {"int4 g32 fully connected, " + std::to_string(rows) + " rows " + to_string(set.gemv_isa),
+          {"int4 g32 fully connected, " + std::to_string(rows) + " rows " + to_string(qc4_kernel_sets().up_to(isa).isa),
            qc4_bytes,
            [&, qs8, set, rows] {
              if (!qs8_qc4w_fully_connected(qs8, set, qc4, qc4_bytes, kIn, kOut, kGroup, rows,

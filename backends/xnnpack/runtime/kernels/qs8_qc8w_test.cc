@@ -81,9 +81,10 @@ class QS8Test : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
     if (cpu_runs(GetParam())) {
-      set_ = qs8_kernels_up_to(GetParam());
+      ASSERT_EQ(qs8_kernel_sets().up_to(GetParam()).isa, GetParam());
+      set_ = qs8_kernel_sets().up_to(GetParam()).kernels;
     } else if (GetParam() == Isa::kAvxVnni && cpu_runs(Isa::kAvx512Vnni)) {
-      set_ = qs8_kernels_up_to(Isa::kAvx2Fma);
+      set_ = qs8_kernel_sets().up_to(Isa::kAvx2).kernels;
       set_.gemv = &qs8_qc8w_gemv_4x16_vnni256_evex;
       set_.gemm = &qs8_qc8w_gemm_4x16_vnni256_evex;
       evex_twin_ = true;
@@ -96,23 +97,13 @@ class QS8Test : public ::testing::TestWithParam<Isa> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Paths, QS8Test,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2Fma, Isa::kAvxVnni,
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni,
                                            Isa::kAvx512f, Isa::kAvx512Vnni),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            return std::string(to_string(info.param));
                          });
 
-TEST_P(QS8Test, forcing_an_instruction_set_picks_its_kernels) {
-  const Isa isa = GetParam();
-  if (!evex_twin_) {
-    EXPECT_EQ(set_.quantize_isa, isa == Isa::kAvx512Vnni ? Isa::kAvx512f
-                                 : isa == Isa::kAvxVnni  ? Isa::kAvx2Fma
-                                                         : isa);
-    EXPECT_EQ(set_.gemv_isa, isa == Isa::kAvx512f ? Isa::kAvx2Fma : isa);
-    EXPECT_EQ(set_.gemm_isa, set_.gemv_isa);
-  }
-  EXPECT_TRUE(qs8_matches_reference(set_));
-}
+TEST_P(QS8Test, the_forced_set_passes_the_probe) { EXPECT_TRUE(qs8_matches_reference(set_)); }
 
 TEST_P(QS8Test, quantized_rows_and_scales_equal_the_scalar_reference) {
   for (size_t k : {1u, 3u, 4u, 15u, 16u, 17u, 100u, 1001u}) {
@@ -205,7 +196,7 @@ TEST_P(QS8Test, fully_connected_equals_the_scalar_set_bit_for_bit) {
   const QS8Scratch scratch = buffers.scratch();
   const std::vector<int8_t>& q = buffers.q;
   const std::vector<float>& scales = buffers.scales;
-  const QS8Kernels reference = qs8_kernels_up_to(Isa::kScalar);
+  const QS8Kernels reference = qs8_kernel_sets().up_to(Isa::kScalar).kernels;
   for (size_t rows : {1u, 3u, 9u}) {
     SCOPED_TRACE("rows=" + std::to_string(rows));
     const std::vector<float> x = floats(rows * k, static_cast<uint32_t>(rows), 4.0f);
@@ -237,7 +228,7 @@ TEST(QS8KernelsTest, results_stay_within_the_activation_rounding_of_float_math) 
   const std::vector<float>& scales = buffers.scales;
   const std::vector<float> x = floats(rows * k, 12, 3.0f);
   std::vector<float> y(rows * n);
-  ASSERT_TRUE(qs8_qc8w_fully_connected(qs8_kernels(), weight.packed.data(), weight.packed.size(), k,
+  ASSERT_TRUE(qs8_qc8w_fully_connected(qs8_kernel_sets().best(), weight.packed.data(), weight.packed.size(), k,
                                        n, rows, x.data(), k, y.data(), n, scratch)
                   .ok());
   for (size_t r = 0; r < rows; ++r) {
@@ -263,7 +254,7 @@ TEST(QS8KernelsTest, column_slabs_over_rows_quantized_once_equal_one_run) {
   const QS8Scratch scratch = buffers.scratch();
   const std::vector<float> x = floats(rows * k, 22, 2.0f);
   std::vector<float> whole(rows * n), slabs(rows * n, 42.0f);
-  const QS8Kernels& set = qs8_kernels();
+  const QS8Kernels& set = qs8_kernel_sets().best();
   ASSERT_TRUE(qs8_qc8w_fully_connected(set, weight.packed.data(), weight.packed.size(), k, n, rows,
                                        x.data(), k, whole.data(), n, scratch)
                   .ok());
@@ -280,13 +271,9 @@ TEST(QS8KernelsTest, column_slabs_over_rows_quantized_once_equal_one_run) {
 }
 
 TEST(QS8KernelsTest, the_process_runs_the_widest_set_the_cpu_has) {
-  const Isa widest = cpu_runs(Isa::kAvx512Vnni) ? Isa::kAvx512Vnni
-                     : cpu_runs(Isa::kAvxVnni)  ? Isa::kAvxVnni
-                     : cpu_runs(Isa::kAvx2Fma)  ? Isa::kAvx2Fma
-                                                : Isa::kScalar;
-  EXPECT_EQ(qs8_kernels().gemv_isa, widest);
-  EXPECT_EQ(qs8_kernels().gemm_isa, widest);
-  EXPECT_NE(qs8_kernels().quantize, nullptr);
+  const KernelSets<QS8Kernels>& sets = qs8_kernel_sets();
+  EXPECT_EQ(sets.best_isa(), sets.up_to(runtime::kernels::isa_cap()).isa);
+  EXPECT_NE(sets.best().quantize, nullptr);
 }
 
 TEST(QS8KernelsTest, broken_preconditions_are_errors_and_write_nothing) {
@@ -296,7 +283,7 @@ TEST(QS8KernelsTest, broken_preconditions_are_errors_and_write_nothing) {
   std::vector<float> scales(2), x(3 * k, 1.0f), y(3 * n, 42.0f);
   std::vector<int32_t> acc(2 * n);
   const QS8Scratch scratch{q.data(), scales.data(), acc.data(), 2};
-  const QS8Kernels& set = qs8_kernels();
+  const QS8Kernels& set = qs8_kernel_sets().best();
   auto message = [](const runtime::Status& s) { return std::string(s.message()); };
   const runtime::Status too_many = qs8_qc8w_fully_connected(
       set, weight.packed.data(), weight.packed.size(), k, n, 3, x.data(), k, y.data(), n, scratch);
