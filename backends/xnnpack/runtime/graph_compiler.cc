@@ -1,3 +1,4 @@
+#include "edgeshare/backends/xnnpack/runtime/fc_format.h"
 #include "edgeshare/backends/xnnpack/runtime/graph_compiler.h"
 
 #include <xnnpack.h>
@@ -266,8 +267,11 @@ ConstantRef GraphCompiler::constant_ref(uint32_t id) const {
   ConstantRef ref;
   ref.identity.dtype = value(id).dtype;
   ref.identity.dims.assign(value(id).dims.begin(), value(id).dims.end());
-  // A QC4W weight [out, in] is stored two values a byte: its entry is uint8 [out, in / 2].
-  if (value(id).dtype == ScalarType::Byte) ref.identity.dims[1] /= 2;
+  // A weight's entry is [out, in / values_per_byte] (int4: two values a byte).
+  const FcFormat* format = fc_format(value(id).dtype);
+  if (format != nullptr && ref.identity.dims.size() == 2) {
+    ref.identity.dims[1] = static_cast<uint32_t>(format->stored_in(ref.identity.dims[1]));
+  }
   if (v->inline_data() != nullptr) {
     ref.identity.is_inline = true;
     ref.identity.inline_bytes.assign(v->inline_data()->begin(), v->inline_data()->end());
@@ -281,14 +285,14 @@ ConstantRef GraphCompiler::constant_ref(uint32_t id) const {
 ConstantRef GraphCompiler::scales_ref(uint32_t id) const {
   const fb::Value* v = graph_.values()->Get(id);
   ConstantRef ref;
-  ref.identity.dtype = ScalarType::Float;
+  // [out], or [out, in / group] (graph_reader checked the group divides in).
+  const FcFormat& format = *fc_format(value(id).dtype);
+  ref.identity.dtype = format.scales_dtype;
   ref.identity.dims.assign(1, static_cast<uint32_t>(value(id).dims[0]));
-  if (value(id).dtype == ScalarType::Byte) {
-    // QC4W: float16 [out, in / group]; graph_reader checked the group divides in.
-    ref.identity.dtype = ScalarType::Half;
+  if (format.group_scales) {
     ref.identity.dims.push_back(static_cast<uint32_t>(value(id).dims[1]) / v->group_size());
   }
-  ref.key = v->scales_key()->str();  // graph_reader checked a QC8W or QC4W value has both.
+  ref.key = v->scales_key()->str();  // graph_reader checked a value with scales has both.
   std::memcpy(ref.identity.digest.bytes.data(), v->scales_digest()->data(), 32);
   return ref;
 }

@@ -2,6 +2,7 @@
 
 #include <xnnpack.h>
 
+#include "edgeshare/backends/xnnpack/runtime/fc_format.h"
 #include "edgeshare/runtime/core/tensor.h"
 
 namespace edgeshare {
@@ -18,55 +19,61 @@ static_assert(fb::ValueKind_INTERMEDIATE == 0, "ValueInfo::kind defaults to INTE
 
 namespace {
 
-// Kind and dtype: HALF is for named constants only (fully connected weights and biases), CHAR
-// for named QC8W constants and BYTE for named QC4W constants, with their scales (fully connected
-// weights); the nodes check each use.
+// The weight format of a schema dtype (null: the delegate runs no value of that dtype).
+const FcFormat* format_of(edgeshare::schema::ScalarType dtype) {
+  switch (dtype) {
+    case edgeshare::schema::ScalarType_FLOAT:
+      return fc_format(ScalarType::Float);
+    case edgeshare::schema::ScalarType_HALF:
+      return fc_format(ScalarType::Half);
+    case edgeshare::schema::ScalarType_CHAR:
+      return fc_format(ScalarType::Char);
+    case edgeshare::schema::ScalarType_BYTE:
+      return fc_format(ScalarType::Byte);
+    default:
+      return nullptr;
+  }
+}
+
+// Kind and dtype: float32, or a fully connected weight format's dtype (fc_format.h) with that
+// format's quant scheme, its scales and group, for named constants only; the nodes check each use.
 Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   ES_CHECK_OR_RETURN_ERROR(v.kind() >= fb::ValueKind_MIN && v.kind() <= fb::ValueKind_MAX,
                            Error::InvalidProgram, "value %u has unknown kind %d", id,
                            static_cast<int>(v.kind()));
   info->kind = static_cast<uint8_t>(v.kind());
   const bool named = v.kind() == fb::ValueKind_CONSTANT && v.key() != nullptr;
-  const bool half = v.dtype() == edgeshare::schema::ScalarType_HALF;
-  const bool qc8w = v.dtype() == edgeshare::schema::ScalarType_CHAR;
-  // An int4 weight: BYTE (two values a byte in its entry) with QC4W and its group size.
-  const bool qc4w = v.dtype() == edgeshare::schema::ScalarType_BYTE;
-  const fb::QuantScheme scheme = qc8w   ? fb::QuantScheme_QC8W
-                                 : qc4w ? fb::QuantScheme_QC4W
-                                        : fb::QuantScheme_NONE;
-  ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == scheme, Error::InvalidProgram,
-                           "value %u has dtype %d and quant_scheme %d; CHAR goes with QC8W and "
-                           "BYTE with QC4W only",
-                           id, static_cast<int>(v.dtype()), static_cast<int>(v.quant_scheme()));
+  const FcFormat* format = format_of(v.dtype());
   ES_CHECK_OR_RETURN_ERROR(
-      v.dtype() == edgeshare::schema::ScalarType_FLOAT || ((half || qc8w || qc4w) && named),
+      format != nullptr && (format->weight_dtype == ScalarType::Float || named),
       Error::NotSupported,
       "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF, "
       "CHAR (QC8W) or BYTE (QC4W) only for named constants (fully connected weights)",
       id, static_cast<int>(v.dtype()));
-  if (qc8w || qc4w) {
+  ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == format->quant_scheme, Error::InvalidProgram,
+                           "value %u has dtype %d and quant_scheme %d; a %s weight has "
+                           "quant_scheme %d",
+                           id, static_cast<int>(v.dtype()), static_cast<int>(v.quant_scheme()),
+                           format->name, static_cast<int>(format->quant_scheme));
+  if (format->has_scales) {
     ES_CHECK_OR_RETURN_ERROR(v.scales_key() != nullptr && v.scales_key()->size() > 0 &&
                                  v.scales_digest() != nullptr && v.scales_digest()->size() == 32,
                              Error::InvalidProgram,
                              "%s constant value %u ('%s') needs a scales key and its 32-byte "
                              "SHA-256 digest",
-                             qc4w ? "QC4W" : "QC8W", id, v.key()->c_str());
+                             format->name, id, v.key()->c_str());
   }
-  if (qc4w) {
+  if (format->group_scales) {
     const uint32_t group = v.group_size();
     ES_CHECK_OR_RETURN_ERROR(
         (group == 32 || group == 64 || group == 128) && v.dims() != nullptr &&
             v.dims()->size() == 2 && v.dims()->Get(1) % group == 0,
         Error::InvalidProgram,
-        "QC4W constant value %u ('%s') has group size %u; it must be 32, 64 or 128 and divide "
+        "%s constant value %u ('%s') has group size %u; it must be 32, 64 or 128 and divide "
         "its [out, in] weight's input size",
-        id, v.key()->c_str(), group);
+        format->name, id, v.key()->c_str(), group);
   }
-  if (qc4w) {
-    info->dtype = ScalarType::Byte;
-    return Status();
-  }
-  info->dtype = half ? ScalarType::Half : qc8w ? ScalarType::Char : ScalarType::Float;
+  info->dtype = format->weight_dtype;
   return Status();
 }
 

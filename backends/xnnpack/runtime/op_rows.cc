@@ -1,3 +1,4 @@
+#include "edgeshare/backends/xnnpack/runtime/fc_format.h"
 #include "edgeshare/backends/xnnpack/runtime/op_rows.h"
 
 #include <xnnpack.h>
@@ -123,9 +124,9 @@ Status mean_last_dim_shapes(const NodeContext& c) {
 Status fully_connected_bias_dtype(const NodeContext& c, const ValueInfo& w) {
   if (c.num_in < 3) return Status();
   const ValueInfo& b = c.compiler->value(c.in[2]);
-  // An int8 (QC8W) or int4 (QC4W, Byte) weight keeps a float32 bias.
-  const bool quantized = w.dtype == ScalarType::Char || w.dtype == ScalarType::Byte;
-  const ScalarType want = quantized ? ScalarType::Float : w.dtype;
+  // graph_reader gave every weight value of a fully connected a format.
+  const FcFormat* format = fc_format(w.dtype);
+  const ScalarType want = format != nullptr ? format->bias_dtype : w.dtype;
   ES_CHECK_OR_RETURN_ERROR(
       b.dtype == want, Error::NotSupported,
       "node %u (FULLY_CONNECTED): weight value %u is %s but bias value %u "
@@ -345,13 +346,12 @@ Status build_fully_connected(NodeContext& c) {
   GraphCompiler& g = *c.compiler;
   const size_t out_ch = g.value(c.in[1]).dims[0];
   const size_t in_ch = g.value(c.in[1]).dims[1];
-  const bool qc8w = g.value(c.in[1]).dtype == ScalarType::Char;
-  const bool qc4w = g.value(c.in[1]).dtype == ScalarType::Byte;
+  const FcFormat& format = *fc_format(g.value(c.in[1]).dtype);
   FullyConnectedRequest request;
   request.weight = g.constant_ref(c.in[1]);
-  request.has_scales = qc8w || qc4w;
+  request.has_scales = format.has_scales;
   if (request.has_scales) request.scales = g.scales_ref(c.in[1]);
-  const size_t group = qc4w ? in_ch / request.scales.identity.dims[1] : 0;
+  const size_t group = format.group_scales ? in_ch / request.scales.identity.dims[1] : 0;
   request.has_bias = c.num_in == 3;
   if (request.has_bias) request.bias = g.constant_ref(c.in[2]);
   request.input_channels = in_ch;
@@ -366,13 +366,10 @@ Status build_fully_connected(NodeContext& c) {
   step.in_channels = in_ch;
   step.in = c.in[0];
   step.out = c.out;
-  // The int8 / int4 kernels' scratch for this node's rows: an arena slot live during this node
+  // The format's scratch for this node's rows (if any): an arena slot live during this node
   // only, so the nodes of a graph share one block of it and runs allocate nothing.
-  if (qc8w || qc4w) {
-    step.scratch_layout = qc8w ? QuantizedScratchLayout::qc8w(batch, in_ch, out_ch)
-                               : QuantizedScratchLayout::qc4w(batch, in_ch, group);
-    step.scratch = g.new_scratch_bytes(step.scratch_layout.bytes);
-  }
+  step.scratch_layout = format.scratch(batch, FcShape{in_ch, out_ch, group});
+  if (step.scratch_layout.bytes > 0) step.scratch = g.new_scratch_bytes(step.scratch_layout.bytes);
   g.add_step(c.node, std::move(step));
   return Status();
 }

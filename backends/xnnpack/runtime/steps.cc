@@ -69,16 +69,8 @@ struct Runner {
   }
   Status operator()(const FullyConnectedStep& s) const {
     // The shared operator locks itself for setup + run where it needs to.
-    if (s.scratch_layout.bytes > 0) {
-      void* block = p[s.scratch];
-      const kernels::QS8Scratch scratch = s.scratch_layout.scratch(block);
-      if (s.scratch_layout.group_sums_part) {
-        return s.packed->run_fully_connected_qc4w(s.batch, in(p, s.in), out(p, s.out), scratch,
-                                                  s.scratch_layout.group_sums(block));
-      }
-      return s.packed->run_fully_connected_qc8w(s.batch, in(p, s.in), out(p, s.out), scratch);
-    }
-    return s.packed->run_fully_connected(s.batch, in(p, s.in), out(p, s.out));
+    void* scratch = s.scratch_layout.bytes > 0 ? p[s.scratch] : nullptr;
+    return s.packed->run(s.batch, in(p, s.in), out(p, s.out), s.scratch_layout, scratch);
   }
   Status operator()(const UnpackedFullyConnectedStep& s) const {
     // Low-rank products (rank 8-64 on one side): too little work to be worth a pool call.

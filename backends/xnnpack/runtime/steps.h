@@ -77,10 +77,9 @@ struct PoolingStep {
   uint32_t in = 0, out = 0;
 };
 
-// The cache's fully connected operator (f32, f16, int8 or int4 weights; f32 activations): in
-// [batch, in_ch] -> out [batch, out_ch]. With an int8 (QC8W) or int4 (QC4W) entry, its runs
-// quantize the rows (and accumulate, or sum groups) in the arena value `scratch`, laid out by
-// `scratch_layout` (no bytes otherwise).
+// The cache's fully connected operator (any format, fc_format.h; f32 activations): in
+// [batch, in_ch] -> out [batch, out_ch]. A format that needs scratch (quantized rows, sums) works
+// in the arena value `scratch`, laid out by `scratch_layout` (no bytes otherwise).
 struct FullyConnectedStep {
   PackedRef packed;
   size_t batch = 1, in_channels = 1;

@@ -21,16 +21,6 @@ using runtime::Status;
 
 namespace {
 
-constexpr uint8_t kFullyConnectedF32 = 1;
-// f16 weights and bias in the delegate's f16w packing (f32 input and output): never the same
-// entry as an f32 operator, even if a digest ever matched (the identity's dtype differs too).
-constexpr uint8_t kFullyConnectedF16 = 2;
-// The delegate's int8 kernels over its own packing of a QC8W weight and its scales.
-constexpr uint8_t kFullyConnectedQC8W = 3;
-// The delegate's int4 kernels over its own packing of a QC4W weight and its group scales (the
-// group size is the scales' shape, [out, in / group], so it is in the key with them).
-constexpr uint8_t kFullyConnectedQC4W = 4;
-
 // Process-wide bookkeeping behind weight_sharing.h: counters summed over every cache,
 // and the set of live caches (for entry counts and names). Leaked on purpose, like the shared
 // cache.
@@ -75,52 +65,61 @@ void append_sorted_unique(std::vector<std::string>* names) {
   names->erase(std::unique(names->begin(), names->end()), names->end());
 }
 
-bool dtype_is_qc4w(const FullyConnectedRequest& r) {
-  return r.weight.identity.dtype == runtime::ScalarType::Byte;
+// The inputs per scale of a request whose format has group scales (else 0).
+size_t request_group_size(const FullyConnectedRequest& r) {
+  const FcFormat* format = fc_format(r.weight.identity.dtype);
+  if (format == nullptr || !format->group_scales || !r.has_scales) return 0;
+  const std::vector<uint32_t>& s = r.scales.identity.dims;
+  return s.size() == 2 && s[1] > 0 ? r.input_channels / s[1] : 0;
 }
 
-Status check_fully_connected_dtypes(const FullyConnectedRequest& r) {
-  const ConstantRef& weight = r.weight;
-  const ConstantRef* bias = r.has_bias ? &r.bias : nullptr;
-  const runtime::ScalarType dtype = weight.identity.dtype;
-  const bool qc8w = dtype == runtime::ScalarType::Char;
-  const bool qc4w = dtype == runtime::ScalarType::Byte;
-  ES_CHECK_OR_RETURN_ERROR(
-      dtype == runtime::ScalarType::Float || dtype == runtime::ScalarType::Half || qc8w || qc4w,
-      Error::InvalidArgument,
-      "fully connected weight '%s' has dtype %s; Float, Half, Char or Byte only",
-      or_inline(weight.key), runtime::to_string(dtype));
-  if (qc4w) {
+// A request's weight, bias and scales against its weight's format row.
+Status check_fully_connected_request(const FullyConnectedRequest& r) {
+  const ConstantIdentity& weight = r.weight.identity;
+  const char* key = or_inline(r.weight.key);
+  const FcFormat* format = fc_format(weight.dtype);
+  ES_CHECK_OR_RETURN_ERROR(format != nullptr, Error::InvalidArgument,
+                           "fully connected weight '%s' has dtype %s; Float, Half, Char or Byte "
+                           "only",
+                           key, runtime::to_string(weight.dtype));
+  if (format->values_per_byte > 1) {
+    ES_CHECK_OR_RETURN_ERROR(
+        !weight.is_inline && weight.dims.size() == 2 && weight.dims[0] == r.output_channels &&
+            weight.dims[1] * format->values_per_byte == r.input_channels,
+        Error::InvalidArgument,
+        "fully connected weight '%s' is %s [%zu x %zu]: it needs named uint8 [%zu, %zu] bytes",
+        key, format->what, r.output_channels, r.input_channels, r.output_channels,
+        r.input_channels / format->values_per_byte);
+  }
+  if (format->group_scales) {
     const std::vector<uint32_t>& s = r.scales.identity.dims;
     const size_t groups = s.size() == 2 ? s[1] : 0;
-    const size_t group = groups > 0 ? r.input_channels / groups : 0;
+    const size_t group = request_group_size(r);
     ES_CHECK_OR_RETURN_ERROR(
-        r.has_scales && groups > 0 && !weight.identity.is_inline &&
-            weight.identity.dims.size() == 2 && weight.identity.dims[0] == r.output_channels &&
-            weight.identity.dims[1] * 2 == r.input_channels &&
-            r.scales.identity.dtype == runtime::ScalarType::Half && s[0] == r.output_channels &&
-            (group == 32 || group == 64 || group == 128) && group * groups == r.input_channels,
+        r.has_scales && groups > 0 && r.scales.identity.dtype == format->scales_dtype &&
+            s[0] == r.output_channels && (group == 32 || group == 64 || group == 128) &&
+            group * groups == r.input_channels,
         Error::InvalidArgument,
-        "fully connected weight '%s' is int4 [%zu x %zu]: it needs named uint8 [%zu, %zu] bytes "
-        "and float16 scales [%zu, in / group] for a group of 32, 64 or 128",
-        or_inline(weight.key), r.output_channels, r.input_channels, r.output_channels,
-        r.input_channels / 2, r.output_channels);
+        "fully connected weight '%s' is %s [%zu x %zu]: it needs %s scales [%zu, in / group] "
+        "for a group of 32, 64 or 128",
+        key, format->what, r.output_channels, r.input_channels,
+        runtime::to_string(format->scales_dtype), r.output_channels);
+  } else {
+    ES_CHECK_OR_RETURN_ERROR(
+        format->has_scales == r.has_scales &&
+            (!format->has_scales ||
+             (r.scales.identity.dtype == format->scales_dtype &&
+              r.scales.identity.dims.size() == 1 &&
+              r.scales.identity.dims[0] == r.output_channels && !weight.is_inline)),
+        Error::InvalidArgument,
+        "fully connected weight '%s' is %s: float scales [%zu] go with a named Char weight only",
+        key, runtime::to_string(weight.dtype), r.output_channels);
   }
   ES_CHECK_OR_RETURN_ERROR(
-      qc4w || (qc8w == r.has_scales &&
-               (!qc8w ||
-                (r.scales.identity.dtype == runtime::ScalarType::Float &&
-                 r.scales.identity.dims.size() == 1 &&
-                 r.scales.identity.dims[0] == r.output_channels && !weight.identity.is_inline))),
-      Error::InvalidArgument,
-      "fully connected weight '%s' is %s: float scales [%zu] go with a named Char weight only",
-      or_inline(weight.key), runtime::to_string(dtype), r.output_channels);
-  const runtime::ScalarType bias_dtype = qc8w || qc4w ? runtime::ScalarType::Float : dtype;
-  ES_CHECK_OR_RETURN_ERROR(
-      bias == nullptr || bias->identity.dtype == bias_dtype, Error::InvalidArgument,
-      "fully connected weight '%s' is %s but its bias '%s' is %s", or_inline(weight.key),
-      runtime::to_string(dtype), bias == nullptr ? "" : or_inline(bias->key),
-      bias == nullptr ? "" : runtime::to_string(bias->identity.dtype));
+      !r.has_bias || r.bias.identity.dtype == format->bias_dtype, Error::InvalidArgument,
+      "fully connected weight '%s' is %s but its bias '%s' is %s", key,
+      runtime::to_string(weight.dtype), r.has_bias ? or_inline(r.bias.key) : "",
+      r.has_bias ? runtime::to_string(r.bias.identity.dtype) : "");
   return Status();
 }
 
@@ -562,13 +561,11 @@ size_t WeightsCache::key_misses(const std::vector<FullyConnectedRequest>& reques
     const FullyConnectedRequest& r = requests[i];
     Miss& m = misses[i];
     m.request = &r;
-    *error = check_fully_connected_dtypes(r);
+    *error = check_fully_connected_request(r);
     if (!error->ok()) return i;
-    const runtime::ScalarType dtype = r.weight.identity.dtype;
-    m.key.op_kind = dtype == runtime::ScalarType::Half   ? kFullyConnectedF16
-                    : dtype == runtime::ScalarType::Char ? kFullyConnectedQC8W
-                    : dtype == runtime::ScalarType::Byte ? kFullyConnectedQC4W
-                                                         : kFullyConnectedF32;
+    // Each format's entries are their own (an f32 operator is never an f16w packing, even if a
+    // digest ever matched: the identity's dtype differs too).
+    m.key.op_kind = fc_format(r.weight.identity.dtype)->scheme;
     m.key.weight = r.weight.identity;
     m.key.has_bias = r.has_bias;
     if (r.has_bias) m.key.bias = r.bias.identity;
@@ -658,14 +655,13 @@ Status WeightsCache::fetch_miss(const NamedDataMap* map, bool verify, Miss* miss
   if (r.has_bias) ES_RETURN_IF_ERROR(bytes_for_miss(map, r.bias, verify, &miss->bias));
   if (r.has_scales) ES_RETURN_IF_ERROR(bytes_for_miss(map, r.scales, verify, &miss->scales));
   PackedOperator::Shape shape;
-  shape.weight_dtype = r.weight.identity.dtype;
+  shape.format = fc_format(r.weight.identity.dtype);
   shape.input_channels = r.input_channels;
   shape.output_channels = r.output_channels;
   shape.weight_key = r.weight.key;
   if (r.has_bias) shape.bias_key = r.bias.key;
   if (r.has_scales) shape.scales_key = r.scales.key;
-  // QC4W: the scales [out, in / group] give the group (check_fully_connected_dtypes checked them).
-  if (dtype_is_qc4w(r)) shape.group_size = r.input_channels / r.scales.identity.dims[1];
+  shape.group_size = request_group_size(r);  // check_fully_connected_request checked it.
   shape.slab_bytes = slab_bytes_;
   shape.slabs_across_pool = slabs_across_pool_;
   miss->op = PackedOperator::plan(shape);

@@ -69,7 +69,7 @@ TEST(WorkingMemoryTest, int8_scratch_is_shared_by_the_nodes_of_a_graph) {
   auto executor =
       XnnExecutor::create(chain.blob.data(), chain.blob.size(), &chain.map, /*share_weights=*/true);
   ASSERT_TRUE(executor.ok()) << executor.status().message();
-  const size_t scratch = QuantizedScratchLayout::qc8w(kRows, kChannels, kChannels).bytes;
+  const size_t scratch = fc_format(runtime::ScalarType::Char)->scratch(kRows, FcShape{kChannels, kChannels, 0}).bytes;
   const size_t value = kRows * kChannels * sizeof(float);
   EXPECT_GE((*executor)->arena_bytes(), scratch);
   EXPECT_LT((*executor)->arena_bytes(), 2 * scratch + 3 * value);

@@ -1,0 +1,215 @@
+#include "edgeshare/backends/xnnpack/runtime/fc_format.h"
+
+#include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
+
+namespace edgeshare {
+namespace xnnpack {
+
+using runtime::Error;
+using runtime::ScalarType;
+using runtime::Status;
+
+namespace {
+
+// xnnpack_graph.fbs's QuantScheme values (fc_format_test.py checks them against the schema).
+constexpr int8_t kSchemeNone = 0;
+constexpr int8_t kSchemeQC8W = 1;
+constexpr int8_t kSchemeQC4W = 2;
+
+constexpr size_t kScratchPartAlignment = 64;
+
+size_t align_scratch_part(size_t bytes) {
+  return (bytes + kScratchPartAlignment - 1) / kScratchPartAlignment * kScratchPartAlignment;
+}
+
+// The quantized rows and their scales, then `sums_bytes` of sums.
+QuantizedScratchLayout quantized_layout(size_t max_rows, size_t k, size_t sums_bytes) {
+  QuantizedScratchLayout layout;
+  layout.max_rows = max_rows;
+  layout.scales = align_scratch_part(max_rows * kernels::qc8_padded_k(k));
+  layout.sums = layout.scales + align_scratch_part(max_rows * sizeof(float));
+  layout.bytes = layout.sums + align_scratch_part(sums_bytes);
+  return layout;
+}
+
+QuantizedScratchLayout no_scratch(size_t, const FcShape&) { return QuantizedScratchLayout(); }
+
+// --- f32: XNNPACK packs and runs it (PackedOperator), the delegate's kernels read its packing.
+
+void settle_f32() { (void)kernels::f32_kernel_sets(); }
+
+// --- f16w: half weight and bias, f32 activations.
+
+size_t f16w_tile_bytes(const FcShape& s) { return kernels::f16w_tile_bytes(s.k); }
+
+void f16w_pack(const FcShape& s, size_t first, size_t count, const void* weight, const void* bias,
+               const void*, void* packed) {
+  kernels::f16w_pack(static_cast<const uint16_t*>(weight) + first * s.k,
+                     bias != nullptr ? static_cast<const uint16_t*>(bias) + first : nullptr, s.k,
+                     count, packed);
+}
+
+void settle_f16w() { (void)kernels::f16w_kernel_sets(); }
+
+Status f16w_check_slab(const FcShape& s, const FcSlab& slab) {
+  return kernels::check_f16w_kernel_args(s.k, slab.count, slab.packed, slab.packed_bytes);
+}
+
+bool f16w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const FcSlab* next,
+                   bool first) {
+  const kernels::F16WKernels& set = kernels::f16w_kernel_sets().best();
+  float* y = r.y + slab.first;
+  if (r.rows == 1) {
+    set.gemv(slab.packed, s.k, slab.count, r.x, y);
+    return true;
+  }
+  // The slab before came with this one prefetched; the first is read here.
+  if (first && r.rows >= kTouchMinRows) touch(slab.packed, slab.packed_bytes);
+  set.gemm(slab.packed, s.k, slab.count, r.rows, r.x, s.k, y, s.n,
+           next != nullptr ? next->packed : nullptr, next != nullptr ? next->packed_bytes : 0);
+  return true;
+}
+
+// --- qc8w: int8 per output row, float scales and bias; activations int8 per row.
+
+size_t qc8w_tile_bytes(const FcShape& s) { return kernels::qc8_tile_bytes(s.k); }
+
+void qc8w_pack(const FcShape& s, size_t first, size_t count, const void* weight, const void* bias,
+               const void* scales, void* packed) {
+  kernels::qc8w_pack(static_cast<const int8_t*>(weight) + first * s.k,
+                     static_cast<const float*>(scales) + first,
+                     bias != nullptr ? static_cast<const float*>(bias) + first : nullptr, s.k,
+                     count, packed);
+}
+
+void settle_qc8w() { (void)kernels::qs8_kernel_sets(); }
+
+Status qc8w_check_slab(const FcShape& s, const FcSlab& slab) {
+  return kernels::check_qs8_kernel_args(s.k, slab.count, slab.packed, slab.packed_bytes);
+}
+
+QuantizedScratchLayout qc8w_scratch(size_t max_rows, const FcShape& s) {
+  return quantized_layout(max_rows, s.k, max_rows * s.n * sizeof(int32_t));
+}
+
+Status quantize_rows(const FcShape& s, FcRows* r) {
+  return kernels::qs8_quantize_rows(kernels::qs8_kernel_sets().best(), s.k, r->rows, r->x, s.k,
+                                    r->scratch);
+}
+
+bool qc8w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const FcSlab*, bool) {
+  // Each slab accumulates in its own block of the accumulators.
+  return kernels::qs8_qc8w_run_quantized(kernels::qs8_kernel_sets().best(), slab.packed,
+                                         slab.packed_bytes, s.k, slab.count, r.rows, r.scratch,
+                                         r.scratch.acc + slab.first * r.rows, r.y + slab.first,
+                                         s.n)
+      .ok();
+}
+
+// --- qc4w: int4 in groups along the input dim, float16 scales, float bias; activations int8 per
+// row with their group sums.
+
+size_t qc4w_tile_bytes(const FcShape& s) { return kernels::qc4_tile_bytes(s.k, s.group); }
+
+void qc4w_pack(const FcShape& s, size_t first, size_t count, const void* weight, const void* bias,
+               const void* scales, void* packed) {
+  kernels::qc4w_pack(static_cast<const uint8_t*>(weight) + first * (s.k / 2),
+                     static_cast<const uint16_t*>(scales) + first * (s.k / s.group),
+                     bias != nullptr ? static_cast<const float*>(bias) + first : nullptr, s.k,
+                     count, s.group, packed);
+}
+
+void settle_qc4w() {
+  (void)kernels::qs8_kernel_sets();
+  (void)kernels::qc4_kernel_sets();
+}
+
+Status qc4w_check_slab(const FcShape& s, const FcSlab& slab) {
+  return kernels::check_qc4_kernel_args(s.k, slab.count, s.group, slab.packed, slab.packed_bytes);
+}
+
+QuantizedScratchLayout qc4w_scratch(size_t max_rows, const FcShape& s) {
+  const size_t groups = s.group > 0 ? s.k / s.group : 0;
+  return quantized_layout(max_rows, s.k, max_rows * groups * sizeof(int32_t));
+}
+
+Status qc4w_prepare(const FcShape& s, FcRows* r) {
+  ES_RETURN_IF_ERROR(quantize_rows(s, r));
+  kernels::qs8_group_sums(r->scratch.q, s.k, r->rows, kernels::qc8_padded_k(s.k), s.group,
+                          r->sums);
+  return Status();
+}
+
+bool qc4w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const FcSlab*, bool) {
+  return kernels::qs8_qc4w_run_quantized(kernels::qc4_kernel_sets().best(), slab.packed,
+                                         slab.packed_bytes, s.k, slab.count, s.group, r.rows,
+                                         r.scratch, r.sums, r.y + slab.first, s.n)
+      .ok();
+}
+
+// The rows. The vector kernels read a tile in 64-byte groups, so every own packing starts on a
+// cache line.
+constexpr FcFormat kF32 = {
+    "f32",     1,       "f32",   ScalarType::Float, kSchemeNone, 1,       ScalarType::Float,
+    false,     false,   ScalarType::Float,
+    0,         0,       4,       nullptr,           nullptr,     &settle_f32,
+    nullptr,   &no_scratch,      nullptr,           nullptr,
+};
+constexpr FcFormat kF16W = {
+    "f16w",           2,           "f16",           ScalarType::Half, kSchemeNone, 1,
+    ScalarType::Half, false,       false,           ScalarType::Half,
+    kernels::kF16WTile, 64,        2,               &f16w_tile_bytes, &f16w_pack,  &settle_f16w,
+    &f16w_check_slab, &no_scratch, nullptr,         &f16w_run_slab,
+};
+constexpr FcFormat kQC8W = {
+    "qc8w",            3,             "int8",         ScalarType::Char, kSchemeQC8W, 1,
+    ScalarType::Float, true,          false,          ScalarType::Float,
+    kernels::kQC8Tile, 64,            1,              &qc8w_tile_bytes, &qc8w_pack,  &settle_qc8w,
+    &qc8w_check_slab,  &qc8w_scratch, &quantize_rows, &qc8w_run_slab,
+};
+constexpr FcFormat kQC4W = {
+    "qc4w",            4,             "int4",        ScalarType::Byte, kSchemeQC4W, 2,
+    ScalarType::Float, true,          true,          ScalarType::Half,
+    kernels::kQC4Tile, 64,            1,             &qc4w_tile_bytes, &qc4w_pack,  &settle_qc4w,
+    &qc4w_check_slab,  &qc4w_scratch, &qc4w_prepare, &qc4w_run_slab,
+};
+
+constexpr const FcFormat* kFormats[] = {&kF32, &kF16W, &kQC8W, &kQC4W};
+
+}  // namespace
+
+kernels::QS8Scratch QuantizedScratchLayout::scratch(void* block) const {
+  uint8_t* base = static_cast<uint8_t*>(block);
+  kernels::QS8Scratch scratch;
+  if (block == nullptr || bytes == 0) return scratch;
+  scratch.q = reinterpret_cast<int8_t*>(base);
+  scratch.scales = reinterpret_cast<float*>(base + scales);
+  scratch.acc = reinterpret_cast<int32_t*>(base + sums);
+  scratch.max_rows = max_rows;
+  return scratch;
+}
+
+int32_t* QuantizedScratchLayout::sums_in(void* block) const {
+  if (block == nullptr || bytes == 0) return nullptr;
+  return reinterpret_cast<int32_t*>(static_cast<uint8_t*>(block) + sums);
+}
+
+const FcFormat* fc_format(ScalarType dtype, int8_t quant_scheme) {
+  const FcFormat* format = fc_format(dtype);
+  return format != nullptr && format->quant_scheme == quant_scheme ? format : nullptr;
+}
+
+const FcFormat* fc_format(ScalarType dtype) {
+  for (const FcFormat* format : kFormats) {
+    if (format->weight_dtype == dtype) return format;
+  }
+  return nullptr;
+}
+
+const FcFormat* const* fc_formats(size_t* count) {
+  *count = sizeof(kFormats) / sizeof(kFormats[0]);
+  return kFormats;
+}
+
+}  // namespace xnnpack
+}  // namespace edgeshare
