@@ -302,7 +302,7 @@ Status PackedOperator::run_own(size_t rows, const float* x, float* y,
   }
   if (rows == 0) return Status();
   bool ok = true;
-  if (shape_.slabs_across_pool && slabs_.size() > 1 && threadpool() != nullptr) {
+  if (slabs_.size() > 1 && threadpool() != nullptr) {
     SlabRun job;
     job.entry = this;
     job.threads = num_threads();
@@ -335,7 +335,7 @@ Status PackedOperator::run_f32(size_t batch_size, const float* input, float* out
   // A small entry runs on the calling thread: see kPoolMinFlops.
   const size_t flops = 2 * batch_size * shape_.input_channels * shape_.output_channels;
   pthreadpool_t pool = flops >= kPoolMinFlops || slabs_.size() > 1 ? threadpool() : nullptr;
-  if (shape_.slabs_across_pool && pool != nullptr && slabs_.size() > 1) {
+  if (pool != nullptr && slabs_.size() > 1) {
     SlabRun job;
     job.entry = this;
     job.batch_size = batch_size;

@@ -7,8 +7,9 @@
 // Kernels walk a whole packed matrix once per tile of rows, so a weight larger than L2 would be
 // read from memory ~batch/7 times; a slab sized for L2 is read once and reused by every row tile.
 // The slabs together are the one packed copy of the weight; a weight no larger than a slab is one
-// slab. With 2+ delegate threads the slabs of a run are spread over them (each slab on one thread,
-// all rows).
+// slab. With 2+ delegate threads the slabs of a run are spread over them, each slab on one thread
+// over all rows: one pool call and one barrier per weight, not one per slab, which is faster and
+// far less hurt when other processes share the cores (docs/kernels.md).
 //
 // A format with its own packing (f16w, int8, int4) packs every slab into one region with the
 // row's `pack` and runs it with the row's `prepare` (once per run: quantize the rows) and
@@ -53,12 +54,6 @@
 namespace edgeshare {
 namespace xnnpack {
 
-// Whether runs on a pool of 2+ threads give each thread whole slabs, one pool call per weight,
-// rather than splitting each slab over the pool: it waits at one barrier per weight instead of
-// one per slab, so it is faster and far less hurt when other processes share the cores
-// (docs/kernels.md).
-constexpr bool kSlabsAcrossPool = true;
-
 // A single-slab fully connected run of fewer FLOPs (2 x batch x in x out) than this runs on the
 // calling thread even with 2+ threads: e.g. a LoRA A or B matrix at T=32 (1-2 MFLOP, 8-20 us on
 // one core), where a pool call's wake-up and barrier cost about as much as they save, and on a busy
@@ -84,8 +79,6 @@ class PackedOperator {
     size_t group_size = 0;   // Formats with group scales only: inputs per scale.
     // Slabs of about this many packed bytes each; 0 packs the weight as one slab.
     size_t slab_bytes = 0;
-    // With 2+ threads, each takes whole slabs (else every slab in turn is split over the pool).
-    bool slabs_across_pool = kSlabsAcrossPool;
   };
 
   // Plans the slabs and reserves the memory they will be packed in. Also settles the kernel

@@ -133,21 +133,18 @@ double forward(const Config& config, size_t batch, const std::vector<float>& x,
 
 void bench_forward(const InMemoryDataMap& map, const std::vector<Layer>& layers) {
   std::vector<Config> configs;
-  auto add = [&](const std::string& name, size_t slab_bytes, bool across_pool) {
+  auto add = [&](const std::string& name, size_t slab_bytes) {
     Config c;
     c.name = name;
-    c.cache.reset(new WeightsCache(slab_bytes, across_pool));
+    c.cache.reset(new WeightsCache(slab_bytes));
     pack_all(c.cache.get(), map, layers, 0, 1, &c.ops);
     configs.push_back(std::move(c));
   };
-  add("one operator per weight", 0, true);
+  add("one operator per weight", 0);
   for (size_t kib : {256, 512, 1024, 2048}) {
     const bool is_default = (kib << 10) == default_slab_bytes();
-    add("slabs of " + std::to_string(kib) + " KiB, slabs across pool" +
-            (is_default ? " (default)" : ""),
-        kib << 10, true);
+    add("slabs of " + std::to_string(kib) + " KiB" + (is_default ? " (default)" : ""), kib << 10);
   }
-  add("slabs of 1024 KiB, each slab split over pool", 1 << 20, false);
   const size_t batches[2] = {1, 32};
   std::vector<float> x(32 * kHidden, 0.5f), y(32 * kHidden);
   for (size_t round = 0; round < kRounds; ++round) {

@@ -180,8 +180,8 @@ size_t WeightsCache::PackedKeyHash::operator()(const PackedKey& key) const {
   return hash_combine(h, key.output_channels);
 }
 
-WeightsCache::WeightsCache(size_t slab_bytes, bool slabs_across_pool)
-    : slab_bytes_(slab_bytes), slabs_across_pool_(slabs_across_pool) {
+WeightsCache::WeightsCache(size_t slab_bytes)
+    : slab_bytes_(slab_bytes) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.caches.insert(this);
@@ -663,7 +663,6 @@ Status WeightsCache::fetch_miss(const NamedDataMap* map, bool verify, Miss* miss
   if (r.has_scales) shape.scales_key = r.scales.key;
   shape.group_size = request_group_size(r);  // check_fully_connected_request checked it.
   shape.slab_bytes = slab_bytes_;
-  shape.slabs_across_pool = slabs_across_pool_;
   miss->op = PackedOperator::plan(shape);
   return Status();
 }

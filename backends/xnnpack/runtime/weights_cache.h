@@ -126,12 +126,9 @@ class RetainedConstant {
 
 class WeightsCache {
  public:
-  // Slabs of about `slab_bytes` packed bytes each; 0 packs every weight as one operator. With
-  // `slabs_across_pool`, a run on a pool gives each pool thread whole slabs; without, every slab
-  // in turn is split over the pool's threads. The defaults are the measured best
-  // (slabs_bench.cc); other values are for measuring.
-  explicit WeightsCache(size_t slab_bytes = default_slab_bytes(),
-                        bool slabs_across_pool = kSlabsAcrossPool);
+  // Slabs of about `slab_bytes` packed bytes each; 0 packs every weight as one operator. The
+  // default is the measured best (slabs_bench.cc); other values are for measuring.
+  explicit WeightsCache(size_t slab_bytes = default_slab_bytes());
   // Deletes whatever is left (a leak elsewhere must not leak XNNPACK operators too).
   ~WeightsCache();
   WeightsCache(const WeightsCache&) = delete;
@@ -295,7 +292,6 @@ class WeightsCache {
                                             const runtime::Status& status);
 
   const size_t slab_bytes_;
-  const bool slabs_across_pool_;
   mutable std::mutex mutex_;
   std::condition_variable packed_cv_;  // Signalled when an entry stops being packed.
   std::unordered_map<PackedKey, PackedEntry, PackedKeyHash> packed_;

@@ -336,12 +336,12 @@ void expect_slabbed_entry_computes(PackedOperator* op, const std::vector<float>&
 }
 
 // Column slabs are one entry: one fetch, one pack, one hash; every slab writes its own columns of
-// the output (the ragged last one too) at 1 and 2 threads, with either 2-thread schedule.
+// the output (the ragged last one too) at 1 and 2 threads.
 TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
   for (bool f16 : {false, true}) {
-    for (bool across_pool : {true, false}) {
+    {
       reset_weights_cache_counters();
-      WeightsCache cache(kSlabBytes, across_pool);
+      WeightsCache cache(kSlabBytes);
       std::vector<float> w = random_floats(kSlabOut * kSlabIn, -1, 1, 5);
       std::vector<float> b = random_floats(kSlabOut, -1, 1, 6);
       if (f16) {
