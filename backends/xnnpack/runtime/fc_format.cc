@@ -1,6 +1,7 @@
 #include "edgeshare/backends/xnnpack/runtime/fc_format.h"
 
 #include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
+#include "edgeshare/runtime/kernels/portable/gemm_nt.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -147,31 +148,46 @@ bool qc4w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const 
       .ok();
 }
 
+void f32_unpacked(size_t m, size_t n, size_t k, const float* x, const void* w, const float*,
+                  float* y) {
+  runtime::portable::gemm_nt_kernels().f32(m, n, k, x, static_cast<const float*>(w), y);
+}
+
+void f16w_unpacked(size_t m, size_t n, size_t k, const float* x, const void* w, const float*,
+                   float* y) {
+  runtime::portable::gemm_nt_kernels().f16(m, n, k, x, static_cast<const uint16_t*>(w), y);
+}
+
+void qc8w_unpacked(size_t m, size_t n, size_t k, const float* x, const void* w,
+                   const float* scales, float* y) {
+  runtime::portable::gemm_nt_kernels().q8(m, n, k, x, static_cast<const int8_t*>(w), scales, y);
+}
+
 // The rows. The vector kernels read a tile in 64-byte groups, so every own packing starts on a
 // cache line.
 constexpr FcFormat kF32 = {
     "f32",     1,       "f32",   ScalarType::Float, kSchemeNone, 1,       ScalarType::Float,
     false,     false,   ScalarType::Float,
     0,         0,       4,       nullptr,           nullptr,     &settle_f32,
-    nullptr,   &no_scratch,      nullptr,           nullptr,
+    nullptr,   &no_scratch,      nullptr,           nullptr,     &f32_unpacked,
 };
 constexpr FcFormat kF16W = {
     "f16w",           2,           "f16",           ScalarType::Half, kSchemeNone, 1,
     ScalarType::Half, false,       false,           ScalarType::Half,
     kernels::kF16WTile, 64,        2,               &f16w_tile_bytes, &f16w_pack,  &settle_f16w,
-    &f16w_check_slab, &no_scratch, nullptr,         &f16w_run_slab,
+    &f16w_check_slab, &no_scratch, nullptr,         &f16w_run_slab,  &f16w_unpacked,
 };
 constexpr FcFormat kQC8W = {
     "qc8w",            3,             "int8",         ScalarType::Char, kSchemeQC8W, 1,
     ScalarType::Float, true,          false,          ScalarType::Float,
     kernels::kQC8Tile, 64,            1,              &qc8w_tile_bytes, &qc8w_pack,  &settle_qc8w,
-    &qc8w_check_slab,  &qc8w_scratch, &quantize_rows, &qc8w_run_slab,
+    &qc8w_check_slab,  &qc8w_scratch, &quantize_rows, &qc8w_run_slab, &qc8w_unpacked,
 };
 constexpr FcFormat kQC4W = {
     "qc4w",            4,             "int4",        ScalarType::Byte, kSchemeQC4W, 2,
     ScalarType::Float, true,          true,          ScalarType::Half,
     kernels::kQC4Tile, 64,            1,             &qc4w_tile_bytes, &qc4w_pack,  &settle_qc4w,
-    &qc4w_check_slab,  &qc4w_scratch, &qc4w_prepare, &qc4w_run_slab,
+    &qc4w_check_slab,  &qc4w_scratch, &qc4w_prepare, &qc4w_run_slab, nullptr,
 };
 
 constexpr const FcFormat* kFormats[] = {&kF32, &kF16W, &kQC8W, &kQC4W};

@@ -103,6 +103,11 @@ struct FcFormat {
   // the first slab this thread runs). False when a kernel refused its arguments.
   bool (*run_slab)(const FcShape& shape, const FcSlab& slab, const FcRows& rows,
                    const FcSlab* next, bool first);
+  // y[m, n] = x[m, k] . w^T over a weight as stored ([n, k] row-major in weight_dtype; `scales`:
+  // its scales, formats with scales), never packed: a swappable adapter's rebindable bytes. Null:
+  // the format does not run unpacked.
+  void (*run_unpacked)(size_t m, size_t n, size_t k, const float* x, const void* w,
+                       const float* scales, float* y);
 
   bool own_packing() const { return tile != 0; }
   // The stored weight entry's dims for an [out, in] weight, and a request's group size.

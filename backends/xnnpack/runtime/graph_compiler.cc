@@ -145,7 +145,8 @@ Status GraphCompiler::read_inputs(const fb::Node& node, NodeContext* c) const {
                              c->node, c->name, id);
     ES_CHECK_OR_RETURN_ERROR(
         value(id).dtype == ScalarType::Float ||
-            (c->row->inputs == OpInputs::kPackedWeights && i > 0),
+            (c->row->inputs == OpInputs::kPackedWeights && i > 0) ||
+            (c->row->inputs == OpInputs::kReadWeight && i == 1),
         Error::NotSupported,
         "node %u (%s): input %zu (value %u) is not float32; only a fully connected node's "
         "weight and bias may be",

@@ -35,21 +35,31 @@ const FcFormat* format_of(edgeshare::schema::ScalarType dtype) {
   }
 }
 
-// Kind and dtype: float32, or a fully connected weight format's dtype (fc_format.h) with that
-// format's quant scheme, its scales and group, for named constants only; the nodes check each use.
+// Kind and dtype: float32, or a fully connected weight format's dtype (fc_format.h): for named
+// constants with that format's quant scheme, its scales and group; for delegate inputs (a weight
+// read as stored, whose scales are an input of their own) with none. The nodes check each use.
 Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   ES_CHECK_OR_RETURN_ERROR(v.kind() >= fb::ValueKind_MIN && v.kind() <= fb::ValueKind_MAX,
                            Error::InvalidProgram, "value %u has unknown kind %d", id,
                            static_cast<int>(v.kind()));
   info->kind = static_cast<uint8_t>(v.kind());
   const bool named = v.kind() == fb::ValueKind_CONSTANT && v.key() != nullptr;
+  const bool input = v.kind() == fb::ValueKind_INPUT;
   const FcFormat* format = format_of(v.dtype());
   ES_CHECK_OR_RETURN_ERROR(
-      format != nullptr && (format->weight_dtype == ScalarType::Float || named),
+      format != nullptr && (format->weight_dtype == ScalarType::Float || named || input),
       Error::NotSupported,
       "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF, "
-      "CHAR (QC8W) or BYTE (QC4W) only for named constants (fully connected weights)",
+      "CHAR (QC8W) or BYTE (QC4W) only for fully connected weights",
       id, static_cast<int>(v.dtype()));
+  if (input) {
+    ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == fb::QuantScheme_NONE, Error::InvalidProgram,
+                             "input value %u has quant_scheme %d; a delegate input is read as "
+                             "stored (its scales are an input of their own)",
+                             id, static_cast<int>(v.quant_scheme()));
+    info->dtype = format->weight_dtype;
+    return Status();
+  }
   ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == format->quant_scheme, Error::InvalidProgram,
                            "value %u has dtype %d and quant_scheme %d; a %s weight has "
                            "quant_scheme %d",

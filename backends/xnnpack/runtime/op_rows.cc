@@ -170,7 +170,9 @@ Status fully_connected_shapes(const NodeContext& c) {
   return fully_connected_bias_shape(c, out_ch);
 }
 
-// x [..., in], weight [out, in] (a delegate input of exact dims, read as stored) -> y [..., out].
+// x [..., in], weight [out, in] (a delegate input of exact dims, read as stored, in a weight
+// format that runs unpacked; qc8w: with its float scales [out], also a delegate input) ->
+// y [..., out].
 Status unpacked_fully_connected_shapes(const NodeContext& c) {
   const ValueInfo& w = c.compiler->value(c.in[1]);
   ES_CHECK_OR_RETURN_ERROR(w.kind == fb::ValueKind_INPUT && w.dims.size() == 2 && !w.dynamic,
@@ -180,6 +182,24 @@ Status unpacked_fully_connected_shapes(const NodeContext& c) {
                            c.node, c.name, c.in[1]);
   const size_t out_ch = w.dims[0];
   const size_t in_ch = w.dims[1];
+  const FcFormat* format = fc_format(w.dtype);
+  ES_CHECK_OR_RETURN_ERROR(format != nullptr && format->run_unpacked != nullptr,
+                           Error::NotSupported,
+                           "node %u (%s): weight value %u is %s; a weight read as stored is "
+                           "float32, HALF or CHAR (with float scales)",
+                           c.node, c.name, c.in[1], runtime::to_string(w.dtype));
+  ES_CHECK_OR_RETURN_ERROR(c.num_in == (format->has_scales ? 3u : 2u), Error::InvalidProgram,
+                           "node %u (%s): a %s weight takes %s", c.node, c.name, format->name,
+                           format->has_scales ? "its scales as input 2" : "no third input");
+  if (format->has_scales) {
+    const ValueInfo& s = c.compiler->value(c.in[2]);
+    ES_CHECK_OR_RETURN_ERROR(s.kind == fb::ValueKind_INPUT && s.dtype == format->scales_dtype &&
+                                 s.dims.size() == 1 && s.dims[0] == w.dims[0] && !s.dynamic,
+                             Error::InvalidProgram,
+                             "node %u (%s): scales value %u must be a %s delegate input [%zu]",
+                             c.node, c.name, c.in[2], runtime::to_string(format->scales_dtype),
+                             out_ch);
+  }
   ES_CHECK_OR_RETURN_ERROR(!c.x.shape.empty() && c.x.shape.back() == static_cast<int64_t>(in_ch),
                            Error::InvalidProgram,
                            "node %u (%s): input %s does not end in the weight's %zu input channels",
@@ -380,6 +400,8 @@ Status build_unpacked_fully_connected(NodeContext& c) {
   GraphCompiler& g = *c.compiler;
   ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[0]));
   UnpackedFullyConnectedStep step;
+  step.format = fc_format(g.value(c.in[1]).dtype);  // unpacked_fully_connected_shapes checked it.
+  if (c.num_in == 3) step.scales = c.in[2];
   step.out_channels = g.value(c.in[1]).dims[0];
   step.in_channels = g.value(c.in[1]).dims[1];
   step.batch = c.x.numel / step.in_channels;

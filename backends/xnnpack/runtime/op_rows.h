@@ -37,7 +37,9 @@ using NodeBuilder = runtime::Status (*)(NodeContext& node);
 // What a node does with its inputs past the first.
 enum class OpInputs : uint8_t {
   kRead,           // Every input is read at run time (float32).
-  kPackedWeights,  // Inputs 1.. are constants packed at init (float32 or HALF).
+  kPackedWeights,  // Inputs 1.. are constants packed at init (a weight format's, fc_format.h).
+  kReadWeight,     // Input 1 is a weight read as stored at run time, in a weight format's dtype
+                   // (fc_format.h: f32, f16w, or qc8w with its float scales as input 2).
 };
 
 constexpr size_t kMaxNodeInputs = 3;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "edgeshare/runtime/kernels/portable/gemm_nt.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -74,8 +73,9 @@ struct Runner {
   }
   Status operator()(const UnpackedFullyConnectedStep& s) const {
     // Low-rank products (rank 8-64 on one side): too little work to be worth a pool call.
-    runtime::portable::gemm_nt_kernels().f32(s.batch, s.out_channels, s.in_channels, in(p, s.in),
-                                             in(p, s.weight), out(p, s.out));
+    const float* scales = s.format->has_scales ? in(p, s.scales) : nullptr;
+    s.format->run_unpacked(s.batch, s.out_channels, s.in_channels, in(p, s.in), p[s.weight], scales,
+                           out(p, s.out));
     return Status();
   }
 };

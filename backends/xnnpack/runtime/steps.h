@@ -25,6 +25,7 @@
 #include <memory>
 #include <variant>
 
+#include "edgeshare/backends/xnnpack/runtime/fc_format.h"
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
 #include "edgeshare/runtime/core/result.h"
 
@@ -88,12 +89,15 @@ struct FullyConnectedStep {
   QuantizedScratchLayout scratch_layout;
 };
 
-// A linear over a weight that is a delegate input, read as stored ([out_ch, in_ch] row-major, never
-// packed: a swappable adapter's bytes, which the runtime may rebind between executes): in
-// [batch, in_ch] -> out [batch, out_ch], by the portable gemm_nt kernels on the calling thread.
+// A linear over a weight that is a delegate input, read as stored ([out_ch, in_ch] row-major in its
+// format's dtype, never packed: a swappable adapter's bytes, which the runtime may rebind between
+// executes): in [batch, in_ch] -> out [batch, out_ch], by its format's run_unpacked (the portable
+// gemm_nt kernels) on the calling thread.
 struct UnpackedFullyConnectedStep {
+  const FcFormat* format = nullptr;  // Its run_unpacked runs it.
   size_t batch = 1, in_channels = 1, out_channels = 1;
   uint32_t in = 0, weight = 0, out = 0;
+  uint32_t scales = 0;  // Formats with scales: the value of the weight's scales.
 };
 
 struct Step {

@@ -15,6 +15,7 @@
 #include "edgeshare/backends/xnnpack/runtime/operator_tester.h"
 #include "edgeshare/backends/xnnpack/runtime/test_delegate.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+#include "edgeshare/runtime/kernels/half.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -112,6 +113,72 @@ TEST(UnpackedFullyConnected, a_weight_of_another_shape_is_refused_per_execute) {
   EXPECT_TRUE(d->run({&x, &a, &b}, {&y}).ok());
 }
 
+// The adapter formats: A as IEEE half, B as int8 with float scales per output row, all three
+// delegate inputs; the product equals the one over the widened weights.
+TEST(UnpackedFullyConnected, half_and_int8_weights_run_as_stored) {
+  GraphBuilder g;
+  const uint32_t t = g.symbol("s0", kMaxTokens);
+  const uint32_t x = g.input({1, kMaxTokens, kIn}, {0, t, 0});
+  const uint32_t a = g.input({kRank, kIn});
+  g.set_dtype(a, edgeshare::schema::ScalarType_HALF);
+  const uint32_t b = g.input({kOut, kRank});
+  g.set_dtype(b, edgeshare::schema::ScalarType_CHAR);
+  const uint32_t b_scales = g.input({kOut});
+  const uint32_t h = g.intermediate({1, kMaxTokens, kRank}, {0, t, 0});
+  const uint32_t y = g.output({1, kMaxTokens, kOut}, {0, t, 0});
+  g.node(schema::OpKind_FULLY_CONNECTED_UNPACKED, {x, a}, {h});
+  g.node(schema::OpKind_FULLY_CONNECTED_UNPACKED, {h, b, b_scales}, {y});
+  InMemoryDataMap map("empty.ptd");
+  auto d = TestDelegate::init(g.build(/*version=*/2), &map);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+
+  std::vector<uint16_t> a_half(kRank * kIn);
+  std::vector<float> a_wide(kRank * kIn);
+  const std::vector<float> a_values = random_floats(kRank * kIn, -1, 1, 1);
+  for (size_t i = 0; i < a_half.size(); ++i) {
+    a_half[i] = runtime::kernels::float_to_half(a_values[i]);
+    a_wide[i] = runtime::kernels::half_to_float(a_half[i]);
+  }
+  std::vector<int8_t> b_int8(kOut * kRank);
+  std::vector<float> scales = random_floats(kOut, 0.001f, 0.02f, 2), b_wide(kOut * kRank);
+  const std::vector<float> b_values = random_floats(kOut * kRank, -127, 127, 3);
+  for (size_t i = 0; i < b_int8.size(); ++i) {
+    b_int8[i] = static_cast<int8_t>(std::lround(b_values[i]));
+    b_wide[i] = static_cast<float>(b_int8[i]) * scales[i / kRank];
+  }
+  for (int32_t tokens : {kMaxTokens, 1}) {
+    std::vector<float> xs = random_floats(size_t(tokens) * kIn, -1, 1, 10 + tokens);
+    std::vector<float> ys(size_t(tokens) * kOut, NAN);
+    const std::vector<int32_t> x_dims = {1, tokens, kIn}, y_dims = {1, tokens, kOut};
+    const std::vector<int32_t> a_dims = {kRank, kIn}, b_dims = {kOut, kRank}, s_dims = {kOut};
+    using runtime::ScalarType;
+    using runtime::Span;
+    runtime::EValue args[] = {
+        runtime::EValue(
+            runtime::Tensor(ScalarType::Float, Span<const int32_t>(x_dims.data(), 3), xs.data())),
+        runtime::EValue(runtime::Tensor(ScalarType::Half, Span<const int32_t>(a_dims.data(), 2),
+                                        a_half.data())),
+        runtime::EValue(runtime::Tensor(ScalarType::Char, Span<const int32_t>(b_dims.data(), 2),
+                                        b_int8.data())),
+        runtime::EValue(runtime::Tensor(ScalarType::Float, Span<const int32_t>(s_dims.data(), 1),
+                                        scales.data())),
+        runtime::EValue(
+            runtime::Tensor(ScalarType::Float, Span<const int32_t>(y_dims.data(), 3), ys.data())),
+    };
+    runtime::EValue* ptrs[] = {&args[0], &args[1], &args[2], &args[3], &args[4]};
+    ASSERT_TRUE(d->execute(Span<runtime::EValue* const>(ptrs, 5)).ok());
+    expect_near(ys, lora_reference(xs, a_wide, b_wide, tokens));
+
+    // The float bytes of A where the graph says half: refused by name, nothing run.
+    std::vector<float> a_float(a_wide);
+    runtime::EValue wrong(
+        runtime::Tensor(ScalarType::Float, Span<const int32_t>(a_dims.data(), 2), a_float.data()));
+    runtime::EValue* bad[] = {&args[0], &wrong, &args[2], &args[3], &args[4]};
+    EXPECT_EQ(d->execute(Span<runtime::EValue* const>(bad, 5)).code(), Error::InvalidArgument);
+  }
+  EXPECT_EQ(process_weights_cache_stats().num_packed_entries, 0u);
+}
+
 struct Broken {
   InMemoryDataMap map{"m.ptd"};
   GraphBuilder g;
@@ -155,6 +222,20 @@ TEST(UnpackedFullyConnected, inconsistent_graphs_are_refused) {
     const uint32_t bias = b.g.input({4});
     b.g.node(schema::OpKind_FULLY_CONNECTED_UNPACKED, {b.x, w, bias}, {b.y});
     EXPECT_EQ(init_error(b.g.build(), &b.map), Error::InvalidProgram);
+  }
+  {
+    Broken b;  // An int8 weight without its scales.
+    const uint32_t w = b.g.input({4, 8});
+    b.g.set_dtype(w, edgeshare::schema::ScalarType_CHAR);
+    b.g.node(schema::OpKind_FULLY_CONNECTED_UNPACKED, {b.x, w}, {b.y});
+    EXPECT_EQ(init_error(b.g.build(), &b.map), Error::InvalidProgram);
+  }
+  {
+    Broken b;  // An int4 weight: not a format that runs as stored.
+    const uint32_t w = b.g.input({4, 8});
+    b.g.set_dtype(w, edgeshare::schema::ScalarType_BYTE);
+    b.g.node(schema::OpKind_FULLY_CONNECTED_UNPACKED, {b.x, w}, {b.y});
+    EXPECT_EQ(init_error(b.g.build(), &b.map), Error::NotSupported);
   }
   {
     Broken b;  // A weight with a symbolic dim.

@@ -62,9 +62,10 @@ Status XnnExecutor::bind_args(Span<EValue* const> args) {
     ES_CHECK_OR_RETURN_ERROR(arg != nullptr && arg->is_tensor(), Error::InvalidArgument,
                              "XNNPACK delegate arg %zu is not a tensor", i);
     runtime::Tensor& t = arg->to_tensor();
-    ES_CHECK_OR_RETURN_ERROR(t.scalar_type() == ScalarType::Float, Error::InvalidArgument,
-                             "XNNPACK delegate arg %zu has dtype %s, expected Float", i,
-                             runtime::to_string(t.scalar_type()));
+    const ScalarType want = graph_.values[id].dtype;
+    ES_CHECK_OR_RETURN_ERROR(t.scalar_type() == want, Error::InvalidArgument,
+                             "XNNPACK delegate arg %zu has dtype %s, expected %s", i,
+                             runtime::to_string(t.scalar_type()), runtime::to_string(want));
     ES_CHECK_OR_RETURN_ERROR(t.mutable_data() != nullptr, Error::InvalidArgument,
                              "XNNPACK delegate arg %zu has no data", i);
     graph_.pointers[id] = t.mutable_data();

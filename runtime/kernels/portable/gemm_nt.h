@@ -17,6 +17,7 @@
 #define EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "edgeshare/runtime/kernels/kernel_sets.h"
 
@@ -25,16 +26,31 @@ namespace runtime {
 namespace portable {
 
 using GemmNtF32 = void (*)(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
+// b as IEEE half bits.
+using GemmNtF16 = void (*)(size_t m, size_t n, size_t k, const float* a, const uint16_t* b,
+                           float* c);
+// b as int8 with one float scale per row of b: c[i, j] = scales[j] * sum_p a[i, p] * b[j, p].
+using GemmNtQ8 = void (*)(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
+                          const float* scales, float* c);
 
 struct GemmNtKernels {
   GemmNtF32 f32;
+  GemmNtF16 f16;
+  GemmNtQ8 q8;
 };
 
-void gemm_nt_f32_scalar(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
+#define ES_GEMM_NT_DECLARE(ISA)                                                                    \
+  void gemm_nt_f32_##ISA(size_t m, size_t n, size_t k, const float* a, const float* b, float* c); \
+  void gemm_nt_f16_##ISA(size_t m, size_t n, size_t k, const float* a, const uint16_t* b,         \
+                         float* c);                                                                 \
+  void gemm_nt_q8_##ISA(size_t m, size_t n, size_t k, const float* a, const int8_t* b,            \
+                        const float* scales, float* c);
+ES_GEMM_NT_DECLARE(scalar)
 #if defined(__x86_64__)
-void gemm_nt_f32_avx2(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
-void gemm_nt_f32_avx512(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
+ES_GEMM_NT_DECLARE(avx2)
+ES_GEMM_NT_DECLARE(avx512)
 #endif
+#undef ES_GEMM_NT_DECLARE
 
 // Every set this CPU runs, the reference (scalar) first (kernel_sets.h).
 const kernels::KernelSets<GemmNtKernels>& gemm_nt_sets();

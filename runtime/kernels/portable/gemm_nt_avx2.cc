@@ -1,5 +1,5 @@
-// gemm_nt with AVX2 + FMA: eight outputs (panel) or input channels (dot) per vector, tails masked.
-// Built with -mavx2 -mfma (this file only).
+// gemm_nt with AVX2 + FMA (F16C widens half weights): eight outputs (panel) or input channels
+// (dot) per vector, tails masked. Built with -mavx2 -mfma -mf16c (this file only).
 
 #include <immintrin.h>
 
@@ -25,6 +25,13 @@ struct Avx2Ops {
   static void store_tail(float* p, V v, size_t count) { _mm256_maskstore_ps(p, mask(count), v); }
   static V add(V x, V y) { return _mm256_add_ps(x, y); }
   static V fma(V x, V y, V acc) { return _mm256_fmadd_ps(x, y, acc); }
+  static V loadb(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static V loadb(const int8_t* p) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
   static V set1(float x) { return _mm256_set1_ps(x); }
   static float reduce(V v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -38,6 +45,15 @@ struct Avx2Ops {
 
 void gemm_nt_f32_avx2(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
   gemm_nt<Avx2Ops>(m, n, k, a, b, c);
+}
+
+void gemm_nt_f16_avx2(size_t m, size_t n, size_t k, const float* a, const uint16_t* b, float* c) {
+  gemm_nt<Avx2Ops>(m, n, k, a, b, c);
+}
+
+void gemm_nt_q8_avx2(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
+                      const float* scales, float* c) {
+  gemm_nt_q8<Avx2Ops>(m, n, k, a, b, scales, c);
 }
 
 }  // namespace portable

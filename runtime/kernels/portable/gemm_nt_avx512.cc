@@ -25,6 +25,13 @@ struct Avx512Ops {
   }
   static V add(V x, V y) { return _mm512_add_ps(x, y); }
   static V fma(V x, V y, V acc) { return _mm512_fmadd_ps(x, y, acc); }
+  static V loadb(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static V loadb(const int8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
   static V set1(float x) { return _mm512_set1_ps(x); }
   // Both halves by the zero-masking extract with every lane set: the same result as the plain
   // extract and the cast, but GCC 12 builds those two on a builtin given an undefined vector, which
@@ -44,6 +51,15 @@ struct Avx512Ops {
 
 void gemm_nt_f32_avx512(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
   gemm_nt<Avx512Ops>(m, n, k, a, b, c);
+}
+
+void gemm_nt_f16_avx512(size_t m, size_t n, size_t k, const float* a, const uint16_t* b, float* c) {
+  gemm_nt<Avx512Ops>(m, n, k, a, b, c);
+}
+
+void gemm_nt_q8_avx512(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
+                      const float* scales, float* c) {
+  gemm_nt_q8<Avx512Ops>(m, n, k, a, b, scales, c);
 }
 
 }  // namespace portable

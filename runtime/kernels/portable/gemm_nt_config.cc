@@ -12,10 +12,10 @@ using kernels::KernelSets;
 
 const KernelSets<GemmNtKernels>& gemm_nt_sets() {
   static const KernelSets<GemmNtKernels> s({
-    {{gemm_nt_f32_scalar}, Isa::kScalar},
+    {{gemm_nt_f32_scalar, gemm_nt_f16_scalar, gemm_nt_q8_scalar}, Isa::kScalar},
 #if defined(__x86_64__)
-        {{gemm_nt_f32_avx2}, Isa::kAvx2},
-        {{gemm_nt_f32_avx512}, Isa::kAvx512f},
+        {{gemm_nt_f32_avx2, gemm_nt_f16_avx2, gemm_nt_q8_avx2}, Isa::kAvx2},
+        {{gemm_nt_f32_avx512, gemm_nt_f16_avx512, gemm_nt_q8_avx512}, Isa::kAvx512f},
 #endif
   });
   return s;

@@ -11,15 +11,24 @@
 // The loops over a block's R rows and C outputs are unrolled by pragma: GCC at -O2 does not unroll
 // them itself, and then keeps the accumulators in memory, a load and a store around every FMA.
 //
+// The weight b is float, IEEE half (uint16_t bits) or int8, widened to float as it is read (in the
+// dot path a vector at a time, in the panel path while the panel is copied); an int8 weight's
+// per-row scales multiply its outputs at the end (gemm_nt_q8).
+//
 // Ops: V, kWidth, zero(), load(p), load_tail(p, count), store_tail(p, v, count), add(x, y),
-// fma(x, y, acc) = x * y + acc, set1(x), reduce(v) (the sum of its lanes).
+// fma(x, y, acc) = x * y + acc, set1(x), reduce(v) (the sum of its lanes), and loadb(p) for the
+// half and int8 weights (kWidth elements widened).
 
 #ifndef EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
 #define EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
+
+#include "edgeshare/runtime/kernels/half.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -29,9 +38,38 @@ constexpr size_t kGemmNtDotRows = 3;
 constexpr size_t kGemmNtDotDepth = 64;
 constexpr size_t kGemmNtChunk = 256;
 
+// Internal linkage: each file that includes this is built for its own instruction set.
+namespace {
+inline float widen(float v) { return v; }
+inline float widen(uint16_t v) { return kernels::half_to_float(v); }
+inline float widen(int8_t v) { return static_cast<float>(v); }
+}  // namespace
+
+// kWidth weights from p, widened (Ops::load for float weights).
+template <typename Ops, typename BT>
+typename Ops::V load_weights(const BT* p) {
+  if constexpr (std::is_same<BT, float>::value) {
+    return Ops::load(p);
+  } else {
+    return Ops::loadb(p);
+  }
+}
+
+// The first `count` (< kWidth) weights from p, widened, the rest zero.
+template <typename Ops, typename BT>
+typename Ops::V load_weights_tail(const BT* p, size_t count) {
+  if constexpr (std::is_same<BT, float>::value) {
+    return Ops::load_tail(p, count);
+  } else {
+    BT padded[Ops::kWidth] = {};
+    std::memcpy(padded, p, count * sizeof(BT));
+    return Ops::loadb(padded);
+  }
+}
+
 // c[i..i+R, j..j+C) as R x C dot products along k, each row of a and b loaded once per step.
-template <typename Ops, size_t R, size_t C>
-void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, const float* b,
+template <typename Ops, size_t R, size_t C, typename BT>
+void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, const BT* b,
                        float* c) {
   using V = typename Ops::V;
   constexpr size_t W = Ops::kWidth;
@@ -45,7 +83,7 @@ void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, c
   for (; p + W <= k; p += W) {
     V bv[C];
 #pragma GCC unroll 8
-    for (size_t q = 0; q < C; ++q) bv[q] = Ops::load(b + (j + q) * k + p);
+    for (size_t q = 0; q < C; ++q) bv[q] = load_weights<Ops>(b + (j + q) * k + p);
 #pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       const V av = Ops::load(a + (i + r) * k + p);
@@ -56,7 +94,7 @@ void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, c
   if (p < k) {
     V bv[C];
 #pragma GCC unroll 8
-    for (size_t q = 0; q < C; ++q) bv[q] = Ops::load_tail(b + (j + q) * k + p, k - p);
+    for (size_t q = 0; q < C; ++q) bv[q] = load_weights_tail<Ops>(b + (j + q) * k + p, k - p);
 #pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       const V av = Ops::load_tail(a + (i + r) * k + p, k - p);
@@ -71,15 +109,15 @@ void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, c
   }
 }
 
-template <typename Ops, size_t R>
-void gemm_nt_dot_rows(size_t i, size_t n, size_t k, const float* a, const float* b, float* c) {
+template <typename Ops, size_t R, typename BT>
+void gemm_nt_dot_rows(size_t i, size_t n, size_t k, const float* a, const BT* b, float* c) {
   size_t j = 0;
   for (; j + 4 <= n; j += 4) gemm_nt_dot_block<Ops, R, 4>(i, j, n, k, a, b, c);
   for (; j < n; ++j) gemm_nt_dot_block<Ops, R, 1>(i, j, n, k, a, b, c);
 }
 
-template <typename Ops>
-void gemm_nt_dot(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+template <typename Ops, typename BT>
+void gemm_nt_dot(size_t m, size_t n, size_t k, const float* a, const BT* b, float* c) {
   size_t i = 0;
   for (; i + 4 <= m; i += 4) gemm_nt_dot_rows<Ops, 4>(i, n, k, a, b, c);
   for (; i < m; ++i) gemm_nt_dot_rows<Ops, 1>(i, n, k, a, b, c);
@@ -104,8 +142,8 @@ void gemm_nt_panel_rows(size_t i, size_t n, size_t k, size_t p0, size_t kb, size
   for (size_t r = 0; r < R; ++r) Ops::store_tail(c + (i + r) * n + j0, acc[r], nb);
 }
 
-template <typename Ops>
-void gemm_nt_panel(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+template <typename Ops, typename BT>
+void gemm_nt_panel(size_t m, size_t n, size_t k, const float* a, const BT* b, float* c) {
   constexpr size_t W = Ops::kWidth;
   alignas(64) float panel[kGemmNtChunk * W];
   for (size_t j0 = 0; j0 < n; j0 += W) {
@@ -113,8 +151,8 @@ void gemm_nt_panel(size_t m, size_t n, size_t k, const float* a, const float* b,
     for (size_t p0 = 0; p0 < k; p0 += kGemmNtChunk) {
       const size_t kb = std::min(kGemmNtChunk, k - p0);
       for (size_t jj = 0; jj < nb; ++jj) {
-        const float* row = b + (j0 + jj) * k + p0;
-        for (size_t p = 0; p < kb; ++p) panel[p * W + jj] = row[p];
+        const BT* row = b + (j0 + jj) * k + p0;
+        for (size_t p = 0; p < kb; ++p) panel[p * W + jj] = widen(row[p]);
       }
       for (size_t jj = nb; jj < W; ++jj) {
         for (size_t p = 0; p < kb; ++p) panel[p * W + jj] = 0.0f;
@@ -126,14 +164,24 @@ void gemm_nt_panel(size_t m, size_t n, size_t k, const float* a, const float* b,
   }
 }
 
-template <typename Ops>
-void gemm_nt(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+template <typename Ops, typename BT>
+void gemm_nt(size_t m, size_t n, size_t k, const float* a, const BT* b, float* c) {
   if (k == 0) {
     std::memset(c, 0, m * n * sizeof(float));
   } else if (m <= kGemmNtDotRows || k >= kGemmNtDotDepth) {
     gemm_nt_dot<Ops>(m, n, k, a, b, c);
   } else {
     gemm_nt_panel<Ops>(m, n, k, a, b, c);
+  }
+}
+
+// An int8 weight: the products over the widened values, then each output times its row's scale.
+template <typename Ops>
+void gemm_nt_q8(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
+                const float* scales, float* c) {
+  gemm_nt<Ops>(m, n, k, a, b, c);
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = 0; j < n; ++j) c[i * n + j] *= scales[j];
   }
 }
 

@@ -6,9 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include <cmath>
 #include <random>
 #include <vector>
+
+#include "edgeshare/runtime/kernels/half.h"
 
 namespace edgeshare {
 namespace runtime {
@@ -43,6 +47,48 @@ void ExpectMatchesReference(const GemmNtKernels& set, const char* what, const Sh
   }
 }
 
+// The half and int8 weights: the same products over the widened weights (int8: times each row's
+// scale), against the scalar reference of that weight type.
+void ExpectWeightTypesMatchReference(const GemmNtKernels& set, const char* what, const Shape& s) {
+  std::mt19937 rng(static_cast<unsigned>(s.m * 17 + s.n * 3 + s.k));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> q(-127, 127);
+  std::vector<float> a(s.m * s.k), scales(s.n);
+  std::vector<uint16_t> h(s.n * s.k);
+  std::vector<int8_t> b8(s.n * s.k);
+  for (float& v : a) v = dist(rng);
+  for (uint16_t& v : h) v = kernels::float_to_half(dist(rng));
+  for (int8_t& v : b8) v = static_cast<int8_t>(q(rng));
+  for (float& v : scales) v = 0.01f * (1.0f + dist(rng));
+  std::vector<float> want(s.m * s.n), got(s.m * s.n + 16, kGuard);
+  for (int kind = 0; kind < 2; ++kind) {
+    std::fill(got.begin(), got.end(), kGuard);
+    if (kind == 0) {
+      gemm_nt_f16_scalar(s.m, s.n, s.k, a.data(), h.data(), want.data());
+      set.f16(s.m, s.n, s.k, a.data(), h.data(), got.data());
+    } else {
+      gemm_nt_q8_scalar(s.m, s.n, s.k, a.data(), b8.data(), scales.data(), want.data());
+      set.q8(s.m, s.n, s.k, a.data(), b8.data(), scales.data(), got.data());
+    }
+    for (size_t i = 0; i < s.m; ++i) {
+      for (size_t j = 0; j < s.n; ++j) {
+        float bound = 0.0f;  // Another summation order: an error relative to sum |a| |b|.
+        for (size_t p = 0; p < s.k; ++p) {
+          const float w = kind == 0 ? kernels::half_to_float(h[j * s.k + p])
+                                    : static_cast<float>(b8[j * s.k + p]) * scales[j];
+          bound += std::fabs(a[i * s.k + p] * w);
+        }
+        ASSERT_NEAR(got[i * s.n + j], want[i * s.n + j], 1e-6f + 4e-7f * bound)
+            << what << (kind == 0 ? " f16" : " q8") << " m" << s.m << " n" << s.n << " k" << s.k
+            << " at " << i << "," << j;
+      }
+    }
+    for (size_t t = s.m * s.n; t < got.size(); ++t) {
+      ASSERT_EQ(got[t], kGuard) << what << " wrote past c (m" << s.m << " n" << s.n << ")";
+    }
+  }
+}
+
 TEST(GemmNt, every_set_matches_the_reference_on_lora_shapes) {
   size_t count = 0;
   const auto* sets = gemm_nt_sets().all(&count);
@@ -59,6 +105,7 @@ TEST(GemmNt, every_set_matches_the_reference_on_lora_shapes) {
   for (size_t i = 0; i < count; ++i) {
     for (const Shape& s : shapes) {
       ExpectMatchesReference(sets[i].kernels, to_string(sets[i].isa), s);
+      ExpectWeightTypesMatchReference(sets[i].kernels, to_string(sets[i].isa), s);
     }
   }
 }
