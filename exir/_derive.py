@@ -25,6 +25,7 @@ import re
 from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 import torch
+from edgeshare.exir._weights import module_weights, placeholder_name
 from edgeshare.exir.data_policy import DataPolicy
 from edgeshare.exir.export import EdgeProgramManager, _apply_data_policy
 from edgeshare.exir.tensor_layout import StorageKey, storage_key
@@ -35,7 +36,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-__all__ = ["FoundationGraphs", "LoraSite", "lora_sites", "placeholder_name"]
+__all__ = ["FoundationGraphs", "LoraSite", "lora_sites"]
 
 _LINEAR = torch.ops.aten.linear.default
 
@@ -127,8 +128,6 @@ def lora_sites(model: nn.Module, foundation: nn.Module) -> Optional[List[LoraSit
     Returns:
       The layers, or None when the model must be traced.
     """
-    from edgeshare.exir._pipeline import module_weights  # noqa: PLC0415 (_pipeline imports this module)
-
     peft_types = _peft_container_types()
     sites: List[LoraSite] = []
     for path, module in model.named_modules():
@@ -172,12 +171,6 @@ def _plain(name: str) -> str:
     name = re.sub(r"(^|\.)base_model\.model(?=\.)", "", name)
     parts = name.split(".")
     return ".".join([p for p in parts[:-1] if p not in ("base_layer", "base")] + parts[-1:]).lstrip(".")
-
-
-def placeholder_name(fqn: str, kind: InputKind) -> str:
-    """torch.export's placeholder name for a lifted weight ("p_" + the path, lower case)."""
-    prefix = "p_" if kind == InputKind.PARAMETER else "b_"
-    return prefix + re.sub(r"[^0-9a-zA-Z_]", "_", fqn).lower()
 
 
 def _rename(template: Mapping[str, torch.Tensor], weights: Mapping[str, torch.Tensor]) -> Optional[Dict[str, str]]:
@@ -357,8 +350,6 @@ class FoundationGraphs:
         Returns:
           Its edge programs, or None.
         """
-        from edgeshare.exir._pipeline import module_weights  # noqa: PLC0415 (_pipeline imports this module)
-
         forward_weights = module_weights(modules["forward"])
         programs: Dict[str, ExportedProgram] = {}
         for method in self._edge.methods:

@@ -29,8 +29,8 @@ import re
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
-from edgeshare.exir._derive import placeholder_name
 from edgeshare.exir._resident import release
+from edgeshare.exir._weights import placeholder_name
 from torch import nn
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument
