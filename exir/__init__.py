@@ -1,6 +1,7 @@
 """edgeshare's ahead-of-time pipeline: export, partition, lower, emit and serialize .pte/.ptd."""
 
 from edgeshare.exir._pipeline import check_out_dir
+from edgeshare.exir._serialize import PtdFile, PteFile, deserialize_ptd, deserialize_pte
 from edgeshare.exir._serialize.ptd import read_ptd_index
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import (
@@ -77,6 +78,8 @@ __all__ = [
     "Partitioner",
     "PatternDataPolicy",
     "PreprocessResult",
+    "PtdFile",
+    "PteFile",
     "QuantizationOptions",
     "SerializationError",
     "SwappableDataPolicy",
@@ -85,6 +88,8 @@ __all__ = [
     "UnsupportedModelError",
     "canonical_name",
     "check_out_dir",
+    "deserialize_ptd",
+    "deserialize_pte",
     "export_hf_lora",
     "export_hf_swappable",
     "export_swappable",

@@ -166,7 +166,7 @@ class _GraphBuilder:
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
-        half = tensor.detach().to(torch.float16)
+        half = tensor.detach().to(F16W.dtype)
         if bool((torch.isinf(half) & torch.isfinite(tensor)).any()):
             raise LoweringError(
                 f"{self.what}: weight '{fqn}' has values beyond fp16's range (|w| > 65504); "
