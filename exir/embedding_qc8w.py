@@ -21,10 +21,10 @@ table of a width that is a multiple of the group) is gathered by edgeshare::embe
 from typing import Dict, Optional, Tuple
 
 import torch
-from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
-from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir import embedding_qc4w as _embedding_qc4w  # noqa: F401 (defines the int4 operator)
+from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.fc_formats import QC4W, QC8W, format_for_option
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.quantize import DEFAULT_GROUP_SIZE, QUANT_SCHEME_META, gather_qc8w, quantized
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument

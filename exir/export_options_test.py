@@ -12,7 +12,7 @@ from edgeshare.exir.fc_formats import F16W, QC4W, QC8W
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"fc_weight_dtype": "bf16"}, "fc_weight_dtype must be one of ('fp32', 'fp16'), got 'bf16' (--fc-weight-dtype)"),
+        ({"fc_weight_dtype": "bf16"}, "fc_weight_dtype must be one of ('fp32', 'fp16'), got 'bf16'"),
         ({"quantize": "int2"}, "quantize must be one of ('none', 'int8', 'int4'), got 'int2' (--quantize)"),
         ({"quantize": "int8", "fc_weight_dtype": "fp16"}, "--quantize cannot be combined with --fc-weight-dtype fp16"),
         ({"quantize": "int8", "group_size": 64}, "--group-size and --lm-head apply to --quantize int4"),

@@ -10,8 +10,8 @@ A row says everything the exporter needs about its scheme: the option value that
 (`--fc-weight-dtype fp32|fp16`, `--quantize int8|int4`, and the compile spec and placeholder meta
 the XNNPACK partitioner writes), the stored element type (torch dtype and the files' ScalarType),
 the delegate graph's QuantScheme, the key suffixes, the group sizes, its quantizer and its
-fallback. The C++ delegate's rows (backends/xnnpack/runtime) carry the same scheme ids, ScalarTypes
-and QuantSchemes. The partitioner, its preprocess, exir/quantize.py, exir/embedding_qc8w.py and
+fallback. The C++ delegate's rows (backends/xnnpack/runtime) name the same scheme ids, ScalarTypes
+and QuantSchemes, so one test can compare the two lists. The partitioner, its preprocess, exir/quantize.py, exir/embedding_qc8w.py and
 tools/export_lora read these rows; nothing else decides from a dtype or a scheme name.
 
     fmt = fc_format("qc4w")
@@ -24,6 +24,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 import torch
 from edgeshare.exir._quantizers import QC4W_GROUP_SIZES, quantize_qc4w, quantize_qc8w
+from edgeshare.exir.tensor_layout import scalar_type_of
 
 __all__ = [
     "F16W",
@@ -58,8 +59,7 @@ class FcFormat:
       option: the value that asks for it: of --fc-weight-dtype for an unquantized format ("fp32",
         "fp16"), of --quantize for a quantized one ("int8", "int4"); also the compile spec's value
         and the name an export's summary gives its bytes.
-      dtype: the stored weight entry's element type.
-      scalar_type: that type in the files (schema/scalar_type.fbs: FLOAT 6, HALF 5, CHAR 1, BYTE 0).
+      dtype: the stored weight entry's element type (scalar_type: the files' number for it).
       quant_scheme: the delegate graph's QuantScheme for it (xnnpack_graph.fbs).
       key_suffix: appended to the float weight's key to name the stored entry ("" for f32).
       scales_suffix: appended to name the scales' entry (None: no scales).
@@ -72,7 +72,6 @@ class FcFormat:
     scheme: str
     option: str
     dtype: torch.dtype
-    scalar_type: int
     quant_scheme: str
     key_suffix: str
     scales_suffix: Optional[str] = None
@@ -80,6 +79,11 @@ class FcFormat:
     group_sizes: Tuple[int, ...] = ()
     quantizer: Optional[Quantizer] = None
     fallback: Optional[str] = None
+
+    @property
+    def scalar_type(self) -> int:
+        """The stored weight entry's ScalarType in the files (schema/scalar_type.fbs)."""
+        return scalar_type_of(self.dtype, f"fc format {self.scheme}")
 
     @property
     def quantized(self) -> bool:
@@ -118,18 +122,37 @@ class FcFormat:
         return group_size if self.grouped else 0
 
 
-F32 = FcFormat("f32", "fp32", torch.float32, 6, "NONE", "")
-F16W = FcFormat("f16w", "fp16", torch.float16, 5, "NONE", ".fp16")
+def _quantize_qc8w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """quantize_qc8w: one scale per row, no groups."""
+    return quantize_qc8w(weight)
+
+
+F32 = FcFormat("f32", "fp32", torch.float32, "NONE", "")
+F16W = FcFormat("f16w", "fp16", torch.float16, "NONE", ".fp16")
 # "<key>.qc8w" cannot be another weight's key: "<key>" is a tensor, so no module is called "<key>"
 # and no parameter "<key>.qc8w" exists (the same holds for every suffix here).
 QC8W = FcFormat(
-    "qc8w", "int8", torch.int8, 1, "QC8W", ".qc8w", ".qc8w.scales", torch.float32,
-    quantizer=lambda weight, group_size: quantize_qc8w(weight),
-)  # fmt: skip
+    "qc8w",
+    "int8",
+    torch.int8,
+    "QC8W",
+    ".qc8w",
+    scales_suffix=".qc8w.scales",
+    scales_dtype=torch.float32,
+    quantizer=_quantize_qc8w,
+)
 QC4W = FcFormat(
-    "qc4w", "int4", torch.uint8, 0, "QC4W", ".qc4w", ".qc4w.scales", torch.float16,
-    group_sizes=QC4W_GROUP_SIZES, quantizer=quantize_qc4w, fallback="qc8w",
-)  # fmt: skip
+    "qc4w",
+    "int4",
+    torch.uint8,
+    "QC4W",
+    ".qc4w",
+    scales_suffix=".qc4w.scales",
+    scales_dtype=torch.float16,
+    group_sizes=QC4W_GROUP_SIZES,
+    quantizer=quantize_qc4w,
+    fallback="qc8w",
+)
 
 FC_FORMATS: Tuple[FcFormat, ...] = (F32, F16W, QC8W, QC4W)
 

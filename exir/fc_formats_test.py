@@ -17,8 +17,8 @@ from edgeshare.exir.fc_formats import (
     QC8W,
     UnknownFormatError,
     fc_format,
-    foundation_format,
     format_for_option,
+    foundation_format,
 )
 from edgeshare.exir.lora import export_lora
 from edgeshare.exir.quantize import quantize_qc8w

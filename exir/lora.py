@@ -59,6 +59,8 @@ __all__ = [
 ]
 
 Adapter = Union[Mapping[str, torch.Tensor], nn.Module]
+# export_lora's layout keywords at their defaults (multi_method .. foundation_program).
+_DEFAULT_LAYOUT = (False, "lora", "foundation", None)
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -323,10 +325,10 @@ def export_lora(
       FoundationMismatchWarning: a weight of an adapter model has a foundation weight's name and
         shape but other bytes (it is kept with the adapter).
     """
+    layout = (multi_method, program_name, foundation_tag, foundation_program)
     if options is None:
-        layout = (multi_method, program_name, foundation_tag, foundation_program)
         options = ExportOptions(*layout, adapters=AdapterOptions(alpha))
-    elif (multi_method, program_name, foundation_tag, foundation_program, alpha) != (False, "lora", "foundation", None, None):
+    elif layout != _DEFAULT_LAYOUT or alpha is not None:
         raise OptionError("export_lora: give the layout as options or as keywords, not both")
     multi_method, program_name = options.multi_method, options.program_name
     foundation_tag, foundation_program = options.foundation_tag, options.foundation_program

@@ -41,8 +41,8 @@ from edgeshare.exir.fc_formats import (
     QC4W,
     QC8W,
     FcFormat,
-    foundation_format,
     format_for_option,
+    foundation_format,
     is_output_layer,
     quantized_formats,
 )

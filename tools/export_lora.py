@@ -310,7 +310,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         choices=[g for f in quantized_formats() for g in f.group_sizes],
         default=None,
-        help=f"with --quantize int4: the group along the input dim (default {QuantizationOptions(quantize='int4').group})",
+        help=f"with --quantize int4: the group along the input dim (default {QuantizationOptions().group})",
     )
     parser.add_argument(
         "--lm-head",

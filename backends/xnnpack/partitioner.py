@@ -60,6 +60,9 @@ import torch
 from edgeshare.backends.xnnpack import op_rows
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
+from edgeshare.exir.embedding_qc8w import quantize_embeddings
+from edgeshare.exir.export_options import OptionError, QuantizationOptions
+from edgeshare.exir.fc_formats import F32, FcFormat, foundation_format
 from edgeshare.exir.graph import is_lifted, lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import (
     DelegationSpec,
@@ -67,9 +70,6 @@ from edgeshare.exir.partition import (
     PartitionResult,
     tag_supported_nodes,
 )
-from edgeshare.exir.embedding_qc8w import quantize_embeddings
-from edgeshare.exir.export_options import OptionError, QuantizationOptions
-from edgeshare.exir.fc_formats import F32, FcFormat, foundation_format
 from edgeshare.exir.quantize import QUANT_SCHEME_META
 from torch.export import ExportedProgram
 
@@ -159,7 +159,9 @@ class XnnpackPartitioner(Partitioner):
     ) -> None:
         given = QuantizationOptions(fc_weight_dtype, quantize, group_size, lm_head)
         if options is not None and given != QuantizationOptions():
-            raise OptionError("XnnpackPartitioner: pass options or fc_weight_dtype/quantize/group_size/lm_head, not both")
+            raise OptionError(
+                "XnnpackPartitioner: pass options or fc_weight_dtype/quantize/group_size/lm_head, not both"
+            )
         self._override = is_supported_override
         self.options = options if options is not None else given
 
