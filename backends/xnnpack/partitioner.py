@@ -201,7 +201,8 @@ class XnnpackPartitioner(Partitioner):
           exported_program: an edge program.
 
         Returns:
-          The program and DelegationSpec("XnnpackBackend") for each tag.
+          The program, DelegationSpec("XnnpackBackend") for each tag, the foundation weights stored
+          in their format's fallback with the reason, and the format of each gathered table.
         """
         requested = self.options.quantized_format
         fallbacks: Dict[str, str] = {}
@@ -210,7 +211,7 @@ class XnnpackPartitioner(Partitioner):
             fallbacks = self._foundation_formats(exported_program, requested)
         if requested is not None:
             # The token embedding's gather runs outside the delegate, over entries of the format
-            # recorded on its table (the quantized format without a fallback when nothing is).
+            # recorded on its table (int8 when nothing is).
             gathered = quantize_embeddings(exported_program, self.options.group)
         checker = _Checker(exported_program)
         override = self._override
