@@ -209,16 +209,6 @@ def _peer(python: str, args: List[str], what: str) -> Dict[str, Any]:
     return json_report(proc, f"llama.cpp {what}")
 
 
-@dataclasses.dataclass
-class _Files:
-    """Both sides' files: format -> GGUF entry; adapters; (format, bound) -> edgeshare export."""
-
-    gguf: Dict[str, Dict[str, Any]]
-    gguf_adapters: Dict[str, Dict[str, Any]]
-    edgeshare: Dict[Tuple[str, int], Dict[str, Any]]
-    prompt: str
-
-
 def _convert(python: str, files: LlmFiles, formats: Sequence[Format], out: str) -> Dict[str, Any]:
     args = ["convert", "--converters", _converters(python), "--model-dir", files.model_dir, "--out", out]
     for fmt in formats:

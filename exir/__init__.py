@@ -1,5 +1,8 @@
 """edgeshare's ahead-of-time pipeline: export, partition, lower, emit and serialize .pte/.ptd."""
 
+from edgeshare.exir._pipeline import check_out_dir
+from edgeshare.exir._serialize import PtdFile, PteFile, deserialize_ptd, deserialize_pte
+from edgeshare.exir._serialize.ptd import read_ptd_index
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import (
     CallableDataPolicy,
@@ -26,6 +29,8 @@ from edgeshare.exir.export import (
     ExecutorchProgramManager,
     to_edge,
 )
+from edgeshare.exir.export_options import AdapterOptions, ExportOptions, OptionError, QuantizationOptions
+from edgeshare.exir.fc_formats import FC_FORMATS, FcFormat, fc_format
 from edgeshare.exir.hf import (
     CausalLMLogits,
     HfInputError,
@@ -42,8 +47,10 @@ from edgeshare.exir.partition import DelegationSpec, Partitioner, PartitionResul
 from edgeshare.exir.swappable import SwappableDataPolicy, SwappableExportResult, export_swappable
 
 __all__ = [
+    "FC_FORMATS",
     "AdapterMismatchError",
     "AdapterNameError",
+    "AdapterOptions",
     "BackendDetails",
     "CallableDataPolicy",
     "CausalLMLogits",
@@ -56,6 +63,8 @@ __all__ = [
     "ExecutorchBackendConfig",
     "ExecutorchProgramManager",
     "ExportError",
+    "ExportOptions",
+    "FcFormat",
     "FoundationDataPolicy",
     "HfInputError",
     "InlineDataPolicy",
@@ -64,20 +73,29 @@ __all__ = [
     "NamedDataError",
     "NamedDataStore",
     "NamedDataStoreOutput",
+    "OptionError",
     "PartitionResult",
     "Partitioner",
     "PatternDataPolicy",
     "PreprocessResult",
+    "PtdFile",
+    "PteFile",
+    "QuantizationOptions",
     "SerializationError",
     "SwappableDataPolicy",
     "SwappableExportResult",
     "UnsupportedAdapterError",
     "UnsupportedModelError",
     "canonical_name",
+    "check_out_dir",
+    "deserialize_ptd",
+    "deserialize_pte",
     "export_hf_lora",
     "export_hf_swappable",
     "export_swappable",
+    "fc_format",
     "load_hf_model",
     "load_peft_adapter",
+    "read_ptd_index",
     "to_edge",
 ]

@@ -22,9 +22,10 @@ module), and a targeted weight the foundation's graph does not read in exactly o
 import copy
 import dataclasses
 import re
-from typing import Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import torch
+from edgeshare.exir._weights import module_weights, placeholder_name
 from edgeshare.exir.data_policy import DataPolicy
 from edgeshare.exir.export import EdgeProgramManager, _apply_data_policy
 from edgeshare.exir.tensor_layout import StorageKey, storage_key
@@ -35,7 +36,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-__all__ = ["FoundationGraphs", "LoraSite", "lora_sites", "placeholder_name"]
+__all__ = ["FoundationGraphs", "LoraSite", "lora_sites"]
 
 _LINEAR = torch.ops.aten.linear.default
 
@@ -127,8 +128,6 @@ def lora_sites(model: nn.Module, foundation: nn.Module) -> Optional[List[LoraSit
     Returns:
       The layers, or None when the model must be traced.
     """
-    from edgeshare.exir._pipeline import module_weights  # noqa: PLC0415 (_pipeline imports this module)
-
     peft_types = _peft_container_types()
     sites: List[LoraSite] = []
     for path, module in model.named_modules():
@@ -172,12 +171,6 @@ def _plain(name: str) -> str:
     name = re.sub(r"(^|\.)base_model\.model(?=\.)", "", name)
     parts = name.split(".")
     return ".".join([p for p in parts[:-1] if p not in ("base_layer", "base")] + parts[-1:]).lstrip(".")
-
-
-def placeholder_name(fqn: str, kind: InputKind) -> str:
-    """torch.export's placeholder name for a lifted weight ("p_" + the path, lower case)."""
-    prefix = "p_" if kind == InputKind.PARAMETER else "b_"
-    return prefix + re.sub(r"[^0-9a-zA-Z_]", "_", fqn).lower()
 
 
 def _rename(template: Mapping[str, torch.Tensor], weights: Mapping[str, torch.Tensor]) -> Optional[Dict[str, str]]:
@@ -228,9 +221,21 @@ def _derive_method(
     if renamed is None:
         return None
     gm = copy.deepcopy(template.graph_module)
-    graph = gm.graph
     specs = {s.arg.name: s for s in template.graph_signature.input_specs}
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    found = _site_linears(gm.graph, specs, tables, sites)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    fake_mode = detect_fake_mode([p.meta.get("val") for p in placeholders])
+    if found is None or fake_mode is None:
+        return None
+    new_specs, replaced = _add_products(gm.graph, found, weights, fake_mode)
+    gm.recompile()
+    return _derived_program(template, gm, weights, renamed, specs, new_specs, replaced)
+
+
+def _site_linears(
+    graph: torch.fx.Graph, specs: Mapping[str, InputSpec], tables: Mapping[str, torch.Tensor], sites: List[LoraSite]
+) -> Optional[List[Tuple[torch.fx.Node, LoraSite]]]:
+    """The linear node reading each site's weight, or None unless each is read by exactly one."""
     by_weight = {storage_key(s.weight): s for s in sites}
     found: Dict[int, Tuple[torch.fx.Node, LoraSite]] = {}
     for node in graph.nodes:
@@ -248,13 +253,23 @@ def _derive_method(
         found[id(site)] = (node, site)
     if len(found) != len(sites):
         return None
-    fake_mode = detect_fake_mode([p.meta.get("val") for p in placeholders])
-    if fake_mode is None:
-        return None
+    return list(found.values())
+
+
+def _add_products(
+    graph: torch.fx.Graph,
+    found: List[Tuple[torch.fx.Node, LoraSite]],
+    weights: Mapping[str, torch.Tensor],
+    fake_mode: Any,
+) -> Tuple[Dict[str, InputSpec], Dict[str, str]]:
+    """Adds each site's A and B placeholders and linear(linear(x, A), B) * scaling after its
+    linear node; returns the new placeholders' specs and each linear node's name -> its sum's
+    (which the outputs now read)."""
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     order = {p: i for i, p in enumerate(placeholders)}
     new_specs: Dict[str, InputSpec] = {}
-    replaced: Dict[str, str] = {}  # a linear node's name -> its sum's, which the outputs now read
-    for linear, site in found.values():
+    replaced: Dict[str, str] = {}
+    for linear, site in found:
         anchor = max((a for a in linear.args[1:] if isinstance(a, torch.fx.Node)), key=order.__getitem__)
         x = linear.args[0]
         nodes = []
@@ -282,11 +297,24 @@ def _derive_method(
             _meta(low, x.meta["val"].new_empty((*x.meta["val"].shape[:-1], rank)))
             for node in (up, scaled, out):
                 _meta(node, torch.empty_like(linear.meta["val"]))
-    gm.recompile()
+    return new_specs, replaced
+
+
+def _derived_program(
+    template: ExportedProgram,
+    gm: torch.fx.GraphModule,
+    weights: Mapping[str, torch.Tensor],
+    renamed: Mapping[str, str],
+    specs: Mapping[str, InputSpec],
+    new_specs: Mapping[str, InputSpec],
+    replaced: Mapping[str, str],
+) -> ExportedProgram:
+    """The derived graph as a program: the template's signature with the adapter's names, the
+    new placeholders, and outputs that read the sums."""
     input_specs = []
     state_dict: Dict[str, torch.Tensor] = {}
     constants: Dict[str, torch.Tensor] = {}
-    for node in graph.nodes:
+    for node in gm.graph.nodes:
         if node.op != "placeholder":
             continue
         spec = new_specs.get(node.name) or specs[node.name]
@@ -308,7 +336,7 @@ def _derive_method(
     signature = type(template.graph_signature)(input_specs=input_specs, output_specs=output_specs)
     return ExportedProgram(
         root=gm,
-        graph=graph,
+        graph=gm.graph,
         graph_signature=signature,
         state_dict=state_dict,
         range_constraints=template.range_constraints,
@@ -357,8 +385,6 @@ class FoundationGraphs:
         Returns:
           Its edge programs, or None.
         """
-        from edgeshare.exir._pipeline import module_weights  # noqa: PLC0415 (_pipeline imports this module)
-
         forward_weights = module_weights(modules["forward"])
         programs: Dict[str, ExportedProgram] = {}
         for method in self._edge.methods:

@@ -22,6 +22,7 @@ import torch
 from edgeshare.exir._derive import FoundationGraphs
 from edgeshare.exir._repeat import TRACED_LAYERS, RepeatedLayers, matches_eager
 from edgeshare.exir._serialize import foundation_identity, with_replaced_data, write_ptd
+from edgeshare.exir._weights import module_weights
 from edgeshare.exir.data_policy import DataPolicy
 from edgeshare.exir.errors import ExportError, UnsupportedModelError
 from edgeshare.exir.export import (
@@ -41,22 +42,10 @@ __all__ = [
     "SharedData",
     "check_out_dir",
     "export_method",
-    "module_weights",
     "structure_signature",
 ]
 
 Say = Callable[[str], None]
-
-
-def module_weights(module: nn.Module) -> Dict[str, torch.Tensor]:
-    """A module's parameters and buffers by every name torch.export may give them (tied ones
-    under each of their names, non-persistent buffers too)."""
-    tensors: Dict[str, torch.Tensor] = dict(module.state_dict(keep_vars=True))
-    for name, buf in module.named_buffers(remove_duplicate=False):
-        tensors.setdefault(name, buf)
-    for name, param in module.named_parameters(remove_duplicate=False):
-        tensors.setdefault(name, param)
-    return {k: v for k, v in tensors.items() if isinstance(v, torch.Tensor)}
 
 
 _NOT_PLAIN = object()
@@ -251,6 +240,9 @@ class Lowerer:
         self._templates: Dict[Hashable, EdgeProgramManager] = {}
         self._lowered: Dict[Hashable, _Lowered] = {}
         self._foundation: Optional[FoundationGraphs] = None
+        # What the partitioner chose for weights' formats, over every program lowered.
+        self.fallbacks: Dict[str, str] = {}
+        self.gathered_formats: Dict[str, str] = {}
 
     def expect(self, signatures: Iterable[Hashable]) -> None:
         """Announces the structures lower() will be asked for, so that a structure's first lowering
@@ -392,6 +384,8 @@ class Lowerer:
         self.say(f"lowering {what}")
         if self.partitioner is not None:
             edge = edge.to_backend(self.partitioner)
+            self.fallbacks.update(edge.fallbacks)
+            self.gathered_formats.update(edge.gathered_formats)
         return edge.to_executorch(self.config, self.foundation_tag), edge
 
 

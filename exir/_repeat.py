@@ -29,8 +29,8 @@ import re
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
-from edgeshare.exir._derive import placeholder_name
 from edgeshare.exir._resident import release
+from edgeshare.exir._weights import placeholder_name
 from torch import nn
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument
@@ -287,131 +287,222 @@ class RepeatedLayers:
         Returns:
           The program, or None when its layers are not copies of one another in the graph.
         """
-        total = len(self.layers)
-        pattern = re.compile(rf"^{re.escape(prefix)}\.(\d+)(?:\.|$)")
-        graph = ep.graph
-        specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
-        placeholders = {n: specs[n.name] for n in graph.nodes if n.op == "placeholder" and n.name in specs}
-        split = _split(graph, pattern)
-        template = _template(split, placeholders, prefix) if split is not None else None
-        if split is None or template is None:
+        # Every check comes before the first change to the graph.
+        plan = _plan(ep, prefix, len(self.layers), weights)
+        if plan is None:
             return None
-        by_target = {s.target: n for n, s in placeholders.items() if s.target is not None}
-        output = next(n for n in graph.nodes if n.op == "output")
-        out_specs = list(ep.graph_signature.output_specs)
-        results = list(output.args[0])
-        if len(results) != len(out_specs):
-            return None
-        traced = set().union(*split.layers)
-        if any(r in traced and s.kind != OutputKind.BUFFER_MUTATION for r, s in zip(results, out_specs)):
-            return None  # a layer's value returned as it is (all hidden states): not one per layer
-        in_last = set(template.nodes)
-        last_outputs = [i for i, r in enumerate(results) if r in in_last]
-        updated = {
-            (k, i): _relabel(out_specs[i].target, prefix, 2, k)
-            for k in range(TRACED_LAYERS, total)
-            for i in last_outputs
-        }
-        if any(name is None for name in updated.values()):
-            return None
-        # Each later layer's state: an existing placeholder (a KV cache the wrapper registers for
-        # every layer) or a new one after layer 2's of its kind, with the module's tensor.
-        new_state: Dict[int, Dict[str, torch.fx.Node]] = {}
-        anchors: Dict[InputKind, torch.fx.Node] = {}
-        plan: List[Tuple[int, str, str, InputSpec]] = []
-        for k in range(TRACED_LAYERS, total):
-            for target, node in template.state.items():
-                name = _relabel(target, prefix, 2, k)
-                if name is None:
-                    return None
-                if name in by_target:
-                    new_state.setdefault(k, {})[target] = by_target[name]
-                    continue
-                if name not in weights:
-                    return None
-                plan.append((k, target, name, placeholders[node]))
-        order = {n: i for i, n in enumerate(graph.nodes)}
-        for _, target, _, spec in plan:
-            node = template.state[target]
-            anchor = anchors.get(spec.kind)
-            if anchor is None or order[node] > order[anchor]:
-                anchors[spec.kind] = node
-        created: Dict[str, InputSpec] = {}
-        tensors: Dict[str, Tuple[torch.Tensor, bool]] = {}  # new target -> (tensor, in state_dict)
-        for k, target, name, spec in plan:
-            old = template.state[target]
-            with graph.inserting_after(anchors[spec.kind]):
-                node = graph.placeholder(placeholder_name(name, spec.kind))
-            node.meta = {key: value for key, value in old.meta.items() if key in ("val", "tensor_meta")}
+        state = _add_state(ep, plan, weights)
+        copies = _copy_layers(ep.graph, plan, state.nodes)
+        _read_last_copy(plan, copies)
+        _add_state_outputs(plan, copies)
+        return _whole_program(ep, plan, state)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What expand() changes, found before it changes anything.
+
+    Attributes:
+      total: the model's number of layers.
+      pattern: matches a layer's path under the list, its index as group 1.
+      specs: placeholder name -> its input spec.
+      split: the graph's nodes split at the layers.
+      template: layer 2 described by its inputs.
+      output: the graph's output node.
+      results: the output node's values.
+      out_specs: their output specs.
+      last_outputs: indices of the results layer 2 computes (its state's updates).
+      updated: (layer, result index) -> the target that copy's update writes.
+      existing: layer -> layer 2's state target -> the placeholder that layer already has.
+      new: (layer, layer 2's target, the layer's target, layer 2's spec) of each placeholder to add.
+    """
+
+    total: int
+    pattern: "re.Pattern[str]"
+    specs: Dict[str, InputSpec]
+    split: _Layers
+    template: _Template
+    output: torch.fx.Node
+    results: List[Any]
+    out_specs: List[OutputSpec]
+    last_outputs: List[int]
+    updated: Dict[Tuple[int, int], str]
+    existing: Dict[int, Dict[str, torch.fx.Node]]
+    new: List[Tuple[int, str, str, InputSpec]]
+
+
+def _plan(ep: ExportedProgram, prefix: str, total: int, weights: Mapping[str, torch.Tensor]) -> Optional[_Plan]:
+    """The expansion of ep to total layers, or None when its layers are not copies of one another."""
+    pattern = re.compile(rf"^{re.escape(prefix)}\.(\d+)(?:\.|$)")
+    graph = ep.graph
+    specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
+    placeholders = {n: specs[n.name] for n in graph.nodes if n.op == "placeholder" and n.name in specs}
+    split = _split(graph, pattern)
+    template = _template(split, placeholders, prefix) if split is not None else None
+    if split is None or template is None:
+        return None
+    output = next(n for n in graph.nodes if n.op == "output")
+    out_specs = list(ep.graph_signature.output_specs)
+    results = list(output.args[0])
+    if len(results) != len(out_specs):
+        return None
+    traced = set().union(*split.layers)
+    if any(r in traced and s.kind != OutputKind.BUFFER_MUTATION for r, s in zip(results, out_specs)):
+        return None  # a layer's value returned as it is (all hidden states): not one per layer
+    in_last = set(template.nodes)
+    last_outputs = [i for i, r in enumerate(results) if r in in_last]
+    updated = {
+        (k, i): _relabel(out_specs[i].target, prefix, 2, k) for k in range(TRACED_LAYERS, total) for i in last_outputs
+    }
+    if any(name is None for name in updated.values()):
+        return None
+    # Each later layer's state: an existing placeholder (a KV cache the wrapper registers for
+    # every layer) or a new one after layer 2's of its kind, with the module's tensor.
+    by_target = {s.target: n for n, s in placeholders.items() if s.target is not None}
+    existing: Dict[int, Dict[str, torch.fx.Node]] = {}
+    new: List[Tuple[int, str, str, InputSpec]] = []
+    for k in range(TRACED_LAYERS, total):
+        for target, node in template.state.items():
+            name = _relabel(target, prefix, 2, k)
+            if name is None:
+                return None
+            if name in by_target:
+                existing.setdefault(k, {})[target] = by_target[name]
+                continue
+            if name not in weights:
+                return None
+            new.append((k, target, name, placeholders[node]))
+    return _Plan(
+        total, pattern, specs, split, template, output, results, out_specs, last_outputs, updated, existing, new
+    )
+
+
+@dataclasses.dataclass
+class _State:
+    """Each later layer's state placeholders.
+
+    Attributes:
+      nodes: layer -> layer 2's state target -> that layer's placeholder.
+      created: the added placeholders' names -> their input specs.
+      tensors: each added target -> (its tensor, whether it is in the state dict).
+    """
+
+    nodes: Dict[int, Dict[str, torch.fx.Node]]
+    created: Dict[str, InputSpec]
+    tensors: Dict[str, Tuple[torch.Tensor, bool]]
+
+
+def _add_state(ep: ExportedProgram, plan: _Plan, weights: Mapping[str, torch.Tensor]) -> _State:
+    """Adds the placeholders the plan's later layers lack, each kind after layer 2's last."""
+    graph = ep.graph
+    template = plan.template
+    nodes = {k: dict(v) for k, v in plan.existing.items()}
+    anchors: Dict[InputKind, torch.fx.Node] = {}
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for _, target, _, spec in plan.new:
+        node = template.state[target]
+        anchor = anchors.get(spec.kind)
+        if anchor is None or order[node] > order[anchor]:
             anchors[spec.kind] = node
-            created[node.name] = dataclasses.replace(spec, arg=TensorArgument(node.name), target=name)
-            tensors[name] = (weights[name], spec.target in ep.state_dict)
-            new_state.setdefault(k, {})[target] = node
-        # The copies, in layer order, where the nodes after the layers begin.
-        copies: Dict[int, List[torch.fx.Node]] = {2: template.nodes}
-        insert_at = split.after[0] if split.after else output
-        for k in range(TRACED_LAYERS, total):
-            made: List[torch.fx.Node] = []
-            for j, node in enumerate(template.nodes):
-                leaves, tree = pytree.tree_flatten((node.args, node.kwargs))
-                for leaf, value in enumerate(leaves):
-                    source = template.sources.get((j, leaf))
-                    if source is None or source[0] == "shared":
-                        continue
-                    kind, key = source
-                    if kind == "own":
-                        leaves[leaf] = made[key]
-                    elif kind == "carried":
-                        leaves[leaf] = copies[k - 1][key]
-                    else:
-                        leaves[leaf] = new_state[k][key]
-                args, kwargs = pytree.tree_unflatten(leaves, tree)
-                with graph.inserting_before(insert_at):
-                    copy = graph.create_node(node.op, node.target, tuple(args), dict(kwargs))
-                copy.meta = dict(node.meta)
-                _rename_stack(copy.meta, pattern, k)
-                made.append(copy)
-            copies[k] = made
-        position = {n: i for i, n in enumerate(template.nodes)}
-        final = copies[total - 1]
-        for node in split.after:
-            node.args, node.kwargs = torch.fx.node.map_arg(
-                (node.args, node.kwargs), lambda n: final[position[n]] if n in position else n
-            )
-        # Each copy's state updates after layer 2's, in layer 2's order.
-        extra_results: List[torch.fx.Node] = []
-        extra_specs: List[OutputSpec] = []
-        for k in range(TRACED_LAYERS, total):
-            for i in last_outputs:
-                name = updated[(k, i)]
-                extra_results.append(copies[k][position[results[i]]])
-                extra_specs.append(
-                    dataclasses.replace(out_specs[i], arg=TensorArgument(extra_results[-1].name), target=name)
-                )
-        cut = (max(last_outputs) + 1) if last_outputs else 0
-        output.args = (tuple(results[:cut] + extra_results + results[cut:]),)
-        out_specs = out_specs[:cut] + extra_specs + out_specs[cut:]
-        graph.lint()
-        ep.graph_module.recompile()
-        input_specs = []
-        state_dict = dict(ep.state_dict)
-        constants = dict(ep.constants)
-        for node in graph.nodes:
-            if node.op == "placeholder":
-                input_specs.append(created.get(node.name) or specs[node.name])
-        for name, (tensor, persistent) in tensors.items():
-            (state_dict if persistent else constants)[name] = tensor
-        signature = type(ep.graph_signature)(input_specs=input_specs, output_specs=out_specs)
-        return ExportedProgram(
-            root=ep.graph_module,
-            graph=graph,
-            graph_signature=signature,
-            state_dict=state_dict,
-            range_constraints=ep.range_constraints,
-            module_call_graph=ep.module_call_graph,
-            constants=constants,
-            verifiers=ep.verifiers,
+    created: Dict[str, InputSpec] = {}
+    tensors: Dict[str, Tuple[torch.Tensor, bool]] = {}
+    for k, target, name, spec in plan.new:
+        old = template.state[target]
+        with graph.inserting_after(anchors[spec.kind]):
+            node = graph.placeholder(placeholder_name(name, spec.kind))
+        node.meta = {key: value for key, value in old.meta.items() if key in ("val", "tensor_meta")}
+        anchors[spec.kind] = node
+        created[node.name] = dataclasses.replace(spec, arg=TensorArgument(node.name), target=name)
+        tensors[name] = (weights[name], spec.target in ep.state_dict)
+        nodes.setdefault(k, {})[target] = node
+    return _State(nodes, created, tensors)
+
+
+def _copy_layers(
+    graph: torch.fx.Graph, plan: _Plan, state: Mapping[int, Mapping[str, torch.fx.Node]]
+) -> Dict[int, List[torch.fx.Node]]:
+    """Layer 2's nodes copied for each later layer, in layer order, where the nodes after the
+    layers begin; layer -> its nodes (layer 2's own for 2)."""
+    template = plan.template
+    copies: Dict[int, List[torch.fx.Node]] = {2: template.nodes}
+    insert_at = plan.split.after[0] if plan.split.after else plan.output
+    for k in range(TRACED_LAYERS, plan.total):
+        made: List[torch.fx.Node] = []
+        for j, node in enumerate(template.nodes):
+            leaves, tree = pytree.tree_flatten((node.args, node.kwargs))
+            for leaf, value in enumerate(leaves):
+                source = template.sources.get((j, leaf))
+                if source is None or source[0] == "shared":
+                    continue
+                kind, key = source
+                if kind == "own":
+                    leaves[leaf] = made[key]
+                elif kind == "carried":
+                    leaves[leaf] = copies[k - 1][key]
+                else:
+                    leaves[leaf] = state[k][key]
+            args, kwargs = pytree.tree_unflatten(leaves, tree)
+            with graph.inserting_before(insert_at):
+                copy = graph.create_node(node.op, node.target, tuple(args), dict(kwargs))
+            copy.meta = dict(node.meta)
+            _rename_stack(copy.meta, plan.pattern, k)
+            made.append(copy)
+        copies[k] = made
+    return copies
+
+
+def _read_last_copy(plan: _Plan, copies: Mapping[int, List[torch.fx.Node]]) -> None:
+    """The nodes after the layers read the last copy instead of layer 2."""
+    position = {n: i for i, n in enumerate(plan.template.nodes)}
+    final = copies[plan.total - 1]
+    for node in plan.split.after:
+        node.args, node.kwargs = torch.fx.node.map_arg(
+            (node.args, node.kwargs), lambda n: final[position[n]] if n in position else n
         )
+
+
+def _add_state_outputs(plan: _Plan, copies: Mapping[int, List[torch.fx.Node]]) -> None:
+    """Each copy's state updates, after layer 2's and in layer 2's order (plan.out_specs too)."""
+    position = {n: i for i, n in enumerate(plan.template.nodes)}
+    extra_results: List[torch.fx.Node] = []
+    extra_specs: List[OutputSpec] = []
+    for k in range(TRACED_LAYERS, plan.total):
+        for i in plan.last_outputs:
+            extra_results.append(copies[k][position[plan.results[i]]])
+            extra_specs.append(
+                dataclasses.replace(
+                    plan.out_specs[i], arg=TensorArgument(extra_results[-1].name), target=plan.updated[(k, i)]
+                )
+            )
+    cut = (max(plan.last_outputs) + 1) if plan.last_outputs else 0
+    plan.output.args = (tuple(plan.results[:cut] + extra_results + plan.results[cut:]),)
+    plan.out_specs[:] = plan.out_specs[:cut] + extra_specs + plan.out_specs[cut:]
+
+
+def _whole_program(ep: ExportedProgram, plan: _Plan, state: _State) -> ExportedProgram:
+    """The expanded graph as a program: its signature and the added tensors."""
+    graph = ep.graph
+    graph.lint()
+    ep.graph_module.recompile()
+    input_specs = []
+    state_dict = dict(ep.state_dict)
+    constants = dict(ep.constants)
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            input_specs.append(state.created.get(node.name) or plan.specs[node.name])
+    for name, (tensor, persistent) in state.tensors.items():
+        (state_dict if persistent else constants)[name] = tensor
+    signature = type(ep.graph_signature)(input_specs=input_specs, output_specs=plan.out_specs)
+    return ExportedProgram(
+        root=ep.graph_module,
+        graph=graph,
+        graph_signature=signature,
+        state_dict=state_dict,
+        range_constraints=ep.range_constraints,
+        module_call_graph=ep.module_call_graph,
+        constants=constants,
+        verifiers=ep.verifiers,
+    )
 
 
 class _Releasing(torch.fx.Interpreter):

@@ -21,20 +21,11 @@ table of a width that is a multiple of the group) is gathered by edgeshare::embe
 from typing import Dict, Optional, Tuple
 
 import torch
-from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
-from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir import embedding_qc4w as _embedding_qc4w  # noqa: F401 (defines the int4 operator)
-from edgeshare.exir.quantize import (
-    QC4W_SCALES_SUFFIX,
-    QC4W_SCHEME,
-    QC4W_SUFFIX,
-    QC8W_SCALES_SUFFIX,
-    QC8W_SCHEME,
-    QC8W_SUFFIX,
-    QUANT_SCHEME_META,
-    gather_qc8w,
-    quantized,
-)
+from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
+from edgeshare.exir.fc_formats import QC4W, QC8W, format_for_option
+from edgeshare.exir.graph import lifted_inputs, lifted_tensor
+from edgeshare.exir.quantize import DEFAULT_GROUP_SIZE, QUANT_SCHEME_META, gather_qc8w, quantized
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
@@ -52,6 +43,12 @@ def embedding_qc8w(weight: torch.Tensor, scales: torch.Tensor, indices: torch.Te
 @embedding_qc8w.register_fake
 def _(weight, scales, indices):  # noqa: ANN001, ANN202
     return scales.new_empty((*indices.shape, weight.shape[1]))
+
+
+def _gathers() -> Dict[str, object]:
+    """Format scheme -> the operator gathering rows of a table stored in it."""
+    ops = torch.ops.edgeshare
+    return {QC8W.scheme: ops.embedding_qc8w.default, QC4W.scheme: ops.embedding_qc4w.default}
 
 
 def _pinned_float_table(ep: ExportedProgram, node: object) -> bool:
@@ -116,24 +113,21 @@ def quantize_embeddings(ep: ExportedProgram, group_size: Optional[int] = None) -
         if weight.name not in done:
             fqn = lifted_inputs(ep)[weight.name].fqn
             key = weight.meta.get(DATA_KEY_META, fqn)
-            int4 = weight.meta.get(QUANT_SCHEME_META) == QC4W_SCHEME
+            fmt = format_for_option(weight.meta.get(QUANT_SCHEME_META, QC8W.option))
             try:
-                if int4 and group_size is None:
-                    raise ValueError("marked int4 without a group size")
+                if fmt.grouped and group_size is None:
+                    raise ValueError(f"marked {fmt.option} without a group size")
                 table = lifted_tensor(ep, fqn)
-                q, scales = quantized(table, QC4W_SCHEME, group_size) if int4 else quantized(table, QC8W_SCHEME)
+                q, scales = quantized(table, fmt.option, group_size or DEFAULT_GROUP_SIZE)
             except ValueError as e:
                 raise ValueError(f"token embedding '{key}': {e}") from None
             tag = weight.meta[EXTERNAL_TAG_META]
-            scheme, suffix, scales_suffix = (
-                (QC4W_SCHEME, QC4W_SUFFIX, QC4W_SCALES_SUFFIX) if int4 else (QC8W_SCHEME, QC8W_SUFFIX, QC8W_SCALES_SUFFIX)
-            )
-            name = f"{weight.name}_{suffix[1:]}"
-            q_node = _add_constant(ep, weight, name, q, key + suffix, tag)
-            s_node = _add_constant(ep, q_node, f"{name}_scales", scales, key + scales_suffix, tag)
-            op = torch.ops.edgeshare.embedding_qc4w.default if int4 else torch.ops.edgeshare.embedding_qc8w.default
+            name = f"{weight.name}_{fmt.key_suffix[1:]}"
+            q_node = _add_constant(ep, weight, name, q, key + fmt.key_suffix, tag)
+            s_node = _add_constant(ep, q_node, f"{name}_scales", scales, key + fmt.scales_suffix, tag)
+            op = _gathers()[fmt.scheme]
             done[weight.name] = (q_node, s_node, op)
-            schemes[key] = scheme
+            schemes[key] = fmt.option
         q_node, s_node, op = done[weight.name]
         with ep.graph.inserting_before(node):
             gather = ep.graph.call_function(op, (q_node, s_node, indices))

@@ -181,10 +181,24 @@ class ExecutorchBackendConfig:
 
 
 class EdgeProgramManager:
-    """Edge programs by method name, before or after lowering."""
+    """Edge programs by method name, before or after lowering.
 
-    def __init__(self, programs: Dict[str, ExportedProgram]) -> None:
+    Args:
+      programs: method name -> edge program.
+      fallbacks: after lowering, weight key -> why the partitioner stored it in its format's
+        fallback (LoweredPrograms.fallbacks).
+      gathered_formats: after lowering, token embedding key -> the format option its gather reads.
+    """
+
+    def __init__(
+        self,
+        programs: Dict[str, ExportedProgram],
+        fallbacks: Optional[Mapping[str, str]] = None,
+        gathered_formats: Optional[Mapping[str, str]] = None,
+    ) -> None:
         self._programs = dict(programs)
+        self.fallbacks: Dict[str, str] = dict(fallbacks or {})
+        self.gathered_formats: Dict[str, str] = dict(gathered_formats or {})
 
     @property
     def methods(self) -> List[str]:
@@ -277,7 +291,8 @@ class EdgeProgramManager:
             partitioners = dict(partitioner)
         else:
             raise TypeError(f"to_backend needs a Partitioner or a dict of them, got {type(partitioner).__name__}")
-        return EdgeProgramManager(to_backend(self._programs, partitioners))
+        lowered = to_backend(self._programs, partitioners)
+        return EdgeProgramManager(lowered.programs, lowered.fallbacks, lowered.gathered_formats)
 
     def to_executorch(
         self, config: Optional[ExecutorchBackendConfig] = None, foundation_tag: Optional[str] = None

@@ -22,7 +22,7 @@ a PEFT type other than LoRA is an UnsupportedAdapterError; an adapter that does 
 import dataclasses
 import json
 import os
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
 import torch
 from edgeshare.exir._pipeline import check_out_dir
@@ -39,10 +39,8 @@ from edgeshare.exir.peft_options import (
     keep_foundation_bias,
     protect_foundation,
 )
+from edgeshare.exir.swappable import SwappableExportResult, export_swappable
 from torch import nn
-
-if TYPE_CHECKING:
-    from edgeshare.exir.swappable import SwappableExportResult
 
 __all__ = [
     "CausalLMLogits",
@@ -347,7 +345,7 @@ def export_hf_swappable(
     progress: Optional[Callable[[str], None]] = None,
     kv_dtype: Optional[torch.dtype] = None,
     full_logits: bool = False,
-) -> "SwappableExportResult":
+) -> SwappableExportResult:
     """export_hf_lora's inputs, written for adapter swapping (exir.swappable.export_swappable):
     out_dir/lora.pte (forward and forward_cached) shared by every adapter of the first adapter's
     structure (PEFT target modules, rank, alpha), out_dir/<name>.ptd with each such adapter's
@@ -357,8 +355,6 @@ def export_hf_swappable(
     Raises:
       As export_hf_lora.
     """
-    from edgeshare.exir.swappable import export_swappable  # noqa: PLC0415 (swappable imports lora)
-
     say = progress or (lambda line: None)
     check_out_dir(out_dir)
     inputs = _load_for_export("export_hf_swappable", model_dir, adapters, max_seq_len, say, kv_dtype, full_logits)

@@ -30,11 +30,13 @@ from edgeshare.exir.data_policy import (
     EXTERNAL_TAG_META,
     DataPolicy,
     FoundationDataPolicy,
+    LoraDataPolicy,
     canonical_name,
     foundation_tensors,
 )
 from edgeshare.exir.errors import AdapterMismatchError, ExportError, UnsupportedModelError
 from edgeshare.exir.export import ExecutorchBackendConfig, to_edge
+from edgeshare.exir.export_options import AdapterOptions, ExportOptions, OptionError
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.tensor_layout import digest_cache
@@ -48,6 +50,7 @@ __all__ = [
     "FoundationMismatchWarning",
     "LoRALinear",
     "LoraExportResult",
+    "adapter_models",
     "apply_lora",
     "check_adapter_name",
     "export_lora",
@@ -56,6 +59,8 @@ __all__ = [
 ]
 
 Adapter = Union[Mapping[str, torch.Tensor], nn.Module]
+# export_lora's layout keywords at their defaults (multi_method .. foundation_program).
+_DEFAULT_LAYOUT = (False, "lora", "foundation", None)
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -236,6 +241,9 @@ class LoraExportResult:
       adapter_keys: adapter name -> keys of its own weights in its .pte.
       modules: adapter name -> the eager model that was exported (for reference outputs).
       foundation_program: the .pte of the bare foundation (method "forward"), if one was written.
+      fallbacks: foundation weight key -> why it is stored in its format's fallback (the
+        partitioner's choice; exir/fc_formats.py).
+      gathered_formats: token embedding key -> the format option its gather reads.
     """
 
     files: Dict[str, int]
@@ -248,6 +256,8 @@ class LoraExportResult:
     adapter_keys: Dict[str, List[str]]
     modules: Dict[str, nn.Module]
     foundation_program: Optional[str] = None
+    fallbacks: Dict[str, str] = dataclasses.field(default_factory=dict)
+    gathered_formats: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def export_lora(
@@ -266,8 +276,12 @@ def export_lora(
     foundation_program: Optional[str] = None,
     progress: Optional[Callable[[str], None]] = None,
     extra_methods: Sequence[ExtraMethod] = (),
+    options: Optional[ExportOptions] = None,
 ) -> LoraExportResult:
     """Exports LoRA variants of one foundation: <foundation_tag>.ptd plus their programs.
+
+    The file layout (multi_method, program_name, foundation_tag, foundation_program, alpha) is an
+    ExportOptions: given as options (as tools/export_lora builds it), or as those keywords.
 
     Args:
       foundation: the bare foundation model.
@@ -292,6 +306,8 @@ def export_lora(
         (method "forward", every weight in <foundation_tag>.ptd); its entries decide the .ptd.
       progress: called with one line per step (export, lowering, writing).
       extra_methods: more methods of every program, beside "forward" (not with multi_method).
+      options: the layout as one ExportOptions (then those keywords keep their defaults); its
+        adapters.foundation_by "names" means LoraDataPolicy when data_policy is None.
 
     Returns:
       What was written: paths, sizes, shared and per-adapter bytes.
@@ -303,18 +319,29 @@ def export_lora(
         foundation_program.
       UnsupportedModelError: the foundation has no parameters, or a model cannot be exported.
       ExportError: programs put different bytes under one foundation key.
+      OptionError: options given with layout keywords, or a layout value it refuses.
 
     Warns:
       FoundationMismatchWarning: a weight of an adapter model has a foundation weight's name and
         shape but other bytes (it is kept with the adapter).
     """
+    layout = (multi_method, program_name, foundation_tag, foundation_program)
+    if options is None:
+        options = ExportOptions(*layout, adapters=AdapterOptions(alpha))
+    elif layout != _DEFAULT_LAYOUT or alpha is not None:
+        raise OptionError("export_lora: give the layout as options or as keywords, not both")
+    multi_method, program_name = options.multi_method, options.program_name
+    foundation_tag, foundation_program = options.foundation_tag, options.foundation_program
+    alpha = options.adapters.alpha
     _check_export_args(foundation, adapters, foundation_program)
     _check_extra_methods(extra_methods, multi_method)
     check_out_dir(out_dir)
     say = progress or (lambda line: None)
+    if data_policy is None and options.adapters.foundation_by == "names":
+        data_policy = LoraDataPolicy(foundation_tag)
     with digest_cache():
         policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
-        modules = _adapter_models(foundation, adapters, policy, alpha, foundation_tag)
+        modules = adapter_models(foundation, adapters, policy, alpha, foundation_tag)
         lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say, foundation_tag)
         shared = SharedData(foundation_tag, foundation_program)
         outputs: List[_Output] = []
@@ -339,6 +366,8 @@ def export_lora(
                 add(name, lowerer.lower(module, f"adapter '{name}'", policy, signatures[name]), [name])
         result = _write(outputs, shared, out_dir, lowerer.config, multi_method, say)
     result.modules = modules
+    result.fallbacks = dict(lowerer.fallbacks)
+    result.gathered_formats = dict(lowerer.gathered_formats)
     if foundation_program is not None:
         result.foundation_program = os.path.join(out_dir, f"{foundation_program}.pte")
     return result
@@ -440,14 +469,30 @@ def _write(
     )
 
 
-def _adapter_models(
+def adapter_models(
     foundation: nn.Module,
     adapters: Mapping[str, Adapter],
     policy: DataPolicy,
     alpha: Optional[float],
     foundation_tag: str,
 ) -> Dict[str, nn.Module]:
-    """Adapter name -> its model in eval mode (state dicts applied), each checked against policy."""
+    """Adapter name -> its model in eval mode (state dicts applied), each checked against policy.
+
+    Args:
+      foundation: the bare foundation model.
+      adapters: adapter name -> a state dict or a whole adapter model (as export_lora takes them).
+      policy: which weights are the foundation's.
+      alpha: LoRA alpha of state-dict adapters (None: alpha = rank).
+      foundation_tag: the foundation data file's stem, which no adapter may be named.
+
+    Returns:
+      The models, in the order given.
+
+    Raises:
+      AdapterNameError: an adapter name is not a file stem or is foundation_tag.
+      AdapterMismatchError: as export_lora.
+      TypeError: an adapter is neither a state dict nor a module.
+    """
     modules: Dict[str, nn.Module] = {}
     for name, adapter in adapters.items():
         check_adapter_name(name, foundation_tag)

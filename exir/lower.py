@@ -38,6 +38,7 @@ __all__ = [
     "BackendDetails",
     "CompileSpec",
     "LoweredBackendModule",
+    "LoweredPrograms",
     "PreprocessResult",
     "call_delegate",
     "get_backend",
@@ -397,9 +398,24 @@ def _check_results(backend_id: str, expected: Dict[str, List[Any]], results: Any
         raise LoweringError(f"{backend_id}.preprocess_multimethod returned unknown methods {sorted(extra)}")
 
 
-def to_backend(
-    programs: Dict[str, ExportedProgram], partitioners: Dict[str, Partitioner]
-) -> Dict[str, ExportedProgram]:
+@dataclasses.dataclass
+class LoweredPrograms:
+    """What to_backend returns.
+
+    Attributes:
+      programs: method name -> lowered program (partitions replaced by call_delegate nodes).
+      fallbacks: weight key -> why it is stored in its format's fallback, as the partitioners
+        chose (PartitionResult.fallbacks, in method order).
+      gathered_formats: token embedding key -> the format option its gather reads
+        (PartitionResult.gathered_formats).
+    """
+
+    programs: Dict[str, ExportedProgram]
+    fallbacks: Dict[str, str]
+    gathered_formats: Dict[str, str]
+
+
+def to_backend(programs: Dict[str, ExportedProgram], partitioners: Dict[str, Partitioner]) -> LoweredPrograms:
     """Partitions every method, preprocesses all partitions per backend at once, and lowers them.
 
     Args:
@@ -407,7 +423,7 @@ def to_backend(
       partitioners: method name -> partitioner; methods without one are left as they are.
 
     Returns:
-      method name -> lowered program (partitions replaced by call_delegate nodes).
+      The lowered programs and what the partitioners chose for the weights' formats.
 
     Raises:
       LoweringError: naming the method, when a partitioner or backend breaks the contract.
@@ -416,6 +432,8 @@ def to_backend(
     if unknown:
         raise LoweringError(f"partitioners given for unknown methods {sorted(unknown)} (methods: {sorted(programs)})")
     parts_by_method: Dict[str, List[_Partition]] = {m: [] for m in programs}
+    fallbacks: Dict[str, str] = {}
+    gathered_formats: Dict[str, str] = {}
     for method, ep in programs.items():
         partitioner = partitioners.get(method)
         if partitioner is None:
@@ -427,6 +445,8 @@ def to_backend(
             raise LoweringError(
                 f"method '{method}': {type(partitioner).__name__}.partition did not return a PartitionResult"
             )
+        fallbacks.update(result.fallbacks)
+        gathered_formats.update(result.gathered_formats)
         tagged = result.tagged_exported_program
         if tagged is not ep:
             programs = dict(programs)
@@ -485,4 +505,4 @@ def to_backend(
                 )
             )
         lowered_programs[method] = _replace_partitions(ep, method, parts, modules)
-    return lowered_programs
+    return LoweredPrograms(lowered_programs, fallbacks, gathered_formats)

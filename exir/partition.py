@@ -46,10 +46,16 @@ class PartitionResult:
     Attributes:
       tagged_exported_program: the program whose nodes carry node.meta[DELEGATION_TAG].
       partition_tags: tag -> DelegationSpec for every tag used.
+      fallbacks: weight key -> why it is stored in its format's fallback (exir/fc_formats.py),
+        for the weights a partitioner chose that for.
+      gathered_formats: token embedding key -> the format option its gather outside the
+        delegate reads, for the tables a partitioner rewrote.
     """
 
     tagged_exported_program: ExportedProgram
     partition_tags: Dict[str, DelegationSpec]
+    fallbacks: Dict[str, str] = dataclasses.field(default_factory=dict)
+    gathered_formats: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class Partitioner:

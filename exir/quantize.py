@@ -34,7 +34,18 @@ group, which is exact in float32).
 from typing import Callable, Optional, Tuple
 
 import torch
+from edgeshare.exir._quantizers import pack_int4, quantize_qc4w, quantize_qc8w, unpack_int4
 from edgeshare.exir._resident import release
+from edgeshare.exir.fc_formats import (
+    OUTPUT_LAYER_NAMES,
+    QC4W,
+    QC8W,
+    FcFormat,
+    format_for_option,
+    foundation_format,
+    is_output_layer,
+    quantized_formats,
+)
 from edgeshare.exir.tensor_layout import derived
 from torch import nn
 
@@ -67,42 +78,20 @@ __all__ = [
     "unpack_int4",
 ]
 
-QC8W_SCHEME = "int8"
-QC4W_SCHEME = "int4"
-QUANTIZE_SCHEMES: Tuple[str, ...] = ("none", QC8W_SCHEME, QC4W_SCHEME)
-GROUP_SIZES: Tuple[int, ...] = (32, 64, 128)
-DEFAULT_GROUP_SIZE = 32
-# A Linear of one of these names is the model's output layer: int8 under the int4 scheme unless
-# asked otherwise, as llama.cpp's 4-bit mixes keep the output layer at 6-8 bits.
-OUTPUT_LAYER_NAMES: Tuple[str, ...] = ("lm_head", "output", "embed_out")
-QC4W_SUFFIX = ".qc4w"
-QC4W_SCALES_SUFFIX = ".qc4w.scales"
-# "<key>.qc8w" cannot be another weight's key: "<key>" is a tensor, so no module is called
-# "<key>" and no parameter "<key>.qc8w" exists.
-QC8W_SUFFIX = ".qc8w"
-QC8W_SCALES_SUFFIX = ".qc8w.scales"
+# The option values and key suffixes of the quantized formats, as their rows (exir/fc_formats.py)
+# spell them.
+QC8W_SCHEME = QC8W.option
+QC4W_SCHEME = QC4W.option
+QUANTIZE_SCHEMES: Tuple[str, ...] = ("none", *(f.option for f in quantized_formats()))
+GROUP_SIZES: Tuple[int, ...] = QC4W.group_sizes
+DEFAULT_GROUP_SIZE = GROUP_SIZES[0]
+QC4W_SUFFIX = QC4W.key_suffix
+QC4W_SCALES_SUFFIX = QC4W.scales_suffix
+QC8W_SUFFIX = QC8W.key_suffix
+QC8W_SCALES_SUFFIX = QC8W.scales_suffix
 # Placeholder meta under the int4 scheme: the scheme ("int4" or "int8") a pinned foundation weight
 # is stored in (set by the XNNPACK partitioner, read by its preprocess and by quantize_embeddings).
 QUANT_SCHEME_META = "edgeshare_quant_scheme"
-
-
-def quantize_qc8w(weight: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Quantizes a float [out, in] weight to int8 per output row.
-
-    Args:
-      weight: a finite float32 tensor of rank 2.
-
-    Returns:
-      (int8 [out, in], float32 scales [out]), contiguous.
-
-    Raises:
-      ValueError: the weight is not a finite float32 matrix.
-    """
-    w = _check_weight("quantize_qc8w", weight)
-    scales = (w.abs().amax(dim=1) / 127.0).to(torch.float32)
-    safe = torch.where(scales > 0, scales, torch.ones_like(scales))
-    q = torch.round(w / safe[:, None]).clamp_(-127, 127).to(torch.int8)
-    return q.contiguous(), scales.contiguous()
 
 
 def dequantize_qc8w(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
@@ -122,64 +111,6 @@ def gather_qc8w(q: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) ->
       float32 [..., d].
     """
     return q[indices].to(torch.float32) * scales[indices].unsqueeze(-1)
-
-
-def _check_weight(what: str, weight: torch.Tensor) -> torch.Tensor:
-    if weight.dtype != torch.float32 or weight.dim() != 2:
-        raise ValueError(f"{what}: takes a float32 matrix, got {weight.dtype} of shape {tuple(weight.shape)}")
-    w = weight.detach()
-    if not bool(torch.isfinite(w).all()):
-        raise ValueError(f"{what}: the weight has a NaN or an infinity")
-    return w
-
-
-def pack_int4(q: torch.Tensor) -> torch.Tensor:
-    """Packs int8 values in [-8, 7] of shape [out, in] (in even) two to a byte: uint8 [out, in / 2],
-    element 2j in the low nibble of byte j and 2j + 1 in the high one."""
-    nibbles = (q.to(torch.int16) & 0xF).to(torch.uint8)
-    return (nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)).contiguous()
-
-
-def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
-    """pack_int4's inverse: int8 [out, 2 * bytes] in [-8, 7]."""
-    b = packed.to(torch.int16)
-    lo, hi = b & 0xF, (b >> 4) & 0xF
-    q = torch.stack([lo, hi], dim=-1).reshape(packed.shape[0], -1)
-    return torch.where(q >= 8, q - 16, q).to(torch.int8)
-
-
-def quantize_qc4w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Quantizes a float [out, in] weight to signed 4-bit values in groups along the input dim.
-
-    Args:
-      weight: a finite float32 tensor of rank 2 whose input size is a multiple of group_size.
-      group_size: one of GROUP_SIZES.
-
-    Returns:
-      (uint8 [out, in / 2] packed as pack_int4, float16 scales [out, in / group_size]), contiguous.
-
-    Raises:
-      ValueError: the weight is not a finite float32 matrix, its input size is not a multiple of
-        the group size, or a group's scale is beyond float16's range.
-    """
-    w = _check_weight("quantize_qc4w", weight)
-    if group_size not in GROUP_SIZES:
-        raise ValueError(f"quantize_qc4w: group size must be one of {GROUP_SIZES}, got {group_size}")
-    out, k = w.shape
-    if k % group_size:
-        raise ValueError(f"quantize_qc4w: input size {k} is not a multiple of the group size {group_size}")
-    groups = w.reshape(out, k // group_size, group_size)
-    scale32 = groups.abs().amax(dim=-1) / 7.5
-    scales = scale32.to(torch.float16)
-    if bool(torch.isinf(scales).any()):
-        raise ValueError("quantize_qc4w: a group's scale max|w| / 7.5 is beyond float16's range")
-    inv16 = 1.0 / scales  # float16, as torchao computes it
-    finite = torch.isfinite(inv16) & (scales > 0)
-    s32 = scales.to(torch.float32)
-    inv = torch.where(finite, inv16.to(torch.float32), 1.0 / torch.where(scales > 0, s32, torch.ones_like(s32)))
-    q = torch.round(groups * inv[..., None]).clamp_(-8, 7)
-    q = torch.where((scales > 0)[..., None], q, torch.zeros_like(q)).to(torch.int8).reshape(out, k)
-    return pack_int4(q), scales.contiguous()
 
 
 # Rows quantize() handles at a time: each row's values depend on that row alone, and blocks keep the
@@ -208,22 +139,27 @@ def quantized(
     Raises:
       ValueError: as quantize_qc8w or quantize_qc4w, or an unknown scheme.
     """
-    if scheme not in (QC8W_SCHEME, QC4W_SCHEME):
-        raise ValueError(f"quantized: scheme must be {QC8W_SCHEME} or {QC4W_SCHEME}, got {scheme}")
-    int4 = scheme == QC4W_SCHEME
+    fmt = _quantized_format(scheme)
 
     def make(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        one = (lambda rows: quantize_qc4w(rows, group_size)) if int4 else quantize_qc8w
         if w.dtype != torch.float32 or w.dim() != 2 or w.shape[0] <= block_rows:
-            parts = [one(w)]
+            parts = [fmt.quantize(w, group_size)]
         else:
-            parts = [one(w[start : start + block_rows]) for start in range(0, w.shape[0], block_rows)]
+            starts = range(0, w.shape[0], block_rows)
+            parts = [fmt.quantize(w[start : start + block_rows], group_size) for start in starts]
         release(w)
         if len(parts) == 1:
             return parts[0]
         return torch.cat([q for q, _ in parts]), torch.cat([scales for _, scales in parts])
 
-    return derived(weight.detach(), (scheme, group_size if int4 else None), make)
+    return derived(weight.detach(), (fmt.option, fmt.group(group_size) or None), make)
+
+
+def _quantized_format(scheme: str) -> FcFormat:
+    options = [f.option for f in quantized_formats()]
+    if scheme not in options:
+        raise ValueError(f"quantized: scheme must be one of {options}, got {scheme}")
+    return format_for_option(scheme)
 
 
 def dequantize_qc4w(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
@@ -391,12 +327,6 @@ def _is_adapter_linear(name: str) -> bool:
     return any(p.startswith("lora_") or p in ("lora_a", "lora_b") for p in parts)
 
 
-def is_output_layer(key: str) -> bool:
-    """Whether a weight key ("lm_head.weight", "model.output.weight") is an output layer's."""
-    parts = key.split(".")
-    return len(parts) >= 2 and parts[-2] in OUTPUT_LAYER_NAMES
-
-
 def int4_reference(
     model: nn.Module,
     group_size: int = DEFAULT_GROUP_SIZE,
@@ -420,26 +350,19 @@ def int4_reference(
     """
     keep = is_foundation or (lambda name: not _is_adapter_linear(name))
     tables = {id(m.weight) for _, m in model.named_modules() if isinstance(m, nn.Embedding)}
-    int4 = [
-        n
-        for n, m in model.named_modules()
-        if isinstance(m, nn.Linear)
-        and n
-        and keep(n)
-        and id(m.weight) not in tables
-        and m.in_features % group_size == 0
-        and (lm_head == QC4W_SCHEME or not is_output_layer(n + ".weight"))
-    ]
     linears = {id(m.weight) for _, m in model.named_modules() if isinstance(m, nn.Linear)}
-    int4 += [
-        n
-        for n, m in model.named_modules()
-        if isinstance(m, nn.Embedding)
-        and n
-        and keep(n)
-        and id(m.weight) not in linears
-        and m.embedding_dim % group_size == 0
-    ]
+    output_layer = format_for_option(lm_head)
+    int4 = []
+    for n, m in model.named_modules():
+        if not n or not keep(n) or not isinstance(m, (nn.Linear, nn.Embedding)):
+            continue
+        gathered = isinstance(m, nn.Embedding)
+        in_size = m.embedding_dim if gathered else m.in_features
+        fmt, _ = foundation_format(
+            QC4W, n + ".weight", in_size, group_size, output_layer, id(m.weight) in tables, id(m.weight) in linears
+        )
+        if fmt is QC4W:
+            int4.append(n)
     for name in int4:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model

@@ -179,7 +179,7 @@ def test_output_layer_tied_table_and_short_inputs_stay_int8_and_say_why(tmp_path
     foundation = _TinyLM(tied).eval()
     inputs = (torch.tensor([[3, 60, 0, 17, 3]]),)
     partitioner = XnnpackPartitioner(quantize="int4", group_size=64)
-    export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path), partitioner)
+    result = export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path), partitioner)
     ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
     assert [k for k in ptd.named_data if k.endswith(".qc4w")] == ["down.weight.qc4w"]
     assert "up.weight.qc8w" in ptd.named_data and "embed.weight.qc8w" in ptd.named_data
@@ -190,8 +190,8 @@ def test_output_layer_tied_table_and_short_inputs_stay_int8_and_say_why(tmp_path
     else:
         want["lm_head.weight"] = "output layer"
         want["embed.weight"] = "embedding width 32 is not a multiple of the group size 64"
-    assert partitioner.int8_fallbacks == want
-    assert partitioner.embedding_schemes == {"embed.weight": "int8"}
+    assert result.fallbacks == want
+    assert result.gathered_formats == {"embed.weight": "int8"}
     # The int8 entries are the int8 scheme's bytes; the eager reference makes the same choices.
     q, _ = quantize_qc8w(foundation.up.weight.detach())
     assert ptd.named_data["up.weight.qc8w"].data == q.numpy().tobytes()
@@ -207,12 +207,12 @@ def test_lm_head_int4_on_request(tmp_path):
     foundation = _TinyLM(tied=False).eval()
     partitioner = XnnpackPartitioner(quantize="int4", group_size=32, lm_head="int4")
     inputs = (torch.tensor([[1, 2, 3]]),)
-    export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path), partitioner)
+    result = export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path), partitioner)
     ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
     assert sorted(k for k in ptd.named_data if k.endswith(".qc4w")) == [
         "down.weight.qc4w", "embed.weight.qc4w", "lm_head.weight.qc4w", "up.weight.qc4w",
     ]  # fmt: skip
-    assert partitioner.int8_fallbacks == {}
+    assert result.fallbacks == {}
     model = int4_reference(copy.deepcopy(foundation), group_size=32, lm_head="int4")
     assert type(model.lm_head).__name__ == "_Int4Linear"
 
@@ -227,7 +227,7 @@ def test_untied_embedding_is_int4_equal_to_torchao_and_its_gather_reads_only_tho
     foundation = _TinyLM(tied=False).eval()
     inputs = (torch.tensor([[3, 60, 0, 17, 3]]),)
     partitioner = XnnpackPartitioner(quantize="int4", group_size=32)
-    export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path / "own"), partitioner)
+    result = export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path / "own"), partitioner)
     ptd = _ptd(os.path.join(tmp_path, "own", "foundation.ptd"))
     table = foundation.embed.weight.detach()
     want_q, want_scales = _torchao(table, 32)
@@ -238,8 +238,8 @@ def test_untied_embedding_is_int4_equal_to_torchao_and_its_gather_reads_only_tho
     assert scales.data == want_scales.numpy().tobytes()
     # No other copy of the table: neither float32 nor int8.
     assert not [k for k in ptd.named_data if k.startswith("embed.") and not k.startswith("embed.weight.qc4w")]
-    assert partitioner.embedding_schemes == {"embed.weight": "int4"}
-    assert partitioner.int8_fallbacks == {"lm_head.weight": "output layer"}
+    assert result.gathered_formats == {"embed.weight": "int4"}
+    assert result.fallbacks == {"lm_head.weight": "output layer"}
     ops = _operators(os.path.join(tmp_path, "own", "lora_a.pte"))
     assert "edgeshare::embedding_qc4w" in ops and "edgeshare::embedding_qc8w" not in ops
     # The eager reference gathers the same dequantized rows.

@@ -33,10 +33,10 @@ from edgeshare.exir._pipeline import (
     OutputFiles,
     SharedData,
     check_out_dir,
-    module_weights,
     structure_signature,
 )
 from edgeshare.exir._serialize import with_foundation_digest, write_ptd
+from edgeshare.exir._weights import module_weights
 from edgeshare.exir.data_policy import (
     DATA_KEY_META,
     EXTERNAL_TAG_META,
@@ -130,6 +130,9 @@ class SwappableExportResult:
       adapter_keys: the keys every adapter .ptd holds (equal across them).
       own_programs: adapter name -> its own .pte, for adapters of another structure.
       modules: adapter name -> the eager model that was exported.
+      fallbacks: foundation weight key -> why it is stored in its format's fallback (the
+        partitioner's choice; exir/fc_formats.py).
+      gathered_formats: token embedding key -> the format option its gather reads.
     """
 
     files: Dict[str, int]
@@ -140,6 +143,8 @@ class SwappableExportResult:
     adapter_keys: List[str]
     own_programs: Dict[str, str]
     modules: Dict[str, nn.Module]
+    fallbacks: Dict[str, str] = dataclasses.field(default_factory=dict)
+    gathered_formats: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def export_swappable(
@@ -302,5 +307,14 @@ def _write(
         sizes = files.commit()
     keys = sorted(next(iter(adapter_entries.values())), key=lambda k: k.encode("utf-8"))  # the file's order
     return SwappableExportResult(
-        sizes, foundation_path, foundation_program, swappable_program, adapter_files, keys, own_programs, modules
+        sizes,
+        foundation_path,
+        foundation_program,
+        swappable_program,
+        adapter_files,
+        keys,
+        own_programs,
+        modules,
+        dict(lowerer.fallbacks),
+        dict(lowerer.gathered_formats),
     )

@@ -37,18 +37,18 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, TextIO, Tuple
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, TextIO, Tuple, Union
 
 import numpy as np
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir._pipeline import check_out_dir
-from edgeshare.exir._serialize.ptd import read_ptd_index
-from edgeshare.exir.data_policy import FoundationDataPolicy, LoraDataPolicy
+from edgeshare.exir import check_out_dir, read_ptd_index
+from edgeshare.exir.data_policy import FoundationDataPolicy
 from edgeshare.exir.errors import ExportError
+from edgeshare.exir.export_options import AdapterOptions, ExportOptions, QuantizationOptions
+from edgeshare.exir.fc_formats import FC_FORMATS, fc_format, format_for_option, quantized_formats, unquantized_formats
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
-from edgeshare.exir.lora import LoraExportResult, _adapter_models, export_lora
-from edgeshare.exir.quantize import DEFAULT_GROUP_SIZE, GROUP_SIZES, QC4W_SCHEME, QC8W_SCHEME, QUANTIZE_SCHEMES
+from edgeshare.exir.lora import LoraExportResult, adapter_models, export_lora
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
 from edgeshare.exir.tokenizer_files import read_tokenizer_files, write_tokenizer_files
 
@@ -290,14 +290,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", action="store_true", help="also write example inputs and eager outputs (.npy)")
     parser.add_argument(
         "--fc-weight-dtype",
-        choices=("fp32", "fp16"),
-        default="fp32",
+        choices=[f.option for f in unquantized_formats()],
+        default=unquantized_formats()[0].option,
         help="dtype of stored fully connected weights (fp16: half the bytes, within a documented "
         "tolerance; see backends/xnnpack/partitioner.py)",
     )
     parser.add_argument(
         "--quantize",
-        choices=QUANTIZE_SCHEMES,
+        choices=["none", *(f.option for f in quantized_formats())],
         default="none",
         help="int8: every foundation Linear weight (lm_head included) as int8 per output row with "
         "float32 scales, run by the delegate's int8 kernels; int4: signed 4-bit in groups along the "
@@ -308,13 +308,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--group-size",
         type=int,
-        choices=GROUP_SIZES,
+        choices=[g for f in quantized_formats() for g in f.group_sizes],
         default=None,
-        help=f"with --quantize int4: the group along the input dim (default {DEFAULT_GROUP_SIZE})",
+        help=f"with --quantize int4: the group along the input dim (default {QuantizationOptions().group})",
     )
     parser.add_argument(
         "--lm-head",
-        choices=(QC8W_SCHEME, QC4W_SCHEME),
+        choices=[f.option for f in quantized_formats()],
         default=None,
         help="with --quantize int4: the output layer's scheme (default int8)",
     )
@@ -368,8 +368,9 @@ def swappable_report(result: SwappableExportResult) -> str:
 
 
 def _export_swappable(
-    args: argparse.Namespace, out_dir: str, progress: Callable[[str], None], partitioner: XnnpackPartitioner
+    args: argparse.Namespace, options: ExportOptions, out_dir: str, progress: Callable[[str], None]
 ) -> SwappableExportResult:
+    partitioner = XnnpackPartitioner(options=options.quantization)
     if args.hf_model is not None:
         _quiet_transformers()
         return export_hf_swappable(
@@ -385,27 +386,27 @@ def _export_swappable(
     spec = args.model or DEMO
     foundation, adapters, inputs = _unpack(load_model_function(spec)(), spec)
     policy = FoundationDataPolicy(foundation)
-    modules = _adapter_models(foundation, adapters, policy, None, policy.foundation_tag)
+    modules = adapter_models(foundation, adapters, policy, None, policy.foundation_tag)
     return export_swappable(foundation, modules, inputs, out_dir, partitioner, policy, progress=progress)
 
 
 _KV_DTYPES = {"fp32": None, "fp16": torch.float16}
 
-# TensorLayout.scalar_type -> the name the summary gives its bytes.
-# uint8 entries are int4 weights packed two to a byte (the only uint8 entries an export writes).
-_FORMAT_NAMES = {0: "int4", 1: "int8", 5: "fp16", 6: "fp32"}
+# TensorLayout.scalar_type -> the name the summary gives its bytes: each format row's stored type
+# (uint8 entries are int4 weights packed two to a byte, the only uint8 entries an export writes).
+_FORMAT_NAMES = {f.scalar_type: f.option for f in FC_FORMATS}
 
 
-def _partitioner(args: argparse.Namespace) -> XnnpackPartitioner:
-    if args.quantize != "none" and args.fc_weight_dtype != "fp32":
-        raise ExportError("--quantize cannot be combined with --fc-weight-dtype fp16")
-    if args.quantize != QC4W_SCHEME and (args.group_size is not None or args.lm_head is not None):
-        raise ExportError("--group-size and --lm-head apply to --quantize int4")
-    return XnnpackPartitioner(
-        fc_weight_dtype=args.fc_weight_dtype,
-        quantize=args.quantize,
-        group_size=args.group_size or DEFAULT_GROUP_SIZE,
-        lm_head=args.lm_head or QC8W_SCHEME,
+def export_options(args: argparse.Namespace) -> ExportOptions:
+    """The ExportOptions the flags ask for (checked as it is made).
+
+    Raises:
+      OptionError: a value or combination the options refuse, naming the flags.
+    """
+    quantization = QuantizationOptions(args.fc_weight_dtype, args.quantize, args.group_size, args.lm_head)
+    adapters = AdapterOptions(foundation_by=args.foundation_by, swappable=args.swappable)
+    return ExportOptions(
+        multi_method=args.methods, program_name=args.name, quantization=quantization, adapters=adapters
     )
 
 
@@ -420,25 +421,32 @@ def format_bytes(ptd_path: str) -> str:
     return f"{os.path.basename(ptd_path)} by format: {', '.join(parts)}"
 
 
+def formats_report(result: Union[LoraExportResult, SwappableExportResult], options: QuantizationOptions) -> str:
+    """Lines on the weights a quantized export stores in another format than asked, and on the
+    formats of the token embeddings gathered outside the delegate ("" when there are none)."""
+    lines = []
+    requested = options.quantized_format
+    for key, why in result.fallbacks.items():
+        lines.append(f"{fc_format(requested.fallback).option}, not {requested.option}: {key} ({why})")
+    for key, option in result.gathered_formats.items():
+        grouped = format_for_option(option).grouped
+        lines.append(f"token embedding: {key} {option}" + (f", groups of {options.group}" if grouped else ""))
+    return "".join("\n" + line for line in lines)
+
+
 def _check_swappable_flags(args: argparse.Namespace) -> None:
     if args.kv_dtype != "fp32" and args.hf_model is None:
         raise ExportError("--kv-dtype applies to --hf-model exports (their forward_cached method)")
     if args.full_logits and args.hf_model is None:
         raise ExportError("--full-logits applies to --hf-model exports (their forward_cached method)")
-    if not args.swappable:
-        return
-    for flag, given in (
-        ("--methods", args.methods),
-        ("--reference", args.reference),
-        ("--foundation-by names", args.foundation_by == "names"),
-    ):
-        if given:
-            raise ExportError(f"{flag} cannot be combined with --swappable")
+    if args.swappable and args.reference:
+        raise ExportError("--reference cannot be combined with --swappable")
 
 
 def _export(
-    args: argparse.Namespace, out_dir: str, progress: Callable[[str], None], partitioner: XnnpackPartitioner
+    args: argparse.Namespace, options: ExportOptions, out_dir: str, progress: Callable[[str], None]
 ) -> Tuple[LoraExportResult, List[str]]:
+    partitioner = XnnpackPartitioner(options=options.quantization)
     if args.hf_model is not None:
         adapters = parse_adapters(args.adapter)
         _quiet_transformers()
@@ -461,10 +469,8 @@ def _export(
         inputs,
         out_dir,
         partitioner,
-        multi_method=args.methods,
-        program_name=args.name,
-        data_policy=LoraDataPolicy() if args.foundation_by == "names" else None,
         progress=progress,
+        options=options,
     )
     return result, write_reference(result, inputs, out_dir) if args.reference else []
 
@@ -479,21 +485,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         _check_hf_flags(args)
         _check_swappable_flags(args)
+        options = export_options(args)
         check_out_dir(out_dir)
         # The model's tokenizer and generation_config.json go beside the programs (checked first).
         text = read_tokenizer_files(_user_path(args.hf_model)) if args.hf_model is not None else None
-        partitioner = _partitioner(args)
+        result: Union[LoraExportResult, SwappableExportResult]
         if args.swappable:
-            swapped = _export_swappable(args, out_dir, progress, partitioner)
-            summary, foundation = swappable_report(swapped), swapped.foundation_path
+            result = _export_swappable(args, options, out_dir, progress)
+            summary = swappable_report(result)
         else:
-            exported = _export(args, out_dir, progress, partitioner)
-            summary, foundation = report(*exported), exported[0].foundation_path
-        summary += "\n" + format_bytes(os.path.join(out_dir, foundation))
-        summary += "".join(f"\nint8, not int4: {key} ({why})" for key, why in partitioner.int8_fallbacks.items())
-        group = args.group_size or DEFAULT_GROUP_SIZE
-        for key, scheme in partitioner.embedding_schemes.items():
-            summary += f"\ntoken embedding: {key} {scheme}" + (f", groups of {group}" if scheme == QC4W_SCHEME else "")
+            result, extra = _export(args, options, out_dir, progress)
+            summary = report(result, extra)
+        summary += "\n" + format_bytes(os.path.join(out_dir, result.foundation_path))
+        summary += formats_report(result, options.quantization)
         if text is not None and text.contents:
             written = write_tokenizer_files(text, out_dir, progress)
             summary += "\ntokenizer and generation config: " + ", ".join(os.path.basename(p) for p in written)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
+from edgeshare.exir.export_options import AdapterOptions, ExportOptions, QuantizationOptions
 from edgeshare.exir.tensor_layout import tensor_bytes
 from edgeshare.models import lora_variants
 from edgeshare.testing.run_binary import run_programs
@@ -87,6 +88,21 @@ def test_group_size_without_int4_is_a_clear_error(tmp_path, capsys):
     assert export_lora.main(["--out", str(tmp_path), "--quantize", "int8", "--group-size", "64"]) == 1
     assert "--group-size and --lm-head apply to --quantize int4" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "foundation.ptd")
+
+
+def test_flags_build_the_export_options_the_python_api_takes():
+    args = export_lora._parser().parse_args(
+        ["--quantize", "int4", "--group-size", "64", "--lm-head", "int4", "--methods", "--name", "all"]
+    )
+    assert export_lora.export_options(args) == ExportOptions(
+        multi_method=True,
+        program_name="all",
+        quantization=QuantizationOptions(quantize="int4", group_size=64, lm_head="int4"),
+    )
+    swappable = export_lora._parser().parse_args(["--swappable", "--fc-weight-dtype", "fp16"])
+    assert export_lora.export_options(swappable) == ExportOptions(
+        quantization=QuantizationOptions(fc_weight_dtype="fp16"), adapters=AdapterOptions(swappable=True)
+    )
 
 
 def test_quantize_with_fp16_weights_is_a_clear_error(tmp_path, capsys):

@@ -17,7 +17,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xg
-from edgeshare.exir._serialize import PtdFile, PteFile, deserialize_ptd, deserialize_pte
+from edgeshare.exir import PtdFile, PteFile, deserialize_ptd, deserialize_pte
 from edgeshare.exir.errors import SerializationError
 from edgeshare.schema import program_generated as pg
 

@@ -10,7 +10,7 @@ from typing import List, Tuple
 
 import numpy as np
 import torch
-from edgeshare.exir._serialize import deserialize_ptd
+from edgeshare.exir import deserialize_ptd
 from edgeshare.testing.generate_binary import generate_binary_path
 
 

@@ -39,25 +39,30 @@ embedding and lm_head hold one int8 entry. Adapter weights stay float32.
 int4 foundation weights (`XnnpackPartitioner(quantize="int4", group_size=32)`): as int8, but each
 such linear's weight is signed 4-bit in groups of group_size along the input dim with float16
 scales (scheme qc4w) under "<key>.qc4w" and "<key>.qc4w.scales", except int8 (qc8w) for the
-output layer (exir/quantize.py's OUTPUT_LAYER_NAMES; lm_head="int4" makes it int4 too), for a
+output layer (exir/fc_formats.py's OUTPUT_LAYER_NAMES; lm_head="int4" makes it int4 too), for a
 weight tied to the token embedding (one int8 entry serves both) and for a weight whose input size
 is not a multiple of the group size. An untied token embedding is int4 too, under the same
 "<key>.qc4w" entries, gathered outside the delegate one row at a time by edgeshare::embedding_qc4w
 (exir/embedding_qc4w.py); it stays int8 per row when tied (the int8 entry serves both) or when
-its width is not a multiple of the group size. The partitioner records the scheme of each
-foundation weight on its placeholder (QUANT_SCHEME_META), the int8 ones with their reason in
-`int8_fallbacks`, and the scheme of each gathered table in `embedding_schemes`.
+its width is not a multiple of the group size. These choices are exir/fc_formats.py's
+(`foundation_format`; each format's key suffixes, quantizer and fallback are its row's). The
+partitioner records the format of each foundation weight on its placeholder (QUANT_SCHEME_META)
+and returns the int8 ones with their reason (PartitionResult.fallbacks) and the format of each
+gathered table (PartitionResult.gathered_formats).
 
 Supported ops (one line per row of the registry):
 """
 
 import operator
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional
 
 import torch
 from edgeshare.backends.xnnpack import op_rows
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
+from edgeshare.exir.embedding_qc8w import quantize_embeddings
+from edgeshare.exir.export_options import OptionError, QuantizationOptions
+from edgeshare.exir.fc_formats import F32, FcFormat, foundation_format
 from edgeshare.exir.graph import is_lifted, lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import (
     DelegationSpec,
@@ -65,29 +70,18 @@ from edgeshare.exir.partition import (
     PartitionResult,
     tag_supported_nodes,
 )
-from edgeshare.exir.embedding_qc8w import quantize_embeddings
-from edgeshare.exir.quantize import (
-    DEFAULT_GROUP_SIZE,
-    GROUP_SIZES,
-    QC4W_SCHEME,
-    QC8W_SCHEME,
-    QUANT_SCHEME_META,
-    QUANTIZE_SCHEMES,
-    is_output_layer,
-)
+from edgeshare.exir.quantize import QUANT_SCHEME_META
 from torch.export import ExportedProgram
 
-__all__ = ["FP16_TOLERANCE", "QUANT_SCHEME_META", "XnnpackPartitioner", "is_lifted_weight"]
+__all__ = ["FP16_TOLERANCE", "QUANT_SCHEME_META", "QuantizationOptions", "XnnpackPartitioner", "is_lifted_weight"]
 
 BACKEND_ID = "XnnpackBackend"
 MAX_RANK = op_rows.MAX_RANK
 
-# The compile spec that carries the option to preprocess (absent: fp32, the default).
+# The compile specs that carry QuantizationOptions to preprocess, each absent at its default: the
+# unquantized format's option, the quantized format's option, a grouped format's group size.
 FC_WEIGHT_DTYPE_SPEC = "fc_weight_dtype"
-FC_WEIGHT_DTYPES = ("fp32", "fp16")
-# The compile spec of the foundation's quantization (absent: none).
 QUANTIZE_SPEC = "quantize"
-# The compile spec of the int4 scheme's group size (absent: DEFAULT_GROUP_SIZE).
 GROUP_SIZE_SPEC = "group_size"
 
 # The documented error bound of fc_weight_dtype="fp16" against torch eager in float32:
@@ -145,46 +139,36 @@ class XnnpackPartitioner(Partitioner):
         as int4 in groups with float16 scales (int8 for the output layer, a weight tied to the
         embedding, and an input size that is not a multiple of the group); adapter weights and
         biases stay float32.
-      group_size: the int4 group along the input dim, one of GROUP_SIZES.
-      lm_head: "int8" (default) or "int4", the output layer's scheme under quantize="int4".
+      group_size: the int4 group along the input dim, one of its row's group sizes (None: the first).
+      lm_head: "int8" (default) or "int4", the output layer's format under quantize="int4".
+      options: the four above as one QuantizationOptions (then they are not given).
 
     Raises:
-      ValueError: fc_weight_dtype is not "fp32" or "fp16", quantize is not one of
-        QUANTIZE_SCHEMES, both ask for a change, or group_size or lm_head is not allowed.
+      OptionError: (a ValueError) as QuantizationOptions, or options given with the others.
     """
 
     def __init__(
         self,
         is_supported_override: Optional[Callable[[torch.fx.Node], bool]] = None,
-        fc_weight_dtype: str = "fp32",
+        fc_weight_dtype: str = F32.option,
         quantize: str = "none",
-        group_size: int = DEFAULT_GROUP_SIZE,
-        lm_head: str = QC8W_SCHEME,
+        group_size: Optional[int] = None,
+        lm_head: Optional[str] = None,
+        *,
+        options: Optional[QuantizationOptions] = None,
     ) -> None:
-        if fc_weight_dtype not in FC_WEIGHT_DTYPES:
-            raise ValueError(
-                f"XnnpackPartitioner: fc_weight_dtype must be one of {FC_WEIGHT_DTYPES}, got {fc_weight_dtype!r}"
+        given = QuantizationOptions(fc_weight_dtype, quantize, group_size, lm_head)
+        if options is not None and given != QuantizationOptions():
+            raise OptionError(
+                "XnnpackPartitioner: pass options or fc_weight_dtype/quantize/group_size/lm_head, not both"
             )
-        if quantize not in QUANTIZE_SCHEMES:
-            raise ValueError(f"XnnpackPartitioner: quantize must be one of {QUANTIZE_SCHEMES}, got {quantize!r}")
-        if quantize != "none" and fc_weight_dtype != "fp32":
-            raise ValueError("XnnpackPartitioner: quantize and fc_weight_dtype cannot both change the weights")
-        if group_size not in GROUP_SIZES:
-            raise ValueError(f"XnnpackPartitioner: group_size must be one of {GROUP_SIZES}, got {group_size!r}")
-        if lm_head not in (QC8W_SCHEME, QC4W_SCHEME):
-            raise ValueError(f"XnnpackPartitioner: lm_head must be 'int8' or 'int4', got {lm_head!r}")
         self._override = is_supported_override
-        self._fc_weight_dtype = fc_weight_dtype
-        self._quantize = quantize
-        self._group_size = group_size
-        self._lm_head = lm_head
-        # quantize="int4": foundation weight key -> why it is int8, over every program partitioned.
-        self.int8_fallbacks: Dict[str, str] = {}
-        # quantize="int8"/"int4": token embedding key -> the scheme its gather reads ("int8", "int4").
-        self.embedding_schemes: Dict[str, str] = {}
+        self.options = options if options is not None else given
 
-    def _int4_schemes(self, ep: ExportedProgram) -> None:
-        """Records on each pinned foundation weight of rank 2 the scheme it is stored in."""
+    def _foundation_formats(self, ep: ExportedProgram, requested: FcFormat) -> Dict[str, str]:
+        """Records on each pinned foundation weight of rank 2 the format it is stored in; returns
+        why for each one read by an op that is stored in the fallback."""
+        fallbacks: Dict[str, str] = {}
         lifted = lifted_inputs(ep)
         for node in ep.graph.nodes:
             if node.op != "placeholder" or node.name not in lifted:
@@ -195,22 +179,20 @@ class XnnpackPartitioner(Partitioner):
             if tensor.dim() != 2:
                 continue
             key = node.meta.get(DATA_KEY_META, lifted[node.name].fqn)
-            scheme, why = self._int4_scheme(node, key, int(tensor.shape[1]))
-            node.meta[QUANT_SCHEME_META] = scheme
-            if scheme != QC4W_SCHEME and any(u.op == "call_function" for u in node.users):
-                self.int8_fallbacks[key] = why
-
-    def _int4_scheme(self, node: torch.fx.Node, key: str, in_size: int) -> Tuple[str, str]:
-        gathered = [u.op == "call_function" and u.target is torch.ops.aten.embedding.default for u in node.users]
-        if any(gathered) and not all(gathered):
-            return QC8W_SCHEME, "tied to the token embedding"
-        if any(gathered) and in_size % self._group_size:
-            return QC8W_SCHEME, f"embedding width {in_size} is not a multiple of the group size {self._group_size}"
-        if self._lm_head == QC8W_SCHEME and is_output_layer(key):
-            return QC8W_SCHEME, "output layer"
-        if in_size % self._group_size:
-            return QC8W_SCHEME, f"input size {in_size} is not a multiple of the group size {self._group_size}"
-        return QC4W_SCHEME, ""
+            gathered = [u.op == "call_function" and u.target is torch.ops.aten.embedding.default for u in node.users]
+            fmt, why = foundation_format(
+                requested,
+                key,
+                int(tensor.shape[1]),
+                self.options.group,
+                self.options.output_layer_format,
+                any(gathered),
+                not all(gathered),
+            )
+            node.meta[QUANT_SCHEME_META] = fmt.option
+            if fmt is not requested and any(u.op == "call_function" for u in node.users):
+                fallbacks[key] = why
+        return fallbacks
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         """Tags supported nodes of exported_program in place.
@@ -219,14 +201,18 @@ class XnnpackPartitioner(Partitioner):
           exported_program: an edge program.
 
         Returns:
-          The program and DelegationSpec("XnnpackBackend") for each tag.
+          The program, DelegationSpec("XnnpackBackend") for each tag, the foundation weights stored
+          in their format's fallback with the reason, and the format of each gathered table.
         """
-        if self._quantize == QC4W_SCHEME:
-            self._int4_schemes(exported_program)
-        if self._quantize != "none":
-            # The token embedding's gather runs outside the delegate, over entries of the scheme
-            # recorded on its table (int8 when nothing is recorded).
-            self.embedding_schemes.update(quantize_embeddings(exported_program, self._group_size))
+        requested = self.options.quantized_format
+        fallbacks: Dict[str, str] = {}
+        gathered: Dict[str, str] = {}
+        if requested is not None and requested.fallback is not None:
+            fallbacks = self._foundation_formats(exported_program, requested)
+        if requested is not None:
+            # The token embedding's gather runs outside the delegate, over entries of the format
+            # recorded on its table (int8 when nothing is).
+            gathered = quantize_embeddings(exported_program, self.options.group)
         checker = _Checker(exported_program)
         override = self._override
 
@@ -234,12 +220,13 @@ class XnnpackPartitioner(Partitioner):
             return checker(node) and (override is None or bool(override(node)))
 
         tags = tag_supported_nodes(exported_program, supported, "xnnpack_")
+        options = self.options
         compile_specs = []
-        if self._fc_weight_dtype != "fp32":
-            compile_specs.append(CompileSpec(FC_WEIGHT_DTYPE_SPEC, self._fc_weight_dtype.encode()))
-        if self._quantize != "none":
-            compile_specs.append(CompileSpec(QUANTIZE_SPEC, self._quantize.encode()))
-        if self._quantize == QC4W_SCHEME:
-            compile_specs.append(CompileSpec(GROUP_SIZE_SPEC, str(self._group_size).encode()))
+        if options.fc_weight_dtype != F32.option:
+            compile_specs.append(CompileSpec(FC_WEIGHT_DTYPE_SPEC, options.fc_weight_dtype.encode()))
+        if requested is not None:
+            compile_specs.append(CompileSpec(QUANTIZE_SPEC, requested.option.encode()))
+            if requested.grouped:
+                compile_specs.append(CompileSpec(GROUP_SIZE_SPEC, str(options.group).encode()))
         specs: Dict[str, DelegationSpec] = {t: DelegationSpec(BACKEND_ID, list(compile_specs)) for t in tags}
-        return PartitionResult(exported_program, specs)
+        return PartitionResult(exported_program, specs, fallbacks, gathered)

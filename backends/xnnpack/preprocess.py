@@ -41,7 +41,6 @@ from edgeshare.backends.xnnpack import op_rows
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.backends.xnnpack.partitioner import (
     FC_WEIGHT_DTYPE_SPEC,
-    FC_WEIGHT_DTYPES,
     GROUP_SIZE_SPEC,
     QUANT_SCHEME_META,
     QUANTIZE_SPEC,
@@ -49,21 +48,12 @@ from edgeshare.backends.xnnpack.partitioner import (
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import LoweringError
+from edgeshare.exir.export_options import QuantizationOptions
+from edgeshare.exir.fc_formats import F16W, F32, FcFormat, format_for_option
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
-from edgeshare.exir.quantize import (
-    DEFAULT_GROUP_SIZE,
-    GROUP_SIZES,
-    QC4W_SCALES_SUFFIX,
-    QC4W_SCHEME,
-    QC4W_SUFFIX,
-    QC8W_SCALES_SUFFIX,
-    QC8W_SCHEME,
-    QC8W_SUFFIX,
-    QUANTIZE_SCHEMES,
-    quantized,
-)
+from edgeshare.exir.quantize import quantized
 from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes, tensor_digest, tensor_view
 from torch.export import ExportedProgram
 
@@ -74,11 +64,7 @@ GRAPH_VERSION = 1
 # A graph with symbolic dims: an older delegate, which would run it at the bounds, refuses it.
 DYNAMIC_GRAPH_VERSION = 2
 WEIGHT_ALIGNMENT = 64
-FLOAT = 6
-HALF = 5
-CHAR = 1
-BYTE = 0
-FP16_KEY_SUFFIX = ".fp16"
+FLOAT = F32.scalar_type
 
 _OpKind = xfb.OpKind
 
@@ -92,18 +78,16 @@ class _GraphBuilder:
         index: int,
         ep: ExportedProgram,
         store: NamedDataStore,
-        fc_fp16: bool = False,
-        quantize: str = "none",
-        group_size: int = DEFAULT_GROUP_SIZE,
+        options: QuantizationOptions = QuantizationOptions(),
     ) -> None:
         self.what = f"method '{method}', partition {index}"
         self.ep = ep
         self.store = store
-        self.fc_fp16 = fc_fp16
-        self.scheme = quantize
-        self.quantize = quantize != "none"
-        self.group_size = group_size
-        # quantize: the QC8W constant of a foundation weight read as a fully connected weight.
+        self.fc_fp16 = options.fc_format is F16W
+        self.requested = options.quantized_format
+        self.quantize = self.requested is not None
+        self.group_size = options.group
+        # quantize: the quantized constant of a foundation weight read as a fully connected weight.
         self.q_ids: Dict[torch.fx.Node, int] = {}
         self.values: List["xfb.ValueT"] = []
         self.nodes: List["xfb.NodeT"] = []
@@ -182,18 +166,18 @@ class _GraphBuilder:
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
-        half = tensor.detach().to(torch.float16)
+        half = tensor.detach().to(F16W.dtype)
         if bool((torch.isinf(half) & torch.isfinite(tensor)).any()):
             raise LoweringError(
                 f"{self.what}: weight '{fqn}' has values beyond fp16's range (|w| > 65504); "
                 "export it with fc_weight_dtype='fp32'"
             )
         data = tensor_bytes(half)
-        key = node.meta.get(DATA_KEY_META, fqn) + FP16_KEY_SUFFIX
+        key = node.meta.get(DATA_KEY_META, fqn) + F16W.key_suffix
         tag = node.meta.get(EXTERNAL_TAG_META)
         self.store.add_named_data(key, data, WEIGHT_ALIGNMENT, tag, TensorLayout.of(half, key))
         index = self._value(xfb.ValueKind.CONSTANT, tensor.shape)
-        self.values[index].dtype = HALF
+        self.values[index].dtype = F16W.scalar_type
         self.values[index].key = key
         self.values[index].digest = list(hashlib.sha256(data).digest())
         return index
@@ -203,30 +187,33 @@ class _GraphBuilder:
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
-        scheme = node.meta.get(QUANT_SCHEME_META, self.scheme)
-        if scheme == QC4W_SCHEME and tensor.dim() == 2 and tensor.shape[1] % self.group_size:
-            scheme = QC8W_SCHEME  # preprocess without the partitioner's record: the same rule
-        int4 = scheme == QC4W_SCHEME
+        fmt = self._stored_format(node, tensor)
         try:
-            q, scales = quantized(tensor, scheme, self.group_size)
+            q, scales = quantized(tensor, fmt.option, self.group_size)
         except ValueError as e:
             raise LoweringError(f"{self.what}: weight '{fqn}': {e}") from None
         base = node.meta.get(DATA_KEY_META, fqn)
         tag = node.meta.get(EXTERNAL_TAG_META)
-        suffixes = (QC4W_SUFFIX, QC4W_SCALES_SUFFIX) if int4 else (QC8W_SUFFIX, QC8W_SCALES_SUFFIX)
         entries = []
-        for key, t in ((base + suffixes[0], q), (base + suffixes[1], scales)):
+        for key, t in ((base + fmt.key_suffix, q), (base + fmt.scales_suffix, scales)):
             digest = tensor_digest(t)
             self.store.add_named_data(key, tensor_view(t), WEIGHT_ALIGNMENT, tag, TensorLayout.of(t, key), digest)
             entries.append((key, digest))
         index = self._value(xfb.ValueKind.CONSTANT, tensor.shape)
         value = self.values[index]
-        value.dtype = BYTE if int4 else CHAR
-        value.quantScheme = xfb.QuantScheme.QC4W if int4 else xfb.QuantScheme.QC8W
-        value.groupSize = self.group_size if int4 else 0
+        value.dtype = fmt.scalar_type
+        value.quantScheme = getattr(xfb.QuantScheme, fmt.quant_scheme)
+        value.groupSize = fmt.group(self.group_size)
         value.key, value.digest = entries[0][0], list(entries[0][1])
         value.scalesKey, value.scalesDigest = entries[1][0], list(entries[1][1])
         return index
+
+    def _stored_format(self, node: torch.fx.Node, tensor: torch.Tensor) -> FcFormat:
+        """The format the partitioner recorded for a foundation weight (the requested one when it
+        recorded none: a partition preprocessed on its own), or the one that format's row falls
+        back to for a weight it cannot hold."""
+        fmt = format_for_option(node.meta.get(QUANT_SCHEME_META, self.requested.option))
+        return fmt.holding(int(tensor.shape[1]), self.group_size) if tensor.dim() == 2 else fmt
 
     @staticmethod
     def _quantizable(node: torch.fx.Node) -> bool:
@@ -376,8 +363,8 @@ class XnnpackBackend(BackendDetails):
 
         Args:
           edge_program: the partition.
-          compile_specs: the partitioner's options (fc_weight_dtype: b"fp32" or b"fp16";
-            quantize: b"none" or b"int8").
+          compile_specs: the partitioner's QuantizationOptions (fc_weight_dtype: b"fp32" or
+            b"fp16"; quantize: b"none", b"int8" or b"int4"; group_size: b"32", b"64" or b"128").
 
         Returns:
           The graph blob and its weights as named data.
@@ -388,30 +375,21 @@ class XnnpackBackend(BackendDetails):
         return cls._preprocess("forward", 0, edge_program, None, compile_specs)
 
     @staticmethod
-    def _options(what: str, compile_specs: List[CompileSpec]) -> Tuple[bool, str, int]:
-        """(fc weights in fp16, the foundation's quantization scheme, int4 group size) from the
-        compile specs."""
-        values = {FC_WEIGHT_DTYPE_SPEC: "fp32", QUANTIZE_SPEC: "none", GROUP_SIZE_SPEC: str(DEFAULT_GROUP_SIZE)}
-        allowed = {
-            FC_WEIGHT_DTYPE_SPEC: FC_WEIGHT_DTYPES,
-            QUANTIZE_SPEC: QUANTIZE_SCHEMES,
-            GROUP_SIZE_SPEC: tuple(str(g) for g in GROUP_SIZES),
-        }
+    def _options(what: str, compile_specs: List[CompileSpec]) -> QuantizationOptions:
+        """The partitioner's QuantizationOptions, from its compile specs."""
+        values: Dict[str, Any] = {}
+        fields = {FC_WEIGHT_DTYPE_SPEC: "fc_weight_dtype", QUANTIZE_SPEC: "quantize", GROUP_SIZE_SPEC: "group_size"}
         for spec in compile_specs or []:
-            if spec.key not in allowed:
+            if spec.key not in fields:
                 raise LoweringError(f"XnnpackBackend: {what}: unknown compile spec '{spec.key}'")
-            value = bytes(spec.value).decode("utf-8", "replace")
-            if value not in allowed[spec.key]:
-                raise LoweringError(
-                    f"XnnpackBackend: {what}: compile spec {spec.key}={value!r} is not one of {allowed[spec.key]}"
-                )
-            values[spec.key] = value
-        fp16, scheme = values[FC_WEIGHT_DTYPE_SPEC] == "fp16", values[QUANTIZE_SPEC]
-        if fp16 and scheme != "none":
-            raise LoweringError(
-                f"XnnpackBackend: {what}: {FC_WEIGHT_DTYPE_SPEC}=fp16 and {QUANTIZE_SPEC}={scheme} conflict"
-            )
-        return fp16, scheme, int(values[GROUP_SIZE_SPEC])
+            value: Any = bytes(spec.value).decode("utf-8", "replace")
+            if spec.key == GROUP_SIZE_SPEC:
+                value = int(value) if value.isdigit() else value
+            values[fields[spec.key]] = value
+        try:
+            return QuantizationOptions(**values)
+        except ValueError as e:
+            raise LoweringError(f"XnnpackBackend: {what}: compile specs: {e}") from None
 
     @classmethod
     def _preprocess(
@@ -423,8 +401,8 @@ class XnnpackBackend(BackendDetails):
         compile_specs: Optional[List[CompileSpec]] = None,
     ) -> PreprocessResult:
         store = NamedDataStore()
-        fc_fp16, quantize, group_size = cls._options(f"method '{method}', partition {index}", compile_specs or [])
-        blob = _GraphBuilder(method, index, ep, store, fc_fp16, quantize, group_size).build()
+        options = cls._options(f"method '{method}', partition {index}", compile_specs or [])
+        blob = _GraphBuilder(method, index, ep, store, options).build()
         output = store.get_named_data_store_output()
         if shared is not None:
             shared.merge(output)

@@ -1,0 +1,176 @@
+"""An export's options as plain data, each checked once when it is made.
+
+tools/export_lora (and the wheel's edgeshare-export, which runs it), the Python API (export_lora,
+export_hf_lora, export_swappable through XnnpackPartitioner) and the XNNPACK backend's preprocess
+build these objects; a bad value fails where the object is made, with one line naming the field and
+the command-line flag that sets it.
+
+    quant = QuantizationOptions(quantize="int4", group_size=64)      # --quantize int4 --group-size 64
+    partitioner = XnnpackPartitioner(options=quant)
+    layout = ExportOptions(multi_method=True, program_name="lora")  # --methods --name lora
+"""
+
+import dataclasses
+import re
+from typing import Optional, Tuple
+
+from edgeshare.exir.errors import ExportError
+from edgeshare.exir.fc_formats import (
+    F32,
+    FcFormat,
+    fc_format,
+    format_for_option,
+    quantized_formats,
+    unquantized_formats,
+)
+
+__all__ = ["AdapterOptions", "ExportOptions", "OptionError", "QuantizationOptions"]
+
+_STEM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+class OptionError(ExportError):
+    """An export option has a value it cannot take, or two options conflict (naming both)."""
+
+
+def _one_of(field: str, flag: str, value: object, allowed: Tuple[object, ...]) -> None:
+    if value not in allowed:
+        raise OptionError(f"{field} must be one of {allowed}, got {value!r} ({flag})")
+
+
+def _fallback_options() -> Tuple[str, ...]:
+    """The --quantize values that keep some layers in another format (and so take --lm-head)."""
+    return tuple(f.option for f in quantized_formats() if f.fallback is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizationOptions:
+    """How fully connected weights are stored (exir/fc_formats.py's rows).
+
+    Attributes:
+      fc_weight_dtype: --fc-weight-dtype, an unquantized format's option ("fp32", "fp16"): the
+        format of every delegated linear's weight when quantize is "none".
+      quantize: --quantize, "none" or a quantized format's option ("int8", "int4"): the format of
+        the foundation's linear weights (adapters stay float32).
+      group_size: --group-size, with a grouped format: the group along the input dim (None: the
+        format's first group size).
+      lm_head: --lm-head, with a format that has a fallback: the output layer's format option
+        (None: the fallback's).
+
+    Raises:
+      OptionError: a value no row has, a quantized format with fp16 weights, or group_size or
+        lm_head without a format that takes them.
+    """
+
+    fc_weight_dtype: str = F32.option
+    quantize: str = "none"
+    group_size: Optional[int] = None
+    lm_head: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        unquantized = tuple(f.option for f in unquantized_formats())
+        _one_of("fc_weight_dtype", "--fc-weight-dtype", self.fc_weight_dtype, unquantized)
+        _one_of("quantize", "--quantize", self.quantize, ("none", *(f.option for f in quantized_formats())))
+        if self.quantize != "none" and self.fc_weight_dtype != F32.option:
+            raise OptionError(
+                f"--quantize cannot be combined with --fc-weight-dtype {self.fc_weight_dtype} (quantize and "
+                "fc_weight_dtype cannot both change the weights)"
+            )
+        takes = _fallback_options()
+        if self.quantize not in takes and (self.group_size is not None or self.lm_head is not None):
+            raise OptionError(
+                f"--group-size and --lm-head apply to --quantize {' or '.join(takes)} (group_size and lm_head "
+                f"with quantize={self.quantize!r})"
+            )
+        if self.group_size is not None:
+            _one_of("group_size", "--group-size", self.group_size, self.quantized_format.group_sizes)
+        if self.lm_head is not None:
+            fmt = self.quantized_format
+            _one_of("lm_head", "--lm-head", self.lm_head, (fc_format(fmt.fallback).option, fmt.option))
+
+    @property
+    def quantized_format(self) -> Optional[FcFormat]:
+        """The foundation's quantized format, or None."""
+        return None if self.quantize == "none" else format_for_option(self.quantize)
+
+    @property
+    def fc_format(self) -> FcFormat:
+        """The format of delegated linear weights that are not quantized."""
+        return format_for_option(self.fc_weight_dtype)
+
+    @property
+    def group(self) -> int:
+        """The group size in effect (the grouped formats' first when none was given)."""
+        if self.group_size is not None:
+            return self.group_size
+        grouped = [f for f in quantized_formats() if f.grouped]
+        return grouped[0].group_sizes[0]
+
+    @property
+    def output_layer_format(self) -> Optional[FcFormat]:
+        """The output layer's format under a quantized format (its fallback unless lm_head says)."""
+        fmt = self.quantized_format
+        if fmt is None:
+            return None
+        if self.lm_head is not None:
+            return format_for_option(self.lm_head)
+        return fmt if fmt.fallback is None else fc_format(fmt.fallback)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterOptions:
+    """How adapters are read and written.
+
+    Attributes:
+      alpha: LoRA alpha of state-dict adapters (None: alpha = rank).
+      foundation_by: --foundation-by, "bytes" (a weight is the foundation's when its dtype, shape
+        and bytes equal a foundation tensor's) or "names" ("lora" in a name marks an adapter weight).
+      swappable: --swappable, one program for the adapters of one structure plus a data file each.
+
+    Raises:
+      OptionError: foundation_by is neither, or swappable with names.
+    """
+
+    alpha: Optional[float] = None
+    foundation_by: str = "bytes"
+    swappable: bool = False
+
+    def __post_init__(self) -> None:
+        _one_of("foundation_by", "--foundation-by", self.foundation_by, ("bytes", "names"))
+        if self.swappable and self.foundation_by == "names":
+            raise OptionError("--foundation-by names cannot be combined with --swappable")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """The layout of an export's files and what its programs hold.
+
+    Attributes:
+      multi_method: --methods, one <program_name>.pte whose methods are the adapters.
+      program_name: --name, that file's stem.
+      foundation_tag: the shared data file's stem.
+      foundation_program: the bare foundation's own .pte stem (None: none is written).
+      quantization: how fully connected weights are stored.
+      adapters: how adapters are read and written.
+
+    Raises:
+      OptionError: a stem that is not a file stem, or the multi-method file with swappable adapters
+        (the foundation program's stem is checked against the adapters' names by export_lora).
+    """
+
+    multi_method: bool = False
+    program_name: str = "lora"
+    foundation_tag: str = "foundation"
+    foundation_program: Optional[str] = None
+    quantization: QuantizationOptions = QuantizationOptions()
+    adapters: AdapterOptions = AdapterOptions()
+
+    def __post_init__(self) -> None:
+        for field, flag, value in (
+            ("program_name", "--name", self.program_name),
+            ("foundation_tag", "foundation_tag", self.foundation_tag),
+        ):
+            if not isinstance(value, str) or not _STEM.match(value):
+                raise OptionError(f"{field} ({flag}) must be a file stem (letters, digits, '_', '.', '-'): {value!r}")
+        if self.multi_method and self.adapters.swappable:
+            raise OptionError("--methods cannot be combined with --swappable")

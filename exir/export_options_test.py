@@ -1,0 +1,62 @@
+"""Export options: each bad value or combination refused where the object is made, in one line
+naming the field and its flag; the CLI and the partitioner build the same objects."""
+
+import sys
+
+import pytest
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir.export_options import AdapterOptions, ExportOptions, OptionError, QuantizationOptions
+from edgeshare.exir.fc_formats import F16W, QC4W, QC8W
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"fc_weight_dtype": "bf16"}, "fc_weight_dtype must be one of ('fp32', 'fp16'), got 'bf16'"),
+        ({"quantize": "int2"}, "quantize must be one of ('none', 'int8', 'int4'), got 'int2' (--quantize)"),
+        ({"quantize": "int8", "fc_weight_dtype": "fp16"}, "--quantize cannot be combined with --fc-weight-dtype fp16"),
+        ({"quantize": "int8", "group_size": 64}, "--group-size and --lm-head apply to --quantize int4"),
+        ({"lm_head": "int4"}, "--group-size and --lm-head apply to --quantize int4"),
+        ({"quantize": "int4", "group_size": 48}, "group_size must be one of (32, 64, 128), got 48 (--group-size)"),
+        ({"quantize": "int4", "lm_head": "fp16"}, "lm_head must be one of ('int8', 'int4'), got 'fp16' (--lm-head)"),
+    ],
+)
+def test_bad_quantization_options_are_refused_in_one_line(kwargs, message):
+    with pytest.raises(OptionError) as e:
+        QuantizationOptions(**kwargs)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert isinstance(e.value, ValueError)
+
+
+def test_quantization_options_name_their_formats():
+    assert QuantizationOptions().quantized_format is None
+    assert QuantizationOptions(fc_weight_dtype="fp16").fc_format is F16W
+    int4 = QuantizationOptions(quantize="int4")
+    assert int4.quantized_format is QC4W and int4.group == 32 and int4.output_layer_format is QC8W
+    assert QuantizationOptions(quantize="int4", lm_head="int4").output_layer_format is QC4W
+    assert QuantizationOptions(quantize="int8").output_layer_format is QC8W
+
+
+def test_bad_layout_and_adapter_options_are_refused():
+    with pytest.raises(OptionError, match=r"program_name \(--name\) must be a file stem"):
+        ExportOptions(program_name="a/b")
+    with pytest.raises(OptionError, match="--methods cannot be combined with --swappable"):
+        ExportOptions(multi_method=True, adapters=AdapterOptions(swappable=True))
+    with pytest.raises(OptionError, match="--foundation-by names cannot be combined with --swappable"):
+        AdapterOptions(foundation_by="names", swappable=True)
+    with pytest.raises(OptionError, match=r"foundation_by must be one of \('bytes', 'names'\)"):
+        AdapterOptions(foundation_by="digest")
+
+
+def test_the_partitioner_takes_the_options_or_builds_the_same_from_its_keywords():
+    options = QuantizationOptions(quantize="int4", group_size=64)
+    assert XnnpackPartitioner(options=options).options is options
+    assert XnnpackPartitioner(quantize="int4", group_size=64).options == options
+    with pytest.raises(OptionError, match="not both"):
+        XnnpackPartitioner(quantize="int8", options=options)
+    with pytest.raises(ValueError, match="group_size must be one of"):
+        XnnpackPartitioner(quantize="int4", group_size=48)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))

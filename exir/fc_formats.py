@@ -1,0 +1,246 @@
+"""The formats a fully connected layer's weight is stored in: one row per scheme.
+
+    f32   float32, under the weight's own key (the default)
+    f16w  IEEE half under "<key>.fp16"; activations and sums stay float32
+    qc8w  int8 per output row under "<key>.qc8w", float32 scales [out] under "<key>.qc8w.scales"
+    qc4w  signed 4-bit in groups along the input dim under "<key>.qc4w" (uint8 [out, in / 2]), float16
+          scales [out, in / group] under "<key>.qc4w.scales"; a layer it cannot group is qc8w
+
+A row says everything the exporter needs about its scheme: the option value that asks for it
+(`--fc-weight-dtype fp32|fp16`, `--quantize int8|int4`, and the compile spec and placeholder meta
+the XNNPACK partitioner writes), the stored element type (torch dtype and the files' ScalarType),
+the delegate graph's QuantScheme, the key suffixes, the group sizes, its quantizer and its
+fallback. The C++ delegate's rows (backends/xnnpack/runtime) name the same scheme ids, ScalarTypes
+and QuantSchemes, so one test can compare the two lists. The partitioner, its preprocess, exir/quantize.py, exir/embedding_qc8w.py and
+tools/export_lora read these rows; nothing else decides from a dtype or a scheme name.
+
+    fmt = fc_format("qc4w")
+    stored = fmt.holding(in_size=30, group_size=32)        # QC8W: 30 is not a multiple of 32
+    q, scales = stored.quantize(weight, group_size=32)
+"""
+
+import dataclasses
+from typing import Callable, Dict, Optional, Tuple
+
+import torch
+from edgeshare.exir._quantizers import QC4W_GROUP_SIZES, quantize_qc4w, quantize_qc8w
+from edgeshare.exir.tensor_layout import scalar_type_of
+
+__all__ = [
+    "F16W",
+    "F32",
+    "FC_FORMATS",
+    "FcFormat",
+    "OUTPUT_LAYER_NAMES",
+    "QC4W",
+    "QC8W",
+    "UnknownFormatError",
+    "fc_format",
+    "foundation_format",
+    "format_for_option",
+    "is_output_layer",
+    "quantized_formats",
+    "unquantized_formats",
+]
+
+Quantizer = Callable[[torch.Tensor, int], Tuple[torch.Tensor, torch.Tensor]]
+
+
+class UnknownFormatError(ValueError):
+    """A scheme id or option value no row has."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FcFormat:
+    """One fully connected weight format.
+
+    Attributes:
+      scheme: the scheme id, as the C++ rows and the docs spell it ("f32", "f16w", "qc8w", "qc4w").
+      option: the value that asks for it: of --fc-weight-dtype for an unquantized format ("fp32",
+        "fp16"), of --quantize for a quantized one ("int8", "int4"); also the compile spec's value
+        and the name an export's summary gives its bytes.
+      dtype: the stored weight entry's element type (scalar_type: the files' number for it).
+      quant_scheme: the delegate graph's QuantScheme for it (xnnpack_graph.fbs).
+      key_suffix: appended to the float weight's key to name the stored entry ("" for f32).
+      scales_suffix: appended to name the scales' entry (None: no scales).
+      scales_dtype: the scales' element type (None: no scales).
+      group_sizes: the groups along the input dim it takes (empty: not grouped).
+      quantizer: float32 weight, group size -> (stored values, scales); None when unquantized.
+      fallback: the scheme of the format a weight it cannot hold is stored in (None: it holds all).
+    """
+
+    scheme: str
+    option: str
+    dtype: torch.dtype
+    quant_scheme: str
+    key_suffix: str
+    scales_suffix: Optional[str] = None
+    scales_dtype: Optional[torch.dtype] = None
+    group_sizes: Tuple[int, ...] = ()
+    quantizer: Optional[Quantizer] = None
+    fallback: Optional[str] = None
+
+    @property
+    def scalar_type(self) -> int:
+        """The stored weight entry's ScalarType in the files (schema/scalar_type.fbs)."""
+        return scalar_type_of(self.dtype, f"fc format {self.scheme}")
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the weight is stored as integers with scales (the foundation's formats)."""
+        return self.quantizer is not None
+
+    @property
+    def grouped(self) -> bool:
+        """Whether its scales are per group along the input dim."""
+        return bool(self.group_sizes)
+
+    def why_not(self, in_size: int, group_size: int) -> Optional[str]:
+        """Why a weight of in_size inputs cannot be stored in this format with group_size, or None."""
+        if self.grouped and in_size % group_size:
+            return f"input size {in_size} is not a multiple of the group size {group_size}"
+        return None
+
+    def holding(self, in_size: int, group_size: int) -> "FcFormat":
+        """This format, or its fallback when it cannot hold a weight of in_size inputs."""
+        if self.why_not(in_size, group_size) is None or self.fallback is None:
+            return self
+        return fc_format(self.fallback).holding(in_size, group_size)
+
+    def quantize(self, weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The stored values and scales of a float32 weight (group_size: for a grouped format).
+
+        Raises:
+          ValueError: the format is not quantized, or as its quantizer.
+        """
+        if self.quantizer is None:
+            raise ValueError(f"fc format {self.scheme} has no quantizer")
+        return self.quantizer(weight, group_size)
+
+    def group(self, group_size: int) -> int:
+        """The group size its stored entries carry (0 for a format without groups)."""
+        return group_size if self.grouped else 0
+
+
+def _quantize_qc8w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """quantize_qc8w: one scale per row, no groups."""
+    return quantize_qc8w(weight)
+
+
+F32 = FcFormat("f32", "fp32", torch.float32, "NONE", "")
+F16W = FcFormat("f16w", "fp16", torch.float16, "NONE", ".fp16")
+# "<key>.qc8w" cannot be another weight's key: "<key>" is a tensor, so no module is called "<key>"
+# and no parameter "<key>.qc8w" exists (the same holds for every suffix here).
+QC8W = FcFormat(
+    "qc8w",
+    "int8",
+    torch.int8,
+    "QC8W",
+    ".qc8w",
+    scales_suffix=".qc8w.scales",
+    scales_dtype=torch.float32,
+    quantizer=_quantize_qc8w,
+)
+QC4W = FcFormat(
+    "qc4w",
+    "int4",
+    torch.uint8,
+    "QC4W",
+    ".qc4w",
+    scales_suffix=".qc4w.scales",
+    scales_dtype=torch.float16,
+    group_sizes=QC4W_GROUP_SIZES,
+    quantizer=quantize_qc4w,
+    fallback="qc8w",
+)
+
+FC_FORMATS: Tuple[FcFormat, ...] = (F32, F16W, QC8W, QC4W)
+
+_BY_SCHEME: Dict[str, FcFormat] = {f.scheme: f for f in FC_FORMATS}
+_BY_OPTION: Dict[str, FcFormat] = {f.option: f for f in FC_FORMATS}
+
+
+def fc_format(scheme: str) -> FcFormat:
+    """The row of a scheme id ("f32", "f16w", "qc8w", "qc4w").
+
+    Raises:
+      UnknownFormatError: no row has that scheme id.
+    """
+    row = _BY_SCHEME.get(scheme)
+    if row is None:
+        raise UnknownFormatError(f"fc weight scheme must be one of {tuple(_BY_SCHEME)}, got {scheme!r}")
+    return row
+
+
+def format_for_option(option: str) -> FcFormat:
+    """The row an option value asks for ("fp32", "fp16", "int8", "int4").
+
+    Raises:
+      UnknownFormatError: no row has that option value.
+    """
+    row = _BY_OPTION.get(option)
+    if row is None:
+        raise UnknownFormatError(f"fc weight format must be one of {tuple(_BY_OPTION)}, got {option!r}")
+    return row
+
+
+def unquantized_formats() -> Tuple[FcFormat, ...]:
+    """The rows --fc-weight-dtype chooses between (f32 first: the default)."""
+    return tuple(f for f in FC_FORMATS if not f.quantized)
+
+
+def quantized_formats() -> Tuple[FcFormat, ...]:
+    """The rows --quantize chooses between."""
+    return tuple(f for f in FC_FORMATS if f.quantized)
+
+
+# A Linear of one of these names is the model's output layer: kept at its format's fallback unless
+# asked otherwise, as llama.cpp's 4-bit mixes keep the output layer at 6-8 bits.
+OUTPUT_LAYER_NAMES: Tuple[str, ...] = ("lm_head", "output", "embed_out")
+
+
+def is_output_layer(key: str) -> bool:
+    """Whether a weight key ("lm_head.weight", "model.output.weight") is an output layer's."""
+    parts = key.split(".")
+    return len(parts) >= 2 and parts[-2] in OUTPUT_LAYER_NAMES
+
+
+def foundation_format(
+    requested: FcFormat,
+    key: str,
+    in_size: int,
+    group_size: int,
+    output_layer: FcFormat,
+    gathered: bool,
+    read_otherwise: bool,
+) -> Tuple[FcFormat, str]:
+    """The format a quantized export stores one foundation matrix in, and why when it is not the
+    requested one: one entry serves every reader of the weight, so a weight both gathered (a token
+    embedding) and read by a linear (a tied lm_head) takes the fallback, as does a table, an
+    output layer (unless output_layer is the requested format) or a linear the format cannot hold.
+
+    Args:
+      requested: the export's quantized format.
+      key: the weight's key (its name decides whether it is an output layer).
+      in_size: its input size (a table's width).
+      group_size: the export's group size.
+      output_layer: the format asked for the output layer.
+      gathered: whether an embedding gathers from it.
+      read_otherwise: whether anything else reads it (a linear).
+
+    Returns:
+      (format, reason; "" when it is the requested format).
+    """
+    if requested.fallback is None:
+        return requested, ""
+    fallback = fc_format(requested.fallback)
+    if gathered and read_otherwise:
+        return fallback, "tied to the token embedding"
+    why = requested.why_not(in_size, group_size)
+    if gathered and why is not None:
+        return fallback, f"embedding width {in_size} is not a multiple of the group size {group_size}"
+    if output_layer is not requested and is_output_layer(key):
+        return fallback, "output layer"
+    if why is not None:
+        return fallback, why
+    return requested, ""

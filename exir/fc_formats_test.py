@@ -1,0 +1,92 @@
+"""The fully connected weight format rows: enumerable, one per scheme, and what the exporter reads."""
+
+import dataclasses
+import os
+import sys
+
+import pytest
+import torch
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir import fc_formats
+from edgeshare.exir._serialize import deserialize_ptd
+from edgeshare.exir.fc_formats import (
+    F16W,
+    F32,
+    FC_FORMATS,
+    QC4W,
+    QC8W,
+    UnknownFormatError,
+    fc_format,
+    format_for_option,
+    foundation_format,
+)
+from edgeshare.exir.lora import export_lora
+from edgeshare.exir.quantize import quantize_qc8w
+from edgeshare.models import demo_lora
+
+
+def test_rows_are_one_per_scheme_with_distinct_ids_options_and_suffixes():
+    assert [f.scheme for f in FC_FORMATS] == ["f32", "f16w", "qc8w", "qc4w"]
+    for field in ("scheme", "option", "key_suffix", "scalar_type"):
+        values = [getattr(f, field) for f in FC_FORMATS]
+        assert len(set(values)) == len(values), field
+    for f in FC_FORMATS:
+        assert fc_format(f.scheme) is f and format_for_option(f.option) is f
+        assert (f.scales_suffix is None) == (not f.quantized) == (f.quant_scheme == "NONE")
+        assert f.fallback is None or fc_format(f.fallback).quantized
+    with pytest.raises(UnknownFormatError, match="got 'q2'"):
+        fc_format("q2")
+
+
+def test_qc4w_falls_back_to_qc8w_for_a_layer_it_cannot_group():
+    assert QC4W.holding(64, 32) is QC4W
+    assert QC4W.holding(48, 32) is QC8W
+    assert QC4W.why_not(48, 32) == "input size 48 is not a multiple of the group size 32"
+    assert QC8W.holding(48, 32) is QC8W and F16W.holding(3, 32) is F16W
+    assert QC8W.group(32) == 0 and QC4W.group(64) == 64
+    with pytest.raises(ValueError, match="no quantizer"):
+        F32.quantize(torch.zeros(2, 2), 32)
+
+
+@pytest.mark.parametrize(
+    "key, in_size, gathered, other, want",
+    [
+        ("layers.0.w.weight", 64, False, True, ("qc4w", "")),
+        ("layers.0.w.weight", 48, False, True, ("qc8w", "input size 48 is not a multiple of the group size 32")),
+        ("lm_head.weight", 64, False, True, ("qc8w", "output layer")),
+        ("embed.weight", 64, True, True, ("qc8w", "tied to the token embedding")),
+        ("embed.weight", 48, True, False, ("qc8w", "embedding width 48 is not a multiple of the group size 32")),
+        ("embed.weight", 64, True, False, ("qc4w", "")),
+    ],
+)
+def test_foundation_format_decides_each_weight_once(key, in_size, gathered, other, want):
+    fmt, why = foundation_format(QC4W, key, in_size, 32, QC8W, gathered, other)
+    assert (fmt.scheme, why) == want
+    assert foundation_format(QC4W, "lm_head.weight", 64, 32, QC4W, False, True) == (QC4W, "")
+    assert foundation_format(QC8W, key, in_size, 32, QC8W, gathered, other) == (QC8W, "")
+
+
+def test_the_partitioner_and_preprocess_store_what_the_row_says(tmp_path, monkeypatch):
+    # A row with another key suffix and a quantizer that counts its calls, in place of qc8w's:
+    # the exported file follows it, so nothing else decides the int8 entries.
+    calls = []
+
+    def quantizer(weight, group_size):
+        calls.append(tuple(weight.shape))
+        return quantize_qc8w(weight)
+
+    row = dataclasses.replace(QC8W, key_suffix=".q8row", scales_suffix=".q8row.scales", quantizer=quantizer)
+    monkeypatch.setitem(fc_formats._BY_OPTION, QC8W.option, row)
+    foundation, adapters, inputs = demo_lora()
+    export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int8"))
+    path = os.path.join(tmp_path, "foundation.ptd")
+    with open(path, "rb") as f:
+        keys = set(deserialize_ptd(f.read(), path).named_data)
+    rowed = sorted(k for k in keys if k.endswith(".q8row"))
+    assert rowed and all(k[: -len(".q8row")] + ".q8row.scales" in keys for k in rowed)
+    assert not [k for k in keys if ".qc8w" in k]
+    assert len(calls) == len(rowed)  # once per foundation weight, however many programs read it
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))
