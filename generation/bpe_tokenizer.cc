@@ -566,6 +566,7 @@ struct BpeTokenizer::Decoder {
 
   void set(int64_t id, const std::string& token, bool special) {
     Token& t = tokens[static_cast<size_t>(id)];
+    t = Token();
     t.known = true;
     t.special = special;
     if (kind == Kind::kByteLevel) {
@@ -967,9 +968,11 @@ class BpeTokenizer::Parser {
     Decoder& d = *t_->decoder_;
     d.tokens.assign(static_cast<size_t>(max_id) + 1, Decoder::Token());
     for (const auto& [token, id] : t_->vocab_) d.set(id, token, false);
+    // A normalized added token decodes as its normalized text, as Hugging Face stores it.
     for (const Added& added : t_->added_) {
-      d.set(added.id, added.content, added.special);
+      d.set(added.id, added.match, added.special);
       t_->vocab_.emplace(added.content, added.id);
+      t_->vocab_.emplace(added.match, added.id);
     }
     return Status();
   }

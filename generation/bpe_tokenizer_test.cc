@@ -2,7 +2,8 @@
 // offline by //testing:text_files): equal ids on a multilingual corpus (special and added tokens
 // included, text the merges never saw), equal decode of those ids and of generated ids that are
 // not valid UTF-8, streaming pieces that concatenate to decode() and never split a character, and
-// files it does not implement refused by name.
+// files it does not implement refused by name. Then the same on each family's tokenizer.json
+// (//testing:tokenizer_files: Gemma 3, Qwen2.5, Llama 3, SmolLM2, Phi-3 and Mistral shapes).
 
 #include "edgeshare/generation/bpe_tokenizer.h"
 
@@ -121,6 +122,53 @@ TEST(BpeTokenizer, parts_it_does_not_implement_are_refused_by_name) {
   EXPECT_FALSE(BpeTokenizer::load("/nonexistent/tokenizer.json").ok());
   const BpeTokenizer tokenizer = Load();
   EXPECT_FALSE(tokenizer.encode(std::string("\xFF", 1)).ok());
+}
+
+// Each family's file: ids with and without special tokens, decode with and without them, and
+// streamed pieces that concatenate to decode(), on a few hundred texts and random id runs.
+TEST(BpeTokenizer, each_family_equals_hugging_face_on_texts_and_random_ids) {
+  const char* path = std::getenv("TOKENIZERS_EXPECTED_JSON");
+  ASSERT_NE(path, nullptr);
+  std::ifstream file(path);
+  const nlohmann::json expected = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_TRUE(expected.is_object()) << path << " is unreadable";
+  const std::string folder = std::string(path).substr(0, std::string(path).rfind('/') + 1);
+  ASSERT_GE(expected.size(), 6u);
+  for (const auto& [family, cases] : expected.items()) {
+    SCOPED_TRACE(family);
+    auto loaded = BpeTokenizer::load(folder + family + "/tokenizer.json");
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    const BpeTokenizer& tokenizer = *loaded;
+    const nlohmann::json& texts = cases["texts"];
+    ASSERT_GE(texts.size(), 200u);
+    size_t wrong = 0;
+    for (size_t i = 0; i < texts.size() && wrong < 5; ++i) {
+      const std::string text = texts[i].get<std::string>();
+      auto ids = tokenizer.encode(text);
+      auto plain = tokenizer.encode(text, /*add_special_tokens=*/false);
+      ASSERT_TRUE(ids.ok() && plain.ok()) << ids.status().message();
+      const std::vector<int64_t> want = Ids(cases["ids"][i]);
+      EXPECT_EQ(*ids, want) << "'" << text << "'";
+      EXPECT_EQ(*plain, Ids(cases["ids_plain"][i])) << "'" << text << "'";
+      const Span<const int64_t> span(want.data(), want.size());
+      EXPECT_EQ(tokenizer.decode(span), cases["decoded"][i].get<std::string>()) << text;
+      EXPECT_EQ(tokenizer.decode(span, false), cases["decoded_special"][i].get<std::string>());
+      wrong += *ids != want;
+    }
+    for (size_t i = 0; i < cases["random_ids"].size(); ++i) {
+      const std::vector<int64_t> ids = Ids(cases["random_ids"][i]);
+      const Span<const int64_t> span(ids.data(), ids.size());
+      const std::string text = cases["random_decoded"][i].get<std::string>();
+      EXPECT_EQ(tokenizer.decode(span), text) << cases["random_ids"][i].dump();
+      EXPECT_EQ(tokenizer.decode(span, false), cases["random_decoded_special"][i].get<std::string>())
+          << cases["random_ids"][i].dump();
+      std::unique_ptr<TextStream> stream = tokenizer.stream();
+      std::string joined;
+      for (int64_t id : ids) stream->add(id, &joined);
+      stream->finish(&joined);
+      EXPECT_EQ(joined, text) << cases["random_ids"][i].dump();
+    }
+  }
 }
 
 }  // namespace
