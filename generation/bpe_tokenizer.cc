@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <queue>
 #include <utility>
 
 namespace edgeshare {
@@ -1081,33 +1084,61 @@ Status BpeTokenizer::encode_piece(std::string_view piece, std::vector<int64_t>* 
       return Status();
     }
   }
-  std::vector<std::string> symbols;
+  // The lowest-ranked adjacent pair merges first (the leftmost of equal ranks), as Hugging Face's
+  // BPE does without dropout: a queue of candidate pairs, so a piece of n characters costs
+  // O(n log n) merges (SentencePiece-style files hand the whole text to BPE as one piece).
+  struct Symbol {
+    size_t begin, size;  // bytes of `word`; size 0 once merged into its left neighbour
+    ptrdiff_t prev, next;
+  };
+  struct Candidate {
+    int32_t rank;
+    size_t left;      // the left symbol's index
+    size_t combined;  // the pair's size in bytes when queued: a stale entry no longer matches
+    bool operator>(const Candidate& other) const {
+      return rank != other.rank ? rank > other.rank : left > other.left;
+    }
+  };
+  std::vector<Symbol> symbols;
   for (size_t i = 0; i < word.size();) {
     const size_t n = CharLength(word, i);
-    symbols.emplace_back(word.substr(i, n));
+    const ptrdiff_t index = static_cast<ptrdiff_t>(symbols.size());
+    symbols.push_back({i, n, index - 1, index + 1});
     i += n;
   }
-  // The lowest-ranked adjacent pair merges first (the leftmost of equal ranks), as Hugging Face's
-  // BPE does without dropout.
+  if (!symbols.empty()) symbols.back().next = -1;
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
   std::string key;
-  while (symbols.size() > 1) {
-    int32_t best = INT32_MAX;
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      key.assign(symbols[i]).push_back('\xff');
-      key.append(symbols[i + 1]);
-      auto rank = merge_rank_.find(key);
-      if (rank != merge_rank_.end() && rank->second < best) {
-        best = rank->second;
-        at = i;
-      }
+  auto consider = [&](ptrdiff_t left) {
+    if (left < 0 || symbols[static_cast<size_t>(left)].next < 0) return;
+    const Symbol& a = symbols[static_cast<size_t>(left)];
+    const Symbol& b = symbols[static_cast<size_t>(a.next)];
+    key.assign(word, a.begin, a.size).push_back('\xff');
+    key.append(word, b.begin, b.size);
+    auto rank = merge_rank_.find(key);
+    if (rank != merge_rank_.end()) {
+      queue.push({rank->second, static_cast<size_t>(left), a.size + b.size});
     }
-    if (best == INT32_MAX) break;
-    symbols[at] += symbols[at + 1];
-    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  };
+  for (size_t i = 0; i + 1 < symbols.size(); ++i) consider(static_cast<ptrdiff_t>(i));
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.left];
+    if (left.size == 0 || left.next < 0) continue;
+    Symbol& right = symbols[static_cast<size_t>(left.next)];
+    if (left.size + right.size != top.combined) continue;
+    left.size += right.size;
+    right.size = 0;
+    left.next = right.next;
+    if (left.next >= 0) symbols[static_cast<size_t>(left.next)].prev = static_cast<ptrdiff_t>(top.left);
+    consider(left.prev);
+    consider(static_cast<ptrdiff_t>(top.left));
   }
   bool previous_unk = false;
-  for (const std::string& symbol : symbols) {
+  for (ptrdiff_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
+    const std::string symbol =
+        word.substr(symbols[static_cast<size_t>(i)].begin, symbols[static_cast<size_t>(i)].size);
     auto id = vocab_.find(symbol);
     if (id != vocab_.end()) {
       ids->push_back(id->second);

@@ -69,7 +69,7 @@ def _texts(specials: Sequence[str], count: int, seed: int) -> List[str]:
     rng = random.Random(seed)
     base = _base_texts()
     words = [w for t in base for w in t.split(" ") if w]
-    texts = list(base)
+    texts = list(base) + [" ".join(base) * 2]  # one long text: BPE over thousands of characters
     while len(texts) < count:
         parts: List[str] = []
         for _ in range(rng.randint(1, 6)):
