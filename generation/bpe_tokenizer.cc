@@ -280,6 +280,70 @@ std::vector<const Json*> Steps(const Json& node, const char* key) {
   return steps;
 }
 
+// The symbols of `word` (its characters) after BPE's merges: the lowest-ranked adjacent pair merges
+// first (the leftmost of equal ranks), as Hugging Face's BPE does without dropout. A queue of
+// candidate pairs makes a word of n characters cost O(n log n): SentencePiece-style files hand the
+// whole text to BPE as one word.
+std::vector<std::string_view> MergeByRank(
+    std::string_view word, const std::unordered_map<std::string, int32_t>& merge_rank) {
+  struct Symbol {
+    size_t begin, size;  // bytes of `word`; size 0 once merged into its left neighbour
+    ptrdiff_t prev, next;
+  };
+  struct Candidate {
+    int32_t rank;
+    size_t left;      // the left symbol's index
+    size_t combined;  // the pair's size in bytes when queued: a stale entry no longer matches
+    bool operator>(const Candidate& other) const {
+      return rank != other.rank ? rank > other.rank : left > other.left;
+    }
+  };
+  std::vector<Symbol> symbols;
+  for (size_t i = 0; i < word.size();) {
+    const size_t n = CharLength(word, i);
+    const ptrdiff_t index = static_cast<ptrdiff_t>(symbols.size());
+    symbols.push_back({i, n, index - 1, index + 1});
+    i += n;
+  }
+  if (!symbols.empty()) symbols.back().next = -1;
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  std::string key;
+  auto consider = [&](ptrdiff_t left) {
+    if (left < 0 || symbols[static_cast<size_t>(left)].next < 0) return;
+    const Symbol& a = symbols[static_cast<size_t>(left)];
+    const Symbol& b = symbols[static_cast<size_t>(a.next)];
+    key.assign(word.substr(a.begin, a.size)).push_back('\xff');
+    key.append(word.substr(b.begin, b.size));
+    auto rank = merge_rank.find(key);
+    if (rank != merge_rank.end()) {
+      queue.push({rank->second, static_cast<size_t>(left), a.size + b.size});
+    }
+  };
+  for (size_t i = 0; i + 1 < symbols.size(); ++i) consider(static_cast<ptrdiff_t>(i));
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.left];
+    if (left.size == 0 || left.next < 0) continue;
+    Symbol& right = symbols[static_cast<size_t>(left.next)];
+    if (left.size + right.size != top.combined) continue;
+    left.size += right.size;
+    right.size = 0;
+    left.next = right.next;
+    if (left.next >= 0) {
+      symbols[static_cast<size_t>(left.next)].prev = static_cast<ptrdiff_t>(top.left);
+    }
+    consider(left.prev);
+    consider(static_cast<ptrdiff_t>(top.left));
+  }
+  std::vector<std::string_view> merged;
+  for (ptrdiff_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
+    merged.push_back(word.substr(symbols[static_cast<size_t>(i)].begin,
+                                 symbols[static_cast<size_t>(i)].size));
+  }
+  return merged;
+}
+
 // Split's behaviors (Hugging Face's SplitDelimiterBehavior).
 enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
@@ -871,6 +935,20 @@ class BpeTokenizer::Parser {
       *max_id = std::max(*max_id, added.id);
       t_->added_.push_back(std::move(added));
     }
+    // By first byte, longest first: the first candidate matching at a position is the one
+    // leftmost-longest matching takes there.
+    t_->added_by_byte_.assign(512, {});
+    for (uint32_t i = 0; i < t_->added_.size(); ++i) {
+      const Added& added = t_->added_[i];
+      if (added.match.empty()) continue;
+      t_->added_by_byte_[(added.normalized ? 256 : 0) + static_cast<uint8_t>(added.match[0])]
+          .push_back(i);
+    }
+    for (std::vector<uint32_t>& candidates : t_->added_by_byte_) {
+      std::stable_sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
+        return t_->added_[a].match.size() > t_->added_[b].match.size();
+      });
+    }
     return Status();
   }
 
@@ -1084,61 +1162,10 @@ Status BpeTokenizer::encode_piece(std::string_view piece, std::vector<int64_t>* 
       return Status();
     }
   }
-  // The lowest-ranked adjacent pair merges first (the leftmost of equal ranks), as Hugging Face's
-  // BPE does without dropout: a queue of candidate pairs, so a piece of n characters costs
-  // O(n log n) merges (SentencePiece-style files hand the whole text to BPE as one piece).
-  struct Symbol {
-    size_t begin, size;  // bytes of `word`; size 0 once merged into its left neighbour
-    ptrdiff_t prev, next;
-  };
-  struct Candidate {
-    int32_t rank;
-    size_t left;      // the left symbol's index
-    size_t combined;  // the pair's size in bytes when queued: a stale entry no longer matches
-    bool operator>(const Candidate& other) const {
-      return rank != other.rank ? rank > other.rank : left > other.left;
-    }
-  };
-  std::vector<Symbol> symbols;
-  for (size_t i = 0; i < word.size();) {
-    const size_t n = CharLength(word, i);
-    const ptrdiff_t index = static_cast<ptrdiff_t>(symbols.size());
-    symbols.push_back({i, n, index - 1, index + 1});
-    i += n;
-  }
-  if (!symbols.empty()) symbols.back().next = -1;
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
-  std::string key;
-  auto consider = [&](ptrdiff_t left) {
-    if (left < 0 || symbols[static_cast<size_t>(left)].next < 0) return;
-    const Symbol& a = symbols[static_cast<size_t>(left)];
-    const Symbol& b = symbols[static_cast<size_t>(a.next)];
-    key.assign(word, a.begin, a.size).push_back('\xff');
-    key.append(word, b.begin, b.size);
-    auto rank = merge_rank_.find(key);
-    if (rank != merge_rank_.end()) {
-      queue.push({rank->second, static_cast<size_t>(left), a.size + b.size});
-    }
-  };
-  for (size_t i = 0; i + 1 < symbols.size(); ++i) consider(static_cast<ptrdiff_t>(i));
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
-    Symbol& left = symbols[top.left];
-    if (left.size == 0 || left.next < 0) continue;
-    Symbol& right = symbols[static_cast<size_t>(left.next)];
-    if (left.size + right.size != top.combined) continue;
-    left.size += right.size;
-    right.size = 0;
-    left.next = right.next;
-    if (left.next >= 0) symbols[static_cast<size_t>(left.next)].prev = static_cast<ptrdiff_t>(top.left);
-    consider(left.prev);
-    consider(static_cast<ptrdiff_t>(top.left));
-  }
+  const std::vector<std::string_view> symbols = MergeByRank(word, merge_rank_);
   bool previous_unk = false;
-  for (ptrdiff_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
-    const std::string symbol =
-        word.substr(symbols[static_cast<size_t>(i)].begin, symbols[static_cast<size_t>(i)].size);
+  for (std::string_view view : symbols) {
+    const std::string symbol(view);
     auto id = vocab_.find(symbol);
     if (id != vocab_.end()) {
       ids->push_back(id->second);
@@ -1185,34 +1212,25 @@ Status BpeTokenizer::encode_ordinary(std::string_view text, bool at_start,
   return Status();
 }
 
-namespace {
-
 // The leftmost match in text[from:] of an added token whose `normalized` is `normalized`, the
-// longest of those, widened over whitespace by lstrip / rstrip (never before `from`), as
-// Hugging Face's AddedVocabulary finds them. Returns the token or null; *begin / *end the range.
-template <typename Added>
-const Added* FindAdded(const std::vector<Added>& added, std::string_view text, size_t from,
-                       bool normalized, size_t* begin, size_t* end) {
-  const Added* best = nullptr;
-  size_t best_at = std::string_view::npos;
-  for (const Added& token : added) {
-    if (token.normalized != normalized) continue;
-    const size_t at = text.find(token.match, from);
-    if (at == std::string_view::npos) continue;
-    if (best == nullptr || at < best_at ||
-        (at == best_at && token.match.size() > best->match.size())) {
-      best_at = at;
-      best = &token;
+// longest of those, widened over whitespace by lstrip / rstrip (never before `from`), as Hugging
+// Face's AddedVocabulary finds them. Returns the token or null; *begin / *end the range.
+const BpeTokenizer::Added* BpeTokenizer::find_added(std::string_view text, size_t from,
+                                                    bool normalized, size_t* begin,
+                                                    size_t* end) const {
+  const std::vector<uint32_t>* by_byte = &added_by_byte_[normalized ? 256 : 0];
+  for (size_t at = from; at < text.size(); ++at) {
+    for (uint32_t index : by_byte[static_cast<uint8_t>(text[at])]) {
+      const Added& token = added_[index];
+      if (text.compare(at, token.match.size(), token.match) != 0) continue;
+      *begin = token.lstrip ? SkipWhitespaceBack(text, from, at) : at;
+      *end = at + token.match.size();
+      if (token.rstrip) *end = SkipWhitespace(text, *end);
+      return &token;
     }
   }
-  if (best == nullptr) return nullptr;
-  *begin = best->lstrip ? SkipWhitespaceBack(text, from, best_at) : best_at;
-  *end = best_at + best->match.size();
-  if (best->rstrip) *end = SkipWhitespace(text, *end);
-  return best;
+  return nullptr;
 }
-
-}  // namespace
 
 // Raw text between non-normalized added tokens: normalized, then split by normalized ones.
 Status BpeTokenizer::encode_segment(std::string_view segment, bool at_start,
@@ -1220,7 +1238,7 @@ Status BpeTokenizer::encode_segment(std::string_view segment, bool at_start,
   if (segment.empty()) return Status();
   ES_ASSIGN_OR_RETURN(const std::string text, normalize(segment));
   size_t done = 0, begin = 0, end = 0;
-  while (const Added* added = FindAdded(added_, text, done, /*normalized=*/true, &begin, &end)) {
+  while (const Added* added = find_added(text, done, /*normalized=*/true, &begin, &end)) {
     ES_RETURN_IF_ERROR(encode_ordinary(std::string_view(text).substr(done, begin - done),
                                        at_start && done == 0, ids));
     ids->push_back(added->id);
@@ -1236,7 +1254,7 @@ Result<std::vector<int64_t>> BpeTokenizer::encode(std::string_view text,
   std::vector<int64_t> ids;
   if (add_special_tokens) ids = prefix_ids_;
   size_t done = 0, begin = 0, end = 0;
-  while (const Added* added = FindAdded(added_, text, done, /*normalized=*/false, &begin, &end)) {
+  while (const Added* added = find_added(text, done, /*normalized=*/false, &begin, &end)) {
     ES_RETURN_IF_ERROR(encode_segment(text.substr(done, begin - done), done == 0, &ids));
     ids.push_back(added->id);
     done = end;

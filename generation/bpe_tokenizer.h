@@ -89,6 +89,8 @@ class BpeTokenizer : public Tokenizer {
   runtime::Status encode_ordinary(std::string_view text, bool at_start,
                                   std::vector<int64_t>* ids) const;
   runtime::Status encode_piece(std::string_view piece, std::vector<int64_t>* ids) const;
+  const Added* find_added(std::string_view text, size_t from, bool normalized, size_t* begin,
+                          size_t* end) const;
 
   std::string name_;
   std::vector<Normalizer> normalizers_;      // applied in order to the text between added tokens
@@ -101,6 +103,8 @@ class BpeTokenizer : public Tokenizer {
   bool fuse_unk_ = false;
   int64_t unk_id_ = -1;
   std::vector<Added> added_;  // matched before anything else
+  // [256 * normalized + first byte] -> indices into added_, longest first.
+  std::vector<std::vector<uint32_t>> added_by_byte_;
   std::vector<int64_t> prefix_ids_;  // the post-processor's template around the sequence
   std::vector<int64_t> suffix_ids_;
   std::unique_ptr<Decoder> decoder_;
