@@ -124,6 +124,47 @@ TEST(BpeTokenizer, parts_it_does_not_implement_are_refused_by_name) {
   EXPECT_FALSE(tokenizer.encode(std::string("\xFF", 1)).ok());
 }
 
+// Every part outside what the header lists is refused with the file and the part's name, before
+// any text is tokenized differently.
+TEST(BpeTokenizer, each_unimplemented_step_is_refused_by_name) {
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []})";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"},
+          {"type": "Precompiled", "precompiled_charsmap": ""}]})",
+       "normalizer 'Precompiled' is not supported"},
+      {R"("pre_tokenizer": {"type": "Whitespace"})", "pre-tokenizer 'Whitespace' is not supported"},
+      {R"("pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Sideways"})",
+       "Split behavior 'Sideways' is not supported"},
+      {R"("pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"},
+          {"type": "Digits"}]})",
+       "pre-tokenizer 'Digits' after ByteLevel is not supported"},
+      {R"("decoder": {"type": "CTC"})", "decoder 'CTC' is not supported"},
+      {R"("decoder": {"type": "Sequence", "decoders": [{"type": "Fuse"},
+          {"type": "Strip", "content": " ", "start": 0, "stop": 1}]})",
+       "a Strip decoder other than of leading characters after Fuse is not supported"},
+      {R"("decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"},
+          {"type": "Replace", "pattern": {"String": "a"}, "content": "b"}]})",
+       "decoder 'Replace' after ByteFallback or Fuse is not supported"},
+      {R"("added_tokens": [{"id": 2, "content": "<x>", "single_word": true}])",
+       "added token '<x>' matches single words, which is not supported"},
+      {R"("post_processor": {"type": "RobertaProcessing"})",
+       "post-processor 'RobertaProcessing' is not supported"},
+  };
+  for (const auto& [part, message] : cases) {
+    auto refused = BpeTokenizer::parse("{" + model + ", " + part + "}", "t.json");
+    ASSERT_FALSE(refused.ok()) << part;
+    EXPECT_EQ(refused.status().code(), runtime::Error::NotSupported) << part;
+    EXPECT_NE(std::string(refused.status().message()).find("t.json: " + message),
+              std::string::npos)
+        << refused.status().message();
+  }
+  auto dropout = BpeTokenizer::parse(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}})", "d.json");
+  ASSERT_FALSE(dropout.ok());
+  EXPECT_NE(std::string(dropout.status().message()).find("d.json: BPE dropout"),
+            std::string::npos);
+}
+
 // Each family's file: ids with and without special tokens, decode with and without them, and
 // streamed pieces that concatenate to decode(), on a few hundred texts and random id runs.
 TEST(BpeTokenizer, each_family_equals_hugging_face_on_texts_and_random_ids) {
