@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <utility>
@@ -140,8 +140,7 @@ size_t DecodeUtf8(std::string_view s, std::string* out, bool final) {
 bool IsUtf8(std::string_view s) {
   std::string scratch;
   scratch.reserve(s.size());
-  return DecodeUtf8(s, &scratch, true) == s.size() && scratch.size() == s.size() &&
-         scratch == s;
+  return DecodeUtf8(s, &scratch, true) == s.size() && scratch.size() == s.size() && scratch == s;
 }
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -174,9 +173,7 @@ bool Flag(const Json& node, const char* key, bool fallback) {
 
 }  // namespace
 
-void append_utf8_lossy(std::string_view bytes, std::string* out) {
-  DecodeUtf8(bytes, out, true);
-}
+void append_utf8_lossy(std::string_view bytes, std::string* out) { DecodeUtf8(bytes, out, true); }
 
 bool is_utf8(std::string_view text) { return IsUtf8(text); }
 
@@ -195,7 +192,6 @@ void Utf8Stream::finish(std::string* out) {
   DecodeUtf8(pending_, out, true);
   pending_.clear();
 }
-
 
 namespace {
 
@@ -218,8 +214,7 @@ bool IsWhitespace(uint32_t cp) {
          cp == 0x205F || cp == 0x3000;
 }
 
-// Where the whitespace before `end` starts (not before `floor`), and where the whitespace from
-// `begin` ends.
+// Where the whitespace before `end` starts (not before `floor`).
 size_t SkipWhitespaceBack(std::string_view s, size_t floor, size_t end) {
   while (end > floor) {
     size_t start = end - 1;
@@ -231,6 +226,7 @@ size_t SkipWhitespaceBack(std::string_view s, size_t floor, size_t end) {
   return end;
 }
 
+// Where the whitespace from `begin` ends.
 size_t SkipWhitespace(std::string_view s, size_t begin) {
   while (begin < s.size()) {
     size_t n = 0;
@@ -240,6 +236,7 @@ size_t SkipWhitespace(std::string_view s, size_t begin) {
   return begin;
 }
 
+// Appends text with each occurrence of pattern (left to right, not overlapping) as content.
 void ReplaceAll(std::string_view text, std::string_view pattern, std::string_view content,
                 std::string* out) {
   if (pattern.empty()) {
@@ -263,7 +260,8 @@ struct Pattern {
 
 Result<Pattern> PatternOf(const Json& node, const char* file, const char* what) {
   const Json& pattern = Get(node, "pattern");
-  if (Get(pattern, "String").is_string()) return Pattern{false, pattern["String"].get<std::string>()};
+  if (Get(pattern, "String").is_string())
+    return Pattern{false, pattern["String"].get<std::string>()};
   if (Get(pattern, "Regex").is_string()) return Pattern{true, pattern["Regex"].get<std::string>()};
   return Status::Format(Error::InvalidData, "%s: %s has no String or Regex pattern", file, what);
 }
@@ -338,8 +336,8 @@ std::vector<std::string_view> MergeByRank(
   }
   std::vector<std::string_view> merged;
   for (ptrdiff_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) {
-    merged.push_back(word.substr(symbols[static_cast<size_t>(i)].begin,
-                                 symbols[static_cast<size_t>(i)].size));
+    merged.push_back(
+        word.substr(symbols[static_cast<size_t>(i)].begin, symbols[static_cast<size_t>(i)].size));
   }
   return merged;
 }
@@ -457,7 +455,8 @@ struct BpeTokenizer::Normalizer {
         break;
       case Kind::kStrip: {
         const size_t begin = strip_left ? SkipWhitespace(*text, 0) : 0;
-        const size_t end = strip_right ? SkipWhitespaceBack(*text, begin, text->size()) : text->size();
+        const size_t end =
+            strip_right ? SkipWhitespaceBack(*text, begin, text->size()) : text->size();
         out.assign(*text, begin, end - begin);
         break;
       }
@@ -492,8 +491,8 @@ struct BpeTokenizer::PreTokenizer {
         case Kind::kMetaspace: {
           std::string text;
           ReplaceAll(piece.text, " ", replacement, &text);
-          const bool prepend_here = prepend == Prepend::kAlways ||
-                                    (prepend == Prepend::kFirst && piece.at_start);
+          const bool prepend_here =
+              prepend == Prepend::kAlways || (prepend == Prepend::kFirst && piece.at_start);
           if (prepend_here && text.compare(0, replacement.size(), replacement) != 0) {
             text.insert(0, replacement);
           }
@@ -505,10 +504,12 @@ struct BpeTokenizer::PreTokenizer {
           size_t begin = 0;
           for (size_t at = text.find(replacement, 1); at != std::string::npos;
                at = text.find(replacement, at + replacement.size())) {
-            if (at > begin) out->push_back({text.substr(begin, at - begin), piece.at_start && begin == 0});
+            if (at > begin)
+              out->push_back({text.substr(begin, at - begin), piece.at_start && begin == 0});
             begin = at;
           }
-          if (begin < text.size()) out->push_back({text.substr(begin), piece.at_start && begin == 0});
+          if (begin < text.size())
+            out->push_back({text.substr(begin), piece.at_start && begin == 0});
           break;
         }
       }
@@ -588,8 +589,8 @@ struct BpeTokenizer::PreTokenizer {
     }
     for (const Part& part : merged) {
       if (part.end > part.begin) {
-        out->push_back({text.substr(part.begin, part.end - part.begin),
-                        piece.at_start && part.begin == 0});
+        out->push_back(
+            {text.substr(part.begin, part.end - part.begin), piece.at_start && part.begin == 0});
       }
     }
     return Status();
@@ -615,7 +616,7 @@ struct BpeTokenizer::Decoder {
   };
   Kind kind = Kind::kJoin;
   std::vector<std::pair<std::string, std::string>> replaces;  // per token, in order
-  std::string metaspace;  // a Metaspace decoder's replacement, "" for none
+  std::string metaspace;               // a Metaspace decoder's replacement, "" for none
   bool metaspace_drops_first = false;  // its replacements in the first token vanish
   bool byte_fallback = false;
   bool fused = false;
@@ -838,8 +839,8 @@ class BpeTokenizer::Parser {
         n.content = (*step)["prepend"].get<std::string>();
       } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
         n.kind = Normalizer::Kind::kUnicode;
-        n.unicode_options = UTF8PROC_STABLE | (type[type.size() - 1] == 'C' ? UTF8PROC_COMPOSE
-                                                                           : UTF8PROC_DECOMPOSE);
+        n.unicode_options = UTF8PROC_STABLE |
+                            (type[type.size() - 1] == 'C' ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE);
         if (type[2] == 'K') n.unicode_options |= UTF8PROC_COMPAT;
       } else if (type == "Lowercase") {
         n.kind = Normalizer::Kind::kLowercase;
@@ -873,7 +874,8 @@ class BpeTokenizer::Parser {
         continue;
       }
       if (type == "Digits") {
-        ES_RETURN_IF_ERROR(add_split(Flag(*step, "individual_digits", false) ? "\\p{N}" : "\\p{N}+"));
+        ES_RETURN_IF_ERROR(
+            add_split(Flag(*step, "individual_digits", false) ? "\\p{N}" : "\\p{N}+"));
         continue;
       }
       if (type == "Split") {
@@ -904,8 +906,8 @@ class BpeTokenizer::Parser {
         ES_ASSIGN_OR_RETURN(p.prepend, PrependScheme(*step));
         p.split = Flag(*step, "split", true);
       } else {
-        return Status::Format(Error::NotSupported, "%s: pre-tokenizer '%s' is not supported",
-                              file_, type.c_str());
+        return Status::Format(Error::NotSupported, "%s: pre-tokenizer '%s' is not supported", file_,
+                              type.c_str());
       }
       t_->pre_tokenizers_.push_back(std::move(p));
     }
@@ -915,19 +917,22 @@ class BpeTokenizer::Parser {
   Status added_tokens(const Json& node, int64_t* max_id) {
     for (size_t i = 0; node.is_array() && i < node.size(); ++i) {
       const Json& token = node[i];
-      ES_CHECK_OR_RETURN_ERROR(Get(token, "id").is_number_unsigned() &&
-                                   Get(token, "content").is_string() &&
-                                   !token["content"].get<std::string>().empty(),
-                               Error::InvalidData, "%s: an added token without id or content",
-                               file_);
+      ES_CHECK_OR_RETURN_ERROR(
+          Get(token, "id").is_number_unsigned() && Get(token, "content").is_string() &&
+              !token["content"].get<std::string>().empty(),
+          Error::InvalidData, "%s: an added token without id or content", file_);
       const std::string content = token["content"].get<std::string>();
       ES_CHECK_OR_RETURN_ERROR(!Flag(token, "single_word", false), Error::NotSupported,
                                "%s: added token '%s' matches single words, which is not "
                                "supported",
                                file_, content.c_str());
       const bool special = Flag(token, "special", false);
-      Added added{content, content, token["id"].get<int64_t>(), special,
-                  Flag(token, "normalized", !special), Flag(token, "lstrip", false),
+      Added added{content,
+                  content,
+                  token["id"].get<int64_t>(),
+                  special,
+                  Flag(token, "normalized", !special),
+                  Flag(token, "lstrip", false),
                   Flag(token, "rstrip", false)};
       if (added.normalized) {
         ES_ASSIGN_OR_RETURN(added.match, t_->normalize(content));
@@ -1025,12 +1030,12 @@ class BpeTokenizer::Parser {
         const Json& content = Get(*step, "content");
         const Json& start = Get(*step, "start");
         const Json& stop = Get(*step, "stop");
-        ES_CHECK_OR_RETURN_ERROR(d->fused && content.is_string() && start.is_number_unsigned() &&
-                                     stop == 0,
-                                 Error::NotSupported,
-                                 "%s: a Strip decoder other than of leading characters after "
-                                 "Fuse is not supported",
-                                 file_);
+        ES_CHECK_OR_RETURN_ERROR(
+            d->fused && content.is_string() && start.is_number_unsigned() && stop == 0,
+            Error::NotSupported,
+            "%s: a Strip decoder other than of leading characters after "
+            "Fuse is not supported",
+            file_);
         d->strip_content = content.get<std::string>();
         d->strip_start = d->strip_content.empty() ? 0 : start.get<size_t>();
       } else {
@@ -1084,8 +1089,10 @@ class BpeTokenizer::Parser {
     if (scheme == "first") return PreTokenizer::Prepend::kFirst;
     if (scheme == "always") return PreTokenizer::Prepend::kAlways;
     if (scheme == "never") return PreTokenizer::Prepend::kNever;
-    return Status::Format(Error::InvalidData, "%s: Metaspace prepend_scheme must be first, always "
-                          "or never", file_);
+    return Status::Format(Error::InvalidData,
+                          "%s: Metaspace prepend_scheme must be first, always "
+                          "or never",
+                          file_);
   }
 
   const char* file_;
@@ -1176,7 +1183,8 @@ Status BpeTokenizer::encode_piece(std::string_view piece, std::vector<int64_t>* 
       std::vector<int64_t> bytes;
       for (char c : symbol) {
         char name[8];
-        std::snprintf(name, sizeof(name), "<0x%02X>", static_cast<unsigned>(static_cast<uint8_t>(c)));
+        std::snprintf(name, sizeof(name), "<0x%02X>",
+                      static_cast<unsigned>(static_cast<uint8_t>(c)));
         auto byte = vocab_.find(name);
         if (byte == vocab_.end()) break;
         bytes.push_back(byte->second);

@@ -93,9 +93,9 @@ class BpeTokenizer : public Tokenizer {
                           size_t* end) const;
 
   std::string name_;
-  std::vector<Normalizer> normalizers_;      // applied in order to the text between added tokens
+  std::vector<Normalizer> normalizers_;       // applied in order to the text between added tokens
   std::vector<PreTokenizer> pre_tokenizers_;  // applied in order, each piece split further
-  bool byte_level_ = false;                   // pieces' bytes mapped to GPT-2's printable characters
+  bool byte_level_ = false;  // pieces' bytes mapped to GPT-2's printable characters
   std::unordered_map<std::string, int64_t> vocab_;
   std::unordered_map<std::string, int32_t> merge_rank_;  // "left\xffright" -> rank
   bool ignore_merges_ = false;

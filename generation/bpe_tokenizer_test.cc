@@ -154,15 +154,13 @@ TEST(BpeTokenizer, each_unimplemented_step_is_refused_by_name) {
     auto refused = BpeTokenizer::parse("{" + model + ", " + part + "}", "t.json");
     ASSERT_FALSE(refused.ok()) << part;
     EXPECT_EQ(refused.status().code(), runtime::Error::NotSupported) << part;
-    EXPECT_NE(std::string(refused.status().message()).find("t.json: " + message),
-              std::string::npos)
+    EXPECT_NE(std::string(refused.status().message()).find("t.json: " + message), std::string::npos)
         << refused.status().message();
   }
   auto dropout = BpeTokenizer::parse(
       R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}})", "d.json");
   ASSERT_FALSE(dropout.ok());
-  EXPECT_NE(std::string(dropout.status().message()).find("d.json: BPE dropout"),
-            std::string::npos);
+  EXPECT_NE(std::string(dropout.status().message()).find("d.json: BPE dropout"), std::string::npos);
 }
 
 // Each family's file: ids with and without special tokens, decode with and without them, and
@@ -201,7 +199,8 @@ TEST(BpeTokenizer, each_family_equals_hugging_face_on_texts_and_random_ids) {
       const Span<const int64_t> span(ids.data(), ids.size());
       const std::string text = cases["random_decoded"][i].get<std::string>();
       EXPECT_EQ(tokenizer.decode(span), text) << cases["random_ids"][i].dump();
-      EXPECT_EQ(tokenizer.decode(span, false), cases["random_decoded_special"][i].get<std::string>())
+      EXPECT_EQ(tokenizer.decode(span, false),
+                cases["random_decoded_special"][i].get<std::string>())
           << cases["random_ids"][i].dump();
       std::unique_ptr<TextStream> stream = tokenizer.stream();
       std::string joined;
