@@ -1,6 +1,7 @@
 // Tokenizer: what text generation needs of a model's tokenizer, whichever file it comes from
-// (tokenizer.json's byte-level BPE: BpeTokenizer; a SentencePiece tokenizer.model:
-// SentencePieceTokenizer). load_tokenizer() in tokenizers.h picks one for an export folder.
+// (tokenizer.json's BPE, byte-level or SentencePiece-style: BpeTokenizer; a SentencePiece
+// tokenizer.model: SentencePieceTokenizer). load_tokenizer() in tokenizers.h picks one for an
+// export folder.
 //
 // Thread-safety: const methods may run concurrently.
 

@@ -1,5 +1,5 @@
 // load_tokenizer: the tokenizer of an export folder (or a model directory), as transformers picks
-// it: tokenizer.json when there is one (Hugging Face's fast tokenizer; byte-level BPE in C++), else
+// it: tokenizer.json when there is one (Hugging Face's fast tokenizer; BpeTokenizer in C++), else
 // a SentencePiece tokenizer.model, with tokenizer_config.json's add_bos_token / add_eos_token
 // (default: BOS only, as Llama's tokenizer).
 //

@@ -10,7 +10,8 @@
 // tokenizer.json, C++ byte-level BPE, or else its SentencePiece tokenizer.model:
 // generation::load_tokenizer) and the new text is printed as it is generated, whole characters at
 // a time (--ids prints the ids instead); --prompt-ids takes an int64 .npy of shape [P] or [1, P]. Without a tokenizer only ids
-// go in and out. Greedy by default; --temperature > 0 samples
+// go in and out; a tokenizer file it cannot read refuses --prompt and otherwise only leaves the
+// text out (the reason on stderr). Greedy by default; --temperature > 0 samples
 // (generation::Sampler, the one Python's Method.generate uses: a seed gives the same tokens in
 // both). Generation stops after an end token: --eos-id (repeatable), or by default the
 // eos_token_id of the generation_config.json beside each program (export_lora copies the model's).
@@ -157,20 +158,33 @@ Result<std::vector<int64_t>> EndTokens(const std::string& program_path) {
 }
 
 // The tokenizer beside each program (tokenizer.json, else a SentencePiece tokenizer.model), loaded
-// once per folder (null without one).
+// once per folder (null without one). A file it cannot read is null too, with the reason kept:
+// token ids in and out need no tokenizer, so only text is unavailable.
 class Tokenizers {
  public:
-  Result<const generation::Tokenizer*> for_program(const std::string& program_path) {
+  const generation::Tokenizer* for_program(const std::string& program_path, Status* unreadable) {
     const std::string folder = FolderOf(program_path);
     auto found = by_folder_.find(folder);
-    if (found != by_folder_.end()) return found->second.get();
-    ES_ASSIGN_OR_RETURN(std::unique_ptr<generation::Tokenizer> tokenizer,
-                        generation::load_tokenizer(folder));
-    return (by_folder_[folder] = std::move(tokenizer)).get();
+    if (found == by_folder_.end()) {
+      Result<std::unique_ptr<generation::Tokenizer>> loaded = generation::load_tokenizer(folder);
+      Entry entry;
+      if (loaded.ok()) {
+        entry.tokenizer = std::move(*loaded);
+      } else {
+        entry.unreadable = loaded.status();
+      }
+      found = by_folder_.emplace(folder, std::move(entry)).first;
+    }
+    *unreadable = found->second.unreadable;
+    return found->second.tokenizer.get();
   }
 
  private:
-  std::map<std::string, std::unique_ptr<generation::Tokenizer>> by_folder_;
+  struct Entry {
+    std::unique_ptr<generation::Tokenizer> tokenizer;
+    Status unreadable;
+  };
+  std::map<std::string, Entry> by_folder_;
 };
 
 Result<Method*> FindMethod(LoadedProgram& entry, const std::string& name) {
@@ -207,9 +221,11 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
                                     const std::string& label, const std::vector<int64_t>& ids,
                                     Tokenizers& tokenizers) {
   ES_ASSIGN_OR_RETURN(Method * method, FindMethod(entry, options.method));
-  ES_ASSIGN_OR_RETURN(const generation::Tokenizer* tokenizer, tokenizers.for_program(entry.path));
+  Status unreadable;
+  const generation::Tokenizer* tokenizer = tokenizers.for_program(entry.path, &unreadable);
   std::vector<int64_t> prompt = ids;
   if (!options.prompt.empty() || prompt.empty()) {
+    ES_RETURN_IF_ERROR(unreadable);
     ES_CHECK_OR_RETURN_ERROR(tokenizer != nullptr, Error::InvalidArgument,
                              "--prompt: there is no tokenizer.json or tokenizer.model beside %s "
                              "(export with a model directory that has one, or give --prompt-ids)",
@@ -226,6 +242,9 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
     ES_ASSIGN_OR_RETURN(generate.stop_ids, EndTokens(entry.path));
   } else {
     generate.stop_ids.assign(options.eos_ids.begin(), options.eos_ids.end());
+  }
+  if (!unreadable.ok()) {
+    std::fprintf(stderr, "generate: %s: no text, token ids only\n", unreadable.message());
   }
   const bool as_text = tokenizer != nullptr && !options.print_ids;
   std::printf("%s:%s", label.c_str(), as_text ? "\n" : "");

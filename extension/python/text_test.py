@@ -5,7 +5,9 @@ exported with adapters a and b; the tokenizer files sit beside the programs.
 Greedy text equals transformers' decode of generate(do_sample=False) for both adapters and the bare
 foundation and stops at generation_config's end token; top-k 1 is greedy; a seeded sampled run
 repeats and equals //tools:generate's; streamed pieces concatenate to the decoded text without
-splitting a character; the chat prompt equals transformers' apply_chat_template.
+splitting a character; the chat prompt equals transformers' apply_chat_template; a tokenizer.json
+//tools:generate cannot read leaves --prompt-ids generating (no text, the reason on stderr) and
+refuses --prompt with that reason.
 """
 
 import json
@@ -149,6 +151,30 @@ def test_the_python_cli_chats_with_the_models_template(programs, expected, tmp_p
 def test_tools_generate_stops_at_generation_config_end_tokens(expected, tmp_path):
     tokens = _tool_tokens("foundation.pte", expected["prompt_ids"], tmp_path, "--max-new-tokens", "24")
     assert tokens == expected["generated"]["foundation"]["tokens"]
+
+
+def test_a_tokenizer_the_tool_cannot_read_leaves_ids_working_and_refuses_text(expected, tmp_path):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for name in ("a.pte", "foundation.ptd", "generation_config.json"):
+        os.symlink(os.path.abspath(_path(name)), folder / name)
+    unreadable = {"model": {"type": "WordPiece", "vocab": {"a": 0}}}
+    (folder / "tokenizer.json").write_text(json.dumps(unreadable), encoding="utf-8")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    prompt = str(tmp_path / "prompt.npy")
+    np.save(prompt, np.asarray(expected["prompt_ids"], dtype=np.int64))
+    out = str(tmp_path / "out.json")
+    tool = [os.path.join(root, "tools", "generate"), "--program", str(folder / "a.pte"), "--data",
+            str(folder / "foundation.ptd"), "--max-new-tokens", str(expected["new_tokens"])]
+    proc = subprocess.run([*tool, "--prompt-ids", prompt, "--json", out], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "model 'WordPiece' is not supported" in proc.stderr and "no text, token ids only" in proc.stderr
+    with open(out, encoding="utf-8") as f:
+        got = json.load(f)
+    assert got["tokens"] == expected["generated"]["a"]["tokens"] and "text" not in got
+    refused = subprocess.run([*tool, "--prompt", "Hello"], capture_output=True, text=True, check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "model 'WordPiece' is not supported" in refused.stderr
 
 
 def test_streamed_pieces_concatenate_to_the_decoded_text(programs, expected):
