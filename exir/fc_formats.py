@@ -67,6 +67,8 @@ class FcFormat:
       group_sizes: the groups along the input dim it takes (empty: not grouped).
       quantizer: float32 weight, group size -> (stored values, scales); None when unquantized.
       fallback: the scheme of the format a weight it cannot hold is stored in (None: it holds all).
+      values_per_byte: how many values one byte of the stored entry holds (2 for int4: the entry is
+        [out, in / 2]).
     """
 
     scheme: str
@@ -79,6 +81,7 @@ class FcFormat:
     group_sizes: Tuple[int, ...] = ()
     quantizer: Optional[Quantizer] = None
     fallback: Optional[str] = None
+    values_per_byte: int = 1
 
     @property
     def scalar_type(self) -> int:
@@ -152,6 +155,7 @@ QC4W = FcFormat(
     group_sizes=QC4W_GROUP_SIZES,
     quantizer=quantize_qc4w,
     fallback="qc8w",
+    values_per_byte=2,
 )
 
 FC_FORMATS: Tuple[FcFormat, ...] = (F32, F16W, QC8W, QC4W)

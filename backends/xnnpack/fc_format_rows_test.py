@@ -2,6 +2,8 @@
 QuantScheme enum, and a delegated linear's constant carries its row's ScalarType, QuantScheme,
 group size and key suffixes."""
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -11,6 +13,7 @@ from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.exir import LoraDataPolicy, to_edge
 from edgeshare.exir.fc_formats import FC_FORMATS, format_for_option
 from edgeshare.exir.lower import LoweredBackendModule
+from edgeshare.exir.tensor_layout import scalar_type_of
 from torch import nn
 
 
@@ -23,6 +26,25 @@ def test_every_quant_scheme_of_the_graph_schema_has_one_quantized_row_and_none_t
     quantized = [f.quant_scheme for f in FC_FORMATS if f.quantized]
     assert sorted(quantized) == sorted(n for n in schemes if n != "NONE")
     assert all(f.quant_scheme == "NONE" for f in FC_FORMATS if not f.quantized)
+
+
+def test_the_python_rows_and_the_cpp_rows_are_one_table():
+    # backends/xnnpack/runtime/fc_format.cc's rows, as its fc_formats binary prints them: name,
+    # weight ScalarType, QuantScheme, scales ScalarType (-1: none), grouped scales, values per byte.
+    listed = subprocess.run([os.environ["XNNPACK_FC_FORMATS"]], check=True, capture_output=True, text=True).stdout
+    cpp = [line.split() for line in listed.splitlines()]
+    python = [
+        [
+            row.scheme,
+            str(row.scalar_type),
+            str(_quant_schemes()[row.quant_scheme]),
+            str(-1 if row.scales_dtype is None else scalar_type_of(row.scales_dtype)),
+            str(int(row.grouped)),
+            str(row.values_per_byte),
+        ]
+        for row in FC_FORMATS
+    ]
+    assert cpp == python
 
 
 class _Mlp(nn.Module):
