@@ -223,16 +223,6 @@ Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed, size_t 
   return Status();
 }
 
-Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* packed, size_t packed_bytes,
-                                size_t k, size_t n, size_t rows, const float* x, size_t x_stride,
-                                float* y, size_t y_stride, const QS8Scratch& scratch) {
-  // The weight is checked before the rows are quantized; y is written only once all is checked.
-  ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
-  ES_RETURN_IF_ERROR(qs8_quantize_rows(set, k, rows, x, x_stride, scratch));
-  return qs8_qc8w_run_quantized(set, packed, packed_bytes, k, n, rows, scratch, scratch.acc, y,
-                                y_stride);
-}
-
 Status check_f32_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {
   ES_CHECK_OR_RETURN_ERROR(k > 0 && n > 0, Error::InvalidArgument,
                            "f32 packed kernel: a [%zu x %zu] weight has no inputs or outputs", n,

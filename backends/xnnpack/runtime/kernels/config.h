@@ -86,16 +86,6 @@ struct QS8Scratch {
   size_t max_rows = 0;
 };
 
-// y = the int8 fully connected of `rows` rows of x (x_stride floats apart) into rows of y
-// (y_stride floats apart): quantize, integer dot (GEMV for one row, GEMM for more), epilogue,
-// with `set`'s kernels.
-// Errors: InvalidArgument when check_qs8_kernel_args fails, rows exceed the scratch, a buffer is
-// null or a stride is too short, or a kind of `set` is missing; y is not written then.
-runtime::Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* packed,
-                                         size_t packed_bytes, size_t k, size_t n, size_t rows,
-                                         const float* x, size_t x_stride, float* y, size_t y_stride,
-                                         const QS8Scratch& scratch);
-
 // The same in two steps, for a weight run as column slabs (on several threads): the rows are
 // quantized once into scratch.q and scratch.scales, then each slab runs the dot and the epilogue
 // over them with an accumulator block of its own (`acc`: rows x n int32). A slab of channels
@@ -161,15 +151,6 @@ runtime::Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed
                                        size_t packed_bytes, size_t k, size_t n, size_t group,
                                        size_t rows, const QS8Scratch& scratch,
                                        const int32_t* xsum8, float* y, size_t y_stride);
-
-// All of it for `rows` rows of x (x_stride floats apart): quantize with `qs8`'s quantizer, group
-// sums into `xsum8` (rows x k / group int32, held by the caller), then qs8_qc4w_run_quantized.
-// Errors: as qs8_quantize_rows and qs8_qc4w_run_quantized; y is not written then.
-runtime::Status qs8_qc4w_fully_connected(const QS8Kernels& qs8, const QC4Kernels& set,
-                                         const void* packed, size_t packed_bytes, size_t k,
-                                         size_t n, size_t group, size_t rows, const float* x,
-                                         size_t x_stride, float* y, size_t y_stride,
-                                         const QS8Scratch& scratch, int32_t* xsum8);
 
 }  // namespace kernels
 }  // namespace xnnpack

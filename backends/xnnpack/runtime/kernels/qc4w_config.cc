@@ -109,20 +109,6 @@ Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed, size_t 
   return Status();
 }
 
-Status qs8_qc4w_fully_connected(const QS8Kernels& qs8, const QC4Kernels& set, const void* packed,
-                                size_t packed_bytes, size_t k, size_t n, size_t group, size_t rows,
-                                const float* x, size_t x_stride, float* y, size_t y_stride,
-                                const QS8Scratch& scratch, int32_t* xsum8) {
-  // The weight is checked before the rows are quantized; y is written only once all is checked.
-  ES_RETURN_IF_ERROR(check_qc4_kernel_args(k, n, group, packed, packed_bytes));
-  ES_CHECK_OR_RETURN_ERROR(rows == 0 || xsum8 != nullptr, Error::InvalidArgument,
-                           "int4 fully connected: a null group-sum buffer");
-  ES_RETURN_IF_ERROR(qs8_quantize_rows(qs8, k, rows, x, x_stride, scratch));
-  if (rows != 0) qs8_group_sums(scratch.q, k, rows, qc8_padded_k(k), group, xsum8);
-  return qs8_qc4w_run_quantized(set, packed, packed_bytes, k, n, group, rows, scratch, xsum8, y,
-                                y_stride);
-}
-
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

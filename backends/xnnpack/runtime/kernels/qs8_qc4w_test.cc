@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_fully_connected.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 
 namespace edgeshare {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_fully_connected.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/f32_test_util.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 
