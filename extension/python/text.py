@@ -477,9 +477,12 @@ class TextGenerationResult:
       text: the new text (special tokens such as the end token left out; cut before a stop string).
       tokens: the new token ids, in order (the end token included when generation stopped on it).
       prompt_tokens: how many tokens the prompt had.
-      stop_reason: "end_token", "stop_string" or "length".
+      stop_reason: "end_token", "stop_string" or "length" (max_new_tokens, or the sequence reached
+        the method's length).
       prefill_ms: the prompt's one execute, in milliseconds.
       decode_tokens_per_s: new tokens after the first per second of their executes.
+      seed: the sampler's seed (drawn fresh when none was given), None for greedy generation.
+      prefilled_tokens: the prompt tokens executed (fewer than prompt_tokens with cached_tokens).
     """
 
     text: str
@@ -488,6 +491,14 @@ class TextGenerationResult:
     stop_reason: str
     prefill_ms: float = 0.0
     decode_tokens_per_s: float = 0.0
+    seed: Optional[int] = None
+    prefilled_tokens: int = 0
+
+    @property
+    def finish_reason(self) -> str:
+        """As OpenAI's and transformers' APIs name it: "stop" (an end token or a stop string) or
+        "length"."""
+        return "length" if self.stop_reason == "length" else "stop"
 
 
 def _prompt_ids(tokenizer: Optional[Tokenizer], prompt: Union[str, Sequence[int], np.ndarray],
@@ -538,10 +549,10 @@ def stream_text(
             f"{method.program.path} has no tokenizer.json or tokenizer.model beside it to decode text with"
         )
     tokens_iter = method.stream(ids, max_new_tokens, **options)
-    return _pieces(method, tokenizer, tokens_iter, ids.size, max_new_tokens, stop, result)
+    return _pieces(method, tokenizer, tokens_iter, ids.size, stop, result)
 
 
-def _pieces(method: Any, tokenizer: Tokenizer, tokens_iter: Iterator[int], prompt_tokens: int, max_new_tokens: int,
+def _pieces(method: Any, tokenizer: Tokenizer, tokens_iter: Any, prompt_tokens: int,
             stop: Sequence[str], result: Optional[List[TextGenerationResult]]) -> Iterator[str]:
     decoder = TextDecoder(tokenizer)
     stops = _StopStrings(list(stop))
@@ -562,15 +573,14 @@ def _pieces(method: Any, tokenizer: Tokenizer, tokens_iter: Iterator[int], promp
             text.append(piece)
             yield piece
     if result is not None:
+        prefill_ms, per_s, finish, prefilled = method._native.stream_timings()
         if stops.stopped:
             reason = "stop_string"
-        elif len(tokens) < max_new_tokens:
-            reason = "end_token"
         else:
-            reason = "length"
-        prefill_ms, per_s = method._native.stream_timings()
+            reason = "length" if finish == "length" else "end_token"
         result.append(
-            TextGenerationResult("".join(text), tokens, int(prompt_tokens), reason, float(prefill_ms), float(per_s))
+            TextGenerationResult("".join(text), tokens, int(prompt_tokens), reason, float(prefill_ms), float(per_s),
+                                 getattr(tokens_iter, "seed", None), int(prefilled))
         )
 
 
