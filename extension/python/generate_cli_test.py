@@ -104,5 +104,47 @@ def test_ctrl_c_gives_status_130_and_no_traceback(capsys):
     assert run_cli(interrupted) == 130
     assert capsys.readouterr().err == "\n"
 
+
+def test_chat_from_a_chat_template_jinja_equals_transformers_over_two_turns(tmp_path, capsys):
+    # A model directory as current transformers saves it: the template in chat_template.jinja.
+    import peft  # noqa: PLC0415 (only this test exports)
+    import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
+    from edgeshare.models import hf_tiny, tiny_tokenizer  # noqa: PLC0415
+    from edgeshare.tools import export_lora  # noqa: PLC0415
+
+    files = hf_tiny.save_tiny_lora("llama", str(tmp_path / "in"), initializer_range=0.2,
+                                   vocab_size=tiny_tokenizer.VOCAB)
+    tiny_tokenizer.save_tokenizer(files.model_dir, 96)
+    transformers.AutoTokenizer.from_pretrained(files.model_dir).save_pretrained(files.model_dir)
+    with open(os.path.join(files.model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+        assert "chat_template" not in json.load(f)
+    out = str(tmp_path / "out")
+    assert export_lora.main(["--hf-model", files.model_dir, "--adapter", f"a={files.adapter_dirs['a']}", "--out", out,
+                             "--max-seq-len", "96"]) == 0
+    assert os.path.isfile(os.path.join(out, "chat_template.jinja"))
+    capsys.readouterr()
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(files.model_dir)
+    model = peft.PeftModel.from_pretrained(
+        transformers.AutoModelForCausalLM.from_pretrained(files.model_dir), files.adapter_dirs["a"]).eval()
+    messages = [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Hi!"}]
+    for turn in range(2):
+        chat = tmp_path / "chat.json"
+        chat.write_text(json.dumps(messages), encoding="utf-8")
+        out_json = str(tmp_path / "reply.json")
+        argv = ["--program", os.path.join(out, "a.pte"), "--data", os.path.join(out, "foundation.ptd"),
+                "--chat", str(chat), "--max-new-tokens", "8", "--json", out_json]
+        assert generate_cli.main(argv) == 0
+        with open(out_json, encoding="utf-8") as f:
+            reply = json.load(f)
+        text = hf_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        ids = torch.tensor([hf_tokenizer.encode(text, add_special_tokens=False)])
+        with torch.no_grad():
+            want = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                  max_new_tokens=8)[0, ids.shape[1]:].tolist()
+        assert reply["tokens"] == want, turn
+        messages += [{"role": "assistant", "content": reply["text"]}, {"role": "user", "content": "And then?"}]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
