@@ -98,9 +98,13 @@ void DeclareFlags(CLI::App& app, Options& options) {
   ids->excludes(text);
   text->excludes(ids);
   app.add_flag("--ids", options.print_ids, "print token ids rather than text");
-  app.add_option("--max-new-tokens", options.max_new_tokens, "tokens to generate")
+  app.add_option("--max-new-tokens", options.max_new_tokens,
+                 "tokens to generate at most (fewer where the sequence reaches the length the "
+                 "program was exported for, --max-seq-len: finish reason length)")
+      ->capture_default_str()
       ->check(integer_in(0, 1000000));
-  app.add_option("--json", options.json, "write tokens, prefill_ms and decode_tokens_per_s");
+  app.add_option("--json", options.json,
+                 "write tokens, prefill_ms, decode_tokens_per_s, finish_reason (and text, seed)");
   app.add_option("--method", options.method, "the stateful method to generate with");
   app.add_option("--eos-id", options.eos_ids,
                  "stop after this token; repeat for more (default: the eos_token_id of the "

@@ -114,6 +114,7 @@ class ChatSession:
         Raises:
           TurnTooLong: the conversation with this turn is past the method's length (no change).
           TokenizerFileError: the chat template fails on the conversation (no change).
+          EdgeshareError: as Method.stream (the conversation unchanged).
         """
         messages = self.messages + [{"role": "user", "content": text}]
         ids = [int(i) for i in self._tokenizer.apply_chat_template(messages, add_generation_prompt=True,
@@ -125,9 +126,11 @@ class ChatSession:
         matched = _common_prefix(self._in_cache, ids)
         cached = min(matched, self._method.cached_tokens, len(ids) - 1)
         reprefilled = max(0, len(self._in_cache) - cached)
-        self.messages = messages
+        # From here on the cache holds at least this much of ours, whatever happens to the prefill.
+        self._in_cache = self._in_cache[:cached]
         stream = self._method.stream(np.asarray(ids, dtype=np.int64), self._max_new_tokens, cached_tokens=cached,
                                      **self._options)
+        self.messages = messages
         decoder = TextDecoder(self._tokenizer)
         stops = _StopStrings(self._stop)
         tokens: List[int] = []

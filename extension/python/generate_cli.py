@@ -101,7 +101,9 @@ def _parser() -> argparse.ArgumentParser:
                         "NAME, /quit)")
     parser.add_argument("--system", help="--interactive: the system message the conversation starts with")
     parser.add_argument("--ids", action="store_true", help="print token ids rather than text")
-    parser.add_argument("--max-new-tokens", type=_integer_in(0, 1000000), default=32, help="tokens to generate")
+    parser.add_argument("--max-new-tokens", type=_integer_in(0, 1000000), default=32,
+                        help="tokens to generate at most (fewer where the sequence reaches the length the program "
+                        "was exported for, --max-seq-len: finish reason length; default 32)")
     parser.add_argument("--eos-id", type=_integer_in(0, 2**63 - 1), action="append",
                         help="stop after this token; repeat for more (default: generation_config.json's end tokens)")
     parser.add_argument("--temperature", type=_number_in(0.0, 100.0), default=0.0, help="0: greedy; > 0 samples")
@@ -171,7 +173,7 @@ def _generate(program: Program, label: str, args: argparse.Namespace, prompt: An
     if args.stop and tokenizer is None:
         raise _UsageError(f"--stop: there is no tokenizer.json or tokenizer.model beside {program.path} to decode "
                           "text with")
-    options = generation_options(args)
+    options = _generation_options(args)
     entry: Dict[str, Any]
     if tokenizer is not None and (not args.ids or args.stop):
         if not args.ids:
@@ -197,17 +199,17 @@ def _generate(program: Program, label: str, args: argparse.Namespace, prompt: An
         entry["seed"] = seed
     print(f"  prefill {entry['prefill_ms']:.3f} ms ({prompt.size} tokens), "
           f"decode {entry['decode_tokens_per_s']:.1f} tokens/s", flush=True)
-    report_finish(label, method, prompt.size, len(entry["tokens"]), entry["finish_reason"], seed, args.verbose)
+    _report_finish(label, method, prompt.size, len(entry["tokens"]), entry["finish_reason"], seed, args.verbose)
     return entry
 
 
-def generation_options(args: argparse.Namespace) -> Dict[str, Any]:
+def _generation_options(args: argparse.Namespace) -> Dict[str, Any]:
     """Method.generate's keyword arguments from the flags."""
     return dict(eos_id=None, stop_ids=args.eos_id, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                 repetition_penalty=args.repetition_penalty, seed=args.seed)
 
 
-def report_finish(label: str, method: Any, sequence: int, produced: int, finish: str, seed: Optional[int],
+def _report_finish(label: str, method: Any, sequence: int, produced: int, finish: str, seed: Optional[int],
                   verbose: bool) -> None:
     """Says on stderr when generation stopped at the method's length, and with --verbose why it
     ended and the seed."""
@@ -233,7 +235,7 @@ def _interactive(args: argparse.Namespace) -> int:
     if program.tokenizer is None:
         raise _UsageError(f"--interactive: there is no tokenizer.json or tokenizer.model beside {program.path}")
     session = ChatSession(method, system=args.system, max_new_tokens=args.max_new_tokens, stop=args.stop,
-                          **generation_options(args))
+                          **_generation_options(args))
     turns: List[Dict[str, Any]] = []
     tty = sys.stdin.isatty()
     status = 0

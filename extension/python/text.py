@@ -1,8 +1,9 @@
 """Text in, text out: the model's tokenizer, its chat template and end tokens, from the export folder.
 
-export_lora copies the model directory's tokenizer.json, tokenizer_config.json (with its chat
-template) and generation_config.json (its end tokens) beside the programs; a loaded Program finds
-them in its folder. Tokenizing is Hugging Face `tokenizers` (no torch); chat templates are rendered
+export_lora copies the model directory's tokenizer.json, tokenizer_config.json, its chat template
+(chat_template.jinja and additional_chat_templates/, or in tokenizer_config.json, or a processor's
+chat_template.json: read_chat_templates) and generation_config.json (its end tokens) beside the
+programs; a loaded Program finds them in its folder. Tokenizing is Hugging Face `tokenizers` (no torch); chat templates are rendered
 with jinja2 as transformers' apply_chat_template does; the tokens come from the runtime's C++
 generator and sampler.
 
