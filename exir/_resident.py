@@ -20,10 +20,12 @@ value. Elsewhere than Linux, or without /proc/self/pagemap, it releases nothing.
 import ctypes
 import os
 import sys
-from typing import Any, Iterator, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Tuple, Union
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["read_once", "release", "resident_bytes"]
 
@@ -35,12 +37,14 @@ _SLICE = 16 << 20
 _PRESENT = 1 << 63
 _FILE_OR_SHARED = 1 << 61
 
-Buffer = Union[torch.Tensor, memoryview, bytes, bytearray]
+Buffer = Union["torch.Tensor", memoryview, bytes, bytearray]
 
 
 def _span(data: Buffer) -> Optional[Tuple[int, int]]:
     """(address, length) of the bytes data occupies, or None when it has none or is not on the CPU."""
-    if isinstance(data, torch.Tensor):
+    # Reading files needs no torch (edgeshare-inspect): a tensor exists only once torch is imported.
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(data, torch.Tensor):
         if data.device.type != "cpu" or data.numel() == 0 or data.is_sparse:
             return None
         if any(s < 0 for s in data.stride()):

@@ -12,11 +12,11 @@ keeping their bytes resident between the few stages that read them.
 
 import contextlib
 import contextvars
-import dataclasses
 import hashlib
 from typing import Any, Callable, Dict, Hashable, Iterator, Optional, Tuple, TypeVar
 
 import torch
+from edgeshare.exir._layout import TensorLayout
 from edgeshare.exir._resident import read_once, release
 from edgeshare.exir.errors import UnsupportedModelError
 
@@ -68,38 +68,6 @@ def scalar_type_of(dtype: torch.dtype, what: str = "tensor") -> int:
         raise UnsupportedModelError(
             f"{what}: dtype {dtype} is not supported (supported: {', '.join(str(d) for d in _SCALAR_TYPES)})"
         ) from None
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorLayout:
-    """How a tensor's bytes are laid out.
-
-    Attributes:
-      scalar_type: ScalarType number (torch's numbering).
-      sizes: the sizes, outermost first.
-      dim_order: a permutation of 0..rank-1; 0..rank-1 is contiguous row-major.
-    """
-
-    scalar_type: int
-    sizes: Tuple[int, ...]
-    dim_order: Tuple[int, ...]
-
-    @staticmethod
-    def of(tensor: torch.Tensor, what: str = "tensor") -> "TensorLayout":
-        """Returns the contiguous layout of a tensor.
-
-        Args:
-          tensor: the tensor.
-          what: names the tensor in error messages.
-
-        Returns:
-          Its layout, with dim_order 0..rank-1.
-
-        Raises:
-          UnsupportedModelError: the dtype is not supported.
-        """
-        sizes = tuple(int(s) for s in tensor.shape)
-        return TensorLayout(scalar_type_of(tensor.dtype, what), sizes, tuple(range(len(sizes))))
 
 
 def tensor_bytes(tensor: torch.Tensor) -> bytes:

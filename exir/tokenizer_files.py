@@ -6,9 +6,11 @@ generation_config.json, copied under their own names beside the programs.
     write_tokenizer_files(files, out_dir)       # out_dir/tokenizer.json, generation_config.json, ...
 
 The runtime finds them in the folder of the program it loads (no flags): tokenizer.json (Hugging
-Face `tokenizers`), tokenizer_config.json (its chat template, bos/eos tokens), special_tokens_map.json,
-a SentencePiece tokenizer.model where that is what the model has, and generation_config.json (the end
-tokens as eos_token_id, default sampling). A model directory without them exports as before and its
+Face `tokenizers`), tokenizer_config.json (bos/eos tokens, the chat template of older saves),
+special_tokens_map.json, a SentencePiece tokenizer.model where that is what the model has, the chat
+template wherever the model keeps it (chat_template.jinja and additional_chat_templates/NAME.jinja as
+current transformers saves them, a processor's chat_template.json) and generation_config.json (the
+end tokens as eos_token_id, default sampling). A model directory without them exports as before and its
 programs take token ids.
 """
 
@@ -21,6 +23,7 @@ from edgeshare.exir._pipeline import OutputFiles, Say
 from edgeshare.exir.errors import ExportError
 
 __all__ = [
+    "CHAT_TEMPLATE_DIR",
     "GENERATION_CONFIG",
     "TOKENIZER_FILE_NAMES",
     "TokenizerFiles",
@@ -29,6 +32,8 @@ __all__ = [
 ]
 
 GENERATION_CONFIG = "generation_config.json"
+# Named chat templates, one NAME.jinja each, in this subfolder (copied as a subfolder).
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
 
 # In the order they are copied; the JSON ones are checked to be JSON objects.
 TOKENIZER_FILE_NAMES = (
@@ -36,6 +41,8 @@ TOKENIZER_FILE_NAMES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
     "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
     GENERATION_CONFIG,
 )
 
@@ -46,7 +53,8 @@ class TokenizerFiles:
 
     Attributes:
       model_dir: where they were read.
-      contents: file name -> its bytes, for the names of TOKENIZER_FILE_NAMES present.
+      contents: file name -> its bytes, for the names of TOKENIZER_FILE_NAMES present and
+        "additional_chat_templates/NAME.jinja" for each named template.
     """
 
     model_dir: str
@@ -75,7 +83,9 @@ def read_tokenizer_files(model_dir: str) -> TokenizerFiles:
         eos_token_id is not a token id or list of them; the message names the file.
     """
     contents: Dict[str, bytes] = {}
-    for name in TOKENIZER_FILE_NAMES:
+    named = os.path.join(model_dir, CHAT_TEMPLATE_DIR)
+    templates = sorted(n for n in os.listdir(named) if n.endswith(".jinja")) if os.path.isdir(named) else []
+    for name in list(TOKENIZER_FILE_NAMES) + [f"{CHAT_TEMPLATE_DIR}/{n}" for n in templates]:
         path = os.path.join(model_dir, name)
         if not os.path.isfile(path):
             continue
@@ -84,6 +94,11 @@ def read_tokenizer_files(model_dir: str) -> TokenizerFiles:
                 data = f.read()
         except OSError as e:
             raise ExportError(f"cannot read {path}: {e.strerror or e}") from e
+        if name.endswith(".jinja"):
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ExportError(f"{path} is not UTF-8 text: {e}") from e
         if name.endswith(".json"):
             try:
                 parsed = json.loads(data.decode("utf-8"))
@@ -113,7 +128,17 @@ def write_tokenizer_files(files: TokenizerFiles, out_dir: str, say: Optional[Say
     """
     if not files.contents:
         return []
-    with OutputFiles(out_dir, say or (lambda line: None)) as out:
+    say = say or (lambda line: None)
+    prefix = CHAT_TEMPLATE_DIR + "/"
+    with OutputFiles(out_dir, say) as out:
         for name, data in files.contents.items():
-            out.write_bytes(name, data)
-        return list(out.commit())
+            if not name.startswith(prefix):
+                out.write_bytes(name, data)
+        named = {n[len(prefix):]: d for n, d in files.contents.items() if n.startswith(prefix)}
+        if not named:
+            return list(out.commit())
+        with OutputFiles(os.path.join(out_dir, CHAT_TEMPLATE_DIR), say) as sub:
+            for name, data in named.items():
+                sub.write_bytes(name, data)
+            # Every file is written before any is renamed into place.
+            return list(sub.commit()) + list(out.commit())

@@ -24,6 +24,20 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStopId:
+    case FinishReason::kCaller:
+      return "stop";
+    case FinishReason::kMaxNewTokens:
+    case FinishReason::kSequenceBound:
+      return "length";
+    case FinishReason::kNone:
+      break;
+  }
+  return "";
+}
+
 Result<TokenBounds> token_bounds(const Method& method) {
   const char* name = method.name();
   ES_CHECK_OR_RETURN_ERROR(method.num_inputs() >= 1 && method.num_outputs() >= 1, Error::NotFound,
@@ -131,19 +145,20 @@ Result<int64_t> Generator::step(Span<const int64_t> tokens, int64_t start) {
 
 Status Generator::start(Span<const int64_t> prompt, const GenerateOptions& options) {
   done_ = true;
+  finish_ = FinishReason::kNone;
   const char* name = method_->name();
   const size_t max_new_tokens = options.max_new_tokens;
+  const size_t cached = options.cached_tokens;
   ES_CHECK_OR_RETURN_ERROR(!prompt.empty(), Error::InvalidArgument, "the prompt is empty");
   // The prompt runs in one execute even when no token is asked for: it must fit on its own.
   ES_CHECK_OR_RETURN_ERROR(prompt.size() <= bounds_.max_length, Error::InvalidArgument,
                            "a prompt of %zu tokens is longer than the %zu method '%s' was "
                            "exported for (--max-seq-len)",
                            prompt.size(), bounds_.max_length, name);
-  ES_CHECK_OR_RETURN_ERROR(max_new_tokens <= bounds_.max_length + 1 - prompt.size(),
-                           Error::InvalidArgument,
-                           "a prompt of %zu tokens plus %zu new tokens is longer than the %zu "
-                           "method '%s' was exported for (--max-seq-len)",
-                           prompt.size(), max_new_tokens, bounds_.max_length, name);
+  ES_CHECK_OR_RETURN_ERROR(cached <= cached_ && cached < prompt.size(), Error::InvalidArgument,
+                           "method '%s': %zu cached tokens asked for, but the KV cache holds %zu "
+                           "and the prompt has %zu (at least one token must be new)",
+                           name, cached, cached_, prompt.size());
   for (int64_t id : options.stop_ids) {
     ES_CHECK_OR_RETURN_ERROR(id >= 0 && static_cast<uint64_t>(id) < bounds_.vocab_size,
                              Error::InvalidArgument,
@@ -155,17 +170,28 @@ Status Generator::start(Span<const int64_t> prompt, const GenerateOptions& optio
   sampler_.emplace(std::move(sampler));
   stop_ids_ = options.stop_ids;
   max_new_tokens_ = max_new_tokens;
+  // The last new token is returned without being executed, so one more than the free positions.
+  room_ = bounds_.max_length + 1 - prompt.size();
   produced_ = 0;
+  prefilled_ = 0;
   prefill_ms_ = 0;
   decode_ms_ = 0;
   last_ = -1;
-  if (max_new_tokens == 0) return Status();
+  if (max_new_tokens == 0) {
+    finish_ = FinishReason::kMaxNewTokens;
+    return Status();
+  }
   sampler_->reset(prompt);
-  method_->reset_state();
+  if (cached == 0) method_->reset_state();
+  // What the cache holds beyond `cached` is overwritten from there on.
+  cached_ = 0;
   const auto prefill_start = std::chrono::steady_clock::now();
-  ES_ASSIGN_OR_RETURN(pending_, step(prompt, 0));
+  const Span<const int64_t> fresh(prompt.data() + cached, prompt.size() - cached);
+  ES_ASSIGN_OR_RETURN(pending_, step(fresh, static_cast<int64_t>(cached)));
   prefill_ms_ = ms_since(prefill_start);
+  prefilled_ = fresh.size();
   position_ = static_cast<int64_t>(prompt.size());
+  cached_ = prompt.size();
   done_ = false;
   return Status();
 }
@@ -180,17 +206,25 @@ Result<int64_t> Generator::next() {
     Result<int64_t> stepped = step(Span<const int64_t>(&last_, 1), position_);
     if (!stepped.ok()) {
       done_ = true;
+      cached_ = 0;
       return stepped.status();
     }
     token = *stepped;
     decode_ms_ += ms_since(decode_start);
     ++position_;
+    cached_ = static_cast<size_t>(position_);
   }
   ++produced_;
   last_ = token;
   sampler_->accept(token);
-  done_ = produced_ >= max_new_tokens_ ||
-          std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end();
+  if (std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end()) {
+    finish_ = FinishReason::kStopId;
+  } else if (produced_ >= max_new_tokens_) {
+    finish_ = FinishReason::kMaxNewTokens;
+  } else if (produced_ >= room_) {
+    finish_ = FinishReason::kSequenceBound;
+  }
+  done_ = finish_ != FinishReason::kNone;
   return token;
 }
 
@@ -210,15 +244,17 @@ Result<Generation> Generator::generate(Span<const int64_t> prompt, size_t max_ne
 Result<Generation> Generator::generate(Span<const int64_t> prompt, const GenerateOptions& options,
                                        const TokenCallback& on_token) {
   Generation out;
-  out.tokens.reserve(options.max_new_tokens);
   ES_RETURN_IF_ERROR(start(prompt, options));
+  out.tokens.reserve(std::min(options.max_new_tokens, room_));
   while (!done_) {
     ES_ASSIGN_OR_RETURN(int64_t token, next());
     out.tokens.push_back(token);
-    if (on_token && !on_token(token)) done_ = true;
+    if (on_token && !on_token(token)) stop();
   }
   out.prefill_ms = prefill_ms_;
   out.decode_tokens_per_s = decode_tokens_per_s();
+  out.finish_reason = finish_;
+  out.prefilled_tokens = prefilled_;
   return out;
 }
 

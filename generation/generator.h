@@ -6,7 +6,13 @@
 // float logits [1, T, vocab]; its state is the KV cache. generate() resets the state, prefills the
 // whole prompt in one execute, then runs one execute per new token, each time picking the next
 // token with the Sampler (greedy by default: the largest logit, the first one on ties, like
-// torch.argmax).
+// torch.argmax). Generation ends at a stop id (finish reason "stop"), after max_new_tokens, or
+// where the sequence reaches the method's length (both "length"): a prompt that fits always runs.
+//
+// A conversation continues in the same KV cache: give the whole sequence again with
+// options.cached_tokens = how much of it the cache holds (at most cached_length(), what the last
+// generation put there: its prompt and every new token but the last), and only the rest is
+// prefilled. The tokens equal a fresh generate() over the whole sequence.
 //
 //   ES_ASSIGN_OR_RETURN(Generator generator, Generator::create(&method));
 //   ES_ASSIGN_OR_RETURN(Generation out, generator.generate(prompt, /*max_new_tokens=*/32));
@@ -25,8 +31,8 @@
 // outputs as planned: call it before anything calls set_input on the method (which gives the input
 // the sizes of that call), e.g. right after load_method, and keep the Generator.
 // Errors: create: InvalidArgument when the method does not have that signature (naming it).
-// generate / start: InvalidArgument for an empty prompt, a prompt longer than the method's maximum length
-// or prompt + new tokens past it (checked with no new tokens too), a prompt token or a stop id
+// generate / start: InvalidArgument for an empty prompt, a prompt longer than the method's maximum
+// length, cached_tokens past cached_length() or not short of the prompt, a prompt token or a stop id
 // outside the vocabulary ("token id 300 is outside the vocabulary of 256"), sampling options out
 // of range (Sampler::create); the method's own errors otherwise. next(): InvalidState when
 // done() (or start() was not called or failed).
@@ -78,11 +84,26 @@ runtime::Status check_token_inputs(const TokenBounds& bounds,
                                    runtime::Span<const runtime::Tensor> inputs,
                                    const char* method_name);
 
+// Why a generation ended.
+enum class FinishReason {
+  kNone,            // not ended yet
+  kStopId,          // a stop id (an end token) was generated
+  kMaxNewTokens,    // max_new_tokens were generated
+  kSequenceBound,   // the sequence reached the method's length (--max-seq-len)
+  kCaller,          // the caller stopped it (a TokenCallback returning false, a stop string)
+};
+
+// The name a user sees, as in OpenAI's and transformers' APIs: "stop" for an end token or the
+// caller's stop, "length" for either bound ("" while not ended).
+const char* finish_reason_name(FinishReason reason);
+
 struct Generation {
   std::vector<int64_t> tokens;  // the new tokens only, in order
   double prefill_ms = 0;        // the prompt's one execute, including the first token's argmax
   // New tokens after the first, per second of decode executes (0 with fewer than two tokens).
   double decode_tokens_per_s = 0;
+  FinishReason finish_reason = FinishReason::kNone;
+  size_t prefilled_tokens = 0;  // the prompt tokens executed (all but options.cached_tokens)
 };
 
 struct GenerateOptions {
@@ -90,6 +111,9 @@ struct GenerateOptions {
   SamplingOptions sampling;  // greedy by default
   // Generation stops after any of these (it is the last token returned): the model's end tokens.
   std::vector<int64_t> stop_ids;
+  // How many leading prompt tokens the KV cache holds already from the last generation (0: reset
+  // the state and prefill the whole prompt). The sampler still sees the whole prompt.
+  size_t cached_tokens = 0;
 };
 
 // Called with each new token as soon as it is picked; returning false stops generation after it.
@@ -113,7 +137,22 @@ class Generator {
   runtime::Status start(runtime::Span<const int64_t> prompt, const GenerateOptions& options);
   runtime::Result<int64_t> next();
   bool done() const { return done_; }
+  FinishReason finish_reason() const { return finish_; }
+  // The caller ends the generation after the token next() returned last (kCaller).
+  void stop() {
+    if (!done_) finish_ = FinishReason::kCaller;
+    done_ = true;
+  }
   double prefill_ms() const { return prefill_ms_; }
+  size_t prefilled_tokens() const { return prefilled_; }
+  // The leading tokens of the last sequence that the KV cache holds (the prompt and every token
+  // next() returned but the last; 0 after a failure or forget_cache()).
+  size_t cached_length() const { return cached_; }
+  // Says the method's state was changed by something else (an execute, a rebind): nothing cached.
+  void forget_cache() {
+    cached_ = 0;
+    done_ = true;
+  }
   // New tokens after the first per second of their executes (0 with fewer than two).
   double decode_tokens_per_s() const;
 
@@ -134,7 +173,11 @@ class Generator {
   std::optional<Sampler> sampler_;
   std::vector<int64_t> stop_ids_;
   size_t max_new_tokens_ = 0;
+  size_t room_ = 0;  // the new tokens the method's length leaves room for
   size_t produced_ = 0;
+  size_t cached_ = 0;
+  size_t prefilled_ = 0;
+  FinishReason finish_ = FinishReason::kNone;
   int64_t pending_ = -1;   // the prefill's token, returned by the first next()
   int64_t position_ = 0;   // where the next token goes in the KV cache
   int64_t last_ = -1;      // the token next() returned last

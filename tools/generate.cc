@@ -3,20 +3,25 @@
 //   bazel run //tools:generate -- --program a.pte --data foundation.ptd --prompt "Once upon a time"
 //   bazel run //tools:generate -- --program a.pte --data foundation.ptd --prompt-ids prompt.npy
 //       --max-new-tokens 32 [--ids] [--json out.json] [--method forward_cached] [--eos-id N]...
-//       [--temperature T --top-k K --top-p P --repetition-penalty R --seed S] [--threads N]
-//       [--no-share] [--no-verify] [--swap-adapter X.ptd]... [--warmup-tokens N]
+//       [--stop TEXT]... [--temperature T --top-k K --top-p P --repetition-penalty R --seed S]
+//       [--verbose] [--threads N] [--no-share] [--no-verify] [--swap-adapter X.ptd]...
+//       [--warmup-tokens N]
 //
 // --prompt TEXT is encoded with the tokenizer beside the program (the export folder's
 // tokenizer.json, C++ byte-level BPE, or else its SentencePiece tokenizer.model:
 // generation::load_tokenizer) and the new text is printed as it is generated, whole characters at
 // a time (--ids prints the ids instead); --prompt-ids takes an int64 .npy of shape [P] or [1, P]. Without a tokenizer only ids
-// go in and out; a tokenizer file it cannot read refuses --prompt and otherwise only leaves the
-// text out (the reason on stderr). Greedy by default; --temperature > 0 samples
-// (generation::Sampler, the one Python's Method.generate uses: a seed gives the same tokens in
-// both). Generation stops after an end token: --eos-id (repeatable), or by default the
-// eos_token_id of the generation_config.json beside each program (export_lora copies the model's).
+// go in and out; a tokenizer that cannot be read only keeps text out (a warning) when ids are given.
+// Greedy by default; --temperature > 0 samples (generation::Sampler, the one Python's
+// Method.generate uses: a seed gives the same tokens in both); without --seed a fresh seed is
+// drawn (std::random_device) and reported (--json's "seed", --verbose), so --seed repeats the run.
+// Generation stops after an end token: --eos-id (repeatable), or by default the eos_token_id of the
+// generation_config.json beside each program (export_lora copies the model's), or once the text
+// holds a --stop TEXT (left out of the text), all finish reason "stop"; after --max-new-tokens or
+// where the sequence reaches the method's length (--max-seq-len, said on stderr too), "length".
 // Prints the new text (or token ids), the prefill time and decode tokens/s; --json writes
-// {"tokens": [...], "prefill_ms": ..., "decode_tokens_per_s": ...} and "text" with a tokenizer. With several --program, each
+// {"tokens": [...], "prefill_ms": ..., "decode_tokens_per_s": ..., "finish_reason": ...} and "text"
+// with a tokenizer, "seed" when sampling. With several --program, each
 // generates from the same prompt (all loaded first, over the shared data files), and the JSON has
 // one such object per program name. --swap-adapter (repeatable, for a `--swappable` lora.pte):
 // each adapter .ptd is bound in turn to every program that reads swappable weights (nothing of the
@@ -29,6 +34,7 @@
 // another structure is a one-line error, exit 1.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -36,6 +42,8 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,7 +81,10 @@ struct Options {
   std::string json;
   std::string method = "forward_cached";
   std::vector<long long> eos_ids;           // --eos-id, repeated; none: generation_config.json's.
+  std::vector<std::string> stops;           // --stop, repeated.
   generation::SamplingOptions sampling;
+  bool seed_given = false;
+  bool verbose = false;
   int warmup_tokens = 0;
   std::vector<std::string> swap_adapters;  // --swap-adapter, repeated, in order.
 };
@@ -87,9 +98,13 @@ void DeclareFlags(CLI::App& app, Options& options) {
   ids->excludes(text);
   text->excludes(ids);
   app.add_flag("--ids", options.print_ids, "print token ids rather than text");
-  app.add_option("--max-new-tokens", options.max_new_tokens, "tokens to generate")
+  app.add_option("--max-new-tokens", options.max_new_tokens,
+                 "tokens to generate at most (fewer where the sequence reaches the length the "
+                 "program was exported for, --max-seq-len: finish reason length)")
+      ->capture_default_str()
       ->check(integer_in(0, 1000000));
-  app.add_option("--json", options.json, "write tokens, prefill_ms and decode_tokens_per_s");
+  app.add_option("--json", options.json,
+                 "write tokens, prefill_ms, decode_tokens_per_s, finish_reason (and text, seed)");
   app.add_option("--method", options.method, "the stateful method to generate with");
   app.add_option("--eos-id", options.eos_ids,
                  "stop after this token; repeat for more (default: the eos_token_id of the "
@@ -106,7 +121,12 @@ void DeclareFlags(CLI::App& app, Options& options) {
   app.add_option("--repetition-penalty", options.sampling.repetition_penalty,
                  "transformers' penalty on tokens already seen (1: none)")
       ->check(CLI::Range(0.000001f, 1000.0f));
-  app.add_option("--seed", options.sampling.seed, "the sampler's seed (a seeded run repeats)");
+  app.add_option("--stop", options.stops,
+                 "stop once the text holds this (left out of the text); repeat for more")
+      ->allow_extra_args(false);
+  app.add_option("--seed", options.sampling.seed,
+                 "the sampler's seed (a seeded run repeats; default: a fresh one, reported)");
+  app.add_flag("--verbose", options.verbose, "say the seed and why generation ended on stderr");
   app.add_option("--warmup-tokens", options.warmup_tokens,
                  "an untimed generation of this many tokens before the timed one (default 0)")
       ->check(integer_in(0, 1000000));
@@ -158,33 +178,75 @@ Result<std::vector<int64_t>> EndTokens(const std::string& program_path) {
 }
 
 // The tokenizer beside each program (tokenizer.json, else a SentencePiece tokenizer.model), loaded
-// once per folder (null without one). A file it cannot read is null too, with the reason kept:
-// token ids in and out need no tokenizer, so only text is unavailable.
+// once per folder (null without one).
 class Tokenizers {
  public:
-  const generation::Tokenizer* for_program(const std::string& program_path, Status* unreadable) {
+  Result<const generation::Tokenizer*> for_program(const std::string& program_path) {
     const std::string folder = FolderOf(program_path);
     auto found = by_folder_.find(folder);
-    if (found == by_folder_.end()) {
-      Result<std::unique_ptr<generation::Tokenizer>> loaded = generation::load_tokenizer(folder);
-      Entry entry;
-      if (loaded.ok()) {
-        entry.tokenizer = std::move(*loaded);
-      } else {
-        entry.unreadable = loaded.status();
-      }
-      found = by_folder_.emplace(folder, std::move(entry)).first;
+    if (found != by_folder_.end()) return found->second.get();
+    ES_ASSIGN_OR_RETURN(std::unique_ptr<generation::Tokenizer> tokenizer,
+                        generation::load_tokenizer(folder));
+    return (by_folder_[folder] = std::move(tokenizer)).get();
+  }
+
+  // The tokenizer when it can be read; otherwise null, after one warning per folder on stderr:
+  // token ids still go in and out.
+  const generation::Tokenizer* if_readable(const std::string& program_path) {
+    Result<const generation::Tokenizer*> tokenizer = for_program(program_path);
+    if (tokenizer.ok()) return *tokenizer;
+    if (warned_.insert(FolderOf(program_path)).second) {
+      std::fprintf(stderr, "generate: warning: %s; text is unavailable, printing token ids\n",
+                   tokenizer.status().message());
     }
-    *unreadable = found->second.unreadable;
-    return found->second.tokenizer.get();
+    return nullptr;
   }
 
  private:
-  struct Entry {
-    std::unique_ptr<generation::Tokenizer> tokenizer;
-    Status unreadable;
-  };
-  std::map<std::string, Entry> by_folder_;
+  std::map<std::string, std::unique_ptr<generation::Tokenizer>> by_folder_;
+  std::set<std::string> warned_;
+};
+
+// Holds back text that may begin a stop string and cuts the text where one appears.
+class StopText {
+ public:
+  explicit StopText(const std::vector<std::string>& stops) : stops_(stops) {}
+
+  // Adds `piece`; returns the text that can be shown now.
+  std::string push(const std::string& piece) {
+    held_ += piece;
+    if (stops_.empty()) return std::move(held_);
+    size_t cut = std::string::npos;
+    for (const std::string& stop : stops_) {
+      if (!stop.empty()) cut = std::min(cut, held_.find(stop));
+    }
+    if (cut != std::string::npos) {
+      stopped_ = true;
+      std::string shown = held_.substr(0, cut);
+      held_.clear();
+      return shown;
+    }
+    size_t hold = 0;  // the longest end of held_ that begins a stop string
+    for (const std::string& stop : stops_) {
+      if (stop.empty()) continue;
+      for (size_t n = std::min(stop.size() - 1, held_.size()); n > hold; --n) {
+        if (held_.compare(held_.size() - n, n, stop, 0, n) == 0) {
+          hold = n;
+          break;
+        }
+      }
+    }
+    std::string shown = held_.substr(0, held_.size() - hold);
+    held_.erase(0, held_.size() - hold);
+    return shown;
+  }
+  std::string finish() { return std::move(held_); }
+  bool stopped() const { return stopped_; }
+
+ private:
+  const std::vector<std::string>& stops_;
+  std::string held_;
+  bool stopped_ = false;
 };
 
 Result<Method*> FindMethod(LoadedProgram& entry, const std::string& name) {
@@ -212,7 +274,12 @@ Status WriteJson(const std::string& path, const nlohmann::json& json) {
 nlohmann::json ToJson(const Generation& out) {
   return {{"tokens", out.tokens},
           {"prefill_ms", out.prefill_ms},
-          {"decode_tokens_per_s", out.decode_tokens_per_s}};
+          {"decode_tokens_per_s", out.decode_tokens_per_s},
+          {"finish_reason", generation::finish_reason_name(out.finish_reason)}};
+}
+
+bool Samples(const generation::SamplingOptions& sampling) {
+  return sampling.temperature > 0.0f && sampling.top_k != 1;
 }
 
 // Generates with `entry`'s method and prints under `label` its text as it comes (with a tokenizer,
@@ -221,11 +288,18 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
                                     const std::string& label, const std::vector<int64_t>& ids,
                                     Tokenizers& tokenizers) {
   ES_ASSIGN_OR_RETURN(Method * method, FindMethod(entry, options.method));
-  Status unreadable;
-  const generation::Tokenizer* tokenizer = tokenizers.for_program(entry.path, &unreadable);
   std::vector<int64_t> prompt = ids;
-  if (!options.prompt.empty() || prompt.empty()) {
-    ES_RETURN_IF_ERROR(unreadable);
+  const bool text_in = !options.prompt.empty() || prompt.empty();
+  const generation::Tokenizer* tokenizer = nullptr;
+  if (text_in) {
+    ES_ASSIGN_OR_RETURN(tokenizer, tokenizers.for_program(entry.path));
+  } else {
+    tokenizer = tokenizers.if_readable(entry.path);  // ids in: text out only where it can be
+  }
+  ES_CHECK_OR_RETURN_ERROR(options.stops.empty() || tokenizer != nullptr, Error::InvalidArgument,
+                           "--stop: there is no readable tokenizer beside %s to decode text with",
+                           entry.path.c_str());
+  if (text_in) {
     ES_CHECK_OR_RETURN_ERROR(tokenizer != nullptr, Error::InvalidArgument,
                              "--prompt: there is no tokenizer.json or tokenizer.model beside %s "
                              "(export with a model directory that has one, or give --prompt-ids)",
@@ -243,28 +317,29 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
   } else {
     generate.stop_ids.assign(options.eos_ids.begin(), options.eos_ids.end());
   }
-  if (!unreadable.ok()) {
-    std::fprintf(stderr, "generate: %s: no text, token ids only\n", unreadable.message());
-  }
   const bool as_text = tokenizer != nullptr && !options.print_ids;
   std::printf("%s:%s", label.c_str(), as_text ? "\n" : "");
   std::fflush(stdout);
   std::unique_ptr<generation::TextStream> stream;
+  StopText stops(options.stops);
   std::string piece;
   std::string text;
   generation::TokenCallback print;
-  if (as_text) {
+  if (tokenizer != nullptr && (as_text || !options.stops.empty())) {
     piece.reserve(64);
     stream = tokenizer->stream();
     print = [&](int64_t token) {
       piece.clear();
       stream->add(token, &piece);
-      if (!piece.empty()) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-        text += piece;
+      const std::string shown = stops.push(piece);
+      if (!shown.empty()) {
+        if (as_text) {
+          std::fwrite(shown.data(), 1, shown.size(), stdout);
+          std::fflush(stdout);
+        }
+        text += shown;
       }
-      return true;
+      return !stops.stopped();
     };
   }
   const Span<const int64_t> prompt_ids(prompt.data(), prompt.size());
@@ -277,21 +352,43 @@ Result<nlohmann::json> GenerateWith(const Options& options, LoadedProgram& entry
     first_prefill_ms = warm.prefill_ms;
   }
   ES_ASSIGN_OR_RETURN(Generation out, generator.generate(prompt_ids, generate, print));
-  if (as_text) {
+  if (stream != nullptr && !stops.stopped()) {
     piece.clear();
     stream->finish(&piece);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    text += piece;
-  } else {
+    std::string shown = stops.push(piece);
+    if (!stops.stopped()) shown += stops.finish();
+    if (as_text) std::fwrite(shown.data(), 1, shown.size(), stdout);
+    text += shown;
+  }
+  if (!as_text) {
     for (int64_t token : out.tokens) std::printf(" %lld", static_cast<long long>(token));
   }
   std::printf("\n  prefill %.3f ms (%zu tokens), decode %.1f tokens/s\n", out.prefill_ms,
               prompt.size(), out.decode_tokens_per_s);
+  std::fflush(stdout);
+  if (out.finish_reason == generation::FinishReason::kSequenceBound) {
+    std::fprintf(stderr,
+                 "generate: %s: stopped after %zu new tokens: the sequence reached the %zu tokens "
+                 "method '%s' was exported for (--max-seq-len); finish reason length\n",
+                 label.c_str(), out.tokens.size(), generator.max_length(), options.method.c_str());
+  }
+  const bool sampled = Samples(options.sampling);
+  if (options.verbose) {
+    std::fprintf(stderr, "generate: %s: finish reason %s",
+                 label.c_str(), generation::finish_reason_name(out.finish_reason));
+    if (sampled) {
+      std::fprintf(stderr, ", seed %llu (--seed repeats it)",
+                   static_cast<unsigned long long>(options.sampling.seed));
+    }
+    std::fprintf(stderr, "\n");
+  }
   nlohmann::json json = ToJson(out);
+  if (stops.stopped()) json["finish_reason"] = "stop";
+  if (sampled) json["seed"] = options.sampling.seed;
   if (tokenizer != nullptr) {
-    json["text"] = as_text ? text
-                           : tokenizer->decode(Span<const int64_t>(out.tokens.data(),
-                                                                   out.tokens.size()));
+    json["text"] = stream != nullptr ? text
+                                     : tokenizer->decode(Span<const int64_t>(out.tokens.data(),
+                                                                             out.tokens.size()));
   }
   if (first_prefill_ms >= 0.0) json["first_prefill_ms"] = first_prefill_ms;
   return json;
@@ -374,6 +471,12 @@ int main(int argc, char** argv) {
   tools::Options options;
   tools::DeclareFlags(app, options);
   return tools::run_tool(app, argc, argv, [&] {
+    options.seed_given = app.count("--seed") > 0;
+    if (!options.seed_given && tools::Samples(options.sampling)) {
+      // A fresh seed per unseeded sampled run, as llama.cpp and transformers do; it is reported.
+      std::random_device device;
+      options.sampling.seed = (static_cast<uint64_t>(device()) << 32) ^ device();
+    }
     for (std::string& path : options.set.programs) path = tools::user_path(path);
     for (std::string& path : options.set.data_files) path = tools::user_path(path);
     if (!options.prompt_ids.empty()) options.prompt_ids = tools::user_path(options.prompt_ids);

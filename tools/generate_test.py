@@ -6,10 +6,14 @@ and foundation.pte over foundation.ptd and generates 32 tokens with each program
 "forward_cached" (its KV cache). Each equals transformers' generate(do_sample=False) of
 PeftModel.from_pretrained (or the bare model) token for token. Then the errors, each one line and
 exit 1, and one light run of a second family (GPT-2: learned positions, no GQA, Conv1D adapters).
+Generation reaching --max-seq-len stops there (finish reason "length", said on stderr). Over the
+text fixture (//testing:text_files): --stop cuts the text, unseeded sampling draws and reports a
+seed that --seed repeats, and a tokenizer that cannot be read does not block --prompt-ids.
 """
 
 import json
 import os
+import shutil
 import subprocess
 from typing import Dict, List, Optional, Sequence
 
@@ -127,13 +131,23 @@ def _one_line_error(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def test_prompt_plus_new_tokens_past_max_seq_len_is_an_error(llama):
-    _, out, prompt_path = llama
-    n = MAX_SEQ_LEN - len(PROMPT) + 2
+def test_generation_reaching_max_seq_len_stops_there_with_finish_reason_length(llama, tmp_path):
+    files, out, prompt_path = llama
+    fit = MAX_SEQ_LEN + 1 - len(PROMPT)  # the last new token is never fed back
     args = ["--program", os.path.join(out, "a.pte"), "--data", os.path.join(out, "foundation.ptd")]
-    line = _one_line_error(_run(args + ["--prompt-ids", prompt_path, "--max-new-tokens", str(n)]))
-    assert f"a prompt of {len(PROMPT)} tokens plus {n} new tokens is longer than the {MAX_SEQ_LEN}" in line
-    assert "forward_cached" in line
+    args += ["--prompt-ids", prompt_path, "--json", str(tmp_path / "g.json")]
+    proc = _run(args + ["--max-new-tokens", str(fit + 5)])
+    assert proc.returncode == 0, proc.stderr
+    with open(tmp_path / "g.json") as f:
+        result = json.load(f)
+    assert result["finish_reason"] == "length"
+    assert result["tokens"] == _transformers_tokens(files, "a", PROMPT, fit)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "finish reason length" in lines[0] and f"the {MAX_SEQ_LEN} tokens" in lines[0], lines
+    proc = _run(args + ["--max-new-tokens", "3"])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    with open(tmp_path / "g.json") as f:
+        assert json.load(f)["finish_reason"] == "length"
 
 
 # The generation fixture (//testing:generation_files): swap/ holds adapters a and c of one
@@ -253,6 +267,75 @@ def test_a_second_family_gpt2_equals_transformers(tmp_path):
     assert got["a"]["tokens"] == _transformers_tokens(files, "a", prompt, 16)
     assert got["foundation"]["tokens"] == _transformers_tokens(files, None, prompt, 16)
     assert got["a"]["tokens"] != got["foundation"]["tokens"]
+
+
+
+# The text fixture: a tiny Llama with its tokenizer, chat template and end tokens beside the programs.
+TEXT = os.path.dirname(os.environ["TEXT_EXPECTED_JSON"])
+
+
+@pytest.fixture(scope="module")
+def text_expected():
+    with open(os.path.join(TEXT, "expected.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _text_run(tmp_path, *flags: str, program: str = os.path.join(TEXT, "a.pte")):
+    json_path = str(tmp_path / "t.json")
+    args = ["--program", program, "--data", os.path.join(TEXT, "foundation.ptd"), "--json", json_path, *flags]
+    proc = _run(args)
+    assert proc.returncode == 0, proc.stderr
+    with open(json_path, encoding="utf-8") as f:
+        return proc, json.load(f)
+
+
+def test_an_end_token_gives_finish_reason_stop(tmp_path, text_expected):
+    _, result = _text_run(tmp_path, "--prompt", text_expected["prompt"], "--max-new-tokens", "24",
+                          program=os.path.join(TEXT, "foundation.pte"))
+    assert result["tokens"] == text_expected["generated"]["foundation"]["tokens"]
+    assert result["tokens"][-1] in text_expected["end_token_ids"] and result["finish_reason"] == "stop"
+
+
+def test_stop_text_cuts_the_text_and_ends_generation(tmp_path, text_expected):
+    want = text_expected["generated"]["a"]
+    stop = want["text"][6:9]
+    cut = want["text"].find(stop)
+    assert cut > 0 and stop.strip()
+    proc, result = _text_run(tmp_path, "--prompt", text_expected["prompt"], "--max-new-tokens", "24",
+                             "--stop", "never appears", "--stop", stop)
+    assert result["text"] == want["text"][:cut]
+    assert result["finish_reason"] == "stop"
+    assert len(result["tokens"]) < len(want["tokens"]) and result["tokens"] == want["tokens"][: len(result["tokens"])]
+    assert proc.stdout.startswith("a:\n" + want["text"][:cut] + "\n  prefill")
+
+
+def test_unseeded_sampling_draws_a_seed_that_seed_repeats(tmp_path, text_expected):
+    sampling = ["--prompt", text_expected["prompt"], "--max-new-tokens", "16", "--temperature", "1.5"]
+    proc, first = _text_run(tmp_path, *sampling, "--verbose")
+    _, second = _text_run(tmp_path, *sampling)
+    assert first["seed"] != second["seed"]
+    assert f"seed {first['seed']}" in proc.stderr
+    _, again = _text_run(tmp_path, *sampling, "--seed", str(first["seed"]))
+    assert again["tokens"] == first["tokens"] and again["seed"] == first["seed"]
+    _, greedy = _text_run(tmp_path, "--prompt", text_expected["prompt"], "--max-new-tokens", "4", "--seed", "9")
+    assert "seed" not in greedy and greedy["tokens"] == text_expected["generated"]["a"]["tokens"][:4]
+
+
+def test_an_unreadable_tokenizer_does_not_block_prompt_ids(tmp_path, text_expected):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    shutil.copy(os.path.join(TEXT, "a.pte"), folder)
+    shutil.copy(os.path.join(TEXT, "generation_config.json"), folder)
+    (folder / "tokenizer.json").write_text('{"model": {"type": "Unigram"}}')
+    prompt = str(tmp_path / "p.npy")
+    np.save(prompt, np.asarray(text_expected["prompt_ids"], dtype=np.int64))
+    proc, result = _text_run(tmp_path, "--prompt-ids", prompt, "--max-new-tokens", "6",
+                             program=str(folder / "a.pte"))
+    assert result["tokens"] == text_expected["generated"]["a"]["tokens"][:6] and "text" not in result
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("generate: warning: ") and "text is unavailable" in lines[0]
+    args = ["--program", str(folder / "a.pte"), "--data", os.path.join(TEXT, "foundation.ptd")]
+    assert "tokenizer.json" in _one_line_error(_run(args + ["--prompt", "hello"]))
 
 
 if __name__ == "__main__":

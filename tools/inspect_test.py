@@ -1,6 +1,9 @@
-"""inspect on the demo files: it shows what each file holds and which keys a program needs."""
+"""inspect on the demo files: it shows what each file holds and which keys a program needs, and it
+does so without torch (the runtime-only wheel's edgeshare-inspect)."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 from edgeshare.tools.inspect_tool import DataSummary, ProgramSummary, inspect_file
@@ -37,6 +40,36 @@ def test_command_line_json_and_errors(tmp_path):
     broken = tmp_path / "broken.pte"
     broken.write_bytes(open(PTE, "rb").read()[:100])
     assert tool.main([str(broken)]) == 1
+
+
+
+# Runs inspect with torch, transformers and peft unimportable, as where they are not installed.
+_WITHOUT_TORCH = """
+import sys
+
+class _Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "transformers", "peft"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _Missing())
+from edgeshare.tools import inspect_tool
+code = inspect_tool.main(sys.argv[1:])
+assert "torch" not in sys.modules
+sys.exit(code)
+"""
+
+
+def test_inspect_reads_files_without_torch(capsys):
+    from edgeshare.tools import inspect_tool as tool
+
+    assert tool.main([PTE, PTD, "--json"]) == 0
+    want = capsys.readouterr().out
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH, PTE, PTD, "--json"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == want
 
 
 if __name__ == "__main__":

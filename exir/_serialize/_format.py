@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, List, Optional, Sequence, Tuple, Union
 
 from edgeshare.exir._resident import read_once
 from edgeshare.exir.errors import SerializationError
-from edgeshare.exir.tensor_layout import TensorLayout
+from edgeshare.exir._layout import TensorLayout
 
 FORMAT_VERSION = 1
 HEADER_SIZE = 48

@@ -9,7 +9,7 @@ import flatbuffers
 from edgeshare.exir._serialize import _format
 from edgeshare.exir._serialize._format import FileHeader, NamedBlob, Segment
 from edgeshare.exir.errors import SerializationError
-from edgeshare.exir.tensor_layout import TensorLayout
+from edgeshare.exir._layout import TensorLayout
 from edgeshare.schema import flat_tensor_generated as fb
 
 PTD_MAGIC = b"ESTD"

@@ -200,7 +200,8 @@ py::array_t<int64_t> PromptIds(const py::handle& value, const LoadedMethod& meth
 // Generation options from Python's keyword arguments (runtime.py checks their types).
 generation::GenerateOptions Options(int64_t max_new_tokens, const std::vector<int64_t>& stop_ids,
                                     double temperature, int64_t top_k, double top_p,
-                                    double repetition_penalty, uint64_t seed) {
+                                    double repetition_penalty, uint64_t seed,
+                                    int64_t cached_tokens) {
   if (max_new_tokens < 0) {
     throw Failure{Error::InvalidArgument,
                   "generate(): max_new_tokens is " + std::to_string(max_new_tokens) + ", not >= 0"};
@@ -210,6 +211,10 @@ generation::GenerateOptions Options(int64_t max_new_tokens, const std::vector<in
       throw Failure{Error::InvalidArgument,
                     "generate(): stop id " + std::to_string(id) + " is not a token id"};
     }
+  }
+  if (cached_tokens < 0) {
+    throw Failure{Error::InvalidArgument,
+                  "generate(): cached_tokens is " + std::to_string(cached_tokens) + ", not >= 0"};
   }
   if (top_k < 0) {
     throw Failure{Error::InvalidArgument,
@@ -223,14 +228,15 @@ generation::GenerateOptions Options(int64_t max_new_tokens, const std::vector<in
   options.sampling.top_p = static_cast<float>(top_p);
   options.sampling.repetition_penalty = static_cast<float>(repetition_penalty);
   options.sampling.seed = seed;
+  options.cached_tokens = static_cast<size_t>(cached_tokens);
   return options;
 }
 
 py::tuple Generate(const MethodHandle& self, const py::handle& prompt_ids, int64_t max_new_tokens,
                    const std::vector<int64_t>& stop_ids, double temperature, int64_t top_k,
-                   double top_p, double repetition_penalty, uint64_t seed) {
-  const generation::GenerateOptions options =
-      Options(max_new_tokens, stop_ids, temperature, top_k, top_p, repetition_penalty, seed);
+                   double top_p, double repetition_penalty, uint64_t seed, int64_t cached_tokens) {
+  const generation::GenerateOptions options = Options(
+      max_new_tokens, stop_ids, temperature, top_k, top_p, repetition_penalty, seed, cached_tokens);
   py::array_t<int64_t> ids = PromptIds(prompt_ids, *self.method);
   const runtime::Span<const int64_t> prompt(ids.data(), static_cast<size_t>(ids.size()));
   Result<generation::Generation> out = Status(Error::Internal);
@@ -240,16 +246,18 @@ py::tuple Generate(const MethodHandle& self, const py::handle& prompt_ids, int64
   }
   generation::Generation generated = Unwrap(std::move(out));
   return py::make_tuple(py::cast(generated.tokens), generated.prefill_ms,
-                        generated.decode_tokens_per_s);
+                        generated.decode_tokens_per_s,
+                        generation::finish_reason_name(generated.finish_reason),
+                        generated.prefilled_tokens);
 }
 
 // Starts a streamed generation; returns the ticket next_token() takes.
 uint64_t StartGeneration(const MethodHandle& self, const py::handle& prompt_ids,
                          int64_t max_new_tokens, const std::vector<int64_t>& stop_ids,
                          double temperature, int64_t top_k, double top_p,
-                         double repetition_penalty, uint64_t seed) {
-  const generation::GenerateOptions options =
-      Options(max_new_tokens, stop_ids, temperature, top_k, top_p, repetition_penalty, seed);
+                         double repetition_penalty, uint64_t seed, int64_t cached_tokens) {
+  const generation::GenerateOptions options = Options(
+      max_new_tokens, stop_ids, temperature, top_k, top_p, repetition_penalty, seed, cached_tokens);
   py::array_t<int64_t> ids = PromptIds(prompt_ids, *self.method);
   const runtime::Span<const int64_t> prompt(ids.data(), static_cast<size_t>(ids.size()));
   Result<uint64_t> ticket = Status(Error::Internal);
@@ -274,7 +282,8 @@ std::optional<int64_t> NextToken(const MethodHandle& self, uint64_t ticket) {
 
 py::tuple StreamTimings(const MethodHandle& self) {
   const generation::Generation out = self.method->timings();
-  return py::make_tuple(out.prefill_ms, out.decode_tokens_per_s);
+  return py::make_tuple(out.prefill_ms, out.decode_tokens_per_s,
+                        generation::finish_reason_name(out.finish_reason), out.prefilled_tokens);
 }
 
 py::object SpecToPython(const TensorSpec& spec) {
@@ -413,12 +422,13 @@ void DefineClasses(py::module_& m) {
       .def("execute", &Execute)
       .def("generate", &Generate, py::arg("prompt_ids"), py::arg("max_new_tokens"),
            py::arg("stop_ids"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"),
-           py::arg("repetition_penalty"), py::arg("seed"))
+           py::arg("repetition_penalty"), py::arg("seed"), py::arg("cached_tokens") = 0)
       .def("start_generation", &StartGeneration, py::arg("prompt_ids"), py::arg("max_new_tokens"),
            py::arg("stop_ids"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"),
-           py::arg("repetition_penalty"), py::arg("seed"))
+           py::arg("repetition_penalty"), py::arg("seed"), py::arg("cached_tokens") = 0)
       .def("next_token", &NextToken, py::arg("ticket"))
-      .def("stream_timings", &StreamTimings);
+      .def("stream_timings", &StreamTimings)
+      .def("cached_length", [](const MethodHandle& h) { return h.method->cached_length(); });
 }
 
 }  // namespace

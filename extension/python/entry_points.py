@@ -6,16 +6,23 @@
 
 Installed without the [export] extra, the exporter's imports (torch, transformers, peft,
 flatbuffers) are missing: each script then says so in one line and exits 1, instead of a traceback.
+Ctrl-C and a closed stdout end each one quietly too (_cli.run_cli).
 """
 
 import importlib
 import sys
 from typing import Callable, Optional, Sequence
 
+from edgeshare.extension.python._cli import run_cli
+
 __all__ = ["export_main", "inspect_main", "tiny_lora_main"]
 
 
 def _run(script: str, module: str, argv: Optional[Sequence[str]], entry: str = "main") -> int:
+    return run_cli(lambda: _import_and_run(script, module, argv, entry))
+
+
+def _import_and_run(script: str, module: str, argv: Optional[Sequence[str]], entry: str) -> int:
     try:
         main: Callable[[Optional[Sequence[str]]], int] = getattr(importlib.import_module(module), entry)
     except ModuleNotFoundError as e:

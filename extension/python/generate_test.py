@@ -148,13 +148,54 @@ def test_generate_again_resets_the_cache_and_eos_stops(programs, prompt, expecte
     assert method.generate(prompt, 3, eos_id=want[1]).tokens == want[: want.index(want[1]) + 1]
 
 
-def test_a_length_past_max_seq_len_is_an_edgeshare_error(programs, prompt, expected):
+def test_generation_reaching_max_seq_len_stops_there_with_finish_reason_length(programs, prompt, expected):
     method = programs["a"].method("forward_cached")
-    n = expected["max_seq_len"] - len(prompt) + 2
-    with pytest.raises(EdgeshareError, match=f"plus {n} new tokens is longer than the {expected['max_seq_len']}") as e:
-        method.generate(prompt, n)
-    assert e.value.code == "InvalidArgument"
-    assert "forward_cached" in e.value.message
+    fit = expected["max_seq_len"] + 1 - len(prompt)  # the last new token is never fed back
+    out = method.generate(prompt, fit + 10)
+    assert len(out.tokens) == fit and out.finish_reason == "length"
+    assert out.tokens == method.generate(prompt, fit).tokens
+    streamed = list(method.stream(prompt, fit + 10))
+    assert streamed == out.tokens
+    longest = np.zeros(expected["max_seq_len"] + 1, dtype=np.int64)
+    with pytest.raises(EdgeshareError, match=f"is longer than the {expected['max_seq_len']}") as e:
+        method.generate(longest, 1)  # a prompt past the length itself is still refused
+    assert e.value.code == "InvalidArgument" and "forward_cached" in e.value.message
+
+
+def test_finish_reason_is_stop_at_a_stop_id_and_length_at_max_new_tokens(programs, prompt, expected):
+    method = programs["a"].method("forward_cached")
+    want = expected["tokens"]["a"]
+    assert method.generate(prompt, 3).finish_reason == "length"
+    out = method.generate(prompt, 10, eos_id=want[2])
+    assert out.tokens[-1] == want[2] and out.finish_reason == "stop"
+    assert out.seed is None and out.prefilled_tokens == len(prompt)  # greedy takes no seed
+
+
+def test_unseeded_sampling_draws_a_fresh_seed_that_repeats_the_run(programs, prompt):
+    method = programs["a"].method("forward_cached")
+    first = method.generate(prompt, 12, temperature=1.5)
+    second = method.generate(prompt, 12, temperature=1.5)
+    assert first.seed is not None and second.seed is not None and first.seed != second.seed
+    assert method.generate(prompt, 12, temperature=1.5, seed=first.seed).tokens == first.tokens
+    stream = method.stream(prompt, 12, temperature=1.5)
+    tokens = list(stream)
+    assert method.generate(prompt, 12, temperature=1.5, seed=stream.seed).tokens == tokens
+    assert method.stream(prompt, 2).seed is None
+
+
+def test_a_continued_generation_prefills_only_its_new_tokens(programs, prompt):
+    method = programs["b"].method("forward_cached")
+    first = method.generate(prompt, 6)
+    assert method.cached_tokens == len(prompt) + 5
+    whole = np.concatenate([prompt, np.asarray(first.tokens, np.int64), prompt[:4]])
+    continued = method.generate(whole, 6, cached_tokens=method.cached_tokens)
+    assert continued.prefilled_tokens == 5
+    fresh = method.generate(whole, 6)
+    assert fresh.prefilled_tokens == len(whole) and continued.tokens == fresh.tokens
+    method.execute(prompt.reshape(1, -1), np.array(0, dtype=np.int64))
+    assert method.cached_tokens == 0  # another run changed the cache
+    with pytest.raises(EdgeshareError, match="cached tokens asked for"):
+        method.generate(whole, 2, cached_tokens=3)
 
 
 @pytest.mark.parametrize(

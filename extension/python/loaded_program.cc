@@ -113,7 +113,15 @@ generation::Generation LoadedMethod::timings() {
   std::lock_guard<std::mutex> lock(mutex_);
   out.prefill_ms = generator_->prefill_ms();
   out.decode_tokens_per_s = generator_->decode_tokens_per_s();
+  out.finish_reason = generator_->finish_reason();
+  out.prefilled_tokens = generator_->prefilled_tokens();
   return out;
+}
+
+size_t LoadedMethod::cached_length() {
+  if (!generator_.has_value()) return 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return generator_->cached_length();
 }
 
 Result<std::vector<OwnedTensor>> LoadedMethod::run(const std::vector<Tensor>& inputs) {
@@ -127,6 +135,7 @@ Result<std::vector<OwnedTensor>> LoadedMethod::run(const std::vector<Tensor>& in
   }
   std::lock_guard<std::mutex> lock(mutex_);
   ++epoch_;
+  if (generator_.has_value()) generator_->forget_cache();  // The run changes the KV cache.
   for (size_t i = 0; i < inputs.size(); ++i) {
     Status status = method_.set_input(i, inputs[i]);
     if (!status.ok()) return status.WithContext("%s", program_name_.c_str());
@@ -144,12 +153,14 @@ Result<std::vector<OwnedTensor>> LoadedMethod::run(const std::vector<Tensor>& in
 Status LoadedMethod::rebind(const runtime::NamedDataMap& data) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++epoch_;
+  if (generator_.has_value()) generator_->forget_cache();  // Rebinding resets the state.
   return method_.rebind_data(data);
 }
 
 Status LoadedMethod::rebind(std::shared_ptr<const runtime::NamedDataMap> data) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++epoch_;
+  if (generator_.has_value()) generator_->forget_cache();  // Rebinding resets the state.
   return method_.rebind_data(std::move(data));
 }
 

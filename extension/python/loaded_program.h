@@ -110,8 +110,11 @@ class LoadedMethod {
   runtime::Result<uint64_t> start(runtime::Span<const int64_t> prompt,
                                   const generation::GenerateOptions& options);
   runtime::Result<int64_t> next(uint64_t ticket);
-  // The running stream's timings (generation::Generator's).
+  // The running stream's timings, finish reason and prefilled tokens (generation::Generator's).
   generation::Generation timings();
+  // The leading tokens of the last generation's sequence the KV cache holds
+  // (generation::Generator::cached_length; 0 after any other run or a rebind).
+  size_t cached_length();
 
  private:
   std::mutex mutex_;  // One run at a time: the Method's planned memory is reused by each.

@@ -39,6 +39,7 @@ __all__ = [
     "Method",
     "Program",
     "TensorSpec",
+    "TokenStream",
     "set_num_threads",
     "set_verify_content",
     "set_weight_sharing",
@@ -75,11 +76,36 @@ class GenerationResult:
       prefill_ms: the prompt's one execute (with the first token's argmax), in milliseconds.
       decode_tokens_per_s: new tokens after the first per second of decode executes (0 with fewer
         than two new tokens).
+      finish_reason: "stop" (a stop id: an end token) or "length" (max_new_tokens, or the
+        sequence reached the method's length, --max-seq-len).
+      prefilled_tokens: the prompt tokens executed (fewer than the prompt's with cached_tokens).
+      seed: the sampler's seed (drawn fresh when none was given), None for greedy generation.
     """
 
     tokens: List[int]
     prefill_ms: float
     decode_tokens_per_s: float
+    finish_reason: str = "length"
+    prefilled_tokens: int = 0
+    seed: Optional[int] = None
+
+
+class TokenStream:
+    """The iterator Method.stream returns: the new token ids as they are generated.
+
+    Attributes:
+      seed: the sampler's seed (drawn fresh when none was given), None for greedy generation.
+    """
+
+    def __init__(self, tokens: Iterator[int], seed: Optional[int]) -> None:
+        self._tokens = tokens
+        self.seed = seed
+
+    def __iter__(self) -> "TokenStream":
+        return self
+
+    def __next__(self) -> int:
+        return next(self._tokens)
 
 
 class DataFile:
@@ -191,48 +217,59 @@ class Method:
         top_k: int = 0,
         top_p: float = 1.0,
         repetition_penalty: float = 1.0,
-        seed: int = 0,
+        seed: Optional[int] = None,
+        cached_tokens: int = 0,
     ) -> GenerationResult:
         """Generates with this stateful method: resets its KV cache, prefills the prompt in one
         execute, then runs one execute per new token, picked by the runtime's C++ sampler (the one
         //tools:generate uses, so a seed gives the same tokens in both).
 
         Greedy by default (temperature 0: the largest logit, the first on ties). Stops after
-        max_new_tokens or after a stop id (included): eos_id and stop_ids, or when both are None,
-        the model's end tokens (eos_token_id of the generation_config.json beside the program;
-        none without it). The GIL is released while it runs; calls on one method wait for each
-        other.
+        max_new_tokens, where the sequence reaches the method's length (--max-seq-len: both
+        finish_reason "length"), or after a stop id (included; "stop"): eos_id and stop_ids, or
+        when both are None, the model's end tokens (eos_token_id of the generation_config.json
+        beside the program; none without it). The GIL is released while it runs; calls on one
+        method wait for each other.
+
+        A conversation can continue in the KV cache: give the whole sequence again with
+        cached_tokens=method.cached_tokens (or fewer), and only the rest is prefilled; the tokens
+        equal a fresh run's.
 
         Args:
           prompt_ids: int64 token ids of shape [P] or [1, P] (numpy or a CPU torch tensor), each
             within the vocabulary.
-          max_new_tokens: how many tokens to generate at most (the prompt must fit in the method's
-            length even with 0).
+          max_new_tokens: how many tokens to generate at most (fewer where the sequence reaches the
+            method's length; the prompt itself must fit in it).
           eos_id: a stop id (a token id within the vocabulary).
           stop_ids: more stop ids.
           temperature: 0 for greedy; otherwise logits are divided by it before sampling.
           top_k: sample among the k most probable tokens (0: all; 1: greedy).
           top_p: sample among the most probable tokens whose probability reaches top_p (1: all).
           repetition_penalty: transformers' penalty on every token of the prompt and output (1: none).
-          seed: the sampler's seed; a seeded run repeats exactly.
+          seed: the sampler's seed; a seeded run repeats exactly. None draws a fresh one
+            (os.urandom), reported in the result. Greedy generation takes none.
+          cached_tokens: how many leading prompt tokens the KV cache holds from this method's last
+            generation (at most cached_tokens of the method): they are not run again.
 
         Returns:
-          The new tokens and the timings.
+          The new tokens, the timings, the finish reason and the seed.
 
         Raises:
           TypeError: max_new_tokens, eos_id, a stop id, top_k or seed is not an int (3.7, "5",
             True), or a float option is not a number.
           EdgeshareError: InvalidArgument for a prompt of another dtype or shape, an empty prompt,
             a token id or stop id outside the vocabulary, a prompt (plus new tokens) longer than
-            the method was exported for (--max-seq-len), a negative max_new_tokens, sampling
-            options out of range (temperature < 0, top_p outside (0, 1], repetition_penalty <= 0),
+            the method was exported for (--max-seq-len), a negative max_new_tokens, cached_tokens
+            past what the cache holds or not short of the prompt, sampling options out of range
+            (temperature < 0, top_p outside (0, 1], repetition_penalty <= 0),
             or a method without the generation signature or state (naming it); the method's own
             errors.
         """
-        args = self._generation_args(prompt_ids, max_new_tokens, eos_id, stop_ids, temperature, top_k, top_p,
-                                     repetition_penalty, seed)
-        tokens, prefill_ms, decode_tokens_per_s = self._native.generate(*args)
-        return GenerationResult(list(tokens), float(prefill_ms), float(decode_tokens_per_s))
+        args, used_seed = self._generation_args(prompt_ids, max_new_tokens, eos_id, stop_ids, temperature, top_k,
+                                                top_p, repetition_penalty, seed, cached_tokens)
+        tokens, prefill_ms, decode_tokens_per_s, finish, prefilled = self._native.generate(*args)
+        return GenerationResult(list(tokens), float(prefill_ms), float(decode_tokens_per_s), str(finish),
+                                int(prefilled), used_seed)
 
     def stream(
         self,
@@ -245,8 +282,9 @@ class Method:
         top_k: int = 0,
         top_p: float = 1.0,
         repetition_penalty: float = 1.0,
-        seed: int = 0,
-    ) -> Iterator[int]:
+        seed: Optional[int] = None,
+        cached_tokens: int = 0,
+    ) -> TokenStream:
         """generate() one token at a time: the prompt is checked and prefilled at the call, each
         next() runs one execute (the GIL released) and yields its token. The tokens equal
         generate()'s with the same arguments. Another use of the method (execute, generate, a new
@@ -255,12 +293,20 @@ class Method:
         Args and Raises: as generate().
 
         Returns:
-          An iterator of the new token ids.
+          An iterator of the new token ids, with the seed used as its `seed`.
         """
-        args = self._generation_args(prompt_ids, max_new_tokens, eos_id, stop_ids, temperature, top_k, top_p,
-                                     repetition_penalty, seed)
+        args, used_seed = self._generation_args(prompt_ids, max_new_tokens, eos_id, stop_ids, temperature, top_k,
+                                                top_p, repetition_penalty, seed, cached_tokens)
         ticket = self._native.start_generation(*args)
-        return self._tokens(ticket)
+        return TokenStream(self._tokens(ticket), used_seed)
+
+    @property
+    def cached_tokens(self) -> int:
+        """How many leading tokens of the last generation's sequence (its prompt and every new token
+        but the last) the KV cache holds: what a continuing generate(cached_tokens=...) may skip.
+        0 after execute() or a bind_adapter."""
+        return int(self._native.cached_length())
+
 
     def generate_text(self, prompt: Any, max_new_tokens: int, **options: Any) -> Any:
         """Text in, text out with the program's tokenizer (text.generate_text): returns a
@@ -306,8 +352,9 @@ class Method:
         top_k: int,
         top_p: float,
         repetition_penalty: float,
-        seed: int,
-    ) -> Tuple[Any, ...]:
+        seed: Optional[int],
+        cached_tokens: int = 0,
+    ) -> Tuple[Tuple[Any, ...], Optional[int]]:
         count = _integer("max_new_tokens", max_new_tokens)
         stops = [_integer("eos_id", eos_id)] if eos_id is not None else []
         if stop_ids is not None:
@@ -318,10 +365,15 @@ class Method:
             if i < 0:
                 kind = "eos_id" if eos_id is not None and i == eos_id else "stop id"
                 raise EdgeshareError("InvalidArgument", f"generate(): {kind} is {i}, not a token id")
-        seed_value = _integer("seed", seed)
+        greedy = _number("temperature", temperature) == 0.0 or _integer("top_k", top_k) == 1
+        if seed is None:
+            # A fresh seed per unseeded run, as transformers and llama.cpp do; reported so it repeats.
+            seed_value = 0 if greedy else int.from_bytes(os.urandom(8), "little")
+        else:
+            seed_value = _integer("seed", seed)
         if not 0 <= seed_value < 2**64:
             raise EdgeshareError("InvalidArgument", f"generate(): seed {seed_value} is outside 0..2^64-1")
-        return (
+        args = (
             prompt_ids,
             count,
             stops,
@@ -330,7 +382,9 @@ class Method:
             _number("top_p", top_p),
             _number("repetition_penalty", repetition_penalty),
             seed_value,
+            _integer("cached_tokens", cached_tokens),
         )
+        return args, None if greedy else seed_value
 
     def __repr__(self) -> str:
         return f"Method({self.name!r} of {self._program.path!r})"

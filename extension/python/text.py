@@ -1,8 +1,9 @@
 """Text in, text out: the model's tokenizer, its chat template and end tokens, from the export folder.
 
-export_lora copies the model directory's tokenizer.json, tokenizer_config.json (with its chat
-template) and generation_config.json (its end tokens) beside the programs; a loaded Program finds
-them in its folder. Tokenizing is Hugging Face `tokenizers` (no torch); chat templates are rendered
+export_lora copies the model directory's tokenizer.json, tokenizer_config.json, its chat template
+(chat_template.jinja and additional_chat_templates/, or in tokenizer_config.json, or a processor's
+chat_template.json: read_chat_templates) and generation_config.json (its end tokens) beside the
+programs; a loaded Program finds them in its folder. Tokenizing is Hugging Face `tokenizers` (no torch); chat templates are rendered
 with jinja2 as transformers' apply_chat_template does; the tokens come from the runtime's C++
 generator and sampler.
 
@@ -31,6 +32,7 @@ __all__ = [
     "Tokenizer",
     "TokenizerFileError",
     "generate_text",
+    "read_chat_templates",
     "read_end_token_ids",
     "stream_text",
 ]
@@ -40,6 +42,16 @@ TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_MODEL = "tokenizer.model"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+CHAT_TEMPLATE_JINJA = "chat_template.jinja"
+CHAT_TEMPLATE_JSON = "chat_template.json"
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+# Where a chat template is looked for, in transformers' order (see read_chat_templates).
+CHAT_TEMPLATE_PLACES = (
+    CHAT_TEMPLATE_JINJA,
+    CHAT_TEMPLATE_DIR + "/*.jinja",
+    TOKENIZER_CONFIG + "'s chat_template",
+    CHAT_TEMPLATE_JSON,
+)
 
 # The special-token attributes transformers gives a chat template as strings.
 _SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -86,6 +98,67 @@ def read_end_token_ids(folder: str) -> List[int]:
     return list(ids)
 
 
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TokenizerFileError(f"{path} is not readable UTF-8 text: {e}") from e
+
+
+def _named_templates(value: Any, where: str) -> Dict[str, str]:
+    """A chat_template entry: one template (named "default") or a list of {"name", "template"}."""
+    if isinstance(value, str):
+        return {"default": value}
+    if isinstance(value, list) and all(
+        isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str) for t in value
+    ):
+        return {t["name"]: t["template"] for t in value}
+    raise TokenizerFileError(f'{where}: chat_template must be a string or a list of {{"name", "template"}}')
+
+
+def read_chat_templates(folder: str, tokenizer_config: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
+    """The chat templates of an export folder (or model directory), by name, where transformers'
+    tokenizers look for them and in their order: chat_template.jinja (named "default") and
+    additional_chat_templates/NAME.jinja, which current transformers writes; else
+    tokenizer_config.json's chat_template (one string, or a list of {"name", "template"}); else the
+    chat_template of chat_template.json (the file processors used to write, which transformers'
+    tokenizers do not read: taken only when the tokenizer has no template of its own).
+
+    Args:
+      folder: the folder holding the tokenizer files.
+      tokenizer_config: tokenizer_config.json as read already (None: read it here).
+
+    Returns:
+      name -> template source; empty when the folder has none.
+
+    Raises:
+      TokenizerFileError: a file is malformed, naming it.
+    """
+    templates: Dict[str, str] = {}
+    jinja = os.path.join(folder, CHAT_TEMPLATE_JINJA)
+    if os.path.isfile(jinja):
+        templates["default"] = _read_text(jinja)
+    named = os.path.join(folder, CHAT_TEMPLATE_DIR)
+    if os.path.isdir(named):
+        for name in sorted(os.listdir(named)):
+            if name.endswith(".jinja") and os.path.isfile(os.path.join(named, name)):
+                templates[name[: -len(".jinja")]] = _read_text(os.path.join(named, name))
+    if templates:
+        return templates
+    config_path = os.path.join(folder, TOKENIZER_CONFIG)
+    config = tokenizer_config if tokenizer_config is not None else _read_json(config_path) or {}
+    if config.get("chat_template") is not None:
+        return _named_templates(config["chat_template"], config_path)
+    json_path = os.path.join(folder, CHAT_TEMPLATE_JSON)
+    legacy = _read_json(json_path)
+    if legacy is not None:
+        if legacy.get("chat_template") is None:
+            raise TokenizerFileError(f"{json_path} has no chat_template")
+        return _named_templates(legacy["chat_template"], json_path)
+    return {}
+
+
 def _token_text(value: Any) -> Optional[str]:
     """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
     if isinstance(value, str):
@@ -99,7 +172,8 @@ class Tokenizer:
     """A model's tokenizer: Hugging Face `tokenizers` over tokenizer.json, with the special tokens
     and chat template of tokenizer_config.json and the end tokens of generation_config.json."""
 
-    def __init__(self, backend: Any, config: Mapping[str, Any], end_token_ids: Sequence[int], folder: str) -> None:
+    def __init__(self, backend: Any, config: Mapping[str, Any], end_token_ids: Sequence[int], folder: str,
+                 chat_templates: Optional[Mapping[str, str]] = None) -> None:
         """Internal: use Tokenizer.from_folder()."""
         self._backend = backend
         self._specials: Optional[frozenset] = None
@@ -115,8 +189,15 @@ class Tokenizer:
         if not ids and eos is not None and backend.token_to_id(eos) is not None:
             ids = [backend.token_to_id(eos)]
         self.end_token_ids: List[int] = ids
-        template = self._config.get("chat_template")
-        self.chat_template: Optional[str] = template if isinstance(template, str) else None
+        if chat_templates is None:
+            chat_templates = read_chat_templates(folder, self._config) if os.path.isdir(folder) else {}
+        # name -> source; "default" is the one used unless apply_chat_template names another.
+        self.chat_templates: Dict[str, str] = dict(chat_templates)
+
+    @property
+    def chat_template(self) -> Optional[str]:
+        """The default chat template's source (None without one)."""
+        return self.chat_templates.get("default")
 
     @classmethod
     def from_folder(cls, folder: str) -> Optional[Tokenizer]:
@@ -142,16 +223,17 @@ class Tokenizer:
         config: Dict[str, Any] = {}
         for name in (SPECIAL_TOKENS_MAP, TOKENIZER_CONFIG):  # tokenizer_config wins, as in transformers
             config.update(_read_json(os.path.join(folder, name)) or {})
+        templates = read_chat_templates(folder, _read_json(os.path.join(folder, TOKENIZER_CONFIG)) or {})
         if not os.path.isfile(path):
             return cls(_sentencepiece(model, config, os.path.join(folder, TOKENIZER_CONFIG)), config,
-                       read_end_token_ids(folder), folder)
+                       read_end_token_ids(folder), folder, templates)
         import tokenizers  # noqa: PLC0415 (only text generation needs it)
 
         try:
             backend = tokenizers.Tokenizer.from_file(path)
         except Exception as e:  # tokenizers raises its own Exception subclass for a bad file
             raise TokenizerFileError(f"{path} is not a tokenizers file: {' '.join(str(e).split())}") from e
-        return cls(backend, config, read_end_token_ids(folder), folder)
+        return cls(backend, config, read_end_token_ids(folder), folder, templates)
 
     @property
     def vocab_size(self) -> int:
@@ -193,6 +275,7 @@ class Tokenizer:
         messages: Sequence[Mapping[str, Any]],
         add_generation_prompt: bool = True,
         tokenize: bool = False,
+        chat_template: Optional[str] = None,
         **kwargs: Any,
     ) -> Union[str, List[int]]:
         """Renders a conversation with the model's chat template, as transformers'
@@ -203,20 +286,22 @@ class Tokenizer:
           messages: [{"role": "system" | "user" | "assistant", "content": str}, ...].
           add_generation_prompt: end with what opens the assistant's turn.
           tokenize: return the ids (encoded without adding special tokens again) instead of text.
+          chat_template: the name of one of chat_templates, or a template's source (None: "tool_use"
+            when tools are given and there is one, else "default"), as in transformers.
           **kwargs: more variables for the template (e.g. tools).
 
         Returns:
           The prompt text, or its ids with tokenize.
 
         Raises:
-          ValueError: the tokenizer has no chat template, or the template raised (naming it).
+          ValueError: the tokenizer has no chat template (naming every place looked in), no template
+            of that name, or the template raised (naming it).
         """
-        if self.chat_template is None:
-            raise TokenizerFileError(f"{os.path.join(self._folder, TOKENIZER_CONFIG)} has no chat_template")
         import jinja2  # noqa: PLC0415 (only chat needs it)
 
-        template = _compile(self.chat_template)
-        variables = {**self.special_tokens, **kwargs}
+        template = _compile(self._chat_template_source(chat_template, kwargs.get("tools")))
+        # transformers passes tools and documents always (None without them): `tools is none` holds.
+        variables = {"tools": None, "documents": None, **self.special_tokens, **kwargs}
         try:
             text = template.render(
                 messages=[dict(m) for m in messages],
@@ -226,6 +311,20 @@ class Tokenizer:
         except jinja2.exceptions.TemplateError as e:
             raise TokenizerFileError(f"the chat template of {self._folder} failed: {e}") from e
         return self.encode(text, add_special_tokens=False) if tokenize else text
+
+    def _chat_template_source(self, chosen: Optional[str], tools: Any) -> str:
+        """The template apply_chat_template renders, picked as transformers' get_chat_template does."""
+        if chosen is not None:
+            return self.chat_templates.get(chosen, chosen)
+        if tools is not None and "tool_use" in self.chat_templates:
+            return self.chat_templates["tool_use"]
+        if "default" in self.chat_templates:
+            return self.chat_templates["default"]
+        if self.chat_templates:
+            raise TokenizerFileError(
+                f"{self._folder} has chat templates {sorted(self.chat_templates)} but none named 'default': give "
+                "chat_template=NAME")
+        raise TokenizerFileError(f"{self._folder} has no chat template: looked for {', '.join(CHAT_TEMPLATE_PLACES)}")
 
     def __repr__(self) -> str:
         return f"Tokenizer({self._folder!r}, vocab_size={self.vocab_size})"
@@ -379,9 +478,12 @@ class TextGenerationResult:
       text: the new text (special tokens such as the end token left out; cut before a stop string).
       tokens: the new token ids, in order (the end token included when generation stopped on it).
       prompt_tokens: how many tokens the prompt had.
-      stop_reason: "end_token", "stop_string" or "length".
+      stop_reason: "end_token", "stop_string" or "length" (max_new_tokens, or the sequence reached
+        the method's length).
       prefill_ms: the prompt's one execute, in milliseconds.
       decode_tokens_per_s: new tokens after the first per second of their executes.
+      seed: the sampler's seed (drawn fresh when none was given), None for greedy generation.
+      prefilled_tokens: the prompt tokens executed (fewer than prompt_tokens with cached_tokens).
     """
 
     text: str
@@ -390,6 +492,14 @@ class TextGenerationResult:
     stop_reason: str
     prefill_ms: float = 0.0
     decode_tokens_per_s: float = 0.0
+    seed: Optional[int] = None
+    prefilled_tokens: int = 0
+
+    @property
+    def finish_reason(self) -> str:
+        """As OpenAI's and transformers' APIs name it: "stop" (an end token or a stop string) or
+        "length"."""
+        return "length" if self.stop_reason == "length" else "stop"
 
 
 def _prompt_ids(tokenizer: Optional[Tokenizer], prompt: Union[str, Sequence[int], np.ndarray],
@@ -440,10 +550,10 @@ def stream_text(
             f"{method.program.path} has no tokenizer.json or tokenizer.model beside it to decode text with"
         )
     tokens_iter = method.stream(ids, max_new_tokens, **options)
-    return _pieces(method, tokenizer, tokens_iter, ids.size, max_new_tokens, stop, result)
+    return _pieces(method, tokenizer, tokens_iter, ids.size, stop, result)
 
 
-def _pieces(method: Any, tokenizer: Tokenizer, tokens_iter: Iterator[int], prompt_tokens: int, max_new_tokens: int,
+def _pieces(method: Any, tokenizer: Tokenizer, tokens_iter: Any, prompt_tokens: int,
             stop: Sequence[str], result: Optional[List[TextGenerationResult]]) -> Iterator[str]:
     decoder = TextDecoder(tokenizer)
     stops = _StopStrings(list(stop))
@@ -464,15 +574,14 @@ def _pieces(method: Any, tokenizer: Tokenizer, tokens_iter: Iterator[int], promp
             text.append(piece)
             yield piece
     if result is not None:
+        prefill_ms, per_s, finish, prefilled = method._native.stream_timings()
         if stops.stopped:
             reason = "stop_string"
-        elif len(tokens) < max_new_tokens:
-            reason = "end_token"
         else:
-            reason = "length"
-        prefill_ms, per_s = method._native.stream_timings()
+            reason = "length" if finish == "length" else "end_token"
         result.append(
-            TextGenerationResult("".join(text), tokens, int(prompt_tokens), reason, float(prefill_ms), float(per_s))
+            TextGenerationResult("".join(text), tokens, int(prompt_tokens), reason, float(prefill_ms), float(per_s),
+                                 getattr(tokens_iter, "seed", None), int(prefilled))
         )
 
 

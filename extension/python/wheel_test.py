@@ -5,8 +5,8 @@ wheel where the README says Bazel writes it: a fresh venv, pip install of the wh
 (pip from the machine's configured sources; torch pinned, so the CPU build), the console entry points
 (edgeshare-tiny-lora, edgeshare-export, edgeshare-generate), then the Python tour (run, generate,
 swap). Lines that run ./bazelw are Bazel's side and are skipped. Then a second fresh venv gets the
-wheel alone: it installs nothing but numpy beside it, and the same Python tour prints the same
-tokens there.
+wheel alone: it installs nothing but numpy and flatbuffers beside it, the same Python tour prints the
+same tokens there, and edgeshare-inspect reads the exported files without torch.
 """
 
 import json
@@ -80,12 +80,16 @@ def test_the_readme_pip_tour_runs_from_a_fresh_venv():
         "python3 -m venv runtime_venv\n"
         f"runtime_venv/bin/pip install -q {os.path.join('bazel-bin/extension/python', os.path.basename(WHEEL))}\n"
         "runtime_venv/bin/pip list --format=json > installed.json\n"
+        "runtime_venv/bin/edgeshare-inspect --json hf_out/a.pte hf_out/foundation.ptd > inspected.json\n"
         f"runtime_venv/bin/python - <<'EDGESHARE_TOUR'\n{tour}\nEDGESHARE_TOUR"
     )
     alone = _run(runtime_only, work, env)
     with open(os.path.join(work, "installed.json"), encoding="utf-8") as f:
         installed = {p["name"].lower() for p in json.load(f)}
-    assert installed - {"pip", "setuptools"} == {"edgeshare", "numpy"}, installed
+    assert installed - {"pip", "setuptools"} == {"edgeshare", "numpy", "flatbuffers"}, installed
+    with open(os.path.join(work, "inspected.json"), encoding="utf-8") as f:
+        inspected = json.load(f)
+    assert sorted(os.path.basename(p) for p in inspected) == ["a.pte", "foundation.ptd"]
     tour_lines = with_export.strip().splitlines()[-len(alone.strip().splitlines()) :]
     assert alone.strip().splitlines() == tour_lines
 
