@@ -5,12 +5,14 @@ tensor_layout.py re-exports it with the torch side (dtypes, bytes, digests).
 """
 
 import dataclasses
-from typing import TYPE_CHECKING, Tuple
+from typing import TYPE_CHECKING, Dict, Tuple
+
+from edgeshare.exir.errors import UnsupportedModelError
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TensorLayout"]
+__all__ = ["TensorLayout", "scalar_type_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +43,40 @@ class TensorLayout:
         Raises:
           UnsupportedModelError: the dtype is not supported.
         """
-        from edgeshare.exir.tensor_layout import scalar_type_of  # noqa: PLC0415 (torch's dtypes)
-
         sizes = tuple(int(s) for s in tensor.shape)
         return TensorLayout(scalar_type_of(tensor.dtype, what), sizes, tuple(range(len(sizes))))
+
+
+# The files' ScalarType numbers (torch's numbering), by torch dtype name: no torch import needed.
+_SCALAR_TYPES: Dict[str, int] = {
+    "uint8": 0,
+    "int8": 1,
+    "int16": 2,
+    "int32": 3,
+    "int64": 4,
+    "float16": 5,
+    "float32": 6,
+    "float64": 7,
+    "bool": 11,
+    "bfloat16": 15,
+}
+
+
+def scalar_type_of(dtype: "torch.dtype", what: str = "tensor") -> int:
+    """Returns the schema ScalarType number of a torch dtype.
+
+    Args:
+      dtype: the torch dtype.
+      what: names the tensor in the error message.
+
+    Returns:
+      The ScalarType value (torch's numbering).
+
+    Raises:
+      UnsupportedModelError: the files cannot hold this dtype.
+    """
+    number = _SCALAR_TYPES.get(str(dtype).replace("torch.", "", 1))
+    if number is None:
+        supported = ", ".join(f"torch.{name}" for name in _SCALAR_TYPES)
+        raise UnsupportedModelError(f"{what}: dtype {dtype} is not supported (supported: {supported})")
+    return number

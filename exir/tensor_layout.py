@@ -16,7 +16,7 @@ import hashlib
 from typing import Any, Callable, Dict, Hashable, Iterator, Optional, Tuple, TypeVar
 
 import torch
-from edgeshare.exir._layout import TensorLayout
+from edgeshare.exir._layout import TensorLayout, scalar_type_of
 from edgeshare.exir._resident import read_once, release
 from edgeshare.exir.errors import UnsupportedModelError
 
@@ -35,41 +35,6 @@ __all__ = [
 T = TypeVar("T")
 
 # torch's ScalarType numbering, as schema/scalar_type.fbs spells it.
-_SCALAR_TYPES: Dict[torch.dtype, int] = {
-    torch.uint8: 0,
-    torch.int8: 1,
-    torch.int16: 2,
-    torch.int32: 3,
-    torch.int64: 4,
-    torch.float16: 5,
-    torch.float32: 6,
-    torch.float64: 7,
-    torch.bool: 11,
-    torch.bfloat16: 15,
-}
-
-
-def scalar_type_of(dtype: torch.dtype, what: str = "tensor") -> int:
-    """Returns the schema ScalarType number of a torch dtype.
-
-    Args:
-      dtype: the torch dtype.
-      what: names the tensor in the error message.
-
-    Returns:
-      The ScalarType value (torch's numbering).
-
-    Raises:
-      UnsupportedModelError: the files cannot hold this dtype.
-    """
-    try:
-        return _SCALAR_TYPES[dtype]
-    except KeyError:
-        raise UnsupportedModelError(
-            f"{what}: dtype {dtype} is not supported (supported: {', '.join(str(d) for d in _SCALAR_TYPES)})"
-        ) from None
-
-
 def tensor_bytes(tensor: torch.Tensor) -> bytes:
     """Returns the contiguous row-major bytes of a tensor (little-endian, as on the target).
 

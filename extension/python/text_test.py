@@ -168,7 +168,7 @@ def test_a_tokenizer_the_tool_cannot_read_leaves_ids_working_and_refuses_text(ex
             str(folder / "foundation.ptd"), "--max-new-tokens", str(expected["new_tokens"])]
     proc = subprocess.run([*tool, "--prompt-ids", prompt, "--json", out], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "model 'WordPiece' is not supported" in proc.stderr and "no text, token ids only" in proc.stderr
+    assert "model 'WordPiece' is not supported" in proc.stderr and "text is unavailable" in proc.stderr
     with open(out, encoding="utf-8") as f:
         got = json.load(f)
     assert got["tokens"] == expected["generated"]["a"]["tokens"] and "text" not in got
