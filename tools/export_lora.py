@@ -30,14 +30,17 @@ by name instead (names containing "lora" are the adapter's; LoRA wrapper compone
 """
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import warnings
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, TextIO, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, TextIO, Tuple, Union
 
 import numpy as np
 import torch
@@ -258,7 +261,16 @@ def report(result: LoraExportResult, extra: Sequence[str]) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="export_lora", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=None, help="output folder (default: ./edgeshare_out)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default: ./edgeshare_out); it must be new or empty unless --force",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a non-empty --out whole (the new export is written beside it and renamed in)",
+    )
     parser.add_argument(
         "--model", default=None, help=f"path/to/file.py:function or package.module:function (default {DEMO})"
     )
@@ -475,6 +487,49 @@ def _export(
     return result, write_reference(result, inputs, out_dir) if args.reference else []
 
 
+def check_out_empty(out_dir: str, force: bool) -> None:
+    """Refuses an --out that holds anything unless force: an export never mixes with an older one.
+
+    Raises:
+      ExportError: out_dir is a folder with files in it and force is not set.
+    """
+    if not force and os.path.isdir(out_dir) and os.listdir(out_dir):
+        raise ExportError(
+            f"--out '{out_dir}' is not empty (an earlier export?): give --force to replace it whole, "
+            "or another folder"
+        )
+
+
+@contextlib.contextmanager
+def staged_out_dir(out_dir: str) -> Iterator[str]:
+    """A new folder beside out_dir to export into, which becomes out_dir only when the block ends
+    without an error (an older out_dir is then removed whole); after an error it is removed and
+    out_dir is as it was.
+
+    Yields:
+      The staging folder's path.
+    """
+    path = os.path.abspath(out_dir)
+    parent, base = os.path.dirname(path), os.path.basename(path)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{base}.partial-", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # as a plain mkdir would have made it
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    old = None
+    if os.path.lexists(path):
+        old = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
+        os.rename(path, os.path.join(old, base))
+    os.rename(staging, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the tool; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -487,20 +542,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _check_swappable_flags(args)
         options = export_options(args)
         check_out_dir(out_dir)
+        check_out_empty(out_dir, args.force)
         # The model's tokenizer and generation_config.json go beside the programs (checked first).
         text = read_tokenizer_files(_user_path(args.hf_model)) if args.hf_model is not None else None
         result: Union[LoraExportResult, SwappableExportResult]
-        if args.swappable:
-            result = _export_swappable(args, options, out_dir, progress)
-            summary = swappable_report(result)
-        else:
-            result, extra = _export(args, options, out_dir, progress)
-            summary = report(result, extra)
-        summary += "\n" + format_bytes(os.path.join(out_dir, result.foundation_path))
-        summary += formats_report(result, options.quantization)
-        if text is not None and text.contents:
-            written = write_tokenizer_files(text, out_dir, progress)
-            summary += "\ntokenizer and generation config: " + ", ".join(os.path.basename(p) for p in written)
+        with staged_out_dir(out_dir) as staging:
+            if args.swappable:
+                result = _export_swappable(args, options, staging, progress)
+                summary = swappable_report(result)
+            else:
+                result, extra = _export(args, options, staging, progress)
+                summary = report(result, extra)
+            summary += "\n" + format_bytes(os.path.join(staging, result.foundation_path))
+            summary += formats_report(result, options.quantization)
+            if text is not None and text.contents:
+                written = write_tokenizer_files(text, staging, progress)
+                summary += "\ntokenizer and generation config: " + ", ".join(os.path.basename(p) for p in written)
+            summary = summary.replace(staging, os.path.abspath(out_dir))
     except (ValueError, TypeError) as e:
         progress.close()
         # One line: the error names the file, directory, adapter or node at fault.

@@ -84,6 +84,28 @@ def test_quantize_int4_writes_grouped_int4_weights_and_reports_bytes_per_format(
     assert f"int4 {sum(len(b.data) for b in int4.values())} bytes" in out and "int8, not int4" not in out
 
 
+def test_a_non_empty_out_is_refused_untouched_and_force_replaces_it_whole(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tokenizer.json").write_text("another model's")
+    assert export_lora.main(["--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not empty" in err and "--force" in err
+    assert sorted(os.listdir(out)) == ["tokenizer.json"]
+    assert export_lora.main(["--out", str(out), "--force"]) == 0
+    # Only the new export: the stale file went with the old folder, nothing is left beside it.
+    assert "tokenizer.json" not in os.listdir(out) and "foundation.ptd" in os.listdir(out)
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    summary = capsys.readouterr().out
+    assert ".partial-" not in summary and str(out) in summary
+
+
+def test_a_failed_export_leaves_a_new_out_absent_and_nothing_beside_it(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert export_lora.main(["--out", str(out), "--model", "nope.py:f"]) == 1
+    assert os.listdir(tmp_path) == []
+
+
 def test_group_size_without_int4_is_a_clear_error(tmp_path, capsys):
     assert export_lora.main(["--out", str(tmp_path), "--quantize", "int8", "--group-size", "64"]) == 1
     assert "--group-size and --lm-head apply to --quantize int4" in capsys.readouterr().err
