@@ -357,6 +357,8 @@ def export_hf_swappable(
     """
     say = progress or (lambda line: None)
     check_out_dir(out_dir)
+    if not adapters:
+        raise ExportError("export_hf_swappable needs at least one adapter (export_hf_lora exports a bare model)")
     inputs = _load_for_export("export_hf_swappable", model_dir, adapters, max_seq_len, say, kv_dtype, full_logits)
     return export_swappable(
         CausalLMLogits(inputs.base),
@@ -393,8 +395,6 @@ def _load_for_export(
     full_logits: bool = False,
 ) -> _ExportInputs:
     """Checks every input before the slow loading, then loads the model and its adapters."""
-    if not adapters:
-        raise ExportError(f"{caller} needs at least one adapter")
     for name in adapters:
         check_adapter_name(name, FOUNDATION)
     for name, adapter_dir in adapters.items():

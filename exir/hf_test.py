@@ -19,6 +19,7 @@ from edgeshare.exir import (
     HfInputError,
     UnsupportedAdapterError,
     export_hf_lora,
+    export_hf_swappable,
     load_hf_model,
     load_peft_adapter,
 )
@@ -245,7 +246,7 @@ def test_export_checks_every_directory_before_loading(llama, tmp_path):
         {"a": adapters["a"]},
         str(tmp_path),
     )
-    _raises(ExportError, "at least one adapter", export_hf_lora, llama.model_dir, {}, str(tmp_path))
+    _raises(ExportError, "at least one adapter", export_hf_swappable, llama.model_dir, {}, str(tmp_path))
 
 
 def test_max_seq_len_beyond_the_models_positions_is_refused(llama, tmp_path):

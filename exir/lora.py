@@ -378,8 +378,8 @@ def _check_export_args(foundation: Any, adapters: Mapping[str, Any], foundation_
         raise TypeError(f"foundation must be an nn.Module, got {type(foundation).__name__}")
     if not any(True for _ in foundation.parameters()):
         raise UnsupportedModelError(f"foundation model {type(foundation).__name__} has no parameters")
-    if not adapters:
-        raise ExportError("export_lora needs at least one adapter")
+    if not adapters and foundation_program is None:
+        raise ExportError("export_lora needs at least one adapter, or a foundation program (the bare model)")
     if foundation_program is not None and (not _NAME.match(foundation_program) or foundation_program in adapters):
         raise AdapterNameError(f"foundation program name '{foundation_program}' must be a file stem no adapter has")
 

@@ -345,8 +345,8 @@ def _check_hf_flags(args: argparse.Namespace) -> None:
         if args.adapter:
             raise ExportError("--adapter needs --hf-model (--model returns its adapters itself)")
         return
-    if not args.adapter:
-        raise ExportError("--hf-model needs at least one --adapter NAME=DIR")
+    if not args.adapter and args.swappable:
+        raise ExportError("--swappable needs at least one --adapter NAME=DIR")
     for flag, given in (
         ("--model", args.model is not None),
         ("--methods", args.methods),

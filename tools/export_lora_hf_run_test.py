@@ -102,6 +102,24 @@ def test_programs_match_peft_eager_at_any_length_and_fetch_each_key_once(exporte
     assert once == {}, "foundation keys fetched more than once"
 
 
+def test_a_bare_model_exports_without_adapters_as_the_same_foundation_files(exported, tmp_path):
+    files, out = exported
+    bare = str(tmp_path / "bare")
+    argv = ["--hf-model", files.model_dir, "--out", bare, "--max-seq-len", str(MAX_SEQ_LEN)]
+    assert export_lora.main(argv) == 0
+    assert sorted(f for f in os.listdir(bare) if f.endswith((".pte", ".ptd"))) == ["foundation.ptd", "foundation.pte"]
+    # The same bytes as the foundation files of the export with adapters: the same program.
+    for name in ("foundation.pte", "foundation.ptd"):
+        with open(os.path.join(bare, name), "rb") as f, open(os.path.join(out, name), "rb") as g:
+            assert f.read() == g.read(), name
+    ids = np.random.default_rng(5).integers(0, hf_tiny.VOCAB, size=(1, 9), dtype=np.int64)
+    run = run_programs(
+        [os.path.join(bare, "foundation.pte")], [os.path.join(bare, "foundation.ptd")], [ids], extra_args=["--method", "forward"]
+    )
+    (got,) = run.outputs["foundation.forward"]
+    np.testing.assert_allclose(got, _eager(files, ids)["foundation"], atol=TOLERANCE, rtol=TOLERANCE)
+
+
 def test_token_count_beyond_max_seq_len_is_an_error_not_a_wrong_answer(exported):
     _, out = exported
     ids = np.zeros((1, MAX_SEQ_LEN + 1), dtype=np.int64)

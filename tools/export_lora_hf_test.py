@@ -39,7 +39,7 @@ def test_parse_adapters_resolves_relative_directories_against_the_users(tmp_path
     "argv, fragment",
     [
         (["--adapter", "a=x"], "--adapter needs --hf-model"),
-        (["--hf-model", "m"], "--hf-model needs at least one --adapter"),
+        (["--hf-model", "m", "--swappable"], "--swappable needs at least one --adapter"),
         (["--hf-model", "m", "--adapter", "a=x", "--methods"], "--methods cannot be combined with --hf-model"),
         (["--hf-model", "m", "--adapter", "a=x", "--model", "f.py:g"], "--model cannot be combined"),
         (["--hf-model", "m", "--adapter", "a=x", "--foundation-by", "names"], "--foundation-by names cannot"),
