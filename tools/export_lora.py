@@ -32,6 +32,7 @@ by name instead (names containing "lora" are the adapter's; LoRA wrapper compone
 import argparse
 import contextlib
 import importlib
+import json
 import importlib.util
 import os
 import shutil
@@ -280,7 +281,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--adapter", action="append", default=[], metavar="NAME=DIR", help="a PEFT LoRA adapter directory (repeatable)"
     )
-    parser.add_argument("--max-seq-len", type=int, default=128, help="largest token count T (with --hf-model)")
+    parser.add_argument(
+        "--max-seq-len",
+        type=int,
+        default=None,
+        help="largest token count T, prompt and generated tokens together (with --hf-model; default: "
+        f"the model's max_position_embeddings, at most {DEFAULT_MAX_SEQ_LEN}: a KV cache of that many "
+        "positions takes 90 MiB at fp32 for SmolLM2-135M, 128 MiB for Llama-3.2-1B, half with --kv-dtype fp16)",
+    )
     parser.add_argument(
         "--kv-dtype",
         choices=("fp32", "fp16"),
@@ -338,6 +346,28 @@ def _parser() -> argparse.ArgumentParser:
         "name ('lora' in a name marks an adapter weight)",
     )
     return parser
+
+
+# The --max-seq-len a model gets by default: room for a chat (a system prompt, a few turns and
+# their replies) at a KV cache the size of a small model's weights or less (see --help).
+DEFAULT_MAX_SEQ_LEN = 2048
+
+
+def default_max_seq_len(model_dir: str) -> int:
+    """The model's max_position_embeddings (config.json), at most DEFAULT_MAX_SEQ_LEN.
+
+    A config.json that cannot be read gives DEFAULT_MAX_SEQ_LEN: loading the model then says what is
+    wrong with it, naming the file.
+    """
+    try:
+        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return DEFAULT_MAX_SEQ_LEN
+    limit = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1:
+        return min(limit, DEFAULT_MAX_SEQ_LEN)
+    return DEFAULT_MAX_SEQ_LEN
 
 
 def _check_hf_flags(args: argparse.Namespace) -> None:
@@ -539,6 +569,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     progress = _Progress(sys.stderr)
     try:
         _check_hf_flags(args)
+        if args.hf_model is not None and args.max_seq_len is None:
+            args.max_seq_len = default_max_seq_len(_user_path(args.hf_model))
         _check_swappable_flags(args)
         options = export_options(args)
         check_out_dir(out_dir)

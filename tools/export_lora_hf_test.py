@@ -51,6 +51,18 @@ def test_flag_misuse_is_one_line(tmp_path, capsys, argv, fragment):
     _fails(argv + ["--out", str(tmp_path)], capsys, fragment)
 
 
+@pytest.mark.parametrize("config, want", [({"max_position_embeddings": 256}, 256), ({"max_position_embeddings": 32768}, 2048), ({}, 2048)])
+def test_max_seq_len_defaults_to_the_models_positions_within_the_stated_budget(tmp_path, config, want):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert export_lora.default_max_seq_len(str(tmp_path)) == want
+    assert export_lora.default_max_seq_len(str(tmp_path / "missing")) == export_lora.DEFAULT_MAX_SEQ_LEN
+
+
+def test_max_seq_len_help_says_its_default():
+    help_text = " ".join(export_lora._parser().format_help().split())
+    assert f"max_position_embeddings, at most {export_lora.DEFAULT_MAX_SEQ_LEN}" in help_text
+
+
 def test_missing_model_directory_is_one_line_naming_it(llama, tmp_path, capsys):
     missing = str(tmp_path / "nowhere")
     argv = ["--hf-model", missing, "--adapter", f"a={llama.adapter_dirs['a']}", "--out", str(tmp_path / "out")]
