@@ -18,6 +18,7 @@ from edgeshare.exir.errors import ExportError
 from edgeshare.exir.fc_formats import (
     F32,
     FcFormat,
+    adapter_formats,
     fc_format,
     format_for_option,
     quantized_formats,
@@ -126,19 +127,31 @@ class AdapterOptions:
       foundation_by: --foundation-by, "bytes" (a weight is the foundation's when its dtype, shape
         and bytes equal a foundation tensor's) or "names" ("lora" in a name marks an adapter weight).
       swappable: --swappable, one program for the adapters of one structure plus a data file each.
+      adapter_dtype: --adapter-dtype, the option of an adapter format row ("fp32", "fp16", "int8"):
+        how the adapters' linear weights are stored (the foundation's are as quantization says).
 
     Raises:
-      OptionError: foundation_by is neither, or swappable with names.
+      OptionError: foundation_by is neither, swappable with names or with an adapter_dtype other
+        than fp32, or an adapter_dtype no row has.
     """
 
     alpha: Optional[float] = None
     foundation_by: str = "bytes"
     swappable: bool = False
+    adapter_dtype: str = F32.option
 
     def __post_init__(self) -> None:
         _one_of("foundation_by", "--foundation-by", self.foundation_by, ("bytes", "names"))
+        _one_of("adapter_dtype", "--adapter-dtype", self.adapter_dtype, tuple(f.option for f in adapter_formats()))
         if self.swappable and self.foundation_by == "names":
             raise OptionError("--foundation-by names cannot be combined with --swappable")
+        if self.swappable and self.adapter_dtype != F32.option:
+            raise OptionError(f"--adapter-dtype {self.adapter_dtype} cannot be combined with --swappable yet")
+
+    @property
+    def adapter_format(self) -> FcFormat:
+        """The format row of the adapters' linear weights."""
+        return format_for_option(self.adapter_dtype)
 
 
 @dataclasses.dataclass(frozen=True)

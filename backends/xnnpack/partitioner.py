@@ -61,7 +61,7 @@ from edgeshare.backends.xnnpack import op_rows
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.embedding_qc8w import quantize_embeddings
-from edgeshare.exir.export_options import OptionError, QuantizationOptions
+from edgeshare.exir.export_options import AdapterOptions, OptionError, QuantizationOptions
 from edgeshare.exir.fc_formats import F32, FcFormat, foundation_format
 from edgeshare.exir.graph import is_lifted, lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import (
@@ -83,6 +83,8 @@ MAX_RANK = op_rows.MAX_RANK
 FC_WEIGHT_DTYPE_SPEC = "fc_weight_dtype"
 QUANTIZE_SPEC = "quantize"
 GROUP_SIZE_SPEC = "group_size"
+# The adapter format's option (AdapterOptions.adapter_dtype), absent at "fp32".
+ADAPTER_DTYPE_SPEC = "adapter_dtype"
 
 # The documented error bound of fc_weight_dtype="fp16" against torch eager in float32:
 #   |got - want| <= FP16_TOLERANCE * max(1, max|want|)   (elementwise; max over the output tensor)
@@ -142,9 +144,16 @@ class XnnpackPartitioner(Partitioner):
       group_size: the int4 group along the input dim, one of its row's group sizes (None: the first).
       lm_head: "int8" (default) or "int4", the output layer's format under quantize="int4".
       options: the four above as one QuantizationOptions (then they are not given).
+      adapter_dtype: AdapterOptions.adapter_dtype, "fp32" (default), "fp16" or "int8": every
+        delegated linear over an adapter's weight (one not pinned in a shared .ptd: kept by the
+        program, or open data of a swappable program) gets that weight (and for fp16 its bias) in
+        that format's row (f16w, qc8w) under the row's key suffixes in the adapter's own data. A
+        swappable program's open weight is then a HALF delegate input, or a CHAR one with its
+        float32 scales [out] as a second open input (key "<key>.qc8w.scales").
 
     Raises:
-      OptionError: (a ValueError) as QuantizationOptions, or options given with the others.
+      OptionError: (a ValueError) as QuantizationOptions or AdapterOptions, or options given
+        with the others.
     """
 
     def __init__(
@@ -156,6 +165,7 @@ class XnnpackPartitioner(Partitioner):
         lm_head: Optional[str] = None,
         *,
         options: Optional[QuantizationOptions] = None,
+        adapter_dtype: str = F32.option,
     ) -> None:
         given = QuantizationOptions(fc_weight_dtype, quantize, group_size, lm_head)
         if options is not None and given != QuantizationOptions():
@@ -164,6 +174,7 @@ class XnnpackPartitioner(Partitioner):
             )
         self._override = is_supported_override
         self.options = options if options is not None else given
+        self.adapter_format = AdapterOptions(adapter_dtype=adapter_dtype).adapter_format
 
     def _foundation_formats(self, ep: ExportedProgram, requested: FcFormat) -> Dict[str, str]:
         """Records on each pinned foundation weight of rank 2 the format it is stored in; returns
@@ -228,5 +239,7 @@ class XnnpackPartitioner(Partitioner):
             compile_specs.append(CompileSpec(QUANTIZE_SPEC, requested.option.encode()))
             if requested.grouped:
                 compile_specs.append(CompileSpec(GROUP_SIZE_SPEC, str(options.group).encode()))
+        if self.adapter_format is not F32:
+            compile_specs.append(CompileSpec(ADAPTER_DTYPE_SPEC, self.adapter_format.option.encode()))
         specs: Dict[str, DelegationSpec] = {t: DelegationSpec(BACKEND_ID, list(compile_specs)) for t in tags}
         return PartitionResult(exported_program, specs, fallbacks, gathered)
