@@ -52,7 +52,7 @@ class QuantizationOptions:
       fc_weight_dtype: --fc-weight-dtype, an unquantized format's option ("fp32", "fp16"): the
         format of every delegated linear's weight when quantize is "none".
       quantize: --quantize, "none" or a quantized format's option ("int8", "int4"): the format of
-        the foundation's linear weights (adapters stay float32).
+        the foundation's linear weights (adapters: AdapterOptions.adapter_dtype).
       group_size: --group-size, with a grouped format: the group along the input dim (None: the
         format's first group size).
       lm_head: --lm-head, with a format that has a fallback: the output layer's format option

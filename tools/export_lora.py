@@ -311,7 +311,7 @@ def _parser() -> argparse.ArgumentParser:
         "float32 scales, run by the delegate's int8 kernels; int4: signed 4-bit in groups along the "
         "input dim with float16 scales, and an untied token embedding likewise (gathered one row at a "
         "time; the lm_head, a tied embedding and a layer or table whose width is not a multiple of "
-        "the group stay int8, said in the summary); adapters stay float32",
+        "the group stay int8, said in the summary); adapters as --adapter-dtype says",
     )
     parser.add_argument(
         "--group-size",

@@ -34,7 +34,7 @@ is pinned foundation data (placed in a .ptd, not open) is stored as int8 per out
 scales (exir/quantize.py, scheme qc8w) under "<key>.qc8w" and "<key>.qc8w.scales", and run by the
 delegate's dynamically quantized fully connected kernels. A token embedding over pinned foundation
 data becomes the same int8 entries, gathered outside the delegate (exir/embedding_qc8w.py): a tied
-embedding and lm_head hold one int8 entry. Adapter weights stay float32.
+embedding and lm_head hold one int8 entry. Adapter weights stay float32 unless adapter_dtype says otherwise (below).
 
 int4 foundation weights (`XnnpackPartitioner(quantize="int4", group_size=32)`): as int8, but each
 such linear's weight is signed 4-bit in groups of group_size along the input dim with float16
@@ -49,6 +49,12 @@ its width is not a multiple of the group size. These choices are exir/fc_formats
 partitioner records the format of each foundation weight on its placeholder (QUANT_SCHEME_META)
 and returns the int8 ones with their reason (PartitionResult.fallbacks) and the format of each
 gathered table (PartitionResult.gathered_formats).
+
+fp16 or int8 adapters (`XnnpackPartitioner(adapter_dtype="fp16" | "int8")`, --adapter-dtype): every
+delegated linear over a weight the program keeps (a per-adapter program's LoRA A and B) stores it
+in that option's row of exir/fc_formats.py (f16w: half weight and bias; qc8w: int8 per output row
+with float32 scales, run by the packed int8 kernels, whose activations are quantized per row too)
+in the program's own data; the foundation's weights and foundation.ptd are as without the option.
 
 Supported ops (one line per row of the registry):
 """
@@ -145,11 +151,10 @@ class XnnpackPartitioner(Partitioner):
       lm_head: "int8" (default) or "int4", the output layer's format under quantize="int4".
       options: the four above as one QuantizationOptions (then they are not given).
       adapter_dtype: AdapterOptions.adapter_dtype, "fp32" (default), "fp16" or "int8": every
-        delegated linear over an adapter's weight (one not pinned in a shared .ptd: kept by the
-        program, or open data of a swappable program) gets that weight (and for fp16 its bias) in
-        that format's row (f16w, qc8w) under the row's key suffixes in the adapter's own data. A
-        swappable program's open weight is then a HALF delegate input, or a CHAR one with its
-        float32 scales [out] as a second open input (key "<key>.qc8w.scales").
+        delegated linear over a weight the program keeps (an adapter's: not pinned in a shared
+        .ptd) gets that weight (and for fp16 its bias) in that format's row (f16w, qc8w) under
+        the row's key suffixes in the program's own data. Open (swappable) adapter weights are
+        not converted: preprocess refuses them with another dtype than fp32.
 
     Raises:
       OptionError: (a ValueError) as QuantizationOptions or AdapterOptions, or options given

@@ -21,7 +21,8 @@ With the compile spec quantize=int8 (XnnpackPartitioner(quantize="int8")), the w
 FULLY_CONNECTED node that is pinned external data (the foundation) is a CHAR constant under
 "<key>.qc8w" with quant_scheme QC8W and its float32 scales under "<key>.qc8w.scales" (same external
 tag), each digested over its own bytes (exir/quantize.py); its bias and every program-kept
-(adapter) weight stay float32. A weight read by any other node keeps its fp32 constant too.
+(adapter) weight stay float32 (unless adapter_dtype, below). A weight read by any other node keeps
+its fp32 constant too.
 
 With quantize=int4 and group_size=G, such a weight is a BYTE constant with quant_scheme QC4W and
 group_size G under "<key>.qc4w" (uint8 [out, in / 2]) with its float16 scales under
@@ -33,6 +34,8 @@ With the compile spec adapter_dtype=fp16 or int8 (XnnpackPartitioner(adapter_dty
 the program keeps (an adapter's: not pinned in a shared .ptd) read as a fully connected weight is
 stored as that option's row stores it (f16w: HALF weight and bias under "<key>.fp16"; qc8w: CHAR
 weight and float32 scales under "<key>.qc8w" and "<key>.qc8w.scales"), in the program's own data.
+Open (swappable) data read with an adapter_dtype other than fp32 is refused: the delegate would
+read it as float32.
 """
 
 import hashlib
