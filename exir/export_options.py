@@ -131,8 +131,7 @@ class AdapterOptions:
         how the adapters' linear weights are stored (the foundation's are as quantization says).
 
     Raises:
-      OptionError: foundation_by is neither, swappable with names or with an adapter_dtype other
-        than fp32, or an adapter_dtype no row has.
+      OptionError: foundation_by is neither, swappable with names, or an adapter_dtype no row has.
     """
 
     alpha: Optional[float] = None
@@ -145,8 +144,6 @@ class AdapterOptions:
         _one_of("adapter_dtype", "--adapter-dtype", self.adapter_dtype, tuple(f.option for f in adapter_formats()))
         if self.swappable and self.foundation_by == "names":
             raise OptionError("--foundation-by names cannot be combined with --swappable")
-        if self.swappable and self.adapter_dtype != F32.option:
-            raise OptionError(f"--adapter-dtype {self.adapter_dtype} cannot be combined with --swappable yet")
 
     @property
     def adapter_format(self) -> FcFormat:

@@ -48,8 +48,6 @@ def test_bad_layout_and_adapter_options_are_refused():
         AdapterOptions(foundation_by="digest")
     with pytest.raises(OptionError, match=r"adapter_dtype must be one of \('fp32', 'fp16', 'int8'\), got 'int4'"):
         AdapterOptions(adapter_dtype="int4")
-    with pytest.raises(OptionError, match="--adapter-dtype int8 cannot be combined with --swappable"):
-        AdapterOptions(adapter_dtype="int8", swappable=True)
 
 
 def test_adapter_options_name_their_format_row():

@@ -131,6 +131,20 @@ class FcFormat:
         often), which no group fits, so the grouped formats store no adapter."""
         return not self.grouped
 
+    def stored(self, weight: torch.Tensor) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The entries a float32 weight is stored as: its values in the row's dtype, and its
+        scales (None for an unquantized row).
+
+        Raises:
+          ValueError: a grouped format, or as its quantizer.
+        """
+        if self.grouped:
+            raise ValueError(f"fc format {self.scheme} has no stored() (grouped)")
+        w = weight.detach().to(torch.float32)
+        if self.quantizer is None:
+            return w.to(self.dtype).contiguous(), None
+        return self.quantize(w, 0)
+
     def rounded(self, weight: torch.Tensor) -> torch.Tensor:
         """The float32 values a float32 weight has once stored in this format and read back: what
         the delegate's kernels multiply by, so an eager reference that runs them agrees tightly.
@@ -140,11 +154,10 @@ class FcFormat:
         """
         if self.grouped:
             raise ValueError(f"fc format {self.scheme} has no rounded() (grouped)")
-        w = weight.detach().to(torch.float32)
-        if self.quantizer is None:
-            return w.to(self.dtype).to(torch.float32)
-        q, scales = self.quantize(w, 0)
-        return q.to(torch.float32) * scales.to(torch.float32)[:, None]
+        values, scales = self.stored(weight)
+        if scales is None:
+            return values.to(torch.float32)
+        return values.to(torch.float32) * scales.to(torch.float32)[:, None]
 
 
 def _quantize_qc8w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:

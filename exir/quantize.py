@@ -335,18 +335,23 @@ def _is_adapter_linear(name: str) -> bool:
 
 
 def adapter_reference(
-    model: nn.Module, adapter_dtype: str, is_adapter: Optional[Callable[[str], bool]] = None
+    model: nn.Module,
+    adapter_dtype: str,
+    is_adapter: Optional[Callable[[str], bool]] = None,
+    swappable: bool = False,
 ) -> nn.Module:
     """Makes, in place, every adapter nn.Linear of `model` compute as a per-adapter program with
     --adapter-dtype adapter_dtype runs it: an unquantized row's weight and bias rounded as stored
     (the row's rounded()); a quantized row's linear as int8_reference runs it (weight per row,
-    activations quantized per row, bias float32).
+    activations quantized per row, bias float32). A swappable program reads its adapters' weights
+    as stored with float32 activations: with swappable, every row only rounds the weights.
 
     Args:
       model: a foundation with LoRA adapters.
       adapter_dtype: an adapter format's option ("fp32", "fp16", "int8").
       is_adapter: name -> whether that module is an adapter's; by default every one whose path has
         a "lora_" component (PEFT's lora_A/lora_B, edgeshare's lora_a/lora_b).
+      swappable: the reference of a swappable program rather than a per-adapter one.
 
     Returns:
       The same model.
@@ -358,7 +363,7 @@ def adapter_reference(
     if not fmt.holds_adapters:
         raise UnknownFormatError(f"adapter_reference: {adapter_dtype!r} stores no adapter")
     pick = is_adapter or _is_adapter_linear
-    if fmt.quantized:
+    if fmt.quantized and not swappable:
         # The delegate runs a packed qc8w linear with its activations quantized per row too.
         return int8_reference(model, is_foundation=pick)
     with torch.no_grad():

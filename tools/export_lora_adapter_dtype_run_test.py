@@ -10,9 +10,14 @@ three times (fp32, fp16 and int8 adapters) over the same fp32 foundation.
   (exir/quantize.py's adapter_reference);
 - greedy tokens equal that rounded eager model's; two programs over one foundation fetch each
   foundation key once;
-- a bad --adapter-dtype, or one other than fp32 with --swappable, is one line and writes nothing.
+- --swappable: each adapter's .ptd holds its weights in the dtype (int8's scales as their own
+  entries), the program reads them as stored (logits as above, and against the rounded eager
+  model), a swap to another adapter of the same dtype works and one of another dtype is refused
+  in one line;
+- a bad --adapter-dtype is one line and writes nothing.
 """
 
+import json
 import os
 from typing import Dict, List
 
@@ -22,8 +27,9 @@ import pytest
 import torch
 import transformers
 from edgeshare.backends.xnnpack.partitioner import XnnpackPartitioner
-from edgeshare.exir._serialize import deserialize_pte
+from edgeshare.exir._serialize import deserialize_ptd, deserialize_pte
 from edgeshare.exir.hf import export_hf_lora
+from edgeshare.exir.fc_formats import format_for_option as fc_format_of
 from edgeshare.exir.quantize import adapter_reference
 from edgeshare.extension.python import DataFile, Program, weights_cache_stats
 from edgeshare.models import hf_tiny
@@ -55,10 +61,10 @@ def exported(tmp_path_factory):
     return files, {dtype: os.path.join(root, dtype) for dtype in DTYPES}, results
 
 
-def _model(files: hf_tiny.TinyLoraFiles, adapter: str, dtype: str) -> torch.nn.Module:
+def _model(files: hf_tiny.TinyLoraFiles, adapter: str, dtype: str, swappable: bool = False) -> torch.nn.Module:
     model = transformers.AutoModelForCausalLM.from_pretrained(files.model_dir, local_files_only=True).eval()
     model = peft.PeftModel.from_pretrained(model, files.adapter_dirs[adapter]).eval()
-    return adapter_reference(model, dtype)
+    return adapter_reference(model, dtype, swappable=swappable)
 
 
 def _greedy(model: torch.nn.Module, new_tokens: int) -> List[int]:
@@ -166,12 +172,104 @@ def test_greedy_tokens_equal_the_rounded_eager_model_and_the_foundation_is_fetch
             assert got == _greedy(_model(files, adapter, dtype), NEW_TOKENS), (dtype, adapter)
 
 
+@pytest.fixture(scope="module")
+def swappable(exported):
+    files, dirs, _ = exported
+    # "c": adapter "a"'s structure with other weights, so both swap on one program.
+    files.adapter_dirs["c"] = hf_tiny.save_twin_adapter(
+        "llama", os.path.dirname(files.model_dir), "c", initializer_range=INIT_STD
+    )
+    root = os.path.dirname(dirs["fp32"])
+    swap_dirs = {}
+    for dtype in DTYPES:
+        out = os.path.join(root, f"swap_{dtype}")
+        argv = ["--hf-model", files.model_dir, "--out", out, "--max-seq-len", str(MAX_SEQ_LEN), "--swappable"]
+        argv += ["--adapter-dtype", dtype] + [f"--adapter={n}={files.adapter_dirs[n]}" for n in ("a", "c")]
+        assert export_lora.main(argv) == 0, dtype
+        swap_dirs[dtype] = out
+    return files, swap_dirs, dirs
+
+
+def _until_end(tokens: List[int], out: str) -> List[int]:
+    """tokens up to and including the first end token of the export's generation_config.json (the
+    CLI copies the model's, and generation stops there)."""
+    with open(os.path.join(out, "generation_config.json"), encoding="utf-8") as f:
+        end = json.load(f).get("eos_token_id")
+    ends = set(end if isinstance(end, list) else [] if end is None else [end])
+    for i, token in enumerate(tokens):
+        if token in ends:
+            return tokens[: i + 1]
+    return tokens
+
+
+def _ptd_entries(path: str) -> Dict[str, bytes]:
+    with open(path, "rb") as f:
+        return {k: b for k, b in deserialize_ptd(f.read(), path).named_data.items()}
+
+
+def test_swappable_adapter_files_hold_the_dtype_and_the_foundation_is_unchanged(swappable):
+    _, swap_dirs, dirs = swappable
+    with open(os.path.join(dirs["fp32"], "foundation.ptd"), "rb") as f:
+        foundation = f.read()
+    for dtype, out in swap_dirs.items():
+        with open(os.path.join(out, "foundation.ptd"), "rb") as f:
+            assert f.read() == foundation, dtype
+    for adapter in ("a", "c"):
+        sizes = {}
+        for dtype, out in swap_dirs.items():
+            entries = _ptd_entries(os.path.join(out, f"{adapter}.ptd"))
+            sizes[dtype] = sum(len(b.data) for k, b in entries.items() if not k.endswith(".scales"))
+            scales = sum(len(b.data) for k, b in entries.items() if k.endswith(".scales"))
+            types = {b.tensor_layout.scalar_type for k, b in entries.items() if not k.endswith(".scales")}
+            assert types == {fc_format_of(dtype).scalar_type}, (dtype, types)
+            assert (scales > 0) == (dtype == "int8"), dtype
+        print(f"swappable adapter {adapter}: entry bytes {sizes} (int8 without its scales)")
+        assert sizes["fp16"] * 2 == sizes["fp32"] and sizes["int8"] * 4 == sizes["fp32"]
+
+
+def test_swappable_logits_swaps_and_a_file_of_another_dtype_refused(swappable):
+    files, swap_dirs, _ = swappable
+    ids = torch.from_numpy(PROMPT).view(1, -1)
+    got: Dict[str, Dict[str, torch.Tensor]] = {}
+    programs = {}
+    for dtype, out in swap_dirs.items():
+        foundation = DataFile.open(os.path.join(out, "foundation.ptd"))
+        program = Program.load(os.path.join(out, "lora.pte"), [foundation, DataFile.open(os.path.join(out, "a.ptd"))])
+        got[dtype] = {}
+        for adapter in ("a", "c"):
+            if adapter != "a":
+                program.bind_adapter(DataFile.open(os.path.join(out, f"{adapter}.ptd")))
+            (logits,) = program.method("forward").execute(PROMPT.reshape(1, -1))
+            got[dtype][adapter] = torch.from_numpy(np.asarray(logits)).reshape(len(PROMPT), hf_tiny.VOCAB)
+            tokens = program.method("forward_cached").generate(PROMPT, NEW_TOKENS).tokens
+            want_tokens = _until_end(_greedy(_model(files, adapter, dtype, swappable=True), NEW_TOKENS), out)
+            assert tokens == want_tokens, (dtype, adapter)
+        programs[dtype] = program
+    for adapter in ("a", "c"):
+        fp32 = got["fp32"][adapter]
+        fp16_err = float((got["fp16"][adapter] - fp32).abs().max())
+        cos = torch.nn.functional.cosine_similarity(got["int8"][adapter], fp32, dim=-1)
+        print(f"swappable {adapter}: max |fp16 - fp32| {fp16_err:.3g}; int8 cosine {[round(float(c), 6) for c in cos]}")
+        assert fp16_err <= 1e-2 and bool((cos >= 0.999).all())
+        for dtype in ("fp16", "int8"):
+            with torch.no_grad():
+                want = _model(files, adapter, dtype, swappable=True)(input_ids=ids).logits[0]
+            err = float((got[dtype][adapter] - want).abs().max())
+            print(f"swappable {adapter} {dtype}: max |runtime - rounded eager| {err:.3g}")
+            assert err <= 1e-4 * max(1.0, float(want.abs().max()))
+    for dtype, other in (("fp16", "fp32"), ("int8", "fp16"), ("fp32", "int8")):
+        with pytest.raises(Exception) as e:
+            programs[dtype].bind_adapter(DataFile.open(os.path.join(swap_dirs[other], "a.ptd")))
+        message = str(e.value)
+        print(message)
+        assert "\n" not in message and "must be exported with the same --adapter-dtype" in message, message
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
         (["--adapter-dtype", "bf16"], "adapter_dtype must be one of ('fp32', 'fp16', 'int8'), got 'bf16' (--adapter-dtype)"),
         (["--adapter-dtype", "int4"], "got 'int4' (--adapter-dtype)"),
-        (["--adapter-dtype", "fp16", "--swappable"], "--adapter-dtype fp16 cannot be combined with --swappable"),
     ],
 )
 def test_a_bad_adapter_dtype_is_one_line_and_writes_nothing(tmp_path, capsys, argv, message):

@@ -55,6 +55,8 @@ delegated linear over a weight the program keeps (a per-adapter program's LoRA A
 in that option's row of exir/fc_formats.py (f16w: half weight and bias; qc8w: int8 per output row
 with float32 scales, run by the packed int8 kernels, whose activations are quantized per row too)
 in the program's own data; the foundation's weights and foundation.ptd are as without the option.
+A swappable program's open weights are stored in that row in each adapter's .ptd (int8's scales
+as their own open entry) and read as stored by FULLY_CONNECTED_UNPACKED (activations float32).
 
 Supported ops (one line per row of the registry):
 """
@@ -77,6 +79,7 @@ from edgeshare.exir.partition import (
     tag_supported_nodes,
 )
 from edgeshare.exir.quantize import QUANT_SCHEME_META
+from edgeshare.exir.stored_linear import store_open_linears
 from torch.export import ExportedProgram
 
 __all__ = ["FP16_TOLERANCE", "QUANT_SCHEME_META", "QuantizationOptions", "XnnpackPartitioner", "is_lifted_weight"]
@@ -153,8 +156,9 @@ class XnnpackPartitioner(Partitioner):
       adapter_dtype: AdapterOptions.adapter_dtype, "fp32" (default), "fp16" or "int8": every
         delegated linear over a weight the program keeps (an adapter's: not pinned in a shared
         .ptd) gets that weight (and for fp16 its bias) in that format's row (f16w, qc8w) under
-        the row's key suffixes in the program's own data. Open (swappable) adapter weights are
-        not converted: preprocess refuses them with another dtype than fp32.
+        the row's key suffixes in the program's own data. An open (swappable) weight read only
+        as a linear's weight without bias is stored in the row in the adapter's data file (its
+        scales a further open entry) and read as stored (exir/stored_linear.py).
 
     Raises:
       OptionError: (a ValueError) as QuantizationOptions or AdapterOptions, or options given
@@ -229,6 +233,9 @@ class XnnpackPartitioner(Partitioner):
             # The token embedding's gather runs outside the delegate, over entries of the format
             # recorded on its table (int8 when nothing is).
             gathered = quantize_embeddings(exported_program, self.options.group)
+        if self.adapter_format is not F32:
+            # Open (swappable) adapter weights: stored in the adapter row, read as stored.
+            store_open_linears(exported_program, self.adapter_format)
         checker = _Checker(exported_program)
         override = self._override
 

@@ -34,8 +34,8 @@ With the compile spec adapter_dtype=fp16 or int8 (XnnpackPartitioner(adapter_dty
 the program keeps (an adapter's: not pinned in a shared .ptd) read as a fully connected weight is
 stored as that option's row stores it (f16w: HALF weight and bias under "<key>.fp16"; qc8w: CHAR
 weight and float32 scales under "<key>.qc8w" and "<key>.qc8w.scales"), in the program's own data.
-Open (swappable) data read with an adapter_dtype other than fp32 is refused: the delegate would
-read it as float32.
+An open (swappable) weight the partitioner stored in the row (exir/stored_linear.py) is a delegate
+INPUT of that dtype (HALF, or CHAR with its float32 scales as a further input).
 """
 
 import hashlib
@@ -63,7 +63,7 @@ from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.quantize import quantized
-from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes, tensor_digest, tensor_view
+from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_bytes, tensor_digest, tensor_view
 from torch.export import ExportedProgram
 
 __all__ = ["XnnpackBackend", "GRAPH_FILE_IDENTIFIER", "WEIGHT_ALIGNMENT"]
@@ -324,14 +324,13 @@ class _GraphBuilder:
                 elif node.name in lifted:
                     self.ids[node] = self._weight(node, lifted[node.name])
                 else:
-                    if self.adapter_format is not None and node.meta.get(DATA_OPEN_META, False):
-                        raise LoweringError(
-                            f"{self.what}: adapter_dtype {self.adapter_format.option} applies to adapters a program "
-                            f"keeps; open (swappable) input '{node.name}' is read as float32 (use adapter_dtype='fp32')"
-                        )
                     self.ids[node] = self._value(
                         xfb.ValueKind.INPUT, node.meta["val"].shape, self.num_inputs, f"input '{node.name}'"
                     )
+                    # An open weight stored in an adapter row is read in its own dtype.
+                    dtype = node.meta["val"].dtype
+                    if dtype != torch.float32:
+                        self.values[self.ids[node]].dtype = scalar_type_of(dtype, f"{self.what}: input '{node.name}'")
                     self.num_inputs += 1
             elif node.op == "call_function":
                 self._call(node)
