@@ -128,7 +128,9 @@ class AdapterOptions:
         and bytes equal a foundation tensor's) or "names" ("lora" in a name marks an adapter weight).
       swappable: --swappable, one program for the adapters of one structure plus a data file each.
       adapter_dtype: --adapter-dtype, the option of an adapter format row ("fp32", "fp16", "int8"):
-        how the adapters' linear weights are stored (the foundation's are as quantization says).
+        how the adapters' linear weights are stored (the foundation's are as quantization says);
+        like quantization it reaches the delegate through its partitioner
+        (XnnpackPartitioner(adapter_dtype=...)), which tools/export_lora builds from it.
 
     Raises:
       OptionError: foundation_by is neither, swappable with names, or an adapter_dtype no row has.
