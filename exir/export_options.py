@@ -18,6 +18,7 @@ from edgeshare.exir.errors import ExportError
 from edgeshare.exir.fc_formats import (
     F32,
     FcFormat,
+    adapter_formats,
     fc_format,
     format_for_option,
     quantized_formats,
@@ -51,7 +52,7 @@ class QuantizationOptions:
       fc_weight_dtype: --fc-weight-dtype, an unquantized format's option ("fp32", "fp16"): the
         format of every delegated linear's weight when quantize is "none".
       quantize: --quantize, "none" or a quantized format's option ("int8", "int4"): the format of
-        the foundation's linear weights (adapters stay float32).
+        the foundation's linear weights (adapters: AdapterOptions.adapter_dtype).
       group_size: --group-size, with a grouped format: the group along the input dim (None: the
         format's first group size).
       lm_head: --lm-head, with a format that has a fallback: the output layer's format option
@@ -126,19 +127,30 @@ class AdapterOptions:
       foundation_by: --foundation-by, "bytes" (a weight is the foundation's when its dtype, shape
         and bytes equal a foundation tensor's) or "names" ("lora" in a name marks an adapter weight).
       swappable: --swappable, one program for the adapters of one structure plus a data file each.
+      adapter_dtype: --adapter-dtype, the option of an adapter format row ("fp32", "fp16", "int8"):
+        how the adapters' linear weights are stored (the foundation's are as quantization says);
+        like quantization it reaches the delegate through its partitioner
+        (XnnpackPartitioner(adapter_dtype=...)), which tools/export_lora builds from it.
 
     Raises:
-      OptionError: foundation_by is neither, or swappable with names.
+      OptionError: foundation_by is neither, swappable with names, or an adapter_dtype no row has.
     """
 
     alpha: Optional[float] = None
     foundation_by: str = "bytes"
     swappable: bool = False
+    adapter_dtype: str = F32.option
 
     def __post_init__(self) -> None:
         _one_of("foundation_by", "--foundation-by", self.foundation_by, ("bytes", "names"))
+        _one_of("adapter_dtype", "--adapter-dtype", self.adapter_dtype, tuple(f.option for f in adapter_formats()))
         if self.swappable and self.foundation_by == "names":
             raise OptionError("--foundation-by names cannot be combined with --swappable")
+
+    @property
+    def adapter_format(self) -> FcFormat:
+        """The format row of the adapters' linear weights."""
+        return format_for_option(self.adapter_dtype)
 
 
 @dataclasses.dataclass(frozen=True)

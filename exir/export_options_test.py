@@ -6,7 +6,7 @@ import sys
 import pytest
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir.export_options import AdapterOptions, ExportOptions, OptionError, QuantizationOptions
-from edgeshare.exir.fc_formats import F16W, QC4W, QC8W
+from edgeshare.exir.fc_formats import F16W, F32, QC4W, QC8W
 
 
 @pytest.mark.parametrize(
@@ -46,6 +46,17 @@ def test_bad_layout_and_adapter_options_are_refused():
         AdapterOptions(foundation_by="names", swappable=True)
     with pytest.raises(OptionError, match=r"foundation_by must be one of \('bytes', 'names'\)"):
         AdapterOptions(foundation_by="digest")
+    with pytest.raises(OptionError, match=r"adapter_dtype must be one of \('fp32', 'fp16', 'int8'\), got 'int4'"):
+        AdapterOptions(adapter_dtype="int4")
+
+
+def test_adapter_options_name_their_format_row():
+    assert AdapterOptions().adapter_format is F32
+    assert AdapterOptions(adapter_dtype="fp16").adapter_format is F16W
+    assert AdapterOptions(adapter_dtype="int8").adapter_format is QC8W
+    assert XnnpackPartitioner(adapter_dtype="int8").adapter_format is QC8W
+    with pytest.raises(OptionError, match="got 'bf16' \\(--adapter-dtype\\)"):
+        XnnpackPartitioner(adapter_dtype="bf16")
 
 
 def test_the_partitioner_takes_the_options_or_builds_the_same_from_its_keywords():

@@ -14,6 +14,9 @@ fallback. The C++ delegate's rows (backends/xnnpack/runtime) name the same schem
 and QuantSchemes, so one test can compare the two lists. The partitioner, its preprocess, exir/quantize.py, exir/embedding_qc8w.py and
 tools/export_lora read these rows; nothing else decides from a dtype or a scheme name.
 
+The rows that are not grouped also store adapters (`--adapter-dtype fp32|fp16|int8`: f32, f16w,
+qc8w): an adapter's linear weights, in the adapter's own data, under the same suffixes.
+
     fmt = fc_format("qc4w")
     stored = fmt.holding(in_size=30, group_size=32)        # QC8W: 30 is not a multiple of 32
     q, scales = stored.quantize(weight, group_size=32)
@@ -35,6 +38,7 @@ __all__ = [
     "QC4W",
     "QC8W",
     "UnknownFormatError",
+    "adapter_formats",
     "fc_format",
     "foundation_format",
     "format_for_option",
@@ -124,6 +128,40 @@ class FcFormat:
         """The group size its stored entries carry (0 for a format without groups)."""
         return group_size if self.grouped else 0
 
+    @property
+    def holds_adapters(self) -> bool:
+        """Whether --adapter-dtype may ask for it: a LoRA B's input size is the rank (16 or less
+        often), which no group fits, so the grouped formats store no adapter."""
+        return not self.grouped
+
+    def stored(self, weight: torch.Tensor) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The entries a float32 weight is stored as: its values in the row's dtype, and its
+        scales (None for an unquantized row).
+
+        Raises:
+          ValueError: a grouped format, or as its quantizer.
+        """
+        if self.grouped:
+            raise ValueError(f"fc format {self.scheme} has no stored() (grouped)")
+        w = weight.detach().to(torch.float32)
+        if self.quantizer is None:
+            return w.to(self.dtype).contiguous(), None
+        return self.quantize(w, 0)
+
+    def rounded(self, weight: torch.Tensor) -> torch.Tensor:
+        """The float32 values a float32 weight has once stored in this format and read back: what
+        the delegate's kernels multiply by, so an eager reference that runs them agrees tightly.
+
+        Raises:
+          ValueError: a grouped format (its unpacking is the gather's, not a weight's).
+        """
+        if self.grouped:
+            raise ValueError(f"fc format {self.scheme} has no rounded() (grouped)")
+        values, scales = self.stored(weight)
+        if scales is None:
+            return values.to(torch.float32)
+        return values.to(torch.float32) * scales.to(torch.float32)[:, None]
+
 
 def _quantize_qc8w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """quantize_qc8w: one scale per row, no groups."""
@@ -186,6 +224,11 @@ def format_for_option(option: str) -> FcFormat:
     if row is None:
         raise UnknownFormatError(f"fc weight format must be one of {tuple(_BY_OPTION)}, got {option!r}")
     return row
+
+
+def adapter_formats() -> Tuple[FcFormat, ...]:
+    """The rows --adapter-dtype chooses between (f32 first: the default)."""
+    return tuple(f for f in FC_FORMATS if f.holds_adapters)
 
 
 def unquantized_formats() -> Tuple[FcFormat, ...]:

@@ -16,6 +16,7 @@ from edgeshare.exir.fc_formats import (
     QC4W,
     QC8W,
     UnknownFormatError,
+    adapter_formats,
     fc_format,
     format_for_option,
     foundation_format,
@@ -86,6 +87,18 @@ def test_the_partitioner_and_preprocess_store_what_the_row_says(tmp_path, monkey
     assert rowed and all(k[: -len(".q8row")] + ".q8row.scales" in keys for k in rowed)
     assert not [k for k in keys if ".qc8w" in k]
     assert len(calls) == len(rowed)  # once per foundation weight, however many programs read it
+
+
+def test_the_ungrouped_rows_store_adapters_and_round_as_they_store():
+    assert [f.scheme for f in adapter_formats()] == ["f32", "f16w", "qc8w"]
+    w = torch.randn(5, 16, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(F32.rounded(w), w)
+    assert torch.equal(F16W.rounded(w), w.half().float())
+    q, scales = QC8W.quantize(w, 0)
+    assert torch.equal(QC8W.rounded(w), q.float() * scales[:, None])
+    assert float((QC8W.rounded(w) - w).abs().max()) <= float(scales.max()) / 2 + 1e-7
+    with pytest.raises(ValueError, match="grouped"):
+        QC4W.rounded(w.repeat(1, 2))
 
 
 if __name__ == "__main__":

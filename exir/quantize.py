@@ -41,6 +41,7 @@ from edgeshare.exir.fc_formats import (
     QC4W,
     QC8W,
     FcFormat,
+    UnknownFormatError,
     format_for_option,
     foundation_format,
     is_output_layer,
@@ -72,6 +73,7 @@ __all__ = [
     "qc4w_linear",
     "qc8w_linear",
     "quantize_activation_rows",
+    "adapter_reference",
     "quantize_qc4w",
     "quantize_qc8w",
     "quantized",
@@ -288,6 +290,11 @@ class _Int8Linear(nn.Module):
         self.in_features = linear.in_features
         self.out_features = linear.out_features
 
+    @property
+    def weight(self) -> torch.Tensor:
+        """The float weight it stands for (PEFT's LoRA layers read their linears' weight dtype)."""
+        return dequantize_qc8w(self.q, self.scales)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return qc8w_linear(x, self.q, self.scales, self.bias_)
 
@@ -325,6 +332,48 @@ class _Int4Embedding(nn.Module):
 def _is_adapter_linear(name: str) -> bool:
     parts = name.split(".")
     return any(p.startswith("lora_") or p in ("lora_a", "lora_b") for p in parts)
+
+
+def adapter_reference(
+    model: nn.Module,
+    adapter_dtype: str,
+    is_adapter: Optional[Callable[[str], bool]] = None,
+    swappable: bool = False,
+) -> nn.Module:
+    """Makes, in place, every adapter nn.Linear of `model` compute as a per-adapter program with
+    --adapter-dtype adapter_dtype runs it: an unquantized row's weight and bias rounded as stored
+    (the row's rounded()); a quantized row's linear as int8_reference runs it (weight per row,
+    activations quantized per row, bias float32). A swappable program reads its adapters' weights
+    as stored with float32 activations: with swappable, every row only rounds the weights.
+
+    Args:
+      model: a foundation with LoRA adapters.
+      adapter_dtype: an adapter format's option ("fp32", "fp16", "int8").
+      is_adapter: name -> whether that module is an adapter's; by default every one whose path has
+        a "lora_" component (PEFT's lora_A/lora_B, edgeshare's lora_a/lora_b).
+      swappable: the reference of a swappable program rather than a per-adapter one.
+
+    Returns:
+      The same model.
+
+    Raises:
+      UnknownFormatError: no adapter format row has that option.
+    """
+    fmt = format_for_option(adapter_dtype)
+    if not fmt.holds_adapters:
+        raise UnknownFormatError(f"adapter_reference: {adapter_dtype!r} stores no adapter")
+    pick = is_adapter or _is_adapter_linear
+    if fmt.quantized and not swappable:
+        # The delegate runs a packed qc8w linear with its activations quantized per row too.
+        return int8_reference(model, is_foundation=pick)
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not (isinstance(module, nn.Linear) and name and pick(name)):
+                continue
+            module.weight.copy_(fmt.rounded(module.weight))
+            if module.bias is not None and not fmt.quantized:
+                module.bias.copy_(fmt.rounded(module.bias[None, :])[0])
+    return model
 
 
 def int4_reference(

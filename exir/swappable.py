@@ -51,6 +51,7 @@ from edgeshare.exir.graph import lifted_inputs
 from edgeshare.exir.lora import ExtraMethod, check_adapter_name
 from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.partition import Partitioner
+from edgeshare.exir.stored_linear import STORED_FROM_META, stored_entry
 from edgeshare.exir.tensor_layout import TensorLayout, digest_cache, tensor_digest, tensor_view
 from torch import nn
 
@@ -226,11 +227,14 @@ def export_swappable(
 
 @dataclasses.dataclass(frozen=True)
 class _OpenWeight:
-    """A weight the swappable program reads from the adapter's file: its method, name and key."""
+    """A weight the swappable program reads from the adapter's file: its method, name and key, and
+    when the partitioner stored it in an adapter format row, the float weight it is made from and
+    how (exir/stored_linear.py's STORED_FROM_META: fqn, scheme, part)."""
 
     method: str
     name: str
     key: str
+    stored_from: Optional[Tuple[str, str, str]] = None
 
 
 def _open_weights(edge: EdgeProgramManager) -> List[_OpenWeight]:
@@ -241,7 +245,8 @@ def _open_weights(edge: EdgeProgramManager) -> List[_OpenWeight]:
         lifted = lifted_inputs(ep)
         for node in ep.graph.nodes:
             if node.op == "placeholder" and node.name in lifted and node.meta.get(EXTERNAL_TAG_META) == ADAPTER_TAG:
-                found.append(_OpenWeight(method, lifted[node.name].fqn, node.meta[DATA_KEY_META]))
+                stored = node.meta.get(STORED_FROM_META)
+                found.append(_OpenWeight(method, lifted[node.name].fqn, node.meta[DATA_KEY_META], stored))
     return found
 
 
@@ -256,10 +261,17 @@ def _adapter_entries(lowerer: Lowerer, module: nn.Module, weights: Sequence[_Ope
     store = NamedDataStore()
     alignment = lowerer.config.constant_alignment
     for weight in weights:
-        tensor = tensors[weight.method].get(weight.name)
+        name = weight.name if weight.stored_from is None else weight.stored_from[0]
+        tensor = tensors[weight.method].get(name)
         if tensor is None:
-            raise ExportError(f"method '{weight.method}': the adapter model has no weight '{weight.name}'")
+            raise ExportError(f"method '{weight.method}': the adapter model has no weight '{name}'")
         tensor = tensor.detach()
+        if weight.stored_from is not None:
+            _, scheme, part = weight.stored_from
+            try:
+                tensor = stored_entry(tensor, scheme, part)
+            except ValueError as e:
+                raise ExportError(f"method '{weight.method}': adapter weight '{name}': {e}") from None
         layout = TensorLayout.of(tensor, weight.name)
         store.add_named_data(weight.key, tensor_view(tensor), alignment, ADAPTER_TAG, layout, tensor_digest(tensor))
     output = store.get_named_data_store_output()

@@ -1,5 +1,10 @@
 #include "edgeshare/tools/adapter_swap.h"
 
+#include <cstdint>
+#include <string>
+
+#include "edgeshare/runtime/core/scalar_type.h"
+
 namespace edgeshare {
 namespace tools {
 
@@ -30,8 +35,40 @@ Result<const NamedDataMap*> replaced_adapter(
                         adapter.path(), program.c_str(), first);
 }
 
+namespace {
+
+// The element types of a map's entries, as names in enum order ("Float", "Char, Float"): an adapter
+// stored with another --adapter-dtype has other ones (and other keys), which deserves its own
+// message rather than "another structure".
+std::string stored_types(const NamedDataMap& map) {
+  uint64_t seen = 0;
+  for (size_t i = 0; i < map.get_num_keys(); ++i) {
+    Result<const char*> key = map.get_key(i);
+    if (!key.ok()) continue;
+    Result<runtime::TensorLayout> layout = map.get_tensor_layout(*key);
+    const int type = layout.ok() ? static_cast<int>(layout->scalar_type) : -1;
+    if (type >= 0 && type < 64) seen |= uint64_t{1} << type;
+  }
+  std::string names;
+  for (int type = 0; type < 64; ++type) {
+    if ((seen >> type & 1) == 0) continue;
+    if (!names.empty()) names += ", ";
+    names += runtime::to_string(static_cast<runtime::ScalarType>(type));
+  }
+  return names;
+}
+
+}  // namespace
+
 Status check_same_adapter_keys(const NamedDataMap& adapter, const NamedDataMap& replaced,
                                const char* path, const std::string& program) {
+  const std::string types = stored_types(adapter);
+  const std::string replaced_types = stored_types(replaced);
+  ES_CHECK_OR_RETURN_ERROR(types == replaced_types, Error::InvalidArgument,
+                           "%s holds weights of type %s, the adapter it would replace (%s) of type "
+                           "%s: every adapter of %s must be exported with the same --adapter-dtype",
+                           path, types.c_str(), replaced.name(), replaced_types.c_str(),
+                           program.c_str());
   for (size_t i = 0; i < adapter.get_num_keys(); ++i) {
     ES_ASSIGN_OR_RETURN(const char* key, adapter.get_key(i));
     ES_CHECK_OR_RETURN_ERROR(

@@ -32,7 +32,8 @@ runtime::Result<const runtime::NamedDataMap*> replaced_adapter(
     const std::vector<std::shared_ptr<const runtime::DataFile>>& loaded_with,
     const std::string& program);
 
-// InvalidArgument unless `adapter` holds exactly the keys of `replaced`.
+// InvalidArgument unless `adapter` holds exactly the keys of `replaced`, in the same element types
+// (an adapter stored with another --adapter-dtype is named as such).
 runtime::Status check_same_adapter_keys(const runtime::NamedDataMap& adapter,
                                         const runtime::NamedDataMap& replaced, const char* path,
                                         const std::string& program);

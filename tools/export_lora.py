@@ -50,7 +50,7 @@ from edgeshare.exir import check_out_dir, read_ptd_index
 from edgeshare.exir.data_policy import FoundationDataPolicy
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.export_options import AdapterOptions, ExportOptions, QuantizationOptions
-from edgeshare.exir.fc_formats import FC_FORMATS, fc_format, format_for_option, quantized_formats, unquantized_formats
+from edgeshare.exir.fc_formats import FC_FORMATS, adapter_formats, fc_format, format_for_option, quantized_formats, unquantized_formats
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
 from edgeshare.exir.lora import LoraExportResult, adapter_models, export_lora
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
@@ -316,6 +316,14 @@ def _parser() -> argparse.ArgumentParser:
         "tolerance; see backends/xnnpack/partitioner.py)",
     )
     parser.add_argument(
+        "--adapter-dtype",
+        default=AdapterOptions().adapter_dtype,
+        metavar="|".join(f.option for f in adapter_formats()),
+        # Checked by AdapterOptions (not argparse's choices) so a bad value is one line.
+        help="how adapters' linear weights are stored (fp16: half the bytes; int8: per output row with "
+        "float32 scales, about a quarter); the foundation is as --fc-weight-dtype/--quantize say",
+    )
+    parser.add_argument(
         "--quantize",
         choices=["none", *(f.option for f in quantized_formats())],
         default="none",
@@ -323,7 +331,7 @@ def _parser() -> argparse.ArgumentParser:
         "float32 scales, run by the delegate's int8 kernels; int4: signed 4-bit in groups along the "
         "input dim with float16 scales, and an untied token embedding likewise (gathered one row at a "
         "time; the lm_head, a tied embedding and a layer or table whose width is not a multiple of "
-        "the group stay int8, said in the summary); adapters stay float32",
+        "the group stay int8, said in the summary); adapters as --adapter-dtype says",
     )
     parser.add_argument(
         "--group-size",
@@ -412,7 +420,7 @@ def swappable_report(result: SwappableExportResult) -> str:
 def _export_swappable(
     args: argparse.Namespace, options: ExportOptions, out_dir: str, progress: Callable[[str], None]
 ) -> SwappableExportResult:
-    partitioner = XnnpackPartitioner(options=options.quantization)
+    partitioner = XnnpackPartitioner(options=options.quantization, adapter_dtype=options.adapters.adapter_dtype)
     if args.hf_model is not None:
         _quiet_transformers()
         return export_hf_swappable(
@@ -446,7 +454,9 @@ def export_options(args: argparse.Namespace) -> ExportOptions:
       OptionError: a value or combination the options refuse, naming the flags.
     """
     quantization = QuantizationOptions(args.fc_weight_dtype, args.quantize, args.group_size, args.lm_head)
-    adapters = AdapterOptions(foundation_by=args.foundation_by, swappable=args.swappable)
+    adapters = AdapterOptions(
+        foundation_by=args.foundation_by, swappable=args.swappable, adapter_dtype=args.adapter_dtype
+    )
     return ExportOptions(
         multi_method=args.methods, program_name=args.name, quantization=quantization, adapters=adapters
     )
@@ -488,7 +498,7 @@ def _check_swappable_flags(args: argparse.Namespace) -> None:
 def _export(
     args: argparse.Namespace, options: ExportOptions, out_dir: str, progress: Callable[[str], None]
 ) -> Tuple[LoraExportResult, List[str]]:
-    partitioner = XnnpackPartitioner(options=options.quantization)
+    partitioner = XnnpackPartitioner(options=options.quantization, adapter_dtype=options.adapters.adapter_dtype)
     if args.hf_model is not None:
         adapters = parse_adapters(args.adapter)
         _quiet_transformers()

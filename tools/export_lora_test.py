@@ -125,6 +125,8 @@ def test_flags_build_the_export_options_the_python_api_takes():
     assert export_lora.export_options(swappable) == ExportOptions(
         quantization=QuantizationOptions(fc_weight_dtype="fp16"), adapters=AdapterOptions(swappable=True)
     )
+    int8 = export_lora._parser().parse_args(["--adapter-dtype", "int8"])
+    assert export_lora.export_options(int8) == ExportOptions(adapters=AdapterOptions(adapter_dtype="int8"))
 
 
 def test_quantize_with_fp16_weights_is_a_clear_error(tmp_path, capsys):

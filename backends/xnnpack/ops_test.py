@@ -196,6 +196,12 @@ COVERAGE: Dict[Any, str] = {
     aten.unsqueeze.default: "unsqueeze_squeeze",
 }
 
+# Ops that only the partitioner writes, over open (swappable) data this harness does not build:
+# where their delegated cases run.
+ELSEWHERE: Dict[Any, str] = {
+    torch.ops.edgeshare.linear_stored.default: "tools/export_lora_adapter_dtype_run_test.py",
+}
+
 LEFT_OUT: List[Case] = [
     _c("layer_norm", lambda m, x: F.layer_norm(x, (8,)), [X], kernels=["aten::native_layer_norm"]),
     _c("bmm", lambda m, a, b: torch.bmm(a, b), [(2, 3, 4), (2, 4, 5)], kernels=["aten::bmm"]),
@@ -338,7 +344,7 @@ def test_every_op_the_partitioner_accepts_is_covered() -> None:
     # to_edge decomposes these before any partitioner sees them (silu -> sigmoid * x, ...).
     decomposed = {op for op in accepted if op in edge_decompositions()}
     assert {aten.silu.default, aten.hardswish.default} <= decomposed
-    missing = accepted - decomposed - set(COVERAGE)
+    missing = accepted - decomposed - set(COVERAGE) - set(ELSEWHERE)
     assert not missing, f"no delegated case runs {sorted(str(op) for op in missing)}"
     assert set(COVERAGE.values()) <= {case.name for case in DELEGATED}
 

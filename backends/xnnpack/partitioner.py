@@ -34,7 +34,7 @@ is pinned foundation data (placed in a .ptd, not open) is stored as int8 per out
 scales (exir/quantize.py, scheme qc8w) under "<key>.qc8w" and "<key>.qc8w.scales", and run by the
 delegate's dynamically quantized fully connected kernels. A token embedding over pinned foundation
 data becomes the same int8 entries, gathered outside the delegate (exir/embedding_qc8w.py): a tied
-embedding and lm_head hold one int8 entry. Adapter weights stay float32.
+embedding and lm_head hold one int8 entry. Adapter weights stay float32 unless adapter_dtype says otherwise (below).
 
 int4 foundation weights (`XnnpackPartitioner(quantize="int4", group_size=32)`): as int8, but each
 such linear's weight is signed 4-bit in groups of group_size along the input dim with float16
@@ -50,6 +50,14 @@ partitioner records the format of each foundation weight on its placeholder (QUA
 and returns the int8 ones with their reason (PartitionResult.fallbacks) and the format of each
 gathered table (PartitionResult.gathered_formats).
 
+fp16 or int8 adapters (`XnnpackPartitioner(adapter_dtype="fp16" | "int8")`, --adapter-dtype): every
+delegated linear over a weight the program keeps (a per-adapter program's LoRA A and B) stores it
+in that option's row of exir/fc_formats.py (f16w: half weight and bias; qc8w: int8 per output row
+with float32 scales, run by the packed int8 kernels, whose activations are quantized per row too)
+in the program's own data; the foundation's weights and foundation.ptd are as without the option.
+A swappable program's open weights are stored in that row in each adapter's .ptd (int8's scales
+as their own open entry) and read as stored by FULLY_CONNECTED_UNPACKED (activations float32).
+
 Supported ops (one line per row of the registry):
 """
 
@@ -61,7 +69,7 @@ from edgeshare.backends.xnnpack import op_rows
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.embedding_qc8w import quantize_embeddings
-from edgeshare.exir.export_options import OptionError, QuantizationOptions
+from edgeshare.exir.export_options import AdapterOptions, OptionError, QuantizationOptions
 from edgeshare.exir.fc_formats import F32, FcFormat, foundation_format
 from edgeshare.exir.graph import is_lifted, lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import (
@@ -71,6 +79,7 @@ from edgeshare.exir.partition import (
     tag_supported_nodes,
 )
 from edgeshare.exir.quantize import QUANT_SCHEME_META
+from edgeshare.exir.stored_linear import store_open_linears
 from torch.export import ExportedProgram
 
 __all__ = ["FP16_TOLERANCE", "QUANT_SCHEME_META", "QuantizationOptions", "XnnpackPartitioner", "is_lifted_weight"]
@@ -83,6 +92,8 @@ MAX_RANK = op_rows.MAX_RANK
 FC_WEIGHT_DTYPE_SPEC = "fc_weight_dtype"
 QUANTIZE_SPEC = "quantize"
 GROUP_SIZE_SPEC = "group_size"
+# The adapter format's option (AdapterOptions.adapter_dtype), absent at "fp32".
+ADAPTER_DTYPE_SPEC = "adapter_dtype"
 
 # The documented error bound of fc_weight_dtype="fp16" against torch eager in float32:
 #   |got - want| <= FP16_TOLERANCE * max(1, max|want|)   (elementwise; max over the output tensor)
@@ -142,9 +153,16 @@ class XnnpackPartitioner(Partitioner):
       group_size: the int4 group along the input dim, one of its row's group sizes (None: the first).
       lm_head: "int8" (default) or "int4", the output layer's format under quantize="int4".
       options: the four above as one QuantizationOptions (then they are not given).
+      adapter_dtype: AdapterOptions.adapter_dtype, "fp32" (default), "fp16" or "int8": every
+        delegated linear over a weight the program keeps (an adapter's: not pinned in a shared
+        .ptd) gets that weight (and for fp16 its bias) in that format's row (f16w, qc8w) under
+        the row's key suffixes in the program's own data. An open (swappable) weight read only
+        as a linear's weight without bias is stored in the row in the adapter's data file (its
+        scales a further open entry) and read as stored (exir/stored_linear.py).
 
     Raises:
-      OptionError: (a ValueError) as QuantizationOptions, or options given with the others.
+      OptionError: (a ValueError) as QuantizationOptions or AdapterOptions, or options given
+        with the others.
     """
 
     def __init__(
@@ -156,6 +174,7 @@ class XnnpackPartitioner(Partitioner):
         lm_head: Optional[str] = None,
         *,
         options: Optional[QuantizationOptions] = None,
+        adapter_dtype: str = F32.option,
     ) -> None:
         given = QuantizationOptions(fc_weight_dtype, quantize, group_size, lm_head)
         if options is not None and given != QuantizationOptions():
@@ -164,6 +183,7 @@ class XnnpackPartitioner(Partitioner):
             )
         self._override = is_supported_override
         self.options = options if options is not None else given
+        self.adapter_format = AdapterOptions(adapter_dtype=adapter_dtype).adapter_format
 
     def _foundation_formats(self, ep: ExportedProgram, requested: FcFormat) -> Dict[str, str]:
         """Records on each pinned foundation weight of rank 2 the format it is stored in; returns
@@ -213,6 +233,9 @@ class XnnpackPartitioner(Partitioner):
             # The token embedding's gather runs outside the delegate, over entries of the format
             # recorded on its table (int8 when nothing is).
             gathered = quantize_embeddings(exported_program, self.options.group)
+        if self.adapter_format is not F32:
+            # Open (swappable) adapter weights: stored in the adapter row, read as stored.
+            store_open_linears(exported_program, self.adapter_format)
         checker = _Checker(exported_program)
         override = self._override
 
@@ -228,5 +251,7 @@ class XnnpackPartitioner(Partitioner):
             compile_specs.append(CompileSpec(QUANTIZE_SPEC, requested.option.encode()))
             if requested.grouped:
                 compile_specs.append(CompileSpec(GROUP_SIZE_SPEC, str(options.group).encode()))
+        if self.adapter_format is not F32:
+            compile_specs.append(CompileSpec(ADAPTER_DTYPE_SPEC, self.adapter_format.option.encode()))
         specs: Dict[str, DelegationSpec] = {t: DelegationSpec(BACKEND_ID, list(compile_specs)) for t in tags}
         return PartitionResult(exported_program, specs, fallbacks, gathered)

@@ -21,13 +21,21 @@ With the compile spec quantize=int8 (XnnpackPartitioner(quantize="int8")), the w
 FULLY_CONNECTED node that is pinned external data (the foundation) is a CHAR constant under
 "<key>.qc8w" with quant_scheme QC8W and its float32 scales under "<key>.qc8w.scales" (same external
 tag), each digested over its own bytes (exir/quantize.py); its bias and every program-kept
-(adapter) weight stay float32. A weight read by any other node keeps its fp32 constant too.
+(adapter) weight stay float32 (unless adapter_dtype, below). A weight read by any other node keeps
+its fp32 constant too.
 
 With quantize=int4 and group_size=G, such a weight is a BYTE constant with quant_scheme QC4W and
 group_size G under "<key>.qc4w" (uint8 [out, in / 2]) with its float16 scales under
 "<key>.qc4w.scales" ([out, in / G]), unless the partitioner recorded int8 for it on its placeholder
 (QUANT_SCHEME_META: the output layer, a tied embedding, an input size not a multiple of G); then it
 is QC8W as above.
+
+With the compile spec adapter_dtype=fp16 or int8 (XnnpackPartitioner(adapter_dtype=...)), a weight
+the program keeps (an adapter's: not pinned in a shared .ptd) read as a fully connected weight is
+stored as that option's row stores it (f16w: HALF weight and bias under "<key>.fp16"; qc8w: CHAR
+weight and float32 scales under "<key>.qc8w" and "<key>.qc8w.scales"), in the program's own data.
+An open (swappable) weight the partitioner stored in the row (exir/stored_linear.py) is a delegate
+INPUT of that dtype (HALF, or CHAR with its float32 scales as a further input).
 """
 
 import hashlib
@@ -40,6 +48,7 @@ import torch
 from edgeshare.backends.xnnpack import op_rows
 from edgeshare.backends.xnnpack import xnnpack_graph_generated as xfb
 from edgeshare.backends.xnnpack.partitioner import (
+    ADAPTER_DTYPE_SPEC,
     FC_WEIGHT_DTYPE_SPEC,
     GROUP_SIZE_SPEC,
     QUANT_SCHEME_META,
@@ -48,13 +57,13 @@ from edgeshare.backends.xnnpack.partitioner import (
 from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import LoweringError
-from edgeshare.exir.export_options import QuantizationOptions
+from edgeshare.exir.export_options import AdapterOptions, QuantizationOptions
 from edgeshare.exir.fc_formats import F16W, F32, FcFormat, format_for_option
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.quantize import quantized
-from edgeshare.exir.tensor_layout import TensorLayout, tensor_bytes, tensor_digest, tensor_view
+from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_bytes, tensor_digest, tensor_view
 from torch.export import ExportedProgram
 
 __all__ = ["XnnpackBackend", "GRAPH_FILE_IDENTIFIER", "WEIGHT_ALIGNMENT"]
@@ -79,6 +88,7 @@ class _GraphBuilder:
         ep: ExportedProgram,
         store: NamedDataStore,
         options: QuantizationOptions = QuantizationOptions(),
+        adapter_format: FcFormat = F32,
     ) -> None:
         self.what = f"method '{method}', partition {index}"
         self.ep = ep
@@ -87,6 +97,9 @@ class _GraphBuilder:
         self.requested = options.quantized_format
         self.quantize = self.requested is not None
         self.group_size = options.group
+        # The format of adapter weights (not pinned foundation data) read as a fully connected
+        # weight, when it is not float32.
+        self.adapter_format = None if adapter_format is F32 else adapter_format
         # quantize: the quantized constant of a foundation weight read as a fully connected weight.
         self.q_ids: Dict[torch.fx.Node, int] = {}
         self.values: List["xfb.ValueT"] = []
@@ -182,12 +195,13 @@ class _GraphBuilder:
         self.values[index].digest = list(hashlib.sha256(data).digest())
         return index
 
-    def _quantized_weight(self, node: torch.fx.Node, fqn: str) -> int:
-        """The QC4W or QC8W constant of a foundation weight read as a fully connected weight."""
+    def _quantized_weight(self, node: torch.fx.Node, fqn: str, fmt: Optional[FcFormat] = None) -> int:
+        """The QC4W or QC8W constant of a weight read as a fully connected weight: a foundation
+        weight in the format the partitioner recorded, or an adapter weight in fmt."""
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
-        fmt = self._stored_format(node, tensor)
+        fmt = fmt if fmt is not None else self._stored_format(node, tensor)
         try:
             q, scales = quantized(tensor, fmt.option, self.group_size)
         except ValueError as e:
@@ -239,6 +253,18 @@ class _GraphBuilder:
                 other = True
         return as_param, other
 
+    def _adapter_weight(self, node: torch.fx.Node, fqn: str, fmt: FcFormat) -> None:
+        """An adapter's weight in its format's row: quantized rows store a fully connected weight
+        (its bias stays float32), the half row its weight and bias; any other read keeps float32."""
+        as_param, other = self._fc_param_uses(node, weight_only=fmt.quantized)
+        if other or not as_param:
+            self.ids[node] = self._weight(node, fqn)
+        if as_param and fmt.quantized:
+            self._check_pinned(node, fqn)
+            self.q_ids[node] = self._quantized_weight(node, fqn, fmt)
+        elif as_param:
+            self.half_ids[node] = self._half_weight(node, fqn)
+
     # op_rows.Emitter -------------------------------------------------------------------------
     def tensor(self, x: torch.fx.Node) -> int:
         return self.ids[x]
@@ -249,9 +275,9 @@ class _GraphBuilder:
         return self._scalar(x)
 
     def fc_param(self, x: torch.fx.Node) -> int:
-        if self.quantize and x in self.q_ids:
+        if x in self.q_ids:
             return self.q_ids[x]
-        return (self.half_ids if self.fc_fp16 else self.ids)[x]
+        return (self.half_ids if x in self.half_ids else self.ids)[x]
 
     def node(
         self,
@@ -280,7 +306,9 @@ class _GraphBuilder:
         lifted = {name: spec.fqn for name, spec in lifted_inputs(self.ep).items()}
         for node in self.ep.graph.nodes:
             if node.op == "placeholder":
-                if node.name in lifted and self.fc_fp16:
+                if node.name in lifted and self.adapter_format is not None and not self._quantizable(node):
+                    self._adapter_weight(node, lifted[node.name], self.adapter_format)
+                elif node.name in lifted and self.fc_fp16:
                     as_param, other = self._fc_param_uses(node)
                     if other or not as_param:
                         self.ids[node] = self._weight(node, lifted[node.name])
@@ -299,6 +327,10 @@ class _GraphBuilder:
                     self.ids[node] = self._value(
                         xfb.ValueKind.INPUT, node.meta["val"].shape, self.num_inputs, f"input '{node.name}'"
                     )
+                    # An open weight stored in an adapter row is read in its own dtype.
+                    dtype = node.meta["val"].dtype
+                    if dtype != torch.float32:
+                        self.values[self.ids[node]].dtype = scalar_type_of(dtype, f"{self.what}: input '{node.name}'")
                     self.num_inputs += 1
             elif node.op == "call_function":
                 self._call(node)
@@ -375,19 +407,23 @@ class XnnpackBackend(BackendDetails):
         return cls._preprocess("forward", 0, edge_program, None, compile_specs)
 
     @staticmethod
-    def _options(what: str, compile_specs: List[CompileSpec]) -> QuantizationOptions:
-        """The partitioner's QuantizationOptions, from its compile specs."""
+    def _options(what: str, compile_specs: List[CompileSpec]) -> Tuple[QuantizationOptions, FcFormat]:
+        """The partitioner's QuantizationOptions and adapter format, from its compile specs."""
         values: Dict[str, Any] = {}
         fields = {FC_WEIGHT_DTYPE_SPEC: "fc_weight_dtype", QUANTIZE_SPEC: "quantize", GROUP_SIZE_SPEC: "group_size"}
+        adapter_dtype = F32.option
         for spec in compile_specs or []:
-            if spec.key not in fields:
+            if spec.key not in fields and spec.key != ADAPTER_DTYPE_SPEC:
                 raise LoweringError(f"XnnpackBackend: {what}: unknown compile spec '{spec.key}'")
             value: Any = bytes(spec.value).decode("utf-8", "replace")
+            if spec.key == ADAPTER_DTYPE_SPEC:
+                adapter_dtype = value
+                continue
             if spec.key == GROUP_SIZE_SPEC:
                 value = int(value) if value.isdigit() else value
             values[fields[spec.key]] = value
         try:
-            return QuantizationOptions(**values)
+            return QuantizationOptions(**values), AdapterOptions(adapter_dtype=adapter_dtype).adapter_format
         except ValueError as e:
             raise LoweringError(f"XnnpackBackend: {what}: compile specs: {e}") from None
 
@@ -401,8 +437,8 @@ class XnnpackBackend(BackendDetails):
         compile_specs: Optional[List[CompileSpec]] = None,
     ) -> PreprocessResult:
         store = NamedDataStore()
-        options = cls._options(f"method '{method}', partition {index}", compile_specs or [])
-        blob = _GraphBuilder(method, index, ep, store, options).build()
+        options, adapter_format = cls._options(f"method '{method}', partition {index}", compile_specs or [])
+        blob = _GraphBuilder(method, index, ep, store, options, adapter_format).build()
         output = store.get_named_data_store_output()
         if shared is not None:
             shared.merge(output)
