@@ -202,16 +202,20 @@ _BY_SCHEME: Dict[str, FcFormat] = {f.scheme: f for f in FC_FORMATS}
 _BY_OPTION: Dict[str, FcFormat] = {f.option: f for f in FC_FORMATS}
 
 
+def _lookup(rows: Dict[str, FcFormat], value: str, what: str) -> FcFormat:
+    row = rows.get(value)
+    if row is None:
+        raise UnknownFormatError(f"{what} must be one of {tuple(rows)}, got {value!r}")
+    return row
+
+
 def fc_format(scheme: str) -> FcFormat:
     """The row of a scheme id ("f32", "f16w", "qc8w", "qc4w").
 
     Raises:
       UnknownFormatError: no row has that scheme id.
     """
-    row = _BY_SCHEME.get(scheme)
-    if row is None:
-        raise UnknownFormatError(f"fc weight scheme must be one of {tuple(_BY_SCHEME)}, got {scheme!r}")
-    return row
+    return _lookup(_BY_SCHEME, scheme, "fc weight scheme")
 
 
 def format_for_option(option: str) -> FcFormat:
@@ -220,10 +224,7 @@ def format_for_option(option: str) -> FcFormat:
     Raises:
       UnknownFormatError: no row has that option value.
     """
-    row = _BY_OPTION.get(option)
-    if row is None:
-        raise UnknownFormatError(f"fc weight format must be one of {tuple(_BY_OPTION)}, got {option!r}")
-    return row
+    return _lookup(_BY_OPTION, option, "fc weight format")
 
 
 def adapter_formats() -> Tuple[FcFormat, ...]:
