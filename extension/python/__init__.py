@@ -19,7 +19,7 @@ and a program's perplexity over token ids (perplexity.py; edgeshare-perplexity f
 
 from edgeshare.extension.python._errors import EdgeshareError
 from edgeshare.extension.python.npy_file import NpyFileError, load_npy
-from edgeshare.extension.python.perplexity import PerplexityResult, program_perplexity, score
+from edgeshare.extension.python.perplexity import PerplexityError, PerplexityResult, program_perplexity, score
 from edgeshare.extension.python.runtime import (
     DataFile,
     GenerationResult,
@@ -40,6 +40,7 @@ __all__ = [
     "GenerationResult",
     "Method",
     "NpyFileError",
+    "PerplexityError",
     "PerplexityResult",
     "Program",
     "TensorSpec",

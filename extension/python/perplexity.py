@@ -28,12 +28,16 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["PerplexityResult", "program_perplexity", "score", "windows"]
+__all__ = ["PerplexityError", "PerplexityResult", "program_perplexity", "score", "windows"]
 
 Logits = Callable[[np.ndarray], np.ndarray]
 
 # Rows of logits turned into float64 log-probabilities at once: 64 rows of a 128k vocabulary are 64 MiB.
 _ROWS = 64
+
+
+class PerplexityError(ValueError):
+    """Token ids, a window length, logits or a method that perplexity cannot score; the message names it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +88,7 @@ def windows(tokens: int, ctx: int, stride: Optional[int] = None) -> List[Tuple[i
       would score nothing (a last window of one token after disjoint ones) is left out.
 
     Raises:
-      ValueError: a length, ctx or stride out of range, naming it.
+      PerplexityError: a length, ctx or stride out of range, naming it.
     """
     stride = ctx if stride is None else stride
     _check(tokens, ctx, stride)
@@ -125,7 +129,7 @@ def score(
       The perplexity and, with a reference, its divergence statistics.
 
     Raises:
-      ValueError: token ids of another shape, ctx or stride out of range, logits of the wrong shape
+      PerplexityError: token ids of another shape, ctx or stride out of range, logits of the wrong shape
         or not finite, a reference with another vocabulary.
     """
     ids = _ids(token_ids)
@@ -145,7 +149,7 @@ def score(
             else:
                 ref = _rows(reference(window), end - begin, "reference logits")[rows]
                 if ref.shape[-1] != out.shape[-1]:
-                    raise ValueError(
+                    raise PerplexityError(
                         f"the reference's vocabulary has {ref.shape[-1]} tokens and the model's {out.shape[-1]}: "
                         "KL divergence compares two models of one vocabulary"
                     )
@@ -206,7 +210,7 @@ def program_perplexity(
       As score().
 
     Raises:
-      ValueError: a method without that signature, ctx beyond the method's bound, a reference of
+      PerplexityError: a method without that signature, ctx beyond the method's bound, a reference of
         another vocabulary (checked before any window runs); as score().
       EdgeshareError: a program without the method (NotFound, listing its methods), a token id
         outside the vocabulary.
@@ -214,16 +218,16 @@ def program_perplexity(
     run, bound, vocab = _token_method(program, method)
     ctx = bound if ctx is None else ctx
     if ctx > bound:
-        raise ValueError(f"ctx {ctx} is more than the {bound} tokens method '{method}' of {program.path} takes "
+        raise PerplexityError(f"ctx {ctx} is more than the {bound} tokens method '{method}' of {program.path} takes "
                          "(its --max-seq-len)")
     ref_run: Optional[Logits] = None
     if reference is not None:
         ref_run, ref_bound, ref_vocab = _token_method(reference, method)
         if ref_vocab != vocab:
-            raise ValueError(f"the reference {reference.path} has a vocabulary of {ref_vocab} tokens and "
+            raise PerplexityError(f"the reference {reference.path} has a vocabulary of {ref_vocab} tokens and "
                              f"{program.path} one of {vocab}: KL divergence compares two models of one vocabulary")
         if ctx > ref_bound:
-            raise ValueError(f"ctx {ctx} is more than the {ref_bound} tokens method '{method}' of the reference "
+            raise PerplexityError(f"ctx {ctx} is more than the {ref_bound} tokens method '{method}' of the reference "
                              f"{reference.path} takes (its --max-seq-len)")
     return score(token_ids, ctx, run, stride=stride, reference=ref_run, progress=progress)
 
@@ -236,11 +240,11 @@ def _token_method(program: Any, name: str) -> Tuple[Logits, int, int]:
     outputs = method.outputs
     want = "perplexity runs a method of token ids int64 [1, T] -> logits [1, T, vocab] (an export's 'forward')"
     if len(specs) != 1 or specs[0] is None or specs[0].dtype != "int64" or len(specs[0].shape) != 2:
-        raise ValueError(f"method '{name}' of {program.path} takes {len(specs)} inputs "
+        raise PerplexityError(f"method '{name}' of {program.path} takes {len(specs)} inputs "
                          f"({', '.join(_spec(s) for s in specs)}); {want}")
     bound = specs[0].shape[-1]
     if not outputs or outputs[0] is None or len(outputs[0].shape) != 3 or outputs[0].shape[1] != bound:
-        raise ValueError(f"method '{name}' of {program.path} returns {_spec(outputs[0] if outputs else None)}; "
+        raise PerplexityError(f"method '{name}' of {program.path} returns {_spec(outputs[0] if outputs else None)}; "
                          f"{want}")
     return (lambda window: method.execute(window)[0]), bound, outputs[0].shape[-1]
 
@@ -252,13 +256,13 @@ def _spec(spec: Any) -> str:
 def _check(tokens: int, ctx: int, stride: int) -> None:
     for name, value in (("ctx", ctx), ("stride", stride)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"{name} must be an int, not {type(value).__name__} {value!r:.40}")
+            raise PerplexityError(f"{name} must be an int, not {type(value).__name__} {value!r:.40}")
     if tokens < 2:
-        raise ValueError(f"perplexity needs at least 2 tokens; the text has {tokens}")
+        raise PerplexityError(f"perplexity needs at least 2 tokens; the text has {tokens}")
     if ctx < 2:
-        raise ValueError(f"ctx is {ctx}; a window needs at least 2 tokens")
+        raise PerplexityError(f"ctx is {ctx}; a window needs at least 2 tokens")
     if not 1 <= stride <= ctx:
-        raise ValueError(f"stride is {stride}; it must be in 1..ctx ({ctx})")
+        raise PerplexityError(f"stride is {stride}; it must be in 1..ctx ({ctx})")
 
 
 def _ids(token_ids: Any) -> np.ndarray:
@@ -266,7 +270,7 @@ def _ids(token_ids: Any) -> np.ndarray:
     if ids.ndim == 2 and ids.shape[0] == 1:
         ids = ids[0]
     if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(f"token_ids must be integer ids of shape [N] or [1, N], not {ids.dtype} {list(ids.shape)}")
+        raise PerplexityError(f"token_ids must be integer ids of shape [N] or [1, N], not {ids.dtype} {list(ids.shape)}")
     return ids.astype(np.int64)
 
 
@@ -276,7 +280,7 @@ def _rows(out: Any, length: int, what: str) -> np.ndarray:
     if array.ndim == 3 and array.shape[0] == 1:
         array = array[0]
     if array.ndim != 2 or array.shape[0] != length:
-        raise ValueError(f"{what} of a window of {length} tokens have shape {list(np.shape(out))}; "
+        raise PerplexityError(f"{what} of a window of {length} tokens have shape {list(np.shape(out))}; "
                          f"want [1, {length}, vocab] or [{length}, vocab]")
     return array
 
@@ -284,7 +288,7 @@ def _rows(out: Any, length: int, what: str) -> np.ndarray:
 def _log_softmax(rows: np.ndarray) -> np.ndarray:
     x = rows.astype(np.float64)
     if not np.isfinite(x).all():
-        raise ValueError("logits hold a NaN or an infinity")
+        raise PerplexityError("logits hold a NaN or an infinity")
     x -= x.max(axis=-1, keepdims=True)
     x -= np.log(np.exp(x).sum(axis=-1, keepdims=True))
     return x

@@ -50,8 +50,8 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{message} (--help lists the flags)")
 
 
-def _integer_at_least(low: int):
-    """An argparse type: a whole decimal integer >= low ("3.7" is refused, not truncated)."""
+def _integer_in(low: int, high: Optional[int] = None):
+    """An argparse type: a whole decimal integer in [low, high] ("3.7" is refused, not truncated)."""
 
     def parse(text: str) -> int:
         if not re.fullmatch(r"[+-]?[0-9]+", text):
@@ -59,6 +59,8 @@ def _integer_at_least(low: int):
         value = int(text)
         if value < low:
             raise argparse.ArgumentTypeError(f"{value} is less than {low}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{value} is more than {high}")
         return value
 
     return parse
@@ -71,17 +73,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--text", required=True, help="a UTF-8 text file to score")
     parser.add_argument("--tokenizer", help="the folder of tokenizer.json or tokenizer.model (default: the first "
                         "program's folder)")
-    parser.add_argument("--ctx", type=_integer_at_least(2), help="tokens per window (default: the method's bound, "
+    parser.add_argument("--ctx", type=_integer_in(2), help="tokens per window (default: the method's bound, "
                         "the export's --max-seq-len)")
-    parser.add_argument("--stride", type=_integer_at_least(1), help="tokens between window starts, at most --ctx "
+    parser.add_argument("--stride", type=_integer_in(1), help="tokens between window starts, at most --ctx "
                         "(default --ctx: disjoint windows); a smaller stride gives each scored token more context")
     parser.add_argument("--method", default="forward", help="the method of token ids [1, T] -> logits [1, T, vocab]")
     parser.add_argument("--kl-divergence", metavar="REF.pte", help="a reference program of the same vocabulary: "
                         "report KL(reference || program) and top-1 agreement, window by window")
     parser.add_argument("--kl-data", action="append", metavar="F.ptd", help="a data file the reference loads "
                         "against; repeat (default: the --data files)")
-    parser.add_argument("--max-tokens", type=_integer_at_least(2), help="score only the text's first N tokens")
-    parser.add_argument("--threads", type=_integer_at_least(1), default=1, help="threads of the delegate's operators")
+    parser.add_argument("--max-tokens", type=_integer_in(2), help="score only the text's first N tokens")
+    parser.add_argument("--threads", type=_integer_in(1, 256), default=1, help="threads of the delegate's operators")
     parser.add_argument("--json", help='write the results as JSON to this file ("-": stdout)')
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser

@@ -94,6 +94,8 @@ def _bad_inputs(text: str, tmp: str) -> List[tuple]:
         (_flags(text, "--kl-data", os.path.join(FILES, "foundation.ptd")), 2, "--kl-data goes with --kl-divergence"),
         (_flags(text, "--frobnicate"), 2, "unrecognized arguments: --frobnicate"),
         (_flags(text, "--max-tokens", "1"), 2, "--max-tokens: 1 is less than 2"),
+        (_flags(text, "--threads", "0"), 2, "--threads: 0 is less than 1"),
+        (_flags(text, "--threads", "257"), 2, "--threads: 257 is more than 256"),
         (_flags(text, "--tokenizer", tmp), 1, "no tokenizer.json or tokenizer.model in --tokenizer"),
         (_flags(text, "--data", os.path.join(tmp, "nothing.ptd")), 1, "nothing.ptd"),
     ]

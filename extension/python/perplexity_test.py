@@ -19,7 +19,14 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 import pytest
-from edgeshare.extension.python import DataFile, EdgeshareError, Program, program_perplexity, score
+from edgeshare.extension.python import (
+    DataFile,
+    EdgeshareError,
+    PerplexityError,
+    Program,
+    program_perplexity,
+    score,
+)
 from edgeshare.extension.python.perplexity import windows
 
 FILES = os.path.dirname(os.environ["TEXT_EXPECTED_JSON"])
@@ -161,28 +168,40 @@ def test_int8_export_diverges_a_little(tmp_path, ids, foundation, hf_dirs):
     assert alone.perplexity == pytest.approx(result.reference_perplexity, rel=1e-12)
 
 
+def test_progress_is_a_bar_or_else_a_counter_on_stderr(capsys, monkeypatch):
+    uniform = lambda window: np.zeros((1, window.shape[1], 8), np.float32)  # noqa: E731
+    score(np.arange(20) % 8, 4, uniform, progress=True)
+    assert "window" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # as without the [text] extra
+    score(np.arange(20) % 8, 4, uniform, progress=True)
+    err = capsys.readouterr().err
+    assert "\rperplexity: 5/5 windows" in err and err.endswith("\r\033[K")
+    score(np.arange(20) % 8, 4, uniform)
+    assert capsys.readouterr().err == ""
+
+
 def test_errors_name_the_value(ids, foundation):
     program = _program("foundation", foundation)
-    with pytest.raises(ValueError, match=f"ctx 161 is more than the {MAX_SEQ_LEN} tokens method 'forward'"):
+    with pytest.raises(PerplexityError, match=f"ctx 161 is more than the {MAX_SEQ_LEN} tokens method 'forward'"):
         program_perplexity(program, ids, ctx=MAX_SEQ_LEN + 1)
-    with pytest.raises(ValueError, match=r"stride is 65; it must be in 1..ctx \(64\)"):
+    with pytest.raises(PerplexityError, match=r"stride is 65; it must be in 1..ctx \(64\)"):
         program_perplexity(program, ids, ctx=64, stride=65)
-    with pytest.raises(ValueError, match="ctx is 1"):
+    with pytest.raises(PerplexityError, match="ctx is 1"):
         program_perplexity(program, ids, ctx=1)
-    with pytest.raises(ValueError, match="at least 2 tokens; the text has 1"):
+    with pytest.raises(PerplexityError, match="at least 2 tokens; the text has 1"):
         program_perplexity(program, ids[:1])
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(PerplexityError, match="shape"):
         program_perplexity(program, np.zeros((2, 3), np.int64))
     with pytest.raises(EdgeshareError, match="forward_cached"):
         program_perplexity(program, ids, method="forward_cached")
     other = Program.load(os.path.join(GENERATION, "foundation.pte"), [os.path.join(GENERATION, "foundation.ptd")])
-    with pytest.raises(ValueError, match="takes 2 inputs"):
+    with pytest.raises(PerplexityError, match="takes 2 inputs"):
         program_perplexity(other, ids, method="forward_cached")
-    with pytest.raises(ValueError, match="vocabulary of 256 tokens .* one of 384"):
+    with pytest.raises(PerplexityError, match="vocabulary of 256 tokens .* one of 384"):
         program_perplexity(program, ids, reference=other)
     small = lambda window: np.zeros((1, window.shape[1], 10), np.float32)  # noqa: E731
     big = lambda window: np.zeros((window.shape[1], 12), np.float32)  # noqa: E731
-    with pytest.raises(ValueError, match="reference's vocabulary has 12 tokens and the model's 10"):
+    with pytest.raises(PerplexityError, match="reference's vocabulary has 12 tokens and the model's 10"):
         score(np.arange(5), 4, small, reference=big)
 
 
