@@ -270,7 +270,9 @@ def _ids(token_ids: Any) -> np.ndarray:
     if ids.ndim == 2 and ids.shape[0] == 1:
         ids = ids[0]
     if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-        raise PerplexityError(f"token_ids must be integer ids of shape [N] or [1, N], not {ids.dtype} {list(ids.shape)}")
+        raise PerplexityError(
+            f"token_ids must be integer ids of shape [N] or [1, N], not {ids.dtype} {list(ids.shape)}"
+        )
     return ids.astype(np.int64)
 
 

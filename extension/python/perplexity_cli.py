@@ -30,7 +30,6 @@ import sys
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 import numpy as np
-
 from edgeshare.extension.python._cli import run_cli
 from edgeshare.extension.python._errors import EdgeshareError
 from edgeshare.extension.python.perplexity import PerplexityResult, program_perplexity

@@ -125,8 +125,8 @@ def test_uniform_logits_give_the_vocabulary_size_and_no_divergence():
 @pytest.mark.parametrize("ctx,stride", [(64, 64), (64, 24)])
 def test_fp32_perplexity_equals_transformers(name, adapter, ctx, stride, ids, foundation, hf_dirs):
     result = program_perplexity(_program(name, foundation), ids, ctx=ctx, stride=stride)
-    want, count = _transformers_perplexity(hf_dirs.model_dir, hf_dirs.adapter_dirs[adapter] if adapter else None, ids, ctx,
-                                           stride)
+    adapter_dir = hf_dirs.adapter_dirs[adapter] if adapter else None
+    want, count = _transformers_perplexity(hf_dirs.model_dir, adapter_dir, ids, ctx, stride)
     print(f"{name} ctx {ctx} stride {stride}: edgeshare {result.perplexity:.4f} +/- "
           f"{result.perplexity_stderr:.4f}, transformers {want:.4f} over {count} tokens")
     assert result.tokens_scored == count
