@@ -9,7 +9,7 @@ llama.cpp's llama-perplexity reports them.
     print(program_perplexity(a, ids, ctx=128, stride=64).perplexity)
 
 score() takes any function from window ids [1, T] to logits [1, T, vocab], so transformers or
-llama.cpp logits are scored the same way (the bench does). Windows follow Hugging Face's strided
+llama.cpp logits are scored the same way as a program's. Windows follow Hugging Face's strided
 scheme (its "Perplexity of fixed-length models" guide): windows of `ctx` tokens start every `stride`
 tokens and the last one ends at the sequence's end; the first window scores every token but its
 first, each later window only the tokens past the previous window's end (the rest is context). With
@@ -24,9 +24,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
+
+if TYPE_CHECKING:  # score() runs without the runtime's extension module.
+    from edgeshare.extension.python.runtime import Program
 
 __all__ = ["PerplexityError", "PerplexityResult", "program_perplexity", "score", "windows"]
 
@@ -186,12 +189,12 @@ def score(
 
 
 def program_perplexity(
-    program: Any,
+    program: Program,
     token_ids: np.ndarray,
     ctx: Optional[int] = None,
     stride: Optional[int] = None,
     method: str = "forward",
-    reference: Optional[Any] = None,
+    reference: Optional[Program] = None,
     progress: bool = False,
 ) -> PerplexityResult:
     """score() over a loaded program's method (token ids [1, T] -> logits [1, T, vocab]).
@@ -232,7 +235,7 @@ def program_perplexity(
     return score(token_ids, ctx, run, stride=stride, reference=ref_run, progress=progress)
 
 
-def _token_method(program: Any, name: str) -> Tuple[Logits, int, int]:
+def _token_method(program: Program, name: str) -> Tuple[Logits, int, int]:
     """The method's logits function, its token bound and its vocabulary, checked against the
     signature perplexity needs."""
     method = program.method(name)
