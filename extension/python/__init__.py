@@ -11,10 +11,15 @@ model's tokenizer and chat template from the export folder) is text.py, with `to
 (the wheel's [text] extra):
 
     print(program.method("forward_cached").generate_text("Once upon a time", 32).text)
+
+and a program's perplexity over token ids (perplexity.py; edgeshare-perplexity from the shell):
+
+    print(program_perplexity(program, program.tokenizer.encode(text), ctx=128).perplexity)
 """
 
 from edgeshare.extension.python._errors import EdgeshareError
 from edgeshare.extension.python.npy_file import NpyFileError, load_npy
+from edgeshare.extension.python.perplexity import PerplexityError, PerplexityResult, program_perplexity, score
 from edgeshare.extension.python.runtime import (
     DataFile,
     GenerationResult,
@@ -35,6 +40,8 @@ __all__ = [
     "GenerationResult",
     "Method",
     "NpyFileError",
+    "PerplexityError",
+    "PerplexityResult",
     "Program",
     "TensorSpec",
     "TextDecoder",
@@ -43,6 +50,8 @@ __all__ = [
     "TokenStream",
     "TokenizerFileError",
     "load_npy",
+    "program_perplexity",
+    "score",
     "set_num_threads",
     "set_verify_content",
     "set_weight_sharing",
