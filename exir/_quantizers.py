@@ -77,14 +77,18 @@ def quantize_qc4w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, 
     if k % group_size:
         raise ValueError(f"quantize_qc4w: input size {k} is not a multiple of the group size {group_size}")
     groups = w.reshape(out, k // group_size, group_size)
-    scale32 = groups.abs().amax(dim=-1) / 7.5
-    scales = scale32.to(torch.float16)
+    # Q4_0's rule: the group's value of largest magnitude, with its sign, is level -8, so all 16
+    # levels are in use (a symmetric max / 7.5 scale leaves -8 nearly empty and spends a level's
+    # worth of resolution on every group). Scales are therefore signed.
+    extreme = torch.gather(groups, -1, groups.abs().argmax(dim=-1, keepdim=True)).squeeze(-1)
+    scales = (extreme / -8.0).to(torch.float16)
+    scales = torch.where(scales == 0, torch.zeros_like(scales), scales)  # no -0.0 in the file
     if bool(torch.isinf(scales).any()):
-        raise ValueError("quantize_qc4w: a group's scale max|w| / 7.5 is beyond float16's range")
-    inv16 = 1.0 / scales  # float16, as torchao computes it
-    finite = torch.isfinite(inv16) & (scales > 0)
+        raise ValueError("quantize_qc4w: a group's scale max|w| / 8 is beyond float16's range")
     s32 = scales.to(torch.float32)
-    inv = torch.where(finite, inv16.to(torch.float32), 1.0 / torch.where(scales > 0, s32, torch.ones_like(s32)))
-    q = torch.round(groups * inv[..., None]).clamp_(-8, 7)
-    q = torch.where((scales > 0)[..., None], q, torch.zeros_like(q)).to(torch.int8).reshape(out, k)
+    zero = s32 == 0
+    # Dividing by the stored (float16) scale itself: the levels are chosen for the scale the
+    # kernels multiply by, and a float16 reciprocal could overflow for tiny groups.
+    q = torch.round(groups / torch.where(zero, torch.ones_like(s32), s32)[..., None]).clamp_(-8, 7)
+    q = torch.where(zero[..., None], torch.zeros_like(q), q).to(torch.int8).reshape(out, k)
     return pack_int4(q), scales.contiguous()

@@ -14,13 +14,11 @@ y = (x_scale * w_scale) * float(acc) + bias. `qc8w_linear` is that computation i
 `gather_qc8w` (the int8 rows written as q * scale, the runtime's edgeshare::embedding_qc8w): the
 eager model the runtime's outputs are compared with.
 
-qc4w: signed 4-bit values in groups of `group_size` (32, 64 or 128) along the input dim, symmetric,
-round half to even, float16 scales per group. The convention is torchao 0.18.0's
-(`choose_qparams_affine(MappingType.SYMMETRIC, block_size=(1, group), quant_min=-8, quant_max=7,
-scale_dtype=float16)` then `quantize_affine`): scale = fp16(max|w_group| / 7.5), and
-q = clamp(round(w * f32(fp16(1 / scale))), -8, 7), the reciprocal rounded to fp16 as torchao
-computes it. Where torchao's arithmetic is not finite (a group whose fp16 scale is 0 or whose fp16
-reciprocal overflows, |w| < ~1e-4), q = round(w / scale) clamped (0 for a zero scale). Entries:
+qc4w: signed 4-bit values in groups of `group_size` (32, 64 or 128) along the input dim, round
+half to even, float16 scales per group, with llama.cpp Q4_0's scale rule: the group's value of
+largest magnitude m (with its sign; the first on a tie) is level -8, scale = fp16(m / -8) (signed),
+and q = clamp(round(w / f32(scale)), -8, 7) (0 for a zero scale). Every one of the 16 levels is
+used, where a symmetric max / 7.5 rule leaves -8 nearly empty. Entries:
 "<key>.qc4w" (uint8 [out, in / 2], element 2j in the low nibble of byte j and 2j + 1 in the high
 one, two's complement) and "<key>.qc4w.scales" (float16 [out, in / group]). The group size is the
 scales' shape, and the delegate graph carries it beside the scheme. `qc4w_linear` is the

@@ -1,5 +1,5 @@
 """The int4 foundation exporter (quantize="int4"): its weights, scales and untied token embedding
-equal torchao's symmetric affine quantization (restated in _torchao) bit for bit, the output layer,
+follow llama.cpp Q4_0's scale rule (restated in _q4_0) bit for bit, the output layer,
 a tied embedding and a layer or table whose width is not a multiple of the group stay int8 (and say
 so), foundation.ptd is byte-identical across exports, and the eager reference runs exact integer
 sums per group and gathers the int4 table's rows."""
@@ -29,18 +29,21 @@ from torch import nn
 BYTE, INT8, HALF = 0, 1, 5
 
 
-def _torchao(w: torch.Tensor, group: int):
-    # torchao 0.18.0's choose_qparams_affine(MappingType.SYMMETRIC, block_size=(1, group),
-    # quant_min=-8, quant_max=7, scale_dtype=float16) and quantize_affine, restated step for step:
-    # the scale is computed in float32 and rounded to float16, and quantize_affine multiplies by
-    # 1.0 / scale computed in float16. (quantize_qc4w was checked bit for bit against torchao itself,
-    # installed beside the pinned torch; it is no dependency: peft imports it whenever it is present.)
+def _q4_0(w: torch.Tensor, group: int):
+    # ggml's quantize_row_q4_0_ref, restated: per group, the value of largest magnitude (first on a
+    # tie) with its sign over -8 is the scale, stored as float16; values divided by the stored scale
+    # and rounded (half to even), clamped to [-8, 7].
     groups = w.reshape(w.shape[0], -1, group)
-    min_neg = torch.min(groups.amin(dim=-1), torch.zeros(()))
-    max_pos = torch.max(groups.amax(dim=-1), torch.zeros(()))
-    scale = torch.clamp(torch.max(-min_neg, max_pos) / (float(7 - (-8)) / 2), min=torch.finfo(torch.float32).smallest_normal)
-    scale = scale.to(torch.float16)
-    q = torch.clamp(torch.round(groups * (1.0 / scale)[..., None]), -8, 7).to(torch.int8)
+    q = torch.zeros(groups.shape, dtype=torch.int8)
+    scale = torch.zeros(groups.shape[:2], dtype=torch.float16)
+    for r in range(groups.shape[0]):
+        for g in range(groups.shape[1]):
+            values = groups[r, g].tolist()
+            extreme = max(values, key=abs)  # the first of equal magnitudes
+            d = torch.tensor(extreme / -8.0, dtype=torch.float32).to(torch.float16)
+            scale[r, g] = d
+            if float(d) != 0.0:
+                q[r, g] = torch.clamp(torch.round(groups[r, g] / d.to(torch.float32)), -8, 7).to(torch.int8)
     return q.reshape(w.shape), scale
 
 
@@ -50,20 +53,22 @@ def _ptd(path: str):
 
 
 @pytest.mark.parametrize("group", [32, 64, 128])
-def test_quantize_qc4w_equals_torchao_bit_for_bit(group):
+def test_quantize_qc4w_follows_q4_0_bit_for_bit(group):
     g = torch.Generator().manual_seed(group)
     # Rows of very different magnitudes, one value alone at a group's max.
     w = torch.randn(67, 384, generator=g) * torch.rand(67, 1, generator=g) * 4
     w[9, 5] = 3.0 * w[9].abs().max()
     packed, scales = quantize_qc4w(w, group)
-    want_q, want_scales = _torchao(w, group)
+    want_q, want_scales = _q4_0(w, group)
     assert packed.dtype == torch.uint8 and list(packed.shape) == [67, 192]
     assert scales.dtype == torch.float16 and list(scales.shape) == [67, 384 // group]
     assert torch.equal(scales, want_scales)
     assert torch.equal(unpack_int4(packed), want_q)
-    assert int(unpack_int4(packed).min()) == -8 or int(unpack_int4(packed).max()) == 7
+    # Every group's extreme is level -8 exactly, and every value is within half a level (the
+    # opposite extreme, clamped at 7, within one).
+    assert bool((unpack_int4(packed).reshape(67, -1, group).amin(dim=-1) == -8).all())
     error = (dequantize_qc4w(packed, scales) - w).abs().reshape(67, -1, group).amax(dim=-1)
-    assert bool((error <= scales.to(torch.float32) * 0.5 * 1.01 + 1e-6).all())
+    assert bool((error <= scales.to(torch.float32).abs() * 1.0 * 1.01 + 1e-6).all())
 
 
 def test_packing_puts_even_elements_in_low_nibbles():
@@ -115,7 +120,7 @@ def test_qc4w_linear_sums_each_group_exactly_then_fuses_each_multiply_add():
     assert torch.equal(qc4w_linear(x[1:2], packed, scales, bias), y[1:2])
 
 
-def test_export_writes_int4_foundation_weights_equal_to_torchao(tmp_path):
+def test_export_writes_int4_foundation_weights_equal_to_q4_0(tmp_path):
     foundation, adapters, inputs = demo_lora()
     export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int4", group_size=64))
     ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
@@ -125,7 +130,7 @@ def test_export_writes_int4_foundation_weights_equal_to_torchao(tmp_path):
     )
     for f in layers:
         w = getattr(foundation, f).weight.detach()
-        want_q, want_scales = _torchao(w, 64)
+        want_q, want_scales = _q4_0(w, 64)
         blob = ptd.named_data[f"{f}.weight.qc4w"]
         assert blob.tensor_layout.scalar_type == BYTE
         assert list(blob.tensor_layout.sizes) == [w.shape[0], w.shape[1] // 2]
@@ -223,14 +228,14 @@ def _operators(path: str):
     return {o.name.decode() for o in plan.operators}
 
 
-def test_untied_embedding_is_int4_equal_to_torchao_and_its_gather_reads_only_those_entries(tmp_path):
+def test_untied_embedding_is_int4_by_q4_0_and_its_gather_reads_only_those_entries(tmp_path):
     foundation = _TinyLM(tied=False).eval()
     inputs = (torch.tensor([[3, 60, 0, 17, 3]]),)
     partitioner = XnnpackPartitioner(quantize="int4", group_size=32)
     result = export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path / "own"), partitioner)
     ptd = _ptd(os.path.join(tmp_path, "own", "foundation.ptd"))
     table = foundation.embed.weight.detach()
-    want_q, want_scales = _torchao(table, 32)
+    want_q, want_scales = _q4_0(table, 32)
     q, scales = ptd.named_data["embed.weight.qc4w"], ptd.named_data["embed.weight.qc4w.scales"]
     assert q.tensor_layout.scalar_type == BYTE and list(q.tensor_layout.sizes) == [64, 16]
     assert q.data == pack_int4(want_q).numpy().tobytes()
