@@ -10,8 +10,8 @@
 //   GEMM 64 rows:  a prefill's 64 rows over one weight (hot), the epilogue included (as in every
 //                  case).
 // Every case runs once per round, rounds interleaved so that other jobs on the shared machine
-// slow all alike; the best (minimum) and median over rounds are printed. The integer kernels run
-// on rows quantized and group-summed once (the quantizer is not what is measured).
+// slow all alike; the best (minimum) and median over rounds are printed. The kernels run on rows
+// quantized once (the quantizer is not what is measured).
 //
 //   ./bazelw run -c opt //backends/xnnpack/runtime/kernels:qs8_qc4w_bench [-- 576x576 ...]
 
@@ -125,27 +125,28 @@ void bench_shape(size_t n, size_t k, double ghz) {
                 static_cast<uint8_t*>(qc8.p) + c * qc8_stride);
     }
   }
-  // Rows quantized and group-summed once.
+  // Rows quantized once, with their blocks' scales and sums.
+  std::vector<float> x(kRows * k);
+  for (float& v : x) v = static_cast<float>(next(&state) % 2001) / 100.0f - 10.0f;
   std::vector<int8_t> q(kRows * qc8_padded_k(k));
-  for (int8_t& v : q) v = static_cast<int8_t>(static_cast<int>(next(&state) % 255) - 127);
-  std::vector<int32_t> xsum8(kRows * groups), acc(kRows * n);
-  qs8_group_sums(q.data(), k, kRows, qc8_padded_k(k), kGroup, xsum8.data());
-  std::vector<float> x_scales(kRows, 1.0f / 512), y(kRows * n);
-  // Each run as the delegate runs it on quantized rows: the int8 ones with their epilogue.
+  std::vector<float> x_scales(kRows * act_blocks(k)), y(kRows * n);
+  std::vector<int32_t> x_sums(kRows * act_blocks(k));
+  qs8_quantize_scalar(x.data(), k, kRows, k, q.data(), qc8_padded_k(k), x_scales.data(),
+                      x_sums.data());
+  // Each run as the delegate runs it on quantized rows.
   auto qc4_gemv = [&](const QC4Kernels& set, const void* w, size_t in, size_t cols, float* out) {
-    set.gemv(w, in, cols, kGroup, q.data(), xsum8.data(), x_scales[0], out);
+    set.gemv(w, in, cols, kGroup, q.data(), x_scales.data(), x_sums.data(), out);
   };
   auto qc4_gemm = [&](const QC4Kernels& set, const void* w, size_t in, size_t cols, float* out) {
-    set.gemm(w, in, cols, kGroup, kRows, q.data(), qc8_padded_k(in), xsum8.data(), x_scales.data(),
-             out, cols);
+    set.gemm(w, in, cols, kGroup, kRows, q.data(), qc8_padded_k(in), x_scales.data(),
+             x_sums.data(), out, cols);
   };
   auto qc8_gemv = [&](const QS8Kernels& set, const void* w, size_t in, size_t cols, float* out) {
-    set.gemv(w, in, cols, q.data(), acc.data());
-    qc8w_dequantize(w, in, cols, 1, acc.data(), n, x_scales.data(), out, cols);
+    set.gemv(w, in, cols, q.data(), x_scales.data(), x_sums.data(), out);
   };
   auto qc8_gemm = [&](const QS8Kernels& set, const void* w, size_t in, size_t cols, float* out) {
-    set.gemm(w, in, cols, kRows, q.data(), qc8_padded_k(in), acc.data(), n);
-    qc8w_dequantize(w, in, cols, kRows, acc.data(), n, x_scales.data(), out, cols);
+    set.gemm(w, in, cols, kRows, q.data(), qc8_padded_k(in), x_scales.data(), x_sums.data(), out,
+             cols);
   };
 
   const double weights = static_cast<double>(n) * k;
