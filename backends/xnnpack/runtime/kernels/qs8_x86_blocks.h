@@ -167,7 +167,9 @@ void qs8_block_256(const QS8Args& a) {
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) acc[r][t][0] = acc[r][t][1] = start;
     }
-#pragma GCC unroll 8
+    // Unrolled by two only: fully unrolled, GCC reassociates the block's integer adds (AVX2's
+    // VPADDD after VPMADDWD) into a tree whose partial sums spill.
+#pragma GCC unroll 2
     for (int g = 0; g < kQS8GroupsPerBlock; ++g, p += kQC8Tile * kQC8KBlock) {
       __m256i wv[kTiles][2];
 #pragma GCC unroll 8
