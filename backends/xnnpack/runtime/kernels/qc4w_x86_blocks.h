@@ -145,10 +145,15 @@ struct QC4Avx512Vnni {
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) facc[r][t] = _mm512_setzero_ps();
     }
-    for (size_t g = 0; g < a.groups; ++g) {
-      const size_t at = qc4_blocks_offset(g, a.group);
+    // One loop over the activation blocks (a group is one or more), so that the four 8-input
+    // steps of a block unroll whole.
+    const size_t per_group = a.group / kActBlock;
+    size_t g = 0, in_group = 0;
+    for (size_t b = 0; b < a.blocks; ++b) {
+      const size_t at = qc4_blocks_offset(g, a.group) +
+                        in_group * (kActBlock / kQC4KBlock) * kQC4BlockBytes;
       const size_t scales_at = qc4_scales_offset(g, a.group);
-      prefetch_scales<T>(a, g, scales_at);
+      if (in_group == 0) prefetch_scales<T>(a, g, scales_at);
       __m512 scale[T];
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
@@ -158,8 +163,7 @@ struct QC4Avx512Vnni {
         scale[t] =
             _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
       }
-      for (size_t i0 = 0; i0 < a.group; i0 += kActBlock) {
-        const size_t b = (g * a.group + i0) / kActBlock;
+      {
         // Each dot starts from -8 * the block's activation sum, which the + 8 of the nibbles adds.
         __m512i acc[R][T], acc_hi[kRh][kTh];
 #pragma GCC unroll 16
@@ -174,7 +178,7 @@ struct QC4Avx512Vnni {
           for (int t = 0; t < kTh; ++t) acc_hi[r][t] = _mm512_setzero_si512();
         }
 #pragma GCC unroll 4
-        for (size_t i = i0; i < i0 + kActBlock; i += kQC4KBlock) {
+        for (size_t i = 0; i < kActBlock; i += kQC4KBlock) {
           __m512i lo[T], hi[T];
           const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
           const size_t wrap = wrap_at(a, offset);
@@ -188,7 +192,7 @@ struct QC4Avx512Vnni {
           }
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
-            const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
+            const int8_t* x = a.q + r * a.q_stride + b * kActBlock + i;
             const __m512i xl = _mm512_set1_epi32(load4(x));
             const __m512i xh = _mm512_set1_epi32(load4(x + 4));
 #pragma GCC unroll 16
@@ -214,6 +218,10 @@ struct QC4Avx512Vnni {
                                          _mm512_maskz_mul_ps(0xFFFF, xs, scale[t]), facc[r][t]);
           }
         }
+      }
+      if (++in_group == per_group) {
+        in_group = 0;
+        ++g;
       }
     }
 #pragma GCC unroll 16
@@ -244,10 +252,15 @@ struct QC4Avx2 {
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) facc[r][t][0] = facc[r][t][1] = _mm256_setzero_ps();
     }
-    for (size_t g = 0; g < a.groups; ++g) {
-      const size_t at = qc4_blocks_offset(g, a.group);
+    // One loop over the activation blocks (a group is one or more), so that the four 8-input
+    // steps of a block unroll whole.
+    const size_t per_group = a.group / kActBlock;
+    size_t g = 0, in_group = 0;
+    for (size_t b = 0; b < a.blocks; ++b) {
+      const size_t at = qc4_blocks_offset(g, a.group) +
+                        in_group * (kActBlock / kQC4KBlock) * kQC4BlockBytes;
       const size_t scales_at = qc4_scales_offset(g, a.group);
-      prefetch_scales<T>(a, g, scales_at);
+      if (in_group == 0) prefetch_scales<T>(a, g, scales_at);
       __m256 scale[T][2];
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
@@ -258,8 +271,7 @@ struct QC4Avx2 {
               _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
         }
       }
-      for (size_t i0 = 0; i0 < a.group; i0 += kActBlock) {
-        const size_t b = (g * a.group + i0) / kActBlock;
+      {
         // Each dot starts from -8 * the block's activation sum, which the + 8 of the nibbles adds.
         __m256i acc[R][T][2];
 #pragma GCC unroll 16
@@ -269,7 +281,7 @@ struct QC4Avx2 {
           for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = start;
         }
 #pragma GCC unroll 4
-        for (size_t i = i0; i < i0 + kActBlock; i += kQC4KBlock) {
+        for (size_t i = 0; i < kActBlock; i += kQC4KBlock) {
           __m256i lo[T][2], hi[T][2];
           const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
           const size_t wrap = wrap_at(a, offset);
@@ -286,7 +298,7 @@ struct QC4Avx2 {
           }
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
-            const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
+            const int8_t* x = a.q + r * a.q_stride + b * kActBlock + i;
             const __m256i xl = _mm256_set1_epi32(load4(x));
             const __m256i xh = _mm256_set1_epi32(load4(x + 4));
 #pragma GCC unroll 16
@@ -313,6 +325,10 @@ struct QC4Avx2 {
             }
           }
         }
+      }
+      if (++in_group == per_group) {
+        in_group = 0;
+        ++g;
       }
     }
 #pragma GCC unroll 16
