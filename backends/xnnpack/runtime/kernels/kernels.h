@@ -68,8 +68,8 @@ void f32_gemm_8x32_avx512f(const float* packed, size_t k, size_t n, size_t rows,
 //   y   = fma(acc, w_scale, bias)
 // Every path fuses the same multiply-adds in the same order, so every path gives the same bits,
 // and a row's bits are the same from the GEMV and from the GEMM. Per-block activation scales keep
-// an outlier channel from flattening the rest of its row (the error of llama.cpp's Q8_0
-// activations); the float work they add is one convert and one multiply-add per block of 32.
+// an outlier channel from flattening the rest of its row (llama.cpp's Q8_0 activations are
+// blocked the same way); the float work they add is one convert and one multiply-add per block.
 //
 // The packed layout (made once, at load, by qc8w_pack; in memory only): tiles of kQC8Tile output
 // channels, each
