@@ -6,10 +6,11 @@ values, never of names or adapters, so foundation.ptd is byte-identical across e
 foundation. The weight and its scales are named-data entries of their own:
 "<key>.qc8w" (int8 [out, in]) and "<key>.qc8w.scales" (float32 [out]), each with its digest.
 
-At run time the XNNPACK delegate quantizes each activation row to int8 on its own (symmetric,
-scale = max|x_row| / 127, x * (127 / max|x_row|) clamped to +-127 and rounded to nearest even),
-accumulates the integer dot exactly and applies one float epilogue:
-y = (x_scale * w_scale) * float(acc) + bias. `qc8w_linear` is that computation in torch, and
+At run time the XNNPACK delegate quantizes activations to int8 in blocks of ACT_BLOCK (32) inputs
+of each row, each block on its own (symmetric, scale = max|x_block| / 127, x * (127 / max|x_block|)
+clamped to +-127 and rounded to nearest even), takes each block's integer dot exactly and fuses
+it into a float accumulator, acc = fma(float(dot_b), x_scale_b, acc) in block order, then
+y = fma(acc, w_scale, bias). `qc8w_linear` is that computation in torch, and
 `int8_reference` swaps a model's foundation linears for it, and its token embeddings for
 `gather_qc8w` (the int8 rows written as q * scale, the runtime's edgeshare::embedding_qc8w): the
 eager model the runtime's outputs are compared with.
@@ -22,8 +23,9 @@ used, where a symmetric max / 7.5 rule leaves -8 nearly empty. Entries:
 "<key>.qc4w" (uint8 [out, in / 2], element 2j in the low nibble of byte j and 2j + 1 in the high
 one, two's complement) and "<key>.qc4w.scales" (float16 [out, in / group]). The group size is the
 scales' shape, and the delegate graph carries it beside the scheme. `qc4w_linear` is the
-delegate's computation (exact integer sums per group, one multiply-add per group, then the
-activation scale), and `int4_reference` swaps a model's foundation linears for it. An untied
+delegate's computation (activations in blocks of 32 as above, an exact integer sum per block,
+acc = fma(float(dot_b), x_scale_b * w_scale_g, acc) in block order, then acc + bias), and
+`int4_reference` swaps a model's foundation linears for it. An untied
 token embedding of a width that is a multiple of the group is the same entries, gathered by the
 runtime's edgeshare::embedding_qc4w (`gather_qc4w`: only the looked-up rows, each q * scale per
 group, which is exact in float32).
@@ -48,7 +50,12 @@ from edgeshare.exir.fc_formats import (
 from edgeshare.exir.tensor_layout import derived
 from torch import nn
 
+# Inputs per activation block: the delegate quantizes each row of activations in blocks of this
+# many (kernels.h's kActBlock), each with its own scale.
+ACT_BLOCK = 32
+
 __all__ = [
+    "ACT_BLOCK",
     "DEFAULT_GROUP_SIZE",
     "GROUP_SIZES",
     "OUTPUT_LAYER_NAMES",
@@ -70,7 +77,7 @@ __all__ = [
     "pack_int4",
     "qc4w_linear",
     "qc8w_linear",
-    "quantize_activation_rows",
+    "quantize_activation_blocks",
     "adapter_reference",
     "quantize_qc4w",
     "quantize_qc8w",
@@ -186,25 +193,50 @@ def gather_qc4w(packed: torch.Tensor, scales: torch.Tensor, indices: torch.Tenso
     return rows.reshape(*indices.shape, rows.shape[-1])
 
 
-def quantize_activation_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The delegate's run-time quantization of activations, one row (last dim) at a time.
+def quantize_activation_blocks(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The delegate's run-time quantization of activations: each row (last dim) in blocks of ACT_BLOCK.
 
     Args:
       x: float32 [..., k].
 
     Returns:
-      (int8 values [..., k], float32 scales [...]): scale = max|row| / 127, values
-      round_half_even(clamp(x * (127 / max|row|), -127, 127)) (0 for an all-zero row).
+      (int8 values [..., k], float32 scales [..., ceil(k / ACT_BLOCK)]): per block, scale =
+      max|block| / 127 and values round_half_even(clamp(x * (127 / max|block|), -127, 127)) (0 for
+      an all-zero block); a last partial block is padded with zeros.
     """
-    amax = x.abs().amax(dim=-1)
+    k = x.shape[-1]
+    blocks = -(-k // ACT_BLOCK)
+    xb = torch.nn.functional.pad(x, (0, blocks * ACT_BLOCK - k)).reshape(*x.shape[:-1], blocks, ACT_BLOCK)
+    amax = xb.abs().amax(dim=-1)
     scales = amax / 127.0
     inv = torch.where(amax > 0, 127.0 / torch.where(amax > 0, amax, torch.ones_like(amax)), torch.zeros_like(amax))
-    q = torch.round((x * inv[..., None]).clamp(-127.0, 127.0)).to(torch.int8)
-    return q, scales
+    q = torch.round((xb * inv[..., None]).clamp(-127.0, 127.0)).to(torch.int8)
+    return q.reshape(*x.shape[:-1], blocks * ACT_BLOCK)[..., :k], scales
+
+
+def _block_dots(qx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Exact integer dots per activation block, in float64 (which holds every int32 sum of int8
+    products): qx int8 [..., k], w integer [out, k] -> [..., out, blocks]."""
+    k = qx.shape[-1]
+    blocks = -(-k // ACT_BLOCK)
+    pad = blocks * ACT_BLOCK - k
+    xb = torch.nn.functional.pad(qx.to(torch.float64), (0, pad)).reshape(*qx.shape[:-1], blocks, ACT_BLOCK)
+    wb = torch.nn.functional.pad(w.to(torch.float64), (0, pad)).reshape(w.shape[0], blocks, ACT_BLOCK)
+    return torch.einsum("...bk,obk->...ob", xb, wb)
+
+
+def _fma32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """float32(a * b + c) from float32 or exact-integer operands, the product exact in float64 and
+    the sum rounded once to float32 unless its exact value needs more than 53 bits (rare here)."""
+    return (a.to(torch.float64) * b.to(torch.float64) + c.to(torch.float64)).to(torch.float32)
 
 
 def qc8w_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
-    """The int8 fully connected as the delegate computes it, in torch (bit for bit its floats).
+    """The int8 fully connected as the delegate computes it, in torch.
+
+    Per row: int8 activations in blocks (quantize_activation_blocks), one exact integer sum per
+    block, acc = fma(float(sum_b), x_scale_b, acc) over the blocks in order, then
+    y = fma(acc, w_scale, bias), each fused multiply-add as _fma32 computes it.
 
     Args:
       x: float32 [..., in].
@@ -215,11 +247,13 @@ def qc8w_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, bias: Op
     Returns:
       float32 [..., out].
     """
-    qx, xs = quantize_activation_rows(x)
-    # Exact integer sums: float64 holds every int32 sum of int8 products.
-    acc = (qx.to(torch.float64) @ q.to(torch.float64).t()).to(torch.float32)
-    y = (xs[..., None] * scales) * acc
-    return y + bias if bias is not None else y
+    qx, xs = quantize_activation_blocks(x)
+    dots = _block_dots(qx, q)
+    acc = torch.zeros(dots.shape[:-1], dtype=torch.float32)
+    for b in range(dots.shape[-1]):
+        acc = _fma32(dots[..., b], xs[..., b, None], acc)
+    b0 = torch.zeros(q.shape[0], dtype=torch.float32) if bias is None else bias
+    return _fma32(acc, scales, b0)
 
 
 def qc4w_linear(
@@ -227,12 +261,9 @@ def qc4w_linear(
 ) -> torch.Tensor:
     """The int4 fully connected as the delegate computes it, in torch.
 
-    Per row: int8 activations (quantize_activation_rows), one exact integer sum per group, then
-    acc = fma(float(sum_g), scale_g, acc) over the groups in order and y = fma(acc, x_scale, bias),
-    as the delegate's kernels compute. Each fused multiply-add is emulated in float64 (the product
-    of a float32 and an int32 sum, or of two float32 values, is exact there) and rounded once to
-    float32; that sum can round twice only when its exact value needs more than 53 bits, which the
-    operands here make rare.
+    Per row: int8 activations in blocks (quantize_activation_blocks), one exact integer sum per
+    block, acc = fma(float(sum_b), float32(x_scale_b * scale_g), acc) over the blocks in order (g:
+    the block's group), then y = acc + bias, each fused multiply-add as _fma32 computes it.
 
     Args:
       x: float32 [..., in].
@@ -243,21 +274,16 @@ def qc4w_linear(
     Returns:
       float32 [..., out].
     """
-    qx, xs = quantize_activation_rows(x)
+    qx, xs = quantize_activation_blocks(x)
     q = unpack_int4(packed)
     out, k = q.shape
-    n_groups = scales.shape[1]
-    group = k // n_groups
-    xg = qx.to(torch.float64).reshape(*qx.shape[:-1], n_groups, group)
-    wg = q.to(torch.float64).reshape(out, n_groups, group)
-    # Exact integer sums per group: [..., out, groups].
-    acc = torch.einsum("...gk,ogk->...og", xg, wg)
-    y = torch.zeros((*x.shape[:-1], out), dtype=torch.float32)
-    s = scales.to(torch.float64)
-    for g in range(n_groups):
-        y = (acc[..., g] * s[:, g] + y.to(torch.float64)).to(torch.float32)
-    b = torch.zeros(out, dtype=torch.float64) if bias is None else bias.to(torch.float64)
-    return (y.to(torch.float64) * xs.to(torch.float64)[..., None] + b).to(torch.float32)
+    group = k // scales.shape[1]
+    dots = _block_dots(qx, q)
+    s = scales.to(torch.float32)
+    acc = torch.zeros(dots.shape[:-1], dtype=torch.float32)
+    for b in range(dots.shape[-1]):
+        acc = _fma32(dots[..., b], xs[..., b, None] * s[:, b * ACT_BLOCK // group], acc)
+    return acc if bias is None else acc + bias
 
 
 class _Int4Linear(nn.Module):
@@ -341,7 +367,7 @@ def adapter_reference(
     """Makes, in place, every adapter nn.Linear of `model` compute as a per-adapter program with
     --adapter-dtype adapter_dtype runs it: an unquantized row's weight and bias rounded as stored
     (the row's rounded()); a quantized row's linear as int8_reference runs it (weight per row,
-    activations quantized per row, bias float32). A swappable program reads its adapters' weights
+    activations quantized in blocks of 32, bias float32). A swappable program reads its adapters' weights
     as stored with float32 activations: with swappable, every row only rounds the weights.
 
     Args:
@@ -362,7 +388,7 @@ def adapter_reference(
         raise UnknownFormatError(f"adapter_reference: {adapter_dtype!r} stores no adapter")
     pick = is_adapter or _is_adapter_linear
     if fmt.quantized and not swappable:
-        # The delegate runs a packed qc8w linear with its activations quantized per row too.
+        # The delegate runs a packed qc8w linear with its activations quantized in blocks too.
         return int8_reference(model, is_foundation=pick)
     with torch.no_grad():
         for name, module in model.named_modules():

@@ -17,7 +17,7 @@ from edgeshare.exir.quantize import (
     int4_reference,
     pack_int4,
     qc4w_linear,
-    quantize_activation_rows,
+    quantize_activation_blocks,
     quantize_qc4w,
     quantize_qc8w,
     unpack_int4,
@@ -99,23 +99,24 @@ def test_quantize_qc4w_refuses_bad_weights():
         quantize_qc4w(torch.randn(4, 48), 48)
 
 
-def test_qc4w_linear_sums_each_group_exactly_then_fuses_each_multiply_add():
+def test_qc4w_linear_sums_each_block_exactly_then_fuses_each_multiply_add():
     x = torch.randn(3, 128)
+    x[1, 70] = 40.0  # An outlier: it sets its own block's scale only.
     w = torch.randn(9, 128)
     bias = torch.randn(9)
-    packed, scales = quantize_qc4w(w, 32)
+    packed, scales = quantize_qc4w(w, 64)
     y = qc4w_linear(x, packed, scales, bias)
-    qx, xs = quantize_activation_rows(x)
+    qx, xs = quantize_activation_blocks(x)
     q = unpack_int4(packed).to(torch.int64)
     # The kernels' arithmetic in Python floats (float64), rounded to float32 after each fused step.
     f32 = lambda v: float(torch.tensor(v, dtype=torch.float32))  # noqa: E731
     for r in range(3):
         for o in range(9):
             acc = 0.0
-            for g in range(4):
-                part = int((qx[r, g * 32 : (g + 1) * 32].to(torch.int64) * q[o, g * 32 : (g + 1) * 32]).sum())
-                acc = f32(part * float(scales[o, g]) + acc)
-            assert float(y[r, o]) == f32(acc * float(xs[r]) + float(bias[o]))
+            for b in range(4):
+                part = int((qx[r, b * 32 : (b + 1) * 32].to(torch.int64) * q[o, b * 32 : (b + 1) * 32]).sum())
+                acc = f32(part * f32(float(xs[r, b]) * float(scales[o, b // 2])) + acc)
+            assert float(y[r, o]) == f32(acc + float(bias[o]))
     # A row's result does not depend on its batch mates.
     assert torch.equal(qc4w_linear(x[1:2], packed, scales, bias), y[1:2])
 

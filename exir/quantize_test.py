@@ -14,7 +14,7 @@ from edgeshare.exir.quantize import (
     dequantize_qc8w,
     int8_reference,
     qc8w_linear,
-    quantize_activation_rows,
+    quantize_activation_blocks,
     quantize_qc4w,
     quantize_qc8w,
     quantized,
@@ -58,18 +58,29 @@ def test_quantize_qc8w_refuses_non_finite_weights():
         quantize_qc8w(torch.tensor([[1.0, float("nan")]]))
 
 
-def test_activation_rows_are_quantized_each_on_its_own():
+def test_activations_are_quantized_per_block_of_32_each_row_on_its_own():
     x = torch.randn(3, 40)
-    q, s = quantize_activation_rows(x)
-    q2, s2 = quantize_activation_rows(x[1:2])
+    x[0, 5] = 50.0  # An outlier: it sets its own block's scale only.
+    q, s = quantize_activation_blocks(x)
+    assert q.shape == (3, 40) and s.shape == (3, 2)
+    q2, s2 = quantize_activation_blocks(x[1:2])
     assert torch.equal(q[1:2], q2) and torch.equal(s[1:2], s2)
-    assert torch.equal(s, x.abs().amax(dim=1) / 127)
+    assert torch.equal(s[:, 0], x[:, :32].abs().amax(dim=1) / 127)
+    assert torch.equal(s[:, 1], x[:, 32:].abs().amax(dim=1) / 127)
+    assert int(q[0, 32:].abs().max()) == 127
     w = torch.randn(9, 40)
     qw, sw = quantize_qc8w(w)
     y = qc8w_linear(x, qw, sw, None)
-    # The exact integer dot, then the float epilogue.
-    acc = (q.to(torch.int64) @ qw.to(torch.int64).t()).to(torch.float32)
-    assert torch.equal(y, (s[:, None] * sw) * acc)
+    # The exact integer dot of each block, fused into the accumulator block by block, then the
+    # weight scale.
+    f32 = lambda v: float(torch.tensor(v, dtype=torch.float32))  # noqa: E731
+    for r in range(3):
+        for o in range(9):
+            acc = 0.0
+            for b in range(2):
+                dot = int((q[r, b * 32 : (b + 1) * 32].to(torch.int64) * qw[o, b * 32 : (b + 1) * 32]).sum())
+                acc = f32(dot * float(s[r, b]) + acc)
+            assert float(y[r, o]) == f32(acc * float(sw[o]))
 
 
 def test_export_writes_int8_foundation_weights_and_float_adapters(tmp_path):

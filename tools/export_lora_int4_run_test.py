@@ -4,8 +4,8 @@ with an untied embedding, int4 like the projections, and an lm_head, int8 as the
 two PEFT adapters.
 
 - 32 greedy tokens from //tools:generate and from the Python runtime equal a torch model that runs
-  the dequantized int4 weights with the same per-row activation quantization and exact integer
-  group sums, gathering the dequantized int4 embedding rows (exir/quantize.py's int4_reference
+  the dequantized int4 weights with the same block-wise activation quantization and exact integer
+  block sums, gathering the dequantized int4 embedding rows (exir/quantize.py's int4_reference
   over transformers + PEFT), for both adapters and the bare foundation;
 - the runtime's logits equal that reference's to float rounding (it emulates the kernels' fused
   multiply-adds); their cosine against the fp32 model is printed per

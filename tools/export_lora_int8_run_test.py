@@ -2,7 +2,7 @@
 kernels: the in-repo tiny Llama (tied embedding / lm_head) with two PEFT adapters.
 
 - 32 greedy tokens from //tools:generate and from the Python runtime equal a torch model that runs
-  the dequantized int8 weights with the same per-row activation quantization (exir/quantize.py's
+  the dequantized int8 weights with the same block-wise activation quantization (exir/quantize.py's
   int8_reference over transformers + PEFT), for both adapters and the bare foundation;
 - the runtime's logits equal that reference's to float rounding; their cosine against the fp32
   model is >= 0.999 at every position (printed) for the tiny Llama at transformers' default

@@ -53,7 +53,7 @@ gathered table (PartitionResult.gathered_formats).
 fp16 or int8 adapters (`XnnpackPartitioner(adapter_dtype="fp16" | "int8")`, --adapter-dtype): every
 delegated linear over a weight the program keeps (a per-adapter program's LoRA A and B) stores it
 in that option's row of exir/fc_formats.py (f16w: half weight and bias; qc8w: int8 per output row
-with float32 scales, run by the packed int8 kernels, whose activations are quantized per row too)
+with float32 scales, run by the packed int8 kernels, whose activations are quantized in blocks of 32 too)
 in the program's own data; the foundation's weights and foundation.ptd are as without the option.
 A swappable program's open weights are stored in that row in each adapter's .ptd (int8's scales
 as their own open entry) and read as stored by FULLY_CONNECTED_UNPACKED (activations float32).

@@ -23,13 +23,14 @@ size_t align_scratch_part(size_t bytes) {
   return (bytes + kScratchPartAlignment - 1) / kScratchPartAlignment * kScratchPartAlignment;
 }
 
-// The quantized rows and their scales, then `sums_bytes` of sums.
-QuantizedScratchLayout quantized_layout(size_t max_rows, size_t k, size_t sums_bytes) {
+// The quantized rows, then their blocks' scales and sums.
+QuantizedScratchLayout quantized_layout(size_t max_rows, const FcShape& s) {
+  const size_t blocks = max_rows * kernels::act_blocks(s.k);
   QuantizedScratchLayout layout;
   layout.max_rows = max_rows;
-  layout.scales = align_scratch_part(max_rows * kernels::qc8_padded_k(k));
-  layout.sums = layout.scales + align_scratch_part(max_rows * sizeof(float));
-  layout.bytes = layout.sums + align_scratch_part(sums_bytes);
+  layout.scales = align_scratch_part(max_rows * kernels::qc8_padded_k(s.k));
+  layout.sums = layout.scales + align_scratch_part(blocks * sizeof(float));
+  layout.bytes = layout.sums + align_scratch_part(blocks * sizeof(int32_t));
   return layout;
 }
 
@@ -71,7 +72,7 @@ bool f16w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const 
   return true;
 }
 
-// --- qc8w: int8 per output row, float scales and bias; activations int8 per row.
+// --- qc8w: int8 per output row, float scales and bias; activations int8 in blocks of 32.
 
 size_t qc8w_tile_bytes(const FcShape& s) { return kernels::qc8_tile_bytes(s.k); }
 
@@ -89,26 +90,19 @@ Status qc8w_check_slab(const FcShape& s, const FcSlab& slab) {
   return kernels::check_qs8_kernel_args(s.k, slab.count, slab.packed, slab.packed_bytes);
 }
 
-QuantizedScratchLayout qc8w_scratch(size_t max_rows, const FcShape& s) {
-  return quantized_layout(max_rows, s.k, max_rows * s.n * sizeof(int32_t));
-}
-
 Status quantize_rows(const FcShape& s, FcRows* r) {
   return kernels::qs8_quantize_rows(kernels::qs8_kernel_sets().best(), s.k, r->rows, r->x, s.k,
                                     r->scratch);
 }
 
 bool qc8w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const FcSlab*, bool) {
-  // Each slab accumulates in its own block of the accumulators.
   return kernels::qs8_qc8w_run_quantized(kernels::qs8_kernel_sets().best(), slab.packed,
                                          slab.packed_bytes, s.k, slab.count, r.rows, r.scratch,
-                                         r.scratch.acc + slab.first * r.rows, r.y + slab.first,
-                                         s.n)
+                                         r.y + slab.first, s.n)
       .ok();
 }
 
-// --- qc4w: int4 in groups along the input dim, float16 scales, float bias; activations int8 per
-// row with their group sums.
+// --- qc4w: int4 in groups along the input dim, float16 scales, float bias; activations as qc8w's.
 
 size_t qc4w_tile_bytes(const FcShape& s) { return kernels::qc4_tile_bytes(s.k, s.group); }
 
@@ -129,22 +123,10 @@ Status qc4w_check_slab(const FcShape& s, const FcSlab& slab) {
   return kernels::check_qc4_kernel_args(s.k, slab.count, s.group, slab.packed, slab.packed_bytes);
 }
 
-QuantizedScratchLayout qc4w_scratch(size_t max_rows, const FcShape& s) {
-  const size_t groups = s.group > 0 ? s.k / s.group : 0;
-  return quantized_layout(max_rows, s.k, max_rows * groups * sizeof(int32_t));
-}
-
-Status qc4w_prepare(const FcShape& s, FcRows* r) {
-  ES_RETURN_IF_ERROR(quantize_rows(s, r));
-  kernels::qs8_group_sums(r->scratch.q, s.k, r->rows, kernels::qc8_padded_k(s.k), s.group,
-                          r->sums);
-  return Status();
-}
-
 bool qc4w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const FcSlab*, bool) {
   return kernels::qs8_qc4w_run_quantized(kernels::qc4_kernel_sets().best(), slab.packed,
                                          slab.packed_bytes, s.k, slab.count, s.group, r.rows,
-                                         r.scratch, r.sums, r.y + slab.first, s.n)
+                                         r.scratch, r.y + slab.first, s.n)
       .ok();
 }
 
@@ -181,13 +163,13 @@ constexpr FcFormat kQC8W = {
     "qc8w",            3,             "int8",         ScalarType::Char, kSchemeQC8W, 1,
     ScalarType::Float, true,          false,          ScalarType::Float,
     kernels::kQC8Tile, 64,            1,              &qc8w_tile_bytes, &qc8w_pack,  &settle_qc8w,
-    &qc8w_check_slab,  &qc8w_scratch, &quantize_rows, &qc8w_run_slab, &qc8w_unpacked,
+    &qc8w_check_slab,  &quantized_layout, &quantize_rows, &qc8w_run_slab, &qc8w_unpacked,
 };
 constexpr FcFormat kQC4W = {
     "qc4w",            4,             "int4",        ScalarType::Byte, kSchemeQC4W, 2,
     ScalarType::Float, true,          true,          ScalarType::Half,
     kernels::kQC4Tile, 64,            1,             &qc4w_tile_bytes, &qc4w_pack,  &settle_qc4w,
-    &qc4w_check_slab,  &qc4w_scratch, &qc4w_prepare, &qc4w_run_slab, nullptr,
+    &qc4w_check_slab,  &quantized_layout, &quantize_rows, &qc4w_run_slab, nullptr,
 };
 
 constexpr const FcFormat* kFormats[] = {&kF32, &kF16W, &kQC8W, &kQC4W};
@@ -200,14 +182,9 @@ kernels::QS8Scratch QuantizedScratchLayout::scratch(void* block) const {
   if (block == nullptr || bytes == 0) return scratch;
   scratch.q = reinterpret_cast<int8_t*>(base);
   scratch.scales = reinterpret_cast<float*>(base + scales);
-  scratch.acc = reinterpret_cast<int32_t*>(base + sums);
+  scratch.sums = reinterpret_cast<int32_t*>(base + sums);
   scratch.max_rows = max_rows;
   return scratch;
-}
-
-int32_t* QuantizedScratchLayout::sums_in(void* block) const {
-  if (block == nullptr || bytes == 0) return nullptr;
-  return reinterpret_cast<int32_t*>(static_cast<uint8_t*>(block) + sums);
 }
 
 const FcFormat* fc_format(ScalarType dtype, int8_t quant_scheme) {

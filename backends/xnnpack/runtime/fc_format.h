@@ -34,8 +34,8 @@ namespace xnnpack {
 
 // Where the scratch of one fully connected node lies in a block of bytes the caller owns (a slot
 // of its graph's arena, live only while the node runs, so nodes that never run at once share the
-// bytes): the quantized rows, their scales, and `sums`: int8's accumulators (rows x n int32) or
-// int4's group sums of each row (rows x k / group int32). Each part starts on a cache line.
+// bytes): the quantized rows, their blocks' scales and their blocks' sums (rows x act_blocks(k)
+// each). Each part starts on a cache line.
 // Nothing in it is read before a run writes it, so a block planned for a long bound costs memory
 // only for the rows runs use. A format that needs no scratch has bytes == 0.
 struct QuantizedScratchLayout {
@@ -45,7 +45,6 @@ struct QuantizedScratchLayout {
 
   // The parts in `block` (at least `bytes` long, 64-byte aligned).
   kernels::QS8Scratch scratch(void* block) const;
-  int32_t* sums_in(void* block) const;
 };
 
 // A weight's sizes: k inputs, n outputs, and the inputs per scale (qc4w; 0 otherwise).
@@ -66,7 +65,6 @@ struct FcRows {
   const float* x = nullptr;  // rows x k, k floats apart.
   float* y = nullptr;        // rows x n, n floats apart.
   kernels::QS8Scratch scratch;
-  int32_t* sums = nullptr;
 };
 
 struct FcFormat {
@@ -97,7 +95,7 @@ struct FcFormat {
 
   // The scratch a run of up to max_rows rows needs (bytes == 0: none).
   QuantizedScratchLayout (*scratch)(size_t max_rows, const FcShape& shape);
-  // Once per run, before any slab: null, or quantizes the rows into rows->scratch (and their sums).
+  // Once per run, before any slab: null, or quantizes the rows into rows->scratch.
   runtime::Status (*prepare)(const FcShape& shape, FcRows* rows);
   // One slab over every row (`next`: the slab this thread runs after it, to prefetch; `first`:
   // the first slab this thread runs). False when a kernel refused its arguments.

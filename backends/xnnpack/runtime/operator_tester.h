@@ -220,8 +220,9 @@ class LinearTester {
 
   // The weight as int8 per output row with float scales (QC8W: "<key>.qc8w" and
   // "<key>.qc8w.scales", as the exporter's quantize="int8" writes them): the delegate runs its
-  // int8 kernels, compared with the same computation here (activation rows quantized each on its
-  // own, exact integer dot, one float epilogue).
+  // int8 kernels, compared with the same computation here (activations quantized in blocks of 32
+  // inputs, each on its own, an exact integer dot per block fused into a float accumulator with
+  // the block's scale, then the weight scale and the bias).
   LinearTester& weight_int8(bool v) {
     int8_ = v;
     return *this;
@@ -229,8 +230,9 @@ class LinearTester {
 
   // The weight as int4 in groups of `group` inputs with float16 scales (QC4W: "<key>.qc4w" and
   // "<key>.qc4w.scales", as the exporter's quantize="int4" writes them): the delegate runs its
-  // int4 kernels, compared with the same computation here (exact integer sums per group, one fused
-  // multiply-add per group, then one with the activation scale and the bias).
+  // int4 kernels, compared with the same computation here (activations in blocks of 32, an exact
+  // integer sum per block, one fused multiply-add per block with the activation and group scales'
+  // product, then the bias).
   LinearTester& weight_int4(size_t group) {
     int4_group_ = group;
     return *this;
@@ -344,26 +346,40 @@ class LinearTester {
     }
     return out;
   }
+  // Activations as the kernels quantize them: each row in blocks of kBlock inputs (the last one
+  // padded with zeros), each block by its own max |x|; q is rows x blocks * kBlock.
+  static constexpr size_t kBlock = 32;
+  static size_t blocks_of(size_t k) { return (k + kBlock - 1) / kBlock; }
+  static void quantize_blocks(const std::vector<float>& x, size_t rows, size_t k,
+                              std::vector<int8_t>* q, std::vector<float>* scales) {
+    const size_t blocks = blocks_of(k);
+    std::vector<float> padded(rows * blocks * kBlock, 0.0f);
+    for (size_t r = 0; r < rows; ++r) {
+      std::copy(x.begin() + r * k, x.begin() + (r + 1) * k, padded.begin() + r * blocks * kBlock);
+    }
+    quantize_rows(padded, rows * blocks, kBlock, q, scales);
+  }
   // The int4 fully connected as the delegate computes it (kernels/kernels.h).
   std::vector<float> int4_reference(const std::vector<float>& input, const std::vector<int8_t>& q,
                                     const std::vector<float>& scales, const std::vector<float>& b,
                                     size_t batch) const {
     std::vector<int8_t> qx;
     std::vector<float> xs;
-    quantize_rows(input, batch, input_channels_, &qx, &xs);
-    const size_t groups = input_channels_ / int4_group_;
+    quantize_blocks(input, batch, input_channels_, &qx, &xs);
+    const size_t groups = input_channels_ / int4_group_, blocks = blocks_of(input_channels_);
     std::vector<float> want(batch * output_channels_);
     for (size_t n = 0; n < batch; ++n) {
       for (size_t o = 0; o < output_channels_; ++o) {
         float acc = 0.0f;
-        for (size_t g = 0; g < groups; ++g) {
+        for (size_t blk = 0; blk < blocks; ++blk) {
           int32_t sum = 0;
-          for (size_t i = g * int4_group_; i < (g + 1) * int4_group_; ++i) {
-            sum += int32_t(qx[n * input_channels_ + i]) * int32_t(q[o * input_channels_ + i]);
+          for (size_t i = blk * kBlock; i < (blk + 1) * kBlock; ++i) {
+            sum += int32_t(qx[n * blocks * kBlock + i]) * int32_t(q[o * input_channels_ + i]);
           }
-          acc = std::fma(static_cast<float>(sum), scales[o * groups + g], acc);
+          const float scale = xs[n * blocks + blk] * scales[o * groups + blk * kBlock / int4_group_];
+          acc = std::fma(static_cast<float>(sum), scale, acc);
         }
-        const float y = std::fma(acc, xs[n], has_bias_ ? b[o] : 0.0f);
+        const float y = acc + (has_bias_ ? b[o] : 0.0f);
         want[n * output_channels_ + o] = std::min(max_, std::max(min_, y));
       }
     }
@@ -375,21 +391,27 @@ class LinearTester {
     std::memcpy(out.data(), bytes.data(), bytes.size());
     return out;
   }
-  // The int8 fully connected as the delegate computes it: y = (xs * ws) * float(acc) + b.
+  // The int8 fully connected as the delegate computes it: per block acc = fma(float(dot), xs, acc),
+  // then y = fma(acc, ws, b).
   std::vector<float> int8_reference(const std::vector<float>& input, const std::vector<int8_t>& q,
                                     const std::vector<float>& scales, const std::vector<float>& b,
                                     size_t batch) const {
     std::vector<int8_t> qx;
     std::vector<float> xs;
-    quantize_rows(input, batch, input_channels_, &qx, &xs);
+    quantize_blocks(input, batch, input_channels_, &qx, &xs);
+    const size_t blocks = blocks_of(input_channels_);
     std::vector<float> want(batch * output_channels_);
     for (size_t n = 0; n < batch; ++n) {
       for (size_t o = 0; o < output_channels_; ++o) {
-        int32_t acc = 0;
-        for (size_t i = 0; i < input_channels_; ++i) {
-          acc += int32_t(qx[n * input_channels_ + i]) * int32_t(q[o * input_channels_ + i]);
+        float acc = 0.0f;
+        for (size_t blk = 0; blk < blocks; ++blk) {
+          int32_t dot = 0;
+          for (size_t i = blk * kBlock; i < (blk + 1) * kBlock && i < input_channels_; ++i) {
+            dot += int32_t(qx[n * blocks * kBlock + i]) * int32_t(q[o * input_channels_ + i]);
+          }
+          acc = std::fma(static_cast<float>(dot), xs[n * blocks + blk], acc);
         }
-        const float y = (xs[n] * scales[o]) * static_cast<float>(acc) + (has_bias_ ? b[o] : 0.0f);
+        const float y = std::fma(acc, scales[o], has_bias_ ? b[o] : 0.0f);
         want[n * output_channels_ + o] = std::min(max_, std::max(min_, y));
       }
     }

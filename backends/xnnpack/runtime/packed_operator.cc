@@ -295,7 +295,6 @@ Status PackedOperator::run_own(size_t rows, const float* x, float* y,
                              "%s fully connected run over '%s': %zu rows, its scratch holds %zu",
                              format.what, key, rows, layout.max_rows);
     prepared.scratch = layout.scratch(scratch);
-    prepared.sums = layout.sums_in(scratch);
     if (rows == 0) return Status();
     const Status ready = format.prepare(fc_shape(), &prepared);
     if (!ready.ok()) return ready.WithContext("%s fully connected run over '%s'", format.what, key);

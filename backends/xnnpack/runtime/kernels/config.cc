@@ -111,7 +111,7 @@ bool f32_gemm_matches_xnnpack(F32GemmFn gemm) {
 bool qs8_matches_reference(const QS8Kernels& set) {
   if (set.quantize == nullptr || set.gemv == nullptr || set.gemm == nullptr) return false;
   constexpr size_t k = 133, n = 85, rows = 11;
-  const size_t kp = qc8_padded_k(k);
+  const size_t kp = qc8_padded_k(k), blocks = act_blocks(k);
   uint32_t state = 777;
   auto next = [&state] {
     state = state * 1664525u + 1013904223u;
@@ -126,19 +126,24 @@ bool qs8_matches_reference(const QS8Kernels& set) {
   std::vector<uint8_t> packed(qc8_packed_bytes(k, n));
   qc8w_pack(w.data(), w_scales.data(), bias.data(), k, n, packed.data());
   std::vector<int8_t> want_q(rows * kp), got_q(rows * kp, 1);
-  std::vector<float> want_scales(rows), got_scales(rows);
-  qs8_quantize_scalar(x.data(), k, rows, k, want_q.data(), kp, want_scales.data());
-  set.quantize(x.data(), k, rows, k, got_q.data(), kp, got_scales.data());
-  if (want_q != got_q || std::memcmp(want_scales.data(), got_scales.data(), rows * 4) != 0) {
+  std::vector<float> want_scales(rows * blocks), got_scales(rows * blocks);
+  std::vector<int32_t> want_sums(rows * blocks), got_sums(rows * blocks, 1);
+  qs8_quantize_scalar(x.data(), k, rows, k, want_q.data(), kp, want_scales.data(),
+                      want_sums.data());
+  set.quantize(x.data(), k, rows, k, got_q.data(), kp, got_scales.data(), got_sums.data());
+  if (want_q != got_q || want_sums != got_sums ||
+      std::memcmp(want_scales.data(), got_scales.data(), rows * blocks * 4) != 0) {
     return false;
   }
-  std::vector<int32_t> want(rows * n), got(rows * n, 1);
-  qs8_qc8w_gemm_scalar(packed.data(), k, n, rows, want_q.data(), kp, want.data(), n);
-  set.gemm(packed.data(), k, n, rows, want_q.data(), kp, got.data(), n);
-  if (want != got) return false;
-  std::fill(got.begin(), got.end(), 1);
-  set.gemv(packed.data(), k, n, want_q.data(), got.data());
-  return std::equal(got.begin(), got.begin() + n, want.begin());
+  std::vector<float> want(rows * n), got(rows * n, 1.0f);
+  qs8_qc8w_gemm_scalar(packed.data(), k, n, rows, want_q.data(), kp, want_scales.data(),
+                       want_sums.data(), want.data(), n);
+  set.gemm(packed.data(), k, n, rows, want_q.data(), kp, want_scales.data(), want_sums.data(),
+           got.data(), n);
+  if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) return false;
+  std::fill(got.begin(), got.end(), 1.0f);
+  set.gemv(packed.data(), k, n, want_q.data(), want_scales.data(), want_sums.data(), got.data());
+  return std::memcmp(want.data(), got.data(), n * sizeof(float)) == 0;
 }
 
 const KernelSets<QS8Kernels>& qs8_kernel_sets() {
@@ -163,11 +168,6 @@ const KernelSets<QS8Kernels>& qs8_kernel_sets() {
 Status check_qs8_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes) {
   ES_CHECK_OR_RETURN_ERROR(k > 0 && n > 0, Error::InvalidArgument,
                            "int8 kernel: a [%zu x %zu] weight has no inputs or outputs", n, k);
-  // Every product is at most 127 x 127 in magnitude; their sum must fit an int32.
-  ES_CHECK_OR_RETURN_ERROR(k <= size_t{INT32_MAX} / (127 * 127), Error::InvalidArgument,
-                           "int8 kernel: a [%zu x %zu] weight has too many inputs for exact int32 "
-                           "sums",
-                           n, k);
   ES_CHECK_OR_RETURN_ERROR(packed != nullptr, Error::InvalidArgument,
                            "int8 kernel: the [%zu x %zu] weight has no packing", n, k);
   ES_CHECK_OR_RETURN_ERROR(packed_bytes == qc8_packed_bytes(k, n), Error::InvalidArgument,
@@ -185,28 +185,33 @@ Status qs8_quantize_rows(const QS8Kernels& set, size_t k, size_t rows, const flo
                            "int8 fully connected: %zu rows, the scratch holds %zu", rows,
                            scratch.max_rows);
   ES_CHECK_OR_RETURN_ERROR(
-      rows == 0 || (x != nullptr && scratch.q != nullptr && scratch.scales != nullptr),
+      rows == 0 ||
+          (x != nullptr && scratch.q != nullptr && scratch.scales != nullptr &&
+           scratch.sums != nullptr),
       Error::InvalidArgument, "int8 fully connected: a null input or scratch buffer");
   ES_CHECK_OR_RETURN_ERROR(x_stride >= k, Error::InvalidArgument,
                            "int8 fully connected: input stride %zu is shorter than rows of %zu "
                            "inputs",
                            x_stride, k);
-  if (rows != 0) set.quantize(x, k, rows, x_stride, scratch.q, qc8_padded_k(k), scratch.scales);
+  if (rows != 0) {
+    set.quantize(x, k, rows, x_stride, scratch.q, qc8_padded_k(k), scratch.scales, scratch.sums);
+  }
   return Status();
 }
 
 Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed, size_t packed_bytes,
-                              size_t k, size_t n, size_t rows, const QS8Scratch& scratch,
-                              int32_t* acc, float* y, size_t y_stride) {
+                              size_t k, size_t n, size_t rows, const QS8Scratch& scratch, float* y,
+                              size_t y_stride) {
   ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
   ES_CHECK_OR_RETURN_ERROR(set.gemv != nullptr && set.gemm != nullptr, Error::InvalidArgument,
-                           "int8 fully connected: the kernel set lacks a dot");
+                           "int8 fully connected: the kernel set lacks a GEMV or a GEMM");
   ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
                            "int8 fully connected: %zu rows, the scratch holds %zu", rows,
                            scratch.max_rows);
   ES_CHECK_OR_RETURN_ERROR(
       rows == 0 ||
-          (y != nullptr && acc != nullptr && scratch.q != nullptr && scratch.scales != nullptr),
+          (y != nullptr && scratch.q != nullptr && scratch.scales != nullptr &&
+           scratch.sums != nullptr),
       Error::InvalidArgument, "int8 fully connected: a null output or scratch buffer");
   ES_CHECK_OR_RETURN_ERROR(y_stride >= n, Error::InvalidArgument,
                            "int8 fully connected: output stride %zu is shorter than rows of %zu "
@@ -215,11 +220,10 @@ Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed, size_t 
   if (rows == 0) return Status();
   const size_t kp = qc8_padded_k(k);
   if (rows == 1) {
-    set.gemv(packed, k, n, scratch.q, acc);
+    set.gemv(packed, k, n, scratch.q, scratch.scales, scratch.sums, y);
   } else {
-    set.gemm(packed, k, n, rows, scratch.q, kp, acc, n);
+    set.gemm(packed, k, n, rows, scratch.q, kp, scratch.scales, scratch.sums, y, y_stride);
   }
-  qc8w_dequantize(packed, k, n, rows, acc, n, scratch.scales, y, y_stride);
   return Status();
 }
 

@@ -50,15 +50,14 @@ const KernelSets<F32Kernels>& f32_kernel_sets();
 bool f32_gemv_matches_xnnpack(F32GemvFn gemv);
 bool f32_gemm_matches_xnnpack(F32GemmFn gemm);
 
-// The int8 fully connected's kinds (kernels.h): the quantizer, the integer dot's GEMV and GEMM.
-// The epilogue has one implementation (qc8w_dequantize).
+// The int8 fully connected's kinds (kernels.h): the quantizer, the GEMV and the GEMM.
 struct QS8Kernels {
   QS8QuantizeFn quantize = nullptr;
   QS8QC8WGemvFn gemv = nullptr;
   QS8QC8WGemmFn gemm = nullptr;
 };
 
-// The int8 sets, best() giving the scalar reference's bytes, scales and accumulators on a probe.
+// The int8 sets, best() giving the scalar reference's bytes, scales, sums and floats on a probe.
 const KernelSets<QS8Kernels>& qs8_kernel_sets();
 
 // True when every kind of `set` equals the scalar reference on a probe (rows around the blocks,
@@ -73,22 +72,21 @@ runtime::Status check_f32_kernel_args(size_t k, size_t n, const void* packed, si
 
 // The preconditions of the int8 kernels for an [n, k] weight packed at `packed` in
 // `packed_bytes` bytes (qc8w_pack's layout), run over `rows` rows.
-// Errors: InvalidArgument when k or n is 0, k is too long for exact int32 sums, packed is null or
-// packed_bytes is not qc8_packed_bytes(k, n).
+// Errors: InvalidArgument when k or n is 0, packed is null or packed_bytes is not
+// qc8_packed_bytes(k, n).
 runtime::Status check_qs8_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes);
 
 // Scratch an int8 fully connected run of up to `max_rows` rows of k inputs and n outputs works in,
 // held by the caller so that runs allocate nothing.
 struct QS8Scratch {
   int8_t* q = nullptr;      // max_rows x qc8_padded_k(k) bytes.
-  float* scales = nullptr;  // max_rows floats.
-  int32_t* acc = nullptr;   // max_rows x n int32.
+  float* scales = nullptr;  // max_rows x act_blocks(k) floats.
+  int32_t* sums = nullptr;  // max_rows x act_blocks(k) int32.
   size_t max_rows = 0;
 };
 
 // The same in two steps, for a weight run as column slabs (on several threads): the rows are
-// quantized once into scratch.q and scratch.scales, then each slab runs the dot and the epilogue
-// over them with an accumulator block of its own (`acc`: rows x n int32). A slab of channels
+// quantized once into scratch (q, scales and sums), then each slab runs over them. A slab of channels
 // [first, first + n) with `first` a multiple of kQC8Tile is the packing's tiles from
 // packed + first / kQC8Tile * qc8_tile_bytes(k), and writes y + first.
 // Errors: as above.
@@ -96,8 +94,7 @@ runtime::Status qs8_quantize_rows(const QS8Kernels& set, size_t k, size_t rows, 
                                   size_t x_stride, const QS8Scratch& scratch);
 runtime::Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed,
                                        size_t packed_bytes, size_t k, size_t n, size_t rows,
-                                       const QS8Scratch& scratch, int32_t* acc, float* y,
-                                       size_t y_stride);
+                                       const QS8Scratch& scratch, float* y, size_t y_stride);
 
 // The f32 x f16w fully connected's kinds (kernels.h): GEMV and GEMM over f16w_pack's layout.
 struct F16WKernels {
@@ -140,8 +137,8 @@ bool qc4_matches_reference(const QC4Kernels& set);
 runtime::Status check_qc4_kernel_args(size_t k, size_t n, size_t group, const void* packed,
                                       size_t packed_bytes);
 
-// The int4 fully connected over rows already quantized into `scratch` (qs8_quantize_rows) with
-// their group sums in `xsum8` (qs8_group_sums, rows x k / group): GEMV for one row, GEMM for more,
+// The int4 fully connected over rows already quantized into `scratch` (qs8_quantize_rows, with
+// their blocks' scales and sums): GEMV for one row, GEMM for more,
 // into rows of y (y_stride floats apart). A slab of channels [first, first + n) with `first` a
 // multiple of kQC4Tile is the packing's tiles from packed + first / kQC4Tile *
 // qc4_tile_bytes(k, group), and writes y + first.
@@ -149,8 +146,8 @@ runtime::Status check_qc4_kernel_args(size_t k, size_t n, size_t group, const vo
 // null, the output stride is too short or a kind of `set` is missing; y is not written then.
 runtime::Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed,
                                        size_t packed_bytes, size_t k, size_t n, size_t group,
-                                       size_t rows, const QS8Scratch& scratch,
-                                       const int32_t* xsum8, float* y, size_t y_stride);
+                                       size_t rows, const QS8Scratch& scratch, float* y,
+                                       size_t y_stride);
 
 }  // namespace kernels
 }  // namespace xnnpack

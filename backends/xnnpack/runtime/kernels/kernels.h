@@ -58,26 +58,39 @@ void f32_gemm_8x32_avx512f(const float* packed, size_t k, size_t n, size_t rows,
                            size_t x_stride, float* y, size_t y_stride, const void* prefetch,
                            size_t prefetch_bytes);
 
-// Dynamically quantized fully connected: float activations quantized to int8 per row at run time
-// (qs8: symmetric, scale = max|x| / 127, round to nearest even, so a row's result never depends on
+// Dynamically quantized fully connected: float activations quantized to int8 at run time in
+// blocks of kActBlock inputs (qs8: per row and block, symmetric, scale = max|x_b| / 127, round to
+// nearest even; an all-zero block has scale 0 and zero values; a row's result never depends on
 // the other rows), int8 weights with one float scale per output channel (qc8w: symmetric, from
-// the file's canonical row-major int8 [n, k] and float scales [n]), an integer dot with int32
-// accumulation, and one float epilogue: y = (x_scale * w_scale[j]) * float(acc) + bias[j].
+// the file's canonical row-major int8 [n, k] and float scales [n]). Per row and channel:
+//   d_b = the exact int32 dot of block b's int8 activations and weights
+//   acc = fma(float(d_b), x_scale_b, acc) over the blocks in order, from 0
+//   y   = fma(acc, w_scale, bias)
+// Every path fuses the same multiply-adds in the same order, so every path gives the same bits,
+// and a row's bits are the same from the GEMV and from the GEMM. Per-block activation scales keep
+// an outlier channel from flattening the rest of its row (llama.cpp's Q8_0 activations are
+// blocked the same way); the float work they add is one convert and one multiply-add per block.
 //
-// The packed layout (made once, at load, by qc8w_pack): tiles of kQC8Tile output channels, each
-//   [16 x int32: the sum of the channel's weights]   what an unsigned-activation dot subtracts
+// The packed layout (made once, at load, by qc8w_pack; in memory only): tiles of kQC8Tile output
+// channels, each
 //   [16 x float: the channel's scale]
 //   [16 x float: the channel's bias, 0 without one]
-//   [kp / 4 groups of 16 channels x 4 consecutive inputs, int8]   (64 bytes a group)
-// with kp = k rounded up to kQC8KBlock and everything past n or k zero. A group is what one
-// 512-bit VNNI instruction (or two 256-bit multiply-adds) consumes against 4 broadcast activation
-// bytes, so the one-row kernels stream the weight once, in order, 64 bytes at a time per tile.
+//   [kp / 4 groups of 16 channels x 4 consecutive inputs, each weight + 128 as uint8]
+// with kp = k rounded up to kActBlock and weights past n or k zero. A group is what one 512-bit
+// VNNI instruction (or two 256-bit multiply-adds) consumes against 4 broadcast activation bytes,
+// so the one-row kernels stream the weight once, in order, 64 bytes at a time per tile. The
+// weights go in as unsigned bytes because VNNI multiplies unsigned by signed bytes: against the
+// signed activations each block's dot then carries 128 * the block's activation sum, which the
+// kernels take off (the sums come with the quantized rows), and the stream stays one byte a weight.
 // Quantized rows are kp bytes long, zero past k.
+constexpr size_t kActBlock = 32;
 constexpr size_t kQC8Tile = 16;
 constexpr size_t kQC8KBlock = 4;
-constexpr size_t kQC8HeaderBytes = kQC8Tile * 3 * 4;
+constexpr size_t kQC8HeaderBytes = kQC8Tile * 2 * 4;
 
-constexpr size_t qc8_padded_k(size_t k) { return (k + kQC8KBlock - 1) / kQC8KBlock * kQC8KBlock; }
+constexpr size_t qc8_padded_k(size_t k) { return (k + kActBlock - 1) / kActBlock * kActBlock; }
+// Activation blocks (scales and sums) per row of k inputs.
+constexpr size_t act_blocks(size_t k) { return qc8_padded_k(k) / kActBlock; }
 constexpr size_t qc8_tile_bytes(size_t k) { return kQC8HeaderBytes + qc8_padded_k(k) * kQC8Tile; }
 // Bytes of the packing of an [n, k] int8 weight.
 constexpr size_t qc8_packed_bytes(size_t k, size_t n) {
@@ -91,46 +104,47 @@ void qc8w_pack(const int8_t* weight, const float* scales, const float* bias, siz
                void* packed);
 
 // Quantizes `rows` rows of k floats (x_stride apart; finite) to qc8_padded_k(k) int8 each
-// (q_stride apart, zero past k) and their scales.
+// (q_stride apart, zero past k) with act_blocks(k) scales and int32 sums of the block's int8
+// values per row (row r's at scales + r * act_blocks(k) and sums + r * act_blocks(k)).
 using QS8QuantizeFn = void (*)(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
-                               size_t q_stride, float* scales);
+                               size_t q_stride, float* scales, int32_t* sums);
 void qs8_quantize_scalar(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
-                         size_t q_stride, float* scales);
+                         size_t q_stride, float* scales, int32_t* sums);
 void qs8_quantize_avx2(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
-                       size_t q_stride, float* scales);
+                       size_t q_stride, float* scales, int32_t* sums);
 void qs8_quantize_avx512f(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
-                          size_t q_stride, float* scales);
+                          size_t q_stride, float* scales, int32_t* sums);
 
-// The integer dot: acc[r][j] = sum_i q[r][i] * w[j][i] for j < n, exactly (int32; no overflow for
-// k below 2^31 / 127^2, about 133 thousand).
-// GEMV: one row.
+// The int8 fully connected over quantized rows: x_scales and x_sums as the quantizer writes them.
+// GEMV: one row to y[0, n).
 using QS8QC8WGemvFn = void (*)(const void* packed, size_t k, size_t n, const int8_t* q,
-                               int32_t* acc);
-void qs8_qc8w_gemv_scalar(const void* packed, size_t k, size_t n, const int8_t* q, int32_t* acc);
+                               const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qc8w_gemv_scalar(const void* packed, size_t k, size_t n, const int8_t* q,
+                          const float* x_scales, const int32_t* x_sums, float* y);
 // Four tiles at a time (four streams in flight), as the f32 GEMV.
-void qs8_qc8w_gemv_4x16_avx2(const void* packed, size_t k, size_t n, const int8_t* q, int32_t* acc);
+void qs8_qc8w_gemv_4x16_avx2(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y);
 void qs8_qc8w_gemv_4x16_avxvnni(const void* packed, size_t k, size_t n, const int8_t* q,
-                                int32_t* acc);
+                                const float* x_scales, const int32_t* x_sums, float* y);
 void qs8_qc8w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, const int8_t* q,
-                                   int32_t* acc);
-// GEMM: `rows` rows (q_stride bytes apart) to rows of acc (acc_stride int32 apart).
+                                   const float* x_scales, const int32_t* x_sums, float* y);
+// GEMM: `rows` rows (q_stride bytes apart; scales and sums act_blocks(k) apart) to rows of y
+// (y_stride floats apart).
 using QS8QC8WGemmFn = void (*)(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
-                               size_t q_stride, int32_t* acc, size_t acc_stride);
+                               size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                               float* y, size_t y_stride);
 void qs8_qc8w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
-                          size_t q_stride, int32_t* acc, size_t acc_stride);
+                          size_t q_stride, const float* x_scales, const int32_t* x_sums, float* y,
+                          size_t y_stride);
 void qs8_qc8w_gemm_4x16_avx2(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
-                             size_t q_stride, int32_t* acc, size_t acc_stride);
+                             size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                             float* y, size_t y_stride);
 void qs8_qc8w_gemm_4x16_avxvnni(const void* packed, size_t k, size_t n, size_t rows,
-                                const int8_t* q, size_t q_stride, int32_t* acc, size_t acc_stride);
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride);
 void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
-                                   const int8_t* q, size_t q_stride, int32_t* acc,
-                                   size_t acc_stride);
-
-// The epilogue (one implementation for every path, so every path's floats are the same):
-// y[r][j] = (x_scales[r] * w_scale[j]) * float(acc[r][j]) + bias[j], w_scale and bias from the
-// packing.
-void qc8w_dequantize(const void* packed, size_t k, size_t n, size_t rows, const int32_t* acc,
-                     size_t acc_stride, const float* x_scales, float* y, size_t y_stride);
+                                   const int8_t* q, size_t q_stride, const float* x_scales,
+                                   const int32_t* x_sums, float* y, size_t y_stride);
 
 // f32 activations times IEEE half weights (f16w), f32 output: the weights are read as halves (half
 // the bytes of f32, what one-row runs are bound by) and widened in registers, with no convert of
@@ -182,13 +196,15 @@ void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t r
                                 size_t prefetch_bytes);
 
 
-// Dynamically quantized int4 fully connected: activations as above (qs8 per row), weights signed
-// 4-bit in groups of `group` inputs (32, 64 or 128) with one float16 scale per channel and group
-// (qc4w, exir/quantize.py; the file's canonical layout is uint8 [n, k / 2], element 2i in the low
-// nibble of byte i, two's complement, and float16 scales [n, k / group]). Per row and channel:
-//   sum_g = the exact int32 dot of the group's int8 activations and int4 weights
-//   acc   = fma(float(sum_g), scale_g, acc) over the groups in order, from 0
-//   y     = fma(acc, x_scale, bias)
+// Dynamically quantized int4 fully connected: activations as above (qs8, blocks of kActBlock),
+// weights signed 4-bit in groups of `group` inputs (32, 64 or 128: whole activation blocks) with
+// one float16 scale per channel and group (qc4w, exir/quantize.py; the file's canonical layout is
+// uint8 [n, k / 2], element 2i in the low nibble of byte i, two's complement, and float16 scales
+// [n, k / group]). Per row and channel:
+//   d_b = the exact int32 dot of activation block b's int8 values and int4 weights
+//   acc = fma(float(d_b), x_scale_b * w_scale_g, acc) over the blocks in order (g: b's group),
+//         from 0, the product x_scale_b * w_scale_g rounded to float first
+//   y   = acc + bias
 // Every path fuses the same multiply-adds in the same order, so every path gives the same bits.
 //
 // The packed layout (made once, at load, by qc4w_pack): tiles of kQC4Tile output channels, each
@@ -202,7 +218,7 @@ void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t r
 // channel c in its low nibble and input i0 + 4 + j in its high nibble, each as weight + 8 (0..15),
 // so an unsigned-by-signed dot (VNNI's, or AVX2's multiply-add) reads the low nibbles against 4
 // broadcast activation bytes and the high nibbles against the next 4. The + 8 adds 8 * (the sum of
-// the group's activations) to each dot, which the kernels subtract (`xsum8`, qs8_group_sums).
+// the activation block) to each block's dot, which the kernels subtract (the quantizer's sums).
 // Channels past n are zero. k is a multiple of the group, so quantized rows have no padding.
 constexpr size_t kQC4Tile = 16;
 constexpr size_t kQC4KBlock = 8;
@@ -237,37 +253,37 @@ constexpr size_t qc4_packed_bytes(size_t k, size_t n, size_t group) {
 void qc4w_pack(const uint8_t* weight, const uint16_t* scales, const float* bias, size_t k, size_t n,
                size_t group, void* packed);
 
-// 8 * the sum of each group's int8 activations, per row: xsum8[r * groups + g] (groups = k / group).
-void qs8_group_sums(const int8_t* q, size_t k, size_t rows, size_t q_stride, size_t group,
-                    int32_t* xsum8);
-
-// GEMV: one row (q: k int8, xsum8: its group sums, x_scale its scale) to y[0, n).
+// GEMV: one row (q: k int8, x_scales and x_sums: its blocks' as the quantizer writes them) to
+// y[0, n).
 using QS8QC4WGemvFn = void (*)(const void* packed, size_t k, size_t n, size_t group,
-                               const int8_t* q, const int32_t* xsum8, float x_scale, float* y);
+                               const int8_t* q, const float* x_scales, const int32_t* x_sums,
+                               float* y);
 void qs8_qc4w_gemv_scalar(const void* packed, size_t k, size_t n, size_t group, const int8_t* q,
-                          const int32_t* xsum8, float x_scale, float* y);
+                          const float* x_scales, const int32_t* x_sums, float* y);
 // Two tiles at a time (two weight streams).
 void qs8_qc4w_gemv_2x16_avx2(const void* packed, size_t k, size_t n, size_t group,
-                             const int8_t* q, const int32_t* xsum8, float x_scale, float* y);
+                             const int8_t* q, const float* x_scales, const int32_t* x_sums,
+                             float* y);
 // Four tiles at a time (four weight streams).
 void qs8_qc4w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
-                                   const int8_t* q, const int32_t* xsum8, float x_scale, float* y);
-// GEMM: `rows` rows (q_stride bytes apart, xsum8 rows k / group apart) to rows of y (y_stride
-// floats apart); each weight block is unpacked once for a tile of rows.
+                                   const int8_t* q, const float* x_scales, const int32_t* x_sums,
+                                   float* y);
+// GEMM: `rows` rows (q_stride bytes apart, scales and sums act_blocks(k) apart) to rows of y
+// (y_stride floats apart); each weight block is unpacked once for a tile of rows.
 using QS8QC4WGemmFn = void (*)(const void* packed, size_t k, size_t n, size_t group, size_t rows,
-                               const int8_t* q, size_t q_stride, const int32_t* xsum8,
-                               const float* x_scales, float* y, size_t y_stride);
+                               const int8_t* q, size_t q_stride, const float* x_scales,
+                               const int32_t* x_sums, float* y, size_t y_stride);
 void qs8_qc4w_gemm_scalar(const void* packed, size_t k, size_t n, size_t group, size_t rows,
-                          const int8_t* q, size_t q_stride, const int32_t* xsum8,
-                          const float* x_scales, float* y, size_t y_stride);
+                          const int8_t* q, size_t q_stride, const float* x_scales,
+                          const int32_t* x_sums, float* y, size_t y_stride);
 // Two rows by one tile at a time.
 void qs8_qc4w_gemm_2x16_avx2(const void* packed, size_t k, size_t n, size_t group, size_t rows,
-                             const int8_t* q, size_t q_stride, const int32_t* xsum8,
-                             const float* x_scales, float* y, size_t y_stride);
+                             const int8_t* q, size_t q_stride, const float* x_scales,
+                             const int32_t* x_sums, float* y, size_t y_stride);
 // Four rows by two tiles at a time.
 void qs8_qc4w_gemm_4x32_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
                                    size_t rows, const int8_t* q, size_t q_stride,
-                                   const int32_t* xsum8, const float* x_scales, float* y,
+                                   const float* x_scales, const int32_t* x_sums, float* y,
                                    size_t y_stride);
 
 }  // namespace kernels

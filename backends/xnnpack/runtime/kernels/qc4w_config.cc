@@ -25,7 +25,8 @@ bool qc4_matches_reference(const QC4Kernels& set) {
     const size_t k = 3 * 128, n = 85, rows = 11, groups = k / group;
     std::vector<uint8_t> w(n * k / 2);
     std::vector<uint16_t> scales(n * groups);
-    std::vector<float> bias(n), x_scales(rows);
+    std::vector<float> bias(n), x_scales(rows * k / kActBlock);
+    std::vector<int32_t> x_sums(rows * k / kActBlock);
     std::vector<int8_t> q(rows * k);
     for (uint8_t& v : w) v = static_cast<uint8_t>(next());
     // Finite positive float16 values between 2^-14 and 2.
@@ -35,15 +36,17 @@ bool qc4_matches_reference(const QC4Kernels& set) {
     for (int8_t& v : q) v = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
     std::vector<uint8_t> packed(qc4_packed_bytes(k, n, group));
     qc4w_pack(w.data(), scales.data(), bias.data(), k, n, group, packed.data());
-    std::vector<int32_t> xsum8(rows * groups);
-    qs8_group_sums(q.data(), k, rows, k, group, xsum8.data());
+    for (size_t b = 0; b < x_sums.size(); ++b) {
+      x_sums[b] = 0;
+      for (size_t i = 0; i < kActBlock; ++i) x_sums[b] += q[b * kActBlock + i];
+    }
     std::vector<float> want(rows * n), got(rows * n, 1.0f);
-    qs8_qc4w_gemm_scalar(packed.data(), k, n, group, rows, q.data(), k, xsum8.data(),
-                         x_scales.data(), want.data(), n);
-    set.gemm(packed.data(), k, n, group, rows, q.data(), k, xsum8.data(), x_scales.data(),
+    qs8_qc4w_gemm_scalar(packed.data(), k, n, group, rows, q.data(), k, x_scales.data(),
+                         x_sums.data(), want.data(), n);
+    set.gemm(packed.data(), k, n, group, rows, q.data(), k, x_scales.data(), x_sums.data(),
              got.data(), n);
     if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) return false;
-    set.gemv(packed.data(), k, n, group, q.data(), xsum8.data(), x_scales[0], got.data());
+    set.gemv(packed.data(), k, n, group, q.data(), x_scales.data(), x_sums.data(), got.data());
     if (std::memcmp(want.data(), got.data(), n * sizeof(float)) != 0) return false;
   }
   return true;
@@ -83,8 +86,7 @@ Status check_qc4_kernel_args(size_t k, size_t n, size_t group, const void* packe
 
 Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed, size_t packed_bytes,
                               size_t k, size_t n, size_t group, size_t rows,
-                              const QS8Scratch& scratch, const int32_t* xsum8, float* y,
-                              size_t y_stride) {
+                              const QS8Scratch& scratch, float* y, size_t y_stride) {
   ES_RETURN_IF_ERROR(check_qc4_kernel_args(k, n, group, packed, packed_bytes));
   ES_CHECK_OR_RETURN_ERROR(set.gemv != nullptr && set.gemm != nullptr, Error::InvalidArgument,
                            "int4 fully connected: the kernel set lacks a GEMV or a GEMM");
@@ -93,7 +95,8 @@ Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed, size_t 
                            scratch.max_rows);
   ES_CHECK_OR_RETURN_ERROR(
       rows == 0 ||
-          (y != nullptr && xsum8 != nullptr && scratch.q != nullptr && scratch.scales != nullptr),
+          (y != nullptr && scratch.q != nullptr && scratch.scales != nullptr &&
+           scratch.sums != nullptr),
       Error::InvalidArgument, "int4 fully connected: a null output or scratch buffer");
   ES_CHECK_OR_RETURN_ERROR(y_stride >= n, Error::InvalidArgument,
                            "int4 fully connected: output stride %zu is shorter than rows of %zu "
@@ -101,10 +104,10 @@ Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed, size_t 
                            y_stride, n);
   if (rows == 0) return Status();
   if (rows == 1) {
-    set.gemv(packed, k, n, group, scratch.q, xsum8, scratch.scales[0], y);
+    set.gemv(packed, k, n, group, scratch.q, scratch.scales, scratch.sums, y);
   } else {
-    set.gemm(packed, k, n, group, rows, scratch.q, qc8_padded_k(k), xsum8, scratch.scales, y,
-             y_stride);
+    set.gemm(packed, k, n, group, rows, scratch.q, qc8_padded_k(k), scratch.scales, scratch.sums,
+             y, y_stride);
   }
   return Status();
 }

@@ -48,18 +48,6 @@ void qc4w_pack(const uint8_t* weight, const uint16_t* scales, const float* bias,
   }
 }
 
-void qs8_group_sums(const int8_t* q, size_t k, size_t rows, size_t q_stride, size_t group,
-                    int32_t* xsum8) {
-  const size_t groups = k / group;
-  for (size_t r = 0; r < rows; ++r) {
-    for (size_t g = 0; g < groups; ++g) {
-      int32_t sum = 0;
-      for (size_t i = 0; i < group; ++i) sum += q[r * q_stride + g * group + i];
-      xsum8[r * groups + g] = 8 * sum;
-    }
-  }
-}
-
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

@@ -20,16 +20,17 @@ namespace xnnpack {
 namespace kernels {
 namespace {
 
-// What a block reads and writes: tiles from `tile0` (`tile_bytes` apart), rows of q and xsum8 from
-// `row0`, outputs at y (channel 0 of the first tile) of which the last tile's first `last_count`.
+// What a block reads and writes: tiles from `tile0` (`tile_bytes` apart), rows of q from `q` and
+// of the activation blocks' scales and sums from `x_scales` and `x_sums` (`blocks` apart), outputs
+// at y (channel 0 of the first tile) of which the last tile's first `last_count`.
 struct QC4Args {
   const uint8_t* tile0;
   size_t tile_bytes;
-  size_t k, group, groups;
+  size_t k, group, groups, blocks;
   const int8_t* q;
   size_t q_stride;
-  const int32_t* xsum8;
   const float* x_scales;
+  const int32_t* x_sums;
   float* y;
   size_t y_stride;
   size_t last_count;
@@ -70,12 +71,12 @@ inline int32_t load4(const int8_t* p) {
 // Rows in chunks of R (then two, then one at a time), tiles in chunks of T (then one at a time).
 template <class K, int R, int T>
 inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_t rows,
-                     const int8_t* q, size_t q_stride, const int32_t* xsum8, const float* x_scales,
-                     float* y, size_t y_stride, bool prefetch) {
+                     const int8_t* q, size_t q_stride, const float* x_scales,
+                     const int32_t* x_sums, float* y, size_t y_stride, bool prefetch) {
   const size_t tile_bytes = qc4_tile_bytes(k, group);
   const size_t tiles = (n + kQC4Tile - 1) / kQC4Tile;
   const size_t last = n - (tiles - 1) * kQC4Tile;
-  const size_t groups = k / group;
+  const size_t groups = k / group, blocks = k / kActBlock;
   const uint8_t* base = static_cast<const uint8_t*>(packed);
   if (prefetch) {
     // The first tiles' first kGemvPrefetchBytes, which no prefetch ahead of a load names: asked
@@ -95,10 +96,11 @@ inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_
               k,
               group,
               groups,
+              blocks,
               q + r * q_stride,
               q_stride,
-              xsum8 + r * groups,
-              x_scales + r,
+              x_scales + r * blocks,
+              x_sums + r * blocks,
               nullptr,
               y_stride,
               0,
@@ -143,52 +145,15 @@ struct QC4Avx512Vnni {
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) facc[r][t] = _mm512_setzero_ps();
     }
-    for (size_t g = 0; g < a.groups; ++g) {
-      // Each dot starts from -8 * the group's activation sum, which the + 8 of the nibbles adds.
-      __m512i acc[R][T], acc_hi[kRh][kTh];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m512i start = _mm512_set1_epi32(-a.xsum8[r * a.groups + g]);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) acc[r][t] = start;
-      }
-#pragma GCC unroll 16
-      for (int r = 0; r < kRh; ++r) {
-#pragma GCC unroll 16
-        for (int t = 0; t < kTh; ++t) acc_hi[r][t] = _mm512_setzero_si512();
-      }
-      const size_t at = qc4_blocks_offset(g, a.group);
+    // One loop over the activation blocks (a group is one or more), so that the four 8-input
+    // steps of a block unroll whole.
+    const size_t per_group = a.group / kActBlock;
+    size_t g = 0, in_group = 0;
+    for (size_t b = 0; b < a.blocks; ++b) {
+      const size_t at = qc4_blocks_offset(g, a.group) +
+                        in_group * (kActBlock / kQC4KBlock) * kQC4BlockBytes;
       const size_t scales_at = qc4_scales_offset(g, a.group);
-      prefetch_scales<T>(a, g, scales_at);
-#pragma GCC unroll 4
-      for (size_t i = 0; i < a.group; i += kQC4KBlock) {
-        __m512i lo[T], hi[T];
-        const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
-        const size_t wrap = wrap_at(a, offset);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
-          if (a.prefetch) prefetch_wrapped(p, wrap);
-          const __m512i v = _mm512_loadu_si512(p);
-          lo[t] = _mm512_and_si512(v, mask);
-          hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
-        }
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
-          const __m512i xl = _mm512_set1_epi32(load4(x));
-          const __m512i xh = _mm512_set1_epi32(load4(x + 4));
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) {
-            acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], lo[t], xl);
-            if (kSplit) {
-              acc_hi[r % kRh][t % kTh] = _mm512_dpbusd_epi32(acc_hi[r % kRh][t % kTh], hi[t], xh);
-            } else {
-              acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], hi[t], xh);
-            }
-          }
-        }
-      }
+      if (in_group == 0) prefetch_scales<T>(a, g, scales_at);
       __m512 scale[T];
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
@@ -198,14 +163,65 @@ struct QC4Avx512Vnni {
         scale[t] =
             _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
       }
+      {
+        // Each dot starts from -8 * the block's activation sum, which the + 8 of the nibbles adds.
+        __m512i acc[R][T], acc_hi[kRh][kTh];
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
+        for (int r = 0; r < R; ++r) {
+          const __m512i start = _mm512_set1_epi32(-8 * a.x_sums[r * a.blocks + b]);
 #pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const __m512i sum =
-              kSplit ? _mm512_add_epi32(acc[r][t], acc_hi[r % kRh][t % kTh]) : acc[r][t];
-          facc[r][t] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sum), scale[t], facc[r][t]);
+          for (int t = 0; t < T; ++t) acc[r][t] = start;
         }
+#pragma GCC unroll 16
+        for (int r = 0; r < kRh; ++r) {
+#pragma GCC unroll 16
+          for (int t = 0; t < kTh; ++t) acc_hi[r][t] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 4
+        for (size_t i = 0; i < kActBlock; i += kQC4KBlock) {
+          __m512i lo[T], hi[T];
+          const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
+          const size_t wrap = wrap_at(a, offset);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
+            if (a.prefetch) prefetch_wrapped(p, wrap);
+            const __m512i v = _mm512_loadu_si512(p);
+            lo[t] = _mm512_and_si512(v, mask);
+            hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+          }
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            const int8_t* x = a.q + r * a.q_stride + b * kActBlock + i;
+            const __m512i xl = _mm512_set1_epi32(load4(x));
+            const __m512i xh = _mm512_set1_epi32(load4(x + 4));
+#pragma GCC unroll 16
+            for (int t = 0; t < T; ++t) {
+              acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], lo[t], xl);
+              if (kSplit) {
+                acc_hi[r % kRh][t % kTh] =
+                    _mm512_dpbusd_epi32(acc_hi[r % kRh][t % kTh], hi[t], xh);
+              } else {
+                acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], hi[t], xh);
+              }
+            }
+          }
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m512 xs = _mm512_set1_ps(a.x_scales[r * a.blocks + b]);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            const __m512i sum =
+                kSplit ? _mm512_add_epi32(acc[r][t], acc_hi[r % kRh][t % kTh]) : acc[r][t];
+            facc[r][t] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sum),
+                                         _mm512_maskz_mul_ps(0xFFFF, xs, scale[t]), facc[r][t]);
+          }
+        }
+      }
+      if (++in_group == per_group) {
+        in_group = 0;
+        ++g;
       }
     }
 #pragma GCC unroll 16
@@ -215,7 +231,7 @@ struct QC4Avx512Vnni {
                                         : static_cast<__mmask16>(0xFFFF);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const __m512 out = _mm512_fmadd_ps(facc[r][t], _mm512_set1_ps(a.x_scales[r]), bias);
+        const __m512 out = _mm512_maskz_add_ps(0xFFFF, facc[r][t], bias);
         _mm512_mask_storeu_ps(a.y + r * a.y_stride + t * kQC4Tile, keep, out);
       }
     }
@@ -236,51 +252,15 @@ struct QC4Avx2 {
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) facc[r][t][0] = facc[r][t][1] = _mm256_setzero_ps();
     }
-    for (size_t g = 0; g < a.groups; ++g) {
-      // Each dot starts from -8 * the group's activation sum, which the + 8 of the nibbles adds.
-      __m256i acc[R][T][2];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m256i start = _mm256_set1_epi32(-a.xsum8[r * a.groups + g]);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = start;
-      }
-      const size_t at = qc4_blocks_offset(g, a.group);
+    // One loop over the activation blocks (a group is one or more), so that the four 8-input
+    // steps of a block unroll whole.
+    const size_t per_group = a.group / kActBlock;
+    size_t g = 0, in_group = 0;
+    for (size_t b = 0; b < a.blocks; ++b) {
+      const size_t at = qc4_blocks_offset(g, a.group) +
+                        in_group * (kActBlock / kQC4KBlock) * kQC4BlockBytes;
       const size_t scales_at = qc4_scales_offset(g, a.group);
-      prefetch_scales<T>(a, g, scales_at);
-#pragma GCC unroll 4
-      for (size_t i = 0; i < a.group; i += kQC4KBlock) {
-        __m256i lo[T][2], hi[T][2];
-        const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
-        const size_t wrap = wrap_at(a, offset);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
-          if (a.prefetch) prefetch_wrapped(p, wrap);
-#pragma GCC unroll 16
-          for (int h = 0; h < 2; ++h) {
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
-            lo[t][h] = _mm256_and_si256(v, mask);
-            hi[t][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-          }
-        }
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const int8_t* x = a.q + r * a.q_stride + g * a.group + i;
-          const __m256i xl = _mm256_set1_epi32(load4(x));
-          const __m256i xh = _mm256_set1_epi32(load4(x + 4));
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 16
-            for (int h = 0; h < 2; ++h) {
-              // Each 16-bit pair sum is at most 2 * 15 * 128: no saturation, and two fit.
-              const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo[t][h], xl),
-                                                     _mm256_maddubs_epi16(hi[t][h], xh));
-              acc[r][t][h] = _mm256_add_epi32(acc[r][t][h], _mm256_madd_epi16(pairs, ones));
-            }
-          }
-        }
-      }
+      if (in_group == 0) prefetch_scales<T>(a, g, scales_at);
       __m256 scale[T][2];
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
@@ -291,16 +271,64 @@ struct QC4Avx2 {
               _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
         }
       }
+      {
+        // Each dot starts from -8 * the block's activation sum, which the + 8 of the nibbles adds.
+        __m256i acc[R][T][2];
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
+        for (int r = 0; r < R; ++r) {
+          const __m256i start = _mm256_set1_epi32(-8 * a.x_sums[r * a.blocks + b]);
 #pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
+          for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = start;
+        }
+#pragma GCC unroll 4
+        for (size_t i = 0; i < kActBlock; i += kQC4KBlock) {
+          __m256i lo[T][2], hi[T][2];
+          const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
+          const size_t wrap = wrap_at(a, offset);
 #pragma GCC unroll 16
-          for (int h = 0; h < 2; ++h) {
-            facc[r][t][h] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]), scale[t][h], facc[r][t][h]);
+          for (int t = 0; t < T; ++t) {
+            const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
+            if (a.prefetch) prefetch_wrapped(p, wrap);
+#pragma GCC unroll 16
+            for (int h = 0; h < 2; ++h) {
+              const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
+              lo[t][h] = _mm256_and_si256(v, mask);
+              hi[t][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+            }
+          }
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            const int8_t* x = a.q + r * a.q_stride + b * kActBlock + i;
+            const __m256i xl = _mm256_set1_epi32(load4(x));
+            const __m256i xh = _mm256_set1_epi32(load4(x + 4));
+#pragma GCC unroll 16
+            for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
+              for (int h = 0; h < 2; ++h) {
+                // Each 16-bit pair sum is at most 2 * 15 * 128: no saturation, and two fit.
+                const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo[t][h], xl),
+                                                       _mm256_maddubs_epi16(hi[t][h], xh));
+                acc[r][t][h] = _mm256_add_epi32(acc[r][t][h], _mm256_madd_epi16(pairs, ones));
+              }
+            }
           }
         }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m256 xs = _mm256_set1_ps(a.x_scales[r * a.blocks + b]);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
+            for (int h = 0; h < 2; ++h) {
+              facc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]),
+                                              _mm256_mul_ps(xs, scale[t][h]), facc[r][t][h]);
+            }
+          }
+        }
+      }
+      if (++in_group == per_group) {
+        in_group = 0;
+        ++g;
       }
     }
 #pragma GCC unroll 16
@@ -310,11 +338,9 @@ struct QC4Avx2 {
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         alignas(32) float out[kQC4Tile];
-        const __m256 xs = _mm256_set1_ps(a.x_scales[r]);
 #pragma GCC unroll 16
         for (int h = 0; h < 2; ++h) {
-          _mm256_store_ps(out + 8 * h,
-                          _mm256_fmadd_ps(facc[r][t][h], xs, _mm256_loadu_ps(bias + 8 * h)));
+          _mm256_store_ps(out + 8 * h, _mm256_add_ps(facc[r][t][h], _mm256_loadu_ps(bias + 8 * h)));
         }
         std::memcpy(a.y + r * a.y_stride + t * kQC4Tile, out, count * sizeof(float));
       }

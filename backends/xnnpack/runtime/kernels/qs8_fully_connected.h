@@ -15,8 +15,7 @@ namespace xnnpack {
 namespace kernels {
 
 // y = the int8 fully connected of `rows` rows of x (x_stride floats apart) into rows of y
-// (y_stride floats apart): quantize, integer dot (GEMV for one row, GEMM for more), epilogue,
-// with `set`'s kernels.
+// (y_stride floats apart): quantize, then GEMV for one row or GEMM for more, with `set`'s kernels.
 // Errors: InvalidArgument when check_qs8_kernel_args fails, rows exceed the scratch, a buffer is
 // null or a stride is too short, or a kind of `set` is missing; y is not written then.
 runtime::Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* packed,
@@ -24,14 +23,14 @@ runtime::Status qs8_qc8w_fully_connected(const QS8Kernels& set, const void* pack
                                          const float* x, size_t x_stride, float* y, size_t y_stride,
                                          const QS8Scratch& scratch);
 
-// All of it for `rows` rows of x (x_stride floats apart): quantize with `qs8`'s quantizer, group
-// sums into `xsum8` (rows x k / group int32, held by the caller), then qs8_qc4w_run_quantized.
+// All of it for `rows` rows of x (x_stride floats apart): quantize with `qs8`'s quantizer, then
+// qs8_qc4w_run_quantized.
 // Errors: as qs8_quantize_rows and qs8_qc4w_run_quantized; y is not written then.
 runtime::Status qs8_qc4w_fully_connected(const QS8Kernels& qs8, const QC4Kernels& set,
                                          const void* packed, size_t packed_bytes, size_t k,
                                          size_t n, size_t group, size_t rows, const float* x,
                                          size_t x_stride, float* y, size_t y_stride,
-                                         const QS8Scratch& scratch, int32_t* xsum8);
+                                         const QS8Scratch& scratch);
 
 }  // namespace kernels
 }  // namespace xnnpack

@@ -1,17 +1,19 @@
 // What the int4 fully connected kernels cost, measured (printed, never asserted), at the shapes of
 // //bench:llm's model ([out x in]: 1024 x 1024, 2816 x 1024, 1024 x 2816, 32000 x 1024), groups of
-// 32, every path the CPU runs, with the int8 kernels over the same shape as the peer. Per shape:
+// 32 (or the OUTxIN shapes given as arguments), every path the CPU runs, int4 and int8 over the
+// same shape. Per shape:
 //   GEMV hot:      one row over one weight again and again (it stays in L2 or L3): the kernel's
 //                  compute, cycles per weight at the clock measured at the start;
 //   GEMV streamed: one row over copies of the weight taking turns, 96 MiB in all (three times
 //                  L3), as a decode step reads its weights from memory; whole, and in column
 //                  slabs (one call each) as the delegate runs it;
-//   GEMM 64 rows:  a prefill's 64 rows over one weight (hot), the epilogue included.
+//   GEMM 64 rows:  a prefill's 64 rows over one weight (hot), the epilogue included (as in every
+//                  case).
 // Every case runs once per round, rounds interleaved so that other jobs on the shared machine
-// slow all alike; the best (minimum) and median over rounds are printed. The integer kernels run
-// on rows quantized and group-summed once (the quantizer is not what is measured).
+// slow all alike; the best (minimum) and median over rounds are printed. The kernels run on rows
+// quantized once (the quantizer is not what is measured).
 //
-//   ./bazelw run -c opt //backends/xnnpack/runtime/kernels:qs8_qc4w_bench
+//   ./bazelw run -c opt //backends/xnnpack/runtime/kernels:qs8_qc4w_bench [-- 576x576 ...]
 
 #include <sys/mman.h>
 
@@ -123,12 +125,29 @@ void bench_shape(size_t n, size_t k, double ghz) {
                 static_cast<uint8_t*>(qc8.p) + c * qc8_stride);
     }
   }
-  // Rows quantized and group-summed once.
+  // Rows quantized once, with their blocks' scales and sums.
+  std::vector<float> x(kRows * k);
+  for (float& v : x) v = static_cast<float>(next(&state) % 2001) / 100.0f - 10.0f;
   std::vector<int8_t> q(kRows * qc8_padded_k(k));
-  for (int8_t& v : q) v = static_cast<int8_t>(static_cast<int>(next(&state) % 255) - 127);
-  std::vector<int32_t> xsum8(kRows * groups), acc(kRows * n);
-  qs8_group_sums(q.data(), k, kRows, qc8_padded_k(k), kGroup, xsum8.data());
-  std::vector<float> x_scales(kRows, 1.0f / 512), y(kRows * n);
+  std::vector<float> x_scales(kRows * act_blocks(k)), y(kRows * n);
+  std::vector<int32_t> x_sums(kRows * act_blocks(k));
+  qs8_quantize_scalar(x.data(), k, kRows, k, q.data(), qc8_padded_k(k), x_scales.data(),
+                      x_sums.data());
+  // Each run as the delegate runs it on quantized rows.
+  auto qc4_gemv = [&](const QC4Kernels& set, const void* w, size_t in, size_t cols, float* out) {
+    set.gemv(w, in, cols, kGroup, q.data(), x_scales.data(), x_sums.data(), out);
+  };
+  auto qc4_gemm = [&](const QC4Kernels& set, const void* w, size_t in, size_t cols, float* out) {
+    set.gemm(w, in, cols, kGroup, kRows, q.data(), qc8_padded_k(in), x_scales.data(),
+             x_sums.data(), out, cols);
+  };
+  auto qc8_gemv = [&](const QS8Kernels& set, const void* w, size_t in, size_t cols, float* out) {
+    set.gemv(w, in, cols, q.data(), x_scales.data(), x_sums.data(), out);
+  };
+  auto qc8_gemm = [&](const QS8Kernels& set, const void* w, size_t in, size_t cols, float* out) {
+    set.gemm(w, in, cols, kRows, q.data(), qc8_padded_k(in), x_scales.data(), x_sums.data(), out,
+             cols);
+  };
 
   const double weights = static_cast<double>(n) * k;
   // The delegate's column slabs at one thread: about 128 KiB of int8-sized weight each (an eighth
@@ -137,76 +156,71 @@ void bench_shape(size_t n, size_t k, double ghz) {
       std::max<size_t>(1, std::min((n * k + (128u << 10) - 1) / (128u << 10), n / 32));
   const size_t slab = ((n + slabs - 1) / slabs + 31) / 32 * 32;
   std::vector<Case> cases;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512Vnni}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
     if (!cpu_runs(isa)) continue;
     const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
     const std::string name = to_string(qc4_kernel_sets().up_to(isa).isa);
-    cases.push_back(
-        {"int4 GEMV hot " + name,
-         weights,
-         static_cast<double>(qc4_bytes),
-         [&, set] { set.gemv(qc4.p, k, n, kGroup, q.data(), xsum8.data(), x_scales[0], y.data()); },
-         {}});
-    if (isa == Isa::kScalar) continue;
-    cases.push_back({"int4 GEMV streamed " + name,
-                     weights * qc4_copies,
-                     static_cast<double>(qc4_bytes) * qc4_copies,
-                     [&, set] {
-                       for (size_t c = 0; c < qc4_copies; ++c) {
-                         set.gemv(static_cast<uint8_t*>(qc4.p) + c * qc4_stride, k, n, kGroup,
-                                  q.data(), xsum8.data(), x_scales[0], y.data());
-                       }
-                     },
-                     {}});
-    cases.push_back({"int4 GEMV streamed, slabs " + name,
-                     weights * qc4_copies,
-                     static_cast<double>(qc4_bytes) * qc4_copies,
-                     [&, set] {
-                       for (size_t c = 0; c < qc4_copies; ++c) {
-                         const uint8_t* w = static_cast<uint8_t*>(qc4.p) + c * qc4_stride;
-                         for (size_t first = 0; first < n; first += slab) {
-                           set.gemv(w + first / kQC4Tile * qc4_tile_bytes(k, kGroup), k,
-                                    std::min(slab, n - first), kGroup, q.data(), xsum8.data(),
-                                    x_scales[0], y.data() + first);
+    if (isa != Isa::kAvxVnni) {
+      cases.push_back({"int4 GEMV hot " + name,
+                       weights,
+                       static_cast<double>(qc4_bytes),
+                       [&, set] { qc4_gemv(set, qc4.p, k, n, y.data()); },
+                       {}});
+    }
+    if (isa != Isa::kScalar && isa != Isa::kAvxVnni) {
+      cases.push_back({"int4 GEMV streamed " + name,
+                       weights * qc4_copies,
+                       static_cast<double>(qc4_bytes) * qc4_copies,
+                       [&, set] {
+                         for (size_t c = 0; c < qc4_copies; ++c) {
+                           qc4_gemv(set, static_cast<uint8_t*>(qc4.p) + c * qc4_stride, k, n,
+                                    y.data());
                          }
+                       },
+                       {}});
+      cases.push_back({"int4 GEMV streamed, slabs " + name,
+                       weights * qc4_copies,
+                       static_cast<double>(qc4_bytes) * qc4_copies,
+                       [&, set] {
+                         for (size_t c = 0; c < qc4_copies; ++c) {
+                           const uint8_t* w = static_cast<uint8_t*>(qc4.p) + c * qc4_stride;
+                           for (size_t first = 0; first < n; first += slab) {
+                             qc4_gemv(set, w + first / kQC4Tile * qc4_tile_bytes(k, kGroup), k,
+                                      std::min(slab, n - first), y.data() + first);
+                           }
+                         }
+                       },
+                       {}});
+      cases.push_back({"int4 GEMM 64 rows " + name,
+                       weights * kRows,
+                       static_cast<double>(qc4_bytes),
+                       [&, set] { qc4_gemm(set, qc4.p, k, n, y.data()); },
+                       {}});
+    }
+    const QS8Kernels qs8 = qs8_kernel_sets().up_to(isa).kernels;
+    const std::string qs8_name = to_string(qs8_kernel_sets().up_to(isa).isa);
+    cases.push_back({"int8 GEMV hot " + qs8_name,
+                     weights,
+                     static_cast<double>(qc8_bytes),
+                     [&, qs8] { qc8_gemv(qs8, qc8.p, k, n, y.data()); },
+                     {}});
+    if (isa == Isa::kScalar) continue;
+    cases.push_back({"int8 GEMV streamed " + qs8_name,
+                     weights * qc8_copies,
+                     static_cast<double>(qc8_bytes) * qc8_copies,
+                     [&, qs8] {
+                       for (size_t c = 0; c < qc8_copies; ++c) {
+                         qc8_gemv(qs8, static_cast<uint8_t*>(qc8.p) + c * qc8_stride, k, n,
+                                  y.data());
                        }
                      },
                      {}});
-    cases.push_back({"int4 GEMM 64 rows " + name,
+    cases.push_back({"int8 GEMM 64 rows " + qs8_name,
                      weights * kRows,
-                     static_cast<double>(qc4_bytes),
-                     [&, set] {
-                       set.gemm(qc4.p, k, n, kGroup, kRows, q.data(), qc8_padded_k(k), xsum8.data(),
-                                x_scales.data(), y.data(), n);
-                     },
+                     static_cast<double>(qc8_bytes),
+                     [&, qs8] { qc8_gemm(qs8, qc8.p, k, n, y.data()); },
                      {}});
   }
-  const QS8Kernels qs8 = qs8_kernel_sets().up_to(Isa::kAvx512Vnni).kernels;
-  const std::string qs8_name = to_string(qs8_kernel_sets().up_to(Isa::kAvx512Vnni).isa);
-  cases.push_back({"int8 GEMV hot " + qs8_name,
-                   weights,
-                   static_cast<double>(qc8_bytes),
-                   [&] { qs8.gemv(qc8.p, k, n, q.data(), acc.data()); },
-                   {}});
-  cases.push_back({"int8 GEMV streamed " + qs8_name,
-                   weights * qc8_copies,
-                   static_cast<double>(qc8_bytes) * qc8_copies,
-                   [&] {
-                     for (size_t c = 0; c < qc8_copies; ++c) {
-                       qs8.gemv(static_cast<uint8_t*>(qc8.p) + c * qc8_stride, k, n, q.data(),
-                                acc.data());
-                     }
-                   },
-                   {}});
-  cases.push_back({"int8 GEMM 64 rows " + qs8_name,
-                   weights * kRows,
-                   static_cast<double>(qc8_bytes),
-                   [&] {
-                     qs8.gemm(qc8.p, k, n, kRows, q.data(), qc8_padded_k(k), acc.data(), n);
-                     qc8w_dequantize(qc8.p, k, n, kRows, acc.data(), n, x_scales.data(), y.data(),
-                                     n);
-                   },
-                   {}});
 
   for (Case& c : cases) c.run();  // Warm: pages faulted in.
   for (size_t round = 0; round < kRounds; ++round) {
@@ -231,12 +245,24 @@ void bench_shape(size_t n, size_t k, double ghz) {
   }
 }
 
-int run() {
+int run(int argc, char** argv) {
   const double ghz = clock_ghz();
   std::printf(
       "core clock %.2f GHz (dependent adds); %zu interleaved rounds, GB/s of weight bytes "
       "(GEMM: of the weight once)\n",
       ghz, kRounds);
+  if (argc > 1) {
+    for (int i = 1; i < argc; ++i) {
+      size_t n = 0, k = 0;
+      if (std::sscanf(argv[i], "%zux%zu", &n, &k) != 2 || n == 0 || k == 0 || k % kGroup != 0) {
+        std::fprintf(stderr, "qs8_qc4w_bench: '%s' is not OUTxIN with IN a multiple of %zu\n",
+                     argv[i], kGroup);
+        return 2;
+      }
+      bench_shape(n, k, ghz);
+    }
+    return 0;
+  }
   const size_t shapes[][2] = {{1024, 1024}, {2816, 1024}, {1024, 2816}, {32000, 1024}};
   for (const auto& shape : shapes) bench_shape(shape[0], shape[1], ghz);
   return 0;
@@ -247,4 +273,4 @@ int run() {
 }  // namespace xnnpack
 }  // namespace edgeshare
 
-int main() { return edgeshare::xnnpack::kernels::run(); }
+int main(int argc, char** argv) { return edgeshare::xnnpack::kernels::run(argc, argv); }

@@ -9,9 +9,9 @@ namespace kernels {
 
 void qs8_qc4w_gemm_4x32_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
                                    size_t rows, const int8_t* q, size_t q_stride,
-                                   const int32_t* xsum8, const float* x_scales, float* y,
+                                   const float* x_scales, const int32_t* x_sums, float* y,
                                    size_t y_stride) {
-  qc4w_run<QC4Avx512Vnni, 4, 2>(packed, k, n, group, rows, q, q_stride, xsum8, x_scales, y,
+  qc4w_run<QC4Avx512Vnni, 4, 2>(packed, k, n, group, rows, q, q_stride, x_scales, x_sums, y,
                                 y_stride, /*prefetch=*/false);
 }
 

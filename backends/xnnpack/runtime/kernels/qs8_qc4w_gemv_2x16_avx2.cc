@@ -8,8 +8,8 @@ namespace xnnpack {
 namespace kernels {
 
 void qs8_qc4w_gemv_2x16_avx2(const void* packed, size_t k, size_t n, size_t group, const int8_t* q,
-                             const int32_t* xsum8, float x_scale, float* y) {
-  qc4w_run<QC4Avx2, 1, 2>(packed, k, n, group, /*rows=*/1, q, k, xsum8, &x_scale, y, n,
+                             const float* x_scales, const int32_t* x_sums, float* y) {
+  qc4w_run<QC4Avx2, 1, 2>(packed, k, n, group, /*rows=*/1, q, k, x_scales, x_sums, y, n,
                           /*prefetch=*/true);
 }
 

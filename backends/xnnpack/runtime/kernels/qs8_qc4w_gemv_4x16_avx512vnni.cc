@@ -8,8 +8,9 @@ namespace xnnpack {
 namespace kernels {
 
 void qs8_qc4w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
-                                   const int8_t* q, const int32_t* xsum8, float x_scale, float* y) {
-  qc4w_run<QC4Avx512Vnni, 1, 4>(packed, k, n, group, /*rows=*/1, q, k, xsum8, &x_scale, y, n,
+                                   const int8_t* q, const float* x_scales, const int32_t* x_sums,
+                                   float* y) {
+  qc4w_run<QC4Avx512Vnni, 1, 4>(packed, k, n, group, /*rows=*/1, q, k, x_scales, x_sums, y, n,
                                 /*prefetch=*/true);
 }
 

@@ -7,8 +7,8 @@ namespace xnnpack {
 namespace kernels {
 
 void qs8_qc4w_gemv_scalar(const void* packed, size_t k, size_t n, size_t group, const int8_t* q,
-                          const int32_t* xsum8, float x_scale, float* y) {
-  qs8_qc4w_gemm_scalar(packed, k, n, group, 1, q, k, xsum8, &x_scale, y, n);
+                          const float* x_scales, const int32_t* x_sums, float* y) {
+  qs8_qc4w_gemm_scalar(packed, k, n, group, 1, q, k, x_scales, x_sums, y, n);
 }
 
 }  // namespace kernels

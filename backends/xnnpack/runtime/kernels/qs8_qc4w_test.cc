@@ -69,28 +69,38 @@ std::vector<int8_t> activations(size_t count, uint32_t seed) {
   return v;
 }
 
-std::vector<int32_t> group_sums(const std::vector<int8_t>& q, size_t k, size_t rows, size_t group) {
-  std::vector<int32_t> sums(rows * (k / group));
-  qs8_group_sums(q.data(), k, rows, k, group, sums.data());
-  return sums;
-}
+// Rows of activations quantized by the scalar reference: q (k a row), each block's scale and sum.
+struct Rows {
+  Rows(size_t k, size_t rows, uint32_t seed)
+      : q(rows * k), scales(rows * k / kActBlock), sums(rows * k / kActBlock) {
+    std::vector<float> x(rows * k);
+    for (float& v : x) v = static_cast<float>(step(&seed) % 2001) / 100.0f - 10.0f;
+    // An outlier per row: per-block scales keep it from flattening the other blocks.
+    for (size_t r = 0; r < rows; ++r) x[r * k + (r * 37) % k] *= 30.0f;
+    qs8_quantize_scalar(x.data(), k, rows, k, q.data(), k, scales.data(), sums.data());
+  }
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+  std::vector<int32_t> sums;
+};
 
 // The computation of kernels.h from the canonical values, the packing aside.
-std::vector<float> naive(const Weight& w, const std::vector<int8_t>& q, size_t rows,
-                         const std::vector<float>& x_scales) {
-  const size_t groups = w.k / w.group;
+std::vector<float> naive(const Weight& w, const Rows& x, size_t rows) {
+  const size_t groups = w.k / w.group, blocks = w.k / kActBlock;
   std::vector<float> y(rows * w.n);
   for (size_t r = 0; r < rows; ++r) {
     for (size_t j = 0; j < w.n; ++j) {
       float acc = 0.0f;
-      for (size_t g = 0; g < groups; ++g) {
+      for (size_t b = 0; b < blocks; ++b) {
         int32_t sum = 0;
-        for (size_t i = g * w.group; i < (g + 1) * w.group; ++i) {
-          sum += static_cast<int32_t>(q[r * w.k + i]) * w.values[j * w.k + i];
+        for (size_t i = b * kActBlock; i < (b + 1) * kActBlock; ++i) {
+          sum += static_cast<int32_t>(x.q[r * w.k + i]) * w.values[j * w.k + i];
         }
-        acc = std::fma(static_cast<float>(sum), w.scale_floats[j * groups + g], acc);
+        const size_t g = b * kActBlock / w.group;
+        acc = std::fma(static_cast<float>(sum),
+                       x.scales[r * blocks + b] * w.scale_floats[j * groups + g], acc);
       }
-      y[r * w.n + j] = std::fma(acc, x_scales[r], w.bias[j]);
+      y[r * w.n + j] = acc + w.bias[j];
     }
   }
   return y;
@@ -114,30 +124,29 @@ TEST(QS8QC4W, ScalarReferenceIsTheNaiveComputationOverTheCanonicalLayout) {
     for (size_t k : {size_t{256}, 3 * group}) {
       const Weight w(k, 37, group, /*with_bias=*/true, 11);
       const size_t rows = 5;
-      const std::vector<int8_t> q = activations(rows * w.k, 3);
-      const std::vector<float> xs = {0.5f, 0.003f, 1.25f, 7.0f, 0.0f};
-      const std::vector<int32_t> sums = group_sums(q, w.k, rows, group);
+      const Rows x(w.k, rows, 3);
       std::vector<float> y(rows * w.n, 1.0f);
-      qs8_qc4w_gemm_scalar(w.packed.data(), w.k, w.n, group, rows, q.data(), w.k, sums.data(),
-                           xs.data(), y.data(), w.n);
-      EXPECT_TRUE(bitwise_equal(y, naive(w, q, rows, xs))) << "group " << group << " k " << k;
+      qs8_qc4w_gemm_scalar(w.packed.data(), w.k, w.n, group, rows, x.q.data(), w.k,
+                           x.scales.data(), x.sums.data(), y.data(), w.n);
+      EXPECT_TRUE(bitwise_equal(y, naive(w, x, rows))) << "group " << group << " k " << k;
     }
   }
 }
 
-TEST(QS8QC4W, IntegerGroupSumsAreExact) {
+TEST(QS8QC4W, IntegerBlockSumsAreExact) {
   // Unit scales, no bias, x_scale 1: y is the exact integer dot (below 2^24, so exact in float).
   const size_t k = 128, n = 20, group = 32;
   Weight w(k, n, group, /*with_bias=*/false, 5);
   w.scales.assign(n * k / group, 0x3C00);  // 1.0
   qc4w_pack(w.canonical.data(), w.scales.data(), nullptr, k, n, group, w.packed.data());
   const std::vector<int8_t> q = activations(2 * k, 9);
-  const std::vector<int32_t> sums = group_sums(q, k, 2, group);
-  const std::vector<float> xs = {1.0f, 1.0f};
+  std::vector<int32_t> sums(2 * k / kActBlock, 0);
+  for (size_t i = 0; i < q.size(); ++i) sums[i / kActBlock] += q[i];
+  const std::vector<float> xs(2 * k / kActBlock, 1.0f);
   for (Isa isa : runnable_paths()) {
     const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
     std::vector<float> y(2 * n);
-    set.gemm(w.packed.data(), k, n, group, 2, q.data(), k, sums.data(), xs.data(), y.data(), n);
+    set.gemm(w.packed.data(), k, n, group, 2, q.data(), k, xs.data(), sums.data(), y.data(), n);
     for (size_t r = 0; r < 2; ++r) {
       for (size_t j = 0; j < n; ++j) {
         int64_t dot = 0;
@@ -159,23 +168,21 @@ TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
         for (size_t k : {size_t{2 * 128}, 3 * group}) {
           const Weight w(k, n, group, with_bias, static_cast<uint32_t>(n * group + k));
           for (size_t rows : {1, 2, 3, 4, 5, 9}) {
-            const std::vector<int8_t> q = activations(rows * w.k, static_cast<uint32_t>(rows));
-            std::vector<float> xs(rows);
-            for (size_t r = 0; r < rows; ++r) xs[r] = 0.01f * static_cast<float>(r + 1);
-            const std::vector<int32_t> sums = group_sums(q, w.k, rows, group);
+            const Rows x(w.k, rows, static_cast<uint32_t>(rows));
             std::vector<float> want(rows * n);
-            qs8_qc4w_gemm_scalar(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(),
-                                 xs.data(), want.data(), n);
+            qs8_qc4w_gemm_scalar(w.packed.data(), w.k, n, group, rows, x.q.data(), w.k,
+                                 x.scales.data(), x.sums.data(), want.data(), n);
             for (Isa isa : runnable_paths()) {
               const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
               std::vector<float> got(rows * n, -1.0f);
-              set.gemm(w.packed.data(), w.k, n, group, rows, q.data(), w.k, sums.data(), xs.data(),
-                       got.data(), n);
+              set.gemm(w.packed.data(), w.k, n, group, rows, x.q.data(), w.k, x.scales.data(),
+                       x.sums.data(), got.data(), n);
               EXPECT_TRUE(bitwise_equal(got, want))
                   << "gemm " << to_string(isa) << " group " << group << " n " << n << " k "
                   << k << " rows " << rows;
               std::vector<float> one(n, -1.0f);
-              set.gemv(w.packed.data(), w.k, n, group, q.data(), sums.data(), xs[0], one.data());
+              set.gemv(w.packed.data(), w.k, n, group, x.q.data(), x.scales.data(), x.sums.data(),
+                       one.data());
               EXPECT_TRUE(bitwise_equal(one, std::vector<float>(want.begin(), want.begin() + n)))
                   << "gemv " << to_string(isa) << " group " << group << " n " << n << " k "
                   << k;
@@ -204,17 +211,17 @@ TEST(QS8QC4W, FullyConnectedQuantizesEachRowOnItsOwn) {
   uint32_t seed = 99;
   for (float& v : x) v = static_cast<float>(step(&seed) % 2001) / 100.0f - 10.0f;
   std::vector<int8_t> q(rows * w.k);
-  std::vector<float> scales(rows);
-  std::vector<int32_t> acc(rows * w.n), sums(rows * 4);
-  const QS8Scratch scratch{q.data(), scales.data(), acc.data(), rows};
+  std::vector<float> scales(rows * w.k / kActBlock);
+  std::vector<int32_t> sums(rows * w.k / kActBlock);
+  const QS8Scratch scratch{q.data(), scales.data(), sums.data(), rows};
   std::vector<float> all(rows * w.n), one(w.n);
   ASSERT_TRUE(qs8_qc4w_fully_connected(qs8_kernel_sets().best(), qc4_kernel_sets().best(), w.packed.data(),
                                        w.packed.size(), w.k, w.n, 32, rows, x.data(), w.k,
-                                       all.data(), w.n, scratch, sums.data())
+                                       all.data(), w.n, scratch)
                   .ok());
   ASSERT_TRUE(qs8_qc4w_fully_connected(qs8_kernel_sets().best(), qc4_kernel_sets().best(), w.packed.data(),
                                        w.packed.size(), w.k, w.n, 32, 1, x.data() + 3 * w.k, w.k,
-                                       one.data(), w.n, scratch, sums.data())
+                                       one.data(), w.n, scratch)
                   .ok());
   EXPECT_EQ(0, std::memcmp(one.data(), all.data() + 3 * w.n, w.n * sizeof(float)));
 }

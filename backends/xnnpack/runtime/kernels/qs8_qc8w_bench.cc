@@ -1,8 +1,8 @@
 // What the int8 fully connected kernels read per second, measured (printed, never asserted): one
 // big weight ([8192 x 8192]: 64 MiB of int8, twice this machine's last-level cache), every path the
 // CPU runs, INTERLEAVED round by round with the f32 GEMV over the same shape (256 MiB) as the peer
-// so that other jobs on the shared machine slow all alike. Per path: the integer GEMV (one row,
-// the quantizer and epilogue apart), the whole one-row fully connected (quantize + GEMV +
+// so that other jobs on the shared machine slow all alike. Per path: the GEMV (one row, the
+// quantizer apart), the whole one-row fully connected (quantize + GEMV +
 // epilogue), and the GEMM at 32 rows, then the int4 fully connected (groups of 32) over the same
 // shape at 1 and 32 rows; median and best over rounds, GB/s of weight bytes read.
 // Weights live in memory advised for transparent huge pages, as the delegate keeps packed weights.
@@ -70,10 +70,11 @@ int run() {
   w.shrink_to_fit();
   const std::vector<float> x = values(kRows * kIn, 3);
   std::vector<int8_t> q(kRows * qc8_padded_k(kIn));
-  std::vector<float> scales(kRows), y(kRows * kOut);
-  std::vector<int32_t> acc(kRows * kOut);
-  const QS8Scratch scratch{q.data(), scales.data(), acc.data(), kRows};
-  qs8_quantize_scalar(x.data(), kIn, kRows, kIn, q.data(), qc8_padded_k(kIn), scales.data());
+  std::vector<float> scales(kRows * act_blocks(kIn)), y(kRows * kOut);
+  std::vector<int32_t> sums(kRows * act_blocks(kIn));
+  const QS8Scratch scratch{q.data(), scales.data(), sums.data(), kRows};
+  qs8_quantize_scalar(x.data(), kIn, kRows, kIn, q.data(), qc8_padded_k(kIn), scales.data(),
+                      sums.data());
 
   // The f32 peer: the same shape in XNNPACK's f32 layout.
   const size_t f32_bytes = f32_packed_bytes(kIn, kOut);
@@ -93,9 +94,9 @@ int run() {
     if (!cpu_runs(isa)) continue;
     const QS8Kernels set = qs8_kernel_sets().up_to(isa).kernels;
     const std::string name = to_string(qs8_kernel_sets().up_to(isa).isa);
-    cases.push_back({"int8 GEMV (integer dot) " + name,
+    cases.push_back({"int8 GEMV (quantized row) " + name,
                      qc8_bytes,
-                     [&, set] { set.gemv(qc8, kIn, kOut, q.data(), acc.data()); },
+                     [&, set] { set.gemv(qc8, kIn, kOut, q.data(), scales.data(), sums.data(), y.data()); },
                      {}});
     cases.push_back({"int8 fully connected, 1 row " + name,
                      qc8_bytes,
@@ -133,7 +134,6 @@ int run() {
     const std::vector<uint16_t> w4_scales(kOut * kIn / kGroup, 0x1400);  // 2^-10 in float16
     qc4w_pack(nibbles.data(), w4_scales.data(), bias.data(), kIn, kOut, kGroup, qc4);
   }
-  std::vector<int32_t> xsum8(kRows * kIn / kGroup);
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512Vnni}) {
     if (!cpu_runs(isa)) continue;
     const QS8Kernels qs8 = qs8_kernel_sets().up_to(isa).kernels;
@@ -144,7 +144,7 @@ int run() {
            qc4_bytes,
            [&, qs8, set, rows] {
              if (!qs8_qc4w_fully_connected(qs8, set, qc4, qc4_bytes, kIn, kOut, kGroup, rows,
-                                           x.data(), kIn, y.data(), kOut, scratch, xsum8.data())
+                                           x.data(), kIn, y.data(), kOut, scratch)
                       .ok()) {
                std::abort();
              }

@@ -1,4 +1,4 @@
-// The int8 integer dot over several rows, AVX2: blocks of up to 4 rows by 1 tile (8 accumulators
+// The int8 fully connected over several rows, AVX2: blocks of up to 4 rows by 1 tile (8 accumulators
 // of 16 registers; each weight group loaded once for 4 rows).
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
@@ -8,9 +8,10 @@ namespace edgeshare {
 namespace xnnpack {
 namespace kernels {
 
-void qs8_qc8w_gemm_4x16_avx2(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
-                             size_t q_stride, int32_t* acc, size_t acc_stride) {
-  qs8_gemm_256<Avx2Dot>(packed, k, n, rows, q, q_stride, acc, acc_stride);
+void qs8_qc8w_gemm_4x16_avx2(const void* packed, size_t k, size_t n, size_t rows,
+                             const int8_t* q, size_t q_stride, const float* x_scales,
+                             const int32_t* x_sums, float* y, size_t y_stride) {
+  qs8_gemm_256<Avx2Dot>(packed, k, n, rows, q, q_stride, x_scales, x_sums, y, y_stride);
 }
 
 }  // namespace kernels

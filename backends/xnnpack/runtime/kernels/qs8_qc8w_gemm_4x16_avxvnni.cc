@@ -1,4 +1,4 @@
-// The int8 integer dot over several rows, AVX-VNNI: blocks of up to four rows by one tile.
+// The int8 fully connected over several rows, AVX-VNNI: blocks of up to four rows by one tile.
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/qs8_x86_blocks.h"
@@ -8,8 +8,9 @@ namespace xnnpack {
 namespace kernels {
 
 void qs8_qc8w_gemm_4x16_avxvnni(const void* packed, size_t k, size_t n, size_t rows,
-                                const int8_t* q, size_t q_stride, int32_t* acc, size_t acc_stride) {
-  qs8_gemm_256<Vnni256Dot>(packed, k, n, rows, q, q_stride, acc, acc_stride);
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride) {
+  qs8_gemm_256<Vnni256Dot>(packed, k, n, rows, q, q_stride, x_scales, x_sums, y, y_stride);
 }
 
 }  // namespace kernels

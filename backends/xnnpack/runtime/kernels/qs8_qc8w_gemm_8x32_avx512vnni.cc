@@ -1,4 +1,4 @@
-// The int8 integer dot over several rows, AVX-512 VNNI: blocks of up to 8 rows by 2 tiles (16
+// The int8 fully connected over several rows, AVX-512 VNNI: blocks of up to 8 rows by 2 tiles (16
 // accumulators; each weight group loaded once for 8 rows).
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
@@ -9,8 +9,8 @@ namespace xnnpack {
 namespace kernels {
 
 void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
-                                   const int8_t* q, size_t q_stride, int32_t* acc,
-                                   size_t acc_stride) {
+                                   const int8_t* q, size_t q_stride, const float* x_scales,
+                                   const int32_t* x_sums, float* y, size_t y_stride) {
   static const QS8BlockFn kBlocks[8][2] = {
       {&qs8_block_avx512vnni<1, 1, false>, &qs8_block_avx512vnni<1, 2, false>},
       {&qs8_block_avx512vnni<2, 1, false>, &qs8_block_avx512vnni<2, 2, false>},
@@ -20,7 +20,7 @@ void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
       {&qs8_block_avx512vnni<6, 1, false>, &qs8_block_avx512vnni<6, 2, false>},
       {&qs8_block_avx512vnni<7, 1, false>, &qs8_block_avx512vnni<7, 2, false>},
       {&qs8_block_avx512vnni<8, 1, false>, &qs8_block_avx512vnni<8, 2, false>}};
-  qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, acc, acc_stride);
+  qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, x_scales, x_sums, y, y_stride);
 }
 
 }  // namespace kernels

@@ -1,4 +1,4 @@
-// The int8 integer dot over one row, AVX-VNNI: four tiles (four weight streams) at a time.
+// The int8 fully connected over one row, AVX-VNNI: four tiles (four weight streams) at a time.
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/qs8_x86_blocks.h"
@@ -8,8 +8,8 @@ namespace xnnpack {
 namespace kernels {
 
 void qs8_qc8w_gemv_4x16_avxvnni(const void* packed, size_t k, size_t n, const int8_t* q,
-                                int32_t* acc) {
-  qs8_gemv_256<Vnni256Dot>(packed, k, n, q, acc);
+                                const float* x_scales, const int32_t* x_sums, float* y) {
+  qs8_gemv_256<Vnni256Dot>(packed, k, n, q, x_scales, x_sums, y);
 }
 
 }  // namespace kernels

@@ -1,4 +1,4 @@
-// The int8 integer dot over one row, scalar reference: the GEMM reference at one row.
+// The int8 fully connected over one row, scalar reference: the GEMM reference at one row.
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 
@@ -6,9 +6,10 @@ namespace edgeshare {
 namespace xnnpack {
 namespace kernels {
 
-void qs8_qc8w_gemv_scalar(const void* packed, size_t k, size_t n, const int8_t* q, int32_t* acc) {
-  qs8_qc8w_gemm_scalar(packed, k, n, /*rows=*/1, q, /*q_stride=*/qc8_padded_k(k), acc,
-                       /*acc_stride=*/n);
+void qs8_qc8w_gemv_scalar(const void* packed, size_t k, size_t n, const int8_t* q,
+                          const float* x_scales, const int32_t* x_sums, float* y) {
+  qs8_qc8w_gemm_scalar(packed, k, n, /*rows=*/1, q, /*q_stride=*/qc8_padded_k(k), x_scales, x_sums,
+                       y, /*y_stride=*/n);
 }
 
 }  // namespace kernels

@@ -1,4 +1,4 @@
-// The AVX-VNNI int8 dot kernels built with AVX-512 VL's (EVEX) encoding of the same instructions,
+// The AVX-VNNI int8 kernels built with AVX-512 VL's (EVEX) encoding of the same instructions,
 // for tests only: they run the AVX-VNNI files' blocks on AVX-512 VNNI CPUs that lack AVX-VNNI,
 // where the AVX-VNNI path itself cannot run. Same signatures as the AVX-VNNI kernels.
 
@@ -13,10 +13,10 @@ namespace xnnpack {
 namespace kernels {
 
 void qs8_qc8w_gemv_4x16_vnni256_evex(const void* packed, size_t k, size_t n, const int8_t* q,
-                                     int32_t* acc);
+                                     const float* x_scales, const int32_t* x_sums, float* y);
 void qs8_qc8w_gemm_4x16_vnni256_evex(const void* packed, size_t k, size_t n, size_t rows,
-                                     const int8_t* q, size_t q_stride, int32_t* acc,
-                                     size_t acc_stride);
+                                     const int8_t* q, size_t q_stride, const float* x_scales,
+                                     const int32_t* x_sums, float* y, size_t y_stride);
 
 }  // namespace kernels
 }  // namespace xnnpack

@@ -1,55 +1,66 @@
-// Per-row symmetric int8 quantization of activations, AVX-512F: the scalar reference's operations,
-// 16 inputs at a time (the lanes' maxima are exact, so their order does not matter). Zero-masking
-// forms with every lane set stand for the plain intrinsics, whose GCC 12 definitions trip
-// -Wuninitialized.
+// Symmetric int8 quantization of activations in blocks of kActBlock inputs, AVX-512F: the scalar
+// reference's operations, a block in two vectors of 16 (the lanes' maxima are exact, so their
+// order does not matter), a partial last block through masked loads (its padding quantizes to
+// 0). Zero-masking forms with every lane set stand for the plain intrinsics, whose GCC 12
+// definitions trip -Wuninitialized.
 
 #include <immintrin.h>
 
 #include <cstring>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_scalar_ops.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/x86_common.h"
 
 namespace edgeshare {
 namespace xnnpack {
 namespace kernels {
 
+namespace {
+
+// The inputs [first, first + 16) of a row of k that exist.
+__mmask16 lanes_below(size_t first, size_t k) {
+  if (first >= k) return 0;
+  return k - first >= 16 ? static_cast<__mmask16>(0xFFFF)
+                         : static_cast<__mmask16>((1u << (k - first)) - 1);
+}
+
+}  // namespace
+
 void qs8_quantize_avx512f(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
-                          size_t q_stride, float* scales) {
-  const size_t kp = qc8_padded_k(k);
-  const size_t tail = k % 16;
-  const __mmask16 tail_mask = static_cast<__mmask16>((1u << tail) - 1);
+                          size_t q_stride, float* scales, int32_t* sums) {
+  const size_t blocks = act_blocks(k);
   const __m512 lo = _mm512_set1_ps(-127.0f);
   const __m512 hi = _mm512_set1_ps(127.0f);
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
     int8_t* qr = q + r * q_stride;
-    __m512 m = _mm512_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= k; i += 16) {
-      m = _mm512_maskz_max_ps(0xFFFF, m, _mm512_abs_ps(_mm512_loadu_ps(xr + i)));
+    for (size_t b = 0; b < blocks; ++b) {
+      const size_t first = b * kActBlock;
+      const __m512 v0 = _mm512_maskz_loadu_ps(lanes_below(first, k), xr + first);
+      const __m512 v1 = _mm512_maskz_loadu_ps(lanes_below(first + 16, k), xr + first + 16);
+      const __m512 m = _mm512_maskz_max_ps(0xFFFF, _mm512_abs_ps(v0), _mm512_abs_ps(v1));
+      const __m512i mi = _mm512_castps_si512(m);
+      const __m256 m8 =
+          _mm256_max_ps(_mm256_castsi256_ps(_mm512_maskz_extracti64x4_epi64(0xFF, mi, 0)),
+                        _mm256_castsi256_ps(_mm512_maskz_extracti64x4_epi64(0xFF, mi, 1)));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+      float inv;
+      scales[r * blocks + b] = qs8_block_scale(_mm_cvtss_f32(m4), &inv);
+      const __m512 vinv = _mm512_set1_ps(inv);
+      int8_t* qb = qr + first;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb),
+                       _mm512_maskz_cvtepi32_epi8(
+                           0xFFFF, _mm512_maskz_cvtps_epi32(
+                                       0xFFFF, clamp_avx512(_mm512_mul_ps(v0, vinv), lo, hi))));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16),
+                       _mm512_maskz_cvtepi32_epi8(
+                           0xFFFF, _mm512_maskz_cvtps_epi32(
+                                       0xFFFF, clamp_avx512(_mm512_mul_ps(v1, vinv), lo, hi))));
+      sums[r * blocks + b] = qs8_block_sum(qb);
     }
-    if (tail != 0) {
-      m = _mm512_maskz_max_ps(0xFFFF, m, _mm512_abs_ps(_mm512_maskz_loadu_ps(tail_mask, xr + i)));
-    }
-    // Lane by lane (exact, so in any order); GCC 12's _mm512_reduce_max_ps trips -Wuninitialized.
-    float lanes[16];
-    _mm512_storeu_ps(lanes, m);
-    float amax = 0.0f;
-    for (float lane : lanes) amax = lane > amax ? lane : amax;
-    scales[r] = amax / 127.0f;
-    const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-    for (i = 0; i + 16 <= k; i += 16) {
-      const __m512 v = clamp_avx512(_mm512_mul_ps(_mm512_loadu_ps(xr + i), inv), lo, hi);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qr + i),
-                       _mm512_maskz_cvtepi32_epi8(0xFFFF, _mm512_maskz_cvtps_epi32(0xFFFF, v)));
-    }
-    if (tail != 0) {
-      const __m512 v =
-          clamp_avx512(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail_mask, xr + i), inv), lo, hi);
-      _mm512_mask_cvtepi32_storeu_epi8(qr + i, tail_mask, _mm512_maskz_cvtps_epi32(0xFFFF, v));
-    }
-    std::memset(qr + k, 0, kp - k);
   }
 }
 

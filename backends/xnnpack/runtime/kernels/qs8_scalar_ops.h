@@ -1,12 +1,15 @@
-// The quantizer's per-element step, shared by the scalar reference and the AVX2 quantizer's
-// remainders. Internal linkage: the files including it are compiled for different instruction
+// The quantizer's per-element and per-block steps, shared by the scalar reference and the vector
+// quantizers. Internal linkage: the files including it are compiled for different instruction
 // sets (see x86_common.h).
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_SCALAR_OPS_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_SCALAR_OPS_H_
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -20,6 +23,20 @@ inline int8_t qs8_quantize_one(float x, float inv) {
   v = v > -127.0f ? v : -127.0f;
   v = v < 127.0f ? v : 127.0f;
   return static_cast<int8_t>(std::nearbyint(v));
+}
+
+// A block's scale and the factor its values are multiplied by (0 for an all-zero block, whose
+// values are then all 0), from the block's max |x|.
+inline float qs8_block_scale(float amax, float* inv) {
+  *inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  return amax / 127.0f;
+}
+
+// The sum of a block's kActBlock quantized values (exact in int32).
+inline int32_t qs8_block_sum(const int8_t* q) {
+  int32_t sum = 0;
+  for (size_t i = 0; i < kActBlock; ++i) sum += q[i];
+  return sum;
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
-// The int8 integer dot's register blocks for x86, shared by the GEMV and GEMM files of one
+// The int8 fully connected's register blocks for x86, shared by the GEMV and GEMM files of one
 // instruction set, and the loop that runs a table of them over rows and tiles. Internal linkage
 // throughout, as x86_common.h explains; each block is compiled only where its file's copts enable
 // its instructions.
+//
+// Every block follows kernels.h's order: per activation block of kActBlock inputs (8 groups of
+// 4), an exact int32 dot per row and channel, converted to float once and fused into the row's
+// float accumulator with the block's scale; at the end fma(acc, w_scale, bias).
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_X86_BLOCKS_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_X86_BLOCKS_H_
@@ -20,10 +24,22 @@ namespace xnnpack {
 namespace kernels {
 namespace {
 
-// kRows rows by kTiles tiles (tile_bytes apart, from the tile at `w`) over kp inputs; the last
-// tile writes its first `last_count` channels only.
-using QS8BlockFn = void (*)(const uint8_t* w, size_t tile_bytes, size_t kp, const int8_t* q,
-                            size_t q_stride, int32_t* acc, size_t acc_stride, size_t last_count);
+// What a block reads and writes: tiles from `w` (`tile_bytes` apart), rows of q from `q` and of
+// scales and sums from `x_scales` and `x_sums` (`blocks` apart), outputs at y (channel 0 of the
+// first tile) of which the last tile's first `last_count`.
+struct QS8Args {
+  const uint8_t* w;
+  size_t tile_bytes, blocks;
+  const int8_t* q;
+  size_t q_stride;
+  const float* x_scales;
+  const int32_t* x_sums;
+  float* y;
+  size_t y_stride, last_count;
+};
+
+// kRows rows by kTiles tiles.
+using QS8BlockFn = void (*)(const QS8Args& a);
 
 // The 4 activation bytes of inputs [i, i + 4) of a row, as one 32-bit lane.
 inline int32_t four_bytes(const int8_t* q) {
@@ -32,23 +48,35 @@ inline int32_t four_bytes(const int8_t* q) {
   return b;
 }
 
+// Groups of 4 inputs in an activation block.
+constexpr int kQS8GroupsPerBlock = static_cast<int>(kActBlock / kQC8KBlock);
+
 // Runs blocks of up to kMaxRows rows by kMaxTiles tiles over every row and tile.
 template <int kMaxRows, int kMaxTiles>
 inline void qs8_run_blocks(const QS8BlockFn (&blocks)[kMaxRows][kMaxTiles], const void* packed,
                            size_t k, size_t n, size_t rows, const int8_t* q, size_t q_stride,
-                           int32_t* acc, size_t acc_stride) {
+                           const float* x_scales, const int32_t* x_sums, float* y,
+                           size_t y_stride) {
   const uint8_t* w = static_cast<const uint8_t*>(packed);
   const size_t tile_bytes = qc8_tile_bytes(k);
   const size_t tiles = (n + kQC8Tile - 1) / kQC8Tile;
   const size_t last_count = n - (tiles - 1) * kQC8Tile;
+  const size_t nb = act_blocks(k);
   for (size_t r = 0; r < rows; r += kMaxRows) {
     const size_t block_rows = rows - r < kMaxRows ? rows - r : kMaxRows;
     for (size_t t = 0; t < tiles; t += kMaxTiles) {
       const size_t block_tiles = tiles - t < kMaxTiles ? tiles - t : kMaxTiles;
-      blocks[block_rows - 1][block_tiles - 1](w + t * tile_bytes, tile_bytes, qc8_padded_k(k),
-                                              q + r * q_stride, q_stride,
-                                              acc + r * acc_stride + t * kQC8Tile, acc_stride,
-                                              t + block_tiles == tiles ? last_count : kQC8Tile);
+      const QS8Args args{w + t * tile_bytes,
+                         tile_bytes,
+                         nb,
+                         q + r * q_stride,
+                         q_stride,
+                         x_scales + r * nb,
+                         x_sums + r * nb,
+                         y + r * y_stride + t * kQC8Tile,
+                         y_stride,
+                         t + block_tiles == tiles ? last_count : kQC8Tile};
+      blocks[block_rows - 1][block_tiles - 1](args);
     }
   }
 }
@@ -57,135 +85,176 @@ inline void qs8_run_blocks(const QS8BlockFn (&blocks)[kMaxRows][kMaxTiles], cons
 // The zero-masking forms with every lane set stand for the plain ones (same instruction and
 // result): GCC 12's plain forms pass an undefined vector to their builtins, which -Wuninitialized
 // flags at every inlined use.
-// VPDPBUSD multiplies unsigned by signed bytes: the activations go in as q + 128 (their sign bit
-// flipped), and 128 x the channel's weight sum (in the tile's header) comes off at the end, so the
-// accumulators are exactly sum(q * w).
+// VPDPBUSD multiplies unsigned by signed bytes: the weights are stored + 128, the activations go
+// in as they are, and each block's dot starts from -128 x the block's activation sum, so it ends
+// exactly sum(q * w).
 template <int kRows, int kTiles, bool kPrefetch>
-void qs8_block_avx512vnni(const uint8_t* w, size_t tile_bytes, size_t kp, const int8_t* q,
-                          size_t q_stride, int32_t* acc, size_t acc_stride, size_t last_count) {
-  __m512i a[kRows][kTiles];
+void qs8_block_avx512vnni(const QS8Args& a) {
+  __m512 f[kRows][kTiles];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 8
-    for (int t = 0; t < kTiles; ++t) a[r][t] = _mm512_setzero_si512();
+    for (int t = 0; t < kTiles; ++t) f[r][t] = _mm512_setzero_ps();
   }
-  const __m512i flip = _mm512_set1_epi32(static_cast<int32_t>(0x80808080u));
-  const uint8_t* p = w + kQC8HeaderBytes;
-  for (size_t i = 0; i < kp; i += kQC8KBlock, p += kQC8Tile * kQC8KBlock) {
-    __m512i wv[kTiles];
+  const uint8_t* p = a.w + kQC8HeaderBytes;
+  for (size_t b = 0; b < a.blocks; ++b) {
+    __m512i acc[kRows][kTiles];
 #pragma GCC unroll 8
-    for (int t = 0; t < kTiles; ++t) {
-      if (kPrefetch) prefetch_ahead(p + t * tile_bytes);
-      wv[t] = _mm512_loadu_si512(p + t * tile_bytes);
+    for (int r = 0; r < kRows; ++r) {
+      const __m512i start = _mm512_set1_epi32(-128 * a.x_sums[r * a.blocks + b]);
+#pragma GCC unroll 8
+      for (int t = 0; t < kTiles; ++t) acc[r][t] = start;
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < kQS8GroupsPerBlock; ++g, p += kQC8Tile * kQC8KBlock) {
+      __m512i wv[kTiles];
+#pragma GCC unroll 8
+      for (int t = 0; t < kTiles; ++t) {
+        if (kPrefetch) prefetch_ahead(p + t * a.tile_bytes);
+        wv[t] = _mm512_loadu_si512(p + t * a.tile_bytes);
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const __m512i xv =
+            _mm512_set1_epi32(four_bytes(a.q + r * a.q_stride + b * kActBlock + g * kQC8KBlock));
+#pragma GCC unroll 8
+        for (int t = 0; t < kTiles; ++t) acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], wv[t], xv);
+      }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      const __m512i xv =
-          _mm512_xor_si512(_mm512_set1_epi32(four_bytes(q + r * q_stride + i)), flip);
+      const __m512 xs = _mm512_set1_ps(a.x_scales[r * a.blocks + b]);
 #pragma GCC unroll 8
-      for (int t = 0; t < kTiles; ++t) a[r][t] = _mm512_dpbusd_epi32(a[r][t], xv, wv[t]);
+      for (int t = 0; t < kTiles; ++t) {
+        f[r][t] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[r][t]), xs, f[r][t]);
+      }
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < kTiles; ++t) {
-    const __m512i offset =
-        _mm512_maskz_slli_epi32(0xFFFF, _mm512_loadu_si512(w + t * tile_bytes), 7);
+    const float* header = reinterpret_cast<const float*>(a.w + t * a.tile_bytes);
+    const __m512 scale = _mm512_loadu_ps(header);
+    const __m512 bias = _mm512_loadu_ps(header + kQC8Tile);
+    const __mmask16 keep = t + 1 == kTiles ? static_cast<__mmask16>((1u << a.last_count) - 1)
+                                           : static_cast<__mmask16>(0xFFFF);
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      const __m512i v = _mm512_sub_epi32(a[r][t], offset);
-      int32_t* out = acc + r * acc_stride + t * kQC8Tile;
-      if (t + 1 < kTiles || last_count == kQC8Tile) {
-        _mm512_storeu_si512(out, v);
-      } else {
-        _mm512_mask_storeu_epi32(out, static_cast<__mmask16>((1u << last_count) - 1), v);
-      }
+      _mm512_mask_storeu_ps(a.y + r * a.y_stride + t * kQC8Tile, keep,
+                            _mm512_fmadd_ps(f[r][t], scale, bias));
     }
   }
 }
 #endif
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 // The blocks on 256-bit vectors: each tile's 16 channels are two halves (channels 0-7 and 8-15 of a
 // group are its first and second 32 bytes), and `Dot` is how 4 activation bytes meet 4 weight
-// bytes per lane.
+// bytes per lane: `weights` makes the loaded bytes its operand, `start` a block's first value.
 template <typename Dot, int kRows, int kTiles, bool kPrefetch>
-void qs8_block_256(const uint8_t* w, size_t tile_bytes, size_t kp, const int8_t* q, size_t q_stride,
-                   int32_t* acc, size_t acc_stride, size_t last_count) {
-  __m256i a[kRows][kTiles][2];
+void qs8_block_256(const QS8Args& a) {
+  __m256 f[kRows][kTiles][2];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 8
-    for (int t = 0; t < kTiles; ++t) a[r][t][0] = a[r][t][1] = _mm256_setzero_si256();
+    for (int t = 0; t < kTiles; ++t) f[r][t][0] = f[r][t][1] = _mm256_setzero_ps();
   }
-  const uint8_t* p = w + kQC8HeaderBytes;
-  for (size_t i = 0; i < kp; i += kQC8KBlock, p += kQC8Tile * kQC8KBlock) {
-    __m256i wv[kTiles][2];
+  const uint8_t* p = a.w + kQC8HeaderBytes;
+  for (size_t b = 0; b < a.blocks; ++b) {
+    __m256i acc[kRows][kTiles][2];
 #pragma GCC unroll 8
-    for (int t = 0; t < kTiles; ++t) {
-      if (kPrefetch) prefetch_ahead(p + t * tile_bytes);
-      wv[t][0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + t * tile_bytes));
-      wv[t][1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + t * tile_bytes + 32));
+    for (int r = 0; r < kRows; ++r) {
+      const __m256i start = Dot::start(a.x_sums[r * a.blocks + b]);
+#pragma GCC unroll 8
+      for (int t = 0; t < kTiles; ++t) acc[r][t][0] = acc[r][t][1] = start;
+    }
+    // Unrolled by two only: fully unrolled, GCC reassociates the block's integer adds (AVX2's
+    // VPADDD after VPMADDWD) into a tree whose partial sums spill.
+#pragma GCC unroll 2
+    for (int g = 0; g < kQS8GroupsPerBlock; ++g, p += kQC8Tile * kQC8KBlock) {
+      __m256i wv[kTiles][2];
+#pragma GCC unroll 8
+      for (int t = 0; t < kTiles; ++t) {
+        if (kPrefetch) prefetch_ahead(p + t * a.tile_bytes);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          wv[t][h] = Dot::weights(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + t * a.tile_bytes + 32 * h)));
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const typename Dot::Activations x =
+            Dot::activations(four_bytes(a.q + r * a.q_stride + b * kActBlock + g * kQC8KBlock));
+#pragma GCC unroll 8
+        for (int t = 0; t < kTiles; ++t) {
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) acc[r][t][h] = Dot::accumulate(acc[r][t][h], x, wv[t][h]);
+        }
+      }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      const typename Dot::Activations x = Dot::activations(four_bytes(q + r * q_stride + i));
+      const __m256 xs = _mm256_set1_ps(a.x_scales[r * a.blocks + b]);
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) a[r][t][h] = Dot::accumulate(a[r][t][h], x, wv[t][h]);
+        for (int h = 0; h < 2; ++h) {
+          f[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]), xs, f[r][t][h]);
+        }
       }
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < kTiles; ++t) {
-    const __m256i* sums = reinterpret_cast<const __m256i*>(w + t * tile_bytes);
-    const __m256i offset[2] = {Dot::offset(_mm256_loadu_si256(sums)),
-                               Dot::offset(_mm256_loadu_si256(sums + 1))};
+    const float* header = reinterpret_cast<const float*>(a.w + t * a.tile_bytes);
+    const size_t count = t + 1 == kTiles ? a.last_count : kQC8Tile;
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      const __m256i lo = _mm256_sub_epi32(a[r][t][0], offset[0]);
-      const __m256i hi = _mm256_sub_epi32(a[r][t][1], offset[1]);
-      int32_t* out = acc + r * acc_stride + t * kQC8Tile;
-      if (t + 1 < kTiles || last_count == kQC8Tile) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), lo);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), hi);
-      } else {
-        int32_t tmp[kQC8Tile];
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp), lo);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp + 8), hi);
-        std::memcpy(out, tmp, last_count * sizeof(int32_t));
+      alignas(32) float out[kQC8Tile];
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        _mm256_store_ps(out + 8 * h, _mm256_fmadd_ps(f[r][t][h], _mm256_loadu_ps(header + 8 * h),
+                                                     _mm256_loadu_ps(header + kQC8Tile + 8 * h)));
       }
+      std::memcpy(a.y + r * a.y_stride + t * kQC8Tile, out, count * sizeof(float));
     }
   }
 }
 
-// One row by four tiles (four streams in flight), and up to four rows by one tile (eight of the
-// sixteen registers accumulate).
+// One row by four tiles (four streams in flight), and up to four rows by one tile.
 template <typename Dot>
-inline void qs8_gemv_256(const void* packed, size_t k, size_t n, const int8_t* q, int32_t* acc) {
+inline void qs8_gemv_256(const void* packed, size_t k, size_t n, const int8_t* q,
+                         const float* x_scales, const int32_t* x_sums, float* y) {
   static const QS8BlockFn kBlocks[1][4] = {
       {&qs8_block_256<Dot, 1, 1, true>, &qs8_block_256<Dot, 1, 2, true>,
        &qs8_block_256<Dot, 1, 3, true>, &qs8_block_256<Dot, 1, 4, true>}};
-  qs8_run_blocks(kBlocks, packed, k, n, /*rows=*/1, q, qc8_padded_k(k), acc, n);
+  qs8_run_blocks(kBlocks, packed, k, n, /*rows=*/1, q, qc8_padded_k(k), x_scales, x_sums, y, n);
 }
 
 template <typename Dot>
 inline void qs8_gemm_256(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
-                         size_t q_stride, int32_t* acc, size_t acc_stride) {
+                         size_t q_stride, const float* x_scales, const int32_t* x_sums, float* y,
+                         size_t y_stride) {
   static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_256<Dot, 1, 1, false>},
                                            {&qs8_block_256<Dot, 2, 1, false>},
                                            {&qs8_block_256<Dot, 3, 1, false>},
                                            {&qs8_block_256<Dot, 4, 1, false>}};
-  qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, acc, acc_stride);
+  qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, x_scales, x_sums, y, y_stride);
 }
 
-// AVX2: VPMADDUBSW multiplies unsigned by signed bytes and saturates its 16-bit pair sums: |q|
-// times w with q's sign moved onto w (VPSIGNB) keeps every pair within 2 x 127 x 127 < 32767, so
-// nothing saturates and VPMADDWD's 32-bit sums are exact, with nothing to take off.
+// AVX2: VPMADDUBSW multiplies unsigned by signed bytes and saturates its 16-bit pair sums, so the
+// stored w + 128 cannot go in as it is (2 x 255 x 127 > 32767). The weights are made signed again
+// (the sign bit flipped back) and multiplied as |q| times w with q's sign moved onto w (VPSIGNB,
+// the sign trick ggml uses): every pair is then at most 2 x 127 x 127 < 32767 in magnitude, so
+// nothing saturates, VPMADDWD's 32-bit sums are the exact dot, and there is nothing to take off.
 struct Avx2Dot {
   struct Activations {
     __m256i q, abs_q;
   };
+  static __m256i weights(__m256i stored) {
+    return _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+  static __m256i start(int32_t) { return _mm256_setzero_si256(); }
   static Activations activations(int32_t four) {
     const __m256i q = _mm256_set1_epi32(four);
     return {q, _mm256_abs_epi8(q)};
@@ -194,30 +263,27 @@ struct Avx2Dot {
     const __m256i pairs = _mm256_maddubs_epi16(x.abs_q, _mm256_sign_epi8(w, x.q));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
-  static __m256i offset(__m256i) { return _mm256_setzero_si256(); }
 };
 #endif
 
-#if defined(__AVX2__) && \
+#if defined(__AVX2__) && defined(__FMA__) && \
     (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
-// VNNI on 256-bit vectors, as the AVX-512 VNNI block: q + 128 in (its sign bit flipped), 128 x the
-// channel's weight sum off at the end. VPDPBUSD is AVX-VNNI's VEX form where the file enables
+// VNNI on 256-bit vectors, as the AVX-512 VNNI block: the stored w + 128 against q, each block
+// from -128 x its activation sum. VPDPBUSD is AVX-VNNI's VEX form where the file enables
 // AVX-VNNI, else AVX-512 VL's EVEX form of the same instruction, with the same result, so these
 // blocks also run (and are tested) on AVX-512 VNNI CPUs without AVX-VNNI.
 struct Vnni256Dot {
   using Activations = __m256i;
-  static Activations activations(int32_t four) {
-    return _mm256_xor_si256(_mm256_set1_epi32(four),
-                            _mm256_set1_epi32(static_cast<int32_t>(0x80808080u)));
-  }
+  static __m256i weights(__m256i stored) { return stored; }
+  static __m256i start(int32_t sum) { return _mm256_set1_epi32(-128 * sum); }
+  static Activations activations(int32_t four) { return _mm256_set1_epi32(four); }
   static __m256i accumulate(__m256i acc, Activations x, __m256i w) {
 #if defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(acc, x, w);
+    return _mm256_dpbusd_avx_epi32(acc, w, x);
 #else
-    return _mm256_dpbusd_epi32(acc, x, w);
+    return _mm256_dpbusd_epi32(acc, w, x);
 #endif
   }
-  static __m256i offset(__m256i weight_sums) { return _mm256_slli_epi32(weight_sums, 7); }
 };
 #endif
 
