@@ -77,18 +77,54 @@ def quantize_qc4w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, 
     if k % group_size:
         raise ValueError(f"quantize_qc4w: input size {k} is not a multiple of the group size {group_size}")
     groups = w.reshape(out, k // group_size, group_size)
-    # Q4_0's rule: the group's value of largest magnitude, with its sign, is level -8, so all 16
-    # levels are in use (a symmetric max / 7.5 scale leaves -8 nearly empty and spends a level's
-    # worth of resolution on every group). Scales are therefore signed.
-    extreme = torch.gather(groups, -1, groups.abs().argmax(dim=-1, keepdim=True)).squeeze(-1)
-    scales = (extreme / -8.0).to(torch.float16)
-    scales = torch.where(scales == 0, torch.zeros_like(scales), scales)  # no -0.0 in the file
+    scales = _searched_scales(w, groups, -8, 7)
     if bool(torch.isinf(scales).any()):
-        raise ValueError("quantize_qc4w: a group's scale max|w| / 8 is beyond float16's range")
+        raise ValueError("quantize_qc4w: a group's scale is beyond float16's range")
     s32 = scales.to(torch.float32)
     zero = s32 == 0
-    # Dividing by the stored (float16) scale itself: the levels are chosen for the scale the
-    # kernels multiply by, and a float16 reciprocal could overflow for tiny groups.
+    # The levels are chosen for the stored (float16) scale, the one the kernels multiply by: for a
+    # given scale the nearest level is the least error whatever the weighting.
     q = torch.round(groups / torch.where(zero, torch.ones_like(s32), s32)[..., None]).clamp_(-8, 7)
     q = torch.where(zero[..., None], torch.zeros_like(q), q).to(torch.int8).reshape(out, k)
     return pack_int4(q), scales.contiguous()
+
+
+# The scale candidates _searched_scales tries: the extreme value at level lowest - step / 10.
+_SEARCH_STEPS: Tuple[int, ...] = tuple(range(-8, 9, 2))
+
+
+def _searched_scales(w: torch.Tensor, groups: torch.Tensor, lowest: int, highest: int) -> torch.Tensor:
+    """Each group's float16 scale, found as llama.cpp's make_qx_quants finds Q4_0's with importance
+    weights: for each candidate (the group's largest-magnitude value, with its sign, at level
+    lowest - step / 10), the levels are rounded and clamped to [lowest, highest] and the scale
+    that fits them best by weighted least squares is computed; the candidate whose fit explains the
+    most weighted energy wins. The weight of an input is sqrt(mean(row^2) + w^2): large weights
+    matter more, but never so much that small ones are ignored. Step 0 takes Q4_0's levels (the
+    extreme at exactly `lowest`) and fits their scale, so no group fits worse than with Q4_0's rule.
+
+    groups: float32 [out, groups, group] (w reshaped); returns float16 [out, groups] (signed).
+    """
+    sigma2 = (w * w).mean(dim=1).reshape(-1, 1, 1)
+    weight = torch.sqrt(sigma2 + groups * groups)
+    weighted = weight * groups
+    extreme = torch.gather(groups, -1, groups.abs().argmax(dim=-1, keepdim=True))
+    nonzero = extreme != 0
+    inverse = 1.0 / torch.where(nonzero, extreme, torch.ones_like(extreme))
+    best_scale = (extreme / lowest).squeeze(-1)
+    best_fit = torch.full_like(best_scale, -1.0)
+    levels = torch.empty_like(groups)
+    for step in _SEARCH_STEPS:
+        torch.mul(groups, inverse * (lowest - 0.1 * step), out=levels)
+        levels.round_().clamp_(lowest, highest)
+        sum_lx = torch.linalg.vecdot(weighted, levels)
+        levels.mul_(levels)
+        sum_l2 = torch.linalg.vecdot(weight, levels)
+        fits = sum_l2 > 0
+        denominator = torch.where(fits, sum_l2, torch.ones_like(sum_l2))
+        fit = torch.where(fits, sum_lx * sum_lx / denominator, torch.full_like(sum_lx, -1.0))
+        better = fit > best_fit
+        best_scale = torch.where(better, sum_lx / denominator, best_scale)
+        best_fit = torch.where(better, fit, best_fit)
+    scales = best_scale.to(torch.float16)
+    scales = torch.where(nonzero.squeeze(-1), scales, torch.zeros_like(scales))
+    return torch.where(scales == 0, torch.zeros_like(scales), scales)  # no -0.0 in the file
