@@ -3,7 +3,7 @@ float32 weight -> the bytes an export stores and their scales. exir/quantize.py 
 schemes and holds their eager references.
 """
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
@@ -56,28 +56,36 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     return torch.where(q >= 8, q - 16, q).to(torch.int8)
 
 
-def quantize_qc4w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+def quantize_qc4w(
+    weight: torch.Tensor, group_size: int, importance: Optional[torch.Tensor] = None
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Quantizes a float [out, in] weight to signed 4-bit values in groups along the input dim.
 
     Args:
       weight: a finite float32 tensor of rank 2 whose input size is a multiple of group_size.
       group_size: one of QC4W_GROUP_SIZES.
+      importance: None, or float32 [in], finite and >= 0: how much each input's error counts (the
+        mean square of that input over calibration text, as llama.cpp's importance matrix), which
+        weighs the scale search.
 
     Returns:
       (uint8 [out, in / 2] packed as pack_int4, float16 scales [out, in / group_size]), contiguous.
 
     Raises:
       ValueError: the weight is not a finite float32 matrix, its input size is not a multiple of
-        the group size, or a group's scale is beyond float16's range.
+        the group size, the importance is not [in] finite values >= 0, or a group's scale is
+        beyond float16's range.
     """
     w = _check_weight("quantize_qc4w", weight)
+    if importance is not None:
+        _check_importance("quantize_qc4w", importance, w.shape[1])
     if group_size not in QC4W_GROUP_SIZES:
         raise ValueError(f"quantize_qc4w: group size must be one of {QC4W_GROUP_SIZES}, got {group_size}")
     out, k = w.shape
     if k % group_size:
         raise ValueError(f"quantize_qc4w: input size {k} is not a multiple of the group size {group_size}")
     groups = w.reshape(out, k // group_size, group_size)
-    scales = _searched_scales(w, groups, -8, 7)
+    scales = _searched_scales(w, groups, -8, 7, importance)
     if bool(torch.isinf(scales).any()):
         raise ValueError("quantize_qc4w: a group's scale is beyond float16's range")
     s32 = scales.to(torch.float32)
@@ -93,19 +101,30 @@ def quantize_qc4w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, 
 _SEARCH_STEPS: Tuple[int, ...] = tuple(range(-8, 9, 2))
 
 
-def _searched_scales(w: torch.Tensor, groups: torch.Tensor, lowest: int, highest: int) -> torch.Tensor:
+def _check_importance(what: str, importance: torch.Tensor, inputs: int) -> None:
+    if importance.dtype != torch.float32 or list(importance.shape) != [inputs]:
+        raise ValueError(f"{what}: importance must be float32 [{inputs}], got {importance.dtype} {list(importance.shape)}")
+    if not bool(torch.isfinite(importance).all()) or bool((importance < 0).any()):
+        raise ValueError(f"{what}: importance must be finite and >= 0")
+
+
+def _searched_scales(
+    w: torch.Tensor, groups: torch.Tensor, lowest: int, highest: int, importance: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     """Each group's float16 scale, found as llama.cpp's make_qx_quants finds Q4_0's with importance
     weights: for each candidate (the group's largest-magnitude value, with its sign, at level
     lowest - step / 10), the levels are rounded and clamped to [lowest, highest] and the scale
     that fits them best by weighted least squares is computed; the candidate whose fit explains the
-    most weighted energy wins. The weight of an input is sqrt(mean(row^2) + w^2): large weights
-    matter more, but never so much that small ones are ignored. Step 0 takes Q4_0's levels (the
+    most weighted energy wins. The weight of an input is sqrt(mean(row^2) + w^2) (large weights
+    matter more, but never so much that small ones are ignored), times its importance if given. Step 0 takes Q4_0's levels (the
     extreme at exactly `lowest`) and fits their scale, so no group fits worse than with Q4_0's rule.
 
     groups: float32 [out, groups, group] (w reshaped); returns float16 [out, groups] (signed).
     """
     sigma2 = (w * w).mean(dim=1).reshape(-1, 1, 1)
     weight = torch.sqrt(sigma2 + groups * groups)
+    if importance is not None:
+        weight = weight * importance.reshape(1, groups.shape[1], groups.shape[2])
     weighted = weight * groups
     extreme = torch.gather(groups, -1, groups.abs().argmax(dim=-1, keepdim=True))
     nonzero = extreme != 0

@@ -47,7 +47,7 @@ __all__ = [
     "unquantized_formats",
 ]
 
-Quantizer = Callable[[torch.Tensor, int], Tuple[torch.Tensor, torch.Tensor]]
+Quantizer = Callable[[torch.Tensor, int, Optional[torch.Tensor]], Tuple[torch.Tensor, torch.Tensor]]
 
 
 class UnknownFormatError(ValueError):
@@ -69,7 +69,9 @@ class FcFormat:
       scales_suffix: appended to name the scales' entry (None: no scales).
       scales_dtype: the scales' element type (None: no scales).
       group_sizes: the groups along the input dim it takes (empty: not grouped).
-      quantizer: float32 weight, group size -> (stored values, scales); None when unquantized.
+      quantizer: float32 weight, group size, importance (None, or float32 [in]: how much each
+        input's error counts) -> (stored values, scales); None when unquantized.
+      weighs_importance: whether its quantizer uses an importance (calibration) at all.
       fallback: the scheme of the format a weight it cannot hold is stored in (None: it holds all).
       values_per_byte: how many values one byte of the stored entry holds (2 for int4: the entry is
         [out, in / 2]).
@@ -86,6 +88,7 @@ class FcFormat:
     quantizer: Optional[Quantizer] = None
     fallback: Optional[str] = None
     values_per_byte: int = 1
+    weighs_importance: bool = False
 
     @property
     def scalar_type(self) -> int:
@@ -114,15 +117,21 @@ class FcFormat:
             return self
         return fc_format(self.fallback).holding(in_size, group_size)
 
-    def quantize(self, weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The stored values and scales of a float32 weight (group_size: for a grouped format).
+    def quantize(
+        self, weight: torch.Tensor, group_size: int, importance: Optional[torch.Tensor] = None
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The stored values and scales of a float32 weight (group_size: for a grouped format;
+        importance: for a format that weighs it).
 
         Raises:
-          ValueError: the format is not quantized, or as its quantizer.
+          ValueError: the format is not quantized, an importance for a format that does not weigh
+            one, or as its quantizer.
         """
         if self.quantizer is None:
             raise ValueError(f"fc format {self.scheme} has no quantizer")
-        return self.quantizer(weight, group_size)
+        if importance is not None and not self.weighs_importance:
+            raise ValueError(f"fc format {self.scheme} ({self.option}) takes no calibration")
+        return self.quantizer(weight, group_size, importance)
 
     def group(self, group_size: int) -> int:
         """The group size its stored entries carry (0 for a format without groups)."""
@@ -163,8 +172,10 @@ class FcFormat:
         return values.to(torch.float32) * scales.to(torch.float32)[:, None]
 
 
-def _quantize_qc8w(weight: torch.Tensor, group_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """quantize_qc8w: one scale per row, no groups."""
+def _quantize_qc8w(
+    weight: torch.Tensor, group_size: int, importance: Optional[torch.Tensor] = None
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """quantize_qc8w: one scale per row, no groups, no importance."""
     return quantize_qc8w(weight)
 
 
@@ -194,6 +205,7 @@ QC4W = FcFormat(
     quantizer=quantize_qc4w,
     fallback="qc8w",
     values_per_byte=2,
+    weighs_importance=True,
 )
 
 FC_FORMATS: Tuple[FcFormat, ...] = (F32, F16W, QC8W, QC4W)

@@ -26,9 +26,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
 import torch
 from edgeshare.exir._pipeline import check_out_dir
+from edgeshare.exir.calibration import CALIBRATION_CTX, calibration_ids, check_calibration_file, importance_from_ids
 from edgeshare.exir.data_policy import FoundationDataPolicy, foundation_tensors
 from edgeshare.exir.errors import AdapterMismatchError, ExportError
 from edgeshare.exir.export import ExecutorchBackendConfig
+from edgeshare.exir.export_options import OptionError
 from edgeshare.exir.hf_cache import kv_cache_method
 from edgeshare.exir.lora import ExtraMethod, LoraExportResult, check_adapter_name, export_lora, shared_copy
 from edgeshare.exir.partition import Partitioner
@@ -282,6 +284,7 @@ def export_hf_lora(
     progress: Optional[Callable[[str], None]] = None,
     kv_dtype: Optional[torch.dtype] = None,
     full_logits: bool = False,
+    calibration: Optional[str] = None,
 ) -> LoraExportResult:
     """Exports a Hugging Face causal LM with PEFT LoRA adapters: one program per adapter plus the bare
     foundation, all over one foundation.ptd.
@@ -304,6 +307,10 @@ def export_hf_lora(
         (half the memory).
       full_logits: forward_cached returns the logits of every new position ([1, T, vocab]) rather
         than the last one's ([1, 1, vocab], all generation needs).
+      calibration: a UTF-8 text file, or None: the bare model is run over its first tokens and
+        each foundation Linear input's mean square weighs the quantizer's scale search
+        (exir/calibration.py; the partitioner's weighing(), which refuses a format that weighs
+        none).
 
     Returns:
       What was written (result.foundation_program is out_dir/foundation.pte).
@@ -314,10 +321,14 @@ def export_hf_lora(
       ExportError: an adapter name is not a usable file stem, max_seq_len is out of range, or
         the export fails (UnsupportedModelError naming the model, also for a model whose
         attention a KV cache cannot serve, e.g. linear-attention layers).
+      CalibrationError: the calibration text cannot be used; OptionError: calibration with a
+        partitioner that cannot weigh it.
     """
     say = progress or (lambda line: None)
     check_out_dir(out_dir)
+    _check_calibration(calibration, partitioner)
     inputs = _load_for_export("export_hf_lora", model_dir, adapters, max_seq_len, say, kv_dtype, full_logits)
+    partitioner = _calibrated(partitioner, calibration, model_dir, inputs.base, say)
     return export_lora(
         CausalLMLogits(inputs.base),
         inputs.models,
@@ -345,6 +356,7 @@ def export_hf_swappable(
     progress: Optional[Callable[[str], None]] = None,
     kv_dtype: Optional[torch.dtype] = None,
     full_logits: bool = False,
+    calibration: Optional[str] = None,
 ) -> SwappableExportResult:
     """export_hf_lora's inputs, written for adapter swapping (exir.swappable.export_swappable):
     out_dir/lora.pte (forward and forward_cached) shared by every adapter of the first adapter's
@@ -359,7 +371,9 @@ def export_hf_swappable(
     check_out_dir(out_dir)
     if not adapters:
         raise ExportError("export_hf_swappable needs at least one adapter (export_hf_lora exports a bare model)")
+    _check_calibration(calibration, partitioner)
     inputs = _load_for_export("export_hf_swappable", model_dir, adapters, max_seq_len, say, kv_dtype, full_logits)
+    partitioner = _calibrated(partitioner, calibration, model_dir, inputs.base, say)
     return export_swappable(
         CausalLMLogits(inputs.base),
         inputs.models,
@@ -372,6 +386,33 @@ def export_hf_swappable(
         progress=say,
         extra_methods=[inputs.cached],
     )
+
+
+def _check_calibration(calibration: Optional[str], partitioner: Optional[Partitioner]) -> None:
+    """Refuses calibration a partitioner cannot weigh, or a missing text, before the model loads."""
+    if calibration is None:
+        return
+    weighing = getattr(partitioner, "weighing", None)
+    if weighing is None:
+        raise OptionError("calibration needs a partitioner that quantizes (e.g. XnnpackPartitioner(quantize='int4'))")
+    weighing({})
+    check_calibration_file(calibration)
+
+
+def _calibrated(
+    partitioner: Optional[Partitioner],
+    calibration: Optional[str],
+    model_dir: str,
+    base: nn.Module,
+    say: Callable[[str], None],
+) -> Optional[Partitioner]:
+    """partitioner, weighing the importance the bare model gives the calibration text."""
+    if calibration is None:
+        return partitioner
+    ids = calibration_ids(model_dir, calibration)
+    ctx = min(CALIBRATION_CTX, int(getattr(base.config, "max_position_embeddings", CALIBRATION_CTX) or CALIBRATION_CTX))
+    say(f"calibrating on {ids.numel()} tokens of {calibration}")
+    return partitioner.weighing(importance_from_ids(base, ids, ctx))  # type: ignore[union-attr]
 
 
 @dataclasses.dataclass

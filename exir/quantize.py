@@ -47,7 +47,7 @@ from edgeshare.exir.fc_formats import (
     is_output_layer,
     quantized_formats,
 )
-from edgeshare.exir.tensor_layout import derived
+from edgeshare.exir.tensor_layout import derived, tensor_digest
 from torch import nn
 
 # Inputs per activation block: the delegate quantizes each row of activations in blocks of this
@@ -66,6 +66,7 @@ __all__ = [
     "QC8W_SCHEME",
     "QC8W_SUFFIX",
     "QUANTIZE_SCHEMES",
+    "IMPORTANCE_META",
     "QUANT_SCHEME_META",
     "dequantize_qc4w",
     "dequantize_qc8w",
@@ -99,6 +100,10 @@ QC8W_SCALES_SUFFIX = QC8W.scales_suffix
 # Placeholder meta under the int4 scheme: the scheme ("int4" or "int8") a pinned foundation weight
 # is stored in (set by the XNNPACK partitioner, read by its preprocess and by quantize_embeddings).
 QUANT_SCHEME_META = "edgeshare_quant_scheme"
+# Placeholder meta of a pinned foundation weight whose format weighs an importance (calibration.py):
+# float32 [in], how much each input's error counts (set by the XNNPACK partitioner, read by its
+# preprocess).
+IMPORTANCE_META = "edgeshare_importance"
 
 
 def dequantize_qc8w(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
@@ -126,12 +131,16 @@ _BLOCK_ROWS = 1024
 
 
 def quantized(
-    weight: torch.Tensor, scheme: str, group_size: int = DEFAULT_GROUP_SIZE, block_rows: int = _BLOCK_ROWS
+    weight: torch.Tensor,
+    scheme: str,
+    group_size: int = DEFAULT_GROUP_SIZE,
+    block_rows: int = _BLOCK_ROWS,
+    importance: Optional[torch.Tensor] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """quantize_qc8w (scheme "int8") or quantize_qc4w (scheme "int4") of a foundation weight, as an
-    export stores it: once per export for every equal weight (tensor_layout.derived, inside
-    digest_cache), so each program that stores it holds the same tensors; block_rows rows at a
-    time, with the same result; the float weight's pages released after when it is mapped from a
+    export stores it: once per export for every equal weight and importance (tensor_layout.derived,
+    inside digest_cache), so each program that stores it holds the same tensors; block_rows rows at
+    a time, with the same result; the float weight's pages released after when it is mapped from a
     file (it is read again only if it is written in float).
 
     Args:
@@ -139,6 +148,7 @@ def quantized(
       scheme: QC8W_SCHEME or QC4W_SCHEME.
       group_size: the int4 group (one of GROUP_SIZES).
       block_rows: rows quantized at once.
+      importance: None, or float32 [in] for a format that weighs it (calibration.py).
 
     Returns:
       As quantize_qc8w or quantize_qc4w.
@@ -150,16 +160,17 @@ def quantized(
 
     def make(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         if w.dtype != torch.float32 or w.dim() != 2 or w.shape[0] <= block_rows:
-            parts = [fmt.quantize(w, group_size)]
+            parts = [fmt.quantize(w, group_size, importance)]
         else:
             starts = range(0, w.shape[0], block_rows)
-            parts = [fmt.quantize(w[start : start + block_rows], group_size) for start in starts]
+            parts = [fmt.quantize(w[start : start + block_rows], group_size, importance) for start in starts]
         release(w)
         if len(parts) == 1:
             return parts[0]
         return torch.cat([q for q, _ in parts]), torch.cat([scales for _, scales in parts])
 
-    return derived(weight.detach(), (fmt.option, fmt.group(group_size) or None), make)
+    weighed = None if importance is None else tensor_digest(importance.contiguous())
+    return derived(weight.detach(), (fmt.option, fmt.group(group_size) or None, weighed), make)
 
 
 def _quantized_format(scheme: str) -> FcFormat:

@@ -347,6 +347,14 @@ def _parser() -> argparse.ArgumentParser:
         help="with --quantize int4: the output layer's scheme (default int8)",
     )
     parser.add_argument(
+        "--calibration",
+        metavar="TEXT",
+        default=None,
+        help="with --hf-model and --quantize int4: a UTF-8 text file like the text the model will see; "
+        "the model runs over its first tokens and each layer's scale search weighs its inputs by "
+        "their mean square there (llama.cpp's importance matrix)",
+    )
+    parser.add_argument(
         "--foundation-by",
         choices=("bytes", "names"),
         default="bytes",
@@ -382,6 +390,8 @@ def _check_hf_flags(args: argparse.Namespace) -> None:
     if args.hf_model is None:
         if args.adapter:
             raise ExportError("--adapter needs --hf-model (--model returns its adapters itself)")
+        if args.calibration is not None:
+            raise ExportError("--calibration needs --hf-model (the text is read with the model's tokenizer)")
         return
     if not args.adapter and args.swappable:
         raise ExportError("--swappable needs at least one --adapter NAME=DIR")
@@ -432,6 +442,7 @@ def _export_swappable(
             progress=progress,
             kv_dtype=_KV_DTYPES[args.kv_dtype],
             full_logits=args.full_logits,
+            calibration=None if args.calibration is None else _user_path(args.calibration),
         )
     spec = args.model or DEMO
     foundation, adapters, inputs = _unpack(load_model_function(spec)(), spec)
@@ -511,6 +522,7 @@ def _export(
             progress=progress,
             kv_dtype=_KV_DTYPES[args.kv_dtype],
             full_logits=args.full_logits,
+            calibration=None if args.calibration is None else _user_path(args.calibration),
         )
         return result, []
     spec = args.model or DEMO

@@ -61,8 +61,9 @@ as their own open entry) and read as stored by FULLY_CONNECTED_UNPACKED (activat
 Supported ops (one line per row of the registry):
 """
 
+import copy
 import operator
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Mapping, Optional
 
 import torch
 from edgeshare.backends.xnnpack import op_rows
@@ -70,7 +71,7 @@ from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.embedding_qc8w import quantize_embeddings
 from edgeshare.exir.export_options import AdapterOptions, OptionError, QuantizationOptions
-from edgeshare.exir.fc_formats import F32, FcFormat, foundation_format
+from edgeshare.exir.fc_formats import F32, FcFormat, foundation_format, quantized_formats
 from edgeshare.exir.graph import is_lifted, lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import (
     DelegationSpec,
@@ -78,7 +79,7 @@ from edgeshare.exir.partition import (
     PartitionResult,
     tag_supported_nodes,
 )
-from edgeshare.exir.quantize import QUANT_SCHEME_META
+from edgeshare.exir.quantize import IMPORTANCE_META, QUANT_SCHEME_META
 from edgeshare.exir.stored_linear import store_open_linears
 from torch.export import ExportedProgram
 
@@ -153,6 +154,9 @@ class XnnpackPartitioner(Partitioner):
       group_size: the int4 group along the input dim, one of its row's group sizes (None: the first).
       lm_head: "int8" (default) or "int4", the output layer's format under quantize="int4".
       options: the four above as one QuantizationOptions (then they are not given).
+      importance: foundation weight key -> float32 [in], how much each input's error counts
+        (exir/calibration.py's importance_from_text): the scale search of a format that weighs
+        it (int4) uses it for those weights. None: every input counts alike.
       adapter_dtype: AdapterOptions.adapter_dtype, "fp32" (default), "fp16" or "int8": every
         delegated linear over a weight the program keeps (an adapter's: not pinned in a shared
         .ptd) gets that weight (and for fp16 its bias) in that format's row (f16w, qc8w) under
@@ -175,6 +179,7 @@ class XnnpackPartitioner(Partitioner):
         *,
         options: Optional[QuantizationOptions] = None,
         adapter_dtype: str = F32.option,
+        importance: Optional[Mapping[str, torch.Tensor]] = None,
     ) -> None:
         given = QuantizationOptions(fc_weight_dtype, quantize, group_size, lm_head)
         if options is not None and given != QuantizationOptions():
@@ -184,6 +189,24 @@ class XnnpackPartitioner(Partitioner):
         self._override = is_supported_override
         self.options = options if options is not None else given
         self.adapter_format = AdapterOptions(adapter_dtype=adapter_dtype).adapter_format
+        self.importance: Mapping[str, torch.Tensor] = dict(importance or {})
+
+    def weighing(self, importance: Mapping[str, torch.Tensor]) -> "XnnpackPartitioner":
+        """This partitioner with an importance per foundation weight (see importance in __init__).
+
+        Raises:
+          OptionError: its format weighs no importance (only --quantize int4 does).
+        """
+        fmt = self.options.quantized_format
+        if fmt is None or not fmt.weighs_importance:
+            weighing = [f.option for f in quantized_formats() if f.weighs_importance]
+            raise OptionError(
+                f"calibration (--calibration) applies to --quantize {' or '.join(weighing)}, "
+                f"not {self.options.quantize}"
+            )
+        other = copy.copy(self)
+        other.importance = dict(importance)
+        return other
 
     def _foundation_formats(self, ep: ExportedProgram, requested: FcFormat) -> Dict[str, str]:
         """Records on each pinned foundation weight of rank 2 the format it is stored in; returns
@@ -210,6 +233,8 @@ class XnnpackPartitioner(Partitioner):
                 not all(gathered),
             )
             node.meta[QUANT_SCHEME_META] = fmt.option
+            if fmt.weighs_importance and key in self.importance:
+                node.meta[IMPORTANCE_META] = self.importance[key]
             if fmt is not requested and any(u.op == "call_function" for u in node.users):
                 fallbacks[key] = why
         return fallbacks

@@ -62,7 +62,7 @@ from edgeshare.exir.fc_formats import F16W, F32, FcFormat, format_for_option
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
-from edgeshare.exir.quantize import quantized
+from edgeshare.exir.quantize import IMPORTANCE_META, quantized
 from edgeshare.exir.tensor_layout import TensorLayout, scalar_type_of, tensor_bytes, tensor_digest, tensor_view
 from torch.export import ExportedProgram
 
@@ -201,9 +201,12 @@ class _GraphBuilder:
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
+        importance = node.meta.get(IMPORTANCE_META) if fmt is None else None
         fmt = fmt if fmt is not None else self._stored_format(node, tensor)
+        if not fmt.weighs_importance:
+            importance = None
         try:
-            q, scales = quantized(tensor, fmt.option, self.group_size)
+            q, scales = quantized(tensor, fmt.option, self.group_size, importance=importance)
         except ValueError as e:
             raise LoweringError(f"{self.what}: weight '{fqn}': {e}") from None
         base = node.meta.get(DATA_KEY_META, fqn)

@@ -1,0 +1,78 @@
+"""export_lora --calibration end to end on a tiny Llama with its own tokenizer: a calibrated int4
+foundation differs from an uncalibrated one and is the same on every export; bad calibration flags
+and files are refused in one line before anything is written."""
+
+import os
+import sys
+from typing import List
+
+import pytest
+import transformers
+from edgeshare.exir._serialize import deserialize_ptd
+from edgeshare.models import hf_tiny, tiny_tokenizer
+from edgeshare.tools import export_lora
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> str:
+    root = str(tmp_path_factory.mktemp("tiny"))
+    transformers.logging.set_verbosity_error()
+    files = hf_tiny.save_tiny_lora("llama", root, initializer_range=0.2, vocab_size=tiny_tokenizer.VOCAB)
+    tiny_tokenizer.save_tokenizer(files.model_dir, 64)
+    return files.model_dir
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("text") / "calibration.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tiny_tokenizer.CORPUS))
+    return path
+
+
+def _export(model_dir: str, out: str, *flags: str) -> int:
+    return export_lora.main(["--hf-model", model_dir, "--out", out, "--max-seq-len", "16", *flags])
+
+
+def _int4_entries(out: str) -> List[bytes]:
+    with open(os.path.join(out, "foundation.ptd"), "rb") as f:
+        ptd = deserialize_ptd(f.read(), out)
+    return [ptd.named_data[k].data for k in sorted(ptd.named_data) if k.endswith(".qc4w.scales")]
+
+
+def test_a_calibrated_int4_export_differs_from_a_plain_one_and_repeats_itself(model_dir, text, tmp_path, capsys):
+    assert _export(model_dir, str(tmp_path / "plain"), "--quantize", "int4") == 0
+    assert _export(model_dir, str(tmp_path / "one"), "--quantize", "int4", "--calibration", text) == 0
+    assert _export(model_dir, str(tmp_path / "two"), "--quantize", "int4", "--calibration", text) == 0
+    plain, one, two = (_int4_entries(str(tmp_path / d)) for d in ("plain", "one", "two"))
+    assert plain and len(plain) == len(one)
+    assert one == two
+    assert one != plain
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--quantize", "int8", "--calibration", "TEXT"], "applies to --quantize int4, not int8"),
+        (["--calibration", "TEXT"], "applies to --quantize int4, not none"),
+        (["--quantize", "int4", "--calibration", "MISSING"], "no such file"),
+    ],
+)
+def test_bad_calibration_is_one_line_and_writes_nothing(model_dir, text, tmp_path, capsys, flags, message):
+    out = tmp_path / "out"
+    flags = [text if f == "TEXT" else str(tmp_path / "missing.txt") if f == "MISSING" else f for f in flags]
+    assert _export(model_dir, str(out), *flags) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+def test_calibration_without_a_hugging_face_model_is_refused(text, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert export_lora.main(["--out", str(out), "--quantize", "int4", "--calibration", text]) == 1
+    assert "--calibration needs --hf-model" in capsys.readouterr().err
+    assert not out.exists()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))
