@@ -1,15 +1,12 @@
-"""Calibration: each Linear input's mean square over the text, the int4 scale search weighing it, and
-the text's tokens by the model directory's own tokenizer (export_lora --calibration end to end:
-tools/export_lora_calibration_test.py)."""
+"""Calibration: each Linear input's mean square over the text and the int4 scale search weighing it
+(the text's tokens and export_lora --calibration end to end: tools/export_lora_calibration_test.py)."""
 
 import sys
 
 import pytest
 import torch
-import transformers
-from edgeshare.exir.calibration import CalibrationError, calibration_ids, importance_from_ids
+from edgeshare.exir.calibration import importance_from_ids
 from edgeshare.exir.quantize import quantize_qc4w, unpack_int4
-from edgeshare.models import hf_tiny, tiny_tokenizer
 from torch import nn
 
 
@@ -66,38 +63,6 @@ def test_the_int4_search_spends_its_error_where_inputs_are_small():
 def test_a_bad_importance_is_refused(importance, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         quantize_qc4w(torch.randn(4, 128), 32, importance)
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> str:
-    root = str(tmp_path_factory.mktemp("tiny"))
-    transformers.logging.set_verbosity_error()
-    files = hf_tiny.save_tiny_lora("llama", root, initializer_range=0.2, vocab_size=tiny_tokenizer.VOCAB)
-    tiny_tokenizer.save_tokenizer(files.model_dir, 64)
-    return files.model_dir
-
-
-@pytest.fixture(scope="module")
-def text(tmp_path_factory) -> str:
-    path = str(tmp_path_factory.mktemp("text") / "calibration.txt")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(tiny_tokenizer.CORPUS))
-    return path
-
-
-def test_calibration_ids_are_the_texts_tokens(model_dir, text):
-    ids = calibration_ids(model_dir, text, max_tokens=50)
-    assert ids.dtype == torch.int64 and ids.numel() == 50
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
-    with open(text, encoding="utf-8") as f:
-        assert ids.tolist() == tokenizer(f.read(), add_special_tokens=False)["input_ids"][:50]
-
-
-def test_undecodable_text_is_refused(model_dir, tmp_path):
-    path = tmp_path / "latin1.txt"
-    path.write_bytes(b"caf\xe9 " * 10)
-    with pytest.raises(CalibrationError, match="not UTF-8"):
-        calibration_ids(model_dir, str(path))
 
 
 if __name__ == "__main__":

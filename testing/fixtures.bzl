@@ -42,3 +42,16 @@ GENERATION_FILES_ENV = {
     "GENERATION_EXPECTED_JSON": "$(rootpath %s)" % Label("//testing:generation/expected.json"),
     "GENERATION_EXPECTED_TXT": "$(rootpath %s)" % Label("//testing:generation/expected.txt"),
 }
+
+# The text fixture (//testing:text_files: a tiny Llama exported with its own tokenizer, chat
+# template and transformers' expected outputs) beside the generation fixture, as a test's `data`
+# and `env`: tests find the files beside TEXT_EXPECTED_JSON and GENERATION_EXPECTED_JSON.
+TEXT_FILES = GENERATION_FILES + [
+    Label("//testing:text/expected.json"),
+    Label("//testing:text_files"),
+]
+
+TEXT_FILES_ENV = dict(
+    GENERATION_FILES_ENV,
+    TEXT_EXPECTED_JSON = "$(rootpath %s)" % Label("//testing:text/expected.json"),
+)

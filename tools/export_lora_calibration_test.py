@@ -1,14 +1,17 @@
-"""export_lora --calibration end to end on a tiny Llama with its own tokenizer: a calibrated int4
-foundation differs from an uncalibrated one and is the same on every export; bad calibration flags
-and files are refused in one line before anything is written."""
+"""export_lora --calibration end to end on a tiny Llama with its own tokenizer: the text's tokens are
+the model tokenizer's, a calibrated int4 foundation differs from an uncalibrated one and is the same
+on every export; bad calibration flags and files are refused in one line before anything is
+written."""
 
 import os
 import sys
 from typing import List
 
 import pytest
+import torch
 import transformers
 from edgeshare.exir._serialize import deserialize_ptd
+from edgeshare.exir.calibration import CalibrationError, calibration_ids
 from edgeshare.models import hf_tiny, tiny_tokenizer
 from edgeshare.tools import export_lora
 
@@ -72,6 +75,21 @@ def test_calibration_without_a_hugging_face_model_is_refused(text, tmp_path, cap
     assert export_lora.main(["--out", str(out), "--quantize", "int4", "--calibration", text]) == 1
     assert "--calibration needs --hf-model" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_calibration_ids_are_the_texts_tokens(model_dir, text):
+    ids = calibration_ids(model_dir, text, max_tokens=50)
+    assert ids.dtype == torch.int64 and ids.numel() == 50
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    with open(text, encoding="utf-8") as f:
+        assert ids.tolist() == tokenizer(f.read(), add_special_tokens=False)["input_ids"][:50]
+
+
+def test_undecodable_text_is_refused(model_dir, tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"caf\xe9 " * 10)
+    with pytest.raises(CalibrationError, match="not UTF-8"):
+        calibration_ids(model_dir, str(path))
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ Ctrl-C gives exit status 130 (the shell's 128 + SIGINT) with no traceback; a rea
 
 import os
 import sys
-from typing import Callable
+from typing import Callable, Tuple, Type
 
-__all__ = ["run_cli"]
+__all__ = ["run_cli", "run_reporting"]
 
 
 def run_cli(main: Callable[[], int]) -> int:
@@ -31,3 +31,35 @@ def run_cli(main: Callable[[], int]) -> int:
         except (OSError, ValueError):
             pass
         return 1
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def run_reporting(
+    prog: str,
+    main: Callable[[], int],
+    errors: Tuple[Type[BaseException], ...],
+    usage_errors: Tuple[Type[BaseException], ...] = (),
+) -> int:
+    """run_cli(main), where each of `errors` (and an OSError other than a closed stdout) ends the
+    tool with one "PROG: error: ..." line on stderr and status 1, and each of usage_errors with such
+    a line and status 2 (a flag's wrong value, as argparse's own errors)."""
+
+    def reporting() -> int:
+        try:
+            return main()
+        except usage_errors as e:
+            print(f"{prog}: error: {_first_line(e)}", file=sys.stderr)
+            return 2
+        except errors as e:
+            print(f"{prog}: error: {_first_line(e)}", file=sys.stderr)
+            return 1
+        except OSError as e:
+            if isinstance(e, BrokenPipeError):
+                raise
+            print(f"{prog}: error: {_first_line(e)}", file=sys.stderr)
+            return 1
+
+    return run_cli(reporting)

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 import numpy as np
 
-from edgeshare.extension.python._cli import run_cli
+from edgeshare.extension.python._cli import run_reporting
 from edgeshare.extension.python._errors import EdgeshareError
 from edgeshare.extension.python.npy_file import NpyFileError, load_npy
 from edgeshare.extension.python.runtime import (
@@ -350,20 +350,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       Ctrl-C, 1 when stdout is closed early (no traceback either way).
     """
 
-    def run() -> int:
-        try:
-            return _run(_parser().parse_args(argv))
-        except (EdgeshareError, NpyFileError, _UsageError, TypeError, ValueError) as e:
-            print(f"{PROG}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-            return 1
-        except OSError as e:
-            if isinstance(e, BrokenPipeError):
-                raise
-            print(f"{PROG}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-            return 1
-
-    return run_cli(run)
-
+    return run_reporting(
+        PROG,
+        lambda: _run(_parser().parse_args(argv)),
+        errors=(EdgeshareError, NpyFileError, _UsageError, TypeError, ValueError),
+    )
 
 if __name__ == "__main__":
     sys.exit(main())

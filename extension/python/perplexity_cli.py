@@ -30,7 +30,7 @@ import sys
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 import numpy as np
-from edgeshare.extension.python._cli import run_cli
+from edgeshare.extension.python._cli import run_reporting
 from edgeshare.extension.python._errors import EdgeshareError
 from edgeshare.extension.python.perplexity import PerplexityResult, program_perplexity
 from edgeshare.extension.python.runtime import DataFile, Program, set_num_threads
@@ -192,23 +192,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       when stdout is closed early (no traceback either way).
     """
 
-    def run() -> int:
-        try:
-            return _run(_parser().parse_args(argv))
-        except _UsageError as e:
-            print(f"{PROG}: error: {str(e).splitlines()[0]}", file=sys.stderr)
-            return 2
-        except (EdgeshareError, TypeError, ValueError) as e:
-            print(f"{PROG}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-            return 1
-        except OSError as e:
-            if isinstance(e, BrokenPipeError):
-                raise
-            print(f"{PROG}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-            return 1
-
-    return run_cli(run)
-
+    return run_reporting(
+        PROG,
+        lambda: _run(_parser().parse_args(argv)),
+        errors=(EdgeshareError, TypeError, ValueError),
+        usage_errors=(_UsageError,),
+    )
 
 if __name__ == "__main__":
     sys.exit(main())
