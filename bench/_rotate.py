@@ -62,9 +62,7 @@ def _norms(state: Dict[str, torch.Tensor], layers: int) -> Dict[Tuple[int, str],
     }
 
 
-def _rotated_state(
-    state: Dict[str, torch.Tensor], layers: int, q: torch.Tensor
-) -> Dict[str, torch.Tensor]:
+def _rotated_state(state: Dict[str, torch.Tensor], layers: int, q: torch.Tensor) -> Dict[str, torch.Tensor]:
     norms = _norms(state, layers)
     out: Dict[str, torch.Tensor] = {}
     embedding = state["model.embed_tokens.weight"].double()
@@ -162,7 +160,9 @@ def rotate_adapter(adapter_dir: str, model_dir: str, out_dir: str, seed: int) ->
             out[key] = (w * norms[(int(match["layer"]), _READS[match["proj"]])]) @ q
         elif match and match["proj"] in _WRITES and ".lora_B." in key:
             out[key] = q.T @ w if key.endswith(".weight") else w @ q
-        elif match and (match["proj"] in _READS or match["proj"] in _WRITES) and (".lora_A." in key or ".lora_B." in key):
+        elif (
+            match and (match["proj"] in _READS or match["proj"] in _WRITES) and (".lora_A." in key or ".lora_B." in key)
+        ):
             out[key] = w  # the side of the adapter inside the attention or MLP block: unchanged
         else:
             raise RotationError(f"rotate_adapter: {path}: no rule for '{key}'")

@@ -154,7 +154,9 @@ def _torch_logits(model_dir: str, adapter_dir: Optional[str]) -> Logits:
     return run
 
 
-def _cell(model: str, adapter: bool, engine: str, fmt: str, result: PerplexityResult, base: float, timed: _Timed) -> Cell:
+def _cell(
+    model: str, adapter: bool, engine: str, fmt: str, result: PerplexityResult, base: float, timed: _Timed
+) -> Cell:
     return Cell(
         model,
         adapter,
@@ -227,7 +229,9 @@ def _measure_model(
         base = 0.0
         for fmt in formats:
             log(f"[quality] {label}: edgeshare {fmt}")
-            timed = _Timed(reference if fmt == "fp32" else _program_logits(os.path.join(folders[fmt], program), datas[fmt]))
+            timed = _Timed(
+                reference if fmt == "fp32" else _program_logits(os.path.join(folders[fmt], program), datas[fmt])
+            )
             result = score(tokens, CTX, timed, reference=None if fmt == "fp32" else reference)
             base = base or result.perplexity
             cell = _cell(name, adapted, "edgeshare", fmt, result, base, timed)
@@ -296,7 +300,9 @@ def run_quality(
     """
     needed = CTX * options.windows
     if len(files.held_out_ids) < needed:
-        raise ValueError(f"quality: {options.windows} windows of {CTX} need {needed} held-out tokens; have {len(files.held_out_ids)}")
+        raise ValueError(
+            f"quality: {options.windows} windows of {CTX} need {needed} held-out tokens; have {len(files.held_out_ids)}"
+        )
     tokens = files.held_out_ids[:needed]
     set_num_threads(options.threads)
     torch.set_num_threads(options.threads)
@@ -321,7 +327,11 @@ def run_quality(
     matches = {}
     for c in cells:
         if c.engine == "transformers":
-            ours = next(x for x in cells if (x.model, x.adapter, x.engine, x.format) == (c.model, c.adapter, "edgeshare", "fp32"))
+            ours = next(
+                x
+                for x in cells
+                if (x.model, x.adapter, x.engine, x.format) == (c.model, c.adapter, "edgeshare", "fp32")
+            )
             matches[f"{c.model}{' + adapter' if c.adapter else ''}"] = abs(ours.perplexity / c.perplexity - 1.0) <= 1e-3
     report["fp32_matches_transformers"] = matches
     return report
@@ -337,15 +347,17 @@ def format_markdown(report: Dict[str, Any]) -> str:
         f"{report['model']}; text: {report['text']}; {report['tokens_scored']} tokens scored in "
         f"{report['windows']} windows of {report['ctx']}; {report['threads']} thread(s).",
         "",
-        "| model | adapter | engine | format | weights MiB | perplexity | vs fp32 | KL vs fp32 | top-1 = fp32 | tokens/s |",
+        "| model | adapter | engine | format | weights MiB | perplexity | vs fp32 | KL vs fp32 | top-1 = fp32 "
+        "| tokens/s |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in report["cells"]:
+        top1 = None if c["top1_agreement"] is None else 100 * c["top1_agreement"]
         lines.append(
             f"| {c['model']} | {'yes' if c['adapter'] else 'no'} | {c['engine']} | {c['format']} | "
             f"{_value(c['weights_mib'], '.1f')} | {_value(c['perplexity'], '.3f')} | "
             f"{_value(c['increase_pct'], '+.2f')}% | {_value(c['kl_divergence'], '.4f')} | "
-            f"{_value(None if c['top1_agreement'] is None else 100 * c['top1_agreement'], '.1f')}{'%' if c['top1_agreement'] is not None else ''} | "
+            f"{_value(top1, '.1f')}{'' if top1 is None else '%'} | "
             f"{_value(c['tokens_per_s'], '.0f')} |"
         )
     return "\n".join(lines)
@@ -375,7 +387,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--windows", type=int, default=8, help="disjoint windows of 512 held-out tokens")
     parser.add_argument("--threads", type=int, default=1, help="threads of every engine")
     parser.add_argument("--no-transformers", action="store_true", help="skip transformers' fp32 perplexity")
-    parser.add_argument("--peer", choices=["llamacpp"], default=None, help="also llama.cpp (its own venv, made on first use)")
+    parser.add_argument(
+        "--peer", choices=["llamacpp"], default=None, help="also llama.cpp (its own venv, made on first use)"
+    )
     parser.add_argument("--llamacpp-formats", default=",".join(f.name for f in LLAMACPP_FORMATS), help="with --peer")
     parser.add_argument("--keep", default=None, help="keep the exports in this folder")
     args = parser.parse_args(argv)

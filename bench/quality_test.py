@@ -22,13 +22,17 @@ def test_a_reference_gives_kl_and_top1_agreement():
     same = score(ids, 8, lambda w: table[None, : w.shape[1]], reference=lambda w: table[None, : w.shape[1]])
     assert same.kl_divergence == pytest.approx(0.0, abs=1e-12)
     assert same.top1_agreement == 1.0
-    other = score(ids, 8, lambda w: np.zeros((1, w.shape[1], 7), np.float32), reference=lambda w: table[None, : w.shape[1]])
+    other = score(
+        ids, 8, lambda w: np.zeros((1, w.shape[1], 7), np.float32), reference=lambda w: table[None, : w.shape[1]]
+    )
     assert other.kl_divergence > 0.0
 
 
 def test_the_table_has_a_row_per_cell_and_blank_for_what_was_not_measured():
     cells = [
-        Cell("original", False, "edgeshare", "fp32", 24.9, 0.0, tokens_per_s=50.0, weights_mib=513.0, tokens_scored=4088),
+        Cell(
+            "original", False, "edgeshare", "fp32", 24.9, 0.0, tokens_per_s=50.0, weights_mib=513.0, tokens_scored=4088
+        ),
         Cell("original", True, "edgeshare", "int4", 26.0, 4.4, 0.05, 0.9, 60.0, 100.0, 4088),
     ]
     report = {

@@ -172,7 +172,8 @@ def prepare(
         if not os.path.isdir(adapter_dir):
             log(f"[real] training the adapter ({recipe.steps} steps of 4 x {recipe.seq_len} tokens, one thread)")
             training = train_adapter(model_dir, adapter_dir, train_ids, held_out_ids, recipe)
-            log(f"[real] held-out loss {training.loss_before:.3f} -> {training.loss_after:.3f} in {training.seconds:.0f} s")
+            before, after = training.loss_before, training.loss_after
+            log(f"[real] held-out loss {before:.3f} -> {after:.3f} in {training.seconds:.0f} s")
         if rotated_dir is not None:
             rotated_adapter_dir = adapter_dir + f"-rotated{ROTATION_SEED}"
             _complete(rotated_adapter_dir, lambda folder: rotate_adapter(adapter_dir, model_dir, folder, ROTATION_SEED))

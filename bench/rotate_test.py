@@ -64,10 +64,16 @@ def test_rotated_adapter_keeps_the_logits(folders):
 def test_weights_move_norms_become_one_and_lm_head_is_untied(folders):
     before = load_file(os.path.join(folders["original"], "model.safetensors"))
     after = load_file(os.path.join(folders["rotated"], "model.safetensors"))
-    for key in ("model.layers.0.self_attn.q_proj.weight", "model.layers.1.mlp.down_proj.weight", "model.embed_tokens.weight"):
+    for key in (
+        "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.1.mlp.down_proj.weight",
+        "model.embed_tokens.weight",
+    ):
         assert before[key].shape == after[key].shape
         assert float((before[key] - after[key]).abs().max()) > 1e-3, key
-    assert torch.equal(after["model.layers.0.input_layernorm.weight"], torch.ones_like(after["model.layers.0.input_layernorm.weight"]))
+    assert torch.equal(
+        after["model.layers.0.input_layernorm.weight"], torch.ones_like(after["model.layers.0.input_layernorm.weight"])
+    )
     assert torch.equal(after["model.norm.weight"], torch.ones_like(after["model.norm.weight"]))
     assert not torch.equal(after["lm_head.weight"], after["model.embed_tokens.weight"])
     with open(os.path.join(folders["rotated"], "config.json")) as f:
