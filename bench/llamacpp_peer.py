@@ -323,7 +323,7 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--model-dir", required=True)
     conv.add_argument("--out", required=True)
     conv.add_argument("--outtype", action="append", default=[], choices=["f32", "f16", "bf16", "q8_0"])
-    conv.add_argument("--quantize", action="append", default=[], choices=["q4_0", "q4_1", "q5_0", "q5_1"])
+    conv.add_argument("--quantize", action="append", default=[], choices=["q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m"])
     conv.add_argument("--adapter", action="append", default=[], help="NAME=PEFT_DIR")
     conv.add_argument("--threads", type=int, default=1)
     gen = commands.add_parser("generate")
