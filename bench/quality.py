@@ -277,11 +277,13 @@ class _LlamacppWindow:
         self.decode_s = 0.0
 
     def __call__(self, window: np.ndarray) -> np.ndarray:
-        prompt, out = os.path.join(self.work, "window.npy"), os.path.join(self.work, "window_logits.npy")
-        np.save(prompt, window.astype(np.int64))
-        report = llamacpp_logits(self.python, self.model, prompt, out, CTX, self.lora, self.threads)
-        self.decode_s += float(report.get("decode_s", 0.0))
-        return np.load(out)[None]
+        # A folder of its own: two runs may share --keep's folder.
+        with tempfile.TemporaryDirectory(dir=self.work, prefix="llamacpp_window_") as folder:
+            prompt, out = os.path.join(folder, "window.npy"), os.path.join(folder, "logits.npy")
+            np.save(prompt, window.astype(np.int64))
+            report = llamacpp_logits(self.python, self.model, prompt, out, CTX, self.lora, self.threads)
+            self.decode_s += float(report.get("decode_s", 0.0))
+            return np.load(out)[None]
 
 
 def run_quality(
