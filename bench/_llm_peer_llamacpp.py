@@ -51,6 +51,7 @@ __all__ = [
     "TARGETS_ALL",
     "convert_with_llamacpp",
     "format_llamacpp_table",
+    "llamacpp_logits",
     "llamacpp_rows",
     "measure_llamacpp",
 ]
@@ -218,14 +219,36 @@ def _convert(python: str, files: LlmFiles, formats: Sequence[Format], out: str) 
     return _peer(python, args, "conversion")
 
 
-def convert_with_llamacpp(python: str, files: LlmFiles, out: str) -> Dict[str, Any]:
-    """llama.cpp's converters on the model (F32) and each adapter, timed: the venv's convert report
-    ({"models": {"f32": {"path", "bytes", "convert_s"}}, "adapters": {name: {...}}}).
+def convert_with_llamacpp(
+    python: str, files: LlmFiles, out: str, formats: Optional[Sequence[Format]] = None
+) -> Dict[str, Any]:
+    """llama.cpp's converters on the model (each of `formats`, default F32; a quantized one made from
+    the F32 file) and each adapter, timed: the venv's convert report ({"models": {"f32": {"path",
+    "bytes", "convert_s"}, ...}, "adapters": {name: {...}}}).
 
     Raises:
       BenchError: a conversion failed.
     """
-    return _convert(python, files, [f for f in FORMATS if f.name == "F32"], out)
+    return _convert(python, files, formats or [f for f in FORMATS if f.name == "F32"], out)
+
+
+def llamacpp_logits(
+    python: str, model: str, prompt: str, out: str, n_ctx: int, lora: Optional[str] = None, threads: int = 1
+) -> Dict[str, Any]:
+    """The peer's logits command: every position's logits of the ids in the .npy `prompt` from the GGUF
+    `model` (with the GGUF adapter `lora` active at scale 1), saved to `out` as float32 [T, vocab].
+
+    Returns:
+      Its report ({"path", "positions", "n_vocab", "decode_s"}).
+
+    Raises:
+      BenchError: the process failed.
+    """
+    args = ["logits", "--model", model, "--prompt", prompt, "--n-ctx", str(n_ctx), "--out", out]
+    args += ["--threads", str(threads)]
+    if lora is not None:
+        args += ["--lora", lora, "--active", "0"]
+    return _peer(python, args, "logits")
 
 
 def _export(files: LlmFiles, fmt: Format, bound: int, out: str, log: Callable[[str], None]) -> Dict[str, Any]:

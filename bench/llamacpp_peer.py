@@ -34,11 +34,11 @@ turn (llama_set_adapters_lora + llama_memory_clear): "switch_ms", one per switch
 
     python llamacpp_peer.py logits --model GGUF [--lora GGUF ...] [--active N] --prompt IDS.npy
         --n-ctx N --threads T --out LOGITS.npy
-      -> {"path", "positions", "n_vocab"}
+      -> {"path", "positions", "n_vocab", "decode_s"}
 
 the logits of every prompt position from one llama_decode of the whole prompt (a batch asking for
 each position's output), saved as float32 [T, n_vocab]: what the bench compares with the fp32
-model, as it does edgeshare's `forward`.
+model, as it does edgeshare's `forward`; decode_s is the llama_decode call and the rows' copy.
 """
 
 import argparse
@@ -297,9 +297,11 @@ def logits(args: argparse.Namespace) -> Dict[str, Any]:
     generator = _Generator(args)
     if max(prompt) >= generator.n_vocab:
         raise RuntimeError(f"prompt id {max(prompt)} is outside the model's {generator.n_vocab} tokens")
+    start = time.perf_counter()
     rows = generator.logits(prompt)
+    decode_s = time.perf_counter() - start
     np.save(args.out, rows)
-    return {"path": args.out, "positions": int(rows.shape[0]), "n_vocab": int(rows.shape[1])}
+    return {"path": args.out, "positions": int(rows.shape[0]), "n_vocab": int(rows.shape[1]), "decode_s": decode_s}
 
 
 def _model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -321,7 +323,7 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--model-dir", required=True)
     conv.add_argument("--out", required=True)
     conv.add_argument("--outtype", action="append", default=[], choices=["f32", "f16", "bf16", "q8_0"])
-    conv.add_argument("--quantize", action="append", default=[], choices=["q4_0", "q4_1", "q5_0", "q5_1"])
+    conv.add_argument("--quantize", action="append", default=[], choices=["q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m"])
     conv.add_argument("--adapter", action="append", default=[], help="NAME=PEFT_DIR")
     conv.add_argument("--threads", type=int, default=1)
     gen = commands.add_parser("generate")
