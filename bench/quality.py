@@ -13,7 +13,8 @@ scored tokens).
 
 For each model (original, rotated), edgeshare exports it with the adapter (exir.export_hf_lora,
 XnnpackPartitioner, max_seq_len 512) at fp32, int8 (--quantize int8: per output row) and int4
-(--quantize int4 --group-size 32, its lm_head int8); the bare model is foundation.pte and the adapted
+(--quantize int4 --group-size 32, its lm_head int8), and int4c (int4 with --calibration on the
+first 8192 tokens of the novel's training part); the bare model is foundation.pte and the adapted
 one adapter.pte. Every cell reports perplexity, its increase over the fp32 program of the same model
 and adapter, the mean KL divergence from that program and the share of positions whose top-1 token
 equals its (the fp32 program's logits are computed once and kept), the weights' bytes on disk and
@@ -51,22 +52,23 @@ from edgeshare.bench.real_model import MODEL, NOVEL, FetchError, RealModel, Rota
 from edgeshare.exir.hf import export_hf_lora, load_hf_model, load_peft_adapter
 from edgeshare.extension.python import DataFile, Program, set_num_threads
 
-try:
-    from edgeshare.extension.python.perplexity import PerplexityResult, score
-except ImportError:  # until the perplexity API lands on main
-    from edgeshare.bench._perplexity_shim import PerplexityResult, score
+from edgeshare.extension.python.perplexity import PerplexityResult, score
 
 __all__ = ["CTX", "EDGESHARE_FORMATS", "LLAMACPP_FORMATS", "Cell", "format_markdown", "main", "run_quality"]
 
 CTX = 512
 ADAPTER = "adapter"
 MIB = 2.0**20
-# name -> XnnpackPartitioner options (export_lora's --quantize / --group-size).
+# name -> XnnpackPartitioner options (export_lora's --quantize / --group-size); int4c is int4 with
+# --calibration on the novel's training part (CALIBRATION_TOKENS of it, never the scored text).
 EDGESHARE_FORMATS: Dict[str, Dict[str, Any]] = {
     "fp32": {},
     "int8": {"quantize": "int8"},
     "int4": {"quantize": "int4", "group_size": 32},
+    "int4c": {"quantize": "int4", "group_size": 32},
 }
+CALIBRATED = ("int4c",)
+CALIBRATION_TOKENS = 8192
 LLAMACPP_FORMATS: Tuple[Format, ...] = (
     Format("F32", gguf="f32"),
     Format("Q8_0", gguf="q8_0"),
@@ -183,14 +185,25 @@ class Options:
     llamacpp: Tuple[str, ...] = ()
 
 
-def _export(model_dir: str, adapter_dir: str, fmt: str, out: str, log: Callable[[str], None]) -> Tuple[str, float]:
+def _export(
+    model_dir: str, adapter_dir: str, fmt: str, out: str, calibration: str, log: Callable[[str], None]
+) -> Tuple[str, float]:
     """Exports one format -> (its folder, seconds); a complete export already in `out` (--keep) is
-    reused (seconds NaN): the exporter writes all of its files or none."""
+    reused (seconds NaN): the exporter writes all of its files or none. calibration: the text file a
+    CALIBRATED format is calibrated on."""
     if all(os.path.exists(os.path.join(out, f)) for f in ("foundation.ptd", "foundation.pte", f"{ADAPTER}.pte")):
         log(f"[quality]   {fmt}: reusing {out}")
         return out, float("nan")
     start = time.perf_counter()
-    result = export_hf_lora(model_dir, {ADAPTER: adapter_dir}, out, CTX, XnnpackPartitioner(**EDGESHARE_FORMATS[fmt]))
+    partitioner = XnnpackPartitioner(**EDGESHARE_FORMATS[fmt])
+    result = export_hf_lora(
+        model_dir,
+        {ADAPTER: adapter_dir},
+        out,
+        CTX,
+        partitioner,
+        calibration=calibration if fmt in CALIBRATED else None,
+    )
     result.modules.clear()
     seconds = time.perf_counter() - start
     log(f"[quality]   {fmt} exported in {seconds:.0f} s")
@@ -204,6 +217,7 @@ def _measure_model(
     tokens: np.ndarray,
     options: Options,
     work: str,
+    calibration: str,
     log: Callable[[str], None],
     done: Callable[[Cell], None],
 ) -> Tuple[List[Cell], Dict[str, Any]]:
@@ -213,7 +227,8 @@ def _measure_model(
     formats = ["fp32"] + [f for f in options.formats if f != "fp32"]
     for fmt in formats:
         log(f"[quality] {name}: exporting {fmt}")
-        folders[fmt], extra["export_s"][fmt] = _export(model_dir, adapter_dir, fmt, os.path.join(work, name, fmt), log)
+        out = os.path.join(work, name, fmt)
+        folders[fmt], extra["export_s"][fmt] = _export(model_dir, adapter_dir, fmt, out, calibration, log)
     converted = None
     if options.llamacpp:
         python = peer_python(VENV, log)
@@ -286,6 +301,16 @@ class _LlamacppWindow:
             return np.load(out)[None]
 
 
+def _calibration_text(files: RealModel, work: str) -> str:
+    """The first CALIBRATION_TOKENS of the novel's training part as a text file in work (the
+    tokenizer's decoding of them: what --calibration reads back)."""
+    path = os.path.join(work, "calibration.txt")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(files.model_dir)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(tokenizer.decode(files.train_ids[:CALIBRATION_TOKENS].tolist()))
+    return path
+
+
 def run_quality(
     files: RealModel,
     options: Options,
@@ -306,6 +331,7 @@ def run_quality(
             f"quality: {options.windows} windows of {CTX} need {needed} held-out tokens; have {len(files.held_out_ids)}"
         )
     tokens = files.held_out_ids[:needed]
+    calibration = _calibration_text(files, work)
     set_num_threads(options.threads)
     torch.set_num_threads(options.threads)
     dirs = {"original": (files.model_dir, files.adapter_dir), "rotated": (files.rotated_dir, files.rotated_adapter_dir)}
@@ -313,7 +339,7 @@ def run_quality(
     export_s: Dict[str, Any] = {}
     for name in options.models:
         model_dir, adapter_dir = dirs[name]
-        got, extra = _measure_model(name, model_dir, adapter_dir, tokens, options, work, log, done)
+        got, extra = _measure_model(name, model_dir, adapter_dir, tokens, options, work, calibration, log, done)
         cells += got
         export_s[name] = extra["export_s"]
     report: Dict[str, Any] = {

@@ -14,10 +14,7 @@ from edgeshare.bench.real_model import HELD_OUT_TOKENS, prepare
 from edgeshare.exir.hf import export_hf_lora, load_hf_model
 from edgeshare.extension.python import DataFile, Program
 
-try:
-    from edgeshare.extension.python.perplexity import score
-except ImportError:  # until the perplexity API lands on main
-    from edgeshare.bench._perplexity_shim import score
+from edgeshare.extension.python.perplexity import score
 
 _T = 128
 
