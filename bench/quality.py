@@ -304,6 +304,7 @@ class _LlamacppWindow:
 def _calibration_text(files: RealModel, work: str) -> str:
     """The first CALIBRATION_TOKENS of the novel's training part as a text file in work (the
     tokenizer's decoding of them: what --calibration reads back)."""
+    os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "calibration.txt")
     tokenizer = transformers.AutoTokenizer.from_pretrained(files.model_dir)
     with open(path, "w", encoding="utf-8") as f:
