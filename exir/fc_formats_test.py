@@ -72,7 +72,8 @@ def test_the_partitioner_and_preprocess_store_what_the_row_says(tmp_path, monkey
     # the exported file follows it, so nothing else decides the int8 entries.
     calls = []
 
-    def quantizer(weight, group_size):
+    def quantizer(weight, group_size, importance):
+        assert importance is None  # int8 weighs none
         calls.append(tuple(weight.shape))
         return quantize_qc8w(weight)
 
