@@ -51,7 +51,6 @@ from edgeshare.bench._runner import BenchError
 from edgeshare.bench.real_model import MODEL, NOVEL, FetchError, RealModel, RotationError, prepare
 from edgeshare.exir.hf import export_hf_lora, load_hf_model, load_peft_adapter
 from edgeshare.extension.python import DataFile, Program, set_num_threads
-
 from edgeshare.extension.python.perplexity import PerplexityResult, score
 
 __all__ = ["CTX", "EDGESHARE_FORMATS", "LLAMACPP_FORMATS", "Cell", "format_markdown", "main", "run_quality"]

@@ -13,7 +13,6 @@ from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench.real_model import HELD_OUT_TOKENS, prepare
 from edgeshare.exir.hf import export_hf_lora, load_hf_model
 from edgeshare.extension.python import DataFile, Program
-
 from edgeshare.extension.python.perplexity import score
 
 _T = 128

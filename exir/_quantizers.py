@@ -103,7 +103,8 @@ _SEARCH_STEPS: Tuple[int, ...] = tuple(range(-8, 9, 2))
 
 def _check_importance(what: str, importance: torch.Tensor, inputs: int) -> None:
     if importance.dtype != torch.float32 or list(importance.shape) != [inputs]:
-        raise ValueError(f"{what}: importance must be float32 [{inputs}], got {importance.dtype} {list(importance.shape)}")
+        got = f"{importance.dtype} {list(importance.shape)}"
+        raise ValueError(f"{what}: importance must be float32 [{inputs}], got {got}")
     if not bool(torch.isfinite(importance).all()) or bool((importance < 0).any()):
         raise ValueError(f"{what}: importance must be finite and >= 0")
 
@@ -116,8 +117,9 @@ def _searched_scales(
     lowest - step / 10), the levels are rounded and clamped to [lowest, highest] and the scale
     that fits them best by weighted least squares is computed; the candidate whose fit explains the
     most weighted energy wins. The weight of an input is sqrt(mean(row^2) + w^2) (large weights
-    matter more, but never so much that small ones are ignored), times its importance if given. Step 0 takes Q4_0's levels (the
-    extreme at exactly `lowest`) and fits their scale, so no group fits worse than with Q4_0's rule.
+    matter more, but never so much that small ones are ignored), times its importance if given.
+    Step 0 takes Q4_0's levels (the extreme at exactly `lowest`) and fits their scale, so no group
+    fits worse than with Q4_0's rule.
 
     groups: float32 [out, groups, group] (w reshaped); returns float16 [out, groups] (signed).
     """

@@ -410,7 +410,8 @@ def _calibrated(
     if calibration is None:
         return partitioner
     ids = calibration_ids(model_dir, calibration)
-    ctx = min(CALIBRATION_CTX, int(getattr(base.config, "max_position_embeddings", CALIBRATION_CTX) or CALIBRATION_CTX))
+    positions = getattr(base.config, "max_position_embeddings", None) or CALIBRATION_CTX
+    ctx = min(CALIBRATION_CTX, int(positions))
     say(f"calibrating on {ids.numel()} tokens of {calibration}")
     return partitioner.weighing(importance_from_ids(base, ids, ctx))  # type: ignore[union-attr]
 
