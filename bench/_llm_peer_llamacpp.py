@@ -292,12 +292,18 @@ def _configs(options: LlamacppOptions) -> List[Tuple[Format, int, int]]:
 
 
 def measure_llamacpp(
-    spec: LlmSpec, work_dir: str, options: LlamacppOptions, log: Callable[[str], None] = lambda message: None
+    spec: LlmSpec,
+    work_dir: str,
+    options: LlamacppOptions,
+    log: Callable[[str], None] = lambda message: None,
+    files: Optional[LlmFiles] = None,
 ) -> Dict[str, Any]:
     """Converts, exports and times both sides interleaved -> the stage's figures.
 
     Args:
       spec: the model (LLAMACPP_MODELS); its max_seq_len is replaced by each bound.
+      files: a model and adapters already on disk, of spec's shape (the real model, with its
+        held-out text as training.held_out_ids), instead of the seeded model spec describes.
       work_dir: where the model, conversions and exports go.
       options: formats, bounds, threads, lengths, repeats.
       log: progress messages.
@@ -312,8 +318,9 @@ def measure_llamacpp(
     start = time.perf_counter()
     spec = dataclasses.replace(spec, max_seq_len=max(options.n_ctx))  # positions the config covers
     python = peer_python(VENV, log)
-    log(f"[llamacpp] writing the model and {spec.adapters} adapters ({spec.describe()})")
-    files = save_llm(spec, os.path.join(work_dir, "hf"))
+    if files is None:
+        log(f"[llamacpp] writing the model and {spec.adapters} adapters ({spec.describe()})")
+        files = save_llm(spec, os.path.join(work_dir, "hf"))
     prompt = os.path.join(work_dir, "prompt.npy")
     if files.training is not None:  # held-out text: what a trained model's logits are about
         ids = files.training.held_out_ids[: options.prompt_tokens].view(1, -1)

@@ -3,7 +3,7 @@ exported from a Hugging Face directory and run, against transformers + PEFT eage
 
     ./bazelw run -c opt //bench:llm -- [--json FILE] [--repeats N] [--keep DIR] [--small]
         [--vocab V] [--max-seq-len N] [--trained-steps N] [--peer executorch|llamacpp [--peer-only]]
-        [--peer-model llm|smollm2|small] [--formats F32,F16,Q8_0,Q4_0] [--n-ctx 128,2048] [--threads 1,2]
+        [--peer-model llm|smollm2|small|real] [--formats F32,F16,Q8_0,Q4_0] [--n-ctx 128,2048] [--threads 1,2]
         [--flash-attn off|on|auto] [--prompt-tokens 64] [--peer-new-tokens 64]
 
 It writes a LlamaForCausalLM made from a config (bench/_llm_model.LlmSpec: 4 layers, hidden 1024,
@@ -40,7 +40,9 @@ both sides, equal transformers'). If ExecuTorch cannot lower the wrapper, not_me
 
 With --peer llamacpp, llama.cpp (llama-cpp-python 0.3.36 built from source for this CPU, its own
 venv; bench/_llm_peer_llamacpp.py) converts the --peer-model (bench/llm's Llama, or a SmolLM2-135M
-shape; two PEFT adapters r16 on every projection) with its own converters to each of --formats,
+shape; two PEFT adapters r16 on every projection; or `real`: SmolLM2-135M-Instruct itself with the
+adapter trained on a novel, bench/real_model.py, prompted with held-out text of that novel) with its
+own converters to each of --formats,
 and greedy generation (--prompt-tokens, --peer-new-tokens) is timed in fresh processes at every
 --n-ctx and --threads, interleaved with tools/generate over edgeshare's export at the matching
 format (F32: fp32; F16: --fc-weight-dtype fp16; Q8_0: --quantize int8, int8 per output row;
@@ -77,9 +79,11 @@ import time
 import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+import torch
+
 from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, llm_figures
 from edgeshare.bench._llm_measure import export_llm, measure_llm
-from edgeshare.bench._llm_model import LlmSpec, save_llm
+from edgeshare.bench._llm_model import LlmFiles, LlmSpec, save_llm
 from edgeshare.bench._llm_peer_llamacpp import (
     FORMATS,
     LLAMACPP_MODELS,
@@ -95,6 +99,7 @@ from edgeshare.bench._llm_peer_executorch import (
 )
 from edgeshare.bench._llm_report import format_llm_table
 from edgeshare.bench._llm_swap import SWAP_KEYS, measure_swap
+from edgeshare.bench._llm_train import Training
 from edgeshare.bench._report import to_json
 from edgeshare.bench._runner import BenchError
 
@@ -170,6 +175,26 @@ def _user_path(path: str) -> str:
     return path if os.path.isabs(path) else os.path.join(base, path)
 
 
+# --peer-model's choice beside LLAMACPP_MODELS: the real SmolLM2-135M-Instruct and its trained adapter.
+REAL = "real"
+
+
+def _peer_model(name: str, trained_steps: int, log: Callable[[str], None]) -> Tuple[LlmSpec, Optional[LlmFiles]]:
+    """The llama.cpp stage's model: a seeded one of LLAMACPP_MODELS (files None: the stage writes it),
+    or the real model (fetched, dequantized and its adapter trained on first use, then cached),
+    prompted with held-out text of the novel its adapter was trained on."""
+    if name != REAL:
+        return dataclasses.replace(LLAMACPP_MODELS[name], trained_steps=trained_steps), None
+    # Imported here: real_model's library builds on this one's (its adapter trains with _llm_train),
+    # so //bench:llm the binary, not :llm_lib, depends on it.
+    from edgeshare.bench.real_model import AdapterRecipe, prepare  # noqa: PLC0415
+
+    real = prepare(rotated=False, adapter=True, log=log)
+    held_out = Training(0, 0.0, float("nan"), float("nan"), torch.from_numpy(real.held_out_ids))
+    spec = dataclasses.replace(LLAMACPP_MODELS["smollm2"], adapters=1, targets=AdapterRecipe().targets)
+    return spec, LlmFiles(real.model_dir, {"adapter1": real.adapter_dir}, held_out)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm", description=__doc__.split("\n")[0])
     parser.add_argument("--json", default=None, help="write the figures to this file")
@@ -196,7 +221,9 @@ def _parser() -> argparse.ArgumentParser:
         help="also time ExecuTorch 1.5.1 or llama.cpp on the same model, interleaved (its own venv, made on first use)",
     )
     parser.add_argument("--peer-only", action="store_true", help="with --peer llamacpp: only the peer stage")
-    parser.add_argument("--peer-model", default="llm", choices=sorted(LLAMACPP_MODELS), help="llamacpp: the model")
+    parser.add_argument(
+        "--peer-model", default="llm", choices=sorted([*LLAMACPP_MODELS, REAL]), help="llamacpp: the model"
+    )
     parser.add_argument(
         "--formats", default=",".join(f.name for f in FORMATS), help="llamacpp: weight formats, comma-separated"
     )
@@ -284,9 +311,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report["tiny-llm"] = result
             tables.append(format_llm_table(result))
         if llamacpp is not None:
-            peer_spec = dataclasses.replace(LLAMACPP_MODELS[args.peer_model], trained_steps=args.trained_steps)
+            peer_spec, peer_files = _peer_model(args.peer_model, args.trained_steps, log)
             try:
-                report.update(measure_llamacpp(peer_spec, os.path.join(root, "llamacpp"), llamacpp, log))
+                report.update(measure_llamacpp(peer_spec, os.path.join(root, "llamacpp"), llamacpp, log, peer_files))
                 tables.append(format_llamacpp_table(report["llamacpp"]))
             except BenchError as e:  # the peer is opt-in: its failure must not lose the run's figures
                 if args.peer_only:
