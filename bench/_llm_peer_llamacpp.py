@@ -318,6 +318,7 @@ def measure_llamacpp(
     start = time.perf_counter()
     spec = dataclasses.replace(spec, max_seq_len=max(options.n_ctx))  # positions the config covers
     python = peer_python(VENV, log)
+    os.makedirs(work_dir, exist_ok=True)
     if files is None:
         log(f"[llamacpp] writing the model and {spec.adapters} adapters ({spec.describe()})")
         files = save_llm(spec, os.path.join(work_dir, "hf"))

@@ -80,22 +80,21 @@ import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
-
 from edgeshare.bench._llm_figures import LLM_REQUIRED_KEYS, llm_figures
 from edgeshare.bench._llm_measure import export_llm, measure_llm
 from edgeshare.bench._llm_model import LlmFiles, LlmSpec, save_llm
+from edgeshare.bench._llm_peer_executorch import (
+    LLM_PEER_GENERATE_KEYS,
+    LLM_PEER_KEYS,
+    PEER_NOT_MEASURED,
+    measure_llm_peer,
+)
 from edgeshare.bench._llm_peer_llamacpp import (
     FORMATS,
     LLAMACPP_MODELS,
     LlamacppOptions,
     format_llamacpp_table,
     measure_llamacpp,
-)
-from edgeshare.bench._llm_peer_executorch import (
-    LLM_PEER_GENERATE_KEYS,
-    LLM_PEER_KEYS,
-    PEER_NOT_MEASURED,
-    measure_llm_peer,
 )
 from edgeshare.bench._llm_report import format_llm_table
 from edgeshare.bench._llm_swap import SWAP_KEYS, measure_swap
