@@ -149,6 +149,36 @@ runtime::Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed
                                        size_t rows, const QS8Scratch& scratch, float* y,
                                        size_t y_stride);
 
+// The int8 fully connected with block scales (kernels.h's qb8w): GEMV and GEMM over its packing;
+// the activations are quantized with a QS8Kernels set's quantizer. Defined in qb8w_config.cc.
+struct QB8Kernels {
+  QS8QB8WGemvFn gemv = nullptr;
+  QS8QB8WGemmFn gemm = nullptr;
+};
+
+// The qb8w sets, best() giving the scalar reference's bits on a probe.
+const KernelSets<QB8Kernels>& qb8_kernel_sets();
+
+// True when both kinds of `set` give the scalar reference's bits on a probe (an odd number of
+// blocks, rows around the tiles' blocks, n not a multiple of the tiles).
+bool qb8_matches_reference(const QB8Kernels& set);
+
+// The preconditions of the qb8w kernels for an [n, k] weight packed at `packed` in `packed_bytes`
+// bytes (qb8w_pack's layout).
+// Errors: InvalidArgument when k or n is 0, k is not a multiple of kActBlock, packed is null or
+// packed_bytes is not qb8_packed_bytes(k, n).
+runtime::Status check_qb8_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes);
+
+// The qb8w fully connected over rows already quantized into `scratch` (qs8_quantize_rows): GEMV
+// for one row, GEMM for more, into rows of y (y_stride floats apart). A slab of channels
+// [first, first + n) with `first` a multiple of kQC8Tile is the packing's tiles from
+// packed + first / kQC8Tile * qb8_tile_bytes(k), and writes y + first.
+// Errors: InvalidArgument when check_qb8_kernel_args fails, rows exceed the scratch, a buffer is
+// null, the output stride is too short or a kind of `set` is missing; y is not written then.
+runtime::Status qs8_qb8w_run_quantized(const QB8Kernels& set, const void* packed,
+                                       size_t packed_bytes, size_t k, size_t n, size_t rows,
+                                       const QS8Scratch& scratch, float* y, size_t y_stride);
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

@@ -146,6 +146,76 @@ void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
                                    const int8_t* q, size_t q_stride, const float* x_scales,
                                    const int32_t* x_sums, float* y, size_t y_stride);
 
+// int8 weights with one float16 scale per block of kActBlock inputs (qb8w: symmetric, llama.cpp's
+// Q8_0 grain; the file's canonical layout is int8 [n, k] and float16 scales [n, k / kActBlock], k a
+// multiple of kActBlock), activations as above. Per row and channel:
+//   d_b = the exact int32 dot of block b's int8 activations and weights
+//   acc = fma(float(d_b), x_scale_b * w_scale_b, acc) over the blocks in order, from 0, the
+//         product rounded to float first
+//   y   = acc + bias
+// as the int4 kernels below do per group; every path gives the scalar reference's bits. A scale
+// per block keeps one large weight from coarsening the other k - 32 of its row.
+//
+// The packed layout (made once, at load, by qb8w_pack): tiles of kQC8Tile output channels, each
+//   [16 x float: 1.0][16 x float: the channel's bias, 0 without one]   (qc8w's header)
+//   per pair of blocks (b, b + 1):
+//     [block b: kActBlock / 4 groups of 16 channels x 4 inputs, weight + 128 as uint8, as qc8w's]
+//     [block b + 1: likewise]
+//     [16 x float16: block b's scales][16 x float16: block b + 1's scales]
+// (an odd last block has zero weights and scales in place of its pair's second), so every group
+// and every pair's scales start on a 64-byte line. The header's scales of 1 let the int8 kernels'
+// epilogue fma(acc, scale, bias) serve both layouts: fma(acc, 1, bias) is acc + bias exactly.
+constexpr size_t kQB8BlockBytes = kActBlock * kQC8Tile;
+constexpr size_t kQB8ScaleBytes = kQC8Tile * 2;
+constexpr size_t kQB8PairBytes = 2 * kQB8BlockBytes + 2 * kQB8ScaleBytes;
+
+// Where block b's groups and its 16 scales start within a tile.
+constexpr size_t qb8_block_offset(size_t b) {
+  return kQC8HeaderBytes + b / 2 * kQB8PairBytes + b % 2 * kQB8BlockBytes;
+}
+constexpr size_t qb8_scales_offset(size_t b) {
+  return kQC8HeaderBytes + b / 2 * kQB8PairBytes + 2 * kQB8BlockBytes + b % 2 * kQB8ScaleBytes;
+}
+constexpr size_t qb8_tile_bytes(size_t k) {
+  return kQC8HeaderBytes + (act_blocks(k) + 1) / 2 * kQB8PairBytes;
+}
+// Bytes of the packing of an [n, k] int8 weight with block scales.
+constexpr size_t qb8_packed_bytes(size_t k, size_t n) {
+  return (n + kQC8Tile - 1) / kQC8Tile * qb8_tile_bytes(k);
+}
+
+// Packs row-major int8 weights [n, k] (each in [-127, 127]; k a multiple of kActBlock) with their
+// float16 scales (uint16 bits, [n, k / kActBlock]) and bias [n] (null: none) into
+// qb8_packed_bytes(k, n) bytes at `packed` (64-byte aligned for the vector kernels' best speed).
+void qb8w_pack(const int8_t* weight, const uint16_t* scales, const float* bias, size_t k, size_t n,
+               void* packed);
+
+// The qb8w fully connected over quantized rows, with the int8 kinds' signatures (k: a multiple of
+// kActBlock, so the quantized rows are k bytes long).
+using QS8QB8WGemvFn = QS8QC8WGemvFn;
+using QS8QB8WGemmFn = QS8QC8WGemmFn;
+void qs8_qb8w_gemv_scalar(const void* packed, size_t k, size_t n, const int8_t* q,
+                          const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                          size_t q_stride, const float* x_scales, const int32_t* x_sums, float* y,
+                          size_t y_stride);
+// As the qc8w kernels of the same names; the AVX2 ones also need F16C.
+void qs8_qb8w_gemv_4x16_avx2(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_4x16_avx2(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                             float* y, size_t y_stride);
+void qs8_qb8w_gemv_4x16_avxvnni(const void* packed, size_t k, size_t n, const int8_t* q,
+                                const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_4x16_avxvnni(const void* packed, size_t k, size_t n, size_t rows,
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride);
+void qs8_qb8w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, const int8_t* q,
+                                   const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
+                                   const int8_t* q, size_t q_stride, const float* x_scales,
+                                   const int32_t* x_sums, float* y, size_t y_stride);
+
 // f32 activations times IEEE half weights (f16w), f32 output: the weights are read as halves (half
 // the bytes of f32, what one-row runs are bound by) and widened in registers, with no convert of
 // the activations or the output around the kernel. Each output is its bias, then one FMA per input

@@ -20,7 +20,7 @@ void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
       {&qs8_block_avx512vnni<6, 1, false>, &qs8_block_avx512vnni<6, 2, false>},
       {&qs8_block_avx512vnni<7, 1, false>, &qs8_block_avx512vnni<7, 2, false>},
       {&qs8_block_avx512vnni<8, 1, false>, &qs8_block_avx512vnni<8, 2, false>}};
-  qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, x_scales, x_sums, y, y_stride);
+  qs8_run_blocks(kBlocks, packed, qc8_tile_bytes(k), k, n, rows, q, q_stride, x_scales, x_sums, y, y_stride);
 }
 
 }  // namespace kernels

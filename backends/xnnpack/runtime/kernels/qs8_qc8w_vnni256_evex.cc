@@ -17,6 +17,18 @@ void qs8_qc8w_gemm_4x16_vnni256_evex(const void* packed, size_t k, size_t n, siz
   qs8_gemm_256<Vnni256Dot>(packed, k, n, rows, q, q_stride, x_scales, x_sums, y, y_stride);
 }
 
+void qs8_qb8w_gemv_4x16_vnni256_evex(const void* packed, size_t k, size_t n, const int8_t* q,
+                                     const float* x_scales, const int32_t* x_sums, float* y) {
+  qs8_gemv_256<Vnni256Dot, QS8Scales::kPerBlock>(packed, k, n, q, x_scales, x_sums, y);
+}
+
+void qs8_qb8w_gemm_4x16_vnni256_evex(const void* packed, size_t k, size_t n, size_t rows,
+                                     const int8_t* q, size_t q_stride, const float* x_scales,
+                                     const int32_t* x_sums, float* y, size_t y_stride) {
+  qs8_gemm_256<Vnni256Dot, QS8Scales::kPerBlock>(packed, k, n, rows, q, q_stride, x_scales, x_sums,
+                                                 y, y_stride);
+}
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

@@ -18,6 +18,12 @@ void qs8_qc8w_gemm_4x16_vnni256_evex(const void* packed, size_t k, size_t n, siz
                                      const int8_t* q, size_t q_stride, const float* x_scales,
                                      const int32_t* x_sums, float* y, size_t y_stride);
 
+void qs8_qb8w_gemv_4x16_vnni256_evex(const void* packed, size_t k, size_t n, const int8_t* q,
+                                     const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_4x16_vnni256_evex(const void* packed, size_t k, size_t n, size_t rows,
+                                     const int8_t* q, size_t q_stride, const float* x_scales,
+                                     const int32_t* x_sums, float* y, size_t y_stride);
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

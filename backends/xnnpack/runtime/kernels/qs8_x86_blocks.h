@@ -5,7 +5,8 @@
 //
 // Every block follows kernels.h's order: per activation block of kActBlock inputs (8 groups of
 // 4), an exact int32 dot per row and channel, converted to float once and fused into the row's
-// float accumulator with the block's scale; at the end fma(acc, w_scale, bias).
+// float accumulator with the block's scale (qb8w: times the weights' block scale); at the end
+// fma(acc, w_scale, bias) (qb8w: w_scale is 1).
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_X86_BLOCKS_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_X86_BLOCKS_H_
@@ -41,6 +42,18 @@ struct QS8Args {
 // kRows rows by kTiles tiles.
 using QS8BlockFn = void (*)(const QS8Args& a);
 
+// Where a tile's weight scales are (kernels.h): one per channel in the header (qc8w, whose groups
+// follow the header in order), or one float16 per channel and block after each pair of blocks
+// (qb8w).
+enum class QS8Scales { kPerChannel, kPerBlock };
+
+// Where block b's groups start in the tile at w.
+template <QS8Scales kScales>
+inline const uint8_t* qs8_block_at(const uint8_t* w, size_t b) {
+  return kScales == QS8Scales::kPerBlock ? w + qb8_block_offset(b)
+                                         : w + kQC8HeaderBytes + b * kActBlock * kQC8Tile;
+}
+
 // The 4 activation bytes of inputs [i, i + 4) of a row, as one 32-bit lane.
 inline int32_t four_bytes(const int8_t* q) {
   int32_t b;
@@ -54,11 +67,10 @@ constexpr int kQS8GroupsPerBlock = static_cast<int>(kActBlock / kQC8KBlock);
 // Runs blocks of up to kMaxRows rows by kMaxTiles tiles over every row and tile.
 template <int kMaxRows, int kMaxTiles>
 inline void qs8_run_blocks(const QS8BlockFn (&blocks)[kMaxRows][kMaxTiles], const void* packed,
-                           size_t k, size_t n, size_t rows, const int8_t* q, size_t q_stride,
-                           const float* x_scales, const int32_t* x_sums, float* y,
+                           size_t tile_bytes, size_t k, size_t n, size_t rows, const int8_t* q,
+                           size_t q_stride, const float* x_scales, const int32_t* x_sums, float* y,
                            size_t y_stride) {
   const uint8_t* w = static_cast<const uint8_t*>(packed);
-  const size_t tile_bytes = qc8_tile_bytes(k);
   const size_t tiles = (n + kQC8Tile - 1) / kQC8Tile;
   const size_t last_count = n - (tiles - 1) * kQC8Tile;
   const size_t nb = act_blocks(k);
@@ -88,7 +100,7 @@ inline void qs8_run_blocks(const QS8BlockFn (&blocks)[kMaxRows][kMaxTiles], cons
 // VPDPBUSD multiplies unsigned by signed bytes: the weights are stored + 128, the activations go
 // in as they are, and each block's dot starts from -128 x the block's activation sum, so it ends
 // exactly sum(q * w).
-template <int kRows, int kTiles, bool kPrefetch>
+template <int kRows, int kTiles, bool kPrefetch, QS8Scales kScales = QS8Scales::kPerChannel>
 void qs8_block_avx512vnni(const QS8Args& a) {
   __m512 f[kRows][kTiles];
 #pragma GCC unroll 8
@@ -96,8 +108,8 @@ void qs8_block_avx512vnni(const QS8Args& a) {
 #pragma GCC unroll 8
     for (int t = 0; t < kTiles; ++t) f[r][t] = _mm512_setzero_ps();
   }
-  const uint8_t* p = a.w + kQC8HeaderBytes;
   for (size_t b = 0; b < a.blocks; ++b) {
+    const uint8_t* p = qs8_block_at<kScales>(a.w, b);
     __m512i acc[kRows][kTiles];
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
@@ -121,12 +133,30 @@ void qs8_block_avx512vnni(const QS8Args& a) {
         for (int t = 0; t < kTiles; ++t) acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], wv[t], xv);
       }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) {
-      const __m512 xs = _mm512_set1_ps(a.x_scales[r * a.blocks + b]);
+    if constexpr (kScales == QS8Scales::kPerBlock) {
+      __m512 ws[kTiles];
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        f[r][t] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[r][t]), xs, f[r][t]);
+        ws[t] = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                                  a.w + t * a.tile_bytes + qb8_scales_offset(b))));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 xs = _mm512_set1_ps(a.x_scales[r * a.blocks + b]);
+#pragma GCC unroll 8
+        for (int t = 0; t < kTiles; ++t) {
+          f[r][t] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[r][t]),
+                                    _mm512_maskz_mul_ps(0xFFFF, xs, ws[t]), f[r][t]);
+        }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 xs = _mm512_set1_ps(a.x_scales[r * a.blocks + b]);
+#pragma GCC unroll 8
+        for (int t = 0; t < kTiles; ++t) {
+          f[r][t] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[r][t]), xs, f[r][t]);
+        }
       }
     }
   }
@@ -150,7 +180,7 @@ void qs8_block_avx512vnni(const QS8Args& a) {
 // The blocks on 256-bit vectors: each tile's 16 channels are two halves (channels 0-7 and 8-15 of a
 // group are its first and second 32 bytes), and `Dot` is how 4 activation bytes meet 4 weight
 // bytes per lane: `weights` makes the loaded bytes its operand, `start` a block's first value.
-template <typename Dot, int kRows, int kTiles, bool kPrefetch>
+template <typename Dot, int kRows, int kTiles, bool kPrefetch, QS8Scales kScales>
 void qs8_block_256(const QS8Args& a) {
   __m256 f[kRows][kTiles][2];
 #pragma GCC unroll 8
@@ -158,8 +188,8 @@ void qs8_block_256(const QS8Args& a) {
 #pragma GCC unroll 8
     for (int t = 0; t < kTiles; ++t) f[r][t][0] = f[r][t][1] = _mm256_setzero_ps();
   }
-  const uint8_t* p = a.w + kQC8HeaderBytes;
   for (size_t b = 0; b < a.blocks; ++b) {
+    const uint8_t* p = qs8_block_at<kScales>(a.w, b);
     __m256i acc[kRows][kTiles][2];
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
@@ -192,14 +222,42 @@ void qs8_block_256(const QS8Args& a) {
         }
       }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) {
-      const __m256 xs = _mm256_set1_ps(a.x_scales[r * a.blocks + b]);
+    if constexpr (kScales == QS8Scales::kPerBlock) {
+#if defined(__F16C__)
+      __m256 ws[kTiles][2];
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-          f[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]), xs, f[r][t][h]);
+          ws[t][h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+              a.w + t * a.tile_bytes + qb8_scales_offset(b) + 16 * h)));
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const __m256 xs = _mm256_set1_ps(a.x_scales[r * a.blocks + b]);
+#pragma GCC unroll 8
+        for (int t = 0; t < kTiles; ++t) {
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            f[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]),
+                                         _mm256_mul_ps(xs, ws[t][h]), f[r][t][h]);
+          }
+        }
+      }
+#else
+      static_assert(kScales != QS8Scales::kPerBlock, "the qb8w blocks need F16C");
+#endif
+    } else {
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const __m256 xs = _mm256_set1_ps(a.x_scales[r * a.blocks + b]);
+#pragma GCC unroll 8
+        for (int t = 0; t < kTiles; ++t) {
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            f[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]), xs, f[r][t][h]);
+          }
         }
       }
     }
@@ -221,25 +279,33 @@ void qs8_block_256(const QS8Args& a) {
   }
 }
 
+// The bytes of one tile of a layout.
+template <QS8Scales kScales>
+constexpr size_t qs8_tile_bytes(size_t k) {
+  return kScales == QS8Scales::kPerBlock ? qb8_tile_bytes(k) : qc8_tile_bytes(k);
+}
+
 // One row by four tiles (four streams in flight), and up to four rows by one tile.
-template <typename Dot>
+template <typename Dot, QS8Scales kScales = QS8Scales::kPerChannel>
 inline void qs8_gemv_256(const void* packed, size_t k, size_t n, const int8_t* q,
                          const float* x_scales, const int32_t* x_sums, float* y) {
   static const QS8BlockFn kBlocks[1][4] = {
-      {&qs8_block_256<Dot, 1, 1, true>, &qs8_block_256<Dot, 1, 2, true>,
-       &qs8_block_256<Dot, 1, 3, true>, &qs8_block_256<Dot, 1, 4, true>}};
-  qs8_run_blocks(kBlocks, packed, k, n, /*rows=*/1, q, qc8_padded_k(k), x_scales, x_sums, y, n);
+      {&qs8_block_256<Dot, 1, 1, true, kScales>, &qs8_block_256<Dot, 1, 2, true, kScales>,
+       &qs8_block_256<Dot, 1, 3, true, kScales>, &qs8_block_256<Dot, 1, 4, true, kScales>}};
+  qs8_run_blocks(kBlocks, packed, qs8_tile_bytes<kScales>(k), k, n, /*rows=*/1, q,
+                 qc8_padded_k(k), x_scales, x_sums, y, n);
 }
 
-template <typename Dot>
+template <typename Dot, QS8Scales kScales = QS8Scales::kPerChannel>
 inline void qs8_gemm_256(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
                          size_t q_stride, const float* x_scales, const int32_t* x_sums, float* y,
                          size_t y_stride) {
-  static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_256<Dot, 1, 1, false>},
-                                           {&qs8_block_256<Dot, 2, 1, false>},
-                                           {&qs8_block_256<Dot, 3, 1, false>},
-                                           {&qs8_block_256<Dot, 4, 1, false>}};
-  qs8_run_blocks(kBlocks, packed, k, n, rows, q, q_stride, x_scales, x_sums, y, y_stride);
+  static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_256<Dot, 1, 1, false, kScales>},
+                                           {&qs8_block_256<Dot, 2, 1, false, kScales>},
+                                           {&qs8_block_256<Dot, 3, 1, false, kScales>},
+                                           {&qs8_block_256<Dot, 4, 1, false, kScales>}};
+  qs8_run_blocks(kBlocks, packed, qs8_tile_bytes<kScales>(k), k, n, rows, q, q_stride, x_scales,
+                 x_sums, y, y_stride);
 }
 
 // AVX2: VPMADDUBSW multiplies unsigned by signed bytes and saturates its 16-bit pair sums, so the
