@@ -7,10 +7,13 @@ from typing import Optional, Tuple
 
 import torch
 
-__all__ = ["pack_int4", "quantize_qc4w", "quantize_qc8w", "unpack_int4"]
+__all__ = ["QB8W_BLOCK", "pack_int4", "quantize_qb8w", "quantize_qc4w", "quantize_qc8w", "unpack_int4"]
 
 # The group sizes qc4w takes (its row, exir/fc_formats.py, lists the same).
 QC4W_GROUP_SIZES: Tuple[int, ...] = (32, 64, 128)
+# The inputs per scale of qb8w: the delegate's activation block, so one weight scale meets one
+# activation scale per integer dot.
+QB8W_BLOCK = 32
 
 
 def quantize_qc8w(weight: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -30,6 +33,43 @@ def quantize_qc8w(weight: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     safe = torch.where(scales > 0, scales, torch.ones_like(scales))
     q = torch.round(w / safe[:, None]).clamp_(-127, 127).to(torch.int8)
     return q.contiguous(), scales.contiguous()
+
+
+def quantize_qb8w(
+    weight: torch.Tensor, group_size: int = QB8W_BLOCK, importance: Optional[torch.Tensor] = None
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Quantizes a float [out, in] weight to int8 in blocks of QB8W_BLOCK inputs, llama.cpp Q8_0's
+    rule: per block, scale = float16(max|w| / 127), q = clamp(round_half_even(w / scale), -127, 127)
+    (0 for a zero scale). Dividing by the stored (rounded) scale keeps each value's error within half
+    a step of what the kernels multiply by.
+
+    Args:
+      weight: a finite float32 tensor of rank 2, its input size a multiple of QB8W_BLOCK.
+      group_size: QB8W_BLOCK (the only block the format takes).
+      importance: None (the format weighs none).
+
+    Returns:
+      (int8 [out, in], float16 scales [out, in / QB8W_BLOCK]), contiguous.
+
+    Raises:
+      ValueError: not a finite float32 matrix, an input size that is not a multiple of the block, a
+        block too large for a float16 scale, another group size or an importance.
+    """
+    w = _check_weight("quantize_qb8w", weight)
+    if group_size != QB8W_BLOCK or importance is not None:
+        raise ValueError(f"quantize_qb8w: takes blocks of {QB8W_BLOCK} and no importance, got {group_size}")
+    out, k = w.shape
+    if k % QB8W_BLOCK:
+        raise ValueError(f"quantize_qb8w: input size {k} is not a multiple of the block {QB8W_BLOCK}")
+    blocks = w.reshape(out, k // QB8W_BLOCK, QB8W_BLOCK)
+    scales = (blocks.abs().amax(dim=2) / 127.0).to(torch.float16)
+    if not bool(torch.isfinite(scales).all()):
+        raise ValueError("quantize_qb8w: a block's largest value is too large for a float16 scale")
+    s = scales.to(torch.float32)
+    safe = torch.where(s > 0, s, torch.ones_like(s))
+    q = torch.round(blocks / safe[..., None]).clamp_(-127, 127)
+    q = torch.where(s[..., None] > 0, q, torch.zeros_like(q)).to(torch.int8)
+    return q.reshape(out, k).contiguous(), scales.contiguous()
 
 
 def _check_weight(what: str, weight: torch.Tensor) -> torch.Tensor:

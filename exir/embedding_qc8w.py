@@ -12,18 +12,20 @@ The runtime runs it as the portable kernel of the same name (runtime/kernels/por
 `quantize_embeddings` rewrites a program's aten.embedding over a pinned foundation weight to it,
 with the weight's "<key>.qc8w" and "<key>.qc8w.scales" entries as lifted constants: the same
 entries the delegate stores for an int8 fully connected over that weight, so a tied embedding
-and lm_head hold one int8 entry (and its scales) and no float copy. Under the int4 scheme a table
-whose placeholder carries QUANT_SCHEME_META "int4" (the XNNPACK partitioner sets it on an untied
-table of a width that is a multiple of the group) is gathered by edgeshare::embedding_qc4w
-(exir/embedding_qc4w.py) over its "<key>.qc4w" and "<key>.qc4w.scales" entries instead.
+and lm_head hold one int8 entry (and its scales) and no float copy. A table whose placeholder
+carries QUANT_SCHEME_META (the XNNPACK partitioner records each foundation weight's format under a
+format with a fallback) is gathered in that format instead: "int8" by edgeshare::embedding_qb8w
+(exir/embedding_qb8w.py) over "<key>.qb8w" and "<key>.qb8w.scales", "int4" by
+edgeshare::embedding_qc4w (exir/embedding_qc4w.py) over "<key>.qc4w" and "<key>.qc4w.scales".
 """
 
 from typing import Dict, Optional, Tuple
 
 import torch
+from edgeshare.exir import embedding_qb8w as _embedding_qb8w  # noqa: F401 (defines the int8 block operator)
 from edgeshare.exir import embedding_qc4w as _embedding_qc4w  # noqa: F401 (defines the int4 operator)
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
-from edgeshare.exir.fc_formats import QC4W, QC8W, format_for_option
+from edgeshare.exir.fc_formats import QB8W, QC4W, QC8W, format_for_option
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.quantize import DEFAULT_GROUP_SIZE, QUANT_SCHEME_META, gather_qc8w, quantized
 from torch.export import ExportedProgram
@@ -48,7 +50,11 @@ def _(weight, scales, indices):  # noqa: ANN001, ANN202
 def _gathers() -> Dict[str, object]:
     """Format scheme -> the operator gathering rows of a table stored in it."""
     ops = torch.ops.edgeshare
-    return {QC8W.scheme: ops.embedding_qc8w.default, QC4W.scheme: ops.embedding_qc4w.default}
+    return {
+        QC8W.scheme: ops.embedding_qc8w.default,
+        QB8W.scheme: ops.embedding_qb8w.default,
+        QC4W.scheme: ops.embedding_qc4w.default,
+    }
 
 
 def _pinned_float_table(ep: ExportedProgram, node: object) -> bool:
@@ -87,8 +93,9 @@ def _forget_lifted(ep: ExportedProgram) -> None:
 
 def quantize_embeddings(ep: ExportedProgram, group_size: Optional[int] = None) -> Dict[str, str]:
     """Rewrites, in place, every aten.embedding over a pinned float32 foundation table to
-    embedding_qc8w over the table's int8 entries, or to embedding_qc4w over its int4 entries when
-    its placeholder's QUANT_SCHEME_META is "int4"; a table nothing else reads is dropped.
+    embedding_qc8w over the table's int8 entries, or to the gather of the format its placeholder's
+    QUANT_SCHEME_META names ("int8": embedding_qb8w, "int4": embedding_qc4w); a table nothing else
+    reads is dropped.
 
     Args:
       ep: an edge program whose placeholders carry the data policy's meta.

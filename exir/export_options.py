@@ -20,6 +20,7 @@ from edgeshare.exir.fc_formats import (
     FcFormat,
     adapter_formats,
     fc_format,
+    format_for_adapter_dtype,
     format_for_option,
     quantized_formats,
     unquantized_formats,
@@ -40,8 +41,9 @@ def _one_of(field: str, flag: str, value: object, allowed: Tuple[object, ...]) -
 
 
 def _fallback_options() -> Tuple[str, ...]:
-    """The --quantize values that keep some layers in another format (and so take --lm-head)."""
-    return tuple(f.option for f in quantized_formats() if f.fallback is not None)
+    """The --quantize values that keep the output layer in another format (and so take --lm-head
+    and --group-size)."""
+    return tuple(f.option for f in quantized_formats() if f.output_layer_fallback)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,10 +103,12 @@ class QuantizationOptions:
 
     @property
     def group(self) -> int:
-        """The group size in effect (the grouped formats' first when none was given)."""
+        """The group size in effect (the quantized format's first when none was given; with none
+        grouped, the grouped formats' first)."""
         if self.group_size is not None:
             return self.group_size
-        grouped = [f for f in quantized_formats() if f.grouped]
+        fmt = self.quantized_format
+        grouped = [fmt] if fmt is not None and fmt.grouped else [f for f in quantized_formats() if f.grouped]
         return grouped[0].group_sizes[0]
 
     @property
@@ -115,7 +119,7 @@ class QuantizationOptions:
             return None
         if self.lm_head is not None:
             return format_for_option(self.lm_head)
-        return fmt if fmt.fallback is None else fc_format(fmt.fallback)
+        return fc_format(fmt.fallback) if fmt.output_layer_fallback else fmt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +131,7 @@ class AdapterOptions:
       foundation_by: --foundation-by, "bytes" (a weight is the foundation's when its dtype, shape
         and bytes equal a foundation tensor's) or "names" ("lora" in a name marks an adapter weight).
       swappable: --swappable, one program for the adapters of one structure plus a data file each.
-      adapter_dtype: --adapter-dtype, the option of an adapter format row ("fp32", "fp16", "int8"):
+      adapter_dtype: --adapter-dtype, the adapter value of an adapter format row ("fp32", "fp16", "int8"):
         how the adapters' linear weights are stored (the foundation's are as quantization says);
         like quantization it reaches the delegate through its partitioner
         (XnnpackPartitioner(adapter_dtype=...)), which tools/export_lora builds from it.
@@ -143,14 +147,14 @@ class AdapterOptions:
 
     def __post_init__(self) -> None:
         _one_of("foundation_by", "--foundation-by", self.foundation_by, ("bytes", "names"))
-        _one_of("adapter_dtype", "--adapter-dtype", self.adapter_dtype, tuple(f.option for f in adapter_formats()))
+        _one_of("adapter_dtype", "--adapter-dtype", self.adapter_dtype, tuple(f.adapter_value for f in adapter_formats()))
         if self.swappable and self.foundation_by == "names":
             raise OptionError("--foundation-by names cannot be combined with --swappable")
 
     @property
     def adapter_format(self) -> FcFormat:
         """The format row of the adapters' linear weights."""
-        return format_for_option(self.adapter_dtype)
+        return format_for_adapter_dtype(self.adapter_dtype)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,14 +6,14 @@ import sys
 import pytest
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir.export_options import AdapterOptions, ExportOptions, OptionError, QuantizationOptions
-from edgeshare.exir.fc_formats import F16W, F32, QC4W, QC8W
+from edgeshare.exir.fc_formats import F16W, F32, QB8W, QC4W, QC8W
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"fc_weight_dtype": "bf16"}, "fc_weight_dtype must be one of ('fp32', 'fp16'), got 'bf16'"),
-        ({"quantize": "int2"}, "quantize must be one of ('none', 'int8', 'int4'), got 'int2' (--quantize)"),
+        ({"quantize": "int2"}, "quantize must be one of ('none', 'int8-row', 'int8', 'int4'), got 'int2' (--quantize)"),
         ({"quantize": "int8", "fc_weight_dtype": "fp16"}, "--quantize cannot be combined with --fc-weight-dtype fp16"),
         ({"quantize": "int8", "group_size": 64}, "--group-size and --lm-head apply to --quantize int4"),
         ({"lm_head": "int4"}, "--group-size and --lm-head apply to --quantize int4"),
@@ -32,9 +32,11 @@ def test_quantization_options_name_their_formats():
     assert QuantizationOptions().quantized_format is None
     assert QuantizationOptions(fc_weight_dtype="fp16").fc_format is F16W
     int4 = QuantizationOptions(quantize="int4")
-    assert int4.quantized_format is QC4W and int4.group == 32 and int4.output_layer_format is QC8W
+    assert int4.quantized_format is QC4W and int4.group == 32 and int4.output_layer_format is QB8W
     assert QuantizationOptions(quantize="int4", lm_head="int4").output_layer_format is QC4W
-    assert QuantizationOptions(quantize="int8").output_layer_format is QC8W
+    int8 = QuantizationOptions(quantize="int8")
+    assert int8.quantized_format is QB8W and int8.group == 32 and int8.output_layer_format is QB8W
+    assert QuantizationOptions(quantize="int8-row").output_layer_format is QC8W
 
 
 def test_bad_layout_and_adapter_options_are_refused():

@@ -3,11 +3,15 @@
     f32   float32, under the weight's own key (the default)
     f16w  IEEE half under "<key>.fp16"; activations and sums stay float32
     qc8w  int8 per output row under "<key>.qc8w", float32 scales [out] under "<key>.qc8w.scales"
+          (--quantize int8-row; --adapter-dtype int8)
+    qb8w  int8 in blocks of 32 inputs under "<key>.qb8w", float16 scales [out, in / 32] under
+          "<key>.qb8w.scales" (--quantize int8); a layer of another input size is qc8w
     qc4w  signed 4-bit in groups along the input dim under "<key>.qc4w" (uint8 [out, in / 2]), float16
-          scales [out, in / group] under "<key>.qc4w.scales"; a layer it cannot group is qc8w
+          scales [out, in / group] under "<key>.qc4w.scales"; the output layer, a table tied to it
+          and a layer it cannot group are qb8w (or qc8w where qb8w cannot hold them)
 
 A row says everything the exporter needs about its scheme: the option value that asks for it
-(`--fc-weight-dtype fp32|fp16`, `--quantize int8|int4`, and the compile spec and placeholder meta
+(`--fc-weight-dtype fp32|fp16`, `--quantize int8|int8-row|int4`, and the compile spec and placeholder meta
 the XNNPACK partitioner writes), the stored element type (torch dtype and the files' ScalarType),
 the delegate graph's QuantScheme, the key suffixes, the group sizes, its quantizer and its
 fallback. The C++ delegate's rows (backends/xnnpack/runtime) name the same scheme ids, ScalarTypes
@@ -15,10 +19,11 @@ and QuantSchemes, so one test can compare the two lists. The partitioner, its pr
 tools/export_lora read these rows; nothing else decides from a dtype or a scheme name.
 
 The rows that are not grouped also store adapters (`--adapter-dtype fp32|fp16|int8`: f32, f16w,
-qc8w): an adapter's linear weights, in the adapter's own data, under the same suffixes.
+qc8w, each row's adapter_value): an adapter's linear weights, in the adapter's own data, under the
+same suffixes.
 
     fmt = fc_format("qc4w")
-    stored = fmt.holding(in_size=30, group_size=32)        # QC8W: 30 is not a multiple of 32
+    stored = fmt.holding(in_size=30, group_size=32)        # QC8W: 30 is no multiple of 32 (qb8w's either)
     q, scales = stored.quantize(weight, group_size=32)
 """
 
@@ -26,7 +31,7 @@ import dataclasses
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
-from edgeshare.exir._quantizers import QC4W_GROUP_SIZES, quantize_qc4w, quantize_qc8w
+from edgeshare.exir._quantizers import QB8W_BLOCK, QC4W_GROUP_SIZES, quantize_qb8w, quantize_qc4w, quantize_qc8w
 from edgeshare.exir.tensor_layout import scalar_type_of
 
 __all__ = [
@@ -35,11 +40,13 @@ __all__ = [
     "FC_FORMATS",
     "FcFormat",
     "OUTPUT_LAYER_NAMES",
+    "QB8W",
     "QC4W",
     "QC8W",
     "UnknownFormatError",
     "adapter_formats",
     "fc_format",
+    "format_for_adapter_dtype",
     "foundation_format",
     "format_for_option",
     "is_output_layer",
@@ -75,6 +82,10 @@ class FcFormat:
       fallback: the scheme of the format a weight it cannot hold is stored in (None: it holds all).
       values_per_byte: how many values one byte of the stored entry holds (2 for int4: the entry is
         [out, in / 2]).
+      adapter_option: the --adapter-dtype value that asks for it, when not its option.
+      output_layer_fallback: whether an output layer (and a table tied to one) takes the fallback
+        unless --lm-head asks for this format (int4: llama.cpp's 4-bit mixes keep it at 8 bits);
+        such a format also takes --group-size.
     """
 
     scheme: str
@@ -89,6 +100,8 @@ class FcFormat:
     fallback: Optional[str] = None
     values_per_byte: int = 1
     weighs_importance: bool = False
+    adapter_option: Optional[str] = None
+    output_layer_fallback: bool = False
 
     @property
     def scalar_type(self) -> int:
@@ -106,9 +119,11 @@ class FcFormat:
         return bool(self.group_sizes)
 
     def why_not(self, in_size: int, group_size: int) -> Optional[str]:
-        """Why a weight of in_size inputs cannot be stored in this format with group_size, or None."""
-        if self.grouped and in_size % group_size:
-            return f"input size {in_size} is not a multiple of the group size {group_size}"
+        """Why a weight of in_size inputs cannot be stored in this format with group_size (a format
+        of one group size: with its own), or None."""
+        group = self.group(group_size)
+        if self.grouped and in_size % group:
+            return f"input size {in_size} is not a multiple of the group size {group}"
         return None
 
     def holding(self, in_size: int, group_size: int) -> "FcFormat":
@@ -131,11 +146,19 @@ class FcFormat:
             raise ValueError(f"fc format {self.scheme} has no quantizer")
         if importance is not None and not self.weighs_importance:
             raise ValueError(f"fc format {self.scheme} ({self.option}) takes no calibration")
-        return self.quantizer(weight, group_size, importance)
+        return self.quantizer(weight, self.group(group_size) if self.grouped else group_size, importance)
 
     def group(self, group_size: int) -> int:
-        """The group size its stored entries carry (0 for a format without groups)."""
-        return group_size if self.grouped else 0
+        """The group size its stored entries carry for an export's group_size (0 for a format
+        without groups; its own for a format of one group size)."""
+        if not self.grouped:
+            return 0
+        return self.group_sizes[0] if len(self.group_sizes) == 1 else group_size
+
+    @property
+    def adapter_value(self) -> str:
+        """The --adapter-dtype value that asks for it (a format that holds adapters)."""
+        return self.adapter_option or self.option
 
     @property
     def holds_adapters(self) -> bool:
@@ -185,13 +208,26 @@ F16W = FcFormat("f16w", "fp16", torch.float16, "NONE", ".fp16")
 # and no parameter "<key>.qc8w" exists (the same holds for every suffix here).
 QC8W = FcFormat(
     "qc8w",
-    "int8",
+    "int8-row",
     torch.int8,
     "QC8W",
     ".qc8w",
     scales_suffix=".qc8w.scales",
     scales_dtype=torch.float32,
     quantizer=_quantize_qc8w,
+    adapter_option="int8",
+)
+QB8W = FcFormat(
+    "qb8w",
+    "int8",
+    torch.int8,
+    "QB8W",
+    ".qb8w",
+    scales_suffix=".qb8w.scales",
+    scales_dtype=torch.float16,
+    group_sizes=(QB8W_BLOCK,),
+    quantizer=quantize_qb8w,
+    fallback="qc8w",
 )
 QC4W = FcFormat(
     "qc4w",
@@ -203,12 +239,13 @@ QC4W = FcFormat(
     scales_dtype=torch.float16,
     group_sizes=QC4W_GROUP_SIZES,
     quantizer=quantize_qc4w,
-    fallback="qc8w",
+    fallback="qb8w",
     values_per_byte=2,
     weighs_importance=True,
+    output_layer_fallback=True,
 )
 
-FC_FORMATS: Tuple[FcFormat, ...] = (F32, F16W, QC8W, QC4W)
+FC_FORMATS: Tuple[FcFormat, ...] = (F32, F16W, QC8W, QB8W, QC4W)
 
 _BY_SCHEME: Dict[str, FcFormat] = {f.scheme: f for f in FC_FORMATS}
 _BY_OPTION: Dict[str, FcFormat] = {f.option: f for f in FC_FORMATS}
@@ -222,7 +259,7 @@ def _lookup(rows: Dict[str, FcFormat], value: str, what: str) -> FcFormat:
 
 
 def fc_format(scheme: str) -> FcFormat:
-    """The row of a scheme id ("f32", "f16w", "qc8w", "qc4w").
+    """The row of a scheme id ("f32", "f16w", "qc8w", "qb8w", "qc4w").
 
     Raises:
       UnknownFormatError: no row has that scheme id.
@@ -231,7 +268,7 @@ def fc_format(scheme: str) -> FcFormat:
 
 
 def format_for_option(option: str) -> FcFormat:
-    """The row an option value asks for ("fp32", "fp16", "int8", "int4").
+    """The row an option value asks for ("fp32", "fp16", "int8", "int8-row", "int4").
 
     Raises:
       UnknownFormatError: no row has that option value.
@@ -242,6 +279,15 @@ def format_for_option(option: str) -> FcFormat:
 def adapter_formats() -> Tuple[FcFormat, ...]:
     """The rows --adapter-dtype chooses between (f32 first: the default)."""
     return tuple(f for f in FC_FORMATS if f.holds_adapters)
+
+
+def format_for_adapter_dtype(value: str) -> FcFormat:
+    """The row an --adapter-dtype value asks for ("fp32", "fp16", "int8").
+
+    Raises:
+      UnknownFormatError: no adapter row has that value.
+    """
+    return _lookup({f.adapter_value: f for f in adapter_formats()}, value, "adapter dtype")
 
 
 def unquantized_formats() -> Tuple[FcFormat, ...]:
@@ -276,8 +322,9 @@ def foundation_format(
 ) -> Tuple[FcFormat, str]:
     """The format a quantized export stores one foundation matrix in, and why when it is not the
     requested one: one entry serves every reader of the weight, so a weight both gathered (a token
-    embedding) and read by a linear (a tied lm_head) takes the fallback, as does a table, an
-    output layer (unless output_layer is the requested format) or a linear the format cannot hold.
+    embedding) and read by a linear (a tied lm_head) takes the fallback unless output_layer is the
+    requested format, as does a table or a linear the format cannot hold and an output layer
+    (unless output_layer is the requested format).
 
     Args:
       requested: the export's quantized format.
@@ -293,8 +340,9 @@ def foundation_format(
     """
     if requested.fallback is None:
         return requested, ""
-    fallback = fc_format(requested.fallback)
-    if gathered and read_otherwise:
+    # The fallback may have one of its own (int4's is qb8w, which holds no odd input size).
+    fallback = fc_format(requested.fallback).holding(in_size, group_size)
+    if gathered and read_otherwise and output_layer is not requested:
         return fallback, "tied to the token embedding"
     why = requested.why_not(in_size, group_size)
     if gathered and why is not None:

@@ -13,6 +13,7 @@ from edgeshare.exir.fc_formats import (
     F16W,
     F32,
     FC_FORMATS,
+    QB8W,
     QC4W,
     QC8W,
     UnknownFormatError,
@@ -27,10 +28,13 @@ from edgeshare.models import demo_lora
 
 
 def test_rows_are_one_per_scheme_with_distinct_ids_options_and_suffixes():
-    assert [f.scheme for f in FC_FORMATS] == ["f32", "f16w", "qc8w", "qc4w"]
-    for field in ("scheme", "option", "key_suffix", "scalar_type"):
+    assert [f.scheme for f in FC_FORMATS] == ["f32", "f16w", "qc8w", "qb8w", "qc4w"]
+    for field in ("scheme", "option", "key_suffix"):
         values = [getattr(f, field) for f in FC_FORMATS]
         assert len(set(values)) == len(values), field
+    # Two int8 rows: the graph tells them apart by QuantScheme.
+    kinds = [(f.scalar_type, f.quant_scheme) for f in FC_FORMATS]
+    assert len(set(kinds)) == len(kinds)
     for f in FC_FORMATS:
         assert fc_format(f.scheme) is f and format_for_option(f.option) is f
         assert (f.scales_suffix is None) == (not f.quantized) == (f.quant_scheme == "NONE")
@@ -39,12 +43,15 @@ def test_rows_are_one_per_scheme_with_distinct_ids_options_and_suffixes():
         fc_format("q2")
 
 
-def test_qc4w_falls_back_to_qc8w_for_a_layer_it_cannot_group():
+def test_qc4w_falls_back_to_qb8w_and_qb8w_to_qc8w_for_a_layer_they_cannot_group():
     assert QC4W.holding(64, 32) is QC4W
+    assert QC4W.holding(96, 64) is QB8W
     assert QC4W.holding(48, 32) is QC8W
     assert QC4W.why_not(48, 32) == "input size 48 is not a multiple of the group size 32"
+    # qb8w has one block size whatever the export's group.
+    assert QB8W.why_not(96, 64) is None and QB8W.why_not(48, 128) is not None
     assert QC8W.holding(48, 32) is QC8W and F16W.holding(3, 32) is F16W
-    assert QC8W.group(32) == 0 and QC4W.group(64) == 64
+    assert QC8W.group(32) == 0 and QC4W.group(64) == 64 and QB8W.group(128) == 32
     with pytest.raises(ValueError, match="no quantizer"):
         F32.quantize(torch.zeros(2, 2), 32)
 
@@ -54,17 +61,20 @@ def test_qc4w_falls_back_to_qc8w_for_a_layer_it_cannot_group():
     [
         ("layers.0.w.weight", 64, False, True, ("qc4w", "")),
         ("layers.0.w.weight", 48, False, True, ("qc8w", "input size 48 is not a multiple of the group size 32")),
-        ("lm_head.weight", 64, False, True, ("qc8w", "output layer")),
-        ("embed.weight", 64, True, True, ("qc8w", "tied to the token embedding")),
+        ("lm_head.weight", 64, False, True, ("qb8w", "output layer")),
+        ("embed.weight", 64, True, True, ("qb8w", "tied to the token embedding")),
         ("embed.weight", 48, True, False, ("qc8w", "embedding width 48 is not a multiple of the group size 32")),
         ("embed.weight", 64, True, False, ("qc4w", "")),
     ],
 )
 def test_foundation_format_decides_each_weight_once(key, in_size, gathered, other, want):
-    fmt, why = foundation_format(QC4W, key, in_size, 32, QC8W, gathered, other)
+    fmt, why = foundation_format(QC4W, key, in_size, 32, QB8W, gathered, other)
     assert (fmt.scheme, why) == want
     assert foundation_format(QC4W, "lm_head.weight", 64, 32, QC4W, False, True) == (QC4W, "")
     assert foundation_format(QC8W, key, in_size, 32, QC8W, gathered, other) == (QC8W, "")
+    # int8: every weight it can hold in blocks is qb8w, the output layer and a tied table too.
+    held = in_size % 32 == 0
+    assert foundation_format(QB8W, key, in_size, 32, QB8W, gathered, other)[0] is (QB8W if held else QC8W)
 
 
 def test_the_partitioner_and_preprocess_store_what_the_row_says(tmp_path, monkeypatch):
@@ -80,7 +90,7 @@ def test_the_partitioner_and_preprocess_store_what_the_row_says(tmp_path, monkey
     row = dataclasses.replace(QC8W, key_suffix=".q8row", scales_suffix=".q8row.scales", quantizer=quantizer)
     monkeypatch.setitem(fc_formats._BY_OPTION, QC8W.option, row)
     foundation, adapters, inputs = demo_lora()
-    export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int8"))
+    export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize=QC8W.option))
     path = os.path.join(tmp_path, "foundation.ptd")
     with open(path, "rb") as f:
         keys = set(deserialize_ptd(f.read(), path).named_data)

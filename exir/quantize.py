@@ -1,6 +1,15 @@
-"""Weight-only int8 quantization of a foundation (scheme "qc8w") and its eager reference.
+"""Weight-only quantization of a foundation (schemes "qb8w", "qc8w", "qc4w") and its eager reference.
 
-qc8w: int8 per output row, symmetric, round to nearest even (torch.round), scale = max|w_row| / 127
+qb8w (--quantize int8): int8 in blocks of 32 inputs (ACT_BLOCK), llama.cpp Q8_0's rule: per block
+scale = float16(max|w| / 127), q = clamp(round_half_even(w / scale), -127, 127). Entries:
+"<key>.qb8w" (int8 [out, in]) and "<key>.qb8w.scales" (float16 [out, in / 32]). The delegate runs
+it as qc4w below, one weight scale per activation block: acc = fma(float(dot_b),
+float32(x_scale_b * w_scale_b), acc) in block order, then acc + bias (`qb8w_linear`). A layer whose
+input size is not a multiple of 32 is qc8w. A token embedding (tied to the lm_head or not) is the
+same entries, gathered by the runtime's edgeshare::embedding_qb8w (`gather_qb8w`: q * its block's
+scale, exact in float32). `int8_reference` swaps a model's foundation layers for these.
+
+qc8w (--quantize int8-row, and int8 adapters): int8 per output row, symmetric, round to nearest even (torch.round), scale = max|w_row| / 127
 in float32 (a zero row has scale 0 and zero bytes). It is a pure function of the float weight's
 values, never of names or adapters, so foundation.ptd is byte-identical across exports of one
 foundation. The weight and its scales are named-data entries of their own:
@@ -11,9 +20,9 @@ of each row, each block on its own (symmetric, scale = max|x_block| / 127, x * (
 clamped to +-127 and rounded to nearest even), takes each block's integer dot exactly and fuses
 it into a float accumulator, acc = fma(float(dot_b), x_scale_b, acc) in block order, then
 y = fma(acc, w_scale, bias). `qc8w_linear` is that computation in torch, and
-`int8_reference` swaps a model's foundation linears for it, and its token embeddings for
-`gather_qc8w` (the int8 rows written as q * scale, the runtime's edgeshare::embedding_qc8w): the
-eager model the runtime's outputs are compared with.
+`int8_reference(..., blocks=False)` swaps a model's foundation linears for it, and its token
+embeddings for `gather_qc8w` (the int8 rows written as q * scale, the runtime's
+edgeshare::embedding_qc8w): the eager model the runtime's outputs are compared with.
 
 qc4w: signed 4-bit values in groups of `group_size` (32, 64 or 128) along the input dim, round
 half to even, float16 scales per group, with llama.cpp Q4_0's scale rule: the group's value of
@@ -25,7 +34,8 @@ one, two's complement) and "<key>.qc4w.scales" (float16 [out, in / group]). The 
 scales' shape, and the delegate graph carries it beside the scheme. `qc4w_linear` is the
 delegate's computation (activations in blocks of 32 as above, an exact integer sum per block,
 acc = fma(float(dot_b), x_scale_b * w_scale_g, acc) in block order, then acc + bias), and
-`int4_reference` swaps a model's foundation linears for it. An untied
+`int4_reference` swaps a model's foundation linears for it (and the layers int4 leaves at 8 bits
+for qb8w or qc8w). An untied
 token embedding of a width that is a multiple of the group is the same entries, gathered by the
 runtime's edgeshare::embedding_qc4w (`gather_qc4w`: only the looked-up rows, each q * scale per
 group, which is exact in float32).
@@ -34,14 +44,16 @@ group, which is exact in float32).
 from typing import Callable, Optional, Tuple
 
 import torch
-from edgeshare.exir._quantizers import pack_int4, quantize_qc4w, quantize_qc8w, unpack_int4
+from edgeshare.exir._quantizers import pack_int4, quantize_qb8w, quantize_qc4w, quantize_qc8w, unpack_int4
 from edgeshare.exir._resident import release
 from edgeshare.exir.fc_formats import (
     OUTPUT_LAYER_NAMES,
+    QB8W,
     QC4W,
     QC8W,
     FcFormat,
     UnknownFormatError,
+    format_for_adapter_dtype,
     format_for_option,
     foundation_format,
     is_output_layer,
@@ -59,6 +71,9 @@ __all__ = [
     "DEFAULT_GROUP_SIZE",
     "GROUP_SIZES",
     "OUTPUT_LAYER_NAMES",
+    "QB8W_SCALES_SUFFIX",
+    "QB8W_SCHEME",
+    "QB8W_SUFFIX",
     "QC4W_SCALES_SUFFIX",
     "QC4W_SCHEME",
     "QC4W_SUFFIX",
@@ -68,18 +83,22 @@ __all__ = [
     "QUANTIZE_SCHEMES",
     "IMPORTANCE_META",
     "QUANT_SCHEME_META",
+    "dequantize_qb8w",
     "dequantize_qc4w",
     "dequantize_qc8w",
+    "gather_qb8w",
     "gather_qc4w",
     "gather_qc8w",
     "int4_reference",
     "int8_reference",
     "is_output_layer",
     "pack_int4",
+    "qb8w_linear",
     "qc4w_linear",
     "qc8w_linear",
     "quantize_activation_blocks",
     "adapter_reference",
+    "quantize_qb8w",
     "quantize_qc4w",
     "quantize_qc8w",
     "quantized",
@@ -89,6 +108,7 @@ __all__ = [
 # The option values and key suffixes of the quantized formats, as their rows (exir/fc_formats.py)
 # spell them.
 QC8W_SCHEME = QC8W.option
+QB8W_SCHEME = QB8W.option
 QC4W_SCHEME = QC4W.option
 QUANTIZE_SCHEMES: Tuple[str, ...] = ("none", *(f.option for f in quantized_formats()))
 GROUP_SIZES: Tuple[int, ...] = QC4W.group_sizes
@@ -97,8 +117,10 @@ QC4W_SUFFIX = QC4W.key_suffix
 QC4W_SCALES_SUFFIX = QC4W.scales_suffix
 QC8W_SUFFIX = QC8W.key_suffix
 QC8W_SCALES_SUFFIX = QC8W.scales_suffix
-# Placeholder meta under the int4 scheme: the scheme ("int4" or "int8") a pinned foundation weight
-# is stored in (set by the XNNPACK partitioner, read by its preprocess and by quantize_embeddings).
+QB8W_SUFFIX = QB8W.key_suffix
+QB8W_SCALES_SUFFIX = QB8W.scales_suffix
+# Placeholder meta under a format with a fallback: the option ("int4", "int8" or "int8-row") of the
+# format a pinned foundation weight is stored in (set by the XNNPACK partitioner, read by its preprocess and by quantize_embeddings).
 QUANT_SCHEME_META = "edgeshare_quant_scheme"
 # Placeholder meta of a pinned foundation weight whose format weighs an importance (calibration.py):
 # float32 [in], how much each input's error counts (set by the XNNPACK partitioner, read by its
@@ -178,6 +200,28 @@ def _quantized_format(scheme: str) -> FcFormat:
     if scheme not in options:
         raise ValueError(f"quantized: scheme must be one of {options}, got {scheme}")
     return format_for_option(scheme)
+
+
+def dequantize_qb8w(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The float weight an int8 block weight and its scales stand for: q * scale per block."""
+    return q.to(torch.float32) * scales.to(torch.float32).repeat_interleave(ACT_BLOCK, dim=1)
+
+
+def gather_qb8w(q: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """The int8 block embedding gather: the rows of dequantize_qb8w(q, scales) at indices, computed
+    for those rows only.
+
+    Args:
+      q: int8 table [n, d].
+      scales: float16 [n, d / ACT_BLOCK].
+      indices: integer indices, any shape.
+
+    Returns:
+      float32 [..., d].
+    """
+    flat = indices.reshape(-1)
+    rows = dequantize_qb8w(q[flat], scales[flat])
+    return rows.reshape(*indices.shape, rows.shape[-1])
 
 
 def dequantize_qc4w(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
@@ -267,6 +311,31 @@ def qc8w_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, bias: Op
     return _fma32(acc, scales, b0)
 
 
+def qb8w_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """The int8 block fully connected as the delegate computes it, in torch.
+
+    Per row: int8 activations in blocks (quantize_activation_blocks), one exact integer sum per
+    block, acc = fma(float(sum_b), float32(x_scale_b * scale_b), acc) over the blocks in order, then
+    y = acc + bias, each fused multiply-add as _fma32 computes it.
+
+    Args:
+      x: float32 [..., in].
+      q: int8 weight [out, in].
+      scales: float16 [out, in / ACT_BLOCK].
+      bias: float32 [out] or None.
+
+    Returns:
+      float32 [..., out].
+    """
+    qx, xs = quantize_activation_blocks(x)
+    dots = _block_dots(qx, q)
+    s = scales.to(torch.float32)
+    acc = torch.zeros(dots.shape[:-1], dtype=torch.float32)
+    for b in range(dots.shape[-1]):
+        acc = _fma32(dots[..., b], xs[..., b, None] * s[:, b], acc)
+    return acc if bias is None else acc + bias
+
+
 def qc4w_linear(
     x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, bias: Optional[torch.Tensor]
 ) -> torch.Tensor:
@@ -334,6 +403,42 @@ class _Int8Linear(nn.Module):
         return qc8w_linear(x, self.q, self.scales, self.bias_)
 
 
+class _Int8BlockLinear(nn.Module):
+    """A Linear run as the delegate runs an int8 block (qb8w) foundation linear."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        q, scales = quantize_qb8w(linear.weight.detach().to(torch.float32))
+        self.register_buffer("q", q)
+        self.register_buffer("scales", scales)
+        self.bias_ = None if linear.bias is None else linear.bias.detach()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The float weight it stands for (PEFT's LoRA layers read their linears' weight dtype)."""
+        return dequantize_qb8w(self.q, self.scales)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return qb8w_linear(x, self.q, self.scales, self.bias_)
+
+
+class _Int8BlockEmbedding(nn.Module):
+    """An Embedding run as the runtime runs an int8 block (qb8w) foundation table."""
+
+    def __init__(self, embedding: nn.Embedding) -> None:
+        super().__init__()
+        q, scales = quantize_qb8w(embedding.weight.detach().to(torch.float32))
+        self.register_buffer("q", q)
+        self.register_buffer("scales", scales)
+        self.num_embeddings = embedding.num_embeddings
+        self.embedding_dim = embedding.embedding_dim
+
+    def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        return gather_qb8w(self.q, self.scales, indices)
+
+
 class _Int8Embedding(nn.Module):
     """An Embedding run as the runtime runs an int8 foundation table."""
 
@@ -394,13 +499,13 @@ def adapter_reference(
     Raises:
       UnknownFormatError: no adapter format row has that option.
     """
-    fmt = format_for_option(adapter_dtype)
+    fmt = format_for_adapter_dtype(adapter_dtype)
     if not fmt.holds_adapters:
         raise UnknownFormatError(f"adapter_reference: {adapter_dtype!r} stores no adapter")
     pick = is_adapter or _is_adapter_linear
     if fmt.quantized and not swappable:
         # The delegate runs a packed qc8w linear with its activations quantized in blocks too.
-        return int8_reference(model, is_foundation=pick)
+        return int8_reference(model, is_foundation=pick, blocks=False)
     with torch.no_grad():
         for name, module in model.named_modules():
             if not (isinstance(module, nn.Linear) and name and pick(name)):
@@ -414,68 +519,81 @@ def adapter_reference(
 def int4_reference(
     model: nn.Module,
     group_size: int = DEFAULT_GROUP_SIZE,
-    lm_head: str = QC8W_SCHEME,
+    lm_head: str = QB8W_SCHEME,
     is_foundation: Optional[Callable[[str], bool]] = None,
 ) -> nn.Module:
     """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for the computation
-    the int4 export runs: int4 linears, except int8 for an output layer (unless lm_head is int4),
-    one tied to an embedding, or one whose input size is not a multiple of group_size; int4
-    embeddings, except int8 for one tied to a linear or whose width is not a multiple of
-    group_size.
+    the int4 export runs: int4 linears and embeddings, except where the export keeps a layer at its
+    fallback (foundation_format): the output layer (unless lm_head is int4) and a table tied to it,
+    and a layer or table whose input size is not a multiple of group_size, each as int8_reference
+    runs it.
 
     Args:
       model: the model (a foundation, or a foundation with LoRA adapters).
       group_size: one of GROUP_SIZES.
-      lm_head: QC8W_SCHEME or QC4W_SCHEME, the output layer's scheme.
+      lm_head: QB8W_SCHEME or QC4W_SCHEME, the output layer's scheme.
       is_foundation: as int8_reference's.
 
     Returns:
       The same model.
     """
+    return _swap_foundation(model, QC4W, group_size, format_for_option(lm_head), is_foundation)
+
+
+def int8_reference(
+    model: nn.Module, is_foundation: Optional[Callable[[str], bool]] = None, blocks: bool = True
+) -> nn.Module:
+    """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for its int8
+    computation: with blocks, as --quantize int8 runs it (qb8w, and qc8w for a layer or table whose
+    input size is not a multiple of ACT_BLOCK); without, as --quantize int8-row (and an int8
+    adapter) runs it (qc8w).
+
+    Args:
+      model: the model (a foundation, or a foundation with LoRA adapters).
+      is_foundation: name -> whether that module is the foundation's; by default every one
+        whose path has no "lora_" component (PEFT's lora_A/lora_B, edgeshare's lora_a/lora_b).
+      blocks: qb8w where it holds (else qc8w everywhere).
+
+    Returns:
+      The same model.
+    """
+    fmt = QB8W if blocks else QC8W
+    return _swap_foundation(model, fmt, ACT_BLOCK, fmt, is_foundation)
+
+
+# A format's reference modules: (linear, embedding), each built from the float module and the group.
+_REFERENCES = {
+    QC8W.scheme: (lambda m, g: _Int8Linear(m), lambda m, g: _Int8Embedding(m)),
+    QB8W.scheme: (lambda m, g: _Int8BlockLinear(m), lambda m, g: _Int8BlockEmbedding(m)),
+    QC4W.scheme: (_Int4Linear, _Int4Embedding),
+}
+
+
+def _swap_foundation(
+    model: nn.Module,
+    requested: FcFormat,
+    group_size: int,
+    output_layer: FcFormat,
+    is_foundation: Optional[Callable[[str], bool]],
+) -> nn.Module:
+    """Swaps each foundation nn.Linear and nn.Embedding for the reference of the format the export
+    stores it in (foundation_format, as the XNNPACK partitioner decides)."""
     keep = is_foundation or (lambda name: not _is_adapter_linear(name))
     tables = {id(m.weight) for _, m in model.named_modules() if isinstance(m, nn.Embedding)}
     linears = {id(m.weight) for _, m in model.named_modules() if isinstance(m, nn.Linear)}
-    output_layer = format_for_option(lm_head)
-    int4 = []
+    swaps = []
     for n, m in model.named_modules():
         if not n or not keep(n) or not isinstance(m, (nn.Linear, nn.Embedding)):
             continue
         gathered = isinstance(m, nn.Embedding)
         in_size = m.embedding_dim if gathered else m.in_features
         fmt, _ = foundation_format(
-            QC4W, n + ".weight", in_size, group_size, output_layer, id(m.weight) in tables, id(m.weight) in linears
+            requested, n + ".weight", in_size, group_size, output_layer, id(m.weight) in tables, id(m.weight) in linears
         )
-        if fmt is QC4W:
-            int4.append(n)
-    for name in int4:
+        swaps.append((n, fmt, gathered))
+    for name, fmt, gathered in swaps:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        module = model.get_submodule(name)
-        swapped = _Int4Linear(module, group_size) if isinstance(module, nn.Linear) else _Int4Embedding(module, group_size)
-        setattr(parent, child, swapped)
-    return int8_reference(model, is_foundation)
-
-
-def int8_reference(model: nn.Module, is_foundation: Optional[Callable[[str], bool]] = None) -> nn.Module:
-    """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for its int8
-    computation.
-
-    Args:
-      model: the model (a foundation, or a foundation with LoRA adapters).
-      is_foundation: name -> whether that module is the foundation's; by default every one
-        whose path has no "lora_" component (PEFT's lora_A/lora_B, edgeshare's lora_a/lora_b).
-
-    Returns:
-      The same model.
-    """
-    keep = is_foundation or (lambda name: not _is_adapter_linear(name))
-    targets = [
-        (n, m)
-        for n, m in model.named_modules()
-        if isinstance(m, (nn.Linear, nn.Embedding)) and n and keep(n)
-    ]
-    for name, module in targets:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, _Int8Linear(module) if isinstance(module, nn.Linear) else _Int8Embedding(module))
+        make = _REFERENCES[fmt.scheme][1 if gathered else 0]
+        setattr(parent, child, make(model.get_submodule(name), group_size))
     return model

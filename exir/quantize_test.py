@@ -1,4 +1,5 @@
-"""The int8 foundation exporter (quantize="int8"): its weights equal a few-line torch reference bit
+"""The int8-per-row foundation exporter (quantize="int8-row"; int8 in blocks: quantize_qb8w_test.py):
+its weights equal a few-line torch reference bit
 for bit, adapters stay float32, foundation.ptd is byte-identical across a bare-foundation export and
 an adapter export, and the eager reference runs the same per-row activation quantization."""
 
@@ -15,6 +16,7 @@ from edgeshare.exir.quantize import (
     int8_reference,
     qc8w_linear,
     quantize_activation_blocks,
+    quantize_qb8w,
     quantize_qc4w,
     quantize_qc8w,
     quantized,
@@ -85,7 +87,7 @@ def test_activations_are_quantized_per_block_of_32_each_row_on_its_own():
 
 def test_export_writes_int8_foundation_weights_and_float_adapters(tmp_path):
     foundation, adapters, inputs = demo_lora()
-    result = export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int8"))
+    result = export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int8-row"))
     ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
     keys = sorted(ptd.named_data)
     layers = ("fc1", "fc2", "fc3")
@@ -117,10 +119,10 @@ def test_bare_and_adapter_exports_write_byte_identical_foundation_ptd(tmp_path):
         {"lora_a": adapters["lora_a"]},
         inputs,
         str(bare),
-        XnnpackPartitioner(quantize="int8"),
+        XnnpackPartitioner(quantize="int8-row"),
         foundation_program="foundation",
     )
-    int8 = XnnpackPartitioner(quantize="int8")
+    int8 = XnnpackPartitioner(quantize="int8-row")
     export_lora(foundation, {"lora_b": adapters["lora_b"]}, inputs, str(with_adapters), int8)
     with open(bare / "foundation.ptd", "rb") as a, open(with_adapters / "foundation.ptd", "rb") as b:
         assert a.read() == b.read()
@@ -128,7 +130,7 @@ def test_bare_and_adapter_exports_write_byte_identical_foundation_ptd(tmp_path):
 
 def test_swappable_export_writes_the_same_int8_foundation_and_float_adapter_files(tmp_path):
     foundation, adapters, inputs = demo_lora()
-    int8 = XnnpackPartitioner(quantize="int8")
+    int8 = XnnpackPartitioner(quantize="int8-row")
     result = export_swappable(foundation, adapters, inputs, str(tmp_path / "swap"), int8)
     export_lora(foundation, adapters, inputs, str(tmp_path / "own"), int8)
     with open(result.foundation_path, "rb") as a, open(tmp_path / "own" / "foundation.ptd", "rb") as b:
@@ -142,7 +144,7 @@ def test_int8_reference_swaps_only_foundation_linears():
     _, adapters, inputs = demo_lora()
     with torch.no_grad():
         want = adapters["lora_a"](*inputs)
-        model = int8_reference(copy.deepcopy(adapters["lora_a"]))
+        model = int8_reference(copy.deepcopy(adapters["lora_a"]), blocks=False)
         got = model(*inputs)
     names = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     assert names and all("lora" in n for n in names)
@@ -178,7 +180,7 @@ def _tiny_lm(tied: bool):
 @pytest.mark.parametrize("tied", [False, True])
 def test_token_embedding_is_one_int8_entry_gathered_as_the_reference(tmp_path, tied):
     foundation, adapters, inputs = _tiny_lm(tied)
-    export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int8"))
+    export_lora(foundation, adapters, inputs, str(tmp_path), XnnpackPartitioner(quantize="int8-row"))
     ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
     want_q, want_scale = _reference(foundation.embed.weight.detach())
     tables = [k for k, b in ptd.named_data.items() if list(b.tensor_layout.sizes) == [64, 32]]
@@ -190,7 +192,7 @@ def test_token_embedding_is_one_int8_entry_gathered_as_the_reference(tmp_path, t
     assert len(embed) == 1
     assert ptd.named_data[embed[0] + ".scales"].data == want_scale.numpy().tobytes()
     # The eager reference gathers the same int8 rows, written as q * scale.
-    model = int8_reference(copy.deepcopy(foundation))
+    model = int8_reference(copy.deepcopy(foundation), blocks=False)
     with torch.no_grad():
         rows = model.embed(inputs[0])
     assert torch.equal(rows, want_q[inputs[0]].to(torch.float32) * want_scale[inputs[0]][..., None])
@@ -198,7 +200,7 @@ def test_token_embedding_is_one_int8_entry_gathered_as_the_reference(tmp_path, t
 
 def test_bare_and_adapter_exports_of_a_tied_model_write_byte_identical_foundation_ptd(tmp_path):
     foundation, adapters, inputs = _tiny_lm(tied=True)
-    int8 = XnnpackPartitioner(quantize="int8")
+    int8 = XnnpackPartitioner(quantize="int8-row")
     export_lora(foundation, adapters, inputs, str(tmp_path / "bare"), int8, foundation_program="foundation")
     export_lora(foundation, adapters, inputs, str(tmp_path / "own"), int8)
     with open(tmp_path / "bare" / "foundation.ptd", "rb") as a, open(tmp_path / "own" / "foundation.ptd", "rb") as b:
@@ -216,14 +218,15 @@ def test_quantize_and_fp16_cannot_both_change_the_weights():
         XnnpackPartitioner(quantize="int4", group_size=48)
 
 
-@pytest.mark.parametrize("scheme", ["int8", "int4"])
+@pytest.mark.parametrize("scheme", ["int8-row", "int8", "int4"])
 def test_a_foundation_weight_is_quantized_once_per_export_in_blocks_with_the_same_result(scheme):
     weight = torch.randn(300, 64, generator=torch.Generator().manual_seed(3)) * 0.1
-    whole = quantize_qc8w(weight) if scheme == "int8" else quantize_qc4w(weight, 32)
+    quantizers = {"int8-row": quantize_qc8w, "int8": quantize_qb8w, "int4": lambda w: quantize_qc4w(w, 32)}
+    whole = quantizers[scheme](weight)
     with digest_cache():
         first = quantized(weight, scheme, 32, block_rows=128)
         assert quantized(weight.clone(), scheme, 32) is first  # equal bytes: the same tensors
-        assert quantized(weight, "int4" if scheme == "int8" else "int8", 32) is not first
+        assert quantized(weight, "int4" if scheme != "int4" else "int8", 32) is not first
     for got, want in zip(first, whole):
         assert got.dtype == want.dtype and torch.equal(got, want)
 

@@ -1,5 +1,5 @@
-"""An int8 foundation (export_lora --quantize int8) end to end through the XNNPACK delegate's int8
-kernels: the in-repo tiny Llama (tied embedding / lm_head) with two PEFT adapters.
+"""An int8 foundation (export_lora --quantize int8: int8 in blocks of 32, qb8w) end to end through
+the XNNPACK delegate's int8 kernels: the in-repo tiny Llama (tied embedding / lm_head) with two PEFT adapters.
 
 - 32 greedy tokens from //tools:generate and from the Python runtime equal a torch model that runs
   the dequantized int8 weights with the same block-wise activation quantization (exir/quantize.py's
@@ -23,7 +23,7 @@ import torch
 import transformers
 from edgeshare.exir._serialize import deserialize_ptd
 from edgeshare.exir._serialize.ptd import DEFAULT_TENSOR_ALIGNMENT
-from edgeshare.exir.quantize import QC8W_SCALES_SUFFIX, QC8W_SUFFIX, int8_reference
+from edgeshare.exir.quantize import QB8W_SCALES_SUFFIX, QB8W_SUFFIX, int8_reference
 from edgeshare.extension.python import DataFile, Program, weights_cache_stats
 from edgeshare.models import hf_tiny
 from edgeshare.testing.generate_binary import generate_programs
@@ -91,16 +91,16 @@ def test_foundation_ptd_holds_every_linear_and_the_tied_embedding_as_int8_once(e
     path = os.path.join(out, "foundation.ptd")
     with open(path, "rb") as f:
         ptd = deserialize_ptd(f.read(), "foundation.ptd")
-    quantized = [k for k in ptd.named_data if k.endswith(QC8W_SUFFIX)]
+    quantized = [k for k in ptd.named_data if k.endswith(QB8W_SUFFIX)]
     # 4 attention and 3 MLP projections in each of the 2 layers, and the tied embedding / lm_head:
     # one int8 entry serves the gather and the matmul, and no float copy of the table is left.
     assert len(quantized) == 7 * 2 + 1, quantized
     for key in quantized:
-        assert key[: -len(QC8W_SUFFIX)] + QC8W_SCALES_SUFFIX in ptd.named_data
+        assert key[: -len(QB8W_SUFFIX)] + QB8W_SCALES_SUFFIX in ptd.named_data
         assert ptd.named_data[key].tensor_layout.scalar_type == 1
     table = [k for k in quantized if list(ptd.named_data[k].tensor_layout.sizes) == [hf_tiny.VOCAB, hf_tiny.HIDDEN]]
     assert len(table) == 1, table
-    floats = {k: b for k, b in ptd.named_data.items() if "qc8w" not in k}
+    floats = {k: b for k, b in ptd.named_data.items() if "qb8w" not in k}
     assert all(b.tensor_layout.scalar_type == 6 for b in floats.values())
     assert not any(list(b.tensor_layout.sizes) == [hf_tiny.VOCAB, hf_tiny.HIDDEN] for b in floats.values())
     # The file is its int8 weights, their scales and the small float tensors (norms), each entry
@@ -140,7 +140,7 @@ def test_python_tokens_logits_and_sharing(exported):
 
     # Every foundation key was fetched once for the three programs; a second program packs nothing.
     fetched = loaded["named_data_fetches"]
-    quantized = [k for k in fetched if k.endswith(QC8W_SUFFIX) or k.endswith(QC8W_SCALES_SUFFIX)]
+    quantized = [k for k in fetched if k.endswith(QB8W_SUFFIX) or k.endswith(QB8W_SCALES_SUFFIX)]
     assert quantized and all(fetched[k] - before["named_data_fetches"].get(k, 0) == 1 for k in quantized)
     again = Program.load(os.path.join(out, "foundation.pte"), [foundation])
     after = weights_cache_stats()
@@ -178,7 +178,7 @@ def test_swappable_int8_program_generates_each_adapter_as_the_reference(exported
 
 def test_a_flipped_scale_byte_is_an_error_naming_the_key(exported, tmp_path):
     _, out, prompt_path = exported
-    key, line = checks.flipped_scale_byte_error(out, QC8W_SCALES_SUFFIX, prompt_path, str(tmp_path))
+    key, line = checks.flipped_scale_byte_error(out, QB8W_SCALES_SUFFIX, prompt_path, str(tmp_path))
     assert line.startswith("generate: error: ") and f"'{key}'" in line, line
 
 

@@ -274,7 +274,8 @@ class XnnpackPartitioner(Partitioner):
             compile_specs.append(CompileSpec(FC_WEIGHT_DTYPE_SPEC, options.fc_weight_dtype.encode()))
         if requested is not None:
             compile_specs.append(CompileSpec(QUANTIZE_SPEC, requested.option.encode()))
-            if requested.grouped:
+            if len(requested.group_sizes) > 1:
+                # A format of one group size (qb8w) takes no --group-size.
                 compile_specs.append(CompileSpec(GROUP_SIZE_SPEC, str(options.group).encode()))
         if self.adapter_format is not F32:
             compile_specs.append(CompileSpec(ADAPTER_DTYPE_SPEC, self.adapter_format.option.encode()))

@@ -35,6 +35,9 @@ namespace xnnpack {
 struct ValueInfo {
   uint8_t kind = 0;                                        // schema::ValueKind; 0 is INTERMEDIATE.
   runtime::ScalarType dtype = runtime::ScalarType::Float;  // Half: fully connected weights only.
+  // The weight format its dtype and quant scheme name (graph_reader): f32 for float values; for a
+  // delegate input (read as stored), the first row of its dtype.
+  const FcFormat* format = nullptr;
   // Validated to fit int32 (Tensor sizes) and XNN_MAX_TENSOR_DIMS. A symbolic dim holds its
   // symbol's max: dims and numel are what the value's memory is planned for.
   std::vector<int32_t> dims;

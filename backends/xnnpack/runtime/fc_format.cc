@@ -16,6 +16,7 @@ namespace {
 constexpr int8_t kSchemeNone = 0;
 constexpr int8_t kSchemeQC8W = 1;
 constexpr int8_t kSchemeQC4W = 2;
+constexpr int8_t kSchemeQB8W = 3;
 
 constexpr size_t kScratchPartAlignment = 64;
 
@@ -102,6 +103,35 @@ bool qc8w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const 
       .ok();
 }
 
+// --- qb8w: int8 in blocks of 32 inputs, float16 scales per block, float bias; activations as
+// qc8w's.
+
+size_t qb8w_tile_bytes(const FcShape& s) { return kernels::qb8_tile_bytes(s.k); }
+
+void qb8w_pack(const FcShape& s, size_t first, size_t count, const void* weight, const void* bias,
+               const void* scales, void* packed) {
+  kernels::qb8w_pack(static_cast<const int8_t*>(weight) + first * s.k,
+                     static_cast<const uint16_t*>(scales) + first * (s.k / kernels::kActBlock),
+                     bias != nullptr ? static_cast<const float*>(bias) + first : nullptr, s.k,
+                     count, packed);
+}
+
+void settle_qb8w() {
+  (void)kernels::qs8_kernel_sets();
+  (void)kernels::qb8_kernel_sets();
+}
+
+Status qb8w_check_slab(const FcShape& s, const FcSlab& slab) {
+  return kernels::check_qb8_kernel_args(s.k, slab.count, slab.packed, slab.packed_bytes);
+}
+
+bool qb8w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const FcSlab*, bool) {
+  return kernels::qs8_qb8w_run_quantized(kernels::qb8_kernel_sets().best(), slab.packed,
+                                         slab.packed_bytes, s.k, slab.count, r.rows, r.scratch,
+                                         r.y + slab.first, s.n)
+      .ok();
+}
+
 // --- qc4w: int4 in groups along the input dim, float16 scales, float bias; activations as qc8w's.
 
 size_t qc4w_tile_bytes(const FcShape& s) { return kernels::qc4_tile_bytes(s.k, s.group); }
@@ -149,30 +179,38 @@ void qc8w_unpacked(size_t m, size_t n, size_t k, const float* x, const void* w,
 // cache line.
 constexpr FcFormat kF32 = {
     "f32",     1,       "f32",   ScalarType::Float, kSchemeNone, 1,       ScalarType::Float,
-    false,     false,   ScalarType::Float,
+    false,     false,   ScalarType::Float, 0, nullptr,
     0,         0,       4,       nullptr,           nullptr,     &settle_f32,
     nullptr,   &no_scratch,      nullptr,           nullptr,     &f32_unpacked,
 };
 constexpr FcFormat kF16W = {
     "f16w",           2,           "f16",           ScalarType::Half, kSchemeNone, 1,
-    ScalarType::Half, false,       false,           ScalarType::Half,
+    ScalarType::Half, false,       false,           ScalarType::Half, 0, nullptr,
     kernels::kF16WTile, 64,        2,               &f16w_tile_bytes, &f16w_pack,  &settle_f16w,
     &f16w_check_slab, &no_scratch, nullptr,         &f16w_run_slab,  &f16w_unpacked,
 };
 constexpr FcFormat kQC8W = {
     "qc8w",            3,             "int8",         ScalarType::Char, kSchemeQC8W, 1,
-    ScalarType::Float, true,          false,          ScalarType::Float,
+    ScalarType::Float, true,          false,          ScalarType::Float, 0, nullptr,
     kernels::kQC8Tile, 64,            1,              &qc8w_tile_bytes, &qc8w_pack,  &settle_qc8w,
     &qc8w_check_slab,  &quantized_layout, &quantize_rows, &qc8w_run_slab, &qc8w_unpacked,
 };
+// Blocks of 32 only: the kernels fuse one weight scale per activation block.
+constexpr FcFormat kQB8W = {
+    "qb8w",            5,             "int8 per block", ScalarType::Char, kSchemeQB8W, 1,
+    ScalarType::Float, true,          true,             ScalarType::Half, 0x1, "32",
+    kernels::kQC8Tile, 64,            1,                &qb8w_tile_bytes, &qb8w_pack, &settle_qb8w,
+    &qb8w_check_slab,  &quantized_layout, &quantize_rows, &qb8w_run_slab, nullptr,
+};
 constexpr FcFormat kQC4W = {
     "qc4w",            4,             "int4",        ScalarType::Byte, kSchemeQC4W, 2,
-    ScalarType::Float, true,          true,          ScalarType::Half,
+    ScalarType::Float, true,          true,          ScalarType::Half, 0x7, "32, 64 or 128",
     kernels::kQC4Tile, 64,            1,             &qc4w_tile_bytes, &qc4w_pack,  &settle_qc4w,
     &qc4w_check_slab,  &quantized_layout, &quantize_rows, &qc4w_run_slab, nullptr,
 };
 
-constexpr const FcFormat* kFormats[] = {&kF32, &kF16W, &kQC8W, &kQC4W};
+// qc8w before qb8w: fc_format(Char) is the row a weight read as stored runs as.
+constexpr const FcFormat* kFormats[] = {&kF32, &kF16W, &kQC8W, &kQB8W, &kQC4W};
 
 }  // namespace
 
@@ -188,8 +226,10 @@ kernels::QS8Scratch QuantizedScratchLayout::scratch(void* block) const {
 }
 
 const FcFormat* fc_format(ScalarType dtype, int8_t quant_scheme) {
-  const FcFormat* format = fc_format(dtype);
-  return format != nullptr && format->quant_scheme == quant_scheme ? format : nullptr;
+  for (const FcFormat* format : kFormats) {
+    if (format->weight_dtype == dtype && format->quant_scheme == quant_scheme) return format;
+  }
+  return nullptr;
 }
 
 const FcFormat* fc_format(ScalarType dtype) {

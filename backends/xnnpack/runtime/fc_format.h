@@ -1,7 +1,8 @@
-// FcFormat: one row per fully connected weight format (f32, f16w, qc8w, qc4w), the one place the
-// delegate says what a format is. Everything that differs between formats is a field or a function
-// of its row, so the graph reader, the compiler, the weights cache and PackedOperator ask the row
-// and never branch on a dtype themselves; adding a format is adding a row (docs/adding_a_format.md).
+// FcFormat: one row per fully connected weight format (f32, f16w, qc8w, qb8w, qc4w), the one
+// place the delegate says what a format is. Everything that differs between formats is a field or
+// a function of its row, so the graph reader, the compiler, the weights cache and PackedOperator
+// ask the row and never branch on a dtype themselves; adding a format is adding a row
+// (docs/adding_a_format.md).
 //
 //   const FcFormat* format = fc_format(dtype, quant_scheme);   // null: no such format
 //   ES_RETURN_IF_ERROR(format->check(request));                // the constants a node names
@@ -68,7 +69,7 @@ struct FcRows {
 };
 
 struct FcFormat {
-  const char* name;    // "f32", "f16w", "qc8w", "qc4w": also the Python row's.
+  const char* name;    // "f32", "f16w", "qc8w", "qb8w", "qc4w": also the Python row's.
   uint8_t scheme;      // The weights cache's op kind for its entries; also the Python row's.
   const char* what;    // For messages: "f32", "f16", "int8", "int4".
   runtime::ScalarType weight_dtype;
@@ -78,6 +79,8 @@ struct FcFormat {
   bool has_scales;          // Scales under the value's scales_key:
   bool group_scales;        // [out, in / group] (group_size in the graph), else [out];
   runtime::ScalarType scales_dtype;
+  uint8_t group_bits;       // The group sizes it takes: bit i for 32 << i (0: no groups).
+  const char* group_sizes;  // The same, for messages ("32, 64 or 128").
 
   // Its own packing, or none (tile == 0: XNNPACK packs and runs f32 weights).
   size_t tile;  // Output channels per tile; slabs start on whole tiles.
@@ -108,13 +111,20 @@ struct FcFormat {
                        const float* scales, float* y);
 
   bool own_packing() const { return tile != 0; }
+  bool takes_group(size_t group) const {
+    for (size_t i = 0; i < 8; ++i) {
+      if ((group_bits >> i & 1u) != 0 && group == size_t{32} << i) return true;
+    }
+    return false;
+  }
   // The stored weight entry's dims for an [out, in] weight, and a request's group size.
   size_t stored_in(size_t input_channels) const { return input_channels / values_per_byte; }
 };
 
 // The row for a weight value of `dtype` with `quant_scheme`, or null when no format has them.
 const FcFormat* fc_format(runtime::ScalarType dtype, int8_t quant_scheme);
-// The row whose weight dtype is `dtype` (each format has its own), or null.
+// The first row whose weight dtype is `dtype`, or null: the only one but for int8, where it is
+// qc8w, the row a weight read as stored (with its scales as an input) runs as.
 const FcFormat* fc_format(runtime::ScalarType dtype);
 
 // Every row, for tests and tools; *count of them.

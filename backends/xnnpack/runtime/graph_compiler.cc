@@ -269,7 +269,7 @@ ConstantRef GraphCompiler::constant_ref(uint32_t id) const {
   ref.identity.dtype = value(id).dtype;
   ref.identity.dims.assign(value(id).dims.begin(), value(id).dims.end());
   // A weight's entry is [out, in / values_per_byte] (int4: two values a byte).
-  const FcFormat* format = fc_format(value(id).dtype);
+  const FcFormat* format = value(id).format;
   if (format != nullptr && ref.identity.dims.size() == 2) {
     ref.identity.dims[1] = static_cast<uint32_t>(format->stored_in(ref.identity.dims[1]));
   }
@@ -287,7 +287,7 @@ ConstantRef GraphCompiler::scales_ref(uint32_t id) const {
   const fb::Value* v = graph_.values()->Get(id);
   ConstantRef ref;
   // [out], or [out, in / group] (graph_reader checked the group divides in).
-  const FcFormat& format = *fc_format(value(id).dtype);
+  const FcFormat& format = *value(id).format;
   ref.identity.dtype = format.scales_dtype;
   ref.identity.dims.assign(1, static_cast<uint32_t>(value(id).dims[0]));
   if (format.group_scales) {

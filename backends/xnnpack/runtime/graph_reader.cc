@@ -19,25 +19,30 @@ static_assert(fb::ValueKind_INTERMEDIATE == 0, "ValueInfo::kind defaults to INTE
 
 namespace {
 
-// The weight format of a schema dtype (null: the delegate runs no value of that dtype).
-const FcFormat* format_of(edgeshare::schema::ScalarType dtype) {
+// The runtime dtype of a schema dtype, or false when the delegate runs no value of that dtype.
+bool runtime_dtype(edgeshare::schema::ScalarType dtype, ScalarType* out) {
   switch (dtype) {
     case edgeshare::schema::ScalarType_FLOAT:
-      return fc_format(ScalarType::Float);
+      *out = ScalarType::Float;
+      return true;
     case edgeshare::schema::ScalarType_HALF:
-      return fc_format(ScalarType::Half);
+      *out = ScalarType::Half;
+      return true;
     case edgeshare::schema::ScalarType_CHAR:
-      return fc_format(ScalarType::Char);
+      *out = ScalarType::Char;
+      return true;
     case edgeshare::schema::ScalarType_BYTE:
-      return fc_format(ScalarType::Byte);
+      *out = ScalarType::Byte;
+      return true;
     default:
-      return nullptr;
+      return false;
   }
 }
 
-// Kind and dtype: float32, or a fully connected weight format's dtype (fc_format.h): for named
-// constants with that format's quant scheme, its scales and group; for delegate inputs (a weight
-// read as stored, whose scales are an input of their own) with none. The nodes check each use.
+// Kind, dtype and format: float32, or a fully connected weight format's dtype (fc_format.h): for
+// named constants the format of that dtype and quant scheme, with its scales and group; for
+// delegate inputs (a weight read as stored, whose scales are an input of their own) the first
+// format of the dtype, with no quant scheme. The nodes check each use.
 Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   ES_CHECK_OR_RETURN_ERROR(v.kind() >= fb::ValueKind_MIN && v.kind() <= fb::ValueKind_MAX,
                            Error::InvalidProgram, "value %u has unknown kind %d", id,
@@ -45,26 +50,29 @@ Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   info->kind = static_cast<uint8_t>(v.kind());
   const bool named = v.kind() == fb::ValueKind_CONSTANT && v.key() != nullptr;
   const bool input = v.kind() == fb::ValueKind_INPUT;
-  const FcFormat* format = format_of(v.dtype());
+  ScalarType dtype = ScalarType::Float;
+  const bool known = runtime_dtype(v.dtype(), &dtype);
   ES_CHECK_OR_RETURN_ERROR(
-      format != nullptr && (format->weight_dtype == ScalarType::Float || named || input),
-      Error::NotSupported,
+      known && (dtype == ScalarType::Float || named || input), Error::NotSupported,
       "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF, "
-      "CHAR (QC8W) or BYTE (QC4W) only for fully connected weights",
+      "CHAR (QC8W, QB8W) or BYTE (QC4W) only for fully connected weights",
       id, static_cast<int>(v.dtype()));
   if (input) {
     ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == fb::QuantScheme_NONE, Error::InvalidProgram,
                              "input value %u has quant_scheme %d; a delegate input is read as "
                              "stored (its scales are an input of their own)",
                              id, static_cast<int>(v.quant_scheme()));
-    info->dtype = format->weight_dtype;
+    info->dtype = dtype;
+    info->format = fc_format(dtype);
     return Status();
   }
-  ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == format->quant_scheme, Error::InvalidProgram,
-                           "value %u has dtype %d and quant_scheme %d; a %s weight has "
-                           "quant_scheme %d",
+  const FcFormat* format = fc_format(dtype, static_cast<int8_t>(v.quant_scheme()));
+  ES_CHECK_OR_RETURN_ERROR(format != nullptr, Error::InvalidProgram,
+                           "value %u has dtype %d and quant_scheme %d; no weight format has both "
+                           "(%s weights have quant_scheme %d)",
                            id, static_cast<int>(v.dtype()), static_cast<int>(v.quant_scheme()),
-                           format->name, static_cast<int>(format->quant_scheme));
+                           fc_format(dtype)->name,
+                           static_cast<int>(fc_format(dtype)->quant_scheme));
   if (format->has_scales) {
     ES_CHECK_OR_RETURN_ERROR(v.scales_key() != nullptr && v.scales_key()->size() > 0 &&
                                  v.scales_digest() != nullptr && v.scales_digest()->size() == 32,
@@ -76,14 +84,15 @@ Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   if (format->group_scales) {
     const uint32_t group = v.group_size();
     ES_CHECK_OR_RETURN_ERROR(
-        (group == 32 || group == 64 || group == 128) && v.dims() != nullptr &&
-            v.dims()->size() == 2 && v.dims()->Get(1) % group == 0,
+        format->takes_group(group) && v.dims() != nullptr && v.dims()->size() == 2 &&
+            v.dims()->Get(1) % group == 0,
         Error::InvalidProgram,
-        "%s constant value %u ('%s') has group size %u; it must be 32, 64 or 128 and divide "
-        "its [out, in] weight's input size",
-        format->name, id, v.key()->c_str(), group);
+        "%s constant value %u ('%s') has group size %u; it must be %s and divide its [out, in] "
+        "weight's input size",
+        format->name, id, v.key()->c_str(), group, format->group_sizes);
   }
-  info->dtype = format->weight_dtype;
+  info->dtype = dtype;
+  info->format = format;
   return Status();
 }
 

@@ -125,7 +125,7 @@ Status fully_connected_bias_dtype(const NodeContext& c, const ValueInfo& w) {
   if (c.num_in < 3) return Status();
   const ValueInfo& b = c.compiler->value(c.in[2]);
   // graph_reader gave every weight value of a fully connected a format.
-  const FcFormat* format = fc_format(w.dtype);
+  const FcFormat* format = w.format;
   const ScalarType want = format != nullptr ? format->bias_dtype : w.dtype;
   ES_CHECK_OR_RETURN_ERROR(
       b.dtype == want, Error::NotSupported,
@@ -182,7 +182,7 @@ Status unpacked_fully_connected_shapes(const NodeContext& c) {
                            c.node, c.name, c.in[1]);
   const size_t out_ch = w.dims[0];
   const size_t in_ch = w.dims[1];
-  const FcFormat* format = fc_format(w.dtype);
+  const FcFormat* format = w.format;
   ES_CHECK_OR_RETURN_ERROR(format != nullptr && format->run_unpacked != nullptr,
                            Error::NotSupported,
                            "node %u (%s): weight value %u is %s; a weight read as stored is "
@@ -366,8 +366,9 @@ Status build_fully_connected(NodeContext& c) {
   GraphCompiler& g = *c.compiler;
   const size_t out_ch = g.value(c.in[1]).dims[0];
   const size_t in_ch = g.value(c.in[1]).dims[1];
-  const FcFormat& format = *fc_format(g.value(c.in[1]).dtype);
+  const FcFormat& format = *g.value(c.in[1]).format;
   FullyConnectedRequest request;
+  request.format = &format;
   request.weight = g.constant_ref(c.in[1]);
   request.has_scales = format.has_scales;
   if (request.has_scales) request.scales = g.scales_ref(c.in[1]);
@@ -400,7 +401,7 @@ Status build_unpacked_fully_connected(NodeContext& c) {
   GraphCompiler& g = *c.compiler;
   ES_RETURN_IF_ERROR(g.ensure_pointer(c.in[0]));
   UnpackedFullyConnectedStep step;
-  step.format = fc_format(g.value(c.in[1]).dtype);  // unpacked_fully_connected_shapes checked it.
+  step.format = g.value(c.in[1]).format;  // unpacked_fully_connected_shapes checked it.
   if (c.num_in == 3) step.scales = c.in[2];
   step.out_channels = g.value(c.in[1]).dims[0];
   step.in_channels = g.value(c.in[1]).dims[1];

@@ -65,9 +65,14 @@ void append_sorted_unique(std::vector<std::string>* names) {
   names->erase(std::unique(names->begin(), names->end()), names->end());
 }
 
+// A request's format row (null: none has its dtype).
+const FcFormat* request_format(const FullyConnectedRequest& r) {
+  return r.format != nullptr ? r.format : fc_format(r.weight.identity.dtype);
+}
+
 // The inputs per scale of a request whose format has group scales (else 0).
 size_t request_group_size(const FullyConnectedRequest& r) {
-  const FcFormat* format = fc_format(r.weight.identity.dtype);
+  const FcFormat* format = request_format(r);
   if (format == nullptr || !format->group_scales || !r.has_scales) return 0;
   const std::vector<uint32_t>& s = r.scales.identity.dims;
   return s.size() == 2 && s[1] > 0 ? r.input_channels / s[1] : 0;
@@ -77,10 +82,11 @@ size_t request_group_size(const FullyConnectedRequest& r) {
 Status check_fully_connected_request(const FullyConnectedRequest& r) {
   const ConstantIdentity& weight = r.weight.identity;
   const char* key = or_inline(r.weight.key);
-  const FcFormat* format = fc_format(weight.dtype);
-  ES_CHECK_OR_RETURN_ERROR(format != nullptr, Error::InvalidArgument,
+  const FcFormat* format = request_format(r);
+  ES_CHECK_OR_RETURN_ERROR(format != nullptr && format->weight_dtype == weight.dtype,
+                           Error::InvalidArgument,
                            "fully connected weight '%s' has dtype %s; Float, Half, Char or Byte "
-                           "only",
+                           "only, as its format's",
                            key, runtime::to_string(weight.dtype));
   if (format->values_per_byte > 1) {
     ES_CHECK_OR_RETURN_ERROR(
@@ -565,7 +571,7 @@ size_t WeightsCache::key_misses(const std::vector<FullyConnectedRequest>& reques
     if (!error->ok()) return i;
     // Each format's entries are their own (an f32 operator is never an f16w packing, even if a
     // digest ever matched: the identity's dtype differs too).
-    m.key.op_kind = fc_format(r.weight.identity.dtype)->scheme;
+    m.key.op_kind = request_format(r)->scheme;
     m.key.weight = r.weight.identity;
     m.key.has_bias = r.has_bias;
     if (r.has_bias) m.key.bias = r.bias.identity;
@@ -655,7 +661,7 @@ Status WeightsCache::fetch_miss(const NamedDataMap* map, bool verify, Miss* miss
   if (r.has_bias) ES_RETURN_IF_ERROR(bytes_for_miss(map, r.bias, verify, &miss->bias));
   if (r.has_scales) ES_RETURN_IF_ERROR(bytes_for_miss(map, r.scales, verify, &miss->scales));
   PackedOperator::Shape shape;
-  shape.format = fc_format(r.weight.identity.dtype);
+  shape.format = request_format(r);
   shape.input_channels = r.input_channels;
   shape.output_channels = r.output_channels;
   shape.weight_key = r.weight.key;

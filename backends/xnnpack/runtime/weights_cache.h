@@ -100,6 +100,9 @@ struct ConstantRef {
 // has_bias, bias [output_channels]; an int8 (Char, QC8W) weight has its float scales
 // [output_channels] (has_scales), which are part of the entry's identity as the weight is.
 struct FullyConnectedRequest {
+  // The weight's format row (fc_format.h); null: the row of the weight's dtype (fc_format(dtype)),
+  // which is the only row of every dtype but int8's.
+  const FcFormat* format = nullptr;
   ConstantRef weight;
   bool has_bias = false;
   ConstantRef bias;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "edgeshare/runtime/kernels/half.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/dequantize_qc4w_row.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
@@ -529,6 +530,42 @@ Status embedding_qc8w(Args args) {
   return Status();
 }
 
+// edgeshare::embedding_qb8w(weight int8 [n, d], scales half [n, d / 32], indices) -> float [..., d]:
+// the gather of an int8 table in blocks of 32 (exir/quantize.py's qb8w), each value written as
+// q * its block's scale (exact in float), so one entry serves a tied embedding and the lm_head's
+// int8 matmul.
+Status embedding_qb8w(Args args) {
+  const char* op = "edgeshare::embedding_qb8w";
+  constexpr size_t kBlock = 32;
+  ES_ASSIGN_OR_RETURN(const GatherOperands g, gather_operands(args, op));
+  Tensor *weight = g.weight, *scales = g.scales, *indices = g.indices;
+  ES_CHECK_OR_RETURN_ERROR(weight->dim() == 2 && weight->scalar_type() == ScalarType::Char,
+                           Error::InvalidProgram, "%s: weight must be a 2-d int8 tensor", op);
+  const size_t rows = weight->size(0), width = weight->size(1);
+  ES_CHECK_OR_RETURN_ERROR(width % kBlock == 0 && scales->dim() == 2 &&
+                               scales->scalar_type() == ScalarType::Half &&
+                               static_cast<size_t>(scales->size(0)) == rows &&
+                               static_cast<size_t>(scales->size(1)) == width / kBlock,
+                           Error::InvalidProgram,
+                           "%s: a row of %zu needs half scales [%zu, %zu] (blocks of %zu)", op, width,
+                           rows, width / kBlock, kBlock);
+  ES_RETURN_IF_ERROR(resize_gathered(g, width, op));
+  const auto* q = static_cast<const int8_t*>(weight->const_data());
+  const auto* scale = static_cast<const uint16_t*>(scales->const_data());
+  auto* dst = static_cast<float*>(g.out->mutable_data());
+  const size_t blocks = width / kBlock;
+  for (size_t i = 0; i < indices->numel(); ++i) {
+    ES_ASSIGN_OR_RETURN(const size_t index, table_row(*indices, i, rows, op));
+    const int8_t* row = q + index * width;
+    float* y = dst + i * width;
+    for (size_t b = 0; b < blocks; ++b) {
+      const float s = kernels::half_to_float(scale[index * blocks + b]);
+      for (size_t j = b * kBlock; j < (b + 1) * kBlock; ++j) y[j] = static_cast<float>(row[j]) * s;
+    }
+  }
+  return Status();
+}
+
 // edgeshare::embedding_qc4w(weight uint8 [n, d / 2], scales half [n, d / group], indices)
 // -> float [..., d]: the gather of an int4 table (exir/quantize.py's qc4w), only the looked-up rows
 // dequantized, each as q * scale per group. The group is d / the scales' columns.
@@ -579,6 +616,7 @@ const KernelEntry kKernels[] = {
     {"aten::split_with_sizes", split_with_sizes, 3},
     {"aten::embedding", embedding, 5},
     {"edgeshare::embedding_qc8w", embedding_qc8w, 3},
+    {"edgeshare::embedding_qb8w", embedding_qb8w, 3},
     {"edgeshare::embedding_qc4w", embedding_qc4w, 3},
     {"aten::cat", cat, 2},
 };
