@@ -318,7 +318,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--adapter-dtype",
         default=AdapterOptions().adapter_dtype,
-        metavar="|".join(f.option for f in adapter_formats()),
+        metavar="|".join(f.adapter_value for f in adapter_formats()),
         # Checked by AdapterOptions (not argparse's choices) so a bad value is one line.
         help="how adapters' linear weights are stored (fp16: half the bytes; int8: per output row with "
         "float32 scales, about a quarter); the foundation is as --fc-weight-dtype/--quantize say",
@@ -327,8 +327,10 @@ def _parser() -> argparse.ArgumentParser:
         "--quantize",
         choices=["none", *(f.option for f in quantized_formats())],
         default="none",
-        help="int8: every foundation Linear weight (lm_head included) as int8 per output row with "
-        "float32 scales, run by the delegate's int8 kernels; int4: signed 4-bit in groups along the "
+        help="int8: every foundation Linear weight (lm_head included) and the token embedding as int8 "
+        "in blocks of 32 inputs with a float16 scale each (llama.cpp's Q8_0 grain; a layer whose "
+        "width is not a multiple of 32 is int8 per row, said in the summary); int8-row: int8 per "
+        "output row with float32 scales (6%% smaller, coarser); int4: signed 4-bit in groups along the "
         "input dim with float16 scales, and an untied token embedding likewise (gathered one row at a "
         "time; the lm_head, a tied embedding and a layer or table whose width is not a multiple of "
         "the group stay int8, said in the summary); adapters as --adapter-dtype says",
@@ -455,7 +457,8 @@ _KV_DTYPES = {"fp32": None, "fp16": torch.float16}
 
 # TensorLayout.scalar_type -> the name the summary gives its bytes: each format row's stored type
 # (uint8 entries are int4 weights packed two to a byte, the only uint8 entries an export writes).
-_FORMAT_NAMES = {f.scalar_type: f.option for f in FC_FORMATS}
+# int8 entries are qb8w's or qc8w's: the summary names both "int8".
+_FORMAT_NAMES = {f.scalar_type: f.adapter_value for f in FC_FORMATS}
 
 
 def export_options(args: argparse.Namespace) -> ExportOptions:
