@@ -97,6 +97,14 @@ struct Copies {
   Huge memory;
 };
 
+// A streamed case's run: `one` over each copy of a weight in turn.
+template <typename One>
+std::function<void()> over_copies(const Copies* weight, One one) {
+  return [weight, one] {
+    for (size_t c = 0; c < weight->count; ++c) one(weight->copy(c));
+  };
+}
+
 // kRows rows quantized once, with their blocks' scales and sums, as the kernels read them.
 struct QuantizedRows {
   std::vector<int8_t> q;
@@ -208,23 +216,21 @@ void add_qc4_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
   if (isa == Isa::kScalar) return;
   const size_t copies = o->qc4.count;
   cases->push_back({"int4 GEMV streamed " + name, weights * copies, bytes * copies,
-                    [o, set] {
-                      for (size_t c = 0; c < o->qc4.count; ++c) {
-                        qc4_gemv(set, o->x, o->qc4.copy(c), o->k, o->n, o->y.data());
-                      }
-                    },
+                    over_copies(&o->qc4,
+                                [o, set](const uint8_t* w) {
+                                  qc4_gemv(set, o->x, w, o->k, o->n, o->y.data());
+                                }),
                     {}});
   const size_t slab = slab_width(o->n, o->k);
+  const size_t tile_bytes = qc4_tile_bytes(o->k, kGroup);
   cases->push_back({"int4 GEMV streamed, slabs " + name, weights * copies, bytes * copies,
-                    [o, set, slab] {
-                      for (size_t c = 0; c < o->qc4.count; ++c) {
-                        const uint8_t* w = o->qc4.copy(c);
-                        for (size_t first = 0; first < o->n; first += slab) {
-                          qc4_gemv(set, o->x, w + first / kQC4Tile * qc4_tile_bytes(o->k, kGroup),
-                                   o->k, std::min(slab, o->n - first), o->y.data() + first);
-                        }
-                      }
-                    },
+                    over_copies(&o->qc4,
+                                [o, set, slab, tile_bytes](const uint8_t* w) {
+                                  for (size_t first = 0; first < o->n; first += slab) {
+                                    qc4_gemv(set, o->x, w + first / kQC4Tile * tile_bytes, o->k,
+                                             std::min(slab, o->n - first), o->y.data() + first);
+                                  }
+                                }),
                     {}});
   cases->push_back({"int4 GEMM 64 rows " + name, weights * kRows, bytes,
                     [o, set] { qc4_gemm(set, o->x, o->qc4.copy(0), o->k, o->n, o->y.data()); },
@@ -243,11 +249,10 @@ void add_qc8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
   if (isa == Isa::kScalar) return;
   const size_t copies = o->qc8.count;
   cases->push_back({"int8 GEMV streamed " + name, weights * copies, bytes * copies,
-                    [o, set] {
-                      for (size_t c = 0; c < o->qc8.count; ++c) {
-                        qc8_gemv(set, o->x, o->qc8.copy(c), o->k, o->n, o->y.data());
-                      }
-                    },
+                    over_copies(&o->qc8,
+                                [o, set](const uint8_t* w) {
+                                  qc8_gemv(set, o->x, w, o->k, o->n, o->y.data());
+                                }),
                     {}});
   cases->push_back({"int8 GEMM 64 rows " + name, weights * kRows, bytes,
                     [o, set] { qc8_gemm(set, o->x, o->qc8.copy(0), o->k, o->n, o->y.data()); },
