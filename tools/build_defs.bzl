@@ -87,7 +87,7 @@ def edgeshare_kernel_libraries(name, kernels, deps = [], visibility = None, **kw
       name: the target that links every file's library.
       kernels: a dict from a KERNEL_COPTS group to the .cc files built with its flags.
       deps: what the files include (the kind's header, shared blocks), for each file's library.
-      visibility: of the target `name`; each file's library stays private to its package.
+      visibility: of the target `name`; each file's library keeps the package's default.
       **kwargs: passed to every library (testonly, for one).
     """
     libraries = []
