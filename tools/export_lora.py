@@ -318,7 +318,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--adapter-dtype",
         default=AdapterOptions().adapter_dtype,
-        metavar="|".join(f.option for f in adapter_formats()),
+        metavar="|".join(f.adapter_value for f in adapter_formats()),
         # Checked by AdapterOptions (not argparse's choices) so a bad value is one line.
         help="how adapters' linear weights are stored (fp16: half the bytes; int8: per output row with "
         "float32 scales, about a quarter); the foundation is as --fc-weight-dtype/--quantize say",
