@@ -33,6 +33,87 @@ def edgeshare_cc_library(name, copts = [], **kwargs):
         **kwargs
     )
 
+# The compiler flags of each group of kernel files, by what their intrinsics need. A group is a
+# set of flags rather than an Isa: with -mfma on, GCC may contract any x * s + b into an FMA, so a
+# file whose result must equal XNNPACK's bit for bit (the int8 quantizer) builds with "avx2", not
+# "avx2_fma", although the config picks it for the same CPUs.
+KERNEL_COPTS = {
+    "avx2": ["-mavx2"],
+    "avx2_fma": [
+        "-mavx2",
+        "-mfma",
+    ],
+    "avx2_fma_f16c": [
+        "-mavx2",
+        "-mfma",
+        "-mf16c",
+    ],
+    "avx512f": ["-mavx512f"],
+    "avx512vnni": [
+        "-mavx512f",
+        "-mavx512bw",
+        "-mavx512vl",
+        "-mavx512vnni",
+    ],
+    "avxvnni": [
+        "-mavx2",
+        "-mavxvnni",
+        "-mfma",
+    ],
+    "avxvnni_f16c": [
+        "-mavx2",
+        "-mavxvnni",
+        "-mfma",
+        "-mf16c",
+    ],
+}
+
+def edgeshare_kernel_libraries(name, kernels, deps = [], visibility = None, **kwargs):
+    """One edgeshare_cc_library per kernel file, each built with its group's KERNEL_COPTS.
+
+    A file "foo_avx2.cc" becomes ":foo_avx2"; `name` is a cc_library of all of them, for the
+    config that picks among them.
+
+        edgeshare_kernel_libraries(
+            name = "gemm_nt_x86_kernels",
+            kernels = {
+                "avx2_fma_f16c": ["gemm_nt_avx2.cc"],
+                "avx512f": ["gemm_nt_avx512.cc"],
+            },
+            deps = [":gemm_nt_headers"],
+        )
+
+    Args:
+      name: the target that links every file's library.
+      kernels: a dict from a KERNEL_COPTS group to the .cc files built with its flags.
+      deps: what the files include (the kind's header, shared blocks), for each file's library.
+      visibility: of the target `name`; each file's library keeps the package's default.
+      **kwargs: passed to every library (testonly, for one).
+    """
+    libraries = []
+    for group, srcs in kernels.items():
+        if group not in KERNEL_COPTS:
+            fail("edgeshare_kernel_libraries(%s): unknown group '%s' (one of %s)" %
+                 (name, group, ", ".join(sorted(KERNEL_COPTS.keys()))))
+        for src in srcs:
+            if not src.endswith(".cc"):
+                fail("edgeshare_kernel_libraries(%s): '%s' is not a .cc file" % (name, src))
+            library = src[:-len(".cc")]
+            edgeshare_cc_library(
+                name = library,
+                srcs = [src],
+                copts = KERNEL_COPTS[group],
+                deps = deps,
+                **kwargs
+            )
+            libraries.append(":" + library)
+    cc_library(
+        name = name,
+        deps = libraries,
+        visibility = visibility,
+        **kwargs
+    )
+
 def edgeshare_cc_binary(name, copts = [], **kwargs):
     """A cc_binary built with the runtime's copts.
 

@@ -93,7 +93,7 @@ MAX_RANK = op_rows.MAX_RANK
 FC_WEIGHT_DTYPE_SPEC = "fc_weight_dtype"
 QUANTIZE_SPEC = "quantize"
 GROUP_SIZE_SPEC = "group_size"
-# The adapter format's option (AdapterOptions.adapter_dtype), absent at "fp32".
+# The adapter format's --adapter-dtype value (its adapter_value; AdapterOptions.adapter_dtype), absent at "fp32".
 ADAPTER_DTYPE_SPEC = "adapter_dtype"
 
 # The documented error bound of fc_weight_dtype="fp16" against torch eager in float32:
@@ -278,6 +278,6 @@ class XnnpackPartitioner(Partitioner):
                 # A format of one group size (qb8w) takes no --group-size.
                 compile_specs.append(CompileSpec(GROUP_SIZE_SPEC, str(options.group).encode()))
         if self.adapter_format is not F32:
-            compile_specs.append(CompileSpec(ADAPTER_DTYPE_SPEC, self.adapter_format.option.encode()))
+            compile_specs.append(CompileSpec(ADAPTER_DTYPE_SPEC, self.adapter_format.adapter_value.encode()))
         specs: Dict[str, DelegationSpec] = {t: DelegationSpec(BACKEND_ID, list(compile_specs)) for t in tags}
         return PartitionResult(exported_program, specs, fallbacks, gathered)

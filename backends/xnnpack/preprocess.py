@@ -58,7 +58,7 @@ from edgeshare.exir.compile_spec import CompileSpec
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
 from edgeshare.exir.errors import LoweringError
 from edgeshare.exir.export_options import AdapterOptions, QuantizationOptions
-from edgeshare.exir.fc_formats import F16W, F32, FcFormat, format_for_option
+from edgeshare.exir.fc_formats import F32, FcFormat, format_for_option
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.lower import BackendDetails, PreprocessResult
 from edgeshare.exir.named_data_store import NamedDataStore
@@ -93,7 +93,9 @@ class _GraphBuilder:
         self.what = f"method '{method}', partition {index}"
         self.ep = ep
         self.store = store
-        self.fc_fp16 = options.fc_format is F16W
+        # The unquantized row other than f32 the fully connected weights and biases are stored in
+        # (fc_weight_dtype=fp16: f16w), or None.
+        self.fc_unquantized = None if options.fc_format is F32 else options.fc_format
         self.requested = options.quantized_format
         self.quantize = self.requested is not None
         self.group_size = options.group
@@ -105,8 +107,9 @@ class _GraphBuilder:
         self.values: List["xfb.ValueT"] = []
         self.nodes: List["xfb.NodeT"] = []
         self.ids: Dict[torch.fx.Node, int] = {}
-        # fc_fp16: the HALF constant of a weight read as a fully connected weight or bias.
-        self.half_ids: Dict[torch.fx.Node, int] = {}
+        # fc_unquantized or an unquantized adapter row: the constant (HALF for f16w) of a weight
+        # read as a fully connected weight or bias.
+        self.unquantized_ids: Dict[torch.fx.Node, int] = {}
         self.num_inputs = 0
         self.num_outputs = 0
         self._row: Optional[op_rows.OpRow] = None  # the row emitting now
@@ -174,23 +177,26 @@ class _GraphBuilder:
         self.values[index].digest = list(digest)
         return index
 
-    def _half_weight(self, node: torch.fx.Node, fqn: str) -> int:
+    def _unquantized_weight(self, node: torch.fx.Node, fqn: str, fmt: FcFormat) -> int:
+        """The constant of a weight read as a fully connected weight or bias, in the dtype and
+        under the key suffix of fmt, an unquantized row (f16w)."""
         self._check_pinned(node, fqn)
         tensor = lifted_tensor(self.ep, fqn)
         if tensor.dtype != torch.float32:
             raise LoweringError(f"{self.what}: weight '{fqn}' is {tensor.dtype}, XNNPACK takes float32")
-        half = tensor.detach().to(F16W.dtype)
-        if bool((torch.isinf(half) & torch.isfinite(tensor)).any()):
+        stored = tensor.detach().to(fmt.dtype)
+        if bool((torch.isinf(stored) & torch.isfinite(tensor)).any()):
             raise LoweringError(
-                f"{self.what}: weight '{fqn}' has values beyond fp16's range (|w| > 65504); "
+                f"{self.what}: weight '{fqn}' has values beyond {fmt.option}'s range "
+                f"(|w| > {torch.finfo(fmt.dtype).max:g}); "
                 "export it with fc_weight_dtype='fp32'"
             )
-        data = tensor_bytes(half)
-        key = node.meta.get(DATA_KEY_META, fqn) + F16W.key_suffix
+        data = tensor_bytes(stored)
+        key = node.meta.get(DATA_KEY_META, fqn) + fmt.key_suffix
         tag = node.meta.get(EXTERNAL_TAG_META)
-        self.store.add_named_data(key, data, WEIGHT_ALIGNMENT, tag, TensorLayout.of(half, key))
+        self.store.add_named_data(key, data, WEIGHT_ALIGNMENT, tag, TensorLayout.of(stored, key))
         index = self._value(xfb.ValueKind.CONSTANT, tensor.shape)
-        self.values[index].dtype = F16W.scalar_type
+        self.values[index].dtype = fmt.scalar_type
         self.values[index].key = key
         self.values[index].digest = list(hashlib.sha256(data).digest())
         return index
@@ -266,7 +272,7 @@ class _GraphBuilder:
             self._check_pinned(node, fqn)
             self.q_ids[node] = self._quantized_weight(node, fqn, fmt)
         elif as_param:
-            self.half_ids[node] = self._half_weight(node, fqn)
+            self.unquantized_ids[node] = self._unquantized_weight(node, fqn, fmt)
 
     # op_rows.Emitter -------------------------------------------------------------------------
     def tensor(self, x: torch.fx.Node) -> int:
@@ -280,7 +286,7 @@ class _GraphBuilder:
     def fc_param(self, x: torch.fx.Node) -> int:
         if x in self.q_ids:
             return self.q_ids[x]
-        return (self.half_ids if x in self.half_ids else self.ids)[x]
+        return (self.unquantized_ids if x in self.unquantized_ids else self.ids)[x]
 
     def node(
         self,
@@ -311,12 +317,14 @@ class _GraphBuilder:
             if node.op == "placeholder":
                 if node.name in lifted and self.adapter_format is not None and not self._quantizable(node):
                     self._adapter_weight(node, lifted[node.name], self.adapter_format)
-                elif node.name in lifted and self.fc_fp16:
+                elif node.name in lifted and self.fc_unquantized is not None:
                     as_param, other = self._fc_param_uses(node)
                     if other or not as_param:
                         self.ids[node] = self._weight(node, lifted[node.name])
                     if as_param:
-                        self.half_ids[node] = self._half_weight(node, lifted[node.name])
+                        self.unquantized_ids[node] = self._unquantized_weight(
+                            node, lifted[node.name], self.fc_unquantized
+                        )
                 elif node.name in lifted and self.quantize and self._quantizable(node):
                     self._check_pinned(node, lifted[node.name])
                     as_weight, other = self._fc_param_uses(node, weight_only=True)

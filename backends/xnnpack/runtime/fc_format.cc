@@ -12,7 +12,7 @@ using runtime::Status;
 
 namespace {
 
-// xnnpack_graph.fbs's QuantScheme values (fc_format_test.py checks them against the schema).
+// xnnpack_graph.fbs's QuantScheme values (fc_format_rows_test.py checks them against the schema).
 constexpr int8_t kSchemeNone = 0;
 constexpr int8_t kSchemeQC8W = 1;
 constexpr int8_t kSchemeQC4W = 2;

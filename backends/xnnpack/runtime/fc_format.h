@@ -8,12 +8,13 @@
 //   ES_RETURN_IF_ERROR(format->check(request));                // the constants a node names
 //   QuantizedScratchLayout scratch = format->scratch(max_rows, shape);
 //
-// A row carries: its name and scheme id (the Python rows in backends/xnnpack/fc_formats.py carry
-// the same; fc_format_test.py checks both sides agree), the weight's dtype and file scheme, how
-// the stored entry's shape relates to [out, in] (int4: two values a byte), the bias and scales it
-// needs, its packing (tile, bytes per tile, alignment, pack; none for f32, which XNNPACK packs),
-// the scratch a run needs, and the run itself: `prepare` once per run over the rows (quantize,
-// sum groups), then `run_slab` per column slab (PackedOperator spreads slabs over threads).
+// A row carries: its name and scheme id (the Python rows in exir/fc_formats.py carry the same;
+// backends/xnnpack/fc_format_rows_test.py checks both sides agree), the weight's dtype and file
+// scheme, how the stored entry's shape relates to [out, in] (int4: two values a byte), the bias
+// and scales it needs, its packing (tile, bytes per tile, alignment, pack; none for f32, which
+// XNNPACK packs), the scratch a run needs, and the run itself: `prepare` once per run over the
+// rows (quantize, sum groups), then `run_slab` per column slab (PackedOperator spreads slabs over
+// threads), or `run_unpacked` over a weight as stored (docs/adding_a_format.md walks one row).
 //
 // Errors: check returns InvalidArgument naming the weight and what it needs; check_slab
 // InvalidArgument naming the broken kernel precondition.

@@ -82,6 +82,118 @@ uint32_t next(uint32_t* state) {
   return *state >> 8;
 }
 
+// Copies of one packed weight for the streamed cases to take turns over: at least two, and
+// kStreamBytes in all. Copies one cache line apart from a multiple of 2 MiB are what huge pages
+// give anyway, so each starts on a 4 KiB boundary.
+struct Copies {
+  explicit Copies(size_t packed_bytes)
+      : bytes(packed_bytes),
+        count(std::max<size_t>(2, kStreamBytes / packed_bytes)),
+        stride((packed_bytes + 4095) / 4096 * 4096),
+        memory(stride * count) {}
+  uint8_t* copy(size_t c) const { return static_cast<uint8_t*>(memory.p) + c * stride; }
+
+  const size_t bytes, count, stride;
+  Huge memory;
+};
+
+// A streamed case's run: `one` over each copy of a weight in turn.
+template <typename One>
+std::function<void()> over_copies(const Copies* weight, One one) {
+  return [weight, one] {
+    for (size_t c = 0; c < weight->count; ++c) one(weight->copy(c));
+  };
+}
+
+// kRows rows quantized once, with their blocks' scales and sums, as the kernels read them.
+struct QuantizedRows {
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+  std::vector<int32_t> sums;
+};
+
+// A random int4 weight [n x k] in groups of kGroup, packed into every copy.
+void pack_qc4(size_t n, size_t k, uint32_t* state, Copies* out) {
+  std::vector<uint8_t> nibbles(n * k / 2);
+  for (uint8_t& b : nibbles) b = static_cast<uint8_t>(next(state));
+  std::vector<uint16_t> scales(n * (k / kGroup));
+  for (uint16_t& s : scales) s = static_cast<uint16_t>(0x1000 + next(state) % 0x0800);
+  std::vector<float> bias(n);
+  for (float& b : bias) b = static_cast<float>(next(state) % 2001) / 1000.0f - 1.0f;
+  for (size_t c = 0; c < out->count; ++c) {
+    qc4w_pack(nibbles.data(), scales.data(), bias.data(), k, n, kGroup, out->copy(c));
+  }
+}
+
+// A random int8 weight [n x k] of the same shape (the peer), packed into every copy.
+void pack_qc8(size_t n, size_t k, uint32_t* state, Copies* out) {
+  std::vector<int8_t> w(n * k);
+  for (int8_t& b : w) b = static_cast<int8_t>(static_cast<int>(next(state) % 255) - 127);
+  const std::vector<float> scales(n, 1.0f / 1024);
+  for (size_t c = 0; c < out->count; ++c) {
+    qc8w_pack(w.data(), scales.data(), nullptr, k, n, out->copy(c));
+  }
+}
+
+QuantizedRows quantize_rows(size_t k, uint32_t* state) {
+  std::vector<float> x(kRows * k);
+  for (float& v : x) v = static_cast<float>(next(state) % 2001) / 100.0f - 10.0f;
+  QuantizedRows rows{std::vector<int8_t>(kRows * qc8_padded_k(k)),
+                     std::vector<float>(kRows * act_blocks(k)),
+                     std::vector<int32_t>(kRows * act_blocks(k))};
+  qs8_quantize_scalar(x.data(), k, kRows, k, rows.q.data(), qc8_padded_k(k), rows.scales.data(),
+                      rows.sums.data());
+  return rows;
+}
+
+// What one shape's cases run on: both weights, the rows and the output.
+struct Operands {
+  Operands(size_t out, size_t in)
+      : n(out), k(in), qc4(qc4_packed_bytes(in, out, kGroup)), qc8(qc8_packed_bytes(in, out)) {
+    uint32_t state = static_cast<uint32_t>(n * 31 + k);
+    pack_qc4(n, k, &state, &qc4);
+    pack_qc8(n, k, &state, &qc8);
+    x = quantize_rows(k, &state);
+    y.resize(kRows * n);
+  }
+
+  const size_t n, k;
+  Copies qc4, qc8;
+  QuantizedRows x;
+  std::vector<float> y;
+};
+
+// Each run as the delegate runs it on quantized rows: `cols` output channels of a weight at `w`.
+void qc4_gemv(const QC4Kernels& set, const QuantizedRows& x, const void* w, size_t in, size_t cols,
+              float* out) {
+  set.gemv(w, in, cols, kGroup, x.q.data(), x.scales.data(), x.sums.data(), out);
+}
+
+void qc4_gemm(const QC4Kernels& set, const QuantizedRows& x, const void* w, size_t in, size_t cols,
+              float* out) {
+  set.gemm(w, in, cols, kGroup, kRows, x.q.data(), qc8_padded_k(in), x.scales.data(),
+           x.sums.data(), out, cols);
+}
+
+void qc8_gemv(const QS8Kernels& set, const QuantizedRows& x, const void* w, size_t in, size_t cols,
+              float* out) {
+  set.gemv(w, in, cols, x.q.data(), x.scales.data(), x.sums.data(), out);
+}
+
+void qc8_gemm(const QS8Kernels& set, const QuantizedRows& x, const void* w, size_t in, size_t cols,
+              float* out) {
+  set.gemm(w, in, cols, kRows, x.q.data(), qc8_padded_k(in), x.scales.data(), x.sums.data(), out,
+           cols);
+}
+
+// The delegate's column slab width at one thread: about 128 KiB of int8-sized weight each (an
+// eighth of this machine's 1 MiB L2), a multiple of 32 channels (packed_operator.cc).
+size_t slab_width(size_t n, size_t k) {
+  const size_t slabs =
+      std::max<size_t>(1, std::min((n * k + (128u << 10) - 1) / (128u << 10), n / 32));
+  return ((n + slabs - 1) / slabs + 31) / 32 * 32;
+}
+
 struct Case {
   std::string name;
   double weights;  // per run
@@ -90,141 +202,68 @@ struct Case {
   std::vector<double> ns;
 };
 
-void bench_shape(size_t n, size_t k, double ghz) {
-  uint32_t state = static_cast<uint32_t>(n * 31 + k);
-  const size_t groups = k / kGroup;
-  // The int4 weight, its packing, and copies of it for the streamed runs.
-  const size_t qc4_bytes = qc4_packed_bytes(k, n, kGroup);
-  const size_t qc4_copies = std::max<size_t>(2, kStreamBytes / qc4_bytes);
-  // Copies one cache line apart from a multiple of 2 MiB are what huge pages give anyway.
-  const size_t qc4_stride = (qc4_bytes + 4095) / 4096 * 4096;
-  Huge qc4(qc4_stride * qc4_copies);
-  {
-    std::vector<uint8_t> nibbles(n * k / 2);
-    for (uint8_t& b : nibbles) b = static_cast<uint8_t>(next(&state));
-    std::vector<uint16_t> scales(n * groups);
-    for (uint16_t& s : scales) s = static_cast<uint16_t>(0x1000 + next(&state) % 0x0800);
-    std::vector<float> bias(n);
-    for (float& b : bias) b = static_cast<float>(next(&state) % 2001) / 1000.0f - 1.0f;
-    for (size_t c = 0; c < qc4_copies; ++c) {
-      qc4w_pack(nibbles.data(), scales.data(), bias.data(), k, n, kGroup,
-                static_cast<uint8_t*>(qc4.p) + c * qc4_stride);
-    }
-  }
-  // The int8 weight of the same shape, the peer.
-  const size_t qc8_bytes = qc8_packed_bytes(k, n);
-  const size_t qc8_copies = std::max<size_t>(2, kStreamBytes / qc8_bytes);
-  const size_t qc8_stride = (qc8_bytes + 4095) / 4096 * 4096;
-  Huge qc8(qc8_stride * qc8_copies);
-  {
-    std::vector<int8_t> w(n * k);
-    for (int8_t& b : w) b = static_cast<int8_t>(static_cast<int>(next(&state) % 255) - 127);
-    const std::vector<float> scales(n, 1.0f / 1024);
-    for (size_t c = 0; c < qc8_copies; ++c) {
-      qc8w_pack(w.data(), scales.data(), nullptr, k, n,
-                static_cast<uint8_t*>(qc8.p) + c * qc8_stride);
-    }
-  }
-  // Rows quantized once, with their blocks' scales and sums.
-  std::vector<float> x(kRows * k);
-  for (float& v : x) v = static_cast<float>(next(&state) % 2001) / 100.0f - 10.0f;
-  std::vector<int8_t> q(kRows * qc8_padded_k(k));
-  std::vector<float> x_scales(kRows * act_blocks(k)), y(kRows * n);
-  std::vector<int32_t> x_sums(kRows * act_blocks(k));
-  qs8_quantize_scalar(x.data(), k, kRows, k, q.data(), qc8_padded_k(k), x_scales.data(),
-                      x_sums.data());
-  // Each run as the delegate runs it on quantized rows.
-  auto qc4_gemv = [&](const QC4Kernels& set, const void* w, size_t in, size_t cols, float* out) {
-    set.gemv(w, in, cols, kGroup, q.data(), x_scales.data(), x_sums.data(), out);
-  };
-  auto qc4_gemm = [&](const QC4Kernels& set, const void* w, size_t in, size_t cols, float* out) {
-    set.gemm(w, in, cols, kGroup, kRows, q.data(), qc8_padded_k(in), x_scales.data(),
-             x_sums.data(), out, cols);
-  };
-  auto qc8_gemv = [&](const QS8Kernels& set, const void* w, size_t in, size_t cols, float* out) {
-    set.gemv(w, in, cols, q.data(), x_scales.data(), x_sums.data(), out);
-  };
-  auto qc8_gemm = [&](const QS8Kernels& set, const void* w, size_t in, size_t cols, float* out) {
-    set.gemm(w, in, cols, kRows, q.data(), qc8_padded_k(in), x_scales.data(), x_sums.data(), out,
-             cols);
-  };
+// The int4 cases of one instruction set: GEMV hot (none for AVX-VNNI, whose int4 set is AVX2's);
+// GEMV streamed whole and in slabs and GEMM (none for scalar either).
+void add_qc4_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
+  if (isa == Isa::kAvxVnni) return;
+  const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
+  const std::string name = to_string(qc4_kernel_sets().up_to(isa).isa);
+  const double weights = static_cast<double>(o->n) * o->k;
+  const double bytes = static_cast<double>(o->qc4.bytes);
+  cases->push_back({"int4 GEMV hot " + name, weights, bytes,
+                    [o, set] { qc4_gemv(set, o->x, o->qc4.copy(0), o->k, o->n, o->y.data()); },
+                    {}});
+  if (isa == Isa::kScalar) return;
+  const size_t copies = o->qc4.count;
+  cases->push_back({"int4 GEMV streamed " + name, weights * copies, bytes * copies,
+                    over_copies(&o->qc4,
+                                [o, set](const uint8_t* w) {
+                                  qc4_gemv(set, o->x, w, o->k, o->n, o->y.data());
+                                }),
+                    {}});
+  const size_t slab = slab_width(o->n, o->k);
+  const size_t tile_bytes = qc4_tile_bytes(o->k, kGroup);
+  cases->push_back({"int4 GEMV streamed, slabs " + name, weights * copies, bytes * copies,
+                    over_copies(&o->qc4,
+                                [o, set, slab, tile_bytes](const uint8_t* w) {
+                                  for (size_t first = 0; first < o->n; first += slab) {
+                                    qc4_gemv(set, o->x, w + first / kQC4Tile * tile_bytes, o->k,
+                                             std::min(slab, o->n - first), o->y.data() + first);
+                                  }
+                                }),
+                    {}});
+  cases->push_back({"int4 GEMM 64 rows " + name, weights * kRows, bytes,
+                    [o, set] { qc4_gemm(set, o->x, o->qc4.copy(0), o->k, o->n, o->y.data()); },
+                    {}});
+}
 
-  const double weights = static_cast<double>(n) * k;
-  // The delegate's column slabs at one thread: about 128 KiB of int8-sized weight each (an eighth
-  // of this machine's 1 MiB L2), widths a multiple of 32 channels (packed_operator.cc).
-  const size_t slabs =
-      std::max<size_t>(1, std::min((n * k + (128u << 10) - 1) / (128u << 10), n / 32));
-  const size_t slab = ((n + slabs - 1) / slabs + 31) / 32 * 32;
-  std::vector<Case> cases;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
-    if (!cpu_runs(isa)) continue;
-    const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
-    const std::string name = to_string(qc4_kernel_sets().up_to(isa).isa);
-    if (isa != Isa::kAvxVnni) {
-      cases.push_back({"int4 GEMV hot " + name,
-                       weights,
-                       static_cast<double>(qc4_bytes),
-                       [&, set] { qc4_gemv(set, qc4.p, k, n, y.data()); },
-                       {}});
-    }
-    if (isa != Isa::kScalar && isa != Isa::kAvxVnni) {
-      cases.push_back({"int4 GEMV streamed " + name,
-                       weights * qc4_copies,
-                       static_cast<double>(qc4_bytes) * qc4_copies,
-                       [&, set] {
-                         for (size_t c = 0; c < qc4_copies; ++c) {
-                           qc4_gemv(set, static_cast<uint8_t*>(qc4.p) + c * qc4_stride, k, n,
-                                    y.data());
-                         }
-                       },
-                       {}});
-      cases.push_back({"int4 GEMV streamed, slabs " + name,
-                       weights * qc4_copies,
-                       static_cast<double>(qc4_bytes) * qc4_copies,
-                       [&, set] {
-                         for (size_t c = 0; c < qc4_copies; ++c) {
-                           const uint8_t* w = static_cast<uint8_t*>(qc4.p) + c * qc4_stride;
-                           for (size_t first = 0; first < n; first += slab) {
-                             qc4_gemv(set, w + first / kQC4Tile * qc4_tile_bytes(k, kGroup), k,
-                                      std::min(slab, n - first), y.data() + first);
-                           }
-                         }
-                       },
-                       {}});
-      cases.push_back({"int4 GEMM 64 rows " + name,
-                       weights * kRows,
-                       static_cast<double>(qc4_bytes),
-                       [&, set] { qc4_gemm(set, qc4.p, k, n, y.data()); },
-                       {}});
-    }
-    const QS8Kernels qs8 = qs8_kernel_sets().up_to(isa).kernels;
-    const std::string qs8_name = to_string(qs8_kernel_sets().up_to(isa).isa);
-    cases.push_back({"int8 GEMV hot " + qs8_name,
-                     weights,
-                     static_cast<double>(qc8_bytes),
-                     [&, qs8] { qc8_gemv(qs8, qc8.p, k, n, y.data()); },
-                     {}});
-    if (isa == Isa::kScalar) continue;
-    cases.push_back({"int8 GEMV streamed " + qs8_name,
-                     weights * qc8_copies,
-                     static_cast<double>(qc8_bytes) * qc8_copies,
-                     [&, qs8] {
-                       for (size_t c = 0; c < qc8_copies; ++c) {
-                         qc8_gemv(qs8, static_cast<uint8_t*>(qc8.p) + c * qc8_stride, k, n,
-                                  y.data());
-                       }
-                     },
-                     {}});
-    cases.push_back({"int8 GEMM 64 rows " + qs8_name,
-                     weights * kRows,
-                     static_cast<double>(qc8_bytes),
-                     [&, qs8] { qc8_gemm(qs8, qc8.p, k, n, y.data()); },
-                     {}});
-  }
+// The int8 cases of one instruction set: GEMV hot; GEMV streamed and GEMM (none for scalar).
+void add_qc8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
+  const QS8Kernels set = qs8_kernel_sets().up_to(isa).kernels;
+  const std::string name = to_string(qs8_kernel_sets().up_to(isa).isa);
+  const double weights = static_cast<double>(o->n) * o->k;
+  const double bytes = static_cast<double>(o->qc8.bytes);
+  cases->push_back({"int8 GEMV hot " + name, weights, bytes,
+                    [o, set] { qc8_gemv(set, o->x, o->qc8.copy(0), o->k, o->n, o->y.data()); },
+                    {}});
+  if (isa == Isa::kScalar) return;
+  const size_t copies = o->qc8.count;
+  cases->push_back({"int8 GEMV streamed " + name, weights * copies, bytes * copies,
+                    over_copies(&o->qc8,
+                                [o, set](const uint8_t* w) {
+                                  qc8_gemv(set, o->x, w, o->k, o->n, o->y.data());
+                                }),
+                    {}});
+  cases->push_back({"int8 GEMM 64 rows " + name, weights * kRows, bytes,
+                    [o, set] { qc8_gemm(set, o->x, o->qc8.copy(0), o->k, o->n, o->y.data()); },
+                    {}});
+}
 
-  for (Case& c : cases) c.run();  // Warm: pages faulted in.
+// Runs every case once per round, rounds interleaved, after one warm run each (pages faulted in).
+void time_rounds(std::vector<Case>* cases) {
+  for (Case& c : *cases) c.run();
   for (size_t round = 0; round < kRounds; ++round) {
-    for (Case& c : cases) {
+    for (Case& c : *cases) {
       // Hot cases repeat within a round so that one timing is not a few microseconds.
       const size_t repeats =
           std::max<size_t>(1, static_cast<size_t>(2e6 / std::max(1.0, c.weights)));
@@ -233,9 +272,14 @@ void bench_shape(size_t n, size_t k, double ghz) {
       c.ns.push_back((now_ns() - start) / repeats);
     }
   }
+}
+
+// The shape's line, then each case's best and median.
+void print_shape(const Operands& o, std::vector<Case>* cases, double ghz) {
   std::printf("[%zu x %zu] int4 g%zu %.2f MiB packed (%zu copies streamed), int8 %.2f MiB (%zu)\n",
-              n, k, kGroup, qc4_bytes / 1048576.0, qc4_copies, qc8_bytes / 1048576.0, qc8_copies);
-  for (Case& c : cases) {
+              o.n, o.k, kGroup, o.qc4.bytes / 1048576.0, o.qc4.count, o.qc8.bytes / 1048576.0,
+              o.qc8.count);
+  for (Case& c : *cases) {
     std::sort(c.ns.begin(), c.ns.end());
     const double best = c.ns.front(), median = c.ns[c.ns.size() / 2];
     std::printf(
@@ -243,6 +287,18 @@ void bench_shape(size_t n, size_t k, double ghz) {
         c.name.c_str(), best / 1e3, c.bytes / best, best * ghz / c.weights, median / 1e3,
         c.bytes / median);
   }
+}
+
+void bench_shape(size_t n, size_t k, double ghz) {
+  Operands o(n, k);
+  std::vector<Case> cases;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
+    if (!cpu_runs(isa)) continue;
+    add_qc4_cases(isa, &o, &cases);
+    add_qc8_cases(isa, &o, &cases);
+  }
+  time_rounds(&cases);
+  print_shape(o, &cases, ghz);
 }
 
 int run(int argc, char** argv) {
