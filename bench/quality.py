@@ -12,7 +12,7 @@ Perplexity is over `--windows` disjoint windows of 512 tokens of the novel's hel
 scored tokens).
 
 For each model (original, rotated), edgeshare exports it with the adapter (exir.export_hf_lora,
-XnnpackPartitioner, max_seq_len 512) at fp32, int8 (--quantize int8: per output row) and int4
+XnnpackPartitioner, max_seq_len 512) at fp32, int8 (--quantize int8: blocks of 32) and int4
 (--quantize int4 --group-size 32, its lm_head int8), and int4c (int4 with --calibration on the
 first 8192 tokens of the novel's training part); the bare model is foundation.pte and the adapted
 one adapter.pte. Every cell reports perplexity, its increase over the fp32 program of the same model

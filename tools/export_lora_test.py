@@ -57,15 +57,16 @@ def test_fc_weight_dtype_fp16_writes_half_foundation_weights(tmp_path):
     assert all(b.tensor_layout.scalar_type == 5 for b in ptd.named_data.values())
 
 
-def test_quantize_int8_writes_int8_foundation_weights_and_reports_bytes_per_format(tmp_path, capsys):
-    assert export_lora.main(["--out", str(tmp_path), "--quantize", "int8"]) == 0
+@pytest.mark.parametrize("option, suffix", [("int8", ".qb8w"), ("int8-row", ".qc8w")])
+def test_quantize_int8_writes_int8_foundation_weights_and_reports_bytes_per_format(tmp_path, capsys, option, suffix):
+    assert export_lora.main(["--out", str(tmp_path), "--quantize", option]) == 0
     with open(tmp_path / "foundation.ptd", "rb") as f:
         ptd = deserialize_ptd(f.read(), "foundation.ptd")
     int8 = {k: len(b.data) for k, b in ptd.named_data.items() if b.tensor_layout.scalar_type == 1}
-    assert sorted(int8) == [f"fc{i}.weight.qc8w" for i in (1, 2, 3)]
-    fp32 = sum(len(b.data) for b in ptd.named_data.values()) - sum(int8.values())
+    assert sorted(int8) == [f"fc{i}.weight{suffix}" for i in (1, 2, 3)]
+    fp32 = sum(len(b.data) for b in ptd.named_data.values() if b.tensor_layout.scalar_type == 6)
     out = capsys.readouterr().out
-    assert f"foundation.ptd by format: fp32 {fp32} bytes" in out and f"int8 {sum(int8.values())} bytes" in out
+    assert f"fp32 {fp32} bytes" in out and f"int8 {sum(int8.values())} bytes" in out
 
 
 def test_quantize_int4_writes_grouped_int4_weights_and_reports_bytes_per_format(tmp_path, capsys):
