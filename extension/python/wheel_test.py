@@ -24,7 +24,7 @@ from typing import Dict, List, Set, Tuple
 
 README = os.environ["README_MD"]
 WHEEL = os.environ["WHEEL"]
-CONSTRAINTS = os.environ["CONSTRAINTS"]
+CONSTRAINTS = os.path.abspath(os.environ["CONSTRAINTS"])  # the scripts run in another folder
 # Guards against a hang; installing torch into a fresh venv takes minutes on a loaded 2-core machine.
 TIMEOUT_S = 3000
 
@@ -69,9 +69,11 @@ def _normalize(name: str) -> str:
 
 
 def _check_versions(venv: str, cwd: str, env: dict) -> Set[str]:
-    """Asserts that the venv's packages named in CONSTRAINTS are at its versions; returns their names."""
+    """Asserts that the venv's packages named in CONSTRAINTS are at its versions; returns their names.
+    pip and setuptools are left out: the venv comes with its own."""
     listed = json.loads(_run(f"{venv}/bin/pip list --format=json", cwd, env))
     installed = {_normalize(p["name"]): p["version"].split("+", 1)[0] for p in listed}
+    installed = {name: version for name, version in installed.items() if name not in ("pip", "setuptools")}
     pins = _pins(CONSTRAINTS)
     wrong = {name: (version, pins[name]) for name, version in installed.items() if name in pins and version != pins[name]}
     assert not wrong, f"{venv}: installed (version, constraint): {wrong}"
