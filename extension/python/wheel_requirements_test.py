@@ -51,7 +51,8 @@ def test_the_locked_versions_lie_in_every_range(ranges):
     locked = read_lock(LOCK)
     for name, requirement in ranges.items():
         assert name in locked, f"{requirement.name} is not in the lock"
-        assert requirement.contains(locked[name]), f"the lock's {requirement.name}=={locked[name]} is outside {requirement}"
+        lock = f"{requirement.name}=={locked[name]}"
+        assert requirement.contains(locked[name]), f"the lock's {lock} is outside {requirement}"
         assert Version(locked[name]) in SpecifierSet(str(requirement)[len(requirement.name):])
 
 

@@ -75,7 +75,7 @@ def _check_versions(venv: str, cwd: str, env: dict) -> Set[str]:
     installed = {_normalize(p["name"]): p["version"].split("+", 1)[0] for p in listed}
     installed = {name: version for name, version in installed.items() if name not in ("pip", "setuptools")}
     pins = _pins(CONSTRAINTS)
-    wrong = {name: (version, pins[name]) for name, version in installed.items() if name in pins and version != pins[name]}
+    wrong = {name: (v, pins[name]) for name, v in installed.items() if name in pins and v != pins[name]}
     assert not wrong, f"{venv}: installed (version, constraint): {wrong}"
     return set(installed)
 
