@@ -32,13 +32,20 @@ from edgeshare.extension.python.runtime import (
     set_weight_sharing,
     weights_cache_stats,
 )
-from edgeshare.extension.python.text import TextDecoder, TextGenerationResult, Tokenizer, TokenizerFileError
+from edgeshare.extension.python.text import (
+    MissingTextPackage,
+    TextDecoder,
+    TextGenerationResult,
+    Tokenizer,
+    TokenizerFileError,
+)
 
 __all__ = [
     "DataFile",
     "EdgeshareError",
     "GenerationResult",
     "Method",
+    "MissingTextPackage",
     "NpyFileError",
     "PerplexityError",
     "PerplexityResult",

@@ -1,46 +1,34 @@
 """Writes a wheel (PEP 427) from a manifest of files, with the standard library only.
 
     build_wheel.py --manifest M --out edgeshare-0.1.0-cp311-cp311-linux_x86_64.whl \\
-        --distribution edgeshare --version 0.1.0 --tag cp311-cp311-linux_x86_64 --lock requirements.lock \\
-        --requires numpy --extra export:torch --entry-point edgeshare-generate=edgeshare.x:main
+        --distribution edgeshare --version 0.1.0 --tag cp311-cp311-linux_x86_64 \\
+        --requirements wheel_requirements.txt --requires numpy --extra export:torch \\
+        --entry-point edgeshare-generate=edgeshare.x:main
 
-The manifest has one "path in the wheel<TAB>file" line per file. Requirements are pinned to the
-lock's versions ("numpy" -> "numpy==2.3.5"). The archive is reproducible: entries sorted, one fixed
-timestamp. The tag's Python part must be the running interpreter's (the extension module was built
-against its headers).
+The manifest has one "path in the wheel<TAB>file" line per file. Requirements are the ranges of the
+requirements file ("numpy" -> "numpy>=1.26.4,<3"), so that the wheel installs beside other packages;
+the lock stays exact for Bazel. The archive is reproducible: entries sorted, one fixed timestamp.
+The tag's Python part must be the running interpreter's (the extension module was built against its
+headers).
 """
 
 import argparse
 import base64
 import hashlib
-import re
 import sys
 import zipfile
 from typing import Dict, List, Sequence, Tuple
+
+from edgeshare.extension.python.wheel_requirements import Range, normalize, read_ranges
 
 # Zip entries carry this time (the earliest a zip can hold), so that equal inputs give equal bytes.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-def _pins(lock_path: str) -> Dict[str, str]:
-    pins = {}
-    with open(lock_path, encoding="utf-8") as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if "==" in line:
-                name, version = line.split("==", 1)
-                pins[_normalize(name)] = f"{name.strip()}=={version.strip()}"
-    return pins
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _pinned(name: str, pins: Dict[str, str]) -> str:
-    if _normalize(name) not in pins:
-        raise SystemExit(f"build_wheel: {name} is not pinned in the lock")
-    return pins[_normalize(name)]
+def _range(name: str, ranges: Dict[str, Range]) -> str:
+    if normalize(name) not in ranges:
+        raise SystemExit(f"build_wheel: {name} has no range in the requirements file")
+    return str(ranges[normalize(name)])
 
 
 def _record_line(path: str, data: bytes) -> str:
@@ -55,7 +43,7 @@ def _entry(archive: zipfile.ZipFile, path: str, data: bytes, executable: bool = 
     archive.writestr(info, data)
 
 
-def _metadata(args: argparse.Namespace, pins: Dict[str, str]) -> str:
+def _metadata(args: argparse.Namespace, ranges: Dict[str, Range]) -> str:
     lines = [
         "Metadata-Version: 2.1",
         f"Name: {args.distribution}",
@@ -63,14 +51,14 @@ def _metadata(args: argparse.Namespace, pins: Dict[str, str]) -> str:
         f"Summary: {args.summary}",
         f"Requires-Python: =={sys.version_info.major}.{sys.version_info.minor}.*",
     ]
-    lines += [f"Requires-Dist: {_pinned(name, pins)}" for name in args.requires]
+    lines += [f"Requires-Dist: {_range(name, ranges)}" for name in args.requires]
     extras: Dict[str, List[str]] = {}
     for spec in args.extra:
         extra, name = spec.split(":", 1)
         extras.setdefault(extra, []).append(name)
     for extra, names in sorted(extras.items()):
         lines.append(f"Provides-Extra: {extra}")
-        lines += [f'Requires-Dist: {_pinned(name, pins)} ; extra == "{extra}"' for name in names]
+        lines += [f'Requires-Dist: {_range(name, ranges)} ; extra == "{extra}"' for name in names]
     return "\n".join(lines) + "\n"
 
 
@@ -87,7 +75,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--version", required=True)
     parser.add_argument("--tag", required=True)
     parser.add_argument("--summary", default="")
-    parser.add_argument("--lock", required=True)
+    parser.add_argument("--requirements", required=True, help="NAME>=LOWEST,<BOUND lines")
     parser.add_argument("--requires", action="append", default=[])
     parser.add_argument("--extra", action="append", default=[], help="EXTRA:NAME")
     parser.add_argument("--entry-point", action="append", default=[], help="SCRIPT=MODULE:FUNCTION")
@@ -96,7 +84,10 @@ def main(argv: Sequence[str]) -> int:
     python = f"cp{sys.version_info.major}{sys.version_info.minor}"
     if not args.tag.startswith(f"{python}-{python}-"):
         raise SystemExit(f"build_wheel: tag {args.tag} is not for this interpreter ({python}); change the tag")
-    pins = _pins(args.lock)
+    try:
+        ranges = read_ranges(args.requirements)
+    except ValueError as e:
+        raise SystemExit(f"build_wheel: {e}") from None
     dist_info = f"{args.distribution}-{args.version}.dist-info"
     contents: Dict[str, bytes] = {}
     for dest, src in _files(args.manifest):
@@ -108,7 +99,7 @@ def main(argv: Sequence[str]) -> int:
         f"{args.distribution}/__init__.py",
         f'"""edgeshare: many programs over one copy of the foundation weights."""\n\n__version__ = "{args.version}"\n'.encode(),
     )
-    contents[f"{dist_info}/METADATA"] = _metadata(args, pins).encode()
+    contents[f"{dist_info}/METADATA"] = _metadata(args, ranges).encode()
     contents[f"{dist_info}/WHEEL"] = (
         f"Wheel-Version: 1.0\nGenerator: edgeshare build_wheel\nRoot-Is-Purelib: false\nTag: {args.tag}\n"
     ).encode()

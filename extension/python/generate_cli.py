@@ -43,6 +43,7 @@ from edgeshare.extension.python.runtime import (
     set_verify_content,
     set_weight_sharing,
 )
+from edgeshare.extension.python.text import MissingTextPackage
 
 __all__ = ["main"]
 
@@ -156,7 +157,13 @@ def _messages(path: str) -> List[Dict[str, Any]]:
 def _generate(program: Program, label: str, args: argparse.Namespace, prompt: Any) -> Dict[str, Any]:
     method = program.method(args.method)
     text = args.prompt is not None or args.chat is not None
-    tokenizer = program.tokenizer if text or not args.ids else None
+    try:
+        tokenizer = program.tokenizer if text or not args.ids else None
+    except MissingTextPackage as e:
+        if text:
+            raise
+        print(f"{PROG}: warning: {e}", file=sys.stderr)  # ids in, ids out
+        tokenizer = None
     if text:
         flag = "--prompt" if args.prompt is not None else "--chat"
         if tokenizer is None:
@@ -353,7 +360,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return run_reporting(
         PROG,
         lambda: _run(_parser().parse_args(argv)),
-        errors=(EdgeshareError, NpyFileError, _UsageError, TypeError, ValueError),
+        errors=(EdgeshareError, MissingTextPackage, NpyFileError, _UsageError, TypeError, ValueError),
     )
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 ended ("stop" at an end token or --stop text, "length" at --max-new-tokens or the method's length,
 said on stderr), an unseeded sampled run's fresh seed that --seed repeats (JSON and --verbose), --stop
 cutting the text as the C++ tool does, and no traceback on a closed pipe or Ctrl-C (a session ended
-by Ctrl-C is chat_session_test's).
+by Ctrl-C is chat_session_test's); without the wheel's [text] packages, text is one line saying how
+to install them and ids still generate.
 """
 
 import json
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
+import numpy as np
 import pytest
 from edgeshare.extension.python import generate_cli
 from edgeshare.extension.python._cli import run_cli
@@ -103,6 +105,26 @@ def test_ctrl_c_gives_status_130_and_no_traceback(capsys):
 
     assert run_cli(interrupted) == 130
     assert capsys.readouterr().err == "\n"
+
+
+@pytest.mark.parametrize("package", ["tokenizers", "jinja2"])
+def test_text_without_its_package_is_one_line_naming_it(tmp_path, capsys, monkeypatch, package):
+    # As the runtime-only wheel, installed without its [text] extra.
+    monkeypatch.setitem(sys.modules, package, None)
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "Hi"}]), encoding="utf-8")
+    assert generate_cli.main(_base() + ["--chat", str(chat), "--max-new-tokens", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"text needs the Python package '{package}'" in err and "[text]" in err, err
+
+
+def test_ids_generate_without_the_text_packages(tmp_path, capsys, monkeypatch, expected):
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    ids = tmp_path / "prompt.npy"
+    np.save(ids, np.asarray([expected["prompt_ids"]], np.int64))
+    result, out, err = _run(tmp_path, capsys, "--prompt-ids", str(ids), "--max-new-tokens", "4")
+    assert len(result["tokens"]) == 4 and "text" not in result
+    assert out.startswith("a: ") and "warning: text needs the Python package 'tokenizers'" in err
 
 
 def test_chat_from_a_chat_template_jinja_equals_transformers_over_two_turns(tmp_path, capsys):

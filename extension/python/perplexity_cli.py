@@ -34,6 +34,7 @@ from edgeshare.extension.python._cli import run_reporting
 from edgeshare.extension.python._errors import EdgeshareError
 from edgeshare.extension.python.perplexity import PerplexityResult, program_perplexity
 from edgeshare.extension.python.runtime import DataFile, Program, set_num_threads
+from edgeshare.extension.python.text import MissingTextPackage
 
 __all__ = ["main"]
 
@@ -195,7 +196,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return run_reporting(
         PROG,
         lambda: _run(_parser().parse_args(argv)),
-        errors=(EdgeshareError, TypeError, ValueError),
+        errors=(EdgeshareError, MissingTextPackage, TypeError, ValueError),
         usage_errors=(_UsageError,),
     )
 

@@ -165,7 +165,9 @@ class SentencePieceBackend:
           ValueError: the file is not a SentencePiece model, or an added token's id is negative or
             above 2**24 (the message names the file, on one line).
         """
-        import sentencepiece  # noqa: PLC0415 (only SentencePiece models need it)
+        from edgeshare.extension.python.text import import_text_package  # noqa: PLC0415 (text imports this module)
+
+        sentencepiece = import_text_package("sentencepiece")  # only SentencePiece models need it
 
         options = options or SentencePieceOptions()
         if options.prepend_scheme not in ("always", "first", "never"):

@@ -19,6 +19,7 @@ generator and sampler.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 from datetime import datetime
@@ -27,6 +28,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 __all__ = [
+    "MissingTextPackage",
     "TextDecoder",
     "TextGenerationResult",
     "Tokenizer",
@@ -59,6 +61,27 @@ _SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad
 
 class TokenizerFileError(ValueError):
     """A tokenizer or generation config file in an export folder is malformed (naming it)."""
+
+
+class MissingTextPackage(ImportError):
+    """A package that text in and out needs (tokenizers, sentencepiece, jinja2) is not installed:
+    the runtime-only wheel runs on ids, and its [text] extra brings them."""
+
+
+def import_text_package(name: str) -> Any:
+    """Imports `name`, one of the [text] extra's packages.
+
+    Raises:
+      MissingTextPackage: it is not installed (the message says how to install it, on one line).
+    """
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name.split(".")[0]:
+            raise
+        raise MissingTextPackage(
+            f"text needs the Python package '{name.split('.')[0]}', which is not installed (the edgeshare wheel's "
+            "[text] extra installs it: pip install 'edgeshare-...whl[text]'); ids work without it") from None
 
 
 def _read_json(path: str) -> Optional[Dict[str, Any]]:
@@ -227,7 +250,7 @@ class Tokenizer:
         if not os.path.isfile(path):
             return cls(_sentencepiece(model, config, os.path.join(folder, TOKENIZER_CONFIG)), config,
                        read_end_token_ids(folder), folder, templates)
-        import tokenizers  # noqa: PLC0415 (only text generation needs it)
+        tokenizers = import_text_package("tokenizers")
 
         try:
             backend = tokenizers.Tokenizer.from_file(path)
@@ -297,7 +320,7 @@ class Tokenizer:
           ValueError: the tokenizer has no chat template (naming every place looked in), no template
             of that name, or the template raised (naming it).
         """
-        import jinja2  # noqa: PLC0415 (only chat needs it)
+        jinja2 = import_text_package("jinja2")
 
         template = _compile(self._chat_template_source(chat_template, kwargs.get("tools")))
         # transformers passes tools and documents always (None without them): `tools is none` holds.

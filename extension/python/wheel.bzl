@@ -3,9 +3,10 @@
     edgeshare_wheel(
         name = "wheel",
         deps = ["//extension/python"],            # py_library/py_binary targets: their sources and .so data
-        requires = ["numpy"],                       # pinned from the lock: numpy==<its version>
+        requires = ["numpy"],                       # its range in `requirements`: numpy>=1.26.4,<3
         extras = {"export": ["torch", "peft"]},     # pip install 'edgeshare-...whl[export]'
         entry_points = {"edgeshare-generate": "edgeshare.extension.python.generate_cli:main"},
+        requirements = "wheel_requirements.txt",    # NAME>=LOWEST,<BOUND lines
     )
 
 Every .py file and shared library of this repository in the deps' sources and runfiles goes in at
@@ -37,7 +38,7 @@ def _wheel_impl(ctx):
     args.add("--version", ctx.attr.version)
     args.add("--tag", ctx.attr.tag)
     args.add("--summary", ctx.attr.summary)
-    args.add("--lock", ctx.file.lock)
+    args.add("--requirements", ctx.file.requirements)
     args.add_all(ctx.attr.requires, before_each = "--requires")
     for extra, names in ctx.attr.extras.items():
         for requirement in names:
@@ -47,7 +48,7 @@ def _wheel_impl(ctx):
     ctx.actions.run(
         executable = ctx.executable._builder,
         arguments = [args],
-        inputs = [manifest, ctx.file.lock] + files.values(),
+        inputs = [manifest, ctx.file.requirements] + files.values(),
         outputs = [out],
         mnemonic = "EdgeshareWheel",
         # The py_binary stub finds its interpreter on PATH, as in a genrule.
@@ -63,9 +64,9 @@ edgeshare_wheel = rule(
         "deps": attr.label_list(providers = [PyInfo], doc = "py_library / py_binary targets to package"),
         "distribution": attr.string(default = "edgeshare", doc = "the distribution's name"),
         "entry_points": attr.string_dict(doc = "console script name -> 'module:function'"),
-        "extras": attr.string_list_dict(doc = "extra -> the distribution names it pulls (pinned from lock)"),
-        "lock": attr.label(allow_single_file = True, mandatory = True, doc = "name==version lines"),
-        "requires": attr.string_list(doc = "distribution names needed at run time (pinned from lock)"),
+        "extras": attr.string_list_dict(doc = "extra -> the distribution names it pulls (ranges from requirements)"),
+        "requirements": attr.label(allow_single_file = True, mandatory = True, doc = "NAME>=LOWEST,<BOUND lines"),
+        "requires": attr.string_list(doc = "distribution names needed at run time (ranges from requirements)"),
         "summary": attr.string(doc = "one line for the package index"),
         "tag": attr.string(mandatory = True, doc = "python-abi-platform, e.g. cp311-cp311-linux_x86_64"),
         "version": attr.string(mandatory = True),

@@ -1,4 +1,5 @@
-"""The wheel outside Bazel, as README.md's "With pip" section tells a Python user to use it.
+"""The wheel outside Bazel, as README.md's "With pip" section tells a Python user to use it, at one
+end of its requirement ranges.
 
 The section's shell and Python blocks run as written, in order, in a fresh folder holding the built
 wheel where the README says Bazel writes it: a fresh venv, pip install of the wheel with [export]
@@ -7,6 +8,10 @@ wheel where the README says Bazel writes it: a fresh venv, pip install of the wh
 swap). Lines that run ./bazelw are Bazel's side and are skipped. Then a second fresh venv gets the
 wheel alone: it installs nothing but numpy and flatbuffers beside it, the same Python tour prints the
 same tokens there, and edgeshare-inspect reads the exported files without torch.
+
+pip installs under the constraints file CONSTRAINTS: the lock (wheel_test, the ranges' top end as
+Bazel tests it) or every range at its lowest version (wheel_lowest_test). Each venv's packages that
+the file names are at its versions.
 """
 
 import json
@@ -15,10 +20,11 @@ import re
 import shutil
 import subprocess
 import tempfile
-from typing import List, Tuple
+from typing import Dict, List, Set, Tuple
 
 README = os.environ["README_MD"]
 WHEEL = os.environ["WHEEL"]
+CONSTRAINTS = os.path.abspath(os.environ["CONSTRAINTS"])  # the scripts run in another folder
 # Guards against a hang; installing torch into a fresh venv takes minutes on a loaded 2-core machine.
 TIMEOUT_S = 3000
 
@@ -47,6 +53,33 @@ def _run(script: str, cwd: str, env: dict) -> str:
     return proc.stdout
 
 
+def _pins(path: str) -> Dict[str, str]:
+    pins = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if "==" in line:
+                name, version = line.split("==", 1)
+                pins[_normalize(name)] = version.strip()
+    return pins
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _check_versions(venv: str, cwd: str, env: dict) -> Set[str]:
+    """Asserts that the venv's packages named in CONSTRAINTS are at its versions; returns their names.
+    pip and setuptools are left out: the venv comes with its own."""
+    listed = json.loads(_run(f"{venv}/bin/pip list --format=json", cwd, env))
+    installed = {_normalize(p["name"]): p["version"].split("+", 1)[0] for p in listed}
+    installed = {name: version for name, version in installed.items() if name not in ("pip", "setuptools")}
+    pins = _pins(CONSTRAINTS)
+    wrong = {name: (v, pins[name]) for name, v in installed.items() if name in pins and v != pins[name]}
+    assert not wrong, f"{venv}: installed (version, constraint): {wrong}"
+    return set(installed)
+
+
 def _python_tour(blocks: List[Tuple[str, str]]) -> str:
     return "\n".join(code for kind, code in blocks if kind == "python")
 
@@ -66,6 +99,8 @@ def test_the_readme_pip_tour_runs_from_a_fresh_venv():
     env.update({k: v for k, v in os.environ.items() if k.startswith("PIP_") or k.lower().endswith("_proxy")})
     # Bytecode for torch's thousands of files is most of an install's time here and tests nothing.
     env["PIP_NO_COMPILE"] = "1"
+    # In place of the machine's own constraints file, if any: this one pins torch as well.
+    env["PIP_CONSTRAINT"] = CONSTRAINTS
 
     script = []
     for kind, code in blocks:
@@ -74,6 +109,8 @@ def test_the_readme_pip_tour_runs_from_a_fresh_venv():
     tour = _python_tour(blocks)
     script.append(f"python - <<'EDGESHARE_TOUR'\n{tour}\nEDGESHARE_TOUR")
     with_export = _run("\n".join(script), work, env)
+    exported_with = _check_versions(os.path.join(work, "edgeshare-venv"), work, env)
+    assert {"numpy", "flatbuffers", "torch", "transformers", "peft"} <= exported_with, exported_with
 
     # The wheel alone: numpy is all it pulls, and the tour runs on the files exported above.
     runtime_only = (
@@ -87,6 +124,7 @@ def test_the_readme_pip_tour_runs_from_a_fresh_venv():
     with open(os.path.join(work, "installed.json"), encoding="utf-8") as f:
         installed = {p["name"].lower() for p in json.load(f)}
     assert installed - {"pip", "setuptools"} == {"edgeshare", "numpy", "flatbuffers"}, installed
+    _check_versions(os.path.join(work, "runtime_venv"), work, env)
     with open(os.path.join(work, "inspected.json"), encoding="utf-8") as f:
         inspected = json.load(f)
     assert sorted(os.path.basename(p) for p in inspected) == ["a.pte", "foundation.ptd"]
