@@ -32,6 +32,7 @@
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
 #include "edgeshare/runtime/core/named_data_map.h"
+#include "edgeshare/runtime/core/scoped_threads.h"
 #include "edgeshare/runtime/core/sha256.h"
 
 namespace edgeshare {
@@ -149,7 +150,7 @@ void bench_forward(const InMemoryDataMap& map, const std::vector<Layer>& layers)
   std::vector<float> x(32 * kHidden, 0.5f), y(32 * kHidden);
   for (size_t round = 0; round < kRounds; ++round) {
     for (size_t threads = 1; threads <= 2; ++threads) {
-      check(set_num_threads(threads));
+      const runtime::ScopedThreads scoped(threads);
       for (size_t b = 0; b < 2; ++b) {
         for (Config& c : configs) c.ms[b][threads - 1].push_back(forward(c, batches[b], x, &y));
       }
@@ -183,8 +184,13 @@ double first_load(const InMemoryDataMap& map, const std::vector<Layer>& layers, 
   std::vector<std::vector<PackedOperator*>> ops(loaders);
   const double t0 = now_ms();
   std::vector<std::thread> threads;
+  // Every loader packs on the caller's Threads, as loads sharing one program set's Threads do.
+  const runtime::Threads* current = runtime::current_threads();
   for (size_t i = 1; i < loaders; ++i) {
-    threads.emplace_back(pack_all, &cache, std::cref(map), std::cref(layers), i, loaders, &ops[i]);
+    threads.emplace_back([&, i, current] {
+      const runtime::ThreadsScope scope(current);
+      pack_all(&cache, map, layers, i, loaders, &ops[i]);
+    });
   }
   pack_all(&cache, map, layers, 0, loaders, &ops[0]);
   for (std::thread& t : threads) t.join();
@@ -211,7 +217,7 @@ void bench_first_load(const InMemoryDataMap& map, const std::vector<Layer>& laye
   first_load(map, layers, 0, 1);  // Warm-up: XNNPACK's first allocations, page faults.
   for (size_t round = 0; round < kLoadRounds; ++round) {
     for (Load& l : loads) {
-      check(set_num_threads(l.threads));
+      const runtime::ScopedThreads scoped(l.threads);
       l.ms.push_back(first_load(map, layers, l.slab_bytes, l.loaders));
     }
   }
@@ -226,7 +232,6 @@ void bench_first_load(const InMemoryDataMap& map, const std::vector<Layer>& laye
                 loads[i].threads, loads[i].name, m, m / median(base.ms), m_best,
                 m_best / best(base.ms));
   }
-  check(set_num_threads(1));
 }
 
 }  // namespace
