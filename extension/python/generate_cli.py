@@ -116,7 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="say the seed and why generation ended on stderr")
     parser.add_argument("--method", default="forward_cached", help="the stateful method to generate with")
     parser.add_argument("--json", help="write tokens, prefill_ms and decode_tokens_per_s")
-    parser.add_argument("--threads", type=_integer_in(1, 256), default=1, help="threads of the delegate's operators")
+    parser.add_argument(
+        "--threads", type=_integer_in(1, 256), default=1, help="threads each program's methods split their work across"
+    )
     parser.add_argument("--no-share", action="store_true", help="turn the weights cache's sharing off")
     parser.add_argument("--no-verify", action="store_true", help="trust the data files: do not hash fetched bytes")
     parser.add_argument("--swap-adapter", action="append", default=[], help="an adapter .ptd to bind next; repeat")

@@ -82,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--kl-data", action="append", metavar="F.ptd", help="a data file the reference loads "
                         "against; repeat (default: the --data files)")
     parser.add_argument("--max-tokens", type=_integer_in(2), help="score only the text's first N tokens")
-    parser.add_argument("--threads", type=_integer_in(1, 256), default=1, help="threads of the delegate's operators")
+    parser.add_argument(
+        "--threads", type=_integer_in(1, 256), default=1, help="threads each program's methods split their work across"
+    )
     parser.add_argument("--json", help='write the results as JSON to this file ("-": stdout)')
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
