@@ -77,7 +77,8 @@ Status ProgramSet::add(const std::string& path, const std::string& only_method) 
     ES_ASSIGN_OR_RETURN(const char* method_name, entry.program->get_method_name(m));
     available += (available.empty() ? "" : ", ") + std::string(method_name);
     if (!only_method.empty() && only_method != method_name) continue;
-    ES_ASSIGN_OR_RETURN(Method method, entry.program->load_method(method_name, counted_.get(), threads_.get()));
+    ES_ASSIGN_OR_RETURN(Method method,
+                        entry.program->load_method(method_name, counted_.get(), threads_.get()));
     entry.methods.push_back(std::move(method));
   }
   ES_CHECK_OR_RETURN_ERROR(!entry.methods.empty() || only_method.empty(), Error::InvalidArgument,

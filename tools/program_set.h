@@ -13,10 +13,11 @@
 //   weights_cache_json(xnnpack::process_weights_cache_stats());
 //
 // Ownership: the set owns its data files, their merged map, its Threads and every program; methods
-// borrow the program, its loader, the merged map and the Threads, and the set destroys them first. Moving the set keeps
-// every borrowed pointer valid. Thread-safety: none; one thread uses a set.
-// Errors: InvalidArgument / MemoryAllocationFailed from Threads::create; whatever DataFile::open, MergedDataMap::create, MmapDataLoader::from, Program::load and
-// load_method return, each naming the file; NotSupported for an input that cannot be seeded.
+// borrow the program, its loader, the merged map and the Threads, and the set destroys them first.
+// Moving the set keeps every borrowed pointer valid. Thread-safety: none; one thread uses a set.
+// Errors: InvalidArgument / MemoryAllocationFailed from Threads::create; whatever DataFile::open,
+// MergedDataMap::create, MmapDataLoader::from, Program::load and load_method return, each naming
+// the file; NotSupported for an input that cannot be seeded.
 
 #ifndef EDGESHARE_TOOLS_PROGRAM_SET_H_
 #define EDGESHARE_TOOLS_PROGRAM_SET_H_

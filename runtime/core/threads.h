@@ -8,7 +8,8 @@
 // a scope, or with a 1-thread Threads, everything runs on the calling thread. Two Threads of
 // different counts serve two threads of one process at once.
 //
-//   ES_ASSIGN_OR_RETURN(edgeshare::runtime::Threads threads, edgeshare::runtime::Threads::create(2));
+//   using edgeshare::runtime::Threads;
+//   ES_ASSIGN_OR_RETURN(Threads threads, Threads::create(2));   // kept in place while used
 //   ES_ASSIGN_OR_RETURN(Method forward, program.load_method("forward", &data, &threads));
 //   ES_RETURN_IF_ERROR(forward.execute());   // its kernels and delegates split work over 2 threads
 //

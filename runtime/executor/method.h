@@ -4,8 +4,8 @@
 // Everything is allocated, resolved and initialised at load (Program::load_method, which calls
 // Method::load); execute() only runs the instructions (kernels and delegates must not allocate
 // either). The load and every execute run under the Threads given to load_method (null: the
-// caller's current one, runtime/core/threads.h). Inputs live in the method's planned memory: copy into them with set_input(), or write
-// in place through input(i).
+// caller's current one, runtime/core/threads.h). Inputs live in the method's planned memory: copy
+// into them with set_input(), or write in place through input(i).
 //
 //   ES_ASSIGN_OR_RETURN(Method method, program.load_method("forward", &foundation->map()));
 //   ES_RETURN_IF_ERROR(method.set_input(0, Tensor(ScalarType::Float, {4, 256}, data)));
