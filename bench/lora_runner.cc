@@ -46,7 +46,6 @@
 #include <utility>
 #include <vector>
 
-#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/result.h"
 #include "edgeshare/runtime/named_data/data_file.h"
@@ -189,10 +188,10 @@ Result<std::vector<double>> MeasureSwaps(Method& method,
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
   xnnpack::set_verify_content(options.set.verify);
-  ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
   ES_ASSIGN_OR_RETURN(const MemoryKib before, ReadMemory());
 
-  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
+  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files,
+                                                       static_cast<size_t>(options.set.threads)));
   std::vector<MemoryKib> after;
   ES_RETURN_IF_ERROR(LoadAll(options, set, after));
   std::vector<long> rss_after_kib, anon_after_kib, file_after_kib, heap_after_kib;

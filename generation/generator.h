@@ -42,6 +42,8 @@
 //   ES_RETURN_IF_ERROR(check_token_inputs(bounds, inputs, method.name()));
 // Ownership: borrows the Method, which must outlive the Generator. Thread-safety: one thread at a
 // time per Generator (and per Method); Generators over different Methods may run concurrently.
+// Threads: each execute runs on the Threads the Method was loaded with (Program::load_method), so
+// Generators over Methods of different thread counts run side by side in one process.
 
 #ifndef EDGESHARE_GENERATION_GENERATOR_H_
 #define EDGESHARE_GENERATION_GENERATOR_H_

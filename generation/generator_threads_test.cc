@@ -60,6 +60,44 @@ TEST(GeneratorThreads, two_adapters_generate_at_once_as_they_do_alone) {
   }
 }
 
+// Two contexts: adapter a's program on Threads of 1, b's on Threads of 2 (attention and the fully
+// connected slabs split across its helpers and pool), generating at once from two threads; each
+// gives the tokens it gives alone on one thread.
+TEST(GeneratorThreads, programs_on_threads_of_one_and_two_generate_at_once_as_on_one) {
+  const ExpectedTokens expected = ReadExpectedTokens();
+  ASSERT_EQ(expected.count("prompt"), 1u) << "GENERATION_EXPECTED_TXT is unreadable";
+  const std::vector<int64_t>& prompt = expected.at("prompt");
+  const size_t n = expected.at("a").size();
+
+  auto foundation = DataFile::open(FixturePath("foundation.ptd").c_str());
+  ASSERT_TRUE(foundation.ok()) << foundation.status().message();
+  auto one = runtime::Threads::create(1);
+  auto two = runtime::Threads::create(2);
+  ASSERT_TRUE(one.ok() && two.ok());
+  std::unique_ptr<LoadedMethod> a =
+      LoadForwardCached(FixturePath("a.pte"), (*foundation)->map(), &*one);
+  std::unique_ptr<LoadedMethod> b =
+      LoadForwardCached(FixturePath("b.pte"), (*foundation)->map(), &*two);
+  ASSERT_TRUE(a && b);
+  auto generator_a = Generator::create(&*a->method);
+  auto generator_b = Generator::create(&*b->method);
+  ASSERT_TRUE(generator_a.ok() && generator_b.ok());
+
+  std::vector<std::vector<int64_t>> runs_a(kRounds), runs_b(kRounds);
+  std::thread thread_a([&] {
+    for (auto& run : runs_a) run = GenerateOrFail(*generator_a, prompt, n);
+  });
+  std::thread thread_b([&] {
+    for (auto& run : runs_b) run = GenerateOrFail(*generator_b, prompt, n);
+  });
+  thread_a.join();
+  thread_b.join();
+  for (int round = 0; round < kRounds; ++round) {
+    EXPECT_EQ(runs_a[round], expected.at("a")) << "round " << round;
+    EXPECT_EQ(runs_b[round], expected.at("b")) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace generation
 }  // namespace edgeshare

@@ -42,7 +42,8 @@ ExpectedTokens ReadExpectedTokens() {
 }
 
 std::unique_ptr<LoadedMethod> LoadForwardCached(const std::string& path,
-                                                const runtime::NamedDataMap& data) {
+                                                const runtime::NamedDataMap& data,
+                                                const runtime::Threads* threads) {
   auto loaded = std::make_unique<LoadedMethod>();
   auto loader = runtime::MmapDataLoader::from(path.c_str());
   EXPECT_TRUE(loader.ok()) << loader.status().message();
@@ -52,7 +53,7 @@ std::unique_ptr<LoadedMethod> LoadForwardCached(const std::string& path,
   EXPECT_TRUE(program.ok()) << program.status().message();
   if (!program.ok()) return nullptr;
   loaded->program.emplace(std::move(program).get());
-  auto method = loaded->program->load_method("forward_cached", &data);
+  auto method = loaded->program->load_method("forward_cached", &data, threads);
   EXPECT_TRUE(method.ok()) << method.status().message();
   if (!method.ok()) return nullptr;
   loaded->method.emplace(std::move(method).get());

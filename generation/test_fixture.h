@@ -23,6 +23,7 @@
 
 #include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/named_data_map.h"
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/data_loader/mmap_data_loader.h"
 #include "edgeshare/runtime/executor/program.h"
 
@@ -44,9 +45,11 @@ struct LoadedMethod {
   std::optional<runtime::Method> method;
 };
 
-// Null (and a failed test) if the program or its method does not load.
+// Null (and a failed test) if the program or its method does not load. The method loads and runs
+// on `threads` (null: the caller's current Threads), which must outlive it.
 std::unique_ptr<LoadedMethod> LoadForwardCached(const std::string& path,
-                                                const runtime::NamedDataMap& data);
+                                                const runtime::NamedDataMap& data,
+                                                const runtime::Threads* threads = nullptr);
 
 // generator.generate(prompt, n)'s tokens; an error fails the test and returns no tokens.
 std::vector<int64_t> GenerateOrFail(Generator& generator, const std::vector<int64_t>& prompt,

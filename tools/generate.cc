@@ -48,7 +48,6 @@
 #include <utility>
 #include <vector>
 
-#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/generation/tokenizers.h"
 #include "edgeshare/generation/generator.h"
@@ -428,7 +427,6 @@ Result<nlohmann::json> SwapAndGenerate(const Options& options, ProgramSet& set,
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
   xnnpack::set_verify_content(options.set.verify);
-  ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
   if (!options.json.empty()) {
     ES_RETURN_IF_ERROR(check_unique_program_names(options.set.programs, "--json"));
   }
@@ -440,7 +438,8 @@ Status Run(const Options& options) {
   }
   Tokenizers tokenizers;
   std::vector<std::shared_ptr<const DataFile>> adapters;  // Outlives `set`.
-  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
+  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files,
+                                                       static_cast<size_t>(options.set.threads)));
   // Only the method generation runs is loaded: a program's other methods would hold memory unused.
   for (const std::string& path : options.set.programs) {
     ES_RETURN_IF_ERROR(set.add(path, options.method));

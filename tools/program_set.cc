@@ -41,9 +41,12 @@ double milliseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(elapsed).count();
 }
 
-Result<ProgramSet> ProgramSet::open(const std::vector<std::string>& data_files) {
+Result<ProgramSet> ProgramSet::open(const std::vector<std::string>& data_files,
+                                   size_t threads) {
   const auto start = std::chrono::steady_clock::now();
   ProgramSet set;
+  ES_ASSIGN_OR_RETURN(runtime::Threads made, runtime::Threads::create(threads));
+  set.threads_ = std::make_unique<runtime::Threads>(std::move(made));
   std::vector<const runtime::NamedDataMap*> maps;
   for (const std::string& path : data_files) {
     ES_ASSIGN_OR_RETURN(std::shared_ptr<const DataFile> file, DataFile::open(path.c_str()));
@@ -74,7 +77,8 @@ Status ProgramSet::add(const std::string& path, const std::string& only_method) 
     ES_ASSIGN_OR_RETURN(const char* method_name, entry.program->get_method_name(m));
     available += (available.empty() ? "" : ", ") + std::string(method_name);
     if (!only_method.empty() && only_method != method_name) continue;
-    ES_ASSIGN_OR_RETURN(Method method, entry.program->load_method(method_name, counted_.get()));
+    ES_ASSIGN_OR_RETURN(Method method,
+                        entry.program->load_method(method_name, counted_.get(), threads_.get()));
     entry.methods.push_back(std::move(method));
   }
   ES_CHECK_OR_RETURN_ERROR(!entry.methods.empty() || only_method.empty(), Error::InvalidArgument,

@@ -4,7 +4,7 @@
 // data_map_fetches() counts each key's fetches where the bytes leave the files. Tool code, not
 // runtime: it allocates freely and links nlohmann/json.
 //
-//   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open({"foundation.ptd"}));
+//   ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open({"foundation.ptd"}, /*threads=*/2));
 //   ES_RETURN_IF_ERROR(set.add("lora_a.pte"));            // Program::load + every load_method
 //   Method& forward = set.programs().front().methods.front();
 //   ES_RETURN_IF_ERROR(seed_inputs(forward, {}, "lora_a"));
@@ -12,11 +12,12 @@
 //   /*iterations=*/10)); nlohmann::json stats =
 //   weights_cache_json(xnnpack::process_weights_cache_stats());
 //
-// Ownership: the set owns its data files, their merged map and every program; methods borrow the
-// program, its loader and the merged map, and the set destroys them first. Moving the set keeps
-// every borrowed pointer valid. Thread-safety: none; one thread uses a set.
-// Errors: whatever DataFile::open, MergedDataMap::create, MmapDataLoader::from, Program::load and
-// load_method return, each naming the file; NotSupported for an input that cannot be seeded.
+// Ownership: the set owns its data files, their merged map, its Threads and every program; methods
+// borrow the program, its loader, the merged map and the Threads, and the set destroys them first.
+// Moving the set keeps every borrowed pointer valid. Thread-safety: none; one thread uses a set.
+// Errors: InvalidArgument / MemoryAllocationFailed from Threads::create; whatever DataFile::open,
+// MergedDataMap::create, MmapDataLoader::from, Program::load and load_method return, each naming
+// the file; NotSupported for an input that cannot be seeded.
 
 #ifndef EDGESHARE_TOOLS_PROGRAM_SET_H_
 #define EDGESHARE_TOOLS_PROGRAM_SET_H_
@@ -31,6 +32,7 @@
 
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/data_loader/mmap_data_loader.h"
 #include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/executor/program.h"
@@ -55,8 +57,11 @@ struct LoadedProgram {
 
 class ProgramSet {
  public:
-  // Opens every data file (DataFile::open) and merges them into the map programs load against.
-  static runtime::Result<ProgramSet> open(const std::vector<std::string>& data_files);
+  // Opens every data file (DataFile::open) and merges them into the map programs load against;
+  // makes the Threads (runtime/core/threads.h) of `threads` threads that every method of the set
+  // is loaded and executed with.
+  static runtime::Result<ProgramSet> open(const std::vector<std::string>& data_files,
+                                          size_t threads = 1);
 
   // Loads the program at path and every method of it, after the programs already loaded; with
   // `only_method`, that method alone (a tool that runs one method keeps the others' operators,
@@ -88,7 +93,8 @@ class ProgramSet {
  private:
   ProgramSet() = default;
 
-  // Destroyed bottom-up: the programs before the map and the files they borrow.
+  // Destroyed bottom-up: the programs before the map, the files and the Threads they borrow.
+  std::unique_ptr<runtime::Threads> threads_;
   std::vector<std::shared_ptr<const runtime::DataFile>> data_files_;
   std::unique_ptr<runtime::MergedDataMap> external_;  // Null without data files.
   std::unique_ptr<CountingDataMap> counted_;          // Wraps external_: what load_method is given.

@@ -25,7 +25,7 @@ void add_program_set_flags(CLI::App& app, ProgramSetFlags& flags) {
   app.add_flag_callback(
       "--no-verify", [&flags] { flags.verify = false; },
       "trust the data files: do not hash fetched bytes against their digests");
-  app.add_option("--threads", flags.threads, "threads of the delegate's operators")
+  app.add_option("--threads", flags.threads, "threads the programs' methods split work across")
       ->check(integer_in(1, 256));
 }
 

@@ -30,7 +30,7 @@ struct ProgramSetFlags {
   std::vector<std::string> data_files;  // --data, repeated: the .ptd files they load against.
   bool share = true;                    // --no-share turns the weights cache's sharing off.
   bool verify = true;                   // --no-verify: trusted files, fetched bytes not hashed.
-  int threads = 1;                      // --threads N: threads of the delegate's operators.
+  int threads = 1;                      // --threads N: the program set's Threads.
 };
 
 void add_program_set_flags(CLI::App& app, ProgramSetFlags& flags);

@@ -28,7 +28,6 @@
 #include <string>
 #include <vector>
 
-#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/result.h"
@@ -232,12 +231,12 @@ Status SwapAndRun(const Options& options, ProgramSet& set, std::vector<NpyArray>
 Status Run(const Options& options) {
   xnnpack::set_weight_sharing(options.set.share);
   xnnpack::set_verify_content(options.set.verify);
-  ES_RETURN_IF_ERROR(xnnpack::set_num_threads(static_cast<size_t>(options.set.threads)));
   if (!options.outputs_dir.empty()) {
     ES_RETURN_IF_ERROR(check_unique_program_names(options.set.programs, "--outputs"));
   }
   SwappedAdapters swapped;  // Outlives `set`: its methods may read these files.
-  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files));
+  ES_ASSIGN_OR_RETURN(ProgramSet set, ProgramSet::open(options.set.data_files,
+                                                       static_cast<size_t>(options.set.threads)));
 
   std::vector<NpyArray> inputs;
   for (const std::string& path : options.inputs) {

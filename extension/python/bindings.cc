@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/extension/python/loaded_program.h"
 #include "edgeshare/generation/generator.h"
@@ -310,7 +309,12 @@ std::shared_ptr<OpenDataFile> OpenData(const std::string& path) {
 
 std::shared_ptr<LoadedProgram> LoadProgram(
     const std::string& path, const std::vector<std::shared_ptr<OpenDataFile>>& data_files,
-    const std::vector<std::string>& methods) {
+    const std::vector<std::string>& methods, int64_t threads) {
+  if (threads < 1) {
+    throw Failure{Error::InvalidArgument,
+                  "Program.load(" + path + "): threads=" + std::to_string(threads) +
+                      ", at least 1 thread"};
+  }
   std::vector<std::shared_ptr<const DataFile>> files;
   for (const std::shared_ptr<OpenDataFile>& data : data_files) {
     if (data == nullptr) throw Failure{Error::InvalidArgument, "a data file is None"};
@@ -319,7 +323,7 @@ std::shared_ptr<LoadedProgram> LoadProgram(
   Result<std::shared_ptr<LoadedProgram>> program = Status(Error::Internal);
   {
     py::gil_scoped_release release;
-    program = LoadedProgram::load(path, std::move(files), methods);
+    program = LoadedProgram::load(path, std::move(files), methods, static_cast<size_t>(threads));
   }
   return Unwrap(std::move(program));
 }
@@ -366,14 +370,6 @@ py::dict WeightsCacheStats() {
   return dict;
 }
 
-void SetNumThreads(int64_t threads) {
-  if (threads < 1) {
-    throw Failure{Error::InvalidArgument,
-                  "set_num_threads(" + std::to_string(threads) + "): at least 1 thread"};
-  }
-  Check(xnnpack::set_num_threads(static_cast<size_t>(threads)));
-}
-
 void RegisterErrors(py::module_& m) {
   // The Python class lives in _errors.py so that it is an ordinary, documented Python class.
   static py::gil_safe_call_once_and_store<py::object> error_class;
@@ -400,7 +396,7 @@ void DefineClasses(py::module_& m) {
 
   py::class_<LoadedProgram, std::shared_ptr<LoadedProgram>>(m, "Program")
       .def_static("load", &LoadProgram, py::arg("path"), py::arg("data_files"),
-                  py::arg("methods") = std::vector<std::string>())
+                  py::arg("methods") = std::vector<std::string>(), py::arg("threads") = 1)
       .def_property_readonly("path", &LoadedProgram::path)
       .def_property_readonly("method_names",
                              [](LoadedProgram& p) {
@@ -441,7 +437,6 @@ PYBIND11_MODULE(_edgeshare_runtime, m) {
   python::RegisterErrors(m);
   python::DefineClasses(m);
   m.def("weights_cache_stats", &python::WeightsCacheStats);
-  m.def("set_num_threads", &python::SetNumThreads, py::arg("threads"));
   m.def("set_verify_content", &xnnpack::set_verify_content, py::arg("enabled"));
   m.def("set_weight_sharing", &xnnpack::set_weight_sharing, py::arg("enabled"));
 }

@@ -39,7 +39,6 @@ from edgeshare.extension.python.npy_file import NpyFileError, load_npy
 from edgeshare.extension.python.runtime import (
     DataFile,
     Program,
-    set_num_threads,
     set_verify_content,
     set_weight_sharing,
 )
@@ -118,7 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="say the seed and why generation ended on stderr")
     parser.add_argument("--method", default="forward_cached", help="the stateful method to generate with")
     parser.add_argument("--json", help="write tokens, prefill_ms and decode_tokens_per_s")
-    parser.add_argument("--threads", type=_integer_in(1, 256), default=1, help="threads of the delegate's operators")
+    parser.add_argument(
+        "--threads", type=_integer_in(1, 256), default=1, help="threads each program's methods split their work across"
+    )
     parser.add_argument("--no-share", action="store_true", help="turn the weights cache's sharing off")
     parser.add_argument("--no-verify", action="store_true", help="trust the data files: do not hash fetched bytes")
     parser.add_argument("--swap-adapter", action="append", default=[], help="an adapter .ptd to bind next; repeat")
@@ -237,7 +238,7 @@ def _interactive(args: argparse.Namespace) -> int:
     if len(args.program) != 1 or args.swap_adapter:
         raise _UsageError("--interactive chats with one --program (swap adapters with /adapter NAME)")
     data = [DataFile.open(path) for path in args.data]
-    program = Program.load(args.program[0], data, methods=[args.method])
+    program = Program.load(args.program[0], data, methods=[args.method], threads=args.threads)
     method = program.method(args.method)
     if program.tokenizer is None:
         raise _UsageError(f"--interactive: there is no tokenizer.json or tokenizer.model beside {program.path}")
@@ -306,7 +307,6 @@ def _interactive(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     set_weight_sharing(not args.no_share)
     set_verify_content(not args.no_verify)
-    set_num_threads(args.threads)
     if args.interactive:
         return _interactive(args)
     if args.system is not None:
@@ -316,7 +316,7 @@ def _run(args: argparse.Namespace) -> int:
     prompt = load_npy(args.prompt_ids) if args.prompt_ids is not None else None
     data = [DataFile.open(path) for path in args.data]
     # The generating method alone: a program's other methods would hold memory unused.
-    programs = [Program.load(path, data, methods=[args.method]) for path in args.program]
+    programs = [Program.load(path, data, methods=[args.method], threads=args.threads) for path in args.program]
     by_program = {_name(p.path): _generate(p, _name(p.path), args, prompt) for p in programs}
     swaps: List[Dict[str, Any]] = []
     for path in args.swap_adapter:

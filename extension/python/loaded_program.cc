@@ -166,9 +166,11 @@ Status LoadedMethod::rebind(std::shared_ptr<const runtime::NamedDataMap> data) {
 
 Result<std::shared_ptr<LoadedProgram>> LoadedProgram::load(
     const std::string& path, std::vector<std::shared_ptr<const DataFile>> data_files,
-    const std::vector<std::string>& only_methods) {
+    const std::vector<std::string>& only_methods, size_t threads) {
   std::shared_ptr<LoadedProgram> loaded(new LoadedProgram());
   loaded->path_ = path;
+  ES_ASSIGN_OR_RETURN(runtime::Threads made, runtime::Threads::create(threads));
+  loaded->threads_ = std::make_unique<runtime::Threads>(std::move(made));
   loaded->data_files_ = std::move(data_files);
   std::vector<const runtime::NamedDataMap*> maps;
   for (const std::shared_ptr<const DataFile>& file : loaded->data_files_) {
@@ -204,7 +206,8 @@ Result<std::shared_ptr<LoadedProgram>> LoadedProgram::load(
       continue;
     }
     ES_ASSIGN_OR_RETURN(Method method,
-                        loaded->program_->load_method(names[m].c_str(), loaded->external_.get()));
+                        loaded->program_->load_method(names[m].c_str(), loaded->external_.get(),
+                                                      loaded->threads_.get()));
     loaded->methods_.push_back(
         std::make_unique<LoadedMethod>(std::move(method), loaded->program_->name()));
   }

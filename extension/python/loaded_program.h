@@ -50,6 +50,7 @@
 
 #include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/core/scalar_type.h"
 #include "edgeshare/runtime/core/span.h"
 #include "edgeshare/runtime/core/tensor.h"
@@ -135,10 +136,12 @@ class LoadedProgram {
  public:
   // Maps the .pte at `path` and loads every method against the merged `data_files`; with
   // `only_methods`, those methods alone (InvalidArgument listing the program's methods for a name
-  // it does not have), so that methods a caller never runs hold no memory.
+  // it does not have), so that methods a caller never runs hold no memory. The program owns a
+  // Threads of `threads` threads (runtime/core/threads.h) its methods load and run on; errors as
+  // Threads::create for a bad count.
   static runtime::Result<std::shared_ptr<LoadedProgram>> load(
       const std::string& path, std::vector<std::shared_ptr<const runtime::DataFile>> data_files,
-      const std::vector<std::string>& only_methods = {});
+      const std::vector<std::string>& only_methods = {}, size_t threads = 1);
 
   const std::string& path() const { return path_; }
   const std::vector<std::shared_ptr<const runtime::DataFile>>& data_files() const {
@@ -161,8 +164,10 @@ class LoadedProgram {
  private:
   LoadedProgram() = default;
 
-  // Destroyed bottom-up: the methods before the program, loader, map and files they borrow.
+  // Destroyed bottom-up: the methods before the program, loader, map, files and threads they
+  // borrow.
   std::string path_;
+  std::unique_ptr<runtime::Threads> threads_;
   std::vector<std::shared_ptr<const runtime::DataFile>> data_files_;
   mutable std::mutex adapter_mutex_;                  // Serialises bind_adapter.
   std::shared_ptr<const runtime::DataFile> adapter_;  // What the methods read, once swapped.

@@ -33,7 +33,7 @@ import numpy as np
 from edgeshare.extension.python._cli import run_reporting
 from edgeshare.extension.python._errors import EdgeshareError
 from edgeshare.extension.python.perplexity import PerplexityResult, program_perplexity
-from edgeshare.extension.python.runtime import DataFile, Program, set_num_threads
+from edgeshare.extension.python.runtime import DataFile, Program
 from edgeshare.extension.python.text import MissingTextPackage
 
 __all__ = ["main"]
@@ -83,7 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--kl-data", action="append", metavar="F.ptd", help="a data file the reference loads "
                         "against; repeat (default: the --data files)")
     parser.add_argument("--max-tokens", type=_integer_in(2), help="score only the text's first N tokens")
-    parser.add_argument("--threads", type=_integer_in(1, 256), default=1, help="threads of the delegate's operators")
+    parser.add_argument(
+        "--threads", type=_integer_in(1, 256), default=1, help="threads each program's methods split their work across"
+    )
     parser.add_argument("--json", help='write the results as JSON to this file ("-": stdout)')
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
@@ -149,18 +151,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.kl_data is not None and args.kl_divergence is None:
         raise _UsageError("--kl-data goes with --kl-divergence REF.pte")
     _check_json_path(args.json)
-    set_num_threads(args.threads)
     ids = _token_ids(args)
     data = [DataFile.open(path) for path in args.data]
     methods = [args.method]
     reference: Optional[Program] = None
     if args.kl_divergence is not None:
         kl_data = data if args.kl_data is None else [DataFile.open(path) for path in args.kl_data]
-        reference = Program.load(args.kl_divergence, kl_data, methods=methods)
+        reference = Program.load(args.kl_divergence, kl_data, methods=methods, threads=args.threads)
     progress = not args.no_progress and sys.stderr.isatty()
     results: List[Dict[str, Any]] = []
     for path in args.program:
-        program = Program.load(path, data, methods=methods)
+        program = Program.load(path, data, methods=methods, threads=args.threads)
         result: PerplexityResult = program_perplexity(program, ids, ctx=args.ctx, stride=args.stride,
                                                       method=args.method, reference=reference, progress=progress)
         ctx = args.ctx if args.ctx is not None else program.method(args.method).inputs[0].shape[-1]

@@ -17,7 +17,9 @@ swapped on the loaded program, without fetching or packing anything of the found
 
 Errors: every runtime failure raises EdgeshareError with the runtime's Error name in `.code` and its
 one-line message (naming the file, method, input or key). Threads: loading and execute() release the
-GIL; two methods run in parallel on two threads, and calls on one method wait for each other.
+GIL; two methods run in parallel on two threads, and calls on one method wait for each other. A
+program's methods split their work across the program's own threads (Program.load(threads=N); the
+default is set_num_threads()'s count, 1 at start), so programs with different counts run side by side.
 Lifetimes: a Method keeps its Program alive, and a Program its data files.
 """
 
@@ -413,6 +415,7 @@ class Program:
         path: PathLike,
         data_files: Sequence[Union[DataFile, PathLike]] = (),
         methods: Optional[Sequence[str]] = None,
+        threads: Optional[int] = None,
     ) -> Program:
         """Maps the .pte at `path` and loads every method of it, or only `methods`.
 
@@ -423,6 +426,8 @@ class Program:
           methods: the methods to load (None: all). A method that is never run still holds its
             operators and working memory once loaded, so a program that only generates can load
             its KV-cache method alone, e.g. methods=["forward_cached"].
+          threads: how many threads the program's methods split their work across (the calling
+            thread and threads - 1 helpers the program owns); None: set_num_threads()'s count.
 
         Returns:
           The loaded program.
@@ -432,7 +437,8 @@ class Program:
             for a missing file, InvalidProgram for a malformed one, NotFound for a weight none of
             `data_files` holds, InvalidData for a data file whose contents are not the ones the
             program was exported with, AlreadyExists for a key in two data files, InvalidArgument
-            for a name in `methods` the program does not have.
+            for a name in `methods` the program does not have, or for fewer than 1 or more than
+            256 threads.
           TypeError: `data_files` or `methods` is one string rather than a sequence of them.
           ValueError: `methods` is empty.
         """
@@ -444,7 +450,8 @@ class Program:
         if methods is not None and not wanted:
             raise ValueError(f"Program.load({os.fspath(path)!r}): methods is empty; give None to load every method")
         files = [f if isinstance(f, DataFile) else DataFile.open(f) for f in data_files]
-        native = _native.Program.load(os.fspath(path), [f._native for f in files], wanted)
+        count = _default_threads if threads is None else int(threads)
+        native = _native.Program.load(os.fspath(path), [f._native for f in files], wanted, count)
         return cls(native, files)
 
     @property
@@ -548,13 +555,25 @@ def weights_cache_stats() -> Dict[str, Any]:
     return dict(_native.weights_cache_stats())
 
 
+_MAX_THREADS = 256
+_default_threads = 1
+
+
 def set_num_threads(threads: int) -> None:
-    """How many threads the XNNPACK delegate's operators use (process-wide; 1 by default).
+    """The thread count of programs loaded after this call without threads= (1 at start).
+
+    A default only: each program owns its threads, made when it is loaded, and keeps them; programs
+    loaded earlier are unchanged.
 
     Raises:
       EdgeshareError: InvalidArgument for fewer than 1 or more than 256 threads.
     """
-    _native.set_num_threads(threads)
+    global _default_threads
+    if not 1 <= threads <= _MAX_THREADS:
+        raise EdgeshareError(
+            "InvalidArgument", f"set_num_threads({threads}): 1 to {_MAX_THREADS} threads are possible"
+        )
+    _default_threads = int(threads)
 
 
 def set_verify_content(enabled: bool) -> None:

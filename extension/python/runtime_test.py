@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+from typing import Dict, List
 
 import numpy as np
 import pytest
@@ -214,6 +215,33 @@ def test_bad_thread_count_is_refused():
     with pytest.raises(EdgeshareError) as error:
         set_num_threads(0)
     assert error.value.code == "InvalidArgument"
+    for threads in (0, 257):
+        with pytest.raises(EdgeshareError) as error:
+            Program.load(PROGRAMS["lora_a"], [FOUNDATION], threads=threads)
+        assert error.value.code == "InvalidArgument"
+        assert "threads" in error.value.message
+
+
+def test_programs_with_their_own_thread_counts_run_at_once_as_one_thread_does(programs):
+    # Each program owns its threads: one of 1 and one of 2 in one process, run from two threads.
+    expected = programs["lora_a"].method("forward").execute(INPUTS["lora_a"])[0]
+    one = Program.load(PROGRAMS["lora_a"], [FOUNDATION], threads=1)
+    two = Program.load(PROGRAMS["lora_a"], [FOUNDATION], threads=2)
+    results: Dict[str, List[np.ndarray]] = {"one": [], "two": []}
+
+    def run(name: str, program: Program) -> None:
+        for _ in range(20):
+            results[name].append(program.method("forward").execute(INPUTS["lora_a"])[0])
+
+    workers = [threading.Thread(target=run, args=item) for item in (("one", one), ("two", two))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    for outputs in results.values():
+        assert len(outputs) == 20
+        for got in outputs:
+            np.testing.assert_array_equal(got, expected)
 
 
 def test_two_threads_run_two_methods_and_one_method_at_once(programs):

@@ -21,6 +21,7 @@ const char* const kHeaders[] = {
     "runtime/core/result.h",      "runtime/core/scalar_type.h",
     "runtime/core/sha256.h",      "runtime/core/span.h",
     "runtime/core/status.h",      "runtime/core/tensor.h",
+    "runtime/core/threads.h",
 };
 
 const char* const kAllowed[] = {"<array>",   "<cstddef>",  "<cstdint>",     "<new>",

@@ -213,6 +213,7 @@ Status Method::rebind_data(std::shared_ptr<const NamedDataMap> data) {
 }
 
 Status Method::execute() {
+  const ThreadsScope scope(threads_ != nullptr ? threads_ : current_threads());
   for (size_t i = 0; i < instructions_.size(); ++i) {
     const Instruction& instruction = instructions_[i];
     for (size_t r = 0; r < instruction.refresh_count; ++r) {

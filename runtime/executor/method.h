@@ -3,8 +3,9 @@
 //
 // Everything is allocated, resolved and initialised at load (Program::load_method, which calls
 // Method::load); execute() only runs the instructions (kernels and delegates must not allocate
-// either). Inputs live in the method's planned memory: copy into them with set_input(), or write
-// in place through input(i).
+// either). The load and every execute run under the Threads given to load_method (null: the
+// caller's current one, runtime/core/threads.h). Inputs live in the method's planned memory: copy
+// into them with set_input(), or write in place through input(i).
 //
 //   ES_ASSIGN_OR_RETURN(Method method, program.load_method("forward", &foundation->map()));
 //   ES_RETURN_IF_ERROR(method.set_input(0, Tensor(ScalarType::Float, {4, 256}, data)));
@@ -35,6 +36,7 @@
 #include "edgeshare/runtime/core/freeable_buffer.h"
 #include "edgeshare/runtime/core/named_data_map.h"
 #include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/core/zeroed_memory.h"
 #include "edgeshare/runtime/executor/external_constants.h"
 #include "edgeshare/runtime/executor/key_recording_data_map.h"
@@ -68,8 +70,11 @@ class Method {
   // external_constants.h, naming the key and the data file); Internal if hashing fails;
   // AlreadyExists for a key in both the program's named data and `external_data`;
   // MemoryAllocationFailed; loader and backend errors.
+  // `threads` (may be null) is what the load and every execute split their work across, as
+  // Program::load_method documents.
   static Result<Method> load(std::shared_ptr<const ProgramImage> program,
-                             const schema::ExecutionPlan& plan, const NamedDataMap* external_data);
+                             const schema::ExecutionPlan& plan, const NamedDataMap* external_data,
+                             const Threads* threads = nullptr);
 
   Method(Method&&) noexcept = default;
   Method& operator=(Method&&) = delete;
@@ -197,6 +202,7 @@ class Method {
   std::vector<EValue*> args_;
   std::vector<Instruction> instructions_;
   std::vector<Delegate> delegates_;
+  const Threads* threads_ = nullptr;  // null: the caller's current Threads
   std::vector<size_t> inputs_;
   std::vector<InputShape> input_shapes_;
   std::vector<size_t> outputs_;

@@ -106,10 +106,14 @@ bool is_list_kind(schema::KernelTypes kind) {
 }
 
 Result<Method> Method::load(std::shared_ptr<const ProgramImage> program,
-                            const schema::ExecutionPlan& plan, const NamedDataMap* external_data) {
+                            const schema::ExecutionPlan& plan, const NamedDataMap* external_data,
+                            const Threads* threads) {
   ES_CHECK_OR_RETURN_ERROR(program != nullptr, Error::InvalidArgument,
                            "Method::load: null program");
+  // Delegates prepare their weights at init (packing) on these threads too.
+  const ThreadsScope scope(threads != nullptr ? threads : current_threads());
   Method method;
+  method.threads_ = threads;
   method.program_ = std::move(program);
   method.name_ = plan.name()->c_str();
   Status status = Loader(*method.program_, plan, external_data, &method).run();

@@ -33,14 +33,14 @@ const char* Program::name() const { return image_->name(); }
 
 const Digest* Program::foundation_digest() const { return image_->foundation_digest(); }
 
-Result<Method> Program::load_method(const char* method_name,
-                                    const NamedDataMap* external_data) const {
+Result<Method> Program::load_method(const char* method_name, const NamedDataMap* external_data,
+                                    const Threads* threads) const {
   ES_CHECK_OR_RETURN_ERROR(method_name != nullptr, Error::InvalidArgument,
                            "load_method: null method name");
   const schema::ExecutionPlan* plan = image_->find_method(method_name);
   ES_CHECK_OR_RETURN_ERROR(plan != nullptr, Error::NotFound, "%s has no method '%s'", name(),
                            method_name);
-  return Method::load(image_, *plan, external_data);
+  return Method::load(image_, *plan, external_data, threads);
 }
 
 }  // namespace runtime

@@ -46,10 +46,14 @@ class Program {
   Result<const char*> get_method_name(size_t index) const;
 
   // Loads method `name`; `external_data` (may be null) resolves its external constants and is
-  // merged with the program's own named data for its delegates. Errors: InvalidArgument for a
-  // null name; NotFound for an unknown method; otherwise Method::load's errors, whose messages
-  // start "failed to load method '<name>' from <file>".
-  Result<Method> load_method(const char* name, const NamedDataMap* external_data = nullptr) const;
+  // merged with the program's own named data for its delegates. The load and every execute of
+  // the Method run under `threads` (runtime/core/threads.h: its kernels and delegates split their
+  // work across them), which must outlive the Method; null: under whatever Threads is current on
+  // the calling thread (none: that thread alone). Errors: InvalidArgument for a null name;
+  // NotFound for an unknown method; otherwise Method::load's errors, whose messages start
+  // "failed to load method '<name>' from <file>".
+  Result<Method> load_method(const char* name, const NamedDataMap* external_data = nullptr,
+                             const Threads* threads = nullptr) const;
 
   // The program's own named data, or null when the .pte has none.
   const NamedDataMap* named_data() const;

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/data_loader/buffer_data_loader.h"
 #include "edgeshare/runtime/data_loader/file_data_loader.h"
 #include "edgeshare/runtime/named_data/data_file.h"
@@ -274,6 +275,71 @@ TEST(ProgramTest, TwoMethodsOfOneProgramRunOnTwoThreads) {
   b.join();
   EXPECT_EQ(mismatches_a, 0);
   EXPECT_EQ(mismatches_b, 0);
+}
+
+// Two contexts in one process: a method loaded under Threads of 1 and another under Threads of 2
+// (its kernels and delegate ops split across its own helpers and pool), run at once from two
+// threads, each giving the outputs one thread alone gives (CI runs this under TSan).
+TEST(ProgramTest, MethodsUnderThreadsOfOneAndTwoRunAtOnceAsOneThreadAlone) {
+  auto loader = FileDataLoader::from(Fixture("LORA_A_PTE").c_str());
+  ASSERT_TRUE(loader.ok());
+  auto program = Program::load(&*loader);
+  ASSERT_TRUE(program.ok());
+  auto foundation = DataFile::open(Fixture("FOUNDATION_PTD").c_str());
+  ASSERT_TRUE(foundation.ok());
+  auto input = tools::read_npy(Fixture("LORA_A_INPUT"));
+  ASSERT_TRUE(input.ok());
+  const float* base = reinterpret_cast<const float*>(input->data.data());
+  const std::vector<float> scales = {1.0f, -2.0f, 0.5f};
+  auto scaled = [&](float scale) {
+    std::vector<float> x(input->data.size() / 4);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = base[i] * scale;
+    return x;
+  };
+  // The 1-thread outputs, per scale.
+  std::vector<std::vector<float>> want;
+  {
+    auto alone = program->load_method("forward", &(*foundation)->map());
+    ASSERT_TRUE(alone.ok()) << alone.status().message();
+    for (float scale : scales) {
+      std::vector<float> x = scaled(scale);
+      ASSERT_TRUE(alone->set_input(0, Tensor(ScalarType::Float, {4, 256}, x.data())).ok());
+      ASSERT_TRUE(alone->execute().ok());
+      const Tensor y = *alone->output(0);
+      want.emplace_back(y.data<float>(), y.data<float>() + y.numel());
+    }
+  }
+  auto one = Threads::create(1);
+  auto two = Threads::create(2);
+  ASSERT_TRUE(one.ok() && two.ok());
+  auto on_one = program->load_method("forward", &(*foundation)->map(), &*one);
+  auto on_two = program->load_method("forward", &(*foundation)->map(), &*two);
+  ASSERT_TRUE(on_one.ok() && on_two.ok());
+  auto worker = [&](Method* method, size_t first_scale, int* mismatches) {
+    // Each thread goes through the scales from another one, so crossed buffers would show.
+    for (size_t iteration = 0; iteration < 150; ++iteration) {
+      const size_t s = (first_scale + iteration) % scales.size();
+      std::vector<float> x = scaled(scales[s]);
+      if (!method->set_input(0, Tensor(ScalarType::Float, {4, 256}, x.data())).ok() ||
+          !method->execute().ok() || current_threads() != nullptr) {
+        ++*mismatches;
+        continue;
+      }
+      const Tensor y = *method->output(0);
+      if (static_cast<size_t>(y.numel()) != want[s].size() ||
+          std::memcmp(y.data<float>(), want[s].data(), want[s].size() * sizeof(float)) != 0) {
+        ++*mismatches;
+      }
+    }
+  };
+  int mismatches_one = 0;
+  int mismatches_two = 0;
+  std::thread a(worker, &*on_one, 0, &mismatches_one);
+  std::thread b(worker, &*on_two, 1, &mismatches_two);
+  a.join();
+  b.join();
+  EXPECT_EQ(mismatches_one, 0);
+  EXPECT_EQ(mismatches_two, 0);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "edgeshare/backends/xnnpack/runtime/operator_tester.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
+#include "edgeshare/runtime/core/scoped_threads.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -65,7 +66,7 @@ TEST_P(FullyConnected, output_clamp_is_applied_outside_the_shared_operator) {
 // every slab runs over all rows on one thread, or one pool thread each with 2 threads.
 TEST_P(FullyConnected, weight_larger_than_a_slab) {
   for (size_t threads : {1u, 2u}) {
-    ASSERT_TRUE(set_num_threads(threads).ok());
+    const runtime::ScopedThreads scoped(threads);
     LinearTester()
         .input_channels(512)
         .output_channels(544)
@@ -74,12 +75,11 @@ TEST_P(FullyConnected, weight_larger_than_a_slab) {
         .share_weights(GetParam())
         .Test();
   }
-  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 TEST_P(FullyConnected, fp16_weight_larger_than_a_slab) {
   for (size_t threads : {1u, 2u}) {
-    ASSERT_TRUE(set_num_threads(threads).ok());
+    const runtime::ScopedThreads scoped(threads);
     LinearTester()
         .input_channels(256)
         .output_channels(1088)
@@ -89,7 +89,6 @@ TEST_P(FullyConnected, fp16_weight_larger_than_a_slab) {
         .share_weights(GetParam())
         .Test();
   }
-  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 // int8 weights (the exporter's quantize="int8"): the delegate's int8 kernels over its own packing,
@@ -129,7 +128,7 @@ TEST_P(FullyConnected, int8_batch_is_product_of_leading_dims) {
 // Several slabs, each run over the rows quantized once, on one thread or one pool thread each.
 TEST_P(FullyConnected, int8_weight_larger_than_a_slab) {
   for (size_t threads : {1u, 2u}) {
-    ASSERT_TRUE(set_num_threads(threads).ok());
+    const runtime::ScopedThreads scoped(threads);
     for (size_t batch : {1u, 9u}) {
       LinearTester()
           .input_channels(512)
@@ -141,7 +140,6 @@ TEST_P(FullyConnected, int8_weight_larger_than_a_slab) {
           .Test();
     }
   }
-  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 // int4 weights in groups (the exporter's quantize="int4"): the delegate's int4 kernels, every group
@@ -172,7 +170,7 @@ TEST_P(FullyConnected, int4_without_bias_rank3) {
 
 TEST_P(FullyConnected, int4_weight_larger_than_a_slab) {
   for (size_t threads : {1u, 2u}) {
-    ASSERT_TRUE(set_num_threads(threads).ok());
+    const runtime::ScopedThreads scoped(threads);
     for (size_t batch : {1u, 9u}) {
       LinearTester()
           .input_channels(1024)
@@ -184,7 +182,6 @@ TEST_P(FullyConnected, int4_weight_larger_than_a_slab) {
           .Test();
     }
   }
-  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 // fp16 weights (the exporter's fc_weight_dtype="fp16"): an f16 operator in the weights cache, fed

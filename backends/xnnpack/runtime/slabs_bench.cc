@@ -24,6 +24,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/in_memory_data_map.h"
@@ -32,6 +33,7 @@
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
 #include "edgeshare/runtime/core/named_data_map.h"
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/core/sha256.h"
 
 namespace edgeshare {
@@ -63,6 +65,12 @@ void check(const Status& status) {
   if (status.ok()) return;
   std::fprintf(stderr, "%s\n", status.message());
   std::abort();
+}
+
+runtime::Threads make_threads(size_t count) {
+  runtime::Result<runtime::Threads> threads = runtime::Threads::create(count);
+  check(threads.status());
+  return std::move(*threads);
 }
 
 // One weight of the model: [out, in] and its bias [out], as named constants.
@@ -147,9 +155,11 @@ void bench_forward(const InMemoryDataMap& map, const std::vector<Layer>& layers)
   }
   const size_t batches[2] = {1, 32};
   std::vector<float> x(32 * kHidden, 0.5f), y(32 * kHidden);
+  // Each count's Threads lives through every round, as a program's does through its forwards.
+  const runtime::Threads threads_of[2] = {make_threads(1), make_threads(2)};
   for (size_t round = 0; round < kRounds; ++round) {
     for (size_t threads = 1; threads <= 2; ++threads) {
-      check(set_num_threads(threads));
+      const runtime::ThreadsScope scope(&threads_of[threads - 1]);
       for (size_t b = 0; b < 2; ++b) {
         for (Config& c : configs) c.ms[b][threads - 1].push_back(forward(c, batches[b], x, &y));
       }
@@ -183,8 +193,13 @@ double first_load(const InMemoryDataMap& map, const std::vector<Layer>& layers, 
   std::vector<std::vector<PackedOperator*>> ops(loaders);
   const double t0 = now_ms();
   std::vector<std::thread> threads;
+  // Every loader packs on the caller's Threads, as loads sharing one program set's Threads do.
+  const runtime::Threads* current = runtime::current_threads();
   for (size_t i = 1; i < loaders; ++i) {
-    threads.emplace_back(pack_all, &cache, std::cref(map), std::cref(layers), i, loaders, &ops[i]);
+    threads.emplace_back([&, i, current] {
+      const runtime::ThreadsScope scope(current);
+      pack_all(&cache, map, layers, i, loaders, &ops[i]);
+    });
   }
   pack_all(&cache, map, layers, 0, loaders, &ops[0]);
   for (std::thread& t : threads) t.join();
@@ -209,9 +224,10 @@ void bench_first_load(const InMemoryDataMap& map, const std::vector<Layer>& laye
     loads.push_back({"default slabs, 2 loader threads", threads, default_slab_bytes(), 2, {}});
   }
   first_load(map, layers, 0, 1);  // Warm-up: XNNPACK's first allocations, page faults.
+  const runtime::Threads threads_of[2] = {make_threads(1), make_threads(2)};
   for (size_t round = 0; round < kLoadRounds; ++round) {
     for (Load& l : loads) {
-      check(set_num_threads(l.threads));
+      const runtime::ThreadsScope scope(&threads_of[l.threads - 1]);
       l.ms.push_back(first_load(map, layers, l.slab_bytes, l.loaders));
     }
   }
@@ -226,7 +242,6 @@ void bench_first_load(const InMemoryDataMap& map, const std::vector<Layer>& laye
                 loads[i].threads, loads[i].name, m, m / median(base.ms), m_best,
                 m_best / best(base.ms));
   }
-  check(set_num_threads(1));
 }
 
 }  // namespace

@@ -1,19 +1,18 @@
-// Threads for the XNNPACK delegate: how many threads its operators split their work across.
+// The XNNPACK delegate's threads: the pthreadpool its operators run on, one per runtime Threads.
 //
-// By default every operator runs on the thread that calls Method::execute() (1 thread). Asking for
-// more creates one process-wide pthreadpool that every delegate handle uses; XNNPACK serialises
-// concurrent calls into one pool, so two methods running on two threads stay correct. The same
-// count is set for the runtime's helper threads (runtime/core/parallel.h), which parallel_for uses
-// (the weights cache's slabs, the portable attention kernel).
+// The delegate registers a ThreadsResource (runtime/core/threads.h), so every Threads of 2+ threads
+// an embedder makes carries a pthreadpool of its count; the delegate's operators and its weights
+// cache's packing run on the pool of the Threads current on the calling thread (a Method opens a
+// scope of the Threads it was loaded with around its load and every execute). No current Threads,
+// or a 1-thread one: null, the calling thread alone. XNNPACK serialises concurrent calls into one
+// pool, so two methods sharing one Threads on two threads stay correct.
 //
-//   ES_RETURN_IF_ERROR(edgeshare::xnnpack::set_num_threads(2));   // before executing
-//   ... method.execute() ...
+//   ES_ASSIGN_OR_RETURN(runtime::Threads threads, runtime::Threads::create(2));
+//   const runtime::ThreadsScope scope(&threads);
+//   pthreadpool_t pool = edgeshare::xnnpack::threadpool();   // threads' pool of 2
 //
-// Errors: InvalidArgument for 0 or more than 256 threads, MemoryAllocationFailed if the pool cannot
-// be made.
-// Thread-safety: every function may be called from any thread, set_num_threads() included while
-// other threads execute: an execution that already read the previous pool finishes on it, because
-// pools are never destroyed (one per thread count, kept for the life of the process and reused).
+// Thread-safety: every function may be called from any thread; each reads the calling thread's
+// current Threads. Never allocates.
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_THREADPOOL_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_THREADPOOL_H_
@@ -22,22 +21,20 @@
 
 #include <cstddef>
 
-#include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/core/threads.h"
 
 namespace edgeshare {
 namespace xnnpack {
 
-runtime::Status set_num_threads(size_t threads);
+// The current Threads' count (1 without one).
 size_t num_threads();
 
 // The pool operators run on, or null for the calling thread alone.
 pthreadpool_t threadpool();
 
-// Runs task(context, i) for every i in [0, count), each once, on the calling thread and the
-// current thread count's helpers; returns when all are done. Never allocates. While another
-// thread's parallel_for holds the helpers, this one runs its items alone (no waiting).
-using ParallelTask = void (*)(void* context, size_t index);
-void parallel_for(size_t count, ParallelTask task, void* context);
+// runtime::parallel_for: the current Threads' helpers.
+using runtime::parallel_for;
+using runtime::ParallelTask;
 
 }  // namespace xnnpack
 }  // namespace edgeshare

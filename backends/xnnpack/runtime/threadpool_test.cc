@@ -1,5 +1,6 @@
-// The delegate's process-wide threadpool: thread counts can change while other threads run work on
-// the pool they read (CI runs this under ASan and TSan: a pool destroyed under a user shows there).
+// The delegate's pools: one per runtime Threads of 2+ threads, made with it; the calling thread's
+// current Threads picks the pool; two threads under two Threads run work on their own pools at
+// once (CI runs this under ASan and TSan).
 
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 
@@ -7,13 +8,14 @@
 
 #include <atomic>
 #include <thread>
-#include <vector>
-
-#include "edgeshare/runtime/core/parallel.h"
 
 namespace edgeshare {
 namespace xnnpack {
 namespace {
+
+using runtime::Result;
+using runtime::Threads;
+using runtime::ThreadsScope;
 
 // Pieces of work done. Constant-initialized, so no thread writes it before the pool's threads do:
 // Debian's pthreadpool is not built for ThreadSanitizer, whose reports would otherwise flag the
@@ -23,55 +25,57 @@ std::atomic<size_t> g_done{0};
 
 void Count(void* /*context*/, size_t /*i*/) { g_done.fetch_add(1, std::memory_order_relaxed); }
 
-TEST(ThreadpoolTest, zero_threads_is_an_error_and_changes_nothing) {
-  ASSERT_TRUE(set_num_threads(1).ok());
-  EXPECT_EQ(set_num_threads(0).code(), runtime::Error::InvalidArgument);
+TEST(ThreadpoolTest, without_threads_there_is_no_pool) {
+  EXPECT_EQ(threadpool(), nullptr);
   EXPECT_EQ(num_threads(), 1u);
+  Result<Threads> one = Threads::create(1);
+  ASSERT_TRUE(one.ok());
+  const ThreadsScope scope(&*one);
+  EXPECT_EQ(threadpool(), nullptr);
+  EXPECT_EQ(num_threads(), 1u);
+}
+
+TEST(ThreadpoolTest, each_threads_carries_its_own_pool_of_its_count) {
+  Result<Threads> two = Threads::create(2);
+  Result<Threads> three = Threads::create(3);
+  ASSERT_TRUE(two.ok() && three.ok());
+  pthreadpool_t pool_two = nullptr;
+  {
+    const ThreadsScope scope(&*two);
+    pool_two = threadpool();
+    ASSERT_NE(pool_two, nullptr);
+    EXPECT_EQ(pthreadpool_get_threads_count(pool_two), 2u);
+    EXPECT_EQ(num_threads(), 2u);
+  }
+  {
+    const ThreadsScope scope(&*three);
+    ASSERT_NE(threadpool(), nullptr);
+    EXPECT_NE(threadpool(), pool_two);
+    EXPECT_EQ(pthreadpool_get_threads_count(threadpool()), 3u);
+  }
   EXPECT_EQ(threadpool(), nullptr);
 }
 
-TEST(ThreadpoolTest, a_thread_count_reuses_its_pool) {
-  ASSERT_TRUE(set_num_threads(2).ok());
-  const pthreadpool_t two = threadpool();
-  ASSERT_NE(two, nullptr);
-  EXPECT_EQ(pthreadpool_get_threads_count(two), 2u);
-  ASSERT_TRUE(set_num_threads(1).ok());
-  EXPECT_EQ(threadpool(), nullptr);
-  ASSERT_TRUE(set_num_threads(2).ok());
-  EXPECT_EQ(threadpool(), two);
-  ASSERT_TRUE(set_num_threads(1).ok());
-}
-
-TEST(ThreadpoolTest, changing_threads_while_another_thread_runs_work_is_safe) {
-  std::atomic<bool> stop{false};
+TEST(ThreadpoolTest, two_threads_under_two_threads_objects_run_work_at_once) {
+  Result<Threads> two = Threads::create(2);
+  Result<Threads> three = Threads::create(3);
+  ASSERT_TRUE(two.ok() && three.ok());
   const size_t before = g_done.load();
-  std::thread worker([&] {
-    while (!stop.load()) {
+  std::atomic<int> wrong_pool{0};
+  auto worker = [&](const Threads* threads) {
+    const ThreadsScope scope(threads);
+    for (int round = 0; round < 200; ++round) {
+      // What an operator run does with its pool: work split across its threads.
       pthreadpool_t pool = threadpool();
-      // What an operator run does with the pool it read: work split across its threads.
-      if (pool != nullptr)
-        pthreadpool_parallelize_1d(pool, Count, nullptr, 64, /*flags=*/0);
-      else
-        g_done.fetch_add(64);
+      if (pthreadpool_get_threads_count(pool) != threads->count()) wrong_pool.fetch_add(1);
+      pthreadpool_parallelize_1d(pool, Count, nullptr, 64, /*flags=*/0);
     }
-  });
-  // The changes go on until the worker has run work many times, however the two threads are
-  // scheduled (on a loaded machine the worker may not start before 300 changes are done).
-  for (int i = 0; i < 300 || (g_done.load() - before < 100 * 64 && i < 10000000); ++i)
-    ASSERT_TRUE(set_num_threads(1 + i % 3).ok());
-  stop.store(true);
-  worker.join();
-  const size_t done = g_done.load() - before;
-  EXPECT_EQ(done % 64, 0u);  // every piece of every run was done
-  EXPECT_GT(done, 0u);
-  ASSERT_TRUE(set_num_threads(1).ok());
-}
-
-TEST(ThreadpoolTest, the_delegate_thread_count_is_the_runtime_helpers_count) {
-  ASSERT_TRUE(set_num_threads(3).ok());
-  EXPECT_EQ(runtime::num_threads(), 3u);
-  ASSERT_TRUE(set_num_threads(1).ok());
-  EXPECT_EQ(runtime::num_threads(), 1u);
+  };
+  std::thread a(worker, &*two), b(worker, &*three);
+  a.join();
+  b.join();
+  EXPECT_EQ(wrong_pool.load(), 0);
+  EXPECT_EQ(g_done.load() - before, 2u * 200u * 64u);
 }
 
 }  // namespace

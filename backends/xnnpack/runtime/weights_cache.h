@@ -43,8 +43,8 @@
 // loads never wait for each other), until that entry is published (then hits it) or dropped
 // because that load's bytes failed their checks (then packs it itself), so no entry is ever
 // packed twice. A PackedOperator serialises its own setup + run under its own lock, so two handles
-// sharing it may run on two threads. A miss hashes and packs on the delegate's threadpool, so
-// set_num_threads() must not run during a load either.
+// sharing it may run on two threads. A miss hashes and packs on the pool of the calling thread's
+// current Threads (threadpool.h).
 // Ownership: entries are reference-counted by their users (get_or_pack / retain_constant add one,
 // release drops one; the last release deletes). Pointers stay valid until that last release.
 

@@ -32,6 +32,7 @@
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
 #include "edgeshare/runtime/core/named_data_map.h"
 #include "edgeshare/runtime/core/sha256.h"
+#include "edgeshare/runtime/core/threads.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -42,6 +43,8 @@ using runtime::Error;
 using runtime::FreeableBuffer;
 using runtime::Result;
 using runtime::Status;
+using runtime::Threads;
+using runtime::ThreadsScope;
 
 constexpr size_t kOut = 2048, kIn = 1024, kWeights = 10, kReps = 7;
 // Single operations are short: more samples give a best time closer to an undisturbed one.
@@ -211,7 +214,9 @@ void bench_first_load(const std::vector<float>& seed_weights) {
       kWeights, file_bytes >> 20, kReps);
   double base_wall[2] = {0, 0}, base_cpu[2] = {0, 0};  // Per verify: weight by weight, 1 thread.
   for (size_t threads : {1u, 2u}) {
-    if (!set_num_threads(threads).ok()) std::abort();
+    Result<Threads> made = Threads::create(threads);
+    if (!made.ok()) std::abort();
+    const ThreadsScope scope(&*made);
     for (bool verify : {false, true}) {
       set_verify_content(verify);
       std::vector<double> wall[2], cpu[2];  // [batch]

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "edgeshare/backends/xnnpack/runtime/test_delegate.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+#include "edgeshare/runtime/core/scoped_threads.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -365,11 +367,10 @@ TEST_F(WeightsCacheTest, slabbed_entry_is_one_pack_and_computes_every_column) {
       EXPECT_EQ(stats.verifications, 2u);  // Weight and bias, each hashed whole once.
       EXPECT_EQ(map.get_data_calls("w"), 1u);
       for (size_t threads : {1u, 2u}) {
-        ASSERT_TRUE(set_num_threads(threads).ok());
+        const runtime::ScopedThreads scoped(threads);
         expect_slabbed_entry_computes(
             *op, w, b, std::string(f16 ? "f16" : "f32") + " threads " + std::to_string(threads));
       }
-      ASSERT_TRUE(set_num_threads(1).ok());
       cache.release(*op);
       EXPECT_EQ(cache.get_num_packed_data(), 0u);
     }
@@ -410,7 +411,7 @@ TEST_F(WeightsCacheTest, slabbed_output_is_bitwise_that_of_one_operator) {
   for (bool f16 : {false, true}) {
     for (size_t threads : {1u, 2u}) {
       for (size_t rows : {size_t{1}, kBitRows}) {
-        ASSERT_TRUE(set_num_threads(threads).ok());
+        const runtime::ScopedThreads scoped(threads);
         size_t one = 0, many = 0;
         auto whole = run_through_cache(f16, 0, rows, &one);
         ASSERT_TRUE(whole.ok()) << whole.status().message();
@@ -424,7 +425,6 @@ TEST_F(WeightsCacheTest, slabbed_output_is_bitwise_that_of_one_operator) {
       }
     }
   }
-  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 // No slabs (slab_bytes 0), or a weight no larger than a slab: one operator.
@@ -450,12 +450,15 @@ class VerifiedCacheTest : public WeightsCacheTest, public ::testing::WithParamIn
  protected:
   void SetUp() override {
     WeightsCacheTest::SetUp();
-    ASSERT_TRUE(set_num_threads(GetParam()).ok());
+    threads_.emplace(GetParam());
   }
   void TearDown() override {
     WeightsCacheTest::TearDown();
-    ASSERT_TRUE(set_num_threads(1).ok());
+    threads_.reset();
   }
+
+ private:
+  std::optional<runtime::ScopedThreads> threads_;
 };
 
 INSTANTIATE_TEST_SUITE_P(Threads, VerifiedCacheTest, ::testing::Values(1u, 2u, 3u));

@@ -24,6 +24,7 @@
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
 #include "edgeshare/backends/xnnpack/runtime/weights_cache.h"
+#include "edgeshare/runtime/core/scoped_threads.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -106,7 +107,7 @@ TEST(WeightsCacheThreads, two_programs_share_packed_weights_across_threads) {
 TEST(WeightsCacheThreads, racing_poisoned_load_never_poisons_an_honest_one) {
   set_weight_sharing(true);
   set_verify_content(true);
-  ASSERT_TRUE(set_num_threads(2).ok());  // Hash and pack on the pool's two threads.
+  const runtime::ScopedThreads scoped(2);  // Hash and pack on the pool's two threads.
   const std::vector<float> w = random_floats(kOut * kIn, -1, 1, 21);
   std::vector<float> poisoned = w;
   poisoned[5] = 100.0f;
@@ -142,8 +143,14 @@ TEST(WeightsCacheThreads, racing_poisoned_load_never_poisons_an_honest_one) {
   for (int round = 0; round < 20; ++round) {
     runtime::Result<TestDelegate> good = runtime::Status(runtime::Error::Internal);
     runtime::Result<TestDelegate> evil = runtime::Status(runtime::Error::Internal);
-    std::thread tg([&] { good = TestDelegate::init(honest_blob, &honest); });
-    std::thread te([&] { evil = TestDelegate::init(bad_blob, &bad); });
+    std::thread tg([&] {
+      const runtime::ThreadsScope scope(scoped.get());
+      good = TestDelegate::init(honest_blob, &honest);
+    });
+    std::thread te([&] {
+      const runtime::ThreadsScope scope(scoped.get());
+      evil = TestDelegate::init(bad_blob, &bad);
+    });
     tg.join();
     te.join();
     ASSERT_TRUE(good.ok()) << good.status().message();
@@ -157,7 +164,6 @@ TEST(WeightsCacheThreads, racing_poisoned_load_never_poisons_an_honest_one) {
     }
   }
   EXPECT_EQ(process_weights_cache_stats().num_packed_entries, 0u);
-  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 // A data map whose get_data() returns only once `parties` callers are inside get_data() at the
@@ -211,7 +217,7 @@ ConstantRef slabbed_weight(InMemoryDataMap* map, const std::string& key, uint32_
 TEST(WeightsCacheThreads, loads_of_different_weights_pack_at_once_and_of_one_weight_pack_once) {
   set_weight_sharing(true);
   set_verify_content(true);
-  ASSERT_TRUE(set_num_threads(2).ok());  // Slabs packed and hashed on the pool's two threads.
+  const runtime::ScopedThreads scoped(2);  // Slabs packed and hashed on the pool's two threads.
   for (int round = 0; round < 10; ++round) {
     WeightsCache cache(/*slab_bytes=*/16384);
     std::mutex mutex;
@@ -224,8 +230,14 @@ TEST(WeightsCacheThreads, loads_of_different_weights_pack_at_once_and_of_one_wei
         rb(&b, &mutex, &cv, &arrived, &timed_out);
     runtime::Result<PackedOperator*> pa = runtime::Status(runtime::Error::Internal);
     runtime::Result<PackedOperator*> pb = runtime::Status(runtime::Error::Internal);
-    std::thread ta([&] { pa = cache.get_or_pack_fully_connected(&ra, wa, nullptr, 64, 256); });
-    std::thread tb([&] { pb = cache.get_or_pack_fully_connected(&rb, wb, nullptr, 64, 256); });
+    std::thread ta([&] {
+      const runtime::ThreadsScope scope(scoped.get());
+      pa = cache.get_or_pack_fully_connected(&ra, wa, nullptr, 64, 256);
+    });
+    std::thread tb([&] {
+      const runtime::ThreadsScope scope(scoped.get());
+      pb = cache.get_or_pack_fully_connected(&rb, wb, nullptr, 64, 256);
+    });
     ta.join();
     tb.join();
     ASSERT_TRUE(pa.ok()) << pa.status().message();
@@ -239,8 +251,14 @@ TEST(WeightsCacheThreads, loads_of_different_weights_pack_at_once_and_of_one_wei
     const ConstantRef wc = slabbed_weight(&c, "shared", 33), wd = slabbed_weight(&d, "shared", 33);
     runtime::Result<PackedOperator*> pc = runtime::Status(runtime::Error::Internal);
     runtime::Result<PackedOperator*> pd = runtime::Status(runtime::Error::Internal);
-    std::thread tc([&] { pc = cache.get_or_pack_fully_connected(&c, wc, nullptr, 64, 256); });
-    std::thread td([&] { pd = cache.get_or_pack_fully_connected(&d, wd, nullptr, 64, 256); });
+    std::thread tc([&] {
+      const runtime::ThreadsScope scope(scoped.get());
+      pc = cache.get_or_pack_fully_connected(&c, wc, nullptr, 64, 256);
+    });
+    std::thread td([&] {
+      const runtime::ThreadsScope scope(scoped.get());
+      pd = cache.get_or_pack_fully_connected(&d, wd, nullptr, 64, 256);
+    });
     tc.join();
     td.join();
     ASSERT_TRUE(pc.ok()) << pc.status().message();
@@ -255,7 +273,6 @@ TEST(WeightsCacheThreads, loads_of_different_weights_pack_at_once_and_of_one_wei
     for (PackedOperator* op : {*pa, *pb, *pc, *pd}) cache.release(op);
     EXPECT_EQ(cache.get_num_packed_data(), 0u);
   }
-  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 // Two graphs asking for the same three weights in opposite orders, at once: each batch reserves
@@ -264,7 +281,7 @@ TEST(WeightsCacheThreads, loads_of_different_weights_pack_at_once_and_of_one_wei
 TEST(WeightsCacheThreads, two_batches_of_the_same_weights_in_opposite_orders_pack_each_once) {
   set_weight_sharing(true);
   set_verify_content(true);
-  ASSERT_TRUE(set_num_threads(2).ok());
+  const runtime::ScopedThreads scoped(2);
   for (int round = 0; round < 10; ++round) {
     WeightsCache cache(/*slab_bytes=*/16384);
     InMemoryDataMap a("a.ptd"), b("b.ptd");
@@ -279,8 +296,14 @@ TEST(WeightsCacheThreads, two_batches_of_the_same_weights_in_opposite_orders_pac
     std::vector<PackedOperator*> ea, eb;
     size_t fa = 0, fb = 0;
     runtime::Status sa, sb;
-    std::thread ta([&] { sa = cache.get_or_pack_fully_connected(&a, ra, &ea, &fa); });
-    std::thread tb([&] { sb = cache.get_or_pack_fully_connected(&b, rb, &eb, &fb); });
+    std::thread ta([&] {
+      const runtime::ThreadsScope scope(scoped.get());
+      sa = cache.get_or_pack_fully_connected(&a, ra, &ea, &fa);
+    });
+    std::thread tb([&] {
+      const runtime::ThreadsScope scope(scoped.get());
+      sb = cache.get_or_pack_fully_connected(&b, rb, &eb, &fb);
+    });
     ta.join();
     tb.join();
     ASSERT_TRUE(sa.ok()) << sa.message();
@@ -295,7 +318,6 @@ TEST(WeightsCacheThreads, two_batches_of_the_same_weights_in_opposite_orders_pac
     for (PackedOperator* op : eb) cache.release(op);
     EXPECT_EQ(cache.get_num_packed_data(), 0u);
   }
-  ASSERT_TRUE(set_num_threads(1).ok());
 }
 
 // Runs of one shared weight on two threads at once, each with its own inputs, at 1, 3 and 9 rows:
@@ -303,7 +325,6 @@ TEST(WeightsCacheThreads, two_batches_of_the_same_weights_in_opposite_orders_pac
 // must still get its own rows.
 TEST(WeightsCacheThreads, runs_of_one_weight_on_two_threads_at_once_without_a_lock) {
   ASSERT_EQ(initialize_xnnpack(), xnn_status_success);
-  ASSERT_TRUE(set_num_threads(1).ok());
   set_verify_content(true);
   WeightsCache cache(/*slab_bytes=*/16384);
   InMemoryDataMap map("m.ptd");

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "edgeshare/runtime/core/parallel.h"
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/attention_row.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"

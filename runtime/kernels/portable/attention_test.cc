@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "edgeshare/runtime/core/parallel.h"
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/attention_row.h"
 #include "edgeshare/runtime/kernels/half.h"
@@ -179,11 +179,13 @@ TEST(CachedAttentionTest, a_sliding_window_and_a_softcap_apply) {
 
 TEST(CachedAttentionTest, two_threads_give_the_same_bits_as_one) {
   Call one(8, 2, 13, 40, 64, 3), two(8, 2, 13, 40, 64, 3);
-  ASSERT_TRUE(set_num_threads(1).ok());
   ASSERT_TRUE(one.run().ok());
-  ASSERT_TRUE(set_num_threads(2).ok());
-  ASSERT_TRUE(two.run().ok());
-  ASSERT_TRUE(set_num_threads(1).ok());
+  Result<Threads> threads = Threads::create(2);
+  ASSERT_TRUE(threads.ok()) << threads.status().message();
+  {
+    const ThreadsScope scope(&*threads);
+    ASSERT_TRUE(two.run().ok());
+  }
   EXPECT_EQ(std::memcmp(one.out.data(), two.out.data(), one.out.size() * sizeof(float)), 0);
 }
 

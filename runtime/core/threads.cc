@@ -1,4 +1,4 @@
-#include "edgeshare/runtime/core/parallel.h"
+#include "edgeshare/runtime/core/threads.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <new>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -27,20 +28,33 @@ constexpr int kHelperSpins = 2500;
 // 40 us): on a busy machine that is what lets the helper finish.
 constexpr int kCallerSpinsBeforeYield = 1000;
 
+}  // namespace
+
 // Helper threads sharing one job at a time. The job's claim word packs its generation (so a helper
 // that wakes late cannot claim from a later job), its item count and the next item; a helper reads
 // the task and context only after claiming an item, and the caller cannot start another job before
 // that item is done, so they are the claimed job's.
-class Crew {
+class Threads::Crew {
  public:
-  // Starts `helpers` threads (they live as long as the process). False when one cannot start.
+  // Starts `helpers` threads. False when one cannot start (those that did are stopped by the
+  // destructor).
   bool start(size_t helpers) {
     for (size_t i = 0; i < helpers; ++i) {
       pthread_t thread;
       if (pthread_create(&thread, nullptr, &Crew::helper_main, this) != 0) return false;
-      pthread_detach(thread);
+      threads_[started_++] = thread;
     }
     return true;
+  }
+
+  // Wakes every helper to stop and joins it. No job may be running.
+  ~Crew() {
+    {
+      std::lock_guard<std::mutex> lock(sleep_mutex_);
+      stopping_.store(true, std::memory_order_seq_cst);
+      wake_.notify_all();
+    }
+    for (size_t i = 0; i < started_; ++i) pthread_join(threads_[i], nullptr);
   }
 
   void run(size_t count, ParallelTask task, void* context) {
@@ -100,19 +114,26 @@ class Crew {
     return nullptr;
   }
 
+  // True while there is neither a job after `seen` nor a stop to act on.
+  bool idle(uint64_t seen) const {
+    return generation_.load(std::memory_order_seq_cst) == seen &&
+           !stopping_.load(std::memory_order_seq_cst);
+  }
+
   void helper_loop() {
     uint64_t seen = generation_.load(std::memory_order_acquire);
     for (;;) {
       int spins = 0;
-      while (generation_.load(std::memory_order_acquire) == seen && spins++ < kHelperSpins) {
-        ES_CPU_RELAX();
-      }
-      if (generation_.load(std::memory_order_acquire) == seen) {
+      while (idle(seen) && spins++ < kHelperSpins) ES_CPU_RELAX();
+      if (idle(seen)) {
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         std::unique_lock<std::mutex> lock(sleep_mutex_);
-        wake_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
+        wake_.wait(lock, [&] { return !idle(seen); });
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
       }
+      // A helper may first run after the stop (the caller ran every item itself): stopping_ is
+      // checked whatever generation it saw.
+      if (stopping_.load(std::memory_order_acquire)) return;
       seen = generation_.load(std::memory_order_acquire);
       for (size_t i; (i = claim(seen)) != kNone;) {
         task_.load(std::memory_order_relaxed)(context_.load(std::memory_order_relaxed), i);
@@ -130,51 +151,109 @@ class Crew {
   std::mutex sleep_mutex_;
   std::condition_variable wake_;
   std::atomic<int> sleepers_{0};
+  std::atomic<bool> stopping_{false};
+  pthread_t threads_[Threads::kMaxThreads] = {};
+  size_t started_ = 0;
 };
 
-// Crews are never destroyed: a parallel_for on another thread may have read the previous crew just
-// before set_num_threads() switched, and must be able to finish on it. One crew per thread count,
-// made on first use and reused after, bounds what is kept to the distinct counts a process asks for.
-constexpr size_t kMaxThreads = 256;
-Crew* g_crews[kMaxThreads + 1] = {};
-std::atomic<Crew*> g_crew{nullptr};
-std::atomic<size_t> g_threads{1};
-std::mutex g_mutex;
+namespace {
+
+// The registered resources: written by static initializers before any Threads is made, read by
+// Threads::create.
+ThreadsResource g_resources[Threads::kMaxResources];
+std::atomic<size_t> g_resource_count{0};
+std::mutex g_resource_mutex;
+
+thread_local const Threads* t_current = nullptr;
 
 }  // namespace
 
-Status set_num_threads(size_t threads) {
-  ES_CHECK_OR_RETURN_ERROR(threads > 0 && threads <= kMaxThreads, Error::InvalidArgument,
-                           "set_num_threads: %zu threads asked for, 1 to %zu are possible", threads,
-                           kMaxThreads);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (threads == g_threads.load()) return Status();
-  Crew* crew = nullptr;
-  if (threads > 1) {
-    if (g_crews[threads] == nullptr) {
-      Crew* made = new Crew();
-      // A crew whose threads did not all start still works (with fewer helpers): kept either way.
-      const bool started = made->start(threads - 1);
-      g_crews[threads] = made;
-      ES_CHECK_OR_RETURN_ERROR(started, Error::MemoryAllocationFailed,
-                               "set_num_threads: cannot start %zu helper threads", threads - 1);
-    }
-    crew = g_crews[threads];
-  }
-  g_crew.store(crew, std::memory_order_release);
-  g_threads.store(threads);
-  return Status();
+Result<size_t> register_threads_resource(const ThreadsResource& resource) {
+  ES_CHECK_OR_RETURN_ERROR(resource.create != nullptr && resource.destroy != nullptr,
+                           Error::InvalidArgument,
+                           "register_threads_resource: a resource needs create and destroy");
+  std::lock_guard<std::mutex> lock(g_resource_mutex);
+  const size_t slot = g_resource_count.load(std::memory_order_relaxed);
+  ES_CHECK_OR_RETURN_ERROR(slot < Threads::kMaxResources, Error::OutOfRange,
+                           "register_threads_resource: %zu resources registered already, the most "
+                           "a Threads holds",
+                           slot);
+  g_resources[slot] = resource;
+  g_resource_count.store(slot + 1, std::memory_order_release);
+  return slot;
 }
 
-size_t num_threads() { return g_threads.load(); }
+Result<Threads> Threads::create(size_t count) {
+  ES_CHECK_OR_RETURN_ERROR(count > 0 && count <= kMaxThreads, Error::InvalidArgument,
+                           "Threads::create: %zu threads asked for, 1 to %zu are possible", count,
+                           kMaxThreads);
+  Threads threads;
+  threads.count_ = count;
+  if (count == 1) return threads;
+  threads.crew_ = new (std::nothrow) Crew();
+  ES_CHECK_OR_RETURN_ERROR(threads.crew_ != nullptr, Error::MemoryAllocationFailed,
+                           "Threads::create: no memory for %zu helper threads", count - 1);
+  ES_CHECK_OR_RETURN_ERROR(threads.crew_->start(count - 1), Error::MemoryAllocationFailed,
+                           "Threads::create: cannot start %zu helper threads", count - 1);
+  const size_t resources = g_resource_count.load(std::memory_order_acquire);
+  for (size_t slot = 0; slot < resources; ++slot) {
+    threads.resources_[slot] = g_resources[slot].create(count);
+    ES_CHECK_OR_RETURN_ERROR(threads.resources_[slot] != nullptr, Error::MemoryAllocationFailed,
+                             "Threads::create: cannot make resource %zu for %zu threads", slot,
+                             count);
+  }
+  return threads;
+}
+
+Threads::Threads(Threads&& other) noexcept
+    : count_(other.count_), crew_(other.crew_) {
+  for (size_t i = 0; i < kMaxResources; ++i) {
+    resources_[i] = other.resources_[i];
+    other.resources_[i] = nullptr;
+  }
+  other.count_ = 1;
+  other.crew_ = nullptr;
+}
+
+Threads& Threads::operator=(Threads&& other) noexcept {
+  if (this == &other) return *this;
+  release();
+  count_ = other.count_;
+  crew_ = other.crew_;
+  for (size_t i = 0; i < kMaxResources; ++i) {
+    resources_[i] = other.resources_[i];
+    other.resources_[i] = nullptr;
+  }
+  other.count_ = 1;
+  other.crew_ = nullptr;
+  return *this;
+}
+
+Threads::~Threads() { release(); }
+
+void Threads::release() {
+  for (size_t slot = 0; slot < kMaxResources; ++slot) {
+    if (resources_[slot] != nullptr) g_resources[slot].destroy(resources_[slot]);
+    resources_[slot] = nullptr;
+  }
+  delete crew_;
+  crew_ = nullptr;
+  count_ = 1;
+}
+
+ThreadsScope::ThreadsScope(const Threads* threads) : previous_(t_current) { t_current = threads; }
+
+ThreadsScope::~ThreadsScope() { t_current = previous_; }
+
+const Threads* current_threads() { return t_current; }
 
 void parallel_for(size_t count, ParallelTask task, void* context) {
-  Crew* crew = g_crew.load(std::memory_order_acquire);
-  if (crew == nullptr) {
+  const Threads* threads = t_current;
+  if (threads == nullptr || threads->crew_ == nullptr) {
     for (size_t i = 0; i < count; ++i) task(context, i);
     return;
   }
-  crew->run(count, task, context);
+  threads->crew_->run(count, task, context);
 }
 
 }  // namespace runtime
