@@ -147,7 +147,8 @@ class AdapterOptions:
 
     def __post_init__(self) -> None:
         _one_of("foundation_by", "--foundation-by", self.foundation_by, ("bytes", "names"))
-        _one_of("adapter_dtype", "--adapter-dtype", self.adapter_dtype, tuple(f.adapter_value for f in adapter_formats()))
+        values = tuple(f.adapter_value for f in adapter_formats())
+        _one_of("adapter_dtype", "--adapter-dtype", self.adapter_dtype, values)
         if self.swappable and self.foundation_by == "names":
             raise OptionError("--foundation-by names cannot be combined with --swappable")
 

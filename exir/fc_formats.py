@@ -15,8 +15,9 @@ A row says everything the exporter needs about its scheme: the option value that
 the XNNPACK partitioner writes), the stored element type (torch dtype and the files' ScalarType),
 the delegate graph's QuantScheme, the key suffixes, the group sizes, its quantizer and its
 fallback. The C++ delegate's rows (backends/xnnpack/runtime) name the same scheme ids, ScalarTypes
-and QuantSchemes, so one test can compare the two lists. The partitioner, its preprocess, exir/quantize.py, exir/embedding_qc8w.py and
-tools/export_lora read these rows; nothing else decides from a dtype or a scheme name.
+and QuantSchemes, so one test can compare the two lists. The partitioner, its preprocess,
+exir/quantize.py, exir/embedding_qc8w.py and tools/export_lora read these rows; nothing else
+decides from a dtype or a scheme name.
 
 The rows that are not grouped also store adapters (`--adapter-dtype fp32|fp16|int8`: f32, f16w,
 qc8w, each row's adapter_value): an adapter's linear weights, in the adapter's own data, under the

@@ -9,11 +9,12 @@ input size is not a multiple of 32 is qc8w. A token embedding (tied to the lm_he
 same entries, gathered by the runtime's edgeshare::embedding_qb8w (`gather_qb8w`: q * its block's
 scale, exact in float32). `int8_reference` swaps a model's foundation layers for these.
 
-qc8w (--quantize int8-row, and int8 adapters): int8 per output row, symmetric, round to nearest even (torch.round), scale = max|w_row| / 127
-in float32 (a zero row has scale 0 and zero bytes). It is a pure function of the float weight's
-values, never of names or adapters, so foundation.ptd is byte-identical across exports of one
-foundation. The weight and its scales are named-data entries of their own:
-"<key>.qc8w" (int8 [out, in]) and "<key>.qc8w.scales" (float32 [out]), each with its digest.
+qc8w (--quantize int8-row, and int8 adapters): int8 per output row, symmetric, round to nearest even
+(torch.round), scale = max|w_row| / 127 in float32 (a zero row has scale 0 and zero bytes). It is a
+pure function of the float weight's values, never of names or adapters, so foundation.ptd is
+byte-identical across exports of one foundation. The weight and its scales are named-data entries of
+their own: "<key>.qc8w" (int8 [out, in]) and "<key>.qc8w.scales" (float32 [out]), each with its
+digest.
 
 At run time the XNNPACK delegate quantizes activations to int8 in blocks of ACT_BLOCK (32) inputs
 of each row, each block on its own (symmetric, scale = max|x_block| / 127, x * (127 / max|x_block|)
@@ -120,7 +121,8 @@ QC8W_SCALES_SUFFIX = QC8W.scales_suffix
 QB8W_SUFFIX = QB8W.key_suffix
 QB8W_SCALES_SUFFIX = QB8W.scales_suffix
 # Placeholder meta under a format with a fallback: the option ("int4", "int8" or "int8-row") of the
-# format a pinned foundation weight is stored in (set by the XNNPACK partitioner, read by its preprocess and by quantize_embeddings).
+# format a pinned foundation weight is stored in (set by the XNNPACK partitioner, read by its
+# preprocess and by quantize_embeddings).
 QUANT_SCHEME_META = "edgeshare_quant_scheme"
 # Placeholder meta of a pinned foundation weight whose format weighs an importance (calibration.py):
 # float32 [in], how much each input's error counts (set by the XNNPACK partitioner, read by its

@@ -77,7 +77,7 @@ def test_qb8w_linear_is_the_delegates_arithmetic():
     qx, xs = quantize_activation_blocks(x)
     acc = torch.zeros(3, 24, dtype=torch.float32)
     for b in range(2):
-        dot = (qx[:, b * 32 : (b + 1) * 32].double() @ q[:, b * 32 : (b + 1) * 32].double().T)
+        dot = qx[:, b * 32 : (b + 1) * 32].double() @ q[:, b * 32 : (b + 1) * 32].double().T
         acc = (dot * (xs[:, b, None] * scales[:, b].float()).double() + acc.double()).float()
     assert torch.equal(y, acc + bias)
     cosine = float(nn.functional.cosine_similarity(y.flatten(), (x @ w.T + bias).flatten(), dim=0))

@@ -32,8 +32,8 @@ by name instead (names containing "lora" are the adapter's; LoRA wrapper compone
 import argparse
 import contextlib
 import importlib
-import json
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -50,7 +50,14 @@ from edgeshare.exir import check_out_dir, read_ptd_index
 from edgeshare.exir.data_policy import FoundationDataPolicy
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.export_options import AdapterOptions, ExportOptions, QuantizationOptions
-from edgeshare.exir.fc_formats import FC_FORMATS, adapter_formats, fc_format, format_for_option, quantized_formats, unquantized_formats
+from edgeshare.exir.fc_formats import (
+    FC_FORMATS,
+    adapter_formats,
+    fc_format,
+    format_for_option,
+    quantized_formats,
+    unquantized_formats,
+)
 from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
 from edgeshare.exir.lora import LoraExportResult, adapter_models, export_lora
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
