@@ -89,7 +89,8 @@ class QuantizationOptions:
             _one_of("group_size", "--group-size", self.group_size, self.quantized_format.group_sizes)
         if self.lm_head is not None:
             fmt = self.quantized_format
-            _one_of("lm_head", "--lm-head", self.lm_head, (fc_format(fmt.fallback).option, fmt.option))
+            # The fallback under the name --adapter-dtype gives it (int4's: "int8", per row).
+            _one_of("lm_head", "--lm-head", self.lm_head, (fc_format(fmt.fallback).adapter_value, fmt.option))
 
     @property
     def quantized_format(self) -> Optional[FcFormat]:
@@ -117,8 +118,8 @@ class QuantizationOptions:
         fmt = self.quantized_format
         if fmt is None:
             return None
-        if self.lm_head is not None:
-            return format_for_option(self.lm_head)
+        if self.lm_head == fmt.option:
+            return fmt
         return fc_format(fmt.fallback) if fmt.output_layer_fallback else fmt
 
 

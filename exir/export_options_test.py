@@ -32,7 +32,8 @@ def test_quantization_options_name_their_formats():
     assert QuantizationOptions().quantized_format is None
     assert QuantizationOptions(fc_weight_dtype="fp16").fc_format is F16W
     int4 = QuantizationOptions(quantize="int4")
-    assert int4.quantized_format is QC4W and int4.group == 32 and int4.output_layer_format is QB8W
+    assert int4.quantized_format is QC4W and int4.group == 32 and int4.output_layer_format is QC8W
+    assert QuantizationOptions(quantize="int4", lm_head="int8").output_layer_format is QC8W
     assert QuantizationOptions(quantize="int4", lm_head="int4").output_layer_format is QC4W
     int8 = QuantizationOptions(quantize="int8")
     assert int8.quantized_format is QB8W and int8.group == 32 and int8.output_layer_format is QB8W

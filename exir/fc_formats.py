@@ -8,7 +8,7 @@
           "<key>.qb8w.scales" (--quantize int8); a layer of another input size is qc8w
     qc4w  signed 4-bit in groups along the input dim under "<key>.qc4w" (uint8 [out, in / 2]), float16
           scales [out, in / group] under "<key>.qc4w.scales"; the output layer, a table tied to it
-          and a layer it cannot group are qb8w (or qc8w where qb8w cannot hold them)
+          and a layer it cannot group are qc8w
 
 A row says everything the exporter needs about its scheme: the option value that asks for it
 (`--fc-weight-dtype fp32|fp16`, `--quantize int8|int8-row|int4`, and the compile spec and placeholder meta
@@ -240,7 +240,7 @@ QC4W = FcFormat(
     scales_dtype=torch.float16,
     group_sizes=QC4W_GROUP_SIZES,
     quantizer=quantize_qc4w,
-    fallback="qb8w",
+    fallback="qc8w",
     values_per_byte=2,
     weighs_importance=True,
     output_layer_fallback=True,
@@ -341,7 +341,7 @@ def foundation_format(
     """
     if requested.fallback is None:
         return requested, ""
-    # The fallback may have one of its own (int4's is qb8w, which holds no odd input size).
+    # A fallback may have one of its own (qb8w's qc8w never does).
     fallback = fc_format(requested.fallback).holding(in_size, group_size)
     if gathered and read_otherwise and output_layer is not requested:
         return fallback, "tied to the token embedding"

@@ -43,10 +43,10 @@ def test_rows_are_one_per_scheme_with_distinct_ids_options_and_suffixes():
         fc_format("q2")
 
 
-def test_qc4w_falls_back_to_qb8w_and_qb8w_to_qc8w_for_a_layer_they_cannot_group():
+def test_qc4w_and_qb8w_fall_back_to_qc8w_for_a_layer_they_cannot_group():
     assert QC4W.holding(64, 32) is QC4W
-    assert QC4W.holding(96, 64) is QB8W
-    assert QC4W.holding(48, 32) is QC8W
+    assert QC4W.holding(96, 64) is QC8W and QB8W.holding(96, 64) is QB8W
+    assert QC4W.holding(48, 32) is QC8W and QB8W.holding(48, 32) is QC8W
     assert QC4W.why_not(48, 32) == "input size 48 is not a multiple of the group size 32"
     # qb8w has one block size whatever the export's group.
     assert QB8W.why_not(96, 64) is None and QB8W.why_not(48, 128) is not None
@@ -61,14 +61,14 @@ def test_qc4w_falls_back_to_qb8w_and_qb8w_to_qc8w_for_a_layer_they_cannot_group(
     [
         ("layers.0.w.weight", 64, False, True, ("qc4w", "")),
         ("layers.0.w.weight", 48, False, True, ("qc8w", "input size 48 is not a multiple of the group size 32")),
-        ("lm_head.weight", 64, False, True, ("qb8w", "output layer")),
-        ("embed.weight", 64, True, True, ("qb8w", "tied to the token embedding")),
+        ("lm_head.weight", 64, False, True, ("qc8w", "output layer")),
+        ("embed.weight", 64, True, True, ("qc8w", "tied to the token embedding")),
         ("embed.weight", 48, True, False, ("qc8w", "embedding width 48 is not a multiple of the group size 32")),
         ("embed.weight", 64, True, False, ("qc4w", "")),
     ],
 )
 def test_foundation_format_decides_each_weight_once(key, in_size, gathered, other, want):
-    fmt, why = foundation_format(QC4W, key, in_size, 32, QB8W, gathered, other)
+    fmt, why = foundation_format(QC4W, key, in_size, 32, QC8W, gathered, other)
     assert (fmt.scheme, why) == want
     assert foundation_format(QC4W, "lm_head.weight", 64, 32, QC4W, False, True) == (QC4W, "")
     assert foundation_format(QC8W, key, in_size, 32, QC8W, gathered, other) == (QC8W, "")

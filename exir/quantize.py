@@ -36,7 +36,7 @@ scales' shape, and the delegate graph carries it beside the scheme. `qc4w_linear
 delegate's computation (activations in blocks of 32 as above, an exact integer sum per block,
 acc = fma(float(dot_b), x_scale_b * w_scale_g, acc) in block order, then acc + bias), and
 `int4_reference` swaps a model's foundation linears for it (and the layers int4 leaves at 8 bits
-for qb8w or qc8w). An untied
+for qc8w). An untied
 token embedding of a width that is a multiple of the group is the same entries, gathered by the
 runtime's edgeshare::embedding_qc4w (`gather_qc4w`: only the looked-up rows, each q * scale per
 group, which is exact in float32).
@@ -54,6 +54,7 @@ from edgeshare.exir.fc_formats import (
     QC8W,
     FcFormat,
     UnknownFormatError,
+    fc_format,
     format_for_adapter_dtype,
     format_for_option,
     foundation_format,
@@ -521,7 +522,7 @@ def adapter_reference(
 def int4_reference(
     model: nn.Module,
     group_size: int = DEFAULT_GROUP_SIZE,
-    lm_head: str = QB8W_SCHEME,
+    lm_head: str = QC8W.adapter_value,
     is_foundation: Optional[Callable[[str], bool]] = None,
 ) -> nn.Module:
     """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for the computation
@@ -533,13 +534,14 @@ def int4_reference(
     Args:
       model: the model (a foundation, or a foundation with LoRA adapters).
       group_size: one of GROUP_SIZES.
-      lm_head: QB8W_SCHEME or QC4W_SCHEME, the output layer's scheme.
+      lm_head: "int8" (per row, int4's fallback) or QC4W_SCHEME, the output layer's scheme.
       is_foundation: as int8_reference's.
 
     Returns:
       The same model.
     """
-    return _swap_foundation(model, QC4W, group_size, format_for_option(lm_head), is_foundation)
+    output_layer = QC4W if lm_head == QC4W.option else fc_format(QC4W.fallback)
+    return _swap_foundation(model, QC4W, group_size, output_layer, is_foundation)
 
 
 def int8_reference(

@@ -20,7 +20,7 @@ from edgeshare.exir.quantize import (
     qc4w_linear,
     quantize_activation_blocks,
     quantize_qc4w,
-    quantize_qb8w,
+    quantize_qc8w,
     unpack_int4,
 )
 from edgeshare.models import demo_lora
@@ -208,9 +208,8 @@ def test_output_layer_tied_table_and_short_inputs_stay_int8_and_say_why(tmp_path
     result = export_lora(foundation, {"lora_a": _adapted(foundation)}, inputs, str(tmp_path), partitioner)
     ptd = _ptd(os.path.join(tmp_path, "foundation.ptd"))
     assert [k for k in ptd.named_data if k.endswith(".qc4w")] == ["down.weight.qc4w"]
-    # int4's fallback is int8 in blocks of 32 (qb8w), which holds 32 inputs where 64-groups do not.
-    assert "up.weight.qb8w" in ptd.named_data and "embed.weight.qb8w" in ptd.named_data
-    assert ("lm_head.weight.qb8w" in ptd.named_data) == (not tied)
+    assert "up.weight.qc8w" in ptd.named_data and "embed.weight.qc8w" in ptd.named_data
+    assert ("lm_head.weight.qc8w" in ptd.named_data) == (not tied)
     want = {"up.weight": "input size 32 is not a multiple of the group size 64"}
     if tied:
         want["embed.weight"] = "tied to the token embedding"
@@ -218,15 +217,13 @@ def test_output_layer_tied_table_and_short_inputs_stay_int8_and_say_why(tmp_path
         want["lm_head.weight"] = "output layer"
         want["embed.weight"] = "embedding width 32 is not a multiple of the group size 64"
     assert result.fallbacks == want
-    assert result.gathered_formats == {"embed.weight": "int8"}
+    assert result.gathered_formats == {"embed.weight": "int8-row"}
     # The int8 entries are the int8 scheme's bytes; the eager reference makes the same choices.
-    q, _ = quantize_qb8w(foundation.up.weight.detach())
-    assert ptd.named_data["up.weight.qb8w"].data == q.numpy().tobytes()
+    q, _ = quantize_qc8w(foundation.up.weight.detach())
+    assert ptd.named_data["up.weight.qc8w"].data == q.numpy().tobytes()
     model = int4_reference(copy.deepcopy(foundation), group_size=64)
     kinds = {n: type(m).__name__ for n, m in model.named_children()}
-    assert kinds == {
-        "embed": "_Int8BlockEmbedding", "up": "_Int8BlockLinear", "down": "_Int4Linear", "lm_head": "_Int8BlockLinear",
-    }  # fmt: skip
+    assert kinds == {"embed": "_Int8Embedding", "up": "_Int8Linear", "down": "_Int4Linear", "lm_head": "_Int8Linear"}
     with torch.no_grad():
         cosine = float(nn.functional.cosine_similarity(model(*inputs).flatten(), foundation(*inputs).flatten(), dim=0))
     assert cosine > 0.98

@@ -1,7 +1,7 @@
 """An int4 foundation (export_lora --quantize int4 --group-size 32) end to end through the XNNPACK
 delegate's int4 kernels and the int4 token embedding's gather: the in-repo tiny Mistral (a Llama
-with an untied embedding, int4 like the projections, and an lm_head, int8 in blocks of 32 as the
-output layer) with two PEFT adapters.
+with an untied embedding, int4 like the projections, and an lm_head, int8 as the output layer) with
+two PEFT adapters.
 
 - 32 greedy tokens from //tools:generate and from the Python runtime equal a torch model that runs
   the dequantized int4 weights with the same block-wise activation quantization and exact integer
@@ -31,7 +31,7 @@ import pytest
 import torch
 import transformers
 from edgeshare.exir._serialize import deserialize_ptd
-from edgeshare.exir.quantize import QB8W_SUFFIX, QC4W_SCALES_SUFFIX, QC4W_SUFFIX, int4_reference
+from edgeshare.exir.quantize import QC4W_SCALES_SUFFIX, QC4W_SUFFIX, QC8W_SUFFIX, int4_reference
 from edgeshare.extension.python import DataFile, Program, weights_cache_stats
 from edgeshare.models import hf_tiny
 from edgeshare.testing.generate_binary import generate_programs
@@ -104,7 +104,7 @@ def test_foundation_ptd_holds_every_projection_and_the_embedding_as_int4_and_the
         scales = ptd.named_data[key[: -len(QC4W_SUFFIX)] + QC4W_SCALES_SUFFIX].tensor_layout
         out_size, half_in = ptd.named_data[key].tensor_layout.sizes
         assert scales.scalar_type == 5 and list(scales.sizes) == [out_size, 2 * half_in // GROUP]
-    assert [k for k in ptd.named_data if k.endswith(QB8W_SUFFIX)] == ["lm_head.weight.qb8w"]
+    assert [k for k in ptd.named_data if k.endswith(QC8W_SUFFIX)] == ["lm_head.weight.qc8w"]
     assert not [k for k in ptd.named_data if k.startswith("model.embed_tokens.") and QC4W_SUFFIX not in k]
 
 

@@ -71,7 +71,8 @@ def _weights(partitioner: XnnpackPartitioner):
         ({}, {"up": "fp32", "down": "fp32"}),
         ({"fc_weight_dtype": "fp16"}, {"up": "fp16", "down": "fp16"}),
         ({"quantize": "int8"}, {"up": "int8", "down": "int8"}),
-        ({"quantize": "int4", "group_size": 64}, {"up": "int4", "down": "int8"}),
+        ({"quantize": "int4", "group_size": 64}, {"up": "int4", "down": "int8-row"}),
+        ({"quantize": "int8-row"}, {"up": "int8-row", "down": "int8-row"}),
     ],
 )
 def test_a_delegated_linear_weight_is_stored_as_its_row_says(kwargs, want):
