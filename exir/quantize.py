@@ -369,107 +369,102 @@ def qc4w_linear(
     return acc if bias is None else acc + bias
 
 
-class _Int4Linear(nn.Module):
-    """A Linear run as the delegate runs an int4 foundation linear."""
+Stored = Tuple[torch.Tensor, torch.Tensor]
+
+
+class _QuantizedLinear(nn.Module):
+    """A Linear run as the delegate runs a quantized foundation linear: its weight stored by
+    `quantize` (float32 weight -> values, scales) and run by `run(x, values, scales, bias)`;
+    `dequantize(values, scales)` is the float weight it stands for (PEFT's LoRA layers read their
+    linears' weight dtype)."""
+
+    def __init__(
+        self,
+        linear: nn.Linear,
+        quantize: Callable[[torch.Tensor], Stored],
+        run: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]], torch.Tensor],
+        dequantize: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> None:
+        super().__init__()
+        q, scales = quantize(linear.weight.detach().to(torch.float32))
+        self.register_buffer("q", q)
+        self.register_buffer("scales", scales)
+        self.bias_ = None if linear.bias is None else linear.bias.detach()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self._run, self._dequantize = run, dequantize
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The float weight it stands for."""
+        return self._dequantize(self.q, self.scales)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._run(x, self.q, self.scales, self.bias_)
+
+
+class _QuantizedEmbedding(nn.Module):
+    """An Embedding run as the runtime runs a quantized foundation table: stored by `quantize`,
+    gathered by `gather(values, scales, indices)`."""
+
+    def __init__(
+        self,
+        embedding: nn.Embedding,
+        quantize: Callable[[torch.Tensor], Stored],
+        gather: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> None:
+        super().__init__()
+        q, scales = quantize(embedding.weight.detach().to(torch.float32))
+        self.register_buffer("q", q)
+        self.register_buffer("scales", scales)
+        self.num_embeddings = embedding.num_embeddings
+        self.embedding_dim = embedding.embedding_dim
+        self._gather = gather
+
+    def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        return self._gather(self.q, self.scales, indices)
+
+
+class _Int8Linear(_QuantizedLinear):
+    """An int8 per row (qc8w) foundation linear."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear, quantize_qc8w, qc8w_linear, dequantize_qc8w)
+
+
+class _Int8BlockLinear(_QuantizedLinear):
+    """An int8 in blocks (qb8w) foundation linear."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear, quantize_qb8w, qb8w_linear, dequantize_qb8w)
+
+
+class _Int4Linear(_QuantizedLinear):
+    """An int4 (qc4w) foundation linear in groups of group_size."""
 
     def __init__(self, linear: nn.Linear, group_size: int) -> None:
-        super().__init__()
-        packed, scales = quantize_qc4w(linear.weight.detach().to(torch.float32), group_size)
-        self.register_buffer("packed", packed)
-        self.register_buffer("scales", scales)
-        self.bias_ = None if linear.bias is None else linear.bias.detach()
-        self.in_features = linear.in_features
-        self.out_features = linear.out_features
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return qc4w_linear(x, self.packed, self.scales, self.bias_)
+        super().__init__(linear, lambda w: quantize_qc4w(w, group_size), qc4w_linear, dequantize_qc4w)
 
 
-class _Int8Linear(nn.Module):
-    """A Linear run as the delegate runs an int8 foundation linear."""
-
-    def __init__(self, linear: nn.Linear) -> None:
-        super().__init__()
-        q, scales = quantize_qc8w(linear.weight.detach().to(torch.float32))
-        self.register_buffer("q", q)
-        self.register_buffer("scales", scales)
-        self.bias_ = None if linear.bias is None else linear.bias.detach()
-        self.in_features = linear.in_features
-        self.out_features = linear.out_features
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The float weight it stands for (PEFT's LoRA layers read their linears' weight dtype)."""
-        return dequantize_qc8w(self.q, self.scales)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return qc8w_linear(x, self.q, self.scales, self.bias_)
-
-
-class _Int8BlockLinear(nn.Module):
-    """A Linear run as the delegate runs an int8 block (qb8w) foundation linear."""
-
-    def __init__(self, linear: nn.Linear) -> None:
-        super().__init__()
-        q, scales = quantize_qb8w(linear.weight.detach().to(torch.float32))
-        self.register_buffer("q", q)
-        self.register_buffer("scales", scales)
-        self.bias_ = None if linear.bias is None else linear.bias.detach()
-        self.in_features = linear.in_features
-        self.out_features = linear.out_features
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The float weight it stands for (PEFT's LoRA layers read their linears' weight dtype)."""
-        return dequantize_qb8w(self.q, self.scales)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return qb8w_linear(x, self.q, self.scales, self.bias_)
-
-
-class _Int8BlockEmbedding(nn.Module):
-    """An Embedding run as the runtime runs an int8 block (qb8w) foundation table."""
+class _Int8Embedding(_QuantizedEmbedding):
+    """An int8 per row (qc8w) foundation table."""
 
     def __init__(self, embedding: nn.Embedding) -> None:
-        super().__init__()
-        q, scales = quantize_qb8w(embedding.weight.detach().to(torch.float32))
-        self.register_buffer("q", q)
-        self.register_buffer("scales", scales)
-        self.num_embeddings = embedding.num_embeddings
-        self.embedding_dim = embedding.embedding_dim
-
-    def forward(self, indices: torch.Tensor) -> torch.Tensor:
-        return gather_qb8w(self.q, self.scales, indices)
+        super().__init__(embedding, quantize_qc8w, gather_qc8w)
 
 
-class _Int8Embedding(nn.Module):
-    """An Embedding run as the runtime runs an int8 foundation table."""
+class _Int8BlockEmbedding(_QuantizedEmbedding):
+    """An int8 in blocks (qb8w) foundation table."""
 
     def __init__(self, embedding: nn.Embedding) -> None:
-        super().__init__()
-        q, scales = quantize_qc8w(embedding.weight.detach().to(torch.float32))
-        self.register_buffer("q", q)
-        self.register_buffer("scales", scales)
-        self.num_embeddings = embedding.num_embeddings
-        self.embedding_dim = embedding.embedding_dim
-
-    def forward(self, indices: torch.Tensor) -> torch.Tensor:
-        return gather_qc8w(self.q, self.scales, indices)
+        super().__init__(embedding, quantize_qb8w, gather_qb8w)
 
 
-class _Int4Embedding(nn.Module):
-    """An Embedding run as the runtime runs an int4 foundation table."""
+class _Int4Embedding(_QuantizedEmbedding):
+    """An int4 (qc4w) foundation table in groups of group_size."""
 
     def __init__(self, embedding: nn.Embedding, group_size: int) -> None:
-        super().__init__()
-        packed, scales = quantize_qc4w(embedding.weight.detach().to(torch.float32), group_size)
-        self.register_buffer("packed", packed)
-        self.register_buffer("scales", scales)
-        self.num_embeddings = embedding.num_embeddings
-        self.embedding_dim = embedding.embedding_dim
-
-    def forward(self, indices: torch.Tensor) -> torch.Tensor:
-        return gather_qc4w(self.packed, self.scales, indices)
+        super().__init__(embedding, lambda w: quantize_qc4w(w, group_size), gather_qc4w)
 
 
 def _is_adapter_linear(name: str) -> bool:
