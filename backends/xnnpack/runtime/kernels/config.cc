@@ -199,24 +199,30 @@ Status qs8_quantize_rows(const QS8Kernels& set, size_t k, size_t rows, const flo
   return Status();
 }
 
-Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed, size_t packed_bytes,
-                              size_t k, size_t n, size_t rows, const QS8Scratch& scratch, float* y,
-                              size_t y_stride) {
-  ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
-  ES_CHECK_OR_RETURN_ERROR(set.gemv != nullptr && set.gemm != nullptr, Error::InvalidArgument,
-                           "int8 fully connected: the kernel set lacks a GEMV or a GEMM");
+Status check_quantized_run(const char* what, bool has_kernels, size_t n, size_t rows,
+                           const QS8Scratch& scratch, const float* y, size_t y_stride) {
+  ES_CHECK_OR_RETURN_ERROR(has_kernels, Error::InvalidArgument,
+                           "%s: the kernel set lacks a GEMV or a GEMM", what);
   ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
-                           "int8 fully connected: %zu rows, the scratch holds %zu", rows,
-                           scratch.max_rows);
+                           "%s: %zu rows, the scratch holds %zu", what, rows, scratch.max_rows);
   ES_CHECK_OR_RETURN_ERROR(
       rows == 0 ||
           (y != nullptr && scratch.q != nullptr && scratch.scales != nullptr &&
            scratch.sums != nullptr),
-      Error::InvalidArgument, "int8 fully connected: a null output or scratch buffer");
+      Error::InvalidArgument, "%s: a null output or scratch buffer", what);
   ES_CHECK_OR_RETURN_ERROR(y_stride >= n, Error::InvalidArgument,
-                           "int8 fully connected: output stride %zu is shorter than rows of %zu "
-                           "outputs",
+                           "%s: output stride %zu is shorter than rows of %zu outputs", what,
                            y_stride, n);
+  return Status();
+}
+
+Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed, size_t packed_bytes,
+                              size_t k, size_t n, size_t rows, const QS8Scratch& scratch, float* y,
+                              size_t y_stride) {
+  ES_RETURN_IF_ERROR(check_qs8_kernel_args(k, n, packed, packed_bytes));
+  const bool has_kernels = set.gemv != nullptr && set.gemm != nullptr;
+  ES_RETURN_IF_ERROR(
+      check_quantized_run("int8 fully connected", has_kernels, n, rows, scratch, y, y_stride));
   if (rows == 0) return Status();
   const size_t kp = qc8_padded_k(k);
   if (rows == 1) {

@@ -92,6 +92,14 @@ struct QS8Scratch {
 // Errors: as above.
 runtime::Status qs8_quantize_rows(const QS8Kernels& set, size_t k, size_t rows, const float* x,
                                   size_t x_stride, const QS8Scratch& scratch);
+
+// The run arguments every quantized fully connected (int8, int8 in blocks, int4) checks before its
+// kernels run over rows quantized into `scratch`: a GEMV and a GEMM (`has_kernels`), rows within
+// the scratch, no null buffer and an output stride of at least n. `what` names the kind in the
+// message ("int8 fully connected").
+// Errors: InvalidArgument naming the broken one.
+runtime::Status check_quantized_run(const char* what, bool has_kernels, size_t n, size_t rows,
+                                    const QS8Scratch& scratch, const float* y, size_t y_stride);
 runtime::Status qs8_qc8w_run_quantized(const QS8Kernels& set, const void* packed,
                                        size_t packed_bytes, size_t k, size_t n, size_t rows,
                                        const QS8Scratch& scratch, float* y, size_t y_stride);

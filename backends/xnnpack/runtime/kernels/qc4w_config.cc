@@ -88,20 +88,9 @@ Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed, size_t 
                               size_t k, size_t n, size_t group, size_t rows,
                               const QS8Scratch& scratch, float* y, size_t y_stride) {
   ES_RETURN_IF_ERROR(check_qc4_kernel_args(k, n, group, packed, packed_bytes));
-  ES_CHECK_OR_RETURN_ERROR(set.gemv != nullptr && set.gemm != nullptr, Error::InvalidArgument,
-                           "int4 fully connected: the kernel set lacks a GEMV or a GEMM");
-  ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
-                           "int4 fully connected: %zu rows, the scratch holds %zu", rows,
-                           scratch.max_rows);
-  ES_CHECK_OR_RETURN_ERROR(
-      rows == 0 ||
-          (y != nullptr && scratch.q != nullptr && scratch.scales != nullptr &&
-           scratch.sums != nullptr),
-      Error::InvalidArgument, "int4 fully connected: a null output or scratch buffer");
-  ES_CHECK_OR_RETURN_ERROR(y_stride >= n, Error::InvalidArgument,
-                           "int4 fully connected: output stride %zu is shorter than rows of %zu "
-                           "outputs",
-                           y_stride, n);
+  const bool has_kernels = set.gemv != nullptr && set.gemm != nullptr;
+  ES_RETURN_IF_ERROR(
+      check_quantized_run("int4 fully connected", has_kernels, n, rows, scratch, y, y_stride));
   if (rows == 0) return Status();
   if (rows == 1) {
     set.gemv(packed, k, n, group, scratch.q, scratch.scales, scratch.sums, y);
