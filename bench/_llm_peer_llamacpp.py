@@ -4,8 +4,9 @@ greedily at matching formats, context bounds and threads, interleaved with tools
 
 The peer's venv (bench/_peer.py, under ~/.cache/edgeshare-bench/llamacpp-0.3.36, made on first use:
 torch, transformers, peft, safetensors, sentencepiece, then llama-cpp-python==0.3.36 built from
-its sdist for this CPU with -DGGML_NATIVE=ON, about 11 minutes on 2 cores) is never a build or
-test dependency. The converters come from that same sdist (vendor/llama.cpp/convert_hf_to_gguf.py,
+its sdist for this CPU with -DGGML_NATIVE=ON, about 11 minutes on 2 cores; with
+`--llamacpp-build avx2`, llamacpp-0.3.36-avx2, built for AVX2 + FMA + F16C only) is never a build
+or test dependency. The converters come from that same sdist (vendor/llama.cpp/convert_hf_to_gguf.py,
 convert_lora_to_gguf.py, conversion/ and gguf-py/), unpacked into the venv.
 
 For each format in FORMATS the model is converted (or quantized from F32) once; edgeshare exports
@@ -44,6 +45,7 @@ from edgeshare.exir.hf import export_hf_lora, load_hf_model, load_peft_adapter
 
 __all__ = [
     "FORMATS",
+    "LLAMACPP_BUILDS",
     "LLAMACPP_MODELS",
     "VENV",
     "Format",
@@ -53,33 +55,60 @@ __all__ = [
     "format_llamacpp_table",
     "llamacpp_logits",
     "llamacpp_rows",
+    "llamacpp_venv",
     "measure_llamacpp",
 ]
 
 VERSION = "0.3.36"
 SDIST = f"llama_cpp_python-{VERSION}.tar.gz"
-VENV = VenvSpec(
-    f"llamacpp-{VERSION}",
-    (
-        pip_install(
-            "torch==2.13.0",
-            "transformers==5.24.0",
-            "peft==0.21.2",
-            "safetensors==0.8.0",
-            "protobuf==7.36.2",
-            "sentencepiece==0.2.3",
-            "numpy==2.4.6",
-            "pyyaml==6.0.4",
+# The llama.cpp builds the peer can run (--llamacpp-build): for this CPU, or for AVX2 + FMA + F16C
+# only (x86-64-v3's vector part, what EDGESHARE_ISA=avx2 lets edgeshare's kernels use), so that an
+# AVX2 machine's figures can be measured on a wider one. Each its own venv; pip's wheel cache is
+# off for the source build, whose wheel would otherwise be reused whatever CMAKE_ARGS say.
+LLAMACPP_BUILDS: Dict[str, str] = {
+    "native": "-DGGML_NATIVE=ON",
+    "avx2": "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON",
+}
+
+
+def llamacpp_venv(build: str) -> VenvSpec:
+    """The peer venv of a build in LLAMACPP_BUILDS ("native": the folder every stage has used)."""
+    return VenvSpec(
+        f"llamacpp-{VERSION}" + ("" if build == "native" else f"-{build}"),
+        (
+            pip_install(
+                "torch==2.13.0",
+                "transformers==5.24.0",
+                "peft==0.21.2",
+                "safetensors==0.8.0",
+                "protobuf==7.36.2",
+                "sentencepiece==0.2.3",
+                "numpy==2.4.6",
+                "pyyaml==6.0.4",
+            ),
+            VenvStep(
+                (
+                    "pip",
+                    "download",
+                    "--no-binary",
+                    ":all:",
+                    "--no-deps",
+                    "-d",
+                    "{venv}/sdist",
+                    f"llama-cpp-python=={VERSION}",
+                )
+            ),
+            VenvStep(
+                ("pip", "install", "--no-cache-dir", "--no-binary", "llama-cpp-python", f"{{venv}}/sdist/{SDIST}"),
+                env=(("CMAKE_ARGS", LLAMACPP_BUILDS[build]),),
+                nice=True,
+            ),
         ),
-        VenvStep(("pip", "download", "--no-binary", ":all:", "--no-deps", "-d", "{venv}/sdist", f"llama-cpp-python=={VERSION}")),
-        VenvStep(
-            ("pip", "install", "--no-binary", "llama-cpp-python", f"{{venv}}/sdist/{SDIST}"),
-            env=(("CMAKE_ARGS", "-DGGML_NATIVE=ON"),),
-            nice=True,
-        ),
-    ),
-    note="(llama-cpp-python built from source: about 11 minutes on 2 cores)",
-)
+        note="(llama-cpp-python built from source: about 11 minutes on 2 cores)",
+    )
+
+
+VENV = llamacpp_venv("native")
 # Both sides run an untimed generation of this many tokens before the timed one (it pages the
 # mapped weights in and makes the first touch of their working memory).
 _WARMUP_TOKENS = 2
@@ -157,6 +186,7 @@ class LlamacppOptions:
       swappable: formats whose swappable export (one lora.pte, an adapter .ptd each) is timed too:
         its generation against the adapter's own program and its adapter swap against llama.cpp's
         switch (bench/_llm_peer_swap.py).
+      build: the llama.cpp build (LLAMACPP_BUILDS): "native" for this CPU, "avx2" for AVX2 only.
     """
 
     formats: Tuple[str, ...] = tuple(f.name for f in FORMATS)
@@ -167,6 +197,7 @@ class LlamacppOptions:
     new_tokens: int = 64
     repeats: int = 3
     swappable: Tuple[str, ...] = ("F32",)
+    build: str = "native"
 
     def check(self) -> None:
         """Raises BenchError naming the first option out of range."""
@@ -179,6 +210,8 @@ class LlamacppOptions:
             raise BenchError("threads, repeats and prompt tokens must be at least 1, new tokens at least 2")
         if self.flash_attn not in ("off", "on", "auto"):
             raise BenchError(f"flash attention is off, on or auto, not {self.flash_attn!r}")
+        if self.build not in LLAMACPP_BUILDS:
+            raise BenchError(f"llama.cpp build {self.build!r} is not one of {', '.join(LLAMACPP_BUILDS)}")
 
 
 def _converters(python: str) -> str:
@@ -317,7 +350,7 @@ def measure_llamacpp(
     options.check()
     start = time.perf_counter()
     spec = dataclasses.replace(spec, max_seq_len=max(options.n_ctx))  # positions the config covers
-    python = peer_python(VENV, log)
+    python = peer_python(llamacpp_venv(options.build), log)
     os.makedirs(work_dir, exist_ok=True)
     if files is None:
         log(f"[llamacpp] writing the model and {spec.adapters} adapters ({spec.describe()})")
@@ -403,7 +436,7 @@ def measure_llamacpp(
     rows = llamacpp_rows(options, files_info, ours, theirs, reference["tokens"], everything, swappable)
     return {
         "llamacpp": {
-            "peer": f"llama.cpp (llama-cpp-python {VERSION}, built with -DGGML_NATIVE=ON)",
+            "peer": f"llama.cpp (llama-cpp-python {VERSION}, built with {LLAMACPP_BUILDS[options.build]})",
             "model": spec.describe(),
             "flash_attn": options.flash_attn,
             "prompt_tokens": options.prompt_tokens,

@@ -91,6 +91,7 @@ from edgeshare.bench._llm_peer_executorch import (
 )
 from edgeshare.bench._llm_peer_llamacpp import (
     FORMATS,
+    LLAMACPP_BUILDS,
     LLAMACPP_MODELS,
     LlamacppOptions,
     format_llamacpp_table,
@@ -236,6 +237,12 @@ def _parser() -> argparse.ArgumentParser:
         help="llamacpp: formats whose swappable export is timed too (swap vs llama.cpp's switch, vs the own program)",
     )
     parser.add_argument("--peer-new-tokens", type=int, default=64, help="llamacpp: greedy tokens generated")
+    parser.add_argument(
+        "--llamacpp-build",
+        default="native",
+        choices=sorted(LLAMACPP_BUILDS),
+        help="llamacpp: built for this CPU, or for AVX2 only (with EDGESHARE_ISA=avx2: an AVX2 machine's figures)",
+    )
     return parser
 
 
@@ -257,6 +264,7 @@ def _llamacpp_options(parser: argparse.ArgumentParser, args: argparse.Namespace)
         new_tokens=args.peer_new_tokens,
         repeats=args.repeats,
         swappable=tuple(f.strip() for f in args.swappable_formats.split(",") if f.strip()),
+        build=args.llamacpp_build,
     )
     try:
         options.check()

@@ -14,6 +14,7 @@ from edgeshare.bench._llm_peer_llamacpp import (
     LlamacppOptions,
     format_llamacpp_table,
     llamacpp_rows,
+    llamacpp_venv,
 )
 from edgeshare.bench._llm_peer_quality import cosine_figures
 from edgeshare.bench._runner import BenchError
@@ -159,6 +160,16 @@ def test_every_format_converts_or_quantizes_and_has_an_edgeshare_twin() -> None:
     assert [f.name for f in FORMATS if f.edgeshare is not None] == ["F32", "F16", "Q8_0", "Q4_0"]
 
 
+def test_the_avx2_build_is_its_own_venv_built_for_avx2_only_without_pips_wheel_cache() -> None:
+    native, avx2 = llamacpp_venv("native"), llamacpp_venv("avx2")
+    assert native.folder == "llamacpp-0.3.36" and avx2.folder == "llamacpp-0.3.36-avx2"
+    assert dict(native.steps[-1].env)["CMAKE_ARGS"] == "-DGGML_NATIVE=ON"
+    flags = dict(avx2.steps[-1].env)["CMAKE_ARGS"].split()
+    assert "-DGGML_NATIVE=OFF" in flags and "-DGGML_AVX2=ON" in flags
+    assert not any("AVX512" in f for f in flags)
+    assert all("--no-cache-dir" in spec.steps[-1].args for spec in (native, avx2))
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -167,6 +178,7 @@ def test_every_format_converts_or_quantizes_and_has_an_edgeshare_twin() -> None:
         (LlamacppOptions(n_ctx=(100,)), "must hold the prompt"),
         (LlamacppOptions(threads=(0,)), "at least 1"),
         (LlamacppOptions(flash_attn="maybe"), "flash attention"),
+        (LlamacppOptions(build="avx3"), "llama.cpp build"),
     ],
 )
 def test_bad_options_are_one_line_errors(options: LlamacppOptions, message: str) -> None:

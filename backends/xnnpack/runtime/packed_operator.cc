@@ -269,18 +269,20 @@ xnn_status PackedOperator::run_f32_slab(const Slab& slab, const Slab* next, bool
 }
 
 Status PackedOperator::run(size_t rows, const float* x, float* y,
-                           const QuantizedScratchLayout& layout, void* scratch) {
+                           const QuantizedScratchLayout& layout, void* scratch,
+                           pthreadpool_t pool) {
   const char* key = or_inline(shape_.weight_key);
   ES_CHECK_OR_RETURN_ERROR(sealed_, Error::InvalidState,
                            "fully connected entry over '%s' was run before it was packed", key);
   ES_CHECK_OR_RETURN_ERROR(rows == 0 || (x != nullptr && y != nullptr), Error::InvalidArgument,
                            "fully connected run over '%s' was given a null input or output", key);
-  if (own_packing()) return run_own(rows, x, y, layout, scratch);
-  return run_f32(rows, x, y);
+  if (own_packing()) return run_own(rows, x, y, layout, scratch, pool);
+  return run_f32(rows, x, y, pool);
 }
 
 Status PackedOperator::run_own(size_t rows, const float* x, float* y,
-                               const QuantizedScratchLayout& layout, void* scratch) {
+                               const QuantizedScratchLayout& layout, void* scratch,
+                               pthreadpool_t pool) {
   const FcFormat& format = *shape_.format;
   const char* key = or_inline(shape_.weight_key);
   FcRows prepared;
@@ -301,10 +303,10 @@ Status PackedOperator::run_own(size_t rows, const float* x, float* y,
   }
   if (rows == 0) return Status();
   bool ok = true;
-  if (slabs_.size() > 1 && threadpool() != nullptr) {
+  if (slabs_.size() > 1 && pool != nullptr) {
     SlabRun job;
     job.entry = this;
-    job.threads = num_threads();
+    job.threads = pthreadpool_get_threads_count(pool);
     job.rows = &prepared;
     job.started.store(true, std::memory_order_release);
     parallel_for(slabs_.size(), &SlabRun::task, &job);
@@ -326,14 +328,15 @@ Status PackedOperator::run_own(size_t rows, const float* x, float* y,
   return Status();
 }
 
-Status PackedOperator::run_f32(size_t batch_size, const float* input, float* output) {
+Status PackedOperator::run_f32(size_t batch_size, const float* input, float* output,
+                               pthreadpool_t pool) {
   // The delegate's kernels set no operator up, so their runs need no lock.
   const bool own = batch_size == 1 ? gemv_ != nullptr : gemm_ != nullptr;
   std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
   if (!own) lock.lock();
   // A small entry runs on the calling thread: see kPoolMinFlops.
   const size_t flops = 2 * batch_size * shape_.input_channels * shape_.output_channels;
-  pthreadpool_t pool = flops >= kPoolMinFlops || slabs_.size() > 1 ? threadpool() : nullptr;
+  if (flops < kPoolMinFlops && slabs_.size() == 1) pool = nullptr;
   if (pool != nullptr && slabs_.size() > 1) {
     SlabRun job;
     job.entry = this;
@@ -341,7 +344,7 @@ Status PackedOperator::run_f32(size_t batch_size, const float* input, float* out
     job.input = input;
     job.output = output;
     job.own = own;
-    job.threads = num_threads();
+    job.threads = pthreadpool_get_threads_count(pool);
     job.started.store(true, std::memory_order_release);
     parallel_for(slabs_.size(), &SlabRun::task, &job);
     (void)job.finished.load(std::memory_order_acquire);

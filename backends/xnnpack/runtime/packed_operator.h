@@ -22,7 +22,7 @@
 //   std::unique_ptr<PackedOperator> op = PackedOperator::plan(shape);   // slabs and region
 //   for (size_t i = 0; i < op->num_slabs(); ++i) op->pack_slab(i, weight, bias, scales);
 //   ES_RETURN_IF_ERROR(op->seal());                  // packing errors; picks the kernels
-//   ES_RETURN_IF_ERROR(op->run(rows, x, y, layout, scratch));           // any thread, any time
+//   ES_RETURN_IF_ERROR(op->run(rows, x, y, layout, scratch, pool));     // any thread, any time
 //
 // Errors: seal() returns DelegateInitFailed naming the weight when a slab could not be packed, or
 // the kernels' precondition; run returns DelegateExecutionFailed naming the weight,
@@ -100,14 +100,15 @@ class PackedOperator {
   // operators otherwise).
   runtime::Status seal();
 
-  // y = rows x of this weight: every slab over every row, the slabs spread over the delegate's
-  // threads. A format that needs scratch (format().scratch) quantizes into `scratch`, a block laid
-  // out by `layout` for at least `rows` rows of this entry's shape. Never allocates.
-  runtime::Status run(size_t rows, const float* x, float* y,
-                      const QuantizedScratchLayout& layout, void* scratch);
+  // y = rows x of this weight: every slab over every row, the slabs spread over the threads of
+  // `pool` (the pool the calling step was handed; null: the calling thread alone). A format that
+  // needs scratch (format().scratch) quantizes into `scratch`, a block laid out by `layout` for at
+  // least `rows` rows of this entry's shape. Never allocates.
+  runtime::Status run(size_t rows, const float* x, float* y, const QuantizedScratchLayout& layout,
+                      void* scratch, pthreadpool_t pool);
   // run() of a format that needs no scratch (f32, f16w).
-  runtime::Status run_fully_connected(size_t rows, const float* x, float* y) {
-    return run(rows, x, y, QuantizedScratchLayout(), nullptr);
+  runtime::Status run_fully_connected(size_t rows, const float* x, float* y, pthreadpool_t pool) {
+    return run(rows, x, y, QuantizedScratchLayout(), nullptr, pool);
   }
 
   const FcFormat& format() const { return *shape_.format; }
@@ -138,8 +139,8 @@ class PackedOperator {
   runtime::Status seal_own();
   runtime::Status seal_f32();
   runtime::Status run_own(size_t rows, const float* x, float* y,
-                          const QuantizedScratchLayout& layout, void* scratch);
-  runtime::Status run_f32(size_t rows, const float* x, float* y);
+                          const QuantizedScratchLayout& layout, void* scratch, pthreadpool_t pool);
+  runtime::Status run_f32(size_t rows, const float* x, float* y, pthreadpool_t pool);
   // One f32 slab over every row: the delegate's kernel when `own` (the GEMM prefetching `next`
   // and, as the `first` slab a thread runs, touching its own slab first) or setup and run of its
   // operator.

@@ -135,7 +135,9 @@ void pack_all(WeightsCache* cache, const InMemoryDataMap& map, const std::vector
 double forward(const Config& config, size_t batch, const std::vector<float>& x,
                std::vector<float>* y) {
   const double t0 = now_ms();
-  for (PackedOperator* op : config.ops) check(op->run_fully_connected(batch, x.data(), y->data()));
+  for (PackedOperator* op : config.ops) {
+    check(op->run_fully_connected(batch, x.data(), y->data(), threadpool()));
+  }
   return now_ms() - t0;
 }
 

@@ -28,7 +28,7 @@
 //   WeightsCache& cache = WeightsCache::shared();   // or a private WeightsCache
 //   ES_ASSIGN_OR_RETURN(PackedOperator* fc,
 //       cache.get_or_pack_fully_connected(map, weight_ref, &bias_ref, in_channels, out_channels));
-//   ES_RETURN_IF_ERROR(fc->run_fully_connected(batch, input, output));   // any thread
+//   ES_RETURN_IF_ERROR(fc->run_fully_connected(batch, input, output, pool));   // any thread
 //   cache.release(fc);                                                   // when the handle goes
 //
 // Errors: NotFound (key missing in the map), InvalidData (recorded digest differs from the graph's,

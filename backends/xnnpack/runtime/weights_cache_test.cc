@@ -331,7 +331,8 @@ void expect_slabbed_entry_computes(PackedOperator* op, const std::vector<float>&
       }
     }
     // f16 weights take f32 activations and give f32 outputs, as f32 ones do.
-    const runtime::Status status = op->run_fully_connected(batch, x.data(), got.data());
+    const runtime::Status status =
+        op->run_fully_connected(batch, x.data(), got.data(), threadpool());
     ASSERT_TRUE(status.ok()) << status.message();
     expect_near_relative(got, want, what + " batch " + std::to_string(batch), 1e-4f);
   }
@@ -399,7 +400,7 @@ runtime::Result<std::vector<float>> run_through_cache(bool f16, size_t slab_byte
                       cache.get_or_pack_fully_connected(&map, weight, &bias, kBitIn, kBitOut));
   *slabs = op->num_slabs();
   std::vector<float> y(rows * kBitOut, 0.0f);
-  const runtime::Status status = op->run_fully_connected(rows, x.data(), y.data());
+  const runtime::Status status = op->run_fully_connected(rows, x.data(), y.data(), threadpool());
   cache.release(op);
   if (!status.ok()) return status;
   return y;

@@ -355,7 +355,7 @@ TEST(WeightsCacheThreads, runs_of_one_weight_on_two_threads_at_once_without_a_lo
     }
     for (int run = 0; run < kRuns; ++run) {
       const uint32_t rows = run % 3 == 0 ? 1 : run % 3 == 1 ? 3 : kMaxRows;
-      if (!(*entry)->run_fully_connected(rows, x.data(), y.data()).ok()) {
+      if (!(*entry)->run_fully_connected(rows, x.data(), y.data(), threadpool()).ok()) {
         failures++;
         return;
       }

@@ -32,7 +32,7 @@ const KernelSets<F32Kernels>& f32_kernel_sets() {
       {
           {{&f32_gemv_scalar, &f32_gemm_scalar}, Isa::kScalar},
 #if defined(__x86_64__)
-          {{&f32_gemv_4x16_avx2_fma, nullptr}, Isa::kAvx2},
+          {{&f32_gemv_4x16_avx2_fma, &f32_gemm_6x16_avx2_fma}, Isa::kAvx2},
           {{&f32_gemv_4x16_avx512f, &f32_gemm_8x32_avx512f}, Isa::kAvx512f},
 #endif
       },

@@ -39,7 +39,7 @@ struct F32Kernels {
   F32GemmFn gemm = nullptr;  // Null: XNNPACK's operator runs several rows.
 };
 
-// The f32 sets (scalar reference, AVX2 GEMV, AVX-512 GEMV and GEMM), best() probed against
+// The f32 sets (scalar reference, AVX2 and AVX-512 GEMV and GEMM), best() probed against
 // XNNPACK on first use: see above for what best_isa() kScalar means.
 const KernelSets<F32Kernels>& f32_kernel_sets();
 

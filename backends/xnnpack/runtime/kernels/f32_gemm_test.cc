@@ -49,19 +49,20 @@ class F32GemmTest : public ::testing::TestWithParam<Isa> {
   F32Kernels kernel_;
 };
 
-// No AVX2 GEMM: XNNPACK's operators run several rows there.
-INSTANTIATE_TEST_SUITE_P(Paths, F32GemmTest, ::testing::Values(Isa::kScalar, Isa::kAvx512f),
+INSTANTIATE_TEST_SUITE_P(Paths, F32GemmTest,
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512f),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            return std::string(to_string(info.param));
                          });
 
 TEST_P(F32GemmTest, probe_accepts_it) { EXPECT_TRUE(f32_gemm_matches_xnnpack(kernel_.gemm)); }
 
-// Row counts around the 8-row blocks, tile counts around the 2-tile blocks, a partial last tile.
+// Row counts around the 6- and 8-row blocks, tile counts around the 2-tile blocks, a partial last
+// tile.
 TEST_P(F32GemmTest, equals_xnnpack_bit_for_bit_over_row_and_tile_counts) {
   for (size_t k : {64u, 131u, 1024u}) {
     for (size_t n : {64u, 65u, 80u, 200u}) {
-      for (size_t rows : {2u, 3u, 7u, 8u, 9u, 16u, 31u, 32u, 33u}) {
+      for (size_t rows : {2u, 3u, 5u, 6u, 7u, 8u, 9u, 12u, 13u, 16u, 31u, 32u, 33u}) {
         expect_gemm_bitwise_xnnpack(
             kernel_.gemm, k, n, rows, values(rows * k, static_cast<uint32_t>(rows + k)),
             "k=" + std::to_string(k) + " n=" + std::to_string(n) + " rows=" + std::to_string(rows));
@@ -81,7 +82,7 @@ TEST_P(F32GemmTest, non_finite_inputs_equal_xnnpack) {
 TEST_P(F32GemmTest, equals_the_scalar_reference_bit_for_bit) {
   for (size_t k : {1u, 5u, 64u, 131u}) {
     for (size_t n : {1u, 16u, 17u, 33u, 65u}) {
-      for (size_t rows : {1u, 7u, 9u, 17u}) {
+      for (size_t rows : {1u, 6u, 7u, 9u, 17u}) {
         SCOPED_TRACE("k=" + std::to_string(k) + " n=" + std::to_string(n) +
                      " rows=" + std::to_string(rows));
         const std::vector<float> packed = pack_f32(values(n * k, static_cast<uint32_t>(k * n)),

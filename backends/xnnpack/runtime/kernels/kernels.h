@@ -53,6 +53,10 @@ using F32GemmFn = void (*)(const float* packed, size_t k, size_t n, size_t rows,
 void f32_gemm_scalar(const float* packed, size_t k, size_t n, size_t rows, const float* x,
                      size_t x_stride, float* y, size_t y_stride, const void* prefetch,
                      size_t prefetch_bytes);
+// 6 rows by 1 tile at a time (12 of AVX2's 16 registers as accumulators).
+void f32_gemm_6x16_avx2_fma(const float* packed, size_t k, size_t n, size_t rows, const float* x,
+                            size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                            size_t prefetch_bytes);
 // 8 rows by 2 tiles at a time (16 of AVX-512's 32 registers as accumulators).
 void f32_gemm_8x32_avx512f(const float* packed, size_t k, size_t n, size_t rows, const float* x,
                            size_t x_stride, float* y, size_t y_stride, const void* prefetch,
