@@ -156,7 +156,7 @@ def test_other_tokens_are_a_mismatch_with_the_first_difference() -> None:
 def test_every_format_converts_or_quantizes_and_has_an_edgeshare_twin() -> None:
     assert [f.name for f in FORMATS][:2] == ["F32", "F16"]
     assert all((f.gguf is None) != (f.quantize is None) for f in FORMATS)
-    assert [f.name for f in FORMATS if f.edgeshare is not None] == ["F32", "F16", "Q8_0", "Q4_0"]
+    assert [f.name for f in FORMATS if f.edgeshare is not None] == ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M"]
 
 
 @pytest.mark.parametrize(
