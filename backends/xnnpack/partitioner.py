@@ -45,8 +45,9 @@ is not a multiple of the group size. An untied token embedding is int4 too, unde
 "<key>.qc4w" entries, gathered outside the delegate one row at a time by edgeshare::embedding_qc4w
 (exir/embedding_qc4w.py); it stays int8 per row when tied (the int8 entry serves both) or when
 its width is not a multiple of the group size. `quantize="int4k"` is int4 with every v_proj and
-down_proj linear in int8 blocks of 32 (qb8w; exir/fc_formats.py's INT4K mix). These choices are exir/fc_formats.py's
-(`foundation_format`; each format's key suffixes, quantizer and fallback are its row's). The
+down_proj linear in int8 blocks of 32 (qb8w; exir/fc_formats.py's INT4K mix), which are not
+fallbacks. These choices are exir/fc_formats.py's (`foundation_format`; each format's key
+suffixes, quantizer and fallback are its row's). The
 partitioner records the format of each foundation weight on its placeholder (QUANT_SCHEME_META)
 and returns the int8 ones with their reason (PartitionResult.fallbacks) and the format of each
 gathered table (PartitionResult.gathered_formats).
