@@ -147,7 +147,7 @@ class Format:
     """One weight format, on both sides.
 
     Attributes:
-      name: as llama.cpp names it (F32, F16, Q8_0, Q4_0).
+      name: as llama.cpp names it (F32, F16, Q8_0, Q4_0, Q4_K_M).
       gguf: convert_hf_to_gguf.py --outtype, or None when quantized from the F32 file.
       quantize: llama_model_quantize's type (from F32), or None.
       edgeshare: XnnpackPartitioner options of the matching edgeshare export, or None when
@@ -168,6 +168,9 @@ FORMATS: Tuple[Format, ...] = (
     # Q4_0: blocks of 32 weights with one fp16 scale, its output layer Q6_K; edgeshare's int4 in
     # groups of 32 with fp16 scales, its output layer (and tied embedding) int8.
     Format("Q4_0", quantize="q4_0", edgeshare=(("quantize", "int4"), ("group_size", 32))),
+    # Q4_K_M: Q4_K (Q5_0/Q5_1 where a width is no multiple of 256) with attn_v and ffn_down at 6
+    # bits; edgeshare's int4k keeps the same two projections in int8 blocks of 32.
+    Format("Q4_K_M", quantize="q4_k_m", edgeshare=(("quantize", "int4k"), ("group_size", 32))),
 )
 
 

@@ -3,7 +3,7 @@ exported from a Hugging Face directory and run, against transformers + PEFT eage
 
     ./bazelw run -c opt //bench:llm -- [--json FILE] [--repeats N] [--keep DIR] [--small]
         [--vocab V] [--max-seq-len N] [--trained-steps N] [--peer executorch|llamacpp [--peer-only]]
-        [--peer-model llm|smollm2|small|real] [--formats F32,F16,Q8_0,Q4_0] [--n-ctx 128,2048] [--threads 1,2]
+        [--peer-model llm|smollm2|small|real] [--formats F32,F16,Q8_0,Q4_0,Q4_K_M] [--n-ctx 128,2048] [--threads 1,2]
         [--flash-attn off|on|auto] [--prompt-tokens 64] [--peer-new-tokens 64]
 
 It writes a LlamaForCausalLM made from a config (bench/_llm_model.LlmSpec: 4 layers, hidden 1024,
@@ -42,19 +42,18 @@ With --peer llamacpp, llama.cpp (llama-cpp-python 0.3.36 built from source for t
 venv; bench/_llm_peer_llamacpp.py) converts the --peer-model (bench/llm's Llama, or a SmolLM2-135M
 shape; two PEFT adapters r16 on every projection; or `real`: SmolLM2-135M-Instruct itself with the
 adapter trained on a novel, bench/real_model.py, prompted with held-out text of that novel) with its
-own converters to each of --formats,
-and greedy generation (--prompt-tokens, --peer-new-tokens) is timed in fresh processes at every
---n-ctx and --threads, interleaved with tools/generate over edgeshare's export at the matching
-format (F32: fp32; F16: --fc-weight-dtype fp16; Q8_0: --quantize int8, int8 per output row;
-Q4_0: --quantize int4 --group-size 32) and bound (--max-seq-len = n_ctx). JSON "llamacpp": one
-row per (format, n_ctx, threads) with weights on disk, each process's peak RSS, prefill ms,
-decode tokens/s, edgeshare/llama.cpp ratios, and whether the greedy tokens agree with
-transformers' and with each other. For each of --swappable-formats (default F32) the same model
-and adapters are also exported swappable (lora.pte, an adapter .ptd each) and timed in the same
-rounds: the swap (Method::rebind_data onto an adapter bound before) against llama.cpp's switch,
-and the swappable program's prefill and decode against the adapter's own program.
-llama.cpp's flash attention is off unless --flash-attn says otherwise. --peer-only skips the
-tiny-LLM case's own figures.
+own converters to each of --formats, and greedy generation (--prompt-tokens, --peer-new-tokens) is
+timed in fresh processes at every --n-ctx and --threads, interleaved with tools/generate over
+edgeshare's export at the matching format (F32: fp32; F16: --fc-weight-dtype fp16; Q8_0: --quantize
+int8, int8 per output row; Q4_0: --quantize int4 --group-size 32; Q4_K_M: --quantize int4k
+--group-size 32) and bound (--max-seq-len = n_ctx). JSON "llamacpp": one row per (format, n_ctx,
+threads) with weights on disk, each process's peak RSS, prefill ms, decode tokens/s,
+edgeshare/llama.cpp ratios, and whether the greedy tokens agree with transformers' and with each
+other. For each of --swappable-formats (default F32) the same model and adapters are also exported
+swappable (lora.pte, an adapter .ptd each) and timed in the same rounds: the swap
+(Method::rebind_data onto an adapter bound before) against llama.cpp's switch, and the swappable
+program's prefill and decode against the adapter's own program. llama.cpp's flash attention is off
+unless --flash-attn says otherwise. --peer-only skips the tiny-LLM case's own figures.
 
 --trained-steps N trains the model (this case's and the peer stage's) for N AdamW steps on one
 thread before it is saved (bench/_llm_train.py: the standard library's docstrings, a BPE of the

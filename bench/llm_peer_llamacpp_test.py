@@ -157,7 +157,7 @@ def test_other_tokens_are_a_mismatch_with_the_first_difference() -> None:
 def test_every_format_converts_or_quantizes_and_has_an_edgeshare_twin() -> None:
     assert [f.name for f in FORMATS][:2] == ["F32", "F16"]
     assert all((f.gguf is None) != (f.quantize is None) for f in FORMATS)
-    assert [f.name for f in FORMATS if f.edgeshare is not None] == ["F32", "F16", "Q8_0", "Q4_0"]
+    assert [f.name for f in FORMATS if f.edgeshare is not None] == ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M"]
 
 
 def test_the_avx2_build_is_its_own_venv_built_for_avx2_only_without_pips_wheel_cache() -> None:

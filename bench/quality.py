@@ -13,14 +13,15 @@ scored tokens).
 
 For each model (original, rotated), edgeshare exports it with the adapter (exir.export_hf_lora,
 XnnpackPartitioner, max_seq_len 512) at fp32, int8 (--quantize int8: blocks of 32) and int4
-(--quantize int4 --group-size 32, its lm_head int8), and int4c (int4 with --calibration on the
-first 8192 tokens of the novel's training part); the bare model is foundation.pte and the adapted
-one adapter.pte. Every cell reports perplexity, its increase over the fp32 program of the same model
-and adapter, the mean KL divergence from that program and the share of positions whose top-1 token
-equals its (the fp32 program's logits are computed once and kept), the weights' bytes on disk and
-the forward's tokens/s at T=512 (the `forward` calls alone, --threads threads). transformers' fp32
-perplexity of the same model and adapter is reported beside edgeshare's fp32 (they agree within
-0.1%: `fp32_matches_transformers`).
+(--quantize int4 --group-size 32, its lm_head int8), int4c (int4 with --calibration on the first
+8192 tokens of the novel's training part), int4k (--quantize int4k --group-size 32: int4 with every
+v_proj and down_proj in int8 blocks of 32) and int4kc (int4k calibrated as int4c); the bare model is
+foundation.pte and the adapted one adapter.pte. Every cell reports perplexity, its increase over the
+fp32 program of the same model and adapter, the mean KL divergence from that program and the share
+of positions whose top-1 token equals its (the fp32 program's logits are computed once and kept),
+the weights' bytes on disk and the forward's tokens/s at T=512 (the `forward` calls alone, --threads
+threads). transformers' fp32 perplexity of the same model and adapter is reported beside edgeshare's
+fp32 (they agree within 0.1%: `fp32_matches_transformers`).
 
 With --peer llamacpp, llama.cpp (bench/_llm_peer_llamacpp.py's venv, built on first use) converts
 the same HF directory and adapter with its own converters to F32 and Q8_0, quantizes Q4_0 and Q4_K_M
@@ -65,8 +66,10 @@ EDGESHARE_FORMATS: Dict[str, Dict[str, Any]] = {
     "int8": {"quantize": "int8"},
     "int4": {"quantize": "int4", "group_size": 32},
     "int4c": {"quantize": "int4", "group_size": 32},
+    "int4k": {"quantize": "int4k", "group_size": 32},
+    "int4kc": {"quantize": "int4k", "group_size": 32},
 }
-CALIBRATED = ("int4c",)
+CALIBRATED = ("int4c", "int4kc")
 CALIBRATION_TOKENS = 8192
 LLAMACPP_FORMATS: Tuple[Format, ...] = (
     Format("F32", gguf="f32"),

@@ -6,6 +6,7 @@ build these objects; a bad value fails where the object is made, with one line n
 the command-line flag that sets it.
 
     quant = QuantizationOptions(quantize="int4", group_size=64)      # --quantize int4 --group-size 64
+    mixed = QuantizationOptions(quantize="int4k")                    # int4, v_proj/down_proj int8
     partitioner = XnnpackPartitioner(options=quant)
     layout = ExportOptions(multi_method=True, program_name="lora")  # --methods --name lora
 """
@@ -17,11 +18,14 @@ from typing import Optional, Tuple
 from edgeshare.exir.errors import ExportError
 from edgeshare.exir.fc_formats import (
     F32,
+    FC_MIXES,
     FcFormat,
+    FcMix,
     adapter_formats,
     fc_format,
     format_for_adapter_dtype,
     format_for_option,
+    mix_for_option,
     quantized_formats,
     unquantized_formats,
 )
@@ -42,8 +46,14 @@ def _one_of(field: str, flag: str, value: object, allowed: Tuple[object, ...]) -
 
 def _fallback_options() -> Tuple[str, ...]:
     """The --quantize values that keep the output layer in another format (and so take --lm-head
-    and --group-size)."""
-    return tuple(f.option for f in quantized_formats() if f.output_layer_fallback)
+    and --group-size): such rows, and the mixes over them."""
+    rows = tuple(f.option for f in quantized_formats() if f.output_layer_fallback)
+    return rows + tuple(m.option for m in FC_MIXES if m.base_format.option in rows)
+
+
+def _quantize_options() -> Tuple[str, ...]:
+    """The --quantize values: "none", each quantized row's option, each mix's."""
+    return ("none", *(f.option for f in quantized_formats()), *(m.option for m in FC_MIXES))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,8 +63,9 @@ class QuantizationOptions:
     Attributes:
       fc_weight_dtype: --fc-weight-dtype, an unquantized format's option ("fp32", "fp16"): the
         format of every delegated linear's weight when quantize is "none".
-      quantize: --quantize, "none" or a quantized format's option ("int8", "int4"): the format of
-        the foundation's linear weights (adapters: AdapterOptions.adapter_dtype).
+      quantize: --quantize, "none", a quantized format's option ("int8", "int4") or a mix's
+        ("int4k", exir/fc_formats.py's FC_MIXES): the format of the foundation's linear weights
+        (adapters: AdapterOptions.adapter_dtype).
       group_size: --group-size, with a grouped format: the group along the input dim (None: the
         format's first group size).
       lm_head: --lm-head, with a format that has a fallback: the output layer's format option
@@ -73,7 +84,7 @@ class QuantizationOptions:
     def __post_init__(self) -> None:
         unquantized = tuple(f.option for f in unquantized_formats())
         _one_of("fc_weight_dtype", "--fc-weight-dtype", self.fc_weight_dtype, unquantized)
-        _one_of("quantize", "--quantize", self.quantize, ("none", *(f.option for f in quantized_formats())))
+        _one_of("quantize", "--quantize", self.quantize, _quantize_options())
         if self.quantize != "none" and self.fc_weight_dtype != F32.option:
             raise OptionError(
                 f"--quantize cannot be combined with --fc-weight-dtype {self.fc_weight_dtype} (quantize and "
@@ -94,8 +105,16 @@ class QuantizationOptions:
 
     @property
     def quantized_format(self) -> Optional[FcFormat]:
-        """The foundation's quantized format, or None."""
-        return None if self.quantize == "none" else format_for_option(self.quantize)
+        """The foundation's quantized format (a mix's base row), or None."""
+        if self.quantize == "none":
+            return None
+        mix = mix_for_option(self.quantize)
+        return mix.base_format if mix is not None else format_for_option(self.quantize)
+
+    @property
+    def mix(self) -> Optional[FcMix]:
+        """The mix quantize asks for, or None."""
+        return mix_for_option(self.quantize)
 
     @property
     def fc_format(self) -> FcFormat:

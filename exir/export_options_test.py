@@ -6,19 +6,24 @@ import sys
 import pytest
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir.export_options import AdapterOptions, ExportOptions, OptionError, QuantizationOptions
-from edgeshare.exir.fc_formats import F16W, F32, QB8W, QC4W, QC8W
+from edgeshare.exir.fc_formats import F16W, F32, INT4K, QB8W, QC4W, QC8W
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"fc_weight_dtype": "bf16"}, "fc_weight_dtype must be one of ('fp32', 'fp16'), got 'bf16'"),
-        ({"quantize": "int2"}, "quantize must be one of ('none', 'int8-row', 'int8', 'int4'), got 'int2' (--quantize)"),
+        (
+            {"quantize": "int2"},
+            "quantize must be one of ('none', 'int8-row', 'int8', 'int4', 'int4k'), got 'int2' (--quantize)",
+        ),
         ({"quantize": "int8", "fc_weight_dtype": "fp16"}, "--quantize cannot be combined with --fc-weight-dtype fp16"),
         ({"quantize": "int8", "group_size": 64}, "--group-size and --lm-head apply to --quantize int4"),
         ({"lm_head": "int4"}, "--group-size and --lm-head apply to --quantize int4"),
         ({"quantize": "int4", "group_size": 48}, "group_size must be one of (32, 64, 128), got 48 (--group-size)"),
         ({"quantize": "int4", "lm_head": "fp16"}, "lm_head must be one of ('int8', 'int4'), got 'fp16' (--lm-head)"),
+        ({"quantize": "int8", "lm_head": "int8"}, "--group-size and --lm-head apply to --quantize int4 or int4k"),
+        ({"quantize": "int4k", "group_size": 16}, "group_size must be one of (32, 64, 128), got 16 (--group-size)"),
     ],
 )
 def test_bad_quantization_options_are_refused_in_one_line(kwargs, message):
@@ -38,6 +43,12 @@ def test_quantization_options_name_their_formats():
     int8 = QuantizationOptions(quantize="int8")
     assert int8.quantized_format is QB8W and int8.group == 32 and int8.output_layer_format is QB8W
     assert QuantizationOptions(quantize="int8-row").output_layer_format is QC8W
+    assert int4.mix is None and int8.mix is None
+    # int4k: int4's row (its group, output layer and compile spec), and a mix naming its other row.
+    int4k = QuantizationOptions(quantize="int4k", group_size=64, lm_head="int4")
+    assert int4k.quantized_format is QC4W and int4k.group == 64 and int4k.output_layer_format is QC4W
+    assert int4k.mix is INT4K and INT4K.sensitive_format is QB8W
+    assert XnnpackPartitioner(quantize="int4k").options.mix is INT4K
 
 
 def test_bad_layout_and_adapter_options_are_refused():

@@ -10,6 +10,10 @@
           scales [out, in / group] under "<key>.qc4w.scales"; the output layer, a table tied to it
           and a layer it cannot group are qc8w
 
+A mix (FC_MIXES) is a --quantize value that stores no format of its own: it stores most weights in
+one row and the projections it names in another, as llama.cpp's 4-bit mixes keep the sensitive
+tensors at more bits (`--quantize int4k`: qc4w, with every v_proj and down_proj in qb8w).
+
 A row says everything the exporter needs about its scheme: the option value that asks for it
 (`--fc-weight-dtype fp32|fp16`, `--quantize int8|int8-row|int4`, and the compile spec and placeholder meta
 the XNNPACK partitioner writes), the stored element type (torch dtype and the files' ScalarType),
@@ -39,7 +43,10 @@ __all__ = [
     "F16W",
     "F32",
     "FC_FORMATS",
+    "FC_MIXES",
     "FcFormat",
+    "FcMix",
+    "INT4K",
     "OUTPUT_LAYER_NAMES",
     "QB8W",
     "QC4W",
@@ -51,6 +58,7 @@ __all__ = [
     "foundation_format",
     "format_for_option",
     "is_output_layer",
+    "mix_for_option",
     "quantized_formats",
     "unquantized_formats",
 ]
@@ -301,6 +309,63 @@ def quantized_formats() -> Tuple[FcFormat, ...]:
     return tuple(f for f in FC_FORMATS if f.quantized)
 
 
+# The child module an adapter wrapper keeps the foundation's Linear under (PEFT, models/lora.py).
+_BASE_LAYER_NAMES = ("base_layer", "base")
+
+
+@dataclasses.dataclass(frozen=True)
+class FcMix:
+    """A --quantize value that stores a model's foundation weights in two rows: the Linear layers
+    named in `projections` in `sensitive`, every other weight as `base` would (its output layer,
+    tables and fallbacks included). The delegate needs nothing new: each weight's entries carry
+    their own row.
+
+    Attributes:
+      option: the --quantize value ("int4k").
+      base: the scheme of the row every other weight is stored in ("qc4w"); its option is the
+        compile spec's, its group size and --lm-head apply.
+      sensitive: the scheme of the row the named projections are stored in ("qb8w").
+      projections: the Linear module names stored in `sensitive` (a weight key's last module name:
+        "model.layers.3.self_attn.v_proj.weight" is a v_proj).
+    """
+
+    option: str
+    base: str
+    sensitive: str
+    projections: Tuple[str, ...]
+
+    @property
+    def base_format(self) -> FcFormat:
+        """The row of every weight it does not name."""
+        return fc_format(self.base)
+
+    @property
+    def sensitive_format(self) -> FcFormat:
+        """The row of the projections it names."""
+        return fc_format(self.sensitive)
+
+    def names(self, key: str) -> bool:
+        """Whether a weight key is one of its projections' (an adapted module's own base layer,
+        PEFT's "v_proj.base_layer.weight" or edgeshare's "v_proj.base.weight", is the projection's)."""
+        modules = key.split(".")[:-1]
+        while modules and modules[-1] in _BASE_LAYER_NAMES:
+            modules.pop()
+        return bool(modules) and modules[-1] in self.projections
+
+
+# llama.cpp's Q4_K_M keeps attn_v and ffn_down at 6 bits (its use_more_bits rule): the value
+# projection writes the attention's output straight into the residual stream, and down_proj's
+# inputs (the SwiGLU product) carry the widest outliers. qb8w costs no new kernel.
+INT4K = FcMix("int4k", "qc4w", "qb8w", ("v_proj", "down_proj"))
+
+FC_MIXES: Tuple[FcMix, ...] = (INT4K,)
+
+
+def mix_for_option(option: str) -> Optional[FcMix]:
+    """The mix a --quantize value asks for, or None (a row's option, or no quantization)."""
+    return next((m for m in FC_MIXES if m.option == option), None)
+
+
 # A Linear of one of these names is the model's output layer: kept at its format's fallback unless
 # asked otherwise, as llama.cpp's 4-bit mixes keep the output layer at 6-8 bits.
 OUTPUT_LAYER_NAMES: Tuple[str, ...] = ("lm_head", "output", "embed_out")
@@ -320,6 +385,7 @@ def foundation_format(
     output_layer: FcFormat,
     gathered: bool,
     read_otherwise: bool,
+    mix: Optional[FcMix] = None,
 ) -> Tuple[FcFormat, str]:
     """The format a quantized export stores one foundation matrix in, and why when it is not the
     requested one: one entry serves every reader of the weight, so a weight both gathered (a token
@@ -335,10 +401,16 @@ def foundation_format(
       output_layer: the format asked for the output layer.
       gathered: whether an embedding gathers from it.
       read_otherwise: whether anything else reads it (a linear).
+      mix: the export's mix (requested is its base row), or None: a linear it names is stored in
+        its sensitive row (that row's fallback when it cannot hold it, with the reason).
 
     Returns:
-      (format, reason; "" when it is the requested format).
+      (format, reason; "" when it is the requested format or the mix's choice).
     """
+    if mix is not None and not gathered and mix.names(key):
+        sensitive = mix.sensitive_format
+        held = sensitive.holding(in_size, group_size)
+        return held, ("" if held is sensitive else sensitive.why_not(in_size, group_size) or "")
     if requested.fallback is None:
         return requested, ""
     # A fallback may have one of its own (qb8w's qc8w never does).

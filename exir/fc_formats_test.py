@@ -13,6 +13,8 @@ from edgeshare.exir.fc_formats import (
     F16W,
     F32,
     FC_FORMATS,
+    FC_MIXES,
+    INT4K,
     QB8W,
     QC4W,
     QC8W,
@@ -21,6 +23,7 @@ from edgeshare.exir.fc_formats import (
     fc_format,
     format_for_option,
     foundation_format,
+    mix_for_option,
 )
 from edgeshare.exir.lora import export_lora
 from edgeshare.exir.quantize import quantize_qc8w
@@ -75,6 +78,37 @@ def test_foundation_format_decides_each_weight_once(key, in_size, gathered, othe
     # int8: every weight it can hold in blocks is qb8w, the output layer and a tied table too.
     held = in_size % 32 == 0
     assert foundation_format(QB8W, key, in_size, 32, QB8W, gathered, other)[0] is (QB8W if held else QC8W)
+
+
+_NOT_48 = "input size 48 is not a multiple of the group size 32"
+
+
+@pytest.mark.parametrize(
+    "key, in_size, gathered, other, want",
+    [
+        ("model.layers.0.self_attn.v_proj.weight", 64, False, True, ("qb8w", "")),
+        ("model.layers.7.mlp.down_proj.weight", 96, False, True, ("qb8w", "")),
+        ("model.layers.0.mlp.down_proj.weight", 48, False, True, ("qc8w", _NOT_48)),
+        ("model.layers.0.self_attn.v_proj.base_layer.weight", 64, False, True, ("qb8w", "")),
+        ("down_proj.base.weight", 64, False, True, ("qb8w", "")),
+        ("model.layers.0.self_attn.q_proj.weight", 64, False, True, ("qc4w", "")),
+        ("model.layers.0.self_attn.q_proj.base_layer.weight", 64, False, True, ("qc4w", "")),
+        ("model.layers.0.mlp.gate_proj.weight", 48, False, True, ("qc8w", _NOT_48)),
+        ("lm_head.weight", 64, False, True, ("qc8w", "output layer")),
+        ("model.embed_tokens.weight", 64, True, False, ("qc4w", "")),
+        # A table gathered under a projection's name is still a table: the mix names linears.
+        ("v_proj.weight", 64, True, False, ("qc4w", "")),
+    ],
+)  # fmt: skip
+def test_int4k_stores_its_projections_in_qb8w_and_everything_else_as_int4(key, in_size, gathered, other, want):
+    fmt, why = foundation_format(QC4W, key, in_size, 32, QC8W, gathered, other, INT4K)
+    assert (fmt.scheme, why) == want
+    assert [m.option for m in FC_MIXES] == ["int4k"] and mix_for_option("int4k") is INT4K
+    assert mix_for_option("int4") is None and mix_for_option("none") is None
+    # Every mix's option is free among the rows' and names rows that exist.
+    for mix in FC_MIXES:
+        assert mix.option not in {f.option for f in FC_FORMATS}
+        assert mix.base_format.quantized and mix.sensitive_format.quantized
 
 
 def test_the_partitioner_and_preprocess_store_what_the_row_says(tmp_path, monkeypatch):

@@ -53,6 +53,7 @@ from edgeshare.exir.fc_formats import (
     QC4W,
     QC8W,
     FcFormat,
+    FcMix,
     UnknownFormatError,
     fc_format,
     format_for_adapter_dtype,
@@ -519,6 +520,7 @@ def int4_reference(
     group_size: int = DEFAULT_GROUP_SIZE,
     lm_head: str = QC8W.adapter_value,
     is_foundation: Optional[Callable[[str], bool]] = None,
+    mix: Optional[FcMix] = None,
 ) -> nn.Module:
     """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for the computation
     the int4 export runs: int4 linears and embeddings, except where the export keeps a layer at its
@@ -531,12 +533,16 @@ def int4_reference(
       group_size: one of GROUP_SIZES.
       lm_head: "int8" (per row, int4's fallback) or QC4W_SCHEME, the output layer's scheme.
       is_foundation: as int8_reference's.
+      mix: a mix over int4 (INT4K: --quantize int4k), whose named projections run as its other
+        row's reference (qb8w: int8_reference's), or None.
 
     Returns:
       The same model.
     """
+    if mix is not None and mix.base_format is not QC4W:
+        raise ValueError(f"int4_reference: mix {mix.option} is over {mix.base}, not {QC4W.scheme}")
     output_layer = QC4W if lm_head == QC4W.option else fc_format(QC4W.fallback)
-    return _swap_foundation(model, QC4W, group_size, output_layer, is_foundation)
+    return _swap_foundation(model, QC4W, group_size, output_layer, is_foundation, mix)
 
 
 def int8_reference(
@@ -574,6 +580,7 @@ def _swap_foundation(
     group_size: int,
     output_layer: FcFormat,
     is_foundation: Optional[Callable[[str], bool]],
+    mix: Optional[FcMix] = None,
 ) -> nn.Module:
     """Swaps each foundation nn.Linear and nn.Embedding for the reference of the format the export
     stores it in (foundation_format, as the XNNPACK partitioner decides)."""
@@ -587,7 +594,14 @@ def _swap_foundation(
         gathered = isinstance(m, nn.Embedding)
         in_size = m.embedding_dim if gathered else m.in_features
         fmt, _ = foundation_format(
-            requested, n + ".weight", in_size, group_size, output_layer, id(m.weight) in tables, id(m.weight) in linears
+            requested,
+            n + ".weight",
+            in_size,
+            group_size,
+            output_layer,
+            id(m.weight) in tables,
+            id(m.weight) in linears,
+            mix,
         )
         swaps.append((n, fmt, gathered))
     for name, fmt, gathered in swaps:

@@ -52,6 +52,7 @@ from edgeshare.exir.errors import ExportError
 from edgeshare.exir.export_options import AdapterOptions, ExportOptions, QuantizationOptions
 from edgeshare.exir.fc_formats import (
     FC_FORMATS,
+    FC_MIXES,
     adapter_formats,
     fc_format,
     format_for_option,
@@ -332,7 +333,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quantize",
-        choices=["none", *(f.option for f in quantized_formats())],
+        choices=["none", *(f.option for f in quantized_formats()), *(m.option for m in FC_MIXES)],
         default="none",
         help="int8: every foundation Linear weight (lm_head included) and the token embedding as int8 "
         "in blocks of 32 inputs with a float16 scale each (llama.cpp's Q8_0 grain; a layer whose "
@@ -340,26 +341,28 @@ def _parser() -> argparse.ArgumentParser:
         "output row with float32 scales (6%% smaller, coarser); int4: signed 4-bit in groups along the "
         "input dim with float16 scales, and an untied token embedding likewise (gathered one row at a "
         "time; the lm_head, a tied embedding and a layer or table whose width is not a multiple of "
-        "the group stay int8, said in the summary); adapters as --adapter-dtype says",
+        "the group stay int8, said in the summary); int4k: int4, with every v_proj and down_proj "
+        "Linear in int8 blocks of 32 (as llama.cpp's Q4_K_M keeps attn_v and ffn_down at more bits; "
+        "about 1.1 bits more per weight); adapters as --adapter-dtype says",
     )
     parser.add_argument(
         "--group-size",
         type=int,
         choices=[g for f in quantized_formats() for g in f.group_sizes],
         default=None,
-        help=f"with --quantize int4: the group along the input dim (default {QuantizationOptions().group})",
+        help=f"with --quantize int4 or int4k: the group along the input dim (default {QuantizationOptions().group})",
     )
     parser.add_argument(
         "--lm-head",
         choices=[f.option for f in quantized_formats()],
         default=None,
-        help="with --quantize int4: the output layer's scheme (default int8)",
+        help="with --quantize int4 or int4k: the output layer's scheme (default int8)",
     )
     parser.add_argument(
         "--calibration",
         metavar="TEXT",
         default=None,
-        help="with --hf-model and --quantize int4: a UTF-8 text file like the text the model will see; "
+        help="with --hf-model and --quantize int4 or int4k: a UTF-8 text file like the text the model will see; "
         "the model runs over its first tokens and each layer's scale search weighs its inputs by "
         "their mean square there (llama.cpp's importance matrix)",
     )
@@ -501,6 +504,12 @@ def formats_report(result: Union[LoraExportResult, SwappableExportResult], optio
     requested = options.quantized_format
     for key, why in result.fallbacks.items():
         lines.append(f"{fc_format(requested.fallback).option}, not {requested.option}: {key} ({why})")
+    mix = options.mix
+    if mix is not None:
+        lines.append(
+            f"{mix.option}: {', '.join(mix.projections)} {mix.sensitive_format.option} "
+            f"({mix.sensitive_format.scheme}), the rest {requested.option}"
+        )
     for key, option in result.gathered_formats.items():
         grouped = format_for_option(option).grouped
         lines.append(f"token embedding: {key} {option}" + (f", groups of {options.group}" if grouped else ""))

@@ -44,8 +44,10 @@ weight tied to the token embedding (one int8 entry serves both) and for a weight
 is not a multiple of the group size. An untied token embedding is int4 too, under the same
 "<key>.qc4w" entries, gathered outside the delegate one row at a time by edgeshare::embedding_qc4w
 (exir/embedding_qc4w.py); it stays int8 per row when tied (the int8 entry serves both) or when
-its width is not a multiple of the group size. These choices are exir/fc_formats.py's
-(`foundation_format`; each format's key suffixes, quantizer and fallback are its row's). The
+its width is not a multiple of the group size. `quantize="int4k"` is int4 with every v_proj and
+down_proj linear in int8 blocks of 32 (qb8w; exir/fc_formats.py's INT4K mix), which are not
+fallbacks. These choices are exir/fc_formats.py's (`foundation_format`; each format's key
+suffixes, quantizer and fallback are its row's). The
 partitioner records the format of each foundation weight on its placeholder (QUANT_SCHEME_META)
 and returns the int8 ones with their reason (PartitionResult.fallbacks) and the format of each
 gathered table (PartitionResult.gathered_formats).
@@ -231,11 +233,13 @@ class XnnpackPartitioner(Partitioner):
                 self.options.output_layer_format,
                 any(gathered),
                 not all(gathered),
+                self.options.mix,
             )
             node.meta[QUANT_SCHEME_META] = fmt.option
             if fmt.weighs_importance and key in self.importance:
                 node.meta[IMPORTANCE_META] = self.importance[key]
-            if fmt is not requested and any(u.op == "call_function" for u in node.users):
+            # A weight a mix stores in its other row on purpose (why == "") is no fallback.
+            if fmt is not requested and why and any(u.op == "call_function" for u in node.users):
                 fallbacks[key] = why
         return fallbacks
 
