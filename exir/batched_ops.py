@@ -27,6 +27,10 @@ adapter, out[i] = b[adapters[i]] @ (a[adapters[i]] @ x[i]), zeros for a row whos
     adapters:  int64 [N], an adapter slot or -1
     returns    [..., N, out]
 
+`torch.ops.edgeshare.batch_rows(slots, positions, adapters, num_slots, max_seq_len, adapter_slots)`
+checks every row's slot, position and adapter slot and returns its cache row (slot * max_seq_len +
+position); a step calls it first, so a bad row fails the step before any cache is written.
+
 Rows of one adapter that follow each other (a prefill chunk, or decode rows sorted by adapter) form
 one product (SGMV); single rows are matrix-vector products (BGMV). The runtime's kernels
 (runtime/kernels/portable: batched_attention.cc, lora_bgmv.cc) run both; the eager definitions below
@@ -35,10 +39,35 @@ are the reference they are tested against.
 
 import torch
 
-__all__ = ["ATTENTION_OPERATOR", "BGMV_OPERATOR", "batched_attention", "lora_bgmv"]
+__all__ = ["ATTENTION_OPERATOR", "BGMV_OPERATOR", "ROWS_OPERATOR", "batch_rows", "batched_attention", "lora_bgmv"]
 
 ATTENTION_OPERATOR = "edgeshare::batched_attention"
 BGMV_OPERATOR = "edgeshare::lora_bgmv"
+ROWS_OPERATOR = "edgeshare::batch_rows"
+
+
+@torch.library.custom_op(ROWS_OPERATOR, mutates_args=())
+def batch_rows(
+    slots: torch.Tensor, positions: torch.Tensor, adapters: torch.Tensor, num_slots: int, max_seq_len: int, adapter_slots: int
+) -> torch.Tensor:
+    """The cache row of each row of a step (slot * max_seq_len + position), after checking every
+    row's slot, position and adapter slot: the first call of a step, so that a bad row fails it
+    before anything is written to any sequence's cache."""
+    for name, values, low, high in (
+        ("slot", slots, 0, num_slots),
+        ("position", positions, 0, max_seq_len),
+        ("adapter slot", adapters, -1, adapter_slots),
+    ):
+        bad = ((values < low) | (values >= high)).nonzero()
+        if bad.numel():
+            i = int(bad[0, 0])
+            raise ValueError(f"row {i}'s {name} {int(values[i])} is outside {low}..{high - 1}")
+    return slots * max_seq_len + positions
+
+
+@batch_rows.register_fake
+def _(slots, positions, adapters, num_slots, max_seq_len, adapter_slots):  # noqa: ANN001, ANN202
+    return torch.empty_like(slots)
 
 
 @torch.library.custom_op(ATTENTION_OPERATOR, mutates_args=())

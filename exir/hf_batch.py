@@ -31,7 +31,7 @@ import threading
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 import torch
-from edgeshare.exir.batched_ops import batched_attention, lora_bgmv
+from edgeshare.exir.batched_ops import batch_rows, batched_attention, lora_bgmv
 from edgeshare.exir.errors import UnsupportedModelError
 from edgeshare.exir.attention import config_window
 from edgeshare.exir.hf_cache import cache_classes, kv_cache_shape
@@ -346,7 +346,8 @@ class BatchedCausalLM(nn.Module):
         adapters: torch.Tensor,
         logit_rows: torch.Tensor,
     ) -> torch.Tensor:
-        self.cache_rows = slots * self.shape.max_seq_len + positions
+        shape = self.shape
+        self.cache_rows = batch_rows(slots, positions, adapters, shape.slots, shape.max_seq_len, shape.adapter_slots)
         _register_attention()
         config = self.model.config
         outer = config._attn_implementation

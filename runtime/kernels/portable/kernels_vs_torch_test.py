@@ -388,6 +388,23 @@ def _batched_attention_calls(gen: Gen) -> List[Call]:
     return calls
 
 
+def _batch_rows_calls(gen: Gen) -> List[Call]:
+    """edgeshare::batch_rows: each row's cache row, for rows within the bounds."""
+    from edgeshare.exir.batched_ops import batch_rows  # noqa: PLC0415 (defines the operator)
+
+    calls = []
+    for _ in range(CASES_PER_FAMILY // 5):
+        slots, max_seq_len, adapter_slots = gen.r.randint(1, 5), gen.r.randint(1, 50), gen.r.randint(1, 9)
+        rows = gen.r.randint(1, 12)
+        slot = torch.tensor([gen.r.randrange(slots) for _ in range(rows)], dtype=torch.int64)
+        position = torch.tensor([gen.r.randrange(max_seq_len) for _ in range(rows)], dtype=torch.int64)
+        adapter = torch.tensor([gen.r.randrange(-1, adapter_slots) for _ in range(rows)], dtype=torch.int64)
+        want = batch_rows(slot, position, adapter, slots, max_seq_len, adapter_slots)
+        args = (t(slot), t(position), t(adapter), i(slots), i(max_seq_len), i(adapter_slots), out(want))
+        calls.append(Call("edgeshare::batch_rows", args, (want,)))
+    return calls
+
+
 def _lora_bgmv_calls(gen: Gen) -> List[Call]:
     """edgeshare::lora_bgmv against exir's eager definition: runs of rows on one adapter (one
     product), single rows, rows on no adapter, leading dims, ranks past the stack chunk's rows."""
@@ -415,6 +432,7 @@ def _lora_bgmv_calls(gen: Gen) -> List[Call]:
 
 FAMILIES: Dict[str, Callable[[Gen], List[Call]]] = {
     "attention": _attention_calls,
+    "batch_rows": _batch_rows_calls,
     "batched_attention": _batched_attention_calls,
     "lora_bgmv": _lora_bgmv_calls,
     "index": _index_calls,
