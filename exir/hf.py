@@ -36,7 +36,7 @@ from edgeshare.exir.data_policy import (
     foundation_tensors,
 )
 from edgeshare.exir.errors import AdapterMismatchError, ExportError
-from edgeshare.exir.export import ExecutorchBackendConfig, to_edge
+from edgeshare.exir.export import DataFileEntry, ExecutorchBackendConfig, to_edge
 from edgeshare.exir.export_options import OptionError
 from edgeshare.exir.hf_batch import (
     BATCH_METHOD,
@@ -44,11 +44,13 @@ from edgeshare.exir.hf_batch import (
     BatchedCausalLM,
     batch_dynamic_shapes,
     batch_example_inputs,
+    LoraWeights,
     lora_targets,
     lora_weights,
 )
 from edgeshare.exir.hf_cache import kv_cache_method
 from edgeshare.exir.lora import ExtraMethod, LoraExportResult, check_adapter_name, export_lora, shared_copy
+from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.peft_options import (
     check_lora_layers,
@@ -58,7 +60,7 @@ from edgeshare.exir.peft_options import (
     protect_foundation,
 )
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
-from edgeshare.exir.tensor_layout import digest_cache
+from edgeshare.exir.tensor_layout import TensorLayout, digest_cache, tensor_digest, tensor_view
 from torch import nn
 
 __all__ = [
@@ -419,6 +421,7 @@ class BatchExportResult:
       foundation_program: foundation.pte (the bare model, as export_hf_lora writes it).
       batch_program: batch.pte, method "forward_batch" (exir/hf_batch.py).
       tables_path: batch_tables.ptd: the adapter tables, the adapters in slots 0.. in the given order.
+      adapter_paths: adapter name -> <name>.ptd, its factors alone, for loading into any slot.
       manifest_path: batch.json: the batch's shape and which adapter is in which slot.
       shape: the batch's shape.
     """
@@ -428,6 +431,7 @@ class BatchExportResult:
     foundation_program: str
     batch_program: str
     tables_path: str
+    adapter_paths: Dict[str, str]
     manifest_path: str
     shape: BatchShape
 
@@ -489,6 +493,9 @@ def export_hf_batch(
     check_out_dir(out_dir)
     if not adapters:
         raise ExportError("export_hf_batch needs at least one adapter (its modules are the layers adapters take)")
+    for name in adapters:
+        if name in (BATCH_PROGRAM, BATCH_TABLES):
+            raise ExportError(f"adapter name '{name}' is a file stem of the batch export; choose another")
     if adapter_slots is not None and len(adapters) > adapter_slots:
         raise ExportError(f"{len(adapters)} adapters do not fit {adapter_slots} adapter slots")
     inputs = _load_for_export("export_hf_batch", model_dir, adapters, max_seq_len, say, kv_dtype)
@@ -532,6 +539,8 @@ def export_hf_batch(
         shared.add(BATCH_PROGRAM, program)
         identity = shared.identity()
         tables = program.data_entries.get(BATCH_TABLES, {})
+        constant_alignment = lowerer.config.constant_alignment
+        adapter_files = {name: _adapter_table_entries(w, tables, constant_alignment) for name, w in zip(adapters, weights)}
         manifest = {
             "method": BATCH_METHOD,
             "slots": shape.slots,
@@ -541,6 +550,7 @@ def export_hf_batch(
             "max_rows": shape.max_rows,
             "targets": list(shape.targets),
             "adapters": list(adapters),
+            "adapter_files": {name: f"{name}.ptd" for name in adapters},
         }
         alignment = lowerer.config.tensor_alignment
         with OutputFiles(out_dir, say) as files:
@@ -552,9 +562,41 @@ def export_hf_batch(
                 f"{BATCH_PROGRAM}.pte", with_foundation_digest(program.buffer, identity, f"{BATCH_PROGRAM}.pte")
             )
             tables_path = files.write(f"{BATCH_TABLES}.ptd", lambda f: write_ptd(f, tables, alignment, identity))
+            adapter_paths = {
+                name: files.write(f"{name}.ptd", lambda f, e=entries: write_ptd(f, e, alignment, identity))
+                for name, entries in adapter_files.items()
+            }
             manifest_path = files.write_bytes(f"{BATCH_PROGRAM}.json", (json.dumps(manifest, indent=2) + "\n").encode())
             sizes = files.commit()
-    return BatchExportResult(sizes, foundation_path, foundation_program, batch_program, tables_path, manifest_path, shape)
+    return BatchExportResult(
+        sizes, foundation_path, foundation_program, batch_program, tables_path, adapter_paths, manifest_path, shape
+    )
+
+
+def _adapter_table_entries(
+    weights: LoraWeights, tables: Mapping[str, DataFileEntry], alignment: int
+) -> Dict[str, DataFileEntry]:
+    """One adapter's file for the batch program: under each table's key, its own factor ([r, in]
+    for a lora_a table, [out, r] for a lora_b one), which the engine writes into a slot."""
+    store = NamedDataStore()
+    for target, (a, b) in weights.layers.items():
+        for part, tensor in (("lora_a", a), ("lora_b", b)):
+            key = f"{BATCH_TABLES}/{canonical_name(f'model.{target}.{part}')}"
+            if key not in tables:
+                raise ExportError(f"the batch program has no table '{key}' for adapted layer {target}")
+            tensor = tensor.detach().contiguous()
+            layout = TensorLayout.of(tensor, key)
+            store.add_named_data(key, tensor_view(tensor), alignment, BATCH_TABLES, layout, tensor_digest(tensor))
+    output = store.get_named_data_store_output()
+    return {
+        key: DataFileEntry(
+            output.buffers[e.buffer_index].data,
+            output.buffers[e.buffer_index].alignment,
+            e.tensor_layout,
+            output.buffers[e.buffer_index].digest,
+        )
+        for key, e in output.external_data.get(BATCH_TABLES, {}).items()
+    }
 
 
 def _check_calibration(calibration: Optional[str], partitioner: Optional[Partitioner]) -> None:

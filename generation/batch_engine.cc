@@ -55,14 +55,22 @@ Status check_signature(const runtime::Method& method) {
 
 }  // namespace
 
-BatchEngine::BatchEngine(runtime::Method* method, const BatchLimits& limits,
-                         const Options& options, size_t max_rows, size_t vocab_size)
+BatchEngine::BatchEngine(runtime::Method* method, AdapterTables* tables,
+                         const BatchLimits& limits, const Options& options, size_t max_rows,
+                         size_t vocab_size)
     : method_(method),
+      tables_(tables),
       limits_(limits),
       options_(options),
       max_rows_(max_rows),
       vocab_size_(vocab_size),
-      slots_(limits.slots) {
+      slots_(limits.slots),
+      adapter_users_(limits.adapter_slots, 0),
+      adapter_loaded_(limits.adapter_slots, 0),
+      adapter_unloading_(limits.adapter_slots, 0) {
+  for (size_t k = 0; k < limits.loaded_adapters && k < limits.adapter_slots; ++k) {
+    adapter_loaded_[k] = 1;
+  }
   bounds_.max_length = limits.max_seq_len;
   bounds_.vocab_size = vocab_size;
   rows_.reserve(max_rows);
@@ -78,7 +86,8 @@ BatchEngine::~BatchEngine() = default;
 
 Result<std::unique_ptr<BatchEngine>> BatchEngine::create(runtime::Method* method,
                                                           const BatchLimits& limits,
-                                                          const Options& options) {
+                                                          const Options& options,
+                                                          AdapterTables* tables) {
   ES_CHECK_OR_RETURN_ERROR(method != nullptr, Error::InvalidArgument, "BatchEngine: null method");
   ES_CHECK_OR_RETURN_ERROR(limits.slots > 0 && limits.max_seq_len > 1 && limits.adapter_slots > 0,
                            Error::InvalidArgument,
@@ -88,8 +97,15 @@ Result<std::unique_ptr<BatchEngine>> BatchEngine::create(runtime::Method* method
   Result<TokenBounds> bounds = token_bounds(*method);
   if (!bounds.ok()) return Status::Format(Error::InvalidArgument, "%s", bounds.status().message());
   ES_RETURN_IF_ERROR(check_signature(*method));
+  ES_CHECK_OR_RETURN_ERROR(limits.loaded_adapters <= limits.adapter_slots, Error::InvalidArgument,
+                           "BatchEngine: %zu loaded adapters do not fit %zu adapter slots",
+                           limits.loaded_adapters, limits.adapter_slots);
+  ES_CHECK_OR_RETURN_ERROR(tables == nullptr || tables->slots() == limits.adapter_slots,
+                           Error::InvalidArgument,
+                           "BatchEngine: the tables have %zu adapter slots, the limits %zu",
+                           tables == nullptr ? 0 : tables->slots(), limits.adapter_slots);
   return std::unique_ptr<BatchEngine>(
-      new BatchEngine(method, limits, options, bounds->max_length, bounds->vocab_size));
+      new BatchEngine(method, tables, limits, options, bounds->max_length, bounds->vocab_size));
 }
 
 Result<RequestId> BatchEngine::submit(BatchRequest request) {
@@ -118,8 +134,14 @@ Result<RequestId> BatchEngine::submit(BatchRequest request) {
   sequence->tokens.reserve(std::min(limits_.max_seq_len, prompt.size() + request.options.max_new_tokens));
   sequence->request = std::move(request);
   std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t adapter = sequence->request.adapter;
+  ES_CHECK_OR_RETURN_ERROR(adapter < 0 || (adapter_loaded_[adapter] && !adapter_unloading_[adapter]),
+                           Error::InvalidArgument, "adapter slot %lld holds no adapter%s",
+                           static_cast<long long>(adapter),
+                           adapter >= 0 && adapter_unloading_[adapter] ? " (it is being unloaded)" : "");
   ES_CHECK_OR_RETURN_ERROR(queue_.size() < options_.max_queue, Error::ResourceExhausted,
                            "the queue is full (%zu requests wait for a slot)", queue_.size());
+  if (adapter >= 0) ++adapter_users_[adapter];
   sequence->id = next_id_++;
   const RequestId id = sequence->id;
   queue_.push_back(std::move(sequence));
@@ -137,6 +159,47 @@ Status BatchEngine::cancel(RequestId id) {
     cancelled_.push_back(id);
   }
   return Status();
+}
+
+void BatchEngine::release_adapter_locked(int64_t adapter) {
+  if (adapter < 0 || --adapter_users_[adapter] > 0 || !adapter_unloading_[adapter]) return;
+  if (tables_ != nullptr) (void)tables_->clear(static_cast<size_t>(adapter));
+  adapter_unloading_[adapter] = 0;
+  adapter_loaded_[adapter] = 0;
+}
+
+Status BatchEngine::load_adapter(size_t slot, const runtime::DataFile& adapter) {
+  ES_CHECK_OR_RETURN_ERROR(tables_ != nullptr, Error::InvalidState,
+                           "this engine was made without adapter tables: its adapters are fixed");
+  std::lock_guard<std::mutex> lock(mutex_);
+  ES_CHECK_OR_RETURN_ERROR(slot < limits_.adapter_slots, Error::OutOfRange,
+                           "adapter slot %zu is outside 0..%zu", slot, limits_.adapter_slots - 1);
+  ES_CHECK_OR_RETURN_ERROR(adapter_users_[slot] == 0, Error::InvalidState,
+                           "adapter slot %zu is in use by %zu requests", slot,
+                           adapter_users_[slot]);
+  ES_RETURN_IF_ERROR(tables_->load(slot, adapter));
+  adapter_loaded_[slot] = 1;
+  adapter_unloading_[slot] = 0;
+  return Status();
+}
+
+Status BatchEngine::unload_adapter(size_t slot) {
+  ES_CHECK_OR_RETURN_ERROR(tables_ != nullptr, Error::InvalidState,
+                           "this engine was made without adapter tables: its adapters are fixed");
+  std::lock_guard<std::mutex> lock(mutex_);
+  ES_CHECK_OR_RETURN_ERROR(slot < limits_.adapter_slots, Error::OutOfRange,
+                           "adapter slot %zu is outside 0..%zu", slot, limits_.adapter_slots - 1);
+  ES_CHECK_OR_RETURN_ERROR(adapter_loaded_[slot] && !adapter_unloading_[slot], Error::InvalidState,
+                           "adapter slot %zu holds no adapter", slot);
+  adapter_unloading_[slot] = 1;
+  ++adapter_users_[slot];
+  release_adapter_locked(static_cast<int64_t>(slot));
+  return Status();
+}
+
+bool BatchEngine::adapter_loaded(size_t slot) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return slot < adapter_loaded_.size() && adapter_loaded_[slot] && !adapter_unloading_[slot];
 }
 
 bool BatchEngine::busy() const {
@@ -206,6 +269,7 @@ Result<size_t> BatchEngine::step() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     admit_locked(&ended);
+    for (auto& s : ended) release_adapter_locked(s->request.adapter);
     for (auto& s : slots_) {
       if (s) (s->cached + 1 == s->tokens.size() ? decoding : prefilling).push_back(s.get());
     }
@@ -259,7 +323,10 @@ Result<size_t> BatchEngine::step() {
   const Status status = execute_rows(rows, logit_rows_.size());
   if (!status.ok()) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const Row& row : rows_) ended.push_back(std::move(slots_[row.sequence->slot]));
+    for (const Row& row : rows_) {
+      release_adapter_locked(row.sequence->request.adapter);
+      ended.push_back(std::move(slots_[row.sequence->slot]));
+    }
   } else {
     ES_ASSIGN_OR_RETURN(Tensor logits, method_->output(0));
     ES_CHECK_OR_RETURN_ERROR(logits.dim() == 3 &&
@@ -292,6 +359,7 @@ Result<size_t> BatchEngine::step() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const Row& row : rows_) {
       if (row.sequence->reason != FinishReason::kNone) {
+        release_adapter_locked(row.sequence->request.adapter);
         ended.push_back(std::move(slots_[row.sequence->slot]));
       }
     }

@@ -31,7 +31,7 @@
 // slots [N], adapters [N], logit_rows [M]) -> logits [1, M, vocab], or for limits of zero.
 // submit: InvalidArgument for an empty prompt, a prompt of max_seq_len tokens or more (no room for
 // one new token), a token or stop id outside the vocabulary, an adapter slot outside
-// -1..adapter_slots-1, max_new_tokens 0, cached_tokens set, or sampling options out of range;
+// -1..adapter_slots-1 or holding no adapter (or being unloaded), max_new_tokens 0, cached_tokens set, or sampling options out of range;
 // ResourceExhausted when `max_queue` requests are queued already. The request is not queued then.
 // cancel: NotFound for an id that is not queued or running. step: the method's errors; the
 // sequences that had rows in the failed step end with it (their on_finish gets the error), the
@@ -55,6 +55,7 @@
 #include <optional>
 #include <vector>
 
+#include "edgeshare/generation/adapter_tables.h"
 #include "edgeshare/generation/generator.h"
 #include "edgeshare/generation/sampler.h"
 #include "edgeshare/runtime/core/result.h"
@@ -63,11 +64,13 @@
 namespace edgeshare {
 namespace generation {
 
-// What the batch program holds (batch.json's "slots", "max_seq_len", "adapter_slots").
+// What the batch program holds (batch.json's "slots", "max_seq_len", "adapter_slots", and how
+// many of its "adapters" fill the first adapter slots of its tables).
 struct BatchLimits {
   size_t slots = 0;
   size_t max_seq_len = 0;
   size_t adapter_slots = 0;
+  size_t loaded_adapters = 0;
 };
 
 using RequestId = uint64_t;
@@ -90,12 +93,26 @@ class BatchEngine {
     size_t prefill_chunk = 0;
   };
 
+  // `tables` (may be null: the adapters stay as loaded) is the map `method` was loaded over, for
+  // load_adapter and unload_adapter; it must outlive the engine.
   static runtime::Result<std::unique_ptr<BatchEngine>> create(runtime::Method* method,
                                                               const BatchLimits& limits,
-                                                              const Options& options);
+                                                              const Options& options,
+                                                              AdapterTables* tables = nullptr);
 
   runtime::Result<RequestId> submit(BatchRequest request);
   runtime::Status cancel(RequestId id);
+
+  // Puts an adapter file into an adapter slot that no queued or running request uses (replacing
+  // what it held), while other requests run. Errors: InvalidState without tables, or when
+  // requests use the slot; OutOfRange; AdapterTables::load's (then the slot is as before).
+  runtime::Status load_adapter(size_t slot, const runtime::DataFile& adapter);
+  // Empties an adapter slot: at once when no request uses it, else when its last request ends;
+  // from now on requests on it are refused. Errors: InvalidState without tables or for a slot
+  // that holds no adapter; OutOfRange.
+  runtime::Status unload_adapter(size_t slot);
+  // Whether a request may name the slot now (it holds an adapter that is not being unloaded).
+  bool adapter_loaded(size_t slot) const;
 
   // One step; returns the rows it ran (0: nothing queued or running).
   runtime::Result<size_t> step();
@@ -113,14 +130,18 @@ class BatchEngine {
  private:
   struct Sequence;
   struct Row;
-  BatchEngine(runtime::Method* method, const BatchLimits& limits, const Options& options,
-              size_t max_rows, size_t vocab_size);
+  BatchEngine(runtime::Method* method, AdapterTables* tables, const BatchLimits& limits,
+              const Options& options, size_t max_rows, size_t vocab_size);
   // Under the lock: ends cancelled sequences (into `ended`), admits queued requests into free slots.
   void admit_locked(std::vector<std::unique_ptr<Sequence>>* ended);
   runtime::Status execute_rows(size_t rows, size_t kept);
   static void finish(Sequence& sequence, FinishReason reason, const runtime::Status& status);
 
+  // Under the lock: a request on `adapter` ended; an unloading slot empties with its last user.
+  void release_adapter_locked(int64_t adapter);
+
   runtime::Method* method_;
+  AdapterTables* tables_;
   BatchLimits limits_;
   Options options_;
   size_t max_rows_;
@@ -132,6 +153,10 @@ class BatchEngine {
   std::deque<std::unique_ptr<Sequence>> queue_;
   std::vector<std::unique_ptr<Sequence>> slots_;  // per cache slot: its sequence or null
   std::vector<RequestId> cancelled_;
+  // Per adapter slot: requests queued or running on it, whether it holds an adapter, and whether
+  // it empties when they end.
+  std::vector<size_t> adapter_users_;
+  std::vector<uint8_t> adapter_loaded_, adapter_unloading_;
 
   // The rows of a step and its sequences, reused (step() runs on one thread at a time).
   std::vector<Row> rows_;

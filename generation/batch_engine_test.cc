@@ -53,6 +53,7 @@ class BatchEngineTest : public ::testing::Test {
     limits_.slots = json.at("slots").get<size_t>();
     limits_.max_seq_len = json.at("max_seq_len").get<size_t>();
     limits_.adapter_slots = json.at("adapter_slots").get<size_t>();
+    limits_.loaded_adapters = json.at("adapters").size();
     ASSERT_EQ(json.at("adapters"), nlohmann::json::array({"a", "b"}));
     batch_ = LoadMethod(FixturePath("batch/batch.pte"), *data_, "forward_batch");
     ASSERT_NE(batch_, nullptr);
