@@ -424,6 +424,7 @@ class BatchExportResult:
       adapter_paths: adapter name -> <name>.ptd, its factors alone, for loading into any slot.
       manifest_path: batch.json: the batch's shape and which adapter is in which slot.
       shape: the batch's shape.
+      fallbacks, gathered_formats: as SwappableExportResult's (the partitioner's format choices).
     """
 
     files: Dict[str, int]
@@ -434,6 +435,8 @@ class BatchExportResult:
     adapter_paths: Dict[str, str]
     manifest_path: str
     shape: BatchShape
+    fallbacks: Dict[str, str] = dataclasses.field(default_factory=dict)
+    gathered_formats: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class _TablesPolicy(DataPolicy):
@@ -569,7 +572,16 @@ def export_hf_batch(
             manifest_path = files.write_bytes(f"{BATCH_PROGRAM}.json", (json.dumps(manifest, indent=2) + "\n").encode())
             sizes = files.commit()
     return BatchExportResult(
-        sizes, foundation_path, foundation_program, batch_program, tables_path, adapter_paths, manifest_path, shape
+        sizes,
+        foundation_path,
+        foundation_program,
+        batch_program,
+        tables_path,
+        adapter_paths,
+        manifest_path,
+        shape,
+        dict(lowerer.fallbacks),
+        dict(lowerer.gathered_formats),
     )
 
 

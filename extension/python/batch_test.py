@@ -20,6 +20,7 @@ from edgeshare.exir import export_hf_batch, export_hf_lora
 from edgeshare.exir.hf import load_hf_model, load_peft_adapter
 from edgeshare.extension.python import EdgeshareError, Program
 from edgeshare.models import hf_tiny
+from edgeshare.tools import export_lora
 
 MAX_SEQ_LEN = 24
 SLOTS = 3
@@ -128,6 +129,21 @@ def test_quantized_rows_equal_each_adapter_s_own_program(files, quantize):
         for j, (slot, p) in enumerate(where):
             worst = max(worst, float(np.abs(logits[0, j] - want[slot][p]).max()))
     assert worst < 1e-3, worst
+
+
+def test_export_lora_batch_slots_writes_the_batch_files(files, capsys):
+    tiny, root = files
+    out = os.path.join(root, "cli")
+    argv = ["--hf-model", tiny.model_dir, "--out", out, "--max-seq-len", str(MAX_SEQ_LEN), "--batch-slots", "2"]
+    for name, path in tiny.adapter_dirs.items():
+        argv += ["--adapter", f"{name}={path}"]
+    assert export_lora.main(argv) == 0
+    summary = capsys.readouterr().out
+    assert "batch program:" in summary and "2 sequences" in summary, summary
+    written = set(os.listdir(out))
+    assert {"batch.pte", "batch.json", "batch_tables.ptd", "a.ptd", "b.ptd", "foundation.ptd"} <= written, written
+    manifest = json.load(open(os.path.join(out, "batch.json"), encoding="utf-8"))
+    assert manifest["adapter_files"] == {"a": "a.ptd", "b": "b.ptd"} and manifest["adapter_slots"] == 2
 
 
 def test_foundation_is_export_lora_s(files):
