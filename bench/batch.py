@@ -51,17 +51,30 @@ def _size_mib(*paths: str) -> float:
     return sum(os.path.getsize(p) for p in paths) / 2**20
 
 
-def measure(work: str, model: str, quantize: str, threads: int, repeats: int, prompt_len: int, new_tokens: int) -> List[Dict[str, Any]]:
+def measure(
+    work: str, model: str, quantize: str, threads: int, repeats: int, prompt_len: int, new_tokens: int
+) -> List[Dict[str, Any]]:
     """Exports one format and runs every case `repeats` times interleaved -> one row per case."""
     spec = MODELS[model]
     files = save_llm(spec, os.path.join(work, "model"))
     batch, lora = os.path.join(work, f"batch-{quantize}"), os.path.join(work, f"lora-{quantize}")
     part = XnnpackPartitioner(quantize=None if quantize == "fp32" else quantize)
     print(f"[batch] exporting {model} {quantize}", file=sys.stderr, flush=True)
-    export_hf_batch(files.model_dir, files.adapter_dirs, batch, slots=8, max_seq_len=spec.max_seq_len, max_rows=64, partitioner=part)
+    export_hf_batch(
+        files.model_dir, files.adapter_dirs, batch, slots=8, max_seq_len=spec.max_seq_len, max_rows=64, partitioner=part
+    )
     first = next(iter(files.adapter_dirs))
     export_hf_lora(files.model_dir, {first: files.adapter_dirs[first]}, lora, spec.max_seq_len, part)
-    common = ["--dir", batch, "--threads", str(threads), "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens)]
+    common = [
+        "--dir",
+        batch,
+        "--threads",
+        str(threads),
+        "--prompt-len",
+        str(prompt_len),
+        "--new-tokens",
+        str(new_tokens),
+    ]
     cases: Dict[str, List[str]] = {"alone": ["--single", os.path.join(lora, f"{first}.pte")]}
     for n in SEQUENCES:
         cases[f"{n} adapters"] = ["--sequences", str(n)]
@@ -95,7 +108,8 @@ def measure(work: str, model: str, quantize: str, threads: int, repeats: int, pr
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
     lines = [
-        "| model | format | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB | foundation + 8 adapter files MiB |",
+        "| model | format | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB "
+        "| foundation + 8 adapter files MiB |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:

@@ -111,7 +111,8 @@ Result<std::unique_ptr<Loaded>> Load(const std::string& path, const runtime::Nam
 Status Single(const Options& o, const runtime::Threads* threads, nlohmann::json* out) {
   ES_ASSIGN_OR_RETURN(auto foundation, DataFile::open((o.dir + "/foundation.ptd").c_str()));
   ES_ASSIGN_OR_RETURN(auto loaded, Load(o.single, foundation->map(), "forward_cached", threads));
-  ES_ASSIGN_OR_RETURN(generation::Generator generator, generation::Generator::create(&*loaded->method));
+  ES_ASSIGN_OR_RETURN(generation::Generator generator,
+                      generation::Generator::create(&*loaded->method));
   const std::vector<int64_t> prompt = Prompt(o.prompt_len, generator.vocab_size(), 1);
   const runtime::Span<const int64_t> ids(prompt.data(), prompt.size());
   ES_RETURN_IF_ERROR(generator.generate(ids, 2).status());
@@ -135,11 +136,11 @@ Status Batch(const Options& o, const runtime::Threads* threads, nlohmann::json* 
   limits.max_seq_len = manifest.at("max_seq_len").get<size_t>();
   limits.adapter_slots = manifest.at("adapter_slots").get<size_t>();
   limits.loaded_adapters = manifest.at("adapters").size();
-  ES_CHECK_OR_RETURN_ERROR(static_cast<size_t>(o.sequences) <= limits.slots &&
-                               (o.no_adapters || static_cast<size_t>(o.sequences) <= limits.loaded_adapters),
-                           Error::InvalidArgument,
-                           "--sequences %d: the export has %zu slots and %zu adapters", o.sequences,
-                           limits.slots, limits.loaded_adapters);
+  ES_CHECK_OR_RETURN_ERROR(
+      static_cast<size_t>(o.sequences) <= limits.slots &&
+          (o.no_adapters || static_cast<size_t>(o.sequences) <= limits.loaded_adapters),
+      Error::InvalidArgument, "--sequences %d: the export has %zu slots and %zu adapters",
+      o.sequences, limits.slots, limits.loaded_adapters);
   ES_ASSIGN_OR_RETURN(auto foundation, DataFile::open((o.dir + "/foundation.ptd").c_str()));
   ES_ASSIGN_OR_RETURN(auto initial, DataFile::open((o.dir + "/batch_tables.ptd").c_str()));
   ES_ASSIGN_OR_RETURN(std::unique_ptr<AdapterTables> tables,
@@ -148,8 +149,9 @@ Status Batch(const Options& o, const runtime::Threads* threads, nlohmann::json* 
   ES_ASSIGN_OR_RETURN(runtime::MergedDataMap data,
                       runtime::MergedDataMap::create({&foundation->map(), tables.get()}));
   ES_ASSIGN_OR_RETURN(auto loaded, Load(o.dir + "/batch.pte", data, "forward_batch", threads));
-  ES_ASSIGN_OR_RETURN(std::unique_ptr<BatchEngine> engine,
-                      BatchEngine::create(&*loaded->method, limits, BatchEngine::Options(), tables.get()));
+  ES_ASSIGN_OR_RETURN(
+      std::unique_ptr<BatchEngine> engine,
+      BatchEngine::create(&*loaded->method, limits, BatchEngine::Options(), tables.get()));
 
   auto round = [&](int new_tokens, std::vector<double>* ttft, Clock::time_point* decode_start,
                    std::vector<double>* steps) -> Status {
@@ -170,7 +172,8 @@ Status Batch(const Options& o, const runtime::Threads* threads, nlohmann::json* 
     while (engine->busy()) {
       const Clock::time_point t = Clock::now();
       ES_RETURN_IF_ERROR(engine->step().status());
-      const bool all_started = std::all_of(counts.begin(), counts.end(), [](int c) { return c > 0; });
+      const bool all_started =
+          std::all_of(counts.begin(), counts.end(), [](int c) { return c > 0; });
       if (all_started && steps != nullptr) steps->push_back(Ms(Clock::now() - t));
     }
     if (ttft != nullptr) {

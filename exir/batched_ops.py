@@ -48,7 +48,12 @@ ROWS_OPERATOR = "edgeshare::batch_rows"
 
 @torch.library.custom_op(ROWS_OPERATOR, mutates_args=())
 def batch_rows(
-    slots: torch.Tensor, positions: torch.Tensor, adapters: torch.Tensor, num_slots: int, max_seq_len: int, adapter_slots: int
+    slots: torch.Tensor,
+    positions: torch.Tensor,
+    adapters: torch.Tensor,
+    num_slots: int,
+    max_seq_len: int,
+    adapter_slots: int,
 ) -> torch.Tensor:
     """The cache row of each row of a step (slot * max_seq_len + position), after checking every
     row's slot, position and adapter slot: the first call of a step, so that a bad row fails it

@@ -31,9 +31,9 @@ import threading
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 import torch
+from edgeshare.exir.attention import config_window
 from edgeshare.exir.batched_ops import batch_rows, batched_attention, lora_bgmv
 from edgeshare.exir.errors import UnsupportedModelError
-from edgeshare.exir.attention import config_window
 from edgeshare.exir.hf_cache import cache_classes, kv_cache_shape
 from edgeshare.exir.lora import shared_copy
 from torch import nn
@@ -287,8 +287,11 @@ class BatchedCausalLM(nn.Module):
             if not isinstance(linear, nn.Linear):
                 raise UnsupportedModelError(f"adapter target '{target}' is not a Linear layer of the model")
             parent_name, _, child = target.rpartition(".")
-            setattr(modules[parent_name] if parent_name else self.model, child,
-                    BatchedLoraLinear(linear, shape.adapter_slots, shape.rank))
+            setattr(
+                modules[parent_name] if parent_name else self.model,
+                child,
+                BatchedLoraLinear(linear, shape.adapter_slots, shape.rank),
+            )
         dtype = kv_dtype or torch.float32
         if dtype not in (torch.float32, torch.float16):
             raise UnsupportedModelError(f"a KV cache of {dtype} is not supported (float32 or float16)")
@@ -390,4 +393,3 @@ def batch_dynamic_shapes(shape: BatchShape) -> Dict[str, Any]:
         "adapters": {0: rows},
         "logit_rows": {0: kept},
     }
-

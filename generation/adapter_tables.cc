@@ -41,31 +41,31 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
     ES_ASSIGN_OR_RETURN(TensorLayout layout, initial.get_tensor_layout(key));
     Table table;
     table.key = key;
-    ES_CHECK_OR_RETURN_ERROR(ends_with(table.key, ".lora_a") || ends_with(table.key, ".lora_b"),
-                             Error::InvalidProgram,
-                             "%s: '%s' is not an adapter table (.lora_a or .lora_b)",
-                             initial.name(), key);
+    ES_CHECK_OR_RETURN_ERROR(
+        ends_with(table.key, ".lora_a") || ends_with(table.key, ".lora_b"), Error::InvalidProgram,
+        "%s: '%s' is not an adapter table (.lora_a or .lora_b)", initial.name(), key);
     table.is_a = ends_with(table.key, ".lora_a");
-    ES_CHECK_OR_RETURN_ERROR(layout.scalar_type == ScalarType::Float && layout.sizes.size() == 3,
-                             Error::InvalidProgram,
-                             "%s: table '%s' is not a float32 [slots, rows, cols] table",
-                             initial.name(), key);
+    ES_CHECK_OR_RETURN_ERROR(
+        layout.scalar_type == ScalarType::Float && layout.sizes.size() == 3, Error::InvalidProgram,
+        "%s: table '%s' is not a float32 [slots, rows, cols] table", initial.name(), key);
     for (size_t d = 0; d < 3; ++d) table.sizes[d] = layout.sizes[d];
     const size_t slots = static_cast<size_t>(table.sizes[0]);
     const size_t rank = static_cast<size_t>(table.is_a ? table.sizes[1] : table.sizes[2]);
-    ES_CHECK_OR_RETURN_ERROR(
-        i == 0 || (slots == tables->slots_ && rank == tables->rank_), Error::InvalidProgram,
-        "%s: table '%s' has %zu slots of rank %zu, the others %zu of rank %zu", initial.name(),
-        key, slots, rank, tables->slots_, tables->rank_);
+    ES_CHECK_OR_RETURN_ERROR(i == 0 || (slots == tables->slots_ && rank == tables->rank_),
+                             Error::InvalidProgram,
+                             "%s: table '%s' has %zu slots of rank %zu, the others %zu of rank %zu",
+                             initial.name(), key, slots, rank, tables->slots_, tables->rank_);
     tables->slots_ = slots;
     tables->rank_ = rank;
-    const size_t nbytes = (table.numel() * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+    const size_t nbytes =
+        (table.numel() * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
     table.data = std::unique_ptr<float, void (*)(void*)>(
         static_cast<float*>(std::aligned_alloc(kAlignment, nbytes > 0 ? nbytes : kAlignment)),
         std::free);
     ES_CHECK_OR_RETURN_ERROR(table.data != nullptr, Error::MemoryAllocationFailed,
                              "no memory for adapter table '%s' (%zu bytes)", key, nbytes);
-    ES_RETURN_IF_ERROR(initial.load_data_into(key, table.data.get(), table.numel() * sizeof(float)));
+    ES_RETURN_IF_ERROR(
+        initial.load_data_into(key, table.data.get(), table.numel() * sizeof(float)));
     ES_ASSIGN_OR_RETURN(table.digest, initial.get_digest(key));
     tables->tables_.push_back(std::move(table));
   }
@@ -85,12 +85,10 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
                            slot, slots_ - 1);
   if (foundation_.has_value()) {
     const Digest* recorded = adapter.foundation_digest();
-    ES_CHECK_OR_RETURN_ERROR(recorded != nullptr && *recorded == *foundation_,
-                             Error::InvalidArgument,
-                             "%s is not an adapter of this batch program's foundation (%s)",
-                             adapter.path(),
-                             recorded == nullptr ? "it records no foundation"
-                                                 : "it was exported over another one");
+    ES_CHECK_OR_RETURN_ERROR(
+        recorded != nullptr && *recorded == *foundation_, Error::InvalidArgument,
+        "%s is not an adapter of this batch program's foundation (%s)", adapter.path(),
+        recorded == nullptr ? "it records no foundation" : "it was exported over another one");
   }
   const size_t keys = map.get_num_keys();
   ES_CHECK_OR_RETURN_ERROR(keys > 0, Error::InvalidArgument, "%s holds no adapter factors",
@@ -102,10 +100,11 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
                              "%s: '%s' is not a layer of this batch program's adapters",
                              adapter.path(), key);
     ES_ASSIGN_OR_RETURN(TensorLayout layout, map.get_tensor_layout(key));
-    const bool fits =
-        layout.scalar_type == ScalarType::Float && layout.sizes.size() == 2 &&
-        (table->is_a ? layout.sizes[0] <= static_cast<int32_t>(rank_) && layout.sizes[1] == table->sizes[2]
-                     : layout.sizes[0] == table->sizes[1] && layout.sizes[1] <= static_cast<int32_t>(rank_));
+    const bool fits = layout.scalar_type == ScalarType::Float && layout.sizes.size() == 2 &&
+                      (table->is_a ? layout.sizes[0] <= static_cast<int32_t>(rank_) &&
+                                         layout.sizes[1] == table->sizes[2]
+                                   : layout.sizes[0] == table->sizes[1] &&
+                                         layout.sizes[1] <= static_cast<int32_t>(rank_));
     ES_CHECK_OR_RETURN_ERROR(fits, Error::InvalidArgument,
                              "%s: '%s' is not a float32 %s of at most rank %zu", adapter.path(),
                              key, table->is_a ? "[rank, in] factor" : "[out, rank] factor", rank_);
@@ -117,7 +116,8 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
     ES_ASSIGN_OR_RETURN(TensorLayout layout, map.get_tensor_layout(key));
     ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, map.get_data(key));
     const auto* from = static_cast<const float*>(bytes.data());
-    const size_t rows = static_cast<size_t>(table.sizes[1]), cols = static_cast<size_t>(table.sizes[2]);
+    const size_t rows = static_cast<size_t>(table.sizes[1]),
+                 cols = static_cast<size_t>(table.sizes[2]);
     float* to = table.data.get() + slot * rows * cols;
     if (table.is_a) {
       std::memcpy(to, from, layout.numel() * sizeof(float));

@@ -10,8 +10,9 @@
 // over (merged with the foundation's file): the method then reads this memory in place, and
 // load() / clear() rewrite one slot's rows of every table. Nothing of the foundation is touched.
 //
-//   ES_ASSIGN_OR_RETURN(auto tables, AdapterTables::create(batch_tables->map(), program.foundation_digest()));
-//   ES_ASSIGN_OR_RETURN(MergedDataMap data, MergedDataMap::create({&foundation->map(), tables.get()}));
+//   ES_ASSIGN_OR_RETURN(auto tables, AdapterTables::create(batch_tables->map(),
+//   program.foundation_digest())); ES_ASSIGN_OR_RETURN(MergedDataMap data,
+//   MergedDataMap::create({&foundation->map(), tables.get()}));
 //   ... program.load_method("forward_batch", &data) ...
 //   ES_RETURN_IF_ERROR(tables->load(/*slot=*/3, *DataFile::open("chat.ptd")));
 //
@@ -47,8 +48,8 @@ class AdapterTables final : public runtime::NamedDataMap {
  public:
   // `foundation`: the batch program's foundation identity (Program::foundation_digest()), which
   // every loaded adapter file must record; null accepts files of any foundation.
-  static runtime::Result<std::unique_ptr<AdapterTables>> create(const runtime::NamedDataMap& initial,
-                                                                const runtime::Digest* foundation);
+  static runtime::Result<std::unique_ptr<AdapterTables>> create(
+      const runtime::NamedDataMap& initial, const runtime::Digest* foundation);
 
   size_t slots() const { return slots_; }
   size_t rank() const { return rank_; }

@@ -44,20 +44,18 @@ Status check_signature(const runtime::Method& method) {
                            name);
   for (size_t i = 1; i < kInputs; ++i) {
     Result<Tensor> input = method.input(i);
-    ES_CHECK_OR_RETURN_ERROR(input.ok() && input->scalar_type() == ScalarType::Long &&
-                                 input->dim() == 1,
-                             Error::InvalidArgument,
-                             "method '%s': input %zu is not an int64 vector as a batch method's",
-                             name, i);
+    ES_CHECK_OR_RETURN_ERROR(
+        input.ok() && input->scalar_type() == ScalarType::Long && input->dim() == 1,
+        Error::InvalidArgument, "method '%s': input %zu is not an int64 vector as a batch method's",
+        name, i);
   }
   return Status();
 }
 
 }  // namespace
 
-BatchEngine::BatchEngine(runtime::Method* method, AdapterTables* tables,
-                         const BatchLimits& limits, const Options& options, size_t max_rows,
-                         size_t vocab_size)
+BatchEngine::BatchEngine(runtime::Method* method, AdapterTables* tables, const BatchLimits& limits,
+                         const Options& options, size_t max_rows, size_t vocab_size)
     : method_(method),
       tables_(tables),
       limits_(limits),
@@ -85,9 +83,9 @@ BatchEngine::BatchEngine(runtime::Method* method, AdapterTables* tables,
 BatchEngine::~BatchEngine() = default;
 
 Result<std::unique_ptr<BatchEngine>> BatchEngine::create(runtime::Method* method,
-                                                          const BatchLimits& limits,
-                                                          const Options& options,
-                                                          AdapterTables* tables) {
+                                                         const BatchLimits& limits,
+                                                         const Options& options,
+                                                         AdapterTables* tables) {
   ES_CHECK_OR_RETURN_ERROR(method != nullptr, Error::InvalidArgument, "BatchEngine: null method");
   ES_CHECK_OR_RETURN_ERROR(limits.slots > 0 && limits.max_seq_len > 1 && limits.adapter_slots > 0,
                            Error::InvalidArgument,
@@ -115,9 +113,11 @@ Result<RequestId> BatchEngine::submit(BatchRequest request) {
   ES_CHECK_OR_RETURN_ERROR(prompt.size() < limits_.max_seq_len, Error::InvalidArgument,
                            "a prompt of %zu tokens leaves no room in a sequence of %zu positions",
                            prompt.size(), limits_.max_seq_len);
-  ES_RETURN_IF_ERROR(check_token_ids(bounds_, Span<const int64_t>(prompt.data(), prompt.size()), name));
+  ES_RETURN_IF_ERROR(
+      check_token_ids(bounds_, Span<const int64_t>(prompt.data(), prompt.size()), name));
   const std::vector<int64_t>& stops = request.options.stop_ids;
-  ES_RETURN_IF_ERROR(check_token_ids(bounds_, Span<const int64_t>(stops.data(), stops.size()), name));
+  ES_RETURN_IF_ERROR(
+      check_token_ids(bounds_, Span<const int64_t>(stops.data(), stops.size()), name));
   ES_CHECK_OR_RETURN_ERROR(
       request.adapter >= -1 && request.adapter < static_cast<int64_t>(limits_.adapter_slots),
       Error::InvalidArgument, "adapter slot %lld is outside -1..%zu",
@@ -131,14 +131,16 @@ Result<RequestId> BatchEngine::submit(BatchRequest request) {
   sequence->sampler.emplace(std::move(sampler));
   sequence->sampler->reset(Span<const int64_t>(prompt.data(), prompt.size()));
   sequence->tokens = prompt;
-  sequence->tokens.reserve(std::min(limits_.max_seq_len, prompt.size() + request.options.max_new_tokens));
+  sequence->tokens.reserve(
+      std::min(limits_.max_seq_len, prompt.size() + request.options.max_new_tokens));
   sequence->request = std::move(request);
   std::lock_guard<std::mutex> lock(mutex_);
   const int64_t adapter = sequence->request.adapter;
-  ES_CHECK_OR_RETURN_ERROR(adapter < 0 || (adapter_loaded_[adapter] && !adapter_unloading_[adapter]),
-                           Error::InvalidArgument, "adapter slot %lld holds no adapter%s",
-                           static_cast<long long>(adapter),
-                           adapter >= 0 && adapter_unloading_[adapter] ? " (it is being unloaded)" : "");
+  ES_CHECK_OR_RETURN_ERROR(
+      adapter < 0 || (adapter_loaded_[adapter] && !adapter_unloading_[adapter]),
+      Error::InvalidArgument, "adapter slot %lld holds no adapter%s",
+      static_cast<long long>(adapter),
+      adapter >= 0 && adapter_unloading_[adapter] ? " (it is being unloaded)" : "");
   ES_CHECK_OR_RETURN_ERROR(queue_.size() < options_.max_queue, Error::ResourceExhausted,
                            "the queue is full (%zu requests wait for a slot)", queue_.size());
   if (adapter >= 0) ++adapter_users_[adapter];
@@ -204,7 +206,8 @@ bool BatchEngine::adapter_loaded(size_t slot) const {
 
 bool BatchEngine::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !queue_.empty() || std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; });
+  return !queue_.empty() ||
+         std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; });
 }
 
 size_t BatchEngine::running() const {
@@ -329,11 +332,10 @@ Result<size_t> BatchEngine::step() {
     }
   } else {
     ES_ASSIGN_OR_RETURN(Tensor logits, method_->output(0));
-    ES_CHECK_OR_RETURN_ERROR(logits.dim() == 3 &&
-                                 static_cast<size_t>(logits.size(1)) == logit_rows_.size() &&
-                                 static_cast<size_t>(logits.size(2)) == vocab_size_,
-                             Error::InvalidProgram, "method '%s' returned logits of another shape",
-                             method_->name());
+    ES_CHECK_OR_RETURN_ERROR(
+        logits.dim() == 3 && static_cast<size_t>(logits.size(1)) == logit_rows_.size() &&
+            static_cast<size_t>(logits.size(2)) == vocab_size_,
+        Error::InvalidProgram, "method '%s' returned logits of another shape", method_->name());
     size_t kept = 0;
     for (const Row& row : rows_) {
       Sequence& s = *row.sequence;

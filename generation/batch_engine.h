@@ -31,17 +31,17 @@
 // slots [N], adapters [N], logit_rows [M]) -> logits [1, M, vocab], or for limits of zero.
 // submit: InvalidArgument for an empty prompt, a prompt of max_seq_len tokens or more (no room for
 // one new token), a token or stop id outside the vocabulary, an adapter slot outside
-// -1..adapter_slots-1 or holding no adapter (or being unloaded), max_new_tokens 0, cached_tokens set, or sampling options out of range;
-// ResourceExhausted when `max_queue` requests are queued already. The request is not queued then.
-// cancel: NotFound for an id that is not queued or running. step: the method's errors; the
-// sequences that had rows in the failed step end with it (their on_finish gets the error), the
-// others are untouched.
-// Ownership: borrows the Method, which must outlive the engine and be executed by nothing else.
-// Thread-safety: submit(), cancel(), busy() and the counts may be called from any thread at any
-// time; step() from one thread at a time. Callbacks run on the thread calling step(), without the
-// engine's lock held (they may submit or cancel).
-// Memory: per slot a Sampler (allocated at admission) and the tokens of its sequence; the rows'
-// inputs are allocated once by create(), so a step allocates nothing but a sequence's token growth.
+// -1..adapter_slots-1 or holding no adapter (or being unloaded), max_new_tokens 0, cached_tokens
+// set, or sampling options out of range; ResourceExhausted when `max_queue` requests are queued
+// already. The request is not queued then. cancel: NotFound for an id that is not queued or
+// running. step: the method's errors; the sequences that had rows in the failed step end with it
+// (their on_finish gets the error), the others are untouched. Ownership: borrows the Method, which
+// must outlive the engine and be executed by nothing else. Thread-safety: submit(), cancel(),
+// busy() and the counts may be called from any thread at any time; step() from one thread at a
+// time. Callbacks run on the thread calling step(), without the engine's lock held (they may submit
+// or cancel). Memory: per slot a Sampler (allocated at admission) and the tokens of its sequence;
+// the rows' inputs are allocated once by create(), so a step allocates nothing but a sequence's
+// token growth.
 
 #ifndef EDGESHARE_GENERATION_BATCH_ENGINE_H_
 #define EDGESHARE_GENERATION_BATCH_ENGINE_H_
@@ -132,7 +132,8 @@ class BatchEngine {
   struct Row;
   BatchEngine(runtime::Method* method, AdapterTables* tables, const BatchLimits& limits,
               const Options& options, size_t max_rows, size_t vocab_size);
-  // Under the lock: ends cancelled sequences (into `ended`), admits queued requests into free slots.
+  // Under the lock: ends cancelled sequences (into `ended`), admits queued requests into free
+  // slots.
   void admit_locked(std::vector<std::unique_ptr<Sequence>>* ended);
   runtime::Status execute_rows(size_t rows, size_t kept);
   static void finish(Sequence& sequence, FinishReason reason, const runtime::Status& status);

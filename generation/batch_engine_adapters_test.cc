@@ -58,7 +58,8 @@ class BatchAdaptersTest : public ::testing::Test {
     limits_.loaded_adapters = json.at("adapters").size();
     batch_ = LoadMethod(FixturePath("batch/batch.pte"), *data_, "forward_batch");
     ASSERT_NE(batch_, nullptr);
-    auto engine = BatchEngine::create(&*batch_->method, limits_, BatchEngine::Options(), tables_.get());
+    auto engine =
+        BatchEngine::create(&*batch_->method, limits_, BatchEngine::Options(), tables_.get());
     ASSERT_TRUE(engine.ok()) << engine.status().message();
     engine_ = std::move(engine).get();
   }

@@ -170,7 +170,8 @@ TEST_F(BatchEngineTest, MoreRequestsThanSlotsWaitAndSequencesStopAtTheirBound) {
   ASSERT_NE(engine, nullptr);
   const std::vector<int64_t>& prompt = expected_.at("prompt");
   std::vector<Finished> out(limits_.slots + 2);
-  for (size_t i = 0; i < out.size(); ++i) Submit(*engine, prompt, static_cast<int64_t>(i % 3) - 1, 4, &out[i]);
+  for (size_t i = 0; i < out.size(); ++i)
+    Submit(*engine, prompt, static_cast<int64_t>(i % 3) - 1, 4, &out[i]);
   ASSERT_TRUE(engine->step().ok());
   EXPECT_EQ(engine->running(), limits_.slots);
   EXPECT_EQ(engine->queued(), 2u);
@@ -206,8 +207,7 @@ TEST_F(BatchEngineTest, BadRequestsAreRefusedInOneLineAndOthersRunOn) {
   const runtime::Status adapter = refused(prompt, static_cast<int64_t>(limits_.adapter_slots), 4);
   EXPECT_EQ(adapter.code(), Error::InvalidArgument);
   EXPECT_NE(std::string(adapter.message()).find("adapter slot"), std::string::npos);
-  const runtime::Status long_prompt =
-      refused(std::vector<int64_t>(limits_.max_seq_len, 1), 0, 4);
+  const runtime::Status long_prompt = refused(std::vector<int64_t>(limits_.max_seq_len, 1), 0, 4);
   EXPECT_EQ(long_prompt.code(), Error::InvalidArgument);
   EXPECT_NE(std::string(long_prompt.message()).find("no room"), std::string::npos);
   const runtime::Status token = refused({1, static_cast<int64_t>(engine->vocab_size())}, 0, 4);
@@ -224,7 +224,8 @@ TEST_F(BatchEngineTest, BadRequestsAreRefusedInOneLineAndOthersRunOn) {
   EXPECT_EQ(cancelled.reason, FinishReason::kCaller);
   EXPECT_LT(cancelled.tokens.size(), 30u);
   EXPECT_EQ(engine->cancel(id).code(), Error::NotFound);
-  EXPECT_EQ(a.tokens, std::vector<int64_t>(expected_.at("a").begin(), expected_.at("a").begin() + 8));
+  EXPECT_EQ(a.tokens,
+            std::vector<int64_t>(expected_.at("a").begin(), expected_.at("a").begin() + 8));
 }
 
 }  // namespace

@@ -86,8 +86,13 @@ def test_every_row_equals_its_own_sequence_run(files, reference):
     tiny, root = files
     out = os.path.join(root, "fp32")
     result = export_hf_batch(
-        tiny.model_dir, dict(tiny.adapter_dirs), out, slots=SLOTS, max_seq_len=MAX_SEQ_LEN,
-        max_rows=16, partitioner=XnnpackPartitioner(),
+        tiny.model_dir,
+        dict(tiny.adapter_dirs),
+        out,
+        slots=SLOTS,
+        max_seq_len=MAX_SEQ_LEN,
+        max_rows=16,
+        partitioner=XnnpackPartitioner(),
     )
     manifest = json.load(open(result.manifest_path, encoding="utf-8"))
     assert manifest["adapters"] == ["a", "b"] and manifest["slots"] == SLOTS
@@ -112,8 +117,13 @@ def test_quantized_rows_equal_each_adapter_s_own_program(files, quantize):
     tiny, root = files
     batch, lora = os.path.join(root, f"{quantize}-batch"), os.path.join(root, f"{quantize}-lora")
     result = export_hf_batch(
-        tiny.model_dir, dict(tiny.adapter_dirs), batch, slots=SLOTS, max_seq_len=MAX_SEQ_LEN,
-        max_rows=16, partitioner=XnnpackPartitioner(quantize=quantize),
+        tiny.model_dir,
+        dict(tiny.adapter_dirs),
+        batch,
+        slots=SLOTS,
+        max_seq_len=MAX_SEQ_LEN,
+        max_rows=16,
+        partitioner=XnnpackPartitioner(quantize=quantize),
     )
     export_hf_lora(tiny.model_dir, dict(tiny.adapter_dirs), lora, MAX_SEQ_LEN, XnnpackPartitioner(quantize=quantize))
     tokens, _ = _tokens(), None
@@ -159,7 +169,9 @@ def test_a_bad_row_is_refused_and_changes_nothing(files, reference):
     tiny, root = files
     out = os.path.join(root, "fp32")
     tokens, want = reference
-    program = Program.load(os.path.join(out, "batch.pte"), [os.path.join(out, "foundation.ptd"), os.path.join(out, "batch_tables.ptd")])
+    program = Program.load(
+        os.path.join(out, "batch.pte"), [os.path.join(out, "foundation.ptd"), os.path.join(out, "batch_tables.ptd")]
+    )
     method = program.method("forward_batch")
     inputs, where = _step(STEPS[0], tokens)
     method.execute(*inputs)

@@ -49,10 +49,10 @@ Status batch_rows(Args args) {
                           {"adapter slot", adapter, -1, adapter_slots}};
   for (const Bound& b : bounds) {
     for (size_t i = 0; i < rows; ++i) {
-      ES_CHECK_OR_RETURN_ERROR(b.values[i] >= b.low && b.values[i] < b.high,
-                               Error::InvalidArgument, "%s: row %zu's %s %lld is outside %lld..%lld",
-                               op, i, b.name, static_cast<long long>(b.values[i]),
-                               static_cast<long long>(b.low), static_cast<long long>(b.high - 1));
+      ES_CHECK_OR_RETURN_ERROR(b.values[i] >= b.low && b.values[i] < b.high, Error::InvalidArgument,
+                               "%s: row %zu's %s %lld is outside %lld..%lld", op, i, b.name,
+                               static_cast<long long>(b.values[i]), static_cast<long long>(b.low),
+                               static_cast<long long>(b.high - 1));
     }
   }
   ES_RETURN_IF_ERROR(resize_output(*out, {static_cast<int32_t>(rows)}, op));

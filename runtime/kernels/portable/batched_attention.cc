@@ -150,8 +150,7 @@ Status batched_attention(Args args) {
   return Status();
 }
 
-const bool registered =
-    register_kernel("edgeshare::batched_attention", batched_attention, 9).ok();
+const bool registered = register_kernel("edgeshare::batched_attention", batched_attention, 9).ok();
 
 }  // namespace
 }  // namespace portable

@@ -36,22 +36,21 @@ Status lora_bgmv(Args args) {
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 4, op));
 
   const ScalarType type = a->scalar_type();
-  ES_CHECK_OR_RETURN_ERROR((type == ScalarType::Float || type == ScalarType::Half) &&
-                               b->scalar_type() == type,
-                           Error::NotSupported,
-                           "%s: the factors are %s and %s; both Float or both Half is supported",
-                           op, to_string(type), to_string(b->scalar_type()));
+  ES_CHECK_OR_RETURN_ERROR(
+      (type == ScalarType::Float || type == ScalarType::Half) && b->scalar_type() == type,
+      Error::NotSupported, "%s: the factors are %s and %s; both Float or both Half is supported",
+      op, to_string(type), to_string(b->scalar_type()));
   ES_CHECK_OR_RETURN_ERROR(x->dim() >= 2 && a->dim() == 3 && b->dim() == 3, Error::InvalidProgram,
                            "%s: x must be [..., rows, in], a [slots, rank, in], b [slots, out, "
                            "rank]",
                            op);
   const size_t rows = x->size(x->dim() - 1 - 1), in = x->size(x->dim() - 1);
   const size_t slots = a->size(0), rank = a->size(1), out_channels = b->size(1);
-  ES_CHECK_OR_RETURN_ERROR(static_cast<size_t>(a->size(2)) == in && static_cast<size_t>(b->size(0)) == slots &&
-                               static_cast<size_t>(b->size(2)) == rank,
-                           Error::InvalidProgram,
-                           "%s: a [%zu, %zu, %d] and b [%d, %zu, %d] do not fit x's %zu inputs", op,
-                           slots, rank, a->size(2), b->size(0), out_channels, b->size(2), in);
+  ES_CHECK_OR_RETURN_ERROR(
+      static_cast<size_t>(a->size(2)) == in && static_cast<size_t>(b->size(0)) == slots &&
+          static_cast<size_t>(b->size(2)) == rank,
+      Error::InvalidProgram, "%s: a [%zu, %zu, %d] and b [%d, %zu, %d] do not fit x's %zu inputs",
+      op, slots, rank, a->size(2), b->size(0), out_channels, b->size(2), in);
   ES_CHECK_OR_RETURN_ERROR(rank >= 1 && rank <= kMaxRank, Error::NotSupported,
                            "%s: rank %zu is outside 1..%zu", op, rank, kMaxRank);
   ES_CHECK_OR_RETURN_ERROR(adapters->scalar_type() == ScalarType::Long && adapters->dim() == 1 &&
@@ -92,10 +91,10 @@ Status lora_bgmv(Args args) {
         gemm.f32(m, rank, in, xs + i * in, as, low);
         gemm.f32(m, out_channels, rank, low, bs, y);
       } else {
-        const auto* as = static_cast<const uint16_t*>(a->const_data()) +
-                         static_cast<size_t>(slot[i]) * a_slot;
-        const auto* bs = static_cast<const uint16_t*>(b->const_data()) +
-                         static_cast<size_t>(slot[i]) * b_slot;
+        const auto* as =
+            static_cast<const uint16_t*>(a->const_data()) + static_cast<size_t>(slot[i]) * a_slot;
+        const auto* bs =
+            static_cast<const uint16_t*>(b->const_data()) + static_cast<size_t>(slot[i]) * b_slot;
         gemm.f16(m, rank, in, xs + i * in, as, low);
         gemm.f16(m, out_channels, rank, low, bs, y);
       }
