@@ -157,6 +157,13 @@ TEST_F(BatchAdaptersTest, SlotsReloadWhileOthersGenerateOnAnotherThread) {
       std::this_thread::yield();
     }
   });
+  // Each step waits (bounded) for the loader to have rewritten slot 2 once more, so loads and
+  // unloads land between and during the steps of the requests on slots 0 and 1.
+  auto step = [&] {
+    const int before = loads.load();
+    ASSERT_TRUE(engine_->step().ok());
+    for (int spin = 0; spin < 20000 && loads.load() == before; ++spin) std::this_thread::yield();
+  };
   std::vector<std::vector<int64_t>> out(6);
   for (size_t i = 0; i < out.size(); ++i) {
     BatchRequest request;
@@ -169,9 +176,9 @@ TEST_F(BatchAdaptersTest, SlotsReloadWhileOthersGenerateOnAnotherThread) {
       return true;
     };
     ASSERT_TRUE(engine_->submit(std::move(request)).ok());
-    for (int s = 0; s < 3; ++s) ASSERT_TRUE(engine_->step().ok());
+    for (int s = 0; s < 3; ++s) step();
   }
-  while (engine_->busy()) ASSERT_TRUE(engine_->step().ok());
+  while (engine_->busy()) step();
   stop = true;
   loader.join();
   EXPECT_GT(loads.load(), 0);
