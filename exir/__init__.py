@@ -48,9 +48,11 @@ if _PIPELINE:
     from edgeshare.exir.export_options import AdapterOptions, ExportOptions, OptionError, QuantizationOptions
     from edgeshare.exir.fc_formats import FC_FORMATS, FcFormat, fc_format
     from edgeshare.exir.hf import (
+        BatchExportResult,
         CausalLMLogits,
         HfInputError,
         UnsupportedAdapterError,
+        export_hf_batch,
         export_hf_lora,
         export_hf_swappable,
         load_hf_model,
@@ -68,6 +70,7 @@ __all__ = [
     "AdapterNameError",
     "AdapterOptions",
     "BackendDetails",
+    "BatchExportResult",
     "CallableDataPolicy",
     "CausalLMLogits",
     "CompileSpec",
@@ -106,6 +109,7 @@ __all__ = [
     "check_out_dir",
     "deserialize_ptd",
     "deserialize_pte",
+    "export_hf_batch",
     "export_hf_lora",
     "export_hf_swappable",
     "export_swappable",

@@ -102,7 +102,7 @@ class cached_step:  # noqa: N801 (used as a context manager, like torch.no_grad)
         _CURRENT.start_pos = self._outer
 
 
-def _config_window(config: Any, layer_idx: Optional[int]) -> Optional[int]:
+def config_window(config: Any, layer_idx: Optional[int]) -> Optional[int]:
     """The sliding window the config gives layer `layer_idx`, or None for full attention."""
     window = getattr(config, "sliding_window", None)
     if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
@@ -145,7 +145,7 @@ def _attention(
     # call does not say so would silently attend to everything.
     config = getattr(module, "config", None)
     layer = getattr(module, "layer_idx", None)
-    expected = _config_window(config, layer) if config is not None else None
+    expected = config_window(config, layer) if config is not None else None
     if expected is not None and (sliding_window or None) != expected:
         raise UnsupportedModelError(
             f"{name} (layer {layer}): the config slides a window of {expected} positions but the "

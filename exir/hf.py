@@ -25,14 +25,32 @@ import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
 import torch
-from edgeshare.exir._pipeline import check_out_dir
+from edgeshare.exir._pipeline import Lowerer, OutputFiles, SharedData, check_out_dir, export_method
+from edgeshare.exir._serialize import with_foundation_digest, write_ptd
 from edgeshare.exir.calibration import CALIBRATION_CTX, calibration_ids, check_calibration_file, importance_from_ids
-from edgeshare.exir.data_policy import FoundationDataPolicy, foundation_tensors
+from edgeshare.exir.data_policy import (
+    DataPlacement,
+    DataPolicy,
+    FoundationDataPolicy,
+    canonical_name,
+    foundation_tensors,
+)
 from edgeshare.exir.errors import AdapterMismatchError, ExportError
-from edgeshare.exir.export import ExecutorchBackendConfig
+from edgeshare.exir.export import DataFileEntry, ExecutorchBackendConfig, to_edge
 from edgeshare.exir.export_options import OptionError
+from edgeshare.exir.hf_batch import (
+    BATCH_METHOD,
+    BatchShape,
+    BatchedCausalLM,
+    batch_dynamic_shapes,
+    batch_example_inputs,
+    LoraWeights,
+    lora_targets,
+    lora_weights,
+)
 from edgeshare.exir.hf_cache import kv_cache_method
 from edgeshare.exir.lora import ExtraMethod, LoraExportResult, check_adapter_name, export_lora, shared_copy
+from edgeshare.exir.named_data_store import NamedDataStore
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.peft_options import (
     check_lora_layers,
@@ -42,12 +60,15 @@ from edgeshare.exir.peft_options import (
     protect_foundation,
 )
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
+from edgeshare.exir.tensor_layout import TensorLayout, digest_cache, tensor_digest, tensor_view
 from torch import nn
 
 __all__ = [
     "CausalLMLogits",
     "HfInputError",
     "UnsupportedAdapterError",
+    "BatchExportResult",
+    "export_hf_batch",
     "export_hf_lora",
     "export_hf_swappable",
     "load_hf_model",
@@ -62,6 +83,8 @@ WEIGHTS_INDEX = "model.safetensors.index.json"
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 FOUNDATION = "foundation"
+BATCH_PROGRAM = "batch"
+BATCH_TABLES = "batch_tables"
 
 
 class HfInputError(ExportError):
@@ -386,6 +409,206 @@ def export_hf_swappable(
         progress=say,
         extra_methods=[inputs.cached],
     )
+
+
+@dataclasses.dataclass
+class BatchExportResult:
+    """What export_hf_batch wrote.
+
+    Attributes:
+      files: path -> size in bytes of every file written.
+      foundation_path: foundation.ptd (as export_hf_lora writes it).
+      foundation_program: foundation.pte (the bare model, as export_hf_lora writes it).
+      batch_program: batch.pte, method "forward_batch" (exir/hf_batch.py).
+      tables_path: batch_tables.ptd: the adapter tables, the adapters in slots 0.. in the given order.
+      adapter_paths: adapter name -> <name>.ptd, its factors alone, for loading into any slot.
+      manifest_path: batch.json: the batch's shape and which adapter is in which slot.
+      shape: the batch's shape.
+      fallbacks, gathered_formats: as SwappableExportResult's (the partitioner's format choices).
+    """
+
+    files: Dict[str, int]
+    foundation_path: str
+    foundation_program: str
+    batch_program: str
+    tables_path: str
+    adapter_paths: Dict[str, str]
+    manifest_path: str
+    shape: BatchShape
+    fallbacks: Dict[str, str] = dataclasses.field(default_factory=dict)
+    gathered_formats: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+class _TablesPolicy(DataPolicy):
+    """Foundation weights pinned in foundation.ptd; the adapter tables open in batch_tables.ptd."""
+
+    def __init__(self, foundation: FoundationDataPolicy) -> None:
+        self.foundation = foundation
+
+    def place(self, method: str, name: str, tensor: torch.Tensor) -> Optional[DataPlacement]:
+        key = self.foundation.foundation_key(tensor)
+        if key is not None:
+            return DataPlacement(key, self.foundation.foundation_tag)
+        return DataPlacement(f"{BATCH_TABLES}/{canonical_name(name)}", BATCH_TABLES, open=True)
+
+
+def export_hf_batch(
+    model_dir: str,
+    adapters: Mapping[str, str],
+    out_dir: str,
+    slots: int = 8,
+    max_seq_len: int = 128,
+    adapter_slots: Optional[int] = None,
+    rank: Optional[int] = None,
+    max_rows: int = 64,
+    partitioner: Optional[Partitioner] = None,
+    config: Optional[ExecutorchBackendConfig] = None,
+    progress: Optional[Callable[[str], None]] = None,
+    kv_dtype: Optional[torch.dtype] = None,
+) -> BatchExportResult:
+    """Exports a Hugging Face causal LM for batches of sequences on mixed adapters (exir/hf_batch.py).
+
+    Writes out_dir/foundation.pte and foundation.ptd as export_hf_lora writes them (so the batch
+    shares the foundation with the per-adapter programs of the same options), out_dir/batch.pte
+    with the method "forward_batch", out_dir/batch_tables.ptd (the adapter tables, the given
+    adapters in slots 0, 1, ... in order, the other slots zero) and out_dir/batch.json.
+
+    Args:
+      model_dir: the model directory.
+      adapters: adapter name -> its PEFT directory; their target modules, together, are the layers
+        that take adapters.
+      out_dir: the folder to write (created if missing).
+      slots: sequences that generate at once (KV-cache slots).
+      max_seq_len: positions per sequence.
+      adapter_slots: adapters resident at once (None: as many as slots, at least the adapters given).
+      rank: the largest LoRA rank a slot takes (None: the largest of the adapters given).
+      max_rows: the most tokens one step runs.
+      partitioner, config, progress, kv_dtype: as export_hf_lora's.
+
+    Returns:
+      What was written.
+
+    Raises:
+      As export_hf_lora; ExportError also for no adapters, more adapters than adapter slots, a rank
+      below an adapter's, or a shape that is not positive.
+    """
+    say = progress or (lambda line: None)
+    check_out_dir(out_dir)
+    if not adapters:
+        raise ExportError("export_hf_batch needs at least one adapter (its modules are the layers adapters take)")
+    for name in adapters:
+        if name in (BATCH_PROGRAM, BATCH_TABLES):
+            raise ExportError(f"adapter name '{name}' is a file stem of the batch export; choose another")
+    if adapter_slots is not None and len(adapters) > adapter_slots:
+        raise ExportError(f"{len(adapters)} adapters do not fit {adapter_slots} adapter slots")
+    inputs = _load_for_export("export_hf_batch", model_dir, adapters, max_seq_len, say, kv_dtype)
+    weights = [lora_weights(module.model) for module in inputs.models.values()]
+    largest = max(w.rank for w in weights)
+    if rank is not None and rank < largest:
+        raise ExportError(f"--batch-rank {rank} is below the adapters' largest rank {largest}")
+    try:
+        shape = BatchShape(
+            slots=slots,
+            max_seq_len=max_seq_len,
+            adapter_slots=adapter_slots if adapter_slots is not None else max(slots, len(adapters)),
+            rank=rank if rank is not None else largest,
+            targets=lora_targets(weights),
+            max_rows=max_rows,
+        )
+    except ValueError as e:
+        raise ExportError(str(e)) from None
+    batched = BatchedCausalLM(inputs.base, shape, kv_dtype)
+    for slot, adapter in enumerate(weights):
+        batched.put_adapter(slot, adapter)
+    vocab = int(inputs.base.get_input_embeddings().weight.shape[0])
+    foundation_policy = FoundationDataPolicy(inputs.base, FOUNDATION)
+    with digest_cache():
+        lowerer = Lowerer(
+            partitioner,
+            config,
+            (inputs.example,),
+            token_dynamic_shapes(max_seq_len),
+            [inputs.cached],
+            say,
+            FOUNDATION,
+        )
+        bare, _ = lowerer.lower(CausalLMLogits(inputs.base), "the foundation", foundation_policy, foundation=True)
+        shared = SharedData(FOUNDATION, reference=FOUNDATION)
+        shared.add(FOUNDATION, bare)
+        say(f"exporting the batch program ({shape.slots} slots, {shape.adapter_slots} adapter slots, rank {shape.rank})")
+        ep = export_method(batched, batch_example_inputs(vocab, shape), "the batch program", batch_dynamic_shapes(shape))
+        edge = to_edge({BATCH_METHOD: ep}, data_policy=_TablesPolicy(foundation_policy))
+        program, _ = lowerer.lower_edge(edge, "the batch program")
+        shared.add(BATCH_PROGRAM, program)
+        identity = shared.identity()
+        tables = program.data_entries.get(BATCH_TABLES, {})
+        constant_alignment = lowerer.config.constant_alignment
+        adapter_files = {name: _adapter_table_entries(w, tables, constant_alignment) for name, w in zip(adapters, weights)}
+        manifest = {
+            "method": BATCH_METHOD,
+            "slots": shape.slots,
+            "max_seq_len": shape.max_seq_len,
+            "adapter_slots": shape.adapter_slots,
+            "rank": shape.rank,
+            "max_rows": shape.max_rows,
+            "targets": list(shape.targets),
+            "adapters": list(adapters),
+            "adapter_files": {name: f"{name}.ptd" for name in adapters},
+        }
+        alignment = lowerer.config.tensor_alignment
+        with OutputFiles(out_dir, say) as files:
+            foundation_program = files.write_bytes(
+                f"{FOUNDATION}.pte", with_foundation_digest(bare.buffer, identity, f"{FOUNDATION}.pte")
+            )
+            foundation_path = shared.write(files, alignment)
+            batch_program = files.write_bytes(
+                f"{BATCH_PROGRAM}.pte", with_foundation_digest(program.buffer, identity, f"{BATCH_PROGRAM}.pte")
+            )
+            tables_path = files.write(f"{BATCH_TABLES}.ptd", lambda f: write_ptd(f, tables, alignment, identity))
+            adapter_paths = {
+                name: files.write(f"{name}.ptd", lambda f, e=entries: write_ptd(f, e, alignment, identity))
+                for name, entries in adapter_files.items()
+            }
+            manifest_path = files.write_bytes(f"{BATCH_PROGRAM}.json", (json.dumps(manifest, indent=2) + "\n").encode())
+            sizes = files.commit()
+    return BatchExportResult(
+        sizes,
+        foundation_path,
+        foundation_program,
+        batch_program,
+        tables_path,
+        adapter_paths,
+        manifest_path,
+        shape,
+        dict(lowerer.fallbacks),
+        dict(lowerer.gathered_formats),
+    )
+
+
+def _adapter_table_entries(
+    weights: LoraWeights, tables: Mapping[str, DataFileEntry], alignment: int
+) -> Dict[str, DataFileEntry]:
+    """One adapter's file for the batch program: under each table's key, its own factor ([r, in]
+    for a lora_a table, [out, r] for a lora_b one), which the engine writes into a slot."""
+    store = NamedDataStore()
+    for target, (a, b) in weights.layers.items():
+        for part, tensor in (("lora_a", a), ("lora_b", b)):
+            key = f"{BATCH_TABLES}/{canonical_name(f'model.{target}.{part}')}"
+            if key not in tables:
+                raise ExportError(f"the batch program has no table '{key}' for adapted layer {target}")
+            tensor = tensor.detach().contiguous()
+            layout = TensorLayout.of(tensor, key)
+            store.add_named_data(key, tensor_view(tensor), alignment, BATCH_TABLES, layout, tensor_digest(tensor))
+    output = store.get_named_data_store_output()
+    return {
+        key: DataFileEntry(
+            output.buffers[e.buffer_index].data,
+            output.buffers[e.buffer_index].alignment,
+            e.tensor_layout,
+            output.buffers[e.buffer_index].digest,
+        )
+        for key, e in output.external_data.get(BATCH_TABLES, {}).items()
+    }
 
 
 def _check_calibration(calibration: Optional[str], partitioner: Optional[Partitioner]) -> None:

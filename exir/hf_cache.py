@@ -118,7 +118,7 @@ def kv_cache_shape(config: Any, max_seq_len: int) -> KvCacheShape:
     return KvCacheShape(layers, kv_heads, head_dim)
 
 
-def _cache_classes() -> Tuple[type, type]:
+def cache_classes() -> Tuple[type, type]:
     from transformers.cache_utils import Cache, CacheLayerMixin  # noqa: PLC0415 (slow import)
 
     return Cache, CacheLayerMixin
@@ -126,7 +126,7 @@ def _cache_classes() -> Tuple[type, type]:
 
 @functools.lru_cache(maxsize=None)
 def _layer_class() -> type:
-    _, mixin = _cache_classes()
+    _, mixin = cache_classes()
 
     class _BufferLayer(mixin):  # type: ignore[misc, valid-type]
         """One layer of the cache: its keys and values are the owner's buffers (read on each access,
@@ -237,7 +237,7 @@ class CachedCausalLM(nn.Module):
         for i in range(self.shape.layers):
             self.register_buffer(f"key_cache_{i}", torch.zeros(size, dtype=dtype))
             self.register_buffer(f"value_cache_{i}", torch.zeros(size, dtype=dtype))
-        cache, _ = _cache_classes()
+        cache, _ = cache_classes()
         layer = _layer_class()
         self._cache = cache(layers=[layer(self, i) for i in range(self.shape.layers)])
         self.step = _Step(torch.zeros(0, dtype=torch.long), torch.zeros((), dtype=torch.long))

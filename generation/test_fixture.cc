@@ -44,6 +44,11 @@ ExpectedTokens ReadExpectedTokens() {
 std::unique_ptr<LoadedMethod> LoadForwardCached(const std::string& path,
                                                 const runtime::NamedDataMap& data,
                                                 const runtime::Threads* threads) {
+  return LoadMethod(path, data, "forward_cached", threads);
+}
+
+std::unique_ptr<LoadedMethod> LoadMethod(const std::string& path, const runtime::NamedDataMap& data,
+                                         const char* name, const runtime::Threads* threads) {
   auto loaded = std::make_unique<LoadedMethod>();
   auto loader = runtime::MmapDataLoader::from(path.c_str());
   EXPECT_TRUE(loader.ok()) << loader.status().message();
@@ -53,7 +58,7 @@ std::unique_ptr<LoadedMethod> LoadForwardCached(const std::string& path,
   EXPECT_TRUE(program.ok()) << program.status().message();
   if (!program.ok()) return nullptr;
   loaded->program.emplace(std::move(program).get());
-  auto method = loaded->program->load_method("forward_cached", &data, threads);
+  auto method = loaded->program->load_method(name, &data, threads);
   EXPECT_TRUE(method.ok()) << method.status().message();
   if (!method.ok()) return nullptr;
   loaded->method.emplace(std::move(method).get());

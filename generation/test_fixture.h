@@ -47,6 +47,11 @@ struct LoadedMethod {
 
 // Null (and a failed test) if the program or its method does not load. The method loads and runs
 // on `threads` (null: the caller's current Threads), which must outlive it.
+std::unique_ptr<LoadedMethod> LoadMethod(const std::string& path, const runtime::NamedDataMap& data,
+                                         const char* method,
+                                         const runtime::Threads* threads = nullptr);
+
+// LoadMethod of "forward_cached".
 std::unique_ptr<LoadedMethod> LoadForwardCached(const std::string& path,
                                                 const runtime::NamedDataMap& data,
                                                 const runtime::Threads* threads = nullptr);

@@ -14,6 +14,8 @@ history and on the adapter, so equal tokens mean something.
     # DIR/long/{a,b,foundation}.pte over DIR/long/foundation.ptd (max_seq_len 256)
     # DIR/kv16/{a,foundation}.pte over DIR/kv16/foundation.ptd (a float16 KV cache)
     # DIR/full/{a,foundation}.pte over DIR/full/foundation.ptd (forward_cached returns every position's logits)
+    # DIR/batch/{batch.pte,batch.json,batch_tables.ptd,foundation.pte,foundation.ptd}: forward_batch of
+    #   4 sequences, a and b in adapter slots 0 and 1, at most 16 rows a step
     # expected.json: {"max_seq_len": 48, "new_tokens": 32, "tokens": {"a": [...], "b": [...],
     #                 "c": [...], "foundation": [...]}}
 """
@@ -30,7 +32,7 @@ import peft
 import torch
 import transformers
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
+from edgeshare.exir.hf import export_hf_batch, export_hf_lora, export_hf_swappable
 from edgeshare.models import hf_tiny
 
 MAX_SEQ_LEN = 48
@@ -38,6 +40,8 @@ LONG_SEQ_LEN = 256  # the tiny models' max_position_embeddings
 NEW_TOKENS = 32
 INIT_STD = 0.2
 PROMPT_LEN = 6
+BATCH_SLOTS = 4
+BATCH_ROWS = 16
 
 
 def transformers_tokens(model_dir: str, adapter_dir: Optional[str], prompt: np.ndarray, n: int) -> List[int]:
@@ -82,6 +86,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         swappable = {name: files.adapter_dirs[name] for name in ("a", "c")}
         export_hf_swappable(
             files.model_dir, swappable, os.path.join(args.out, "swap"), MAX_SEQ_LEN, XnnpackPartitioner()
+        )
+        # a and b in adapter slots 0 and 1 of a batch of 4 sequences.
+        export_hf_batch(
+            files.model_dir,
+            {name: files.adapter_dirs[name] for name in ("a", "b")},
+            os.path.join(args.out, "batch"),
+            slots=BATCH_SLOTS,
+            max_seq_len=MAX_SEQ_LEN,
+            max_rows=BATCH_ROWS,
+            partitioner=XnnpackPartitioner(),
         )
         prompt = np.random.default_rng(1).integers(0, hf_tiny.VOCAB, size=(PROMPT_LEN,), dtype=np.int64)
         np.save(os.path.join(args.out, "prompt.npy"), prompt)

@@ -5,6 +5,7 @@
     bazel run //tools:export_lora -- --model my_model.py:make --methods
     bazel run //tools:export_lora -- --hf-model DIR --adapter chat=DIR --adapter code=DIR --out OUT
     bazel run //tools:export_lora -- --hf-model DIR --adapter chat=DIR --adapter code=DIR --swappable
+    bazel run //tools:export_lora -- --hf-model DIR --adapter chat=DIR --adapter code=DIR --batch-slots 8
 
 --hf-model takes a directory that transformers' save_pretrained wrote (config.json + safetensors;
 loaded offline) and --adapter NAME=DIR (repeatable) PEFT LoRA adapter directories
@@ -23,6 +24,12 @@ structure (adapted modules, rank, alpha) as ONE OUT/lora.pte plus OUT/<NAME>.ptd
 its weights), which a loaded lora.pte swaps without touching the foundation (tools/run
 --swap-adapter, Program.bind_adapter in Python); an adapter of another structure gets its own
 OUT/<NAME>.pte over the same foundation. OUT/foundation.pte and OUT/foundation.ptd as without it.
+
+--batch-slots N (with --hf-model) writes OUT/batch.pte, whose method "forward_batch" runs N
+sequences at once in one pass over the foundation, each in its own KV-cache slot and on any of the
+adapters (generation/batch_engine.h runs it), OUT/batch_tables.ptd (the adapter tables, the given
+adapters in slots 0, 1, ...), OUT/<NAME>.ptd per adapter (loadable into any slot at run time) and
+OUT/batch.json; OUT/foundation.pte and OUT/foundation.ptd as without it (docs/batching.md).
 
 A weight of an adapter model is the foundation's when its dtype, shape and bytes equal a foundation
 tensor's, whatever it is called (--foundation-by bytes, the default); --foundation-by names decides
@@ -59,7 +66,7 @@ from edgeshare.exir.fc_formats import (
     quantized_formats,
     unquantized_formats,
 )
-from edgeshare.exir.hf import export_hf_lora, export_hf_swappable
+from edgeshare.exir.hf import BatchExportResult, export_hf_batch, export_hf_lora, export_hf_swappable
 from edgeshare.exir.lora import LoraExportResult, adapter_models, export_lora
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
 from edgeshare.exir.tokenizer_files import read_tokenizer_files, write_tokenizer_files
@@ -313,6 +320,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="one lora.pte for the adapters of one structure plus <NAME>.ptd per adapter, swapped at run time",
     )
+    parser.add_argument(
+        "--batch-slots",
+        type=int,
+        metavar="N",
+        help="(with --hf-model) batch.pte: N sequences at once, each on any of the adapters, in one "
+        "pass over the foundation (the batch engine's program), plus <NAME>.ptd per adapter",
+    )
+    parser.add_argument(
+        "--batch-adapter-slots", type=int, metavar="K", help="adapters resident at once (default: N, or the adapters given)"
+    )
+    parser.add_argument("--batch-rank", type=int, metavar="R", help="the largest LoRA rank a slot takes (default: the adapters')")
+    parser.add_argument("--batch-rows", type=int, default=64, metavar="M", help="the most tokens one step runs (default 64)")
     parser.add_argument("--methods", action="store_true", help="one multi-method .pte instead of one per adapter")
     parser.add_argument("--name", default="lora", help="file stem of the multi-method .pte (with --methods)")
     parser.add_argument("--reference", action="store_true", help="also write example inputs and eager outputs (.npy)")
@@ -439,6 +458,41 @@ def swappable_report(result: SwappableExportResult) -> str:
     return "\n".join(lines)
 
 
+def batch_report(result: BatchExportResult) -> str:
+    """A summary of a --batch-slots export."""
+    shape = result.shape
+    size = result.files[result.batch_program]
+    lines = [
+        f"batch program: {result.batch_program}  {size} bytes ({_human(size)}): {shape.slots} sequences of "
+        f"{shape.max_seq_len} positions, {shape.adapter_slots} adapter slots of rank {shape.rank}, "
+        f"{shape.max_rows} tokens a step, {len(shape.targets)} adapted layers"
+    ]
+    for slot, (name, path) in enumerate(result.adapter_paths.items()):
+        lines.append(f"adapter '{name}': {path} (in slot {slot} of {result.tables_path})")
+    lines.append(f"manifest: {result.manifest_path}; foundation: {result.foundation_program} over {result.foundation_path}")
+    return "\n".join(lines)
+
+
+def _export_batch(
+    args: argparse.Namespace, options: ExportOptions, out_dir: str, progress: Callable[[str], None]
+) -> BatchExportResult:
+    partitioner = XnnpackPartitioner(options=options.quantization, adapter_dtype=options.adapters.adapter_dtype)
+    _quiet_transformers()
+    return export_hf_batch(
+        _user_path(args.hf_model),
+        parse_adapters(args.adapter),
+        out_dir,
+        slots=args.batch_slots,
+        max_seq_len=args.max_seq_len,
+        adapter_slots=args.batch_adapter_slots,
+        rank=args.batch_rank,
+        max_rows=args.batch_rows,
+        partitioner=partitioner,
+        progress=progress,
+        kv_dtype=_KV_DTYPES[args.kv_dtype],
+    )
+
+
 def _export_swappable(
     args: argparse.Namespace, options: ExportOptions, out_dir: str, progress: Callable[[str], None]
 ) -> SwappableExportResult:
@@ -523,6 +577,24 @@ def _check_swappable_flags(args: argparse.Namespace) -> None:
         raise ExportError("--full-logits applies to --hf-model exports (their forward_cached method)")
     if args.swappable and args.reference:
         raise ExportError("--reference cannot be combined with --swappable")
+    batch_only = ("batch_adapter_slots", "batch_rank")
+    if args.batch_slots is None:
+        given = [f"--{name.replace('_', '-')}" for name in batch_only if getattr(args, name) is not None]
+        if given:
+            raise ExportError(f"{given[0]} applies to --batch-slots exports")
+        return
+    if args.hf_model is None:
+        raise ExportError("--batch-slots applies to --hf-model exports")
+    for flag, value in (("--batch-slots", args.batch_slots), ("--batch-adapter-slots", args.batch_adapter_slots),
+                        ("--batch-rank", args.batch_rank), ("--batch-rows", args.batch_rows)):
+        if value is not None and value < 1:
+            raise ExportError(f"{flag} must be at least 1, got {value}")
+    for flag, on in (("--swappable", args.swappable), ("--methods", args.methods), ("--reference", args.reference),
+                     ("--full-logits", args.full_logits)):
+        if on:
+            raise ExportError(f"--batch-slots cannot be combined with {flag}")
+    if not args.adapter:
+        raise ExportError("--batch-slots needs at least one --adapter NAME=DIR")
 
 
 def _export(
@@ -618,9 +690,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check_out_empty(out_dir, args.force)
         # The model's tokenizer and generation_config.json go beside the programs (checked first).
         text = read_tokenizer_files(_user_path(args.hf_model)) if args.hf_model is not None else None
-        result: Union[LoraExportResult, SwappableExportResult]
+        result: Union[LoraExportResult, SwappableExportResult, BatchExportResult]
         with staged_out_dir(out_dir) as staging:
-            if args.swappable:
+            if args.batch_slots is not None:
+                result = _export_batch(args, options, staging, progress)
+                summary = batch_report(result)
+            elif args.swappable:
                 result = _export_swappable(args, options, staging, progress)
                 summary = swappable_report(result)
             else:

@@ -45,6 +45,11 @@ def test_parse_adapters_resolves_relative_directories_against_the_users(tmp_path
         (["--hf-model", "m", "--adapter", "a=x", "--foundation-by", "names"], "--foundation-by names cannot"),
         (["--hf-model", "m", "--adapter", "noequals"], "--adapter 'noequals' must be NAME=DIR"),
         (["--hf-model", "m", "--adapter", "a=x", "--adapter", "a=y"], "adapter name 'a' is given twice"),
+        (["--hf-model", "m", "--adapter", "a=x", "--batch-slots", "2", "--swappable"], "cannot be combined with --swappable"),
+        (["--hf-model", "m", "--batch-slots", "2"], "--batch-slots needs at least one --adapter"),
+        (["--hf-model", "m", "--adapter", "a=x", "--batch-rank", "4"], "--batch-rank applies to --batch-slots"),
+        (["--hf-model", "m", "--adapter", "a=x", "--batch-slots", "0"], "--batch-slots must be at least 1"),
+        (["--batch-slots", "2"], "--batch-slots applies to --hf-model exports"),
     ],
 )
 def test_flag_misuse_is_one_line(tmp_path, capsys, argv, fragment):

@@ -18,6 +18,7 @@ and a program's perplexity over token ids (perplexity.py; edgeshare-perplexity f
 """
 
 from edgeshare.extension.python._errors import EdgeshareError
+from edgeshare.extension.python.batch import BatchEngine, BatchStream
 from edgeshare.extension.python.npy_file import NpyFileError, load_npy
 from edgeshare.extension.python.perplexity import PerplexityError, PerplexityResult, program_perplexity, score
 from edgeshare.extension.python.runtime import (
@@ -41,6 +42,8 @@ from edgeshare.extension.python.text import (
 )
 
 __all__ = [
+    "BatchEngine",
+    "BatchStream",
     "DataFile",
     "EdgeshareError",
     "GenerationResult",

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/weight_sharing.h"
+#include "edgeshare/extension/python/loaded_batch.h"
 #include "edgeshare/extension/python/loaded_program.h"
 #include "edgeshare/generation/generator.h"
 #include "edgeshare/runtime/core/error.h"
@@ -244,17 +245,16 @@ py::tuple Generate(const MethodHandle& self, const py::handle& prompt_ids, int64
     out = self.method->generate(prompt, options);
   }
   generation::Generation generated = Unwrap(std::move(out));
-  return py::make_tuple(py::cast(generated.tokens), generated.prefill_ms,
-                        generated.decode_tokens_per_s,
-                        generation::finish_reason_name(generated.finish_reason),
-                        generated.prefilled_tokens);
+  return py::make_tuple(
+      py::cast(generated.tokens), generated.prefill_ms, generated.decode_tokens_per_s,
+      generation::finish_reason_name(generated.finish_reason), generated.prefilled_tokens);
 }
 
 // Starts a streamed generation; returns the ticket next_token() takes.
 uint64_t StartGeneration(const MethodHandle& self, const py::handle& prompt_ids,
                          int64_t max_new_tokens, const std::vector<int64_t>& stop_ids,
-                         double temperature, int64_t top_k, double top_p,
-                         double repetition_penalty, uint64_t seed, int64_t cached_tokens) {
+                         double temperature, int64_t top_k, double top_p, double repetition_penalty,
+                         uint64_t seed, int64_t cached_tokens) {
   const generation::GenerateOptions options = Options(
       max_new_tokens, stop_ids, temperature, top_k, top_p, repetition_penalty, seed, cached_tokens);
   py::array_t<int64_t> ids = PromptIds(prompt_ids, *self.method);
@@ -273,6 +273,56 @@ std::optional<int64_t> NextToken(const MethodHandle& self, uint64_t ticket) {
   {
     py::gil_scoped_release release;
     token = self.method->next(ticket);
+  }
+  const int64_t value = Unwrap(std::move(token));
+  if (value < 0) return std::nullopt;
+  return value;
+}
+
+std::shared_ptr<LoadedBatch> OpenBatch(const std::string& folder, size_t threads, size_t max_queue,
+                                       size_t prefill_chunk) {
+  BatchOpenOptions options;
+  options.threads = threads;
+  options.max_queue = max_queue;
+  options.prefill_chunk = prefill_chunk;
+  Result<std::shared_ptr<LoadedBatch>> batch = Status(Error::Internal);
+  {
+    py::gil_scoped_release release;
+    batch = LoadedBatch::open(folder, options);
+  }
+  return Unwrap(std::move(batch));
+}
+
+uint64_t SubmitBatch(LoadedBatch& self, const py::handle& prompt_ids, int64_t adapter,
+                     int64_t max_new_tokens, const std::vector<int64_t>& stop_ids,
+                     double temperature, int64_t top_k, double top_p, double repetition_penalty,
+                     uint64_t seed) {
+  const generation::GenerateOptions options =
+      Options(max_new_tokens, stop_ids, temperature, top_k, top_p, repetition_penalty, seed, 0);
+  py::array array = py::array::ensure(prompt_ids, py::array::c_style);
+  const Result<ScalarType> type =
+      array ? ScalarTypeOf(array.dtype()) : Result<ScalarType>(Error::NotSupported);
+  if (!type.ok() || *type != ScalarType::Long ||
+      !(array.ndim() == 1 || (array.ndim() == 2 && array.shape(0) == 1))) {
+    throw Failure{Error::InvalidArgument,
+                  "submit(): the prompt ids must be int64 of shape [P] or [1, P]"};
+  }
+  const auto* ids = static_cast<const int64_t*>(array.data());
+  std::vector<int64_t> prompt(ids, ids + array.size());
+  Result<uint64_t> id = Status(Error::Internal);
+  {
+    py::gil_scoped_release release;
+    id = self.submit(std::move(prompt), adapter, options);
+  }
+  return Unwrap(std::move(id));
+}
+
+// The request's next token, or None once it ended.
+std::optional<int64_t> NextBatchToken(LoadedBatch& self, uint64_t id) {
+  Result<int64_t> token = Status(Error::Internal);
+  {
+    py::gil_scoped_release release;
+    token = self.next(id);
   }
   const int64_t value = Unwrap(std::move(token));
   if (value < 0) return std::nullopt;
@@ -311,9 +361,8 @@ std::shared_ptr<LoadedProgram> LoadProgram(
     const std::string& path, const std::vector<std::shared_ptr<OpenDataFile>>& data_files,
     const std::vector<std::string>& methods, int64_t threads) {
   if (threads < 1) {
-    throw Failure{Error::InvalidArgument,
-                  "Program.load(" + path + "): threads=" + std::to_string(threads) +
-                      ", at least 1 thread"};
+    throw Failure{Error::InvalidArgument, "Program.load(" + path + "): threads=" +
+                                              std::to_string(threads) + ", at least 1 thread"};
   }
   std::vector<std::shared_ptr<const DataFile>> files;
   for (const std::shared_ptr<OpenDataFile>& data : data_files) {
@@ -425,6 +474,40 @@ void DefineClasses(py::module_& m) {
       .def("next_token", &NextToken, py::arg("ticket"))
       .def("stream_timings", &StreamTimings)
       .def("cached_length", [](const MethodHandle& h) { return h.method->cached_length(); });
+
+  py::class_<LoadedBatch, std::shared_ptr<LoadedBatch>>(m, "BatchEngine")
+      .def_static("open", &OpenBatch, py::arg("folder"), py::arg("threads"), py::arg("max_queue"),
+                  py::arg("prefill_chunk"))
+      .def_property_readonly("adapters", &LoadedBatch::adapters)
+      .def_property_readonly("slots", [](const LoadedBatch& b) { return b.limits().slots; })
+      .def_property_readonly("max_seq_len",
+                             [](const LoadedBatch& b) { return b.limits().max_seq_len; })
+      .def_property_readonly("adapter_slots",
+                             [](const LoadedBatch& b) { return b.limits().adapter_slots; })
+      .def_property_readonly("vocab_size", &LoadedBatch::vocab_size)
+      .def("submit", &SubmitBatch, py::arg("prompt_ids"), py::arg("adapter"),
+           py::arg("max_new_tokens"), py::arg("stop_ids"), py::arg("temperature"), py::arg("top_k"),
+           py::arg("top_p"), py::arg("repetition_penalty"), py::arg("seed"))
+      .def("next", &NextBatchToken, py::arg("id"))
+      .def("finish_reason", &LoadedBatch::finish_reason, py::arg("id"))
+      .def(
+          "cancel", [](LoadedBatch& b, uint64_t id) { Check(b.cancel(id)); }, py::arg("id"))
+      .def("release", &LoadedBatch::release, py::arg("id"))
+      .def(
+          "load_adapter",
+          [](LoadedBatch& b, size_t slot, const std::string& path) {
+            Status status;
+            {
+              py::gil_scoped_release release;
+              status = b.load_adapter(slot, path);
+            }
+            Check(status);
+          },
+          py::arg("slot"), py::arg("path"))
+      .def(
+          "unload_adapter", [](LoadedBatch& b, size_t slot) { Check(b.unload_adapter(slot)); },
+          py::arg("slot"))
+      .def("adapter_loaded", &LoadedBatch::adapter_loaded, py::arg("slot"));
 }
 
 }  // namespace

@@ -27,6 +27,8 @@ const char* to_string(Error error) {
       return "OutOfRange";
     case Error::MemoryAllocationFailed:
       return "MemoryAllocationFailed";
+    case Error::ResourceExhausted:
+      return "ResourceExhausted";
     case Error::AccessFailed:
       return "AccessFailed";
     case Error::DelegateInvalidCompatibility:

@@ -32,6 +32,8 @@ enum class Error : uint32_t {
   // Resources.
   MemoryAllocationFailed = 0x20,
   AccessFailed = 0x21,
+  // A bounded resource is full for now (a request queue); the same call may succeed later.
+  ResourceExhausted = 0x22,
 
   // Delegates.
   DelegateInvalidCompatibility = 0x30,

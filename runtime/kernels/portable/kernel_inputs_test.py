@@ -68,6 +68,7 @@ def _schema_arguments(name: str) -> int:
 
 def test_every_kernel_registers_its_schema_argument_count() -> None:
     import edgeshare.exir.attention  # noqa: F401, PLC0415 (defines torch.ops.edgeshare.*)
+    import edgeshare.exir.batched_ops  # noqa: F401, PLC0415
     import edgeshare.exir.embedding_qc8w  # noqa: F401, PLC0415
 
     registrations = [r for r in _registrations() if not r[0].startswith("sym::")]

@@ -361,8 +361,80 @@ def _attention_calls(gen: Gen) -> List[Call]:
     return calls
 
 
+def _batched_attention_calls(gen: Gen) -> List[Call]:
+    """edgeshare::batched_attention against exir's eager definition: rows of several slots at
+    unrelated positions in one call, grouped heads, sliding windows, soft caps, odd head sizes."""
+    from edgeshare.exir.batched_ops import batched_attention  # noqa: PLC0415 (defines the operator)
+
+    calls = []
+    for _ in range(CASES_PER_FAMILY // 3):
+        kv_heads = gen.r.choice([1, 2])
+        heads = kv_heads * gen.r.choice([1, 2, 3])
+        head_dim = gen.r.choice([1, 3, 8, 16, 17, 40])
+        slots = gen.r.randint(1, 4)
+        max_seq_len = gen.r.randint(1, 40)
+        rows = gen.r.randint(1, 9)
+        scale = gen.r.choice([head_dim**-0.5, 0.3])
+        softcap = gen.r.choice([0.0, 0.0, 5.0])
+        window = gen.r.choice([0, 0, gen.r.randint(1, max_seq_len)])
+        q = gen.tensor([1, heads, rows, head_dim], torch.float32)
+        k = gen.tensor([kv_heads, slots * max_seq_len, head_dim], torch.float32)
+        v = gen.tensor([kv_heads, slots * max_seq_len, head_dim], torch.float32)
+        slot = torch.tensor([gen.r.randrange(slots) for _ in range(rows)], dtype=torch.int64)
+        position = torch.tensor([gen.r.randrange(max_seq_len) for _ in range(rows)], dtype=torch.int64)
+        want = batched_attention(q, k, v, slot, position, max_seq_len, scale, softcap, window)
+        args = (t(q), t(k), t(v), t(slot), t(position), i(max_seq_len), d(scale), d(softcap), i(window), out(want))
+        calls.append(Call("edgeshare::batched_attention", args, (want,)))
+    return calls
+
+
+def _batch_rows_calls(gen: Gen) -> List[Call]:
+    """edgeshare::batch_rows: each row's cache row, for rows within the bounds."""
+    from edgeshare.exir.batched_ops import batch_rows  # noqa: PLC0415 (defines the operator)
+
+    calls = []
+    for _ in range(CASES_PER_FAMILY // 5):
+        slots, max_seq_len, adapter_slots = gen.r.randint(1, 5), gen.r.randint(1, 50), gen.r.randint(1, 9)
+        rows = gen.r.randint(1, 12)
+        slot = torch.tensor([gen.r.randrange(slots) for _ in range(rows)], dtype=torch.int64)
+        position = torch.tensor([gen.r.randrange(max_seq_len) for _ in range(rows)], dtype=torch.int64)
+        adapter = torch.tensor([gen.r.randrange(-1, adapter_slots) for _ in range(rows)], dtype=torch.int64)
+        want = batch_rows(slot, position, adapter, slots, max_seq_len, adapter_slots)
+        args = (t(slot), t(position), t(adapter), i(slots), i(max_seq_len), i(adapter_slots), out(want))
+        calls.append(Call("edgeshare::batch_rows", args, (want,)))
+    return calls
+
+
+def _lora_bgmv_calls(gen: Gen) -> List[Call]:
+    """edgeshare::lora_bgmv against exir's eager definition: runs of rows on one adapter (one
+    product), single rows, rows on no adapter, leading dims, ranks past the stack chunk's rows."""
+    from edgeshare.exir.batched_ops import lora_bgmv  # noqa: PLC0415 (defines the operator)
+
+    calls = []
+    for _ in range(CASES_PER_FAMILY // 3):
+        slots = gen.r.randint(1, 4)
+        rank = gen.r.choice([1, 4, 16, 300 // 2])
+        rows = gen.r.randint(1, 40)
+        in_channels = gen.r.choice([1, 5, 16, 33])
+        out_channels = gen.r.choice([1, 7, 16, 40])
+        leading = gen.r.choice([[], [1], [2]])
+        x = gen.tensor([*leading, rows, in_channels], torch.float32)
+        a = gen.tensor([slots, rank, in_channels], torch.float32)
+        b = gen.tensor([slots, out_channels, rank], torch.float32)
+        runs: List[int] = []
+        while len(runs) < rows:
+            runs += [gen.r.randrange(-1, slots)] * gen.r.choice([1, 1, 3, 30])
+        adapters = torch.tensor(runs[:rows], dtype=torch.int64)
+        want = lora_bgmv(x, a, b, adapters)
+        calls.append(Call("edgeshare::lora_bgmv", (t(x), t(a), t(b), t(adapters), out(want)), (want,)))
+    return calls
+
+
 FAMILIES: Dict[str, Callable[[Gen], List[Call]]] = {
     "attention": _attention_calls,
+    "batch_rows": _batch_rows_calls,
+    "batched_attention": _batched_attention_calls,
+    "lora_bgmv": _lora_bgmv_calls,
     "index": _index_calls,
     "cat": _cat_calls,
     "binary": _binary_calls,

@@ -1,0 +1,157 @@
+"""./bazelw run -c opt //bench:batch: many sequences on many adapters in one pass, against one at a time.
+
+The tiny-LLM bench's model (bench/_llm_model.py: Llama 4 layers, hidden 1024, vocab 32000) with 8
+PEFT LoRA adapters (r16 on q,k,v,o), or the SmolLM2-135M shape (--model smollm2: 30 layers, hidden
+576, seeded weights), exported twice per format: export_hf_batch (8 slots, 8 adapter slots) and
+export_hf_lora (adapter1's own program over the same foundation.ptd). Each case is a fresh
+bench/batch_runner process: 1, 2, 4 and 8 sequences at once, on as many different adapters and on
+no adapter, and adapter1's program generating alone (edgeshare's one-at-a-time figure), repeated
+--repeats times interleaved; the table gives medians: aggregate decode tokens/s, its ratio to one
+at a time, time to first token, and VmRSS with everything loaded beside the budget (foundation.ptd
+and the 8 adapter files, the slots' KV cache, and 64 MiB).
+
+    ./bazelw run -c opt //bench:batch -- --formats int8,int4 --threads 2 [--model smollm2] [--json F]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import warnings
+from typing import Any, Dict, List, Optional, Sequence
+
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.bench._llm_model import LlmSpec, save_llm
+from edgeshare.exir import export_hf_batch, export_hf_lora
+
+SEQUENCES = (1, 2, 4, 8)
+MODELS = {
+    "bench": LlmSpec(),
+    "smollm2": LlmSpec(layers=30, hidden=576, intermediate=1536, heads=9, kv_heads=3, vocab=49152, tied=True),
+}
+
+
+def _runner() -> str:
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "batch_runner")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} is missing: depend on //bench:batch_runner")
+    return path
+
+
+def _run(args: Sequence[str]) -> Dict[str, Any]:
+    proc = subprocess.run([_runner(), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"batch_runner {' '.join(args)}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _size_mib(*paths: str) -> float:
+    return sum(os.path.getsize(p) for p in paths) / 2**20
+
+
+def measure(
+    work: str, model: str, quantize: str, threads: int, repeats: int, prompt_len: int, new_tokens: int
+) -> List[Dict[str, Any]]:
+    """Exports one format and runs every case `repeats` times interleaved -> one row per case."""
+    spec = MODELS[model]
+    files = save_llm(spec, os.path.join(work, "model"))
+    batch, lora = os.path.join(work, f"batch-{quantize}"), os.path.join(work, f"lora-{quantize}")
+    part = XnnpackPartitioner(quantize=None if quantize == "fp32" else quantize)
+    print(f"[batch] exporting {model} {quantize}", file=sys.stderr, flush=True)
+    export_hf_batch(
+        files.model_dir, files.adapter_dirs, batch, slots=8, max_seq_len=spec.max_seq_len, max_rows=64, partitioner=part
+    )
+    first = next(iter(files.adapter_dirs))
+    export_hf_lora(files.model_dir, {first: files.adapter_dirs[first]}, lora, spec.max_seq_len, part)
+    common = [
+        "--dir",
+        batch,
+        "--threads",
+        str(threads),
+        "--prompt-len",
+        str(prompt_len),
+        "--new-tokens",
+        str(new_tokens),
+    ]
+    cases: Dict[str, List[str]] = {"alone": ["--single", os.path.join(lora, f"{first}.pte")]}
+    for n in SEQUENCES:
+        cases[f"{n} adapters"] = ["--sequences", str(n)]
+        cases[f"{n} none"] = ["--sequences", str(n), "--no-adapters"]
+    samples: Dict[str, List[Dict[str, Any]]] = {name: [] for name in cases}
+    for r in range(repeats):
+        print(f"[batch] {model} {quantize}: repeat {r + 1} of {repeats}", file=sys.stderr, flush=True)
+        for name, args in cases.items():
+            samples[name].append(_run(common + args))
+    alone = statistics.median(s["decode_tokens_per_s"] for s in samples["alone"])
+    adapter_files = [os.path.join(batch, f"{n}.ptd") for n in files.adapter_dirs]
+    files_mib = _size_mib(os.path.join(batch, "foundation.ptd"), *adapter_files)
+    # The slots' KV cache (float32 keys and values of every layer), and the issue's budget: the files
+    # plus the cache plus 64 MiB.
+    head_dim = spec.hidden // spec.heads
+    cache_mib = 8 * spec.max_seq_len * spec.layers * 2 * spec.kv_heads * head_dim * 4 / 2**20
+    budget_mib = files_mib + cache_mib + 64
+    rows = []
+    for name, runs in samples.items():
+        tps = statistics.median(s["decode_tokens_per_s"] for s in runs)
+        rows.append(
+            {
+                "model": model,
+                "format": quantize,
+                "case": name,
+                "threads": threads,
+                "decode_tokens_per_s": tps,
+                "vs_alone": tps / alone if alone else 0.0,
+                "ttft_ms": statistics.median(s["ttft_ms"] for s in runs),
+                "rss_mib": statistics.median(s["rss_kib"] for s in runs) / 1024,
+                "files_mib": files_mib,
+                "budget_mib": budget_mib,
+            }
+        )
+    return rows
+
+
+def markdown(rows: List[Dict[str, Any]]) -> str:
+    lines = [
+        "| model | format | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB "
+        "| files + KV cache + 64 MiB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['format']} | {r['case']} | {r['decode_tokens_per_s']:.1f} | {r['vs_alone']:.2f} | "
+            f"{r['ttft_ms']:.1f} | {r['rss_mib']:.1f} | {r['budget_mib']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--formats", default="int8,int4", help="comma-separated: fp32, int8, int4")
+    parser.add_argument("--model", choices=sorted(MODELS), default="bench")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--prompt-len", type=int, default=32)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+    formats = [f for f in args.formats.split(",") if f]
+    unknown = sorted(set(formats) - {"fp32", "int8", "int4"})
+    if unknown:
+        parser.error(f"--formats: unknown {', '.join(unknown)} (fp32, int8, int4)")
+    warnings.filterwarnings("ignore")
+    rows: List[Dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as work:
+        for quantize in formats:
+            rows += measure(work, args.model, quantize, args.threads, args.repeats, args.prompt_len, args.new_tokens)
+    print(markdown(rows))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(rows, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+"""BatchEngine from Python on the generation fixture's batch export (a and b in slots 0 and 1).
+
+Requests on a, b and the bare model submitted from three Python threads at once generate together
+and each equals transformers' greedy tokens; an adapter is loaded into another slot and unloaded
+while requests run; bad requests raise EdgeshareError with the runtime's code and one line.
+"""
+
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+from edgeshare.extension.python import BatchEngine, EdgeshareError
+
+
+@pytest.fixture(scope="module")
+def fixture():
+    path = os.environ["GENERATION_EXPECTED_JSON"]
+    with open(path, encoding="utf-8") as f:
+        expected = json.load(f)
+    folder = os.path.dirname(path)
+    prompt = np.load(os.path.join(folder, "prompt.npy"))
+    return os.path.join(folder, "batch"), prompt, expected
+
+
+def test_three_threads_generate_together_and_each_equals_transformers(fixture):
+    folder, prompt, expected = fixture
+    engine = BatchEngine.open(folder, threads=2)
+    assert engine.adapters == {"a": 0, "b": 1}
+    n = expected["new_tokens"]
+    out = {}
+
+    def run(adapter):
+        out[adapter] = list(engine.submit(prompt, max_new_tokens=n, adapter=adapter))
+
+    threads = [threading.Thread(target=run, args=(a,)) for a in ("a", "b", None)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert out["a"] == expected["tokens"]["a"]
+    assert out["b"] == expected["tokens"]["b"]
+    assert out[None] == expected["tokens"]["foundation"]
+
+
+def test_adapters_load_and_unload_while_others_run(fixture):
+    folder, prompt, expected = fixture
+    engine = BatchEngine.open(folder)
+    n = expected["new_tokens"]
+    running = engine.submit(prompt, max_new_tokens=n, adapter="a")
+    # Right after the submit (its n steps take far longer): slot 0 is in use.
+    with pytest.raises(EdgeshareError) as busy:
+        engine.load_adapter(0, os.path.join(folder, "b.ptd"))
+    assert busy.value.code == "InvalidState"
+    first = next(running)
+    engine.load_adapter(2, os.path.join(folder, "b.ptd"), name="b2")
+    assert engine.adapters["b2"] == 2
+    assert list(engine.submit(prompt, max_new_tokens=n, adapter="b2")) == expected["tokens"]["b"]
+    engine.unload_adapter("a")
+    with pytest.raises(EdgeshareError, match="no adapter 'a'"):
+        engine.submit(prompt, max_new_tokens=2, adapter="a")
+    assert [first] + list(running) == expected["tokens"]["a"]
+    assert running.finish_reason == "length"
+
+
+def test_bad_requests_are_one_line_errors(fixture):
+    folder, prompt, expected = fixture
+    engine = BatchEngine.open(folder, max_queue=1)
+    cases = [
+        (dict(prompt_ids=np.zeros(engine.max_seq_len, np.int64), max_new_tokens=2), "InvalidArgument", "no room"),
+        (dict(prompt_ids=prompt, max_new_tokens=2, adapter=7), "InvalidArgument", "adapter slot"),
+        (dict(prompt_ids=prompt.astype(np.int32), max_new_tokens=2), "InvalidArgument", "int64"),
+        (dict(prompt_ids=prompt, max_new_tokens=2, stop_ids=[10**6]), "InvalidArgument", "vocabulary"),
+    ]
+    for kwargs, code, words in cases:
+        with pytest.raises(EdgeshareError, match=words) as e:
+            engine.submit(**kwargs)
+        assert e.value.code == code
+    with pytest.raises(EdgeshareError, match="not a batch manifest|cannot open"):
+        BatchEngine.open(os.path.dirname(folder))
+    stream = engine.submit(prompt, max_new_tokens=expected["new_tokens"], adapter="b")
+    stream.cancel()
+    assert len(list(stream)) < expected["new_tokens"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,191 @@
+"""export_hf_batch's forward_batch run by the C++ runtime: sequences on mixed adapters in one step.
+
+A tiny Llama with PEFT adapters "a" and "b" (different target modules and ranks) is exported for a
+batch of 3 slots. Steps mix prefill chunks and decode rows of three sequences (on "a", on no
+adapter, on "b"), joining at different steps; every row's logits equal that sequence's own
+single-sequence run in torch (the PEFT model's forward over the whole sequence), at fp32 and over
+an int8 foundation (against the eager batch of the same quantized weights). The foundation file
+is the one export_hf_lora writes; bad rows are refused in one line and leave the caches as they were.
+"""
+
+import json
+import os
+from typing import List, Tuple
+
+import numpy as np
+import pytest
+import torch
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.exir import export_hf_batch, export_hf_lora
+from edgeshare.exir.hf import load_hf_model, load_peft_adapter
+from edgeshare.extension.python import EdgeshareError, Program
+from edgeshare.models import hf_tiny
+from edgeshare.tools import export_lora
+
+MAX_SEQ_LEN = 24
+SLOTS = 3
+TOLERANCE = 1e-4
+
+# (slot, adapter slot or -1, adapter name or None, prompt length)
+SEQUENCES = ((0, 0, "a", 7), (1, -1, None, 5), (2, 1, "b", 4))
+# Each step: (slot, first position, last position + 1) of the rows it runs.
+STEPS = (
+    ((0, 0, 7), (1, 0, 3)),
+    ((1, 3, 5), (0, 7, 8), (2, 0, 1)),
+    ((2, 1, 4), (0, 8, 9)),
+    ((0, 9, 10), (1, 5, 6), (2, 4, 5)),
+)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("batch"))
+    return hf_tiny.save_tiny_lora("llama", os.path.join(root, "in")), root
+
+
+def _tokens() -> dict:
+    g = torch.Generator().manual_seed(5)
+    return {slot: torch.randint(0, hf_tiny.VOCAB, (MAX_SEQ_LEN,), generator=g) for slot, *_ in SEQUENCES}
+
+
+@pytest.fixture(scope="module")
+def reference(files):
+    """Each sequence's logits at every position, from its own model in torch."""
+    tiny, _ = files
+    base = load_hf_model(tiny.model_dir)
+    tokens = _tokens()
+    logits = {}
+    for slot, _, name, _ in SEQUENCES:
+        model = load_peft_adapter(base, name, tiny.adapter_dirs[name]) if name else base
+        with torch.no_grad():
+            logits[slot] = model(input_ids=tokens[slot][:12].view(1, -1)).logits[0].numpy()
+    return tokens, logits
+
+
+def _step(rows: Tuple[Tuple[int, int, int], ...], tokens: dict) -> Tuple[List[np.ndarray], List[Tuple[int, int]]]:
+    adapter_of = {slot: adapter for slot, adapter, _, _ in SEQUENCES}
+    ids, positions, slots, adapters, where = [], [], [], [], []
+    for slot, first, last in rows:
+        for p in range(first, last):
+            ids.append(int(tokens[slot][p]))
+            positions.append(p)
+            slots.append(slot)
+            adapters.append(adapter_of[slot])
+            where.append((slot, p))
+    inputs = [
+        np.array([ids], dtype=np.int64),
+        np.array(positions, dtype=np.int64),
+        np.array(slots, dtype=np.int64),
+        np.array(adapters, dtype=np.int64),
+        np.arange(len(ids), dtype=np.int64),
+    ]
+    return inputs, where
+
+
+def test_every_row_equals_its_own_sequence_run(files, reference):
+    tiny, root = files
+    out = os.path.join(root, "fp32")
+    result = export_hf_batch(
+        tiny.model_dir,
+        dict(tiny.adapter_dirs),
+        out,
+        slots=SLOTS,
+        max_seq_len=MAX_SEQ_LEN,
+        max_rows=16,
+        partitioner=XnnpackPartitioner(),
+    )
+    manifest = json.load(open(result.manifest_path, encoding="utf-8"))
+    assert manifest["adapters"] == ["a", "b"] and manifest["slots"] == SLOTS
+    tokens, want = reference
+    program = Program.load(result.batch_program, [result.foundation_path, result.tables_path])
+    method = program.method("forward_batch")
+    worst = 0.0
+    for rows in STEPS:
+        inputs, where = _step(rows, tokens)
+        (logits,) = method.execute(*inputs)
+        assert logits.shape == (1, len(where), hf_tiny.VOCAB)
+        for j, (slot, p) in enumerate(where):
+            worst = max(worst, float(np.abs(logits[0, j] - want[slot][p]).max()))
+    assert worst < TOLERANCE, worst
+
+
+@pytest.mark.parametrize("quantize", ["int8", "int4"])
+def test_quantized_rows_equal_each_adapter_s_own_program(files, quantize):
+    """Over a quantized foundation, each row's logits equal its sequence's run through that
+    adapter's own program (export_hf_lora, the same quantized foundation): activations are
+    quantized per row, so a row never depends on its batch mates."""
+    tiny, root = files
+    batch, lora = os.path.join(root, f"{quantize}-batch"), os.path.join(root, f"{quantize}-lora")
+    result = export_hf_batch(
+        tiny.model_dir,
+        dict(tiny.adapter_dirs),
+        batch,
+        slots=SLOTS,
+        max_seq_len=MAX_SEQ_LEN,
+        max_rows=16,
+        partitioner=XnnpackPartitioner(quantize=quantize),
+    )
+    export_hf_lora(tiny.model_dir, dict(tiny.adapter_dirs), lora, MAX_SEQ_LEN, XnnpackPartitioner(quantize=quantize))
+    tokens, _ = _tokens(), None
+    want = {}
+    for slot, _, name, _ in SEQUENCES:
+        own = Program.load(os.path.join(lora, f"{name or 'foundation'}.pte"), [os.path.join(lora, "foundation.ptd")])
+        want[slot] = own.method("forward").execute(tokens[slot][:12].view(1, -1).numpy())[0][0]
+    method = Program.load(result.batch_program, [result.foundation_path, result.tables_path]).method("forward_batch")
+    worst = 0.0
+    for rows in STEPS:
+        inputs, where = _step(rows, tokens)
+        (logits,) = method.execute(*inputs)
+        for j, (slot, p) in enumerate(where):
+            worst = max(worst, float(np.abs(logits[0, j] - want[slot][p]).max()))
+    assert worst < 1e-3, worst
+
+
+def test_export_lora_batch_slots_writes_the_batch_files(files, capsys):
+    tiny, root = files
+    out = os.path.join(root, "cli")
+    argv = ["--hf-model", tiny.model_dir, "--out", out, "--max-seq-len", str(MAX_SEQ_LEN), "--batch-slots", "2"]
+    for name, path in tiny.adapter_dirs.items():
+        argv += ["--adapter", f"{name}={path}"]
+    assert export_lora.main(argv) == 0
+    summary = capsys.readouterr().out
+    assert "batch program:" in summary and "2 sequences" in summary, summary
+    written = set(os.listdir(out))
+    assert {"batch.pte", "batch.json", "batch_tables.ptd", "a.ptd", "b.ptd", "foundation.ptd"} <= written, written
+    manifest = json.load(open(os.path.join(out, "batch.json"), encoding="utf-8"))
+    assert manifest["adapter_files"] == {"a": "a.ptd", "b": "b.ptd"} and manifest["adapter_slots"] == 2
+
+
+def test_foundation_is_export_lora_s(files):
+    tiny, root = files
+    batch = os.path.join(root, "fp32")
+    lora = os.path.join(root, "lora")
+    export_hf_lora(tiny.model_dir, dict(tiny.adapter_dirs), lora, MAX_SEQ_LEN, XnnpackPartitioner())
+    with open(os.path.join(batch, "foundation.ptd"), "rb") as a, open(os.path.join(lora, "foundation.ptd"), "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_a_bad_row_is_refused_and_changes_nothing(files, reference):
+    tiny, root = files
+    out = os.path.join(root, "fp32")
+    tokens, want = reference
+    program = Program.load(
+        os.path.join(out, "batch.pte"), [os.path.join(out, "foundation.ptd"), os.path.join(out, "batch_tables.ptd")]
+    )
+    method = program.method("forward_batch")
+    inputs, where = _step(STEPS[0], tokens)
+    method.execute(*inputs)
+    for index, value, words in ((2, SLOTS, "slot"), (1, MAX_SEQ_LEN, "position"), (3, 7, "adapter slot")):
+        bad, _ = _step(STEPS[1], tokens)
+        bad[index] = bad[index].copy()
+        bad[index][2] = value  # a row of slot 0: a position past the bound would land in slot 1
+        with pytest.raises(EdgeshareError, match=words):
+            method.execute(*bad)
+    inputs, where = _step(STEPS[1], tokens)
+    (logits,) = method.execute(*inputs)
+    worst = max(float(np.abs(logits[0, j] - want[slot][p]).max()) for j, (slot, p) in enumerate(where))
+    assert worst < TOLERANCE, worst
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,95 @@
+// AdapterTables: the adapter tables of a batch program, held in memory the engine owns, so that
+// adapters are put into and taken out of slots while the program runs.
+//
+// A batch program (exir's export_hf_batch) reads, per adapted Linear layer, two open constants:
+// `<key>.lora_a` [adapter_slots, rank, in] and `<key>.lora_b` [adapter_slots, out, rank] (float32,
+// the LoRA scale folded into b). export_hf_batch writes them with its adapters in the first slots
+// (batch_tables.ptd), and each adapter alone as a file of the same keys, shaped [r, in] and
+// [out, r] for its own rank r <= rank (<adapter>.ptd, recording the foundation it was exported
+// for). AdapterTables copies the tables once and is the NamedDataMap a batch method is loaded
+// over (merged with the foundation's file): the method then reads this memory in place, and
+// load() / clear() rewrite one slot's rows of every table. Nothing of the foundation is touched.
+//
+//   ES_ASSIGN_OR_RETURN(auto tables, AdapterTables::create(batch_tables->map(),
+//   program.foundation_digest())); ES_ASSIGN_OR_RETURN(MergedDataMap data,
+//   MergedDataMap::create({&foundation->map(), tables.get()}));
+//   ... program.load_method("forward_batch", &data) ...
+//   ES_RETURN_IF_ERROR(tables->load(/*slot=*/3, *DataFile::open("chat.ptd")));
+//
+// Errors: create: InvalidProgram for an entry that is not a float32 [slots, rows, cols] table or a
+// key that ends neither in ".lora_a" nor ".lora_b", or tables of different slot counts. load:
+// OutOfRange for a slot past the tables; InvalidArgument for an adapter file of another foundation
+// (naming both), a key the tables lack, a factor of another dtype or shape (naming the key), or a
+// rank above the tables'; nothing is written unless every check passes.
+// Thread-safety: the map's methods from any thread. load() and clear() must not overlap a run that
+// reads the same slot (the batch engine only rewrites slots no request uses); runs reading other
+// slots may go on, as the bytes written are theirs alone.
+// Ownership: owns its tables (64-byte aligned); borrows nothing after create(). Views from
+// get_data() stay valid while the object lives.
+
+#ifndef EDGESHARE_GENERATION_ADAPTER_TABLES_H_
+#define EDGESHARE_GENERATION_ADAPTER_TABLES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "edgeshare/runtime/core/named_data_map.h"
+#include "edgeshare/runtime/core/result.h"
+#include "edgeshare/runtime/named_data/data_file.h"
+
+namespace edgeshare {
+namespace generation {
+
+class AdapterTables final : public runtime::NamedDataMap {
+ public:
+  // `foundation`: the batch program's foundation identity (Program::foundation_digest()), which
+  // every loaded adapter file must record; null accepts files of any foundation.
+  static runtime::Result<std::unique_ptr<AdapterTables>> create(
+      const runtime::NamedDataMap& initial, const runtime::Digest* foundation);
+
+  size_t slots() const { return slots_; }
+  size_t rank() const { return rank_; }
+  // Writes the adapter file's factors into `slot` (layers it does not adapt become zeros).
+  runtime::Status load(size_t slot, const runtime::DataFile& adapter);
+  // Zeroes `slot` (a run on it then adds nothing to the foundation).
+  runtime::Status clear(size_t slot);
+
+  runtime::Result<runtime::TensorLayout> get_tensor_layout(const char* key) const override;
+  runtime::Result<runtime::FreeableBuffer> get_data(const char* key) const override;
+  runtime::Status load_data_into(const char* key, void* dst, size_t size) const override;
+  size_t get_num_keys() const override { return tables_.size(); }
+  runtime::Result<const char*> get_key(size_t index) const override;
+  runtime::Result<runtime::Digest> get_digest(const char* key) const override;
+  const char* name() const override { return "the adapter tables"; }
+  // The bytes are this object's own memory, written only by load() and clear() after their
+  // checks: a method loaded over them needs no hash of them (and their digest, the initial
+  // file's, no longer describes them once a slot is rewritten).
+  bool content_verified(const char* key) const override;
+
+ private:
+  struct Table {
+    std::string key;
+    bool is_a = false;  // [slots, rank, in]; else b: [slots, out, rank]
+    int32_t sizes[3] = {};
+    uint8_t dim_order[3] = {0, 1, 2};
+    runtime::Digest digest;
+    std::unique_ptr<float, void (*)(void*)> data{nullptr, nullptr};
+    size_t numel() const { return static_cast<size_t>(sizes[0]) * sizes[1] * sizes[2]; }
+  };
+  AdapterTables() = default;
+  const Table* find(const char* key) const;
+
+  std::vector<Table> tables_;
+  size_t slots_ = 0;
+  size_t rank_ = 0;
+  std::optional<runtime::Digest> foundation_;
+};
+
+}  // namespace generation
+}  // namespace edgeshare
+
+#endif  // EDGESHARE_GENERATION_ADAPTER_TABLES_H_
