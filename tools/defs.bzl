@@ -16,7 +16,11 @@
 
 The foundation is one action: <name>/foundation.ptd, <name>/foundation.pte (the bare model), the
 model's tokenizer files beside them, and <name>.index.json, the foundation's identity and entry
-digests (a few kilobytes). Each adapter is an action of its own writing <name>/<adapter>.pte; its
+digests (a few kilobytes); its output groups "ptd", "pte" and "index" name one file each:
+
+    filegroup(name = "foundation_ptd", srcs = [":foundation"], output_group = "ptd")
+
+Each adapter is an action of its own writing <name>/<adapter>.pte; its
 inputs are the model's files, the adapter's files, the options and the index, never the .ptd, so
 adding or changing one adapter re-runs that adapter's action only, and the actions run anywhere
 Bazel sends them (a remote executor needs the Python environment, CPU only). An adapter target's
@@ -123,7 +127,12 @@ def _edgeshare_foundation_impl(ctx):
             ptd = ptd,
             pte = pte,
         ),
-        OutputGroupInfo(index = depset([index])),
+        # One file each, for a filegroup(output_group = ...) that $(rootpath) can name.
+        OutputGroupInfo(
+            index = depset([index]),
+            ptd = depset([ptd]),
+            pte = depset([pte]),
+        ),
     ]
 
 edgeshare_foundation = rule(
