@@ -106,7 +106,7 @@ def _edgeshare_foundation_impl(ctx):
     ctx.actions.run(
         executable = ctx.attr._exporter[DefaultInfo].files_to_run,
         arguments = [args],
-        inputs = model_files,
+        inputs = model_files + [ctx.file._requirements],
         outputs = [ptd, pte, index] + copied,
         # The shell environment a genrule gets (PATH, for the py_binary's interpreter); with
         # --incompatible_strict_action_env a fixed one, the same on every machine.
@@ -168,6 +168,11 @@ edgeshare_foundation = rule(
             executable = True,
             cfg = "exec",
         ),
+        # The pinned environment the exporter runs in: an input, so that new pins re-run exports.
+        "_requirements": attr.label(
+            default = Label("//third_party/python:requirements.lock"),
+            allow_single_file = True,
+        ),
     },
 )
 
@@ -188,7 +193,10 @@ def _edgeshare_adapter_impl(ctx):
         arguments = [args],
         # The foundation's index, not its .ptd: the action's inputs stay small, and a foundation
         # re-exported to the same bytes re-runs no adapter.
-        inputs = depset(adapter_files + [foundation.index], transitive = [foundation.model_files]),
+        inputs = depset(
+            adapter_files + [foundation.index, ctx.file._requirements],
+            transitive = [foundation.model_files],
+        ),
         outputs = [pte],
         # The shell environment a genrule gets (PATH, for the py_binary's interpreter); with
         # --incompatible_strict_action_env a fixed one, the same on every machine.
@@ -221,6 +229,11 @@ edgeshare_adapter = rule(
             executable = True,
             cfg = "exec",
         ),
+        # The pinned environment the exporter runs in: an input, so that new pins re-run exports.
+        "_requirements": attr.label(
+            default = Label("//third_party/python:requirements.lock"),
+            allow_single_file = True,
+        ),
     },
 )
 
@@ -237,13 +250,14 @@ def edgeshare_adapters(name, foundation, adapters, **kwargs):
     Args:
       name: the filegroup of every program.
       foundation: the edgeshare_foundation they run over.
-      adapters: a dict from adapter name (the target's name and the program's stem) to its files.
+      adapters: a dict from adapter name (the target's name and the program's stem) to its files
+        (a label, or a list of labels and files such as a glob).
       **kwargs: passed to every target (visibility, tags, testonly).
     """
     for adapter_name, files in adapters.items():
         edgeshare_adapter(
             name = adapter_name,
-            adapter = [files],
+            adapter = files if type(files) == "list" else [files],
             foundation = foundation,
             **kwargs
         )
