@@ -25,7 +25,6 @@ from edgeshare.exir._serialize import foundation_identity, with_replaced_data, w
 from edgeshare.exir._weights import module_weights
 from edgeshare.exir.data_policy import DataPolicy
 from edgeshare.exir.errors import ExportError, UnsupportedModelError
-from edgeshare.exir.foundation_index import FoundationIndex
 from edgeshare.exir.export import (
     DataFileEntry,
     EdgeProgramManager,
@@ -33,6 +32,7 @@ from edgeshare.exir.export import (
     ExecutorchProgramManager,
     to_edge,
 )
+from edgeshare.exir.foundation_index import FoundationIndex
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.tensor_layout import tensor_bytes, tensor_digest
 from torch import nn

@@ -539,7 +539,9 @@ def _check_index_flags(args: argparse.Namespace) -> None:
         if args.swappable:
             raise ExportError(f"{flag} cannot be combined with --swappable")
     if args.foundation_index is not None and args.over_foundation is not None:
-        raise ExportError("--foundation-index and --over-foundation cannot be combined (the second writes no foundation)")
+        raise ExportError(
+            "--foundation-index and --over-foundation cannot be combined (the second writes no foundation)"
+        )
     if args.over_foundation is not None and not args.adapter:
         raise ExportError("--over-foundation needs at least one --adapter NAME=DIR")
 

@@ -28,7 +28,8 @@ def tiny(tmp_path_factory):
     files = hf_tiny.save_tiny_lora("llama", str(root / "in"))
     whole = str(root / "whole")
     argv = ["--hf-model", files.model_dir, "--out", whole, "--max-seq-len", MAX_SEQ_LEN]
-    assert export_lora.main(argv + [f"--adapter=a={files.adapter_dirs['a']}", f"--adapter=b={files.adapter_dirs['b']}"]) == 0
+    adapters = [f"--adapter={name}={files.adapter_dirs[name]}" for name in ("a", "b")]
+    assert export_lora.main(argv + adapters) == 0
     foundation, index = str(root / "foundation"), str(root / "foundation.index.json")
     assert export_lora.main(argv[:3] + [foundation, *argv[4:], "--foundation-index", index]) == 0
     return files, whole, foundation, index, root
