@@ -32,6 +32,7 @@ from edgeshare.exir.export import (
     ExecutorchProgramManager,
     to_edge,
 )
+from edgeshare.exir.foundation_index import FoundationIndex
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.tensor_layout import tensor_bytes, tensor_digest
 from torch import nn
@@ -396,11 +397,17 @@ class SharedData:
       tag: the data file's tag (its file stem).
       reference: if set, the program (stem) whose entries are the file; every other program's
         entries must be among them (the bare foundation's program holds every foundation weight).
+      index: if set, the file was written by another export and is described by this index: every
+        program's entries must be among its keys with equal digests, the programs record its
+        identity, and this export writes no file (reference must then be None).
     """
 
-    def __init__(self, tag: str, reference: Optional[str] = None) -> None:
+    def __init__(self, tag: str, reference: Optional[str] = None, index: Optional[FoundationIndex] = None) -> None:
+        if index is not None and reference is not None:
+            raise ExportError(f"{tag}.ptd is either exported here (program '{reference}') or given by its index")
         self.tag = tag
         self.reference = reference
+        self.index = index
         self.entries: Dict[str, DataFileEntry] = {}
         self._owners: Dict[str, str] = {}
 
@@ -414,6 +421,9 @@ class SharedData:
         entries = program.data_entries.get(self.tag)
         if not entries:
             raise ExportError(f"program '{stem}' put no weight in {self.tag}.ptd")
+        if self.index is not None:
+            self._add_indexed(stem, entries, self.index)
+            return
         for key, entry in entries.items():
             known = self.entries.get(key)
             if known is None:
@@ -436,10 +446,32 @@ class SharedData:
             elif entry.alignment > known.alignment:
                 self.entries[key] = known._replace(alignment=entry.alignment)
 
+    def _add_indexed(self, stem: str, entries: Mapping[str, DataFileEntry], index: FoundationIndex) -> None:
+        for key, entry in entries.items():
+            digest = index.digests.get(key)
+            if digest is None:
+                raise ExportError(
+                    f"program '{stem}' puts {self.tag}.ptd key '{key}' that the given foundation lacks (is it "
+                    "another model, or exported with other options?)"
+                )
+            if digest != entry.digest:
+                raise ExportError(
+                    f"program '{stem}' puts other bytes under {self.tag}.ptd key '{key}' than the given foundation "
+                    "(is it another model, or exported with other options?)"
+                )
+            self.entries.setdefault(key, entry)
+            self._owners.setdefault(key, stem)
+
     def identity(self) -> bytes:
         """The file's identity (ptd.foundation_identity), from the digests its entries carry: what
         the programs and adapter files exported over it record."""
+        if self.index is not None:
+            return self.index.identity
         return foundation_identity(self.entries)
+
+    def foundation_index(self) -> FoundationIndex:
+        """The file's index: the given one, or that of the entries gathered here."""
+        return self.index if self.index is not None else FoundationIndex.of(self.entries)
 
     def write(self, files: "OutputFiles", tensor_alignment: int) -> str:
         """Streams the file into files (as <tag>.ptd); returns its final path."""

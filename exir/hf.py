@@ -38,6 +38,7 @@ from edgeshare.exir.data_policy import (
 from edgeshare.exir.errors import AdapterMismatchError, ExportError
 from edgeshare.exir.export import DataFileEntry, ExecutorchBackendConfig, to_edge
 from edgeshare.exir.export_options import OptionError
+from edgeshare.exir.foundation_index import FoundationIndex
 from edgeshare.exir.hf_batch import (
     BATCH_METHOD,
     BatchShape,
@@ -308,6 +309,7 @@ def export_hf_lora(
     kv_dtype: Optional[torch.dtype] = None,
     full_logits: bool = False,
     calibration: Optional[str] = None,
+    foundation_index: Optional[FoundationIndex] = None,
 ) -> LoraExportResult:
     """Exports a Hugging Face causal LM with PEFT LoRA adapters: one program per adapter plus the bare
     foundation, all over one foundation.ptd.
@@ -334,9 +336,14 @@ def export_hf_lora(
         each foundation Linear input's mean square weighs the quantizer's scale search
         (exir/calibration.py; the partitioner's weighing(), which refuses a format that weighs
         none).
+      foundation_index: if set, the index (exir/foundation_index.py) of a foundation.ptd an
+        earlier export of this model with these options wrote: only the adapters' programs are
+        written, byte for byte as an export of the model with them all would write them (neither
+        foundation.pte nor foundation.ptd).
 
     Returns:
-      What was written (result.foundation_program is out_dir/foundation.pte).
+      What was written (result.foundation_program is out_dir/foundation.pte, or None with
+      foundation_index).
 
     Raises:
       HfInputError, UnsupportedAdapterError, AdapterMismatchError: see load_hf_model and
@@ -363,9 +370,10 @@ def export_hf_lora(
         # Keys from the bare model's own names ("lm_head.weight"), not the wrapper's.
         data_policy=FoundationDataPolicy(inputs.base, FOUNDATION),
         dynamic_shapes=token_dynamic_shapes(max_seq_len),
-        foundation_program=FOUNDATION,
+        foundation_program=FOUNDATION if foundation_index is None else None,
         progress=say,
         extra_methods=[inputs.cached],
+        foundation_index=foundation_index,
     )
 
 

@@ -37,6 +37,7 @@ from edgeshare.exir.data_policy import (
 from edgeshare.exir.errors import AdapterMismatchError, ExportError, UnsupportedModelError
 from edgeshare.exir.export import ExecutorchBackendConfig, to_edge
 from edgeshare.exir.export_options import AdapterOptions, ExportOptions, OptionError
+from edgeshare.exir.foundation_index import FoundationIndex
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.partition import Partitioner
 from edgeshare.exir.tensor_layout import digest_cache
@@ -244,6 +245,8 @@ class LoraExportResult:
       fallbacks: foundation weight key -> why it is stored in its format's fallback (the
         partitioner's choice; exir/fc_formats.py).
       gathered_formats: token embedding key -> the format option its gather reads.
+      foundation_index: the foundation file's identity and entry digests (foundation_index.py):
+        of the file written, or the index the export was given.
     """
 
     files: Dict[str, int]
@@ -258,6 +261,7 @@ class LoraExportResult:
     foundation_program: Optional[str] = None
     fallbacks: Dict[str, str] = dataclasses.field(default_factory=dict)
     gathered_formats: Dict[str, str] = dataclasses.field(default_factory=dict)
+    foundation_index: Optional[FoundationIndex] = None
 
 
 def export_lora(
@@ -277,6 +281,7 @@ def export_lora(
     progress: Optional[Callable[[str], None]] = None,
     extra_methods: Sequence[ExtraMethod] = (),
     options: Optional[ExportOptions] = None,
+    foundation_index: Optional[FoundationIndex] = None,
 ) -> LoraExportResult:
     """Exports LoRA variants of one foundation: <foundation_tag>.ptd plus their programs.
 
@@ -308,6 +313,10 @@ def export_lora(
       extra_methods: more methods of every program, beside "forward" (not with multi_method).
       options: the layout as one ExportOptions (then those keywords keep their defaults); its
         adapters.foundation_by "names" means LoraDataPolicy when data_policy is None.
+      foundation_index: if set, <foundation_tag>.ptd was written by an earlier export of this
+        foundation (with these options) and this is its index: only the programs are written,
+        each recording its identity, and each program's foundation weights must be among its
+        entries with equal bytes (not with foundation_program).
 
     Returns:
       What was written: paths, sizes, shared and per-adapter bytes.
@@ -318,7 +327,8 @@ def export_lora(
       AdapterNameError: an adapter name is not a file stem or is foundation_tag or
         foundation_program.
       UnsupportedModelError: the foundation has no parameters, or a model cannot be exported.
-      ExportError: programs put different bytes under one foundation key.
+      ExportError: programs put different bytes under one foundation key (or a key, or other
+        bytes, that foundation_index lacks).
       OptionError: options given with layout keywords, or a layout value it refuses.
 
     Warns:
@@ -343,7 +353,7 @@ def export_lora(
         policy = data_policy if data_policy is not None else FoundationDataPolicy(foundation, foundation_tag)
         modules = adapter_models(foundation, adapters, policy, alpha, foundation_tag)
         lowerer = Lowerer(partitioner, config, example_inputs, dynamic_shapes, extra_methods, say, foundation_tag)
-        shared = SharedData(foundation_tag, foundation_program)
+        shared = SharedData(foundation_tag, foundation_program, foundation_index)
         outputs: List[_Output] = []
 
         def add(stem: str, lowered: Tuple[Any, Any], names: List[str]) -> None:
@@ -442,7 +452,10 @@ def _write(
             for name in out.adapters:
                 program_paths[name] = path
                 methods[name] = name if multi_method else "forward"
-        foundation_path = shared.write(files, config.tensor_alignment)
+        if shared.index is None:
+            foundation_path = shared.write(files, config.tensor_alignment)
+        else:
+            foundation_path = os.path.join(out_dir, f"{shared.tag}.ptd")  # beside the programs, not written here
         sizes = files.commit()
     adapter_bytes: Dict[str, int] = {}
     adapter_keys: Dict[str, List[str]] = {}
@@ -466,6 +479,7 @@ def _write(
         adapter_bytes,
         adapter_keys,
         {},
+        foundation_index=shared.foundation_index(),
     )
 
 

@@ -31,6 +31,14 @@ adapters (generation/batch_engine.h runs it), OUT/batch_tables.ptd (the adapter 
 adapters in slots 0, 1, ...), OUT/<NAME>.ptd per adapter (loadable into any slot at run time) and
 OUT/batch.json; OUT/foundation.pte and OUT/foundation.ptd as without it (docs/batching.md).
 
+--foundation-index FILE (with --hf-model, not --swappable) also writes FILE: the foundation.ptd's
+identity and each entry's SHA-256, a few kilobytes. --over-foundation FILE (with --hf-model and
+--adapter) then exports only the adapters' programs over that foundation: OUT/<NAME>.pte, byte for
+byte what an export of the model with every adapter writes, without foundation.pte, foundation.ptd
+or the tokenizer files. Give it the model and options the foundation was exported with: a program
+that asks for a foundation key the index lacks, or for other bytes, is refused. One process per
+adapter (a build action each, tools/defs.bzl) re-exports only the adapters that changed.
+
 A weight of an adapter model is the foundation's when its dtype, shape and bytes equal a foundation
 tensor's, whatever it is called (--foundation-by bytes, the default); --foundation-by names decides
 by name instead (names containing "lora" are the adapter's; LoRA wrapper components are dropped).
@@ -66,6 +74,7 @@ from edgeshare.exir.fc_formats import (
     quantized_formats,
     unquantized_formats,
 )
+from edgeshare.exir.foundation_index import read_foundation_index, write_foundation_index
 from edgeshare.exir.hf import BatchExportResult, export_hf_batch, export_hf_lora, export_hf_swappable
 from edgeshare.exir.lora import LoraExportResult, adapter_models, export_lora
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
@@ -386,6 +395,20 @@ def _parser() -> argparse.ArgumentParser:
         "their mean square there (llama.cpp's importance matrix)",
     )
     parser.add_argument(
+        "--foundation-index",
+        metavar="FILE",
+        default=None,
+        help="with --hf-model: also write FILE, the foundation's identity and entry digests (what "
+        "--over-foundation reads)",
+    )
+    parser.add_argument(
+        "--over-foundation",
+        metavar="FILE",
+        default=None,
+        help="with --hf-model and --adapter: write only the adapters' programs, over the foundation "
+        "whose --foundation-index FILE is (same model and options)",
+    )
+    parser.add_argument(
         "--foundation-by",
         choices=("bytes", "names"),
         default="bytes",
@@ -570,6 +593,42 @@ def formats_report(result: Union[LoraExportResult, SwappableExportResult], optio
     return "".join("\n" + line for line in lines)
 
 
+def _check_index_flags(args: argparse.Namespace) -> None:
+    for flag, value in (("--foundation-index", args.foundation_index), ("--over-foundation", args.over_foundation)):
+        if value is None:
+            continue
+        if args.hf_model is None:
+            raise ExportError(f"{flag} needs --hf-model")
+        if args.swappable:
+            raise ExportError(f"{flag} cannot be combined with --swappable")
+        if args.batch_slots is not None:
+            raise ExportError(f"{flag} cannot be combined with --batch-slots")
+    if args.foundation_index is not None and args.over_foundation is not None:
+        raise ExportError(
+            "--foundation-index and --over-foundation cannot be combined (the second writes no foundation)"
+        )
+    if args.over_foundation is not None and not args.adapter:
+        raise ExportError("--over-foundation needs at least one --adapter NAME=DIR")
+
+
+def over_foundation_report(result: LoraExportResult, index_path: str) -> str:
+    """A summary of an --over-foundation export: the programs and what each holds of its own."""
+    lines = ["wrote:"]
+    lines.extend(f"  {path}  {size} bytes ({_human(size)})" for path, size in result.files.items())
+    index = result.foundation_index
+    identity = index.identity.hex() if index is not None else "?"
+    lines.append(
+        f"over the foundation of {index_path} (identity {identity[:16]}...): its {len(result.shared_keys)} "
+        f"weights the programs use, {result.shared_bytes} bytes, read from foundation.ptd at run time"
+    )
+    for adapter, size in result.adapter_bytes.items():
+        lines.append(
+            f"adapter '{adapter}' ({result.program_paths[adapter]}): {size} bytes of its own weights "
+            f"({len(result.adapter_keys[adapter])} tensors)"
+        )
+    return "\n".join(lines)
+
+
 def _check_swappable_flags(args: argparse.Namespace) -> None:
     if args.kv_dtype != "fp32" and args.hf_model is None:
         raise ExportError("--kv-dtype applies to --hf-model exports (their forward_cached method)")
@@ -614,6 +673,7 @@ def _export(
             kv_dtype=_KV_DTYPES[args.kv_dtype],
             full_logits=args.full_logits,
             calibration=None if args.calibration is None else _user_path(args.calibration),
+            foundation_index=None if args.over_foundation is None else read_foundation_index(args.over_foundation),
         )
         return result, []
     spec = args.model or DEMO
@@ -685,11 +745,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.hf_model is not None and args.max_seq_len is None:
             args.max_seq_len = default_max_seq_len(_user_path(args.hf_model))
         _check_swappable_flags(args)
+        _check_index_flags(args)
+        for flag in ("foundation_index", "over_foundation"):
+            if getattr(args, flag) is not None:
+                setattr(args, flag, _user_path(getattr(args, flag)))
+        if args.over_foundation is not None:
+            read_foundation_index(args.over_foundation)  # before the model loads
         options = export_options(args)
         check_out_dir(out_dir)
         check_out_empty(out_dir, args.force)
         # The model's tokenizer and generation_config.json go beside the programs (checked first).
-        text = read_tokenizer_files(_user_path(args.hf_model)) if args.hf_model is not None else None
+        with_text = args.hf_model is not None and args.over_foundation is None
+        text = read_tokenizer_files(_user_path(args.hf_model)) if with_text else None
         result: Union[LoraExportResult, SwappableExportResult, BatchExportResult]
         with staged_out_dir(out_dir) as staging:
             if args.batch_slots is not None:
@@ -698,14 +765,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             elif args.swappable:
                 result = _export_swappable(args, options, staging, progress)
                 summary = swappable_report(result)
+            elif args.over_foundation is not None:
+                result, _ = _export(args, options, staging, progress)
+                summary = over_foundation_report(result, args.over_foundation)
             else:
                 result, extra = _export(args, options, staging, progress)
                 summary = report(result, extra)
-            summary += "\n" + format_bytes(os.path.join(staging, result.foundation_path))
+            if args.over_foundation is None:
+                summary += "\n" + format_bytes(os.path.join(staging, result.foundation_path))
             summary += formats_report(result, options.quantization)
             if text is not None and text.contents:
                 written = write_tokenizer_files(text, staging, progress)
                 summary += "\ntokenizer and generation config: " + ", ".join(os.path.basename(p) for p in written)
+            index = getattr(result, "foundation_index", None)
+            if args.foundation_index is not None and index is not None:
+                write_foundation_index(args.foundation_index, index)
+                summary += f"\nfoundation index: {args.foundation_index}"
             summary = summary.replace(staging, os.path.abspath(out_dir))
     except (ValueError, TypeError) as e:
         progress.close()

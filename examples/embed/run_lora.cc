@@ -1,26 +1,31 @@
 #include "run_lora.h"
 
-#include <vector>
-
-#include "edgeshare/runtime/data_loader/file_data_loader.h"
-#include "edgeshare/runtime/executor/program.h"
-#include "edgeshare/runtime/named_data/data_file.h"
+#include <utility>
 
 namespace embed_example {
 
 using namespace edgeshare::runtime;  // NOLINT: an example reads better without prefixes.
 
-Result<double> run_lora(const char* pte, const char* ptd) {
-  ES_ASSIGN_OR_RETURN(auto foundation, DataFile::open(ptd));
+Result<LoraProgram> LoraProgram::load(const char* pte, const char* ptd) {
+  LoraProgram lora;
+  ES_ASSIGN_OR_RETURN(lora.foundation_, DataFile::open(ptd));
   ES_ASSIGN_OR_RETURN(FileDataLoader loader, FileDataLoader::from(pte));
-  ES_ASSIGN_OR_RETURN(Program program, Program::load(&loader));
-  ES_ASSIGN_OR_RETURN(Method forward, program.load_method("forward", &foundation->map()));
-  ES_ASSIGN_OR_RETURN(Tensor input, forward.input(0));
-  for (size_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = 1.0f;
-  ES_RETURN_IF_ERROR(forward.execute());
-  ES_ASSIGN_OR_RETURN(Tensor output, forward.output(0));
+  lora.loader_ = std::make_unique<FileDataLoader>(std::move(loader));
+  ES_ASSIGN_OR_RETURN(Program program, Program::load(lora.loader_.get()));
+  lora.program_ = std::make_unique<Program>(std::move(program));
+  ES_ASSIGN_OR_RETURN(Method forward, lora.program_->load_method("forward", &lora.foundation_->map()));
+  lora.forward_ = std::make_unique<Method>(std::move(forward));
+  return lora;
+}
+
+Result<double> LoraProgram::run(int32_t tokens) {
+  ids_.resize(static_cast<size_t>(tokens));
+  for (int32_t i = 0; i < tokens; ++i) ids_[static_cast<size_t>(i)] = i;
+  ES_RETURN_IF_ERROR(forward_->set_input(0, Tensor(ScalarType::Long, {1, tokens}, ids_.data())));
+  ES_RETURN_IF_ERROR(forward_->execute());
+  ES_ASSIGN_OR_RETURN(Tensor logits, forward_->output(0));
   double sum = 0;
-  for (size_t i = 0; i < output.numel(); ++i) sum += output.data<float>()[i];
+  for (size_t i = 0; i < logits.numel(); ++i) sum += logits.data<float>()[i];
   return sum;
 }
 

@@ -12,9 +12,12 @@ load("@bazel_tools//tools/python:toolchain.bzl", "py_runtime_pair")
 
 package(default_visibility = ["//visibility:public"])
 
+# A launcher rather than the venv's absolute path: the py_binary stubs that name it are the same
+# bytes in every output base, so actions running a py_binary as a tool (tools/defs.bzl's exports)
+# share cache entries across output bases and machines.
 py_runtime(
     name = "py3_runtime",
-    interpreter_path = "{interpreter}",
+    interpreter = "python",
     python_version = "PY3",
 )
 
@@ -55,6 +58,18 @@ cc_library(
 )
 """
 
+# The interpreter py_* targets run: the venv beside this file's real location; where there is none
+# (a remote executor gets this file alone, as an input), python3 on PATH, which must then have
+# requirements.lock installed (docs/export_rules.md).
+_LAUNCHER = """\
+#!/bin/sh
+here=$(dirname "$(readlink -f "$0")")
+if [ -x "$here/venv/bin/python3" ]; then
+  exec "$here/venv/bin/python3" "$@"
+fi
+exec python3 "$@"
+"""
+
 def _run(rctx, args, what, timeout = 600):
     result = rctx.execute(args, timeout = timeout, quiet = False)
     if result.return_code != 0:
@@ -83,7 +98,8 @@ def _python_venv_impl(rctx):
     pybind11 = _run(rctx, [venv_python, "-c", "import pybind11; print(pybind11.get_include())"], "finding the pybind11 headers")
     rctx.symlink(pybind11, "pybind11_include")
     rctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % rctx.name)
-    rctx.file("BUILD.bazel", _BUILD.format(interpreter = venv_python))
+    rctx.file("python", _LAUNCHER, executable = True)
+    rctx.file("BUILD.bazel", _BUILD)
 
 python_venv = repository_rule(
     implementation = _python_venv_impl,
