@@ -79,9 +79,26 @@ def test_bad_requests_are_one_line_errors(fixture):
         assert e.value.code == code
     with pytest.raises(EdgeshareError, match="not a batch manifest|cannot open"):
         BatchEngine.open(os.path.dirname(folder))
+
+
+
+def test_a_cancelled_request_ends_early_and_the_others_do_not(fixture):
+    folder, prompt, expected = fixture
+    engine = BatchEngine.open(folder)
+    # Full-length requests on every slot first: the cancelled one waits behind them, so cancel()
+    # lands before it could finish, unless this thread is held up for all of their steps (then it
+    # ended by length, never with more tokens).
+    others = [engine.submit(prompt, max_new_tokens=expected["new_tokens"], adapter="a") for _ in range(engine.slots)]
     stream = engine.submit(prompt, max_new_tokens=expected["new_tokens"], adapter="b")
     stream.cancel()
-    assert len(list(stream)) < expected["new_tokens"]
+    tokens = list(stream)
+    if len(tokens) == expected["new_tokens"]:
+        assert stream.finish_reason == "length"
+    else:
+        assert len(tokens) < expected["new_tokens"] and stream.finish_reason == "stop"
+    assert tokens == expected["tokens"]["b"][: len(tokens)]
+    for other in others:
+        assert list(other) == expected["tokens"]["a"]
 
 
 if __name__ == "__main__":
