@@ -49,7 +49,8 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
         ends_with(table.key, ".lora_a") || ends_with(table.key, ".lora_b"), Error::InvalidProgram,
         "%s: '%s' is not an adapter table (.lora_a or .lora_b)", initial.name(), key);
     table.is_a = ends_with(table.key, ".lora_a");
-    const bool typed = layout.scalar_type == ScalarType::Float || layout.scalar_type == ScalarType::Half;
+    const bool typed =
+        layout.scalar_type == ScalarType::Float || layout.scalar_type == ScalarType::Half;
     ES_CHECK_OR_RETURN_ERROR(typed && layout.sizes.size() == 3, Error::InvalidProgram,
                              "%s: table '%s' is not a float32 or float16 [slots, rows, cols] table",
                              initial.name(), key);
@@ -114,10 +115,9 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
                                          layout.sizes[1] == table->sizes[2]
                                    : layout.sizes[0] == table->sizes[1] &&
                                          layout.sizes[1] <= static_cast<int32_t>(rank_));
-    ES_CHECK_OR_RETURN_ERROR(fits, Error::InvalidArgument,
-                             "%s: '%s' is not a %s %s of at most rank %zu", adapter.path(), key,
-                             dtype_name(dtype_),
-                             table->is_a ? "[rank, in] factor" : "[out, rank] factor", rank_);
+    ES_CHECK_OR_RETURN_ERROR(
+        fits, Error::InvalidArgument, "%s: '%s' is not a %s %s of at most rank %zu", adapter.path(),
+        key, dtype_name(dtype_), table->is_a ? "[rank, in] factor" : "[out, rank] factor", rank_);
   }
   ES_RETURN_IF_ERROR(clear(slot));
   for (size_t i = 0; i < keys; ++i) {

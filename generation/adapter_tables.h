@@ -3,12 +3,13 @@
 //
 // A batch program (exir's export_hf_batch) reads, per adapted Linear layer, two open constants:
 // `<key>.lora_a` [adapter_slots, rank, in] and `<key>.lora_b` [adapter_slots, out, rank] (float32,
-// or float16 for half the bytes; the LoRA scale folded into b). export_hf_batch writes them with its adapters in the first slots
-// (batch_tables.ptd), and each adapter alone as a file of the same keys, shaped [r, in] and
-// [out, r] for its own rank r <= rank (<adapter>.ptd, recording the foundation it was exported
-// for). AdapterTables copies the tables once and is the NamedDataMap a batch method is loaded
-// over (merged with the foundation's file): the method then reads this memory in place, and
-// load() / clear() rewrite one slot's rows of every table. Nothing of the foundation is touched.
+// or float16 for half the bytes; the LoRA scale folded into b). export_hf_batch writes them with
+// its adapters in the first slots (batch_tables.ptd), and each adapter alone as a file of the same
+// keys, shaped [r, in] and [out, r] for its own rank r <= rank (<adapter>.ptd, recording the
+// foundation it was exported for). AdapterTables copies the tables once and is the NamedDataMap a
+// batch method is loaded over (merged with the foundation's file): the method then reads this
+// memory in place, and load() / clear() rewrite one slot's rows of every table. Nothing of the
+// foundation is touched.
 //
 //   ES_ASSIGN_OR_RETURN(auto tables, AdapterTables::create(batch_tables->map(),
 //   program.foundation_digest())); ES_ASSIGN_OR_RETURN(MergedDataMap data,

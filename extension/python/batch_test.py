@@ -220,7 +220,9 @@ def test_fp16_tables_equal_the_eager_batch_and_hold_half_the_bytes(files, refere
 
     base = load_hf_model(tiny.model_dir)
     weights = [lora_weights(load_peft_adapter(base, n, tiny.adapter_dirs[n])) for n in ("a", "b")]
-    shape = BatchShape(SLOTS, MAX_SEQ_LEN, SLOTS, max(w.rank for w in weights), lora_targets(weights), 16, torch.float16)
+    shape = BatchShape(
+        SLOTS, MAX_SEQ_LEN, SLOTS, max(w.rank for w in weights), lora_targets(weights), 16, torch.float16
+    )
     eager = BatchedCausalLM(load_hf_model(tiny.model_dir), shape)
     for slot, w in enumerate(weights):
         eager.put_adapter(slot, w)
