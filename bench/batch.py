@@ -10,7 +10,8 @@ no adapter, and adapter1's program generating alone (edgeshare's one-at-a-time f
 at a time, time to first token, and VmRSS with everything loaded beside the budget (foundation.ptd
 and the 8 adapter files, the slots' KV cache, and 64 MiB).
 
-    ./bazelw run -c opt //bench:batch -- --formats int8,int4 --threads 2 [--model smollm2] [--json F]
+    ./bazelw run -c opt //bench:batch -- --formats int8,int4 --threads 2 [--model smollm2]
+        [--adapter-dtype fp16|fp32] [--json F]
 """
 
 import argparse
@@ -26,6 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench._llm_model import LlmSpec, save_llm
 from edgeshare.exir import export_hf_batch, export_hf_lora
+from edgeshare.exir.hf_batch import TABLE_DTYPES
 
 SEQUENCES = (1, 2, 4, 8)
 MODELS = {
@@ -53,7 +55,14 @@ def _size_mib(*paths: str) -> float:
 
 
 def measure(
-    work: str, model: str, quantize: str, threads: int, repeats: int, prompt_len: int, new_tokens: int
+    work: str,
+    model: str,
+    quantize: str,
+    threads: int,
+    repeats: int,
+    prompt_len: int,
+    new_tokens: int,
+    adapter_dtype: str = "fp16",
 ) -> List[Dict[str, Any]]:
     """Exports one format and runs every case `repeats` times interleaved -> one row per case."""
     spec = MODELS[model]
@@ -62,7 +71,14 @@ def measure(
     part = XnnpackPartitioner(quantize=None if quantize == "fp32" else quantize)
     print(f"[batch] exporting {model} {quantize}", file=sys.stderr, flush=True)
     export_hf_batch(
-        files.model_dir, files.adapter_dirs, batch, slots=8, max_seq_len=spec.max_seq_len, max_rows=64, partitioner=part
+        files.model_dir,
+        files.adapter_dirs,
+        batch,
+        slots=8,
+        max_seq_len=spec.max_seq_len,
+        max_rows=64,
+        partitioner=part,
+        table_dtype=TABLE_DTYPES[adapter_dtype],
     )
     first = next(iter(files.adapter_dirs))
     export_hf_lora(files.model_dir, {first: files.adapter_dirs[first]}, lora, spec.max_seq_len, part)
@@ -100,6 +116,7 @@ def measure(
             {
                 "model": model,
                 "format": quantize,
+                "adapter_dtype": adapter_dtype,
                 "case": name,
                 "threads": threads,
                 "decode_tokens_per_s": tps,
@@ -115,13 +132,13 @@ def measure(
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
     lines = [
-        "| model | format | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB "
+        "| model | format | adapters | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB "
         "| files + KV cache + 64 MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
-            f"| {r['model']} | {r['format']} | {r['case']} | {r['decode_tokens_per_s']:.1f} | {r['vs_alone']:.2f} | "
+            f"| {r['model']} | {r['format']} | {r['adapter_dtype']} | {r['case']} | {r['decode_tokens_per_s']:.1f} | {r['vs_alone']:.2f} | "
             f"{r['ttft_ms']:.1f} | {r['rss_mib']:.1f} | {r['budget_mib']:.1f} |"
         )
     return "\n".join(lines)
@@ -132,6 +149,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--formats", default="int8,int4", help="comma-separated: fp32, int8, int4")
     parser.add_argument("--model", choices=sorted(MODELS), default="bench")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--adapter-dtype", choices=sorted(TABLE_DTYPES), default="fp16", help="the adapter tables'")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -145,7 +163,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rows: List[Dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as work:
         for quantize in formats:
-            rows += measure(work, args.model, quantize, args.threads, args.repeats, args.prompt_len, args.new_tokens)
+            rows += measure(
+                work,
+                args.model,
+                quantize,
+                args.threads,
+                args.repeats,
+                args.prompt_len,
+                args.new_tokens,
+                args.adapter_dtype,
+            )
     print(markdown(rows))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -46,6 +46,7 @@ from edgeshare.exir.hf_batch import (
     batch_dynamic_shapes,
     batch_example_inputs,
     LoraWeights,
+    TABLE_DTYPES,
     lora_targets,
     lora_weights,
 )
@@ -473,6 +474,7 @@ def export_hf_batch(
     config: Optional[ExecutorchBackendConfig] = None,
     progress: Optional[Callable[[str], None]] = None,
     kv_dtype: Optional[torch.dtype] = None,
+    table_dtype: Optional[torch.dtype] = None,
 ) -> BatchExportResult:
     """Exports a Hugging Face causal LM for batches of sequences on mixed adapters (exir/hf_batch.py).
 
@@ -492,6 +494,8 @@ def export_hf_batch(
       rank: the largest LoRA rank a slot takes (None: the largest of the adapters given).
       max_rows: the most tokens one step runs.
       partitioner, config, progress, kv_dtype: as export_hf_lora's.
+      table_dtype: the adapter tables' and adapter files' element type: None for float32, or
+        torch.float16 (half the bytes; the products accumulate in float32).
 
     Returns:
       What was written.
@@ -522,6 +526,7 @@ def export_hf_batch(
             rank=rank if rank is not None else largest,
             targets=lora_targets(weights),
             max_rows=max_rows,
+            table_dtype=table_dtype or torch.float32,
         )
     except ValueError as e:
         raise ExportError(str(e)) from None
@@ -551,7 +556,10 @@ def export_hf_batch(
         identity = shared.identity()
         tables = program.data_entries.get(BATCH_TABLES, {})
         constant_alignment = lowerer.config.constant_alignment
-        adapter_files = {name: _adapter_table_entries(w, tables, constant_alignment) for name, w in zip(adapters, weights)}
+        adapter_files = {
+            name: _adapter_table_entries(w, tables, constant_alignment, shape.table_dtype)
+            for name, w in zip(adapters, weights)
+        }
         manifest = {
             "method": BATCH_METHOD,
             "slots": shape.slots,
@@ -559,6 +567,7 @@ def export_hf_batch(
             "adapter_slots": shape.adapter_slots,
             "rank": shape.rank,
             "max_rows": shape.max_rows,
+            "table_dtype": next(k for k, v in TABLE_DTYPES.items() if v == shape.table_dtype),
             "targets": list(shape.targets),
             "adapters": list(adapters),
             "adapter_files": {name: f"{name}.ptd" for name in adapters},
@@ -594,7 +603,7 @@ def export_hf_batch(
 
 
 def _adapter_table_entries(
-    weights: LoraWeights, tables: Mapping[str, DataFileEntry], alignment: int
+    weights: LoraWeights, tables: Mapping[str, DataFileEntry], alignment: int, dtype: torch.dtype
 ) -> Dict[str, DataFileEntry]:
     """One adapter's file for the batch program: under each table's key, its own factor ([r, in]
     for a lora_a table, [out, r] for a lora_b one), which the engine writes into a slot."""
@@ -604,7 +613,7 @@ def _adapter_table_entries(
             key = f"{BATCH_TABLES}/{canonical_name(f'model.{target}.{part}')}"
             if key not in tables:
                 raise ExportError(f"the batch program has no table '{key}' for adapted layer {target}")
-            tensor = tensor.detach().contiguous()
+            tensor = tensor.detach().to(dtype).contiguous()
             layout = TensorLayout.of(tensor, key)
             store.add_named_data(key, tensor_view(tensor), alignment, BATCH_TABLES, layout, tensor_digest(tensor))
     output = store.get_named_data_store_output()

@@ -44,6 +44,7 @@ __all__ = [
     "BatchedCausalLM",
     "BatchedLoraLinear",
     "LoraWeights",
+    "TABLE_DTYPES",
     "batch_example_inputs",
     "lora_targets",
     "lora_weights",
@@ -51,6 +52,8 @@ __all__ = [
 
 BATCH_METHOD = "forward_batch"
 ATTENTION_IMPLEMENTATION = "edgeshare_batched"
+# The adapter tables' element types by the name batch.json and --adapter-dtype give them.
+TABLE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,8 @@ class BatchShape:
       rank: the largest LoRA rank an adapter slot takes.
       targets: the full names of the Linear layers adapters may adapt ("model.layers.0.self_attn.q_proj").
       max_rows: the most rows (tokens) one step runs (prefill chunks plus decode rows).
+      table_dtype: the adapter tables' element type, torch.float32 or torch.float16 (half the bytes;
+        each row's product still accumulates in float32).
     """
 
     slots: int
@@ -72,6 +77,7 @@ class BatchShape:
     rank: int
     targets: Tuple[str, ...]
     max_rows: int = 64
+    table_dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
         for name in ("slots", "max_seq_len", "adapter_slots", "rank", "max_rows"):
@@ -80,6 +86,8 @@ class BatchShape:
                 raise ValueError(f"BatchShape.{name} must be a positive int, got {value!r}")
         if not self.targets:
             raise ValueError("BatchShape.targets is empty: no Linear layer would take an adapter")
+        if self.table_dtype not in TABLE_DTYPES.values():
+            raise ValueError(f"adapter tables of {self.table_dtype} are not supported (float32 or float16)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,11 +150,13 @@ _STEP = _Step()
 class BatchedLoraLinear(nn.Module):
     """A foundation Linear plus each row's low-rank product with its adapter slot's factors."""
 
-    def __init__(self, base: nn.Linear, adapter_slots: int, rank: int) -> None:
+    def __init__(self, base: nn.Linear, adapter_slots: int, rank: int, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         self.base = base
-        self.lora_a = nn.Parameter(torch.zeros(adapter_slots, rank, base.in_features), requires_grad=False)
-        self.lora_b = nn.Parameter(torch.zeros(adapter_slots, base.out_features, rank), requires_grad=False)
+        a = torch.zeros(adapter_slots, rank, base.in_features, dtype=dtype)
+        b = torch.zeros(adapter_slots, base.out_features, rank, dtype=dtype)
+        self.lora_a = nn.Parameter(a, requires_grad=False)
+        self.lora_b = nn.Parameter(b, requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         adapters = _STEP.adapters
@@ -290,7 +300,7 @@ class BatchedCausalLM(nn.Module):
             setattr(
                 modules[parent_name] if parent_name else self.model,
                 child,
-                BatchedLoraLinear(linear, shape.adapter_slots, shape.rank),
+                BatchedLoraLinear(linear, shape.adapter_slots, shape.rank, shape.table_dtype),
             )
         dtype = kv_dtype or torch.float32
         if dtype not in (torch.float32, torch.float16):

@@ -26,6 +26,10 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
+const char* dtype_name(ScalarType type) {
+  return type == ScalarType::Half ? "float16" : type == ScalarType::Float ? "float32" : "other";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap& initial,
@@ -45,9 +49,16 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
         ends_with(table.key, ".lora_a") || ends_with(table.key, ".lora_b"), Error::InvalidProgram,
         "%s: '%s' is not an adapter table (.lora_a or .lora_b)", initial.name(), key);
     table.is_a = ends_with(table.key, ".lora_a");
-    ES_CHECK_OR_RETURN_ERROR(
-        layout.scalar_type == ScalarType::Float && layout.sizes.size() == 3, Error::InvalidProgram,
-        "%s: table '%s' is not a float32 [slots, rows, cols] table", initial.name(), key);
+    const bool typed =
+        layout.scalar_type == ScalarType::Float || layout.scalar_type == ScalarType::Half;
+    ES_CHECK_OR_RETURN_ERROR(typed && layout.sizes.size() == 3, Error::InvalidProgram,
+                             "%s: table '%s' is not a float32 or float16 [slots, rows, cols] table",
+                             initial.name(), key);
+    ES_CHECK_OR_RETURN_ERROR(i == 0 || layout.scalar_type == tables->dtype_, Error::InvalidProgram,
+                             "%s: table '%s' is %s, the others %s", initial.name(), key,
+                             dtype_name(layout.scalar_type), dtype_name(tables->dtype_));
+    tables->dtype_ = layout.scalar_type;
+    tables->element_size_ = layout.scalar_type == ScalarType::Half ? 2 : sizeof(float);
     for (size_t d = 0; d < 3; ++d) table.sizes[d] = layout.sizes[d];
     const size_t slots = static_cast<size_t>(table.sizes[0]);
     const size_t rank = static_cast<size_t>(table.is_a ? table.sizes[1] : table.sizes[2]);
@@ -57,15 +68,14 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
                              initial.name(), key, slots, rank, tables->slots_, tables->rank_);
     tables->slots_ = slots;
     tables->rank_ = rank;
-    const size_t nbytes =
-        (table.numel() * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
-    table.data = std::unique_ptr<float, void (*)(void*)>(
-        static_cast<float*>(std::aligned_alloc(kAlignment, nbytes > 0 ? nbytes : kAlignment)),
+    const size_t bytes = table.numel() * tables->element_size_;
+    const size_t nbytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    table.data = std::unique_ptr<uint8_t, void (*)(void*)>(
+        static_cast<uint8_t*>(std::aligned_alloc(kAlignment, nbytes > 0 ? nbytes : kAlignment)),
         std::free);
     ES_CHECK_OR_RETURN_ERROR(table.data != nullptr, Error::MemoryAllocationFailed,
                              "no memory for adapter table '%s' (%zu bytes)", key, nbytes);
-    ES_RETURN_IF_ERROR(
-        initial.load_data_into(key, table.data.get(), table.numel() * sizeof(float)));
+    ES_RETURN_IF_ERROR(initial.load_data_into(key, table.data.get(), bytes));
     ES_ASSIGN_OR_RETURN(table.digest, initial.get_digest(key));
     tables->tables_.push_back(std::move(table));
   }
@@ -100,14 +110,14 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
                              "%s: '%s' is not a layer of this batch program's adapters",
                              adapter.path(), key);
     ES_ASSIGN_OR_RETURN(TensorLayout layout, map.get_tensor_layout(key));
-    const bool fits = layout.scalar_type == ScalarType::Float && layout.sizes.size() == 2 &&
+    const bool fits = layout.scalar_type == dtype_ && layout.sizes.size() == 2 &&
                       (table->is_a ? layout.sizes[0] <= static_cast<int32_t>(rank_) &&
                                          layout.sizes[1] == table->sizes[2]
                                    : layout.sizes[0] == table->sizes[1] &&
                                          layout.sizes[1] <= static_cast<int32_t>(rank_));
-    ES_CHECK_OR_RETURN_ERROR(fits, Error::InvalidArgument,
-                             "%s: '%s' is not a float32 %s of at most rank %zu", adapter.path(),
-                             key, table->is_a ? "[rank, in] factor" : "[out, rank] factor", rank_);
+    ES_CHECK_OR_RETURN_ERROR(
+        fits, Error::InvalidArgument, "%s: '%s' is not a %s %s of at most rank %zu", adapter.path(),
+        key, dtype_name(dtype_), table->is_a ? "[rank, in] factor" : "[out, rank] factor", rank_);
   }
   ES_RETURN_IF_ERROR(clear(slot));
   for (size_t i = 0; i < keys; ++i) {
@@ -115,15 +125,15 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
     const Table& table = *find(key);
     ES_ASSIGN_OR_RETURN(TensorLayout layout, map.get_tensor_layout(key));
     ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, map.get_data(key));
-    const auto* from = static_cast<const float*>(bytes.data());
+    const auto* from = static_cast<const uint8_t*>(bytes.data());
     const size_t rows = static_cast<size_t>(table.sizes[1]),
-                 cols = static_cast<size_t>(table.sizes[2]);
-    float* to = table.data.get() + slot * rows * cols;
+                 cols = static_cast<size_t>(table.sizes[2]), e = element_size_;
+    uint8_t* to = table.data.get() + slot * rows * cols * e;
     if (table.is_a) {
-      std::memcpy(to, from, layout.numel() * sizeof(float));
+      std::memcpy(to, from, layout.numel() * e);
     } else {
       const size_t r = static_cast<size_t>(layout.sizes[1]);
-      for (size_t o = 0; o < rows; ++o) std::memcpy(to + o * cols, from + o * r, r * sizeof(float));
+      for (size_t o = 0; o < rows; ++o) std::memcpy(to + o * cols * e, from + o * r * e, r * e);
     }
   }
   return Status();
@@ -134,7 +144,7 @@ Status AdapterTables::clear(size_t slot) {
                            slot, slots_ - 1);
   for (Table& table : tables_) {
     const size_t per_slot = static_cast<size_t>(table.sizes[1]) * table.sizes[2];
-    std::memset(table.data.get() + slot * per_slot, 0, per_slot * sizeof(float));
+    std::memset(table.data.get() + slot * per_slot * element_size_, 0, per_slot * element_size_);
   }
   return Status();
 }
@@ -143,7 +153,7 @@ Result<TensorLayout> AdapterTables::get_tensor_layout(const char* key) const {
   const Table* table = find(key);
   ES_CHECK_OR_RETURN_ERROR(table != nullptr, Error::NotFound, "no adapter table '%s'", key);
   TensorLayout layout;
-  layout.scalar_type = ScalarType::Float;
+  layout.scalar_type = dtype_;
   layout.sizes = Span<const int32_t>(table->sizes, 3);
   layout.dim_order = Span<const uint8_t>(table->dim_order, 3);
   return layout;
@@ -152,13 +162,13 @@ Result<TensorLayout> AdapterTables::get_tensor_layout(const char* key) const {
 Result<FreeableBuffer> AdapterTables::get_data(const char* key) const {
   const Table* table = find(key);
   ES_CHECK_OR_RETURN_ERROR(table != nullptr, Error::NotFound, "no adapter table '%s'", key);
-  return FreeableBuffer(table->data.get(), table->numel() * sizeof(float), nullptr);
+  return FreeableBuffer(table->data.get(), table->numel() * element_size_, nullptr);
 }
 
 Status AdapterTables::load_data_into(const char* key, void* dst, size_t size) const {
   const Table* table = find(key);
   ES_CHECK_OR_RETURN_ERROR(table != nullptr, Error::NotFound, "no adapter table '%s'", key);
-  const size_t nbytes = table->numel() * sizeof(float);
+  const size_t nbytes = table->numel() * element_size_;
   ES_CHECK_OR_RETURN_ERROR(size >= nbytes, Error::InvalidArgument,
                            "adapter table '%s' has %zu bytes, the buffer %zu", key, nbytes, size);
   std::memcpy(dst, table->data.get(), nbytes);

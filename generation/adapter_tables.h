@@ -3,12 +3,13 @@
 //
 // A batch program (exir's export_hf_batch) reads, per adapted Linear layer, two open constants:
 // `<key>.lora_a` [adapter_slots, rank, in] and `<key>.lora_b` [adapter_slots, out, rank] (float32,
-// the LoRA scale folded into b). export_hf_batch writes them with its adapters in the first slots
-// (batch_tables.ptd), and each adapter alone as a file of the same keys, shaped [r, in] and
-// [out, r] for its own rank r <= rank (<adapter>.ptd, recording the foundation it was exported
-// for). AdapterTables copies the tables once and is the NamedDataMap a batch method is loaded
-// over (merged with the foundation's file): the method then reads this memory in place, and
-// load() / clear() rewrite one slot's rows of every table. Nothing of the foundation is touched.
+// or float16 for half the bytes; the LoRA scale folded into b). export_hf_batch writes them with
+// its adapters in the first slots (batch_tables.ptd), and each adapter alone as a file of the same
+// keys, shaped [r, in] and [out, r] for its own rank r <= rank (<adapter>.ptd, recording the
+// foundation it was exported for). AdapterTables copies the tables once and is the NamedDataMap a
+// batch method is loaded over (merged with the foundation's file): the method then reads this
+// memory in place, and load() / clear() rewrite one slot's rows of every table. Nothing of the
+// foundation is touched.
 //
 //   ES_ASSIGN_OR_RETURN(auto tables, AdapterTables::create(batch_tables->map(),
 //   program.foundation_digest())); ES_ASSIGN_OR_RETURN(MergedDataMap data,
@@ -16,8 +17,9 @@
 //   ... program.load_method("forward_batch", &data) ...
 //   ES_RETURN_IF_ERROR(tables->load(/*slot=*/3, *DataFile::open("chat.ptd")));
 //
-// Errors: create: InvalidProgram for an entry that is not a float32 [slots, rows, cols] table or a
-// key that ends neither in ".lora_a" nor ".lora_b", or tables of different slot counts. load:
+// Errors: create: InvalidProgram for an entry that is not a float32 or float16 [slots, rows, cols]
+// table, a key that ends neither in ".lora_a" nor ".lora_b", tables of both element types or of
+// different slot counts. load:
 // OutOfRange for a slot past the tables; InvalidArgument for an adapter file of another foundation
 // (naming both), a key the tables lack, a factor of another dtype or shape (naming the key), or a
 // rank above the tables'; nothing is written unless every check passes.
@@ -53,6 +55,8 @@ class AdapterTables final : public runtime::NamedDataMap {
 
   size_t slots() const { return slots_; }
   size_t rank() const { return rank_; }
+  // Float or Half: every table's element type, and the adapter files' it loads.
+  runtime::ScalarType dtype() const { return dtype_; }
   // Writes the adapter file's factors into `slot` (layers it does not adapt become zeros).
   runtime::Status load(size_t slot, const runtime::DataFile& adapter);
   // Zeroes `slot` (a run on it then adds nothing to the foundation).
@@ -77,7 +81,7 @@ class AdapterTables final : public runtime::NamedDataMap {
     int32_t sizes[3] = {};
     uint8_t dim_order[3] = {0, 1, 2};
     runtime::Digest digest;
-    std::unique_ptr<float, void (*)(void*)> data{nullptr, nullptr};
+    std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
     size_t numel() const { return static_cast<size_t>(sizes[0]) * sizes[1] * sizes[2]; }
   };
   AdapterTables() = default;
@@ -86,6 +90,8 @@ class AdapterTables final : public runtime::NamedDataMap {
   std::vector<Table> tables_;
   size_t slots_ = 0;
   size_t rank_ = 0;
+  runtime::ScalarType dtype_ = runtime::ScalarType::Float;
+  size_t element_size_ = sizeof(float);
   std::optional<runtime::Digest> foundation_;
 };
 

@@ -76,6 +76,7 @@ from edgeshare.exir.fc_formats import (
 )
 from edgeshare.exir.foundation_index import read_foundation_index, write_foundation_index
 from edgeshare.exir.hf import BatchExportResult, export_hf_batch, export_hf_lora, export_hf_swappable
+from edgeshare.exir.hf_batch import TABLE_DTYPES
 from edgeshare.exir.lora import LoraExportResult, adapter_models, export_lora
 from edgeshare.exir.swappable import SwappableExportResult, export_swappable
 from edgeshare.exir.tokenizer_files import read_tokenizer_files, write_tokenizer_files
@@ -487,7 +488,7 @@ def batch_report(result: BatchExportResult) -> str:
     size = result.files[result.batch_program]
     lines = [
         f"batch program: {result.batch_program}  {size} bytes ({_human(size)}): {shape.slots} sequences of "
-        f"{shape.max_seq_len} positions, {shape.adapter_slots} adapter slots of rank {shape.rank}, "
+        f"{shape.max_seq_len} positions, {shape.adapter_slots} adapter slots of rank {shape.rank} ({shape.table_dtype}), "
         f"{shape.max_rows} tokens a step, {len(shape.targets)} adapted layers"
     ]
     for slot, (name, path) in enumerate(result.adapter_paths.items()):
@@ -513,6 +514,7 @@ def _export_batch(
         partitioner=partitioner,
         progress=progress,
         kv_dtype=_KV_DTYPES[args.kv_dtype],
+        table_dtype=TABLE_DTYPES[args.adapter_dtype],
     )
 
 
@@ -654,6 +656,10 @@ def _check_swappable_flags(args: argparse.Namespace) -> None:
             raise ExportError(f"--batch-slots cannot be combined with {flag}")
     if not args.adapter:
         raise ExportError("--batch-slots needs at least one --adapter NAME=DIR")
+    if args.adapter_dtype not in TABLE_DTYPES:
+        raise ExportError(
+            f"--batch-slots takes --adapter-dtype {' or '.join(TABLE_DTYPES)} (its adapter tables), got '{args.adapter_dtype}'"
+        )
 
 
 def _export(

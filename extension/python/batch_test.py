@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir import export_hf_batch, export_hf_lora
+from edgeshare.exir import export_hf_batch, export_hf_lora, read_ptd_index
 from edgeshare.exir.hf import load_hf_model, load_peft_adapter
-from edgeshare.extension.python import EdgeshareError, Program
+from edgeshare.exir.hf_batch import BatchedCausalLM, BatchShape, lora_targets, lora_weights
+from edgeshare.extension.python import BatchEngine, EdgeshareError, Program
 from edgeshare.models import hf_tiny
 from edgeshare.tools import export_lora
 
@@ -185,6 +186,67 @@ def test_a_bad_row_is_refused_and_changes_nothing(files, reference):
     (logits,) = method.execute(*inputs)
     worst = max(float(np.abs(logits[0, j] - want[slot][p]).max()) for j, (slot, p) in enumerate(where))
     assert worst < TOLERANCE, worst
+
+
+def test_fp16_tables_equal_the_eager_batch_and_hold_half_the_bytes(files, reference, capsys):
+    """--adapter-dtype fp16 stores the adapter tables and files in half the bytes; every row's
+    logits equal the eager batch over the same fp16 tables (products accumulate in float32) and stay
+    near the fp32 sequences'."""
+    tiny, root = files
+    out = os.path.join(root, "fp16-tables")
+    argv = ["--hf-model", tiny.model_dir, "--out", out, "--max-seq-len", str(MAX_SEQ_LEN), "--batch-slots", str(SLOTS)]
+    argv += ["--batch-rows", "16", "--adapter-dtype", "fp16"]
+    for name, path in tiny.adapter_dirs.items():
+        argv += ["--adapter", f"{name}={path}"]
+    assert export_lora.main(argv) == 0
+    assert "(torch.float16)" in capsys.readouterr().out
+    manifest = json.load(open(os.path.join(out, "batch.json"), encoding="utf-8"))
+    assert manifest["table_dtype"] == "fp16"
+    fp32 = os.path.join(root, "fp32-tables")
+    export_hf_batch(
+        tiny.model_dir,
+        dict(tiny.adapter_dirs),
+        fp32,
+        slots=SLOTS,
+        max_seq_len=MAX_SEQ_LEN,
+        max_rows=16,
+        partitioner=XnnpackPartitioner(),
+    )
+    for name in ("batch_tables.ptd", "a.ptd", "b.ptd"):
+        half, full = read_ptd_index(os.path.join(out, name)), read_ptd_index(os.path.join(fp32, name))
+        assert half.keys() == full.keys() and half
+        for key, entry in half.items():
+            assert 2 * entry.size == full[key].size, (name, key, entry.size, full[key].size)
+
+    base = load_hf_model(tiny.model_dir)
+    weights = [lora_weights(load_peft_adapter(base, n, tiny.adapter_dirs[n])) for n in ("a", "b")]
+    shape = BatchShape(
+        SLOTS, MAX_SEQ_LEN, SLOTS, max(w.rank for w in weights), lora_targets(weights), 16, torch.float16
+    )
+    eager = BatchedCausalLM(load_hf_model(tiny.model_dir), shape)
+    for slot, w in enumerate(weights):
+        eager.put_adapter(slot, w)
+    tokens, want = reference
+    method = Program.load(
+        os.path.join(out, "batch.pte"), [os.path.join(out, "foundation.ptd"), os.path.join(out, "batch_tables.ptd")]
+    ).method("forward_batch")
+    worst_eager = worst_fp32 = 0.0
+    for rows in STEPS:
+        inputs, where = _step(rows, tokens)
+        (logits,) = method.execute(*inputs)
+        with torch.no_grad():
+            expect = eager(*(torch.from_numpy(x) for x in inputs)).numpy()
+        worst_eager = max(worst_eager, float(np.abs(logits - expect).max()))
+        for j, (slot, p) in enumerate(where):
+            worst_fp32 = max(worst_fp32, float(np.abs(logits[0, j] - want[slot][p]).max()))
+    assert worst_eager < TOLERANCE, worst_eager
+    assert worst_fp32 < 1e-2, worst_fp32
+
+    engine = BatchEngine.open(out, threads=1)
+    engine.load_adapter(2, os.path.join(out, "a.ptd"), name="a2")
+    with pytest.raises(EdgeshareError, match="is not a float16"):
+        engine.load_adapter(2, os.path.join(fp32, "b.ptd"), name="b32")
+    assert "a2" in engine.adapters and "b32" not in engine.adapters
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "edgeshare/runtime/kernels/half.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 
 namespace edgeshare {
@@ -66,6 +67,8 @@ bool read_tensor(CallValues& call, bool input, EValue* value) {
     if (std::scanf("%lf", &v) != 1) return false;
     if (type == ScalarType::Float) {
       static_cast<float*>(data)[i] = static_cast<float>(v);
+    } else if (type == ScalarType::Half) {
+      static_cast<uint16_t*>(data)[i] = kernels::float_to_half(static_cast<float>(v));
     } else if (type == ScalarType::Long) {
       static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
     } else if (type == ScalarType::Bool) {

@@ -23,7 +23,7 @@ import transformers
 from edgeshare.exir.export import edge_decompositions
 
 DTYPES = (torch.float32, torch.int64, torch.bool)
-_CODES = {torch.float32: 6, torch.int64: 4, torch.bool: 11}
+_CODES = {torch.float32: 6, torch.float16: 5, torch.int64: 4, torch.bool: 11}
 CASES_PER_FAMILY = 150
 
 Expected = Union[torch.Tensor, int]
@@ -46,7 +46,7 @@ class Call:
 
 def t(x: torch.Tensor) -> str:
     """An input tensor."""
-    values = (float(v) if x.dtype == torch.float32 else int(v) for v in x.flatten().tolist())
+    values = (float(v) if x.dtype.is_floating_point else int(v) for v in x.flatten().tolist())
     return " ".join(["t", str(_CODES[x.dtype]), str(x.dim()), *map(str, x.shape), *map(repr, values)])
 
 
@@ -407,7 +407,8 @@ def _batch_rows_calls(gen: Gen) -> List[Call]:
 
 def _lora_bgmv_calls(gen: Gen) -> List[Call]:
     """edgeshare::lora_bgmv against exir's eager definition: runs of rows on one adapter (one
-    product), single rows, rows on no adapter, leading dims, ranks past the stack chunk's rows."""
+    product), single rows, rows on no adapter, leading dims, ranks past the stack chunk's rows,
+    float32 and float16 factors (widened as they are read)."""
     from edgeshare.exir.batched_ops import lora_bgmv  # noqa: PLC0415 (defines the operator)
 
     calls = []
@@ -419,8 +420,9 @@ def _lora_bgmv_calls(gen: Gen) -> List[Call]:
         out_channels = gen.r.choice([1, 7, 16, 40])
         leading = gen.r.choice([[], [1], [2]])
         x = gen.tensor([*leading, rows, in_channels], torch.float32)
-        a = gen.tensor([slots, rank, in_channels], torch.float32)
-        b = gen.tensor([slots, out_channels, rank], torch.float32)
+        factors = gen.r.choice([torch.float32, torch.float16])
+        a = gen.tensor([slots, rank, in_channels], torch.float32).to(factors)
+        b = gen.tensor([slots, out_channels, rank], torch.float32).to(factors)
         runs: List[int] = []
         while len(runs) < rows:
             runs += [gen.r.randrange(-1, slots)] * gen.r.choice([1, 1, 3, 30])
