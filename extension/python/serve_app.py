@@ -401,6 +401,10 @@ def _usage(run: _Run) -> Dict[str, int]:
             "total_tokens": run.prompt_tokens + run.completion_tokens}
 
 
+def _engine_failure(e: EdgeshareError) -> ApiError:
+    return ApiError(500, f"generation failed: {str(e).splitlines()[0]}", code=e.code)
+
+
 def _sse(data: Dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False).encode("utf-8") + b"\n\n"
 
@@ -443,8 +447,14 @@ class _GenerationResponse(Response):
 
         if self._request.chat:
             await body(_sse(self._chunk("", None, role=True)))
-        async for piece in self._run.pieces():
-            await body(_sse(self._chunk(piece, None)))
+        try:
+            async for piece in self._run.pieces():
+                await body(_sse(self._chunk(piece, None)))
+        except EdgeshareError as e:  # a failed engine step ended the request: say so in the stream
+            await body(_sse(_engine_failure(e).body()))
+            self._finished = True
+            await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+            return
         await body(_sse(self._chunk(None if self._request.chat else "", self._run.finish_reason)))
         if self._request.include_usage:
             usage = self._chunk(None, None)
@@ -455,7 +465,16 @@ class _GenerationResponse(Response):
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
     async def _whole(self, send: Callable[[Dict[str, Any]], Awaitable[None]]) -> None:
-        text = "".join([piece async for piece in self._run.pieces()])
+        try:
+            text = "".join([piece async for piece in self._run.pieces()])
+        except EdgeshareError as e:
+            error = _engine_failure(e)
+            data = json.dumps(error.body()).encode("utf-8")
+            await send({"type": "http.response.start", "status": error.status, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+            self._finished = True
+            await send({"type": "http.response.body", "body": data, "more_body": False})
+            return
         if self._request.chat:
             choice: Dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
                                       "logprobs": None, "finish_reason": self._run.finish_reason}
@@ -502,7 +521,8 @@ class _GenerationResponse(Response):
 
 
 class _BodyLimit:
-    """ASGI middleware: a request body past `limit` bytes is answered with 413 before it is read whole."""
+    """ASGI middleware: reads each request's body whole before the app sees it, and answers 413 to
+    one past `limit` bytes (from its Content-Length, unread; a chunked one once it passes)."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self._app = app

@@ -81,7 +81,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         import uvicorn  # noqa: PLC0415 (the [serve] extra)
         from edgeshare.extension.python.serve_app import ServedModel, make_app  # noqa: PLC0415
     except ImportError as e:
-        raise MissingTextPackage(f"{PROG} needs the package '{e.name}': pip install 'edgeshare[serve]'") from None
+        raise MissingTextPackage(
+            f"{PROG} needs the package '{e.name}': pip install 'edgeshare-...whl[serve,text]'") from None
     try:
         model = ServedModel.open(args.folder, threads=args.threads, slots=args.slots, max_queue=args.max_queue,
                                  name=args.served_model_name)
