@@ -259,6 +259,9 @@ def _prompt(value: Any) -> Union[str, List[int]]:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and value and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        bad = next((t for t in value if not 0 <= t < 2**63), None)
+        if bad is not None:
+            raise ApiError(400, f"'prompt' holds token id {bad}: ids are >= 0", "prompt")
         return list(value)
     if isinstance(value, list) and len(value) > 1 and all(isinstance(p, (str, list)) for p in value):
         raise ApiError(400, f"'prompt' holds {len(value)} prompts: send one per request", "prompt")

@@ -150,8 +150,12 @@ class _Run:
             return
         self._closed = True
         if self._stream.finish_reason is None:
-            # Cancel takes the engine's lock, which a step holds: not on the event loop.
-            self._model.stream_pool.submit(self._stream.cancel)
+            # Cancel waits for the engine's lock: in a pool thread, not on the event loop (at
+            # shutdown, once the pools are closed, here).
+            try:
+                self._model.stream_pool.submit(self._stream.cancel)
+            except RuntimeError:
+                self._stream.cancel()
             if self.client_gone:
                 self._model.metrics.cancelled += 1
         now = time.monotonic()
@@ -270,11 +274,7 @@ class ServedModel:
                 ids = list(request.prompt or [])
         except TokenizerFileError as e:
             raise ApiError(400, str(e).splitlines()[0], "messages") from None
-        vocab = self.tokenizer.vocab_size
-        bad = next((t for t in ids if not 0 <= t < vocab), None)
-        if bad is not None:
-            raise ApiError(400, f"'prompt' holds token id {bad}, outside the vocabulary (0..{vocab - 1})", "prompt")
-        return list(ids)
+        return list(ids)  # the engine checks each id against the model's vocabulary
 
     async def _admit(self) -> None:
         """Waits for a free slot, or raises 429 when max_queue requests wait already."""

@@ -313,6 +313,8 @@ def test_errors_are_openai_error_json_with_their_status(server):
     assert "larger than 4194304 bytes" in json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]["message"]
     status, error = _error(server, "/v1/completions", json.dumps({"prompt": [10**6]}).encode())
     assert status == 400 and "vocabulary" in error["message"]
+    status, error = _error(server, "/v1/completions", json.dumps({"prompt": [5, 10**30]}).encode())
+    assert status == 400 and "ids are >= 0" in error["message"]
     status, error = _error(server, "/v1/completions", json.dumps({"prompt": PROMPT, "lora": [{"id": 5}]}).encode())
     assert status == 400 and "holds no adapter" in error["message"]
     status, data = server.request("GET", "/v1/nothing")
