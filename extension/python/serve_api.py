@@ -120,14 +120,21 @@ def parse_json_body(raw: bytes) -> Dict[str, Any]:
     except UnicodeDecodeError as e:
         raise ApiError(400, f"the request body is not UTF-8 (byte {e.start})") from None
     try:
-        body = json.loads(text)
-    except json.JSONDecodeError as e:
+        body = json.loads(text, parse_constant=_no_constant)
+    except ValueError as e:
+        if not isinstance(e, json.JSONDecodeError):
+            raise ApiError(400, f"the request body is not JSON: {e}") from None
         raise ApiError(400, f"the request body is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise ApiError(400, "the request body is not JSON: nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError(400, f"the request body must be a JSON object, not {_json_type(body)}")
     return body
+
+
+def _no_constant(name: str) -> Any:
+    """Python's json reads NaN and Infinity, which JSON does not have."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _json_type(value: Any) -> str:
@@ -230,7 +237,7 @@ def _common(body: Mapping[str, Any], chat: bool) -> Dict[str, Any]:
     if model is not None and not isinstance(model, str):
         raise ApiError(400, f"'model' must be a string, not {_json_type(model)}", "model")
     max_key = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
-    top_k = _integer(body, "top_k", 0, -1)
+    top_k = _integer(body, "top_k", 0, -1, 2**31 - 1)
     stream = _boolean(body, "stream")
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):

@@ -303,6 +303,10 @@ def test_errors_are_openai_error_json_with_their_status(server):
     assert status == 400 and "not UTF-8" in error["message"]
     status, error = _error(server, path, b"[1, 2]")
     assert status == 400 and "JSON object" in error["message"]
+    status, error = _error(server, path, b'{"model": "a", "temperature": NaN, "messages": []}')
+    assert status == 400 and "NaN is not a JSON value" in error["message"]
+    status, error = _error(server, path, b"[" * 100000)
+    assert status == 400 and "nested too deeply" in error["message"]
     # Refused from its Content-Length, before the body is sent.
     with socket.create_connection(("127.0.0.1", server.port), timeout=REQUEST_S) as sock:
         sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (5 << 20))
