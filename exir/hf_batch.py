@@ -34,7 +34,7 @@ import torch
 from edgeshare.exir.attention import config_window
 from edgeshare.exir.batched_ops import batch_rows, batched_attention, lora_bgmv
 from edgeshare.exir.errors import UnsupportedModelError
-from edgeshare.exir.hf_cache import cache_classes, kv_cache_shape
+from edgeshare.exir.hf_cache import buffer_layer_class, cache_classes, kv_cache_shape
 from edgeshare.exir.lora import shared_copy
 from torch import nn
 
@@ -214,39 +214,9 @@ def _register_attention() -> None:
 
 @functools.lru_cache(maxsize=None)
 def _layer_class() -> type:
-    _, mixin = cache_classes()
-
-    class _SlotLayer(mixin):  # type: ignore[misc, valid-type]
+    class _SlotLayer(buffer_layer_class()):  # type: ignore[misc, valid-type]
         """One layer of the slotted cache: [kv_heads, slots * max_seq_len, head_dim] keys and values,
         the owner's buffers; a step writes row slot * max_seq_len + position of each new token."""
-
-        is_compileable = True
-        is_sliding = False
-
-        def __init__(self, owner: "BatchedCausalLM", index: int) -> None:
-            super().__init__()
-            self._owner = owner
-            self._index = index
-            self.is_initialized = True
-
-        @property
-        def keys(self) -> torch.Tensor:  # noqa: D102
-            return getattr(self._owner, f"key_cache_{self._index}")
-
-        @keys.setter
-        def keys(self, value: Any) -> None:
-            pass
-
-        @property
-        def values(self) -> torch.Tensor:  # noqa: D102
-            return getattr(self._owner, f"value_cache_{self._index}")
-
-        @values.setter
-        def values(self, value: Any) -> None:
-            pass
-
-        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-            pass
 
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
             rows = self._owner.cache_rows
@@ -254,17 +224,8 @@ def _layer_class() -> type:
             self.values.index_copy_(1, rows, value_states[0].to(self.values.dtype))
             return self.keys, self.values
 
-        def get_mask_sizes(self, *args: Any, **kwargs: Any) -> Tuple[int, int]:
-            return self._owner.shape.max_seq_len, 0
-
         def get_seq_length(self) -> int:
             return 0
-
-        def get_max_length(self) -> int:
-            return self._owner.shape.max_seq_len
-
-        def get_max_cache_shape(self) -> int:
-            return self._owner.shape.max_seq_len
 
     return _SlotLayer
 
@@ -312,6 +273,11 @@ class BatchedCausalLM(nn.Module):
         cache_class, _ = cache_classes()
         self._cache = cache_class(layers=[_layer_class()(self, i) for i in range(cache.layers)])
         self.cache_rows = torch.zeros(0, dtype=torch.long)
+
+    @property
+    def max_seq_len(self) -> int:
+        """Positions per sequence (what the cache layers report as their length)."""
+        return self.shape.max_seq_len
 
     def adapted(self) -> Dict[str, BatchedLoraLinear]:
         """The adapted layers by target name."""

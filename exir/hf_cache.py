@@ -41,6 +41,7 @@ __all__ = [
     "CACHED_METHOD",
     "CachedCausalLM",
     "KvCacheShape",
+    "buffer_layer_class",
     "cached_dynamic_shapes",
     "cached_example_inputs",
     "kv_cache_method",
@@ -125,7 +126,10 @@ def cache_classes() -> Tuple[type, type]:
 
 
 @functools.lru_cache(maxsize=None)
-def _layer_class() -> type:
+def buffer_layer_class() -> type:
+    """The cache layer whose keys and values are its owner's buffers key_cache_<i> / value_cache_<i>
+    (the owner has max_seq_len and step.positions / step.start_pos); a subclass changes update()
+    and get_seq_length() for another layout."""
     _, mixin = cache_classes()
 
     class _BufferLayer(mixin):  # type: ignore[misc, valid-type]
@@ -238,7 +242,7 @@ class CachedCausalLM(nn.Module):
             self.register_buffer(f"key_cache_{i}", torch.zeros(size, dtype=dtype))
             self.register_buffer(f"value_cache_{i}", torch.zeros(size, dtype=dtype))
         cache, _ = cache_classes()
-        layer = _layer_class()
+        layer = buffer_layer_class()
         self._cache = cache(layers=[layer(self, i) for i in range(self.shape.layers)])
         self.step = _Step(torch.zeros(0, dtype=torch.long), torch.zeros((), dtype=torch.long))
 

@@ -11,7 +11,7 @@
 
 #include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
-#include "edgeshare/runtime/kernels/portable/attention_row.h"
+#include "edgeshare/runtime/kernels/portable/attention_operands.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
 
 namespace edgeshare {
@@ -49,13 +49,8 @@ void attend(void* context, size_t item) {
     const float* q = job.q + (h * job.rows + i) * job.head_dim;
     float* out = job.out + (i * job.heads + h) * job.head_dim;
     const size_t offset = cache_offset + begin * job.head_dim;
-    if (job.half) {
-      job.kernels->f16(count, job.head_dim, q, static_cast<const uint16_t*>(job.k) + offset,
-                       static_cast<const uint16_t*>(job.v) + offset, job.scale, job.softcap, out);
-    } else {
-      job.kernels->f32(count, job.head_dim, q, static_cast<const float*>(job.k) + offset,
-                       static_cast<const float*>(job.v) + offset, job.scale, job.softcap, out);
-    }
+    attend_row(*job.kernels, job.half, count, job.head_dim, q, job.k, job.v, offset, job.scale,
+               job.softcap, out);
   }
 }
 
@@ -71,41 +66,17 @@ Status cached_attention(Args args) {
   ES_ASSIGN_OR_RETURN(const int64_t window, int_arg(args, 6, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 7, op));
 
-  ES_CHECK_OR_RETURN_ERROR(q->dim() == 4 && q->size(0) == 1, Error::InvalidProgram,
-                           "%s: the query must be [1, heads, T, head_dim], got %zu dims", op,
-                           q->dim());
-  ES_CHECK_OR_RETURN_ERROR(k->dim() == 4 && k->size(0) == 1, Error::InvalidProgram,
-                           "%s: the key cache must be [1, kv_heads, positions, head_dim]", op);
-  const ScalarType kv_type = k->scalar_type();
-  ES_CHECK_OR_RETURN_ERROR(kv_type == ScalarType::Float || kv_type == ScalarType::Half,
-                           Error::NotSupported, "%s: the cache is %s; Float or Half is supported",
-                           op, to_string(kv_type));
-  ES_CHECK_OR_RETURN_ERROR(v->scalar_type() == kv_type && v->dim() == 4 &&
-                               v->size(0) == 1 && v->size(1) == k->size(1) &&
-                               v->size(2) == k->size(2) && v->size(3) == k->size(3),
-                           Error::InvalidProgram,
-                           "%s: the value cache's type and shape differ from the key cache's", op);
-  const size_t heads = q->size(1), rows = q->size(2), head_dim = q->size(3);
-  const size_t kv_heads = k->size(1), positions = k->size(2);
-  ES_CHECK_OR_RETURN_ERROR(k->size(3) == q->size(3), Error::InvalidProgram,
-                           "%s: the query's head_dim %zu differs from the cache's %d", op, head_dim,
-                           k->size(3));
-  ES_CHECK_OR_RETURN_ERROR(kv_heads > 0 && heads % kv_heads == 0, Error::InvalidProgram,
-                           "%s: %zu query heads are not a multiple of %zu key/value heads", op,
-                           heads, kv_heads);
-  ES_CHECK_OR_RETURN_ERROR(head_dim >= 1 && head_dim <= kMaxAttentionHeadDim, Error::NotSupported,
-                           "%s: head_dim %zu is outside 1..%zu", op, head_dim,
-                           kMaxAttentionHeadDim);
-  ES_CHECK_OR_RETURN_ERROR(
-      start_pos->scalar_type() == ScalarType::Long && start_pos->numel() == 1,
-      Error::InvalidProgram, "%s: the start position must be one int64", op);
+  ES_ASSIGN_OR_RETURN(const AttentionOperands shape, check_attention_operands(op, *q, *k, *v, 1));
+  const size_t heads = shape.heads, rows = shape.rows, head_dim = shape.head_dim;
+  const size_t kv_heads = shape.kv_heads, positions = shape.cache_rows;
+  ES_CHECK_OR_RETURN_ERROR(start_pos->scalar_type() == ScalarType::Long && start_pos->numel() == 1,
+                           Error::InvalidProgram, "%s: the start position must be one int64", op);
   const int64_t start = start_pos->data<int64_t>()[0];
-  ES_CHECK_OR_RETURN_ERROR(start >= 0 && static_cast<uint64_t>(start) + rows <= positions,
-                           Error::InvalidArgument,
-                           "%s: positions %lld..%lld are outside the cache of %zu positions", op,
-                           static_cast<long long>(start),
-                           static_cast<long long>(start) + static_cast<long long>(rows) - 1,
-                           positions);
+  ES_CHECK_OR_RETURN_ERROR(
+      start >= 0 && static_cast<uint64_t>(start) + rows <= positions, Error::InvalidArgument,
+      "%s: positions %lld..%lld are outside the cache of %zu positions", op,
+      static_cast<long long>(start),
+      static_cast<long long>(start) + static_cast<long long>(rows) - 1, positions);
   ES_CHECK_OR_RETURN_ERROR(softcap >= 0.0 && window >= 0, Error::InvalidProgram,
                            "%s: softcap %g and window %lld must not be negative", op, softcap,
                            static_cast<long long>(window));
@@ -117,7 +88,7 @@ Status cached_attention(Args args) {
 
   Job job;
   job.kernels = &attention_row_kernels();
-  job.half = kv_type == ScalarType::Half;
+  job.half = shape.half;
   job.q = q->data<float>();
   job.k = k->const_data();
   job.v = v->const_data();

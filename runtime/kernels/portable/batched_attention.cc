@@ -15,7 +15,7 @@
 
 #include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
-#include "edgeshare/runtime/kernels/portable/attention_row.h"
+#include "edgeshare/runtime/kernels/portable/attention_operands.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
 
 namespace edgeshare {
@@ -47,13 +47,8 @@ void attend(void* context, size_t item) {
   const size_t offset = ((h / job.group) * job.cache_rows + first_row) * job.head_dim;
   const float* q = job.q + (h * job.rows + i) * job.head_dim;
   float* out = job.out + (i * job.heads + h) * job.head_dim;
-  if (job.half) {
-    job.kernels->f16(count, job.head_dim, q, static_cast<const uint16_t*>(job.k) + offset,
-                     static_cast<const uint16_t*>(job.v) + offset, job.scale, job.softcap, out);
-  } else {
-    job.kernels->f32(count, job.head_dim, q, static_cast<const float*>(job.k) + offset,
-                     static_cast<const float*>(job.v) + offset, job.scale, job.softcap, out);
-  }
+  attend_row(*job.kernels, job.half, count, job.head_dim, q, job.k, job.v, offset, job.scale,
+             job.softcap, out);
 }
 
 Status batched_attention(Args args) {
@@ -70,32 +65,9 @@ Status batched_attention(Args args) {
   ES_ASSIGN_OR_RETURN(const int64_t window, int_arg(args, 8, op));
   ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 9, op));
 
-  ES_CHECK_OR_RETURN_ERROR(q->dim() == 4 && q->size(0) == 1, Error::InvalidProgram,
-                           "%s: the query must be [1, heads, rows, head_dim], got %zu dims", op,
-                           q->dim());
-  ES_CHECK_OR_RETURN_ERROR(k->dim() == 3, Error::InvalidProgram,
-                           "%s: the key cache must be [kv_heads, slots * max_seq_len, head_dim]",
-                           op);
-  const ScalarType kv_type = k->scalar_type();
-  ES_CHECK_OR_RETURN_ERROR(kv_type == ScalarType::Float || kv_type == ScalarType::Half,
-                           Error::NotSupported, "%s: the cache is %s; Float or Half is supported",
-                           op, to_string(kv_type));
-  ES_CHECK_OR_RETURN_ERROR(v->scalar_type() == kv_type && v->dim() == 3 &&
-                               v->size(0) == k->size(0) && v->size(1) == k->size(1) &&
-                               v->size(2) == k->size(2),
-                           Error::InvalidProgram,
-                           "%s: the value cache's type and shape differ from the key cache's", op);
-  const size_t heads = q->size(1), rows = q->size(2), head_dim = q->size(3);
-  const size_t kv_heads = k->size(0), cache_rows = k->size(1);
-  ES_CHECK_OR_RETURN_ERROR(k->size(2) == q->size(3), Error::InvalidProgram,
-                           "%s: the query's head_dim %zu differs from the cache's %d", op, head_dim,
-                           k->size(2));
-  ES_CHECK_OR_RETURN_ERROR(kv_heads > 0 && heads % kv_heads == 0, Error::InvalidProgram,
-                           "%s: %zu query heads are not a multiple of %zu key/value heads", op,
-                           heads, kv_heads);
-  ES_CHECK_OR_RETURN_ERROR(head_dim >= 1 && head_dim <= kMaxAttentionHeadDim, Error::NotSupported,
-                           "%s: head_dim %zu is outside 1..%zu", op, head_dim,
-                           kMaxAttentionHeadDim);
+  ES_ASSIGN_OR_RETURN(const AttentionOperands shape, check_attention_operands(op, *q, *k, *v, 0));
+  const size_t heads = shape.heads, rows = shape.rows, head_dim = shape.head_dim;
+  const size_t kv_heads = shape.kv_heads, cache_rows = shape.cache_rows;
   ES_CHECK_OR_RETURN_ERROR(max_seq_len > 0 && cache_rows % static_cast<size_t>(max_seq_len) == 0,
                            Error::InvalidProgram,
                            "%s: the cache's %zu rows are not slots of %lld positions", op,
@@ -130,7 +102,7 @@ Status batched_attention(Args args) {
 
   Job job;
   job.kernels = &attention_row_kernels();
-  job.half = kv_type == ScalarType::Half;
+  job.half = shape.half;
   job.q = q->data<float>();
   job.k = k->const_data();
   job.v = v->const_data();
