@@ -8,7 +8,7 @@ once; llama.cpp's converters make the GGUF model (Q8_0; Q4_0 quantized from F32)
 adapter tables) per format: int8 beside Q8_0, int4 in groups of 32 beside Q4_0. Both servers get
 the same tokenizer: the placeholder SentencePiece model the conversion made (one piece per id), as
 the prompts are token ids. Then both servers run at once on free loopback ports, 2 threads each:
-`tools/serve FOLDER --slots 8 --threads 2` and `llama-server -m GGUF --lora ADAPTER (x8)
+`tools/serve FOLDER --slots 8 --threads 2` and `llama-server -m GGUF --lora A1,...,A8
 --lora-init-without-apply -np 8 -t 2 -tb 2 -c 8*max_seq_len` (built by bench/_serve_servers.py).
 
 The same client (bench/_serve_client.py) sends each the same requests: --requests streamed
@@ -161,7 +161,7 @@ def _prepare(options: Options, work: str) -> Dict[str, Any]:
         _say("[serve] converting to GGUF with llama.cpp's converters")
         python = peer_python(VENV, _say)
         wanted = [f for f in GGUF_FORMATS if f.name in {FORMATS[x] for x in FORMATS}]
-        converted = convert_with_llamacpp(python, files, wanted, gguf_dir)
+        converted = convert_with_llamacpp(python, files, gguf_dir, wanted)
         with open(report_path, "w", encoding="utf-8") as f:
             json.dump(converted, f)
     tokenizer = os.path.join(gguf_dir, "hf", "tokenizer.model")
@@ -241,9 +241,8 @@ def measure(options: Options, work: str) -> List[Dict[str, Any]]:
                   "--slots", str(ADAPTERS), "--max-queue", str(options.requests)]
         lc_cmd = [binary, "-m", prepared["ggufs"][fmt], "--host", "127.0.0.1", "--port", str(lc_port),
                   "-np", str(ADAPTERS), "-t", str(options.threads), "-tb", str(options.threads),
-                  "-c", str(ADAPTERS * spec.max_seq_len), "--lora-init-without-apply"]
-        for path in prepared["adapters"]:
-            lc_cmd += ["--lora", path]
+                  "-c", str(ADAPTERS * spec.max_seq_len), "--lora-init-without-apply",
+                  "--lora", ",".join(prepared["adapters"])]
         with Server("edgeshare-serve", es_cmd, es_port, os.path.join(work, f"edgeshare-{fmt}.log")) as es, \
                 Server("llama-server", lc_cmd, lc_port, os.path.join(work, f"llama-server-{fmt}.log")) as lc:
             _say(f"[serve] {options.model} {fmt}: edgeshare on {es.port}, llama-server on {lc.port}; warming up")
