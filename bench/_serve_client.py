@@ -62,12 +62,14 @@ class Outcome:
       chunks: when each chunk carrying text arrived.
       tokens: completion tokens (the server's usage count, else one per text chunk).
       error: why it failed ("" when it succeeded: status 200, a stream ending in [DONE]).
+      text: the streamed text, joined.
     """
 
     sent: float
     chunks: List[float] = dataclasses.field(default_factory=list)
     tokens: int = 0
     error: str = ""
+    text: str = ""
 
 
 @dataclasses.dataclass
@@ -122,8 +124,10 @@ async def _send(client: httpx2.AsyncClient, url: str, request: LoadRequest) -> O
                 if "error" in event:
                     outcome.error = f"error event: {json.dumps(event['error'])[:200]}"
                     return outcome
-                if _chunk_text(event):
+                text = _chunk_text(event)
+                if text:
                     outcome.chunks.append(time.perf_counter())
+                    outcome.text += text
                     counted += 1
                 if event.get("usage"):
                     usage = int(event["usage"].get("completion_tokens", 0))

@@ -246,8 +246,10 @@ def measure(options: Options, work: str) -> List[Dict[str, Any]]:
         with Server("edgeshare-serve", es_cmd, es_port, os.path.join(work, f"edgeshare-{fmt}.log")) as es, \
                 Server("llama-server", lc_cmd, lc_port, os.path.join(work, f"llama-server-{fmt}.log")) as lc:
             _say(f"[serve] {options.model} {fmt}: edgeshare on {es.port}, llama-server on {lc.port}; warming up")
-            _timed(es, ours[:ADAPTERS], ADAPTERS)
-            _timed(lc, theirs[:ADAPTERS], ADAPTERS)
+            es_warm = run_load(es.base_url, ours[:ADAPTERS], ADAPTERS).outcomes
+            lc_warm = run_load(lc.base_url, theirs[:ADAPTERS], ADAPTERS).outcomes
+            check = agreement(es_warm, lc_warm)
+            _say(f"[serve] {options.model} {fmt}: warm-up texts {check}")
             samples: Dict[Any, List[Dict[str, float]]] = {}
             loads: List[Dict[str, Any]] = []
             for r in range(options.repeats):
@@ -261,8 +263,23 @@ def measure(options: Options, work: str) -> List[Dict[str, Any]]:
             failed_loads = [reply for reply in loads if reply["status"] != 200]
             if failed_loads:
                 raise RuntimeError(f"a mid-run adapter load failed: {failed_loads[0]}")
-        rows += _rows(options, fmt, samples, loads)
+        for row in _rows(options, fmt, samples, loads):
+            rows.append({**row, **check})
     return rows
+
+
+def agreement(ours: Sequence[Any], theirs: Sequence[Any], words: int = 8) -> Dict[str, int]:
+    """How the two servers' warm-up texts (one request per adapter, same prompts) compare: on how
+    many adapters their first token and their first `words` tokens are the same, and how many
+    different texts each made (8 when every adapter changes the answer)."""
+    same = sum(a.text.split()[:words] == b.text.split()[:words] for a, b in zip(ours, theirs))
+    first = sum(a.text.split()[:1] == b.text.split()[:1] for a, b in zip(ours, theirs))
+    return {
+        "same_first_token": first,
+        "same_first_tokens": same,
+        "edgeshare_distinct_texts": len({o.text for o in ours}),
+        "llamacpp_distinct_texts": len({o.text for o in theirs}),
+    }
 
 
 def _median(runs: Sequence[Dict[str, float]], key: str) -> float:

@@ -95,6 +95,7 @@ def test_run_load_sends_each_request_once_at_the_concurrency(streaming: _Streami
     assert sorted(b["model"] for b in streaming.bodies) == sorted(r.model for r in requests)
     assert all(b["stream"] and b["ignore_eos"] and b["temperature"] == 0.0 for b in streaming.bodies)
     assert [o.tokens for o in result.outcomes] == [r.max_tokens for r in requests]
+    assert [o.text for o in result.outcomes] == ["".join(f" t{i}" for i in range(r.max_tokens)) for r in requests]
     figures = summarise(result)
     assert figures["failures"] == 0
     assert figures["output_tokens"] == sum(r.max_tokens for r in requests)
@@ -167,6 +168,17 @@ def test_requests_round_robin_over_adapters_with_the_same_prompts() -> None:
     assert [list(r.prompt) for r in ours] == [list(r.prompt) for r in theirs]
     assert len({tuple(r.prompt) for r in ours}) == 16
     assert all(len(r.prompt) == 8 and min(r.prompt) >= 3 and max(r.prompt) < 1000 for r in ours)
+
+
+def test_agreement_counts_same_texts_and_distinct_ones() -> None:
+    ours = [Outcome(0.0, text=t) for t in (" t1 t2 t3", " t4 t5", " t4 t5")]
+    theirs = [Outcome(0.0, text=t) for t in (" t1 t2 t9", " t4 t5", " t6")]
+    assert serve.agreement(ours, theirs, words=2) == {
+        "same_first_token": 2,
+        "same_first_tokens": 2,
+        "edgeshare_distinct_texts": 2,
+        "llamacpp_distinct_texts": 3,
+    }
 
 
 @pytest.mark.parametrize(
