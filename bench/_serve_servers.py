@@ -1,0 +1,150 @@
+"""bench/serve's two servers as processes: edgeshare-serve (//tools:serve) on a batch export, and
+llama.cpp's own llama-server built from the llama.cpp source that the bench's llama-cpp-python
+comes from.
+
+llama-server is built once, on first use, with cmake from the llama-cpp-python sdist that the
+llama.cpp peer venv downloaded (bench/_llm_peer_llamacpp.py): its vendor/llama.cpp unpacked under
+~/.cache/edgeshare-bench/llama-server-VERSION/, configured Release for this CPU (GGML_NATIVE, as
+the peer venv's build) with the server and nothing else that downloads (no web UI, no curl, no
+OpenSSL), built at the lowest CPU priority. The binary is reused while it exists; a failed build
+leaves no binary, and its log is named in the error.
+
+Server owns one running process: started on a free loopback port, ready when GET /health answers
+200, stopped (SIGTERM, then SIGKILL) when the `with` block ends, whatever happened in it.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from typing import IO, List, Optional, Sequence
+
+from edgeshare.bench._llm_peer_llamacpp import LLAMACPP_BUILDS, SDIST, VENV, VERSION
+from edgeshare.bench._peer import cache_root
+from edgeshare.bench._runner import BenchError
+
+__all__ = ["Server", "free_port", "llama_server_binary"]
+
+# cmake's configuration: the peer venv's native build, the HTTP server, nothing fetched at build time.
+_CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    LLAMACPP_BUILDS["native"],
+    "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_TOOLS=ON",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_CURL=OFF",
+)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free now (the kernel's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _step(args: Sequence[str], log: IO[str], what: str, log_path: str) -> None:
+    log.write("$ " + " ".join(args) + "\n")
+    log.flush()
+    proc = subprocess.run(["nice", "-n", "19", *args], stdout=log, stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        raise BenchError(f"llama-server {what} failed (status {proc.returncode}); see {log_path}")
+
+
+def llama_server_binary(jobs: int = 1, say=lambda line: None) -> str:
+    """The llama-server of the peer's llama.cpp, built on first use (see the module doc).
+
+    Raises:
+      BenchError: the sdist is missing (run `bench/llm --peer llamacpp` once to make the peer
+        venv) or the build failed.
+    """
+    root = os.path.join(cache_root(), f"llama-server-{VERSION}")
+    binary = os.path.join(root, "build", "bin", "llama-server")
+    if os.path.exists(binary):
+        return binary
+    sdist = os.path.join(cache_root(), VENV.folder, "sdist", SDIST)
+    if not os.path.exists(sdist):
+        raise BenchError(f"{sdist} is missing: make the llama.cpp peer venv first (bench/llm --peer llamacpp)")
+    os.makedirs(root, exist_ok=True)
+    source = os.path.join(root, f"llama_cpp_python-{VERSION}", "vendor", "llama.cpp")
+    if not os.path.isdir(source):
+        with tarfile.open(sdist) as archive:
+            prefix = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/"
+            members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
+            archive.extractall(root, members=members, filter="data")
+    log_path = os.path.join(root, "build.log")
+    say(f"[serve] building llama-server {VERSION} with cmake (nice, -j {jobs}; log {log_path})")
+    build = os.path.join(root, "build")
+    with open(log_path, "a", encoding="utf-8") as log:
+        flags: List[str] = []
+        for flag in _CMAKE_FLAGS:
+            flags += flag.split()
+        _step(["cmake", "-S", source, "-B", build, *flags], log, "configure", log_path)
+        _step(["cmake", "--build", build, "--target", "llama-server", "-j", str(jobs)], log, "build", log_path)
+    if not os.path.exists(binary):
+        raise BenchError(f"the llama-server build wrote no {binary}; see {log_path}")
+    return binary
+
+
+class Server:
+    """A server process on 127.0.0.1:port, ready once /health answers 200; stopped on exit."""
+
+    def __init__(self, name: str, command: Sequence[str], port: int, log_path: str, start_s: float = 300.0) -> None:
+        self.name = name
+        self.port = port
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self._command = list(command)
+        self._log_path = log_path
+        self._start_s = start_s
+        self._log: Optional[IO[str]] = None
+        self._proc: Optional[subprocess.Popen] = None
+
+    def __enter__(self) -> "Server":
+        self._log = open(self._log_path, "w", encoding="utf-8")
+        self._proc = subprocess.Popen(self._command, stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + self._start_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise BenchError(f"{self.name} exited with status {self._proc.returncode}; see {self._log_path}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.5)
+        raise BenchError(f"{self.name} was not ready in {self._start_s:.0f} s; see {self._log_path}")
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 30 s; idempotent."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
