@@ -205,3 +205,7 @@ def test_good_arguments() -> None:
     options = serve.parse_options(["--formats", "int4", "--concurrency", "8", "--no-load"])
     assert options.formats == ["int4"] and list(options.concurrency) == [8] and not options.load
     assert (options.requests, options.max_tokens, options.threads) == (64, 64, 2)
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
