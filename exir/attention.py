@@ -24,7 +24,7 @@ forward runs, so the cache-free "forward" keeps transformers' own attention.
 """
 
 import threading
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from edgeshare.exir.errors import UnsupportedModelError
@@ -34,6 +34,7 @@ __all__ = [
     "OPERATOR",
     "cached_attention",
     "cached_step",
+    "check_attention_call",
     "register_attention",
 ]
 
@@ -115,6 +116,29 @@ def config_window(config: Any, layer_idx: Optional[int]) -> Optional[int]:
     return window
 
 
+def check_attention_call(
+    module: torch.nn.Module, sliding_window: Optional[int], kwargs: Dict[str, Any], method: str
+) -> None:
+    """Refuses an attention call the cached operators cannot run: attention sinks, or a layer whose
+    config slides a window the call does not give (the operators build the window into their mask,
+    so such a layer would silently attend to everything).
+
+    Raises:
+      UnsupportedModelError: naming the layer and `method` ("the KV-cache method").
+    """
+    name = type(module).__name__
+    if kwargs.get("s_aux") is not None or kwargs.get("sinks") is not None:
+        raise UnsupportedModelError(f"{name}: attention sinks are not supported by {method}")
+    config = getattr(module, "config", None)
+    layer = getattr(module, "layer_idx", None)
+    expected = config_window(config, layer) if config is not None else None
+    if expected is not None and (sliding_window or None) != expected:
+        raise UnsupportedModelError(
+            f"{name} (layer {layer}): the config slides a window of {expected} positions but the "
+            f"attention call gives {sliding_window}; {method} cannot place its mask"
+        )
+
+
 def _attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -133,23 +157,12 @@ def _attention(
         raise UnsupportedModelError(
             f"{name}: attention '{ATTENTION_IMPLEMENTATION}' runs only inside a cached forward"
         )
-    if kwargs.get("s_aux") is not None or kwargs.get("sinks") is not None:
-        raise UnsupportedModelError(f"{name}: attention sinks are not supported by the KV-cache method")
+    check_attention_call(module, sliding_window, kwargs, "the KV-cache method")
     if query.shape[0] != 1:
         raise UnsupportedModelError(f"{name}: the KV-cache method runs batch 1, got {query.shape[0]}")
     if query.shape[1] % key.shape[1]:
         raise UnsupportedModelError(
             f"{name}: {query.shape[1]} query heads are not a multiple of {key.shape[1]} key/value heads"
-        )
-    # The operator builds the window into its mask: a layer whose config slides but whose attention
-    # call does not say so would silently attend to everything.
-    config = getattr(module, "config", None)
-    layer = getattr(module, "layer_idx", None)
-    expected = config_window(config, layer) if config is not None else None
-    if expected is not None and (sliding_window or None) != expected:
-        raise UnsupportedModelError(
-            f"{name} (layer {layer}): the config slides a window of {expected} positions but the "
-            f"attention call gives {sliding_window}; the KV-cache method cannot place its mask"
         )
     scale = float(scaling) if scaling is not None else float(query.shape[-1]) ** -0.5
     out = torch.ops.edgeshare.cached_attention(

@@ -31,7 +31,7 @@ import threading
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 import torch
-from edgeshare.exir.attention import config_window
+from edgeshare.exir.attention import check_attention_call
 from edgeshare.exir.batched_ops import batch_rows, batched_attention, lora_bgmv
 from edgeshare.exir.errors import UnsupportedModelError
 from edgeshare.exir.hf_cache import buffer_layer_class, cache_classes, kv_cache_shape
@@ -180,16 +180,7 @@ def _attention(
     name = type(module).__name__
     if _STEP.slots is None:
         raise UnsupportedModelError(f"{name}: attention '{ATTENTION_IMPLEMENTATION}' runs only in a batched step")
-    if kwargs.get("s_aux") is not None or kwargs.get("sinks") is not None:
-        raise UnsupportedModelError(f"{name}: attention sinks are not supported by the batch method")
-    config = getattr(module, "config", None)
-    layer = getattr(module, "layer_idx", None)
-    expected = config_window(config, layer) if config is not None else None
-    if expected is not None and (sliding_window or None) != expected:
-        raise UnsupportedModelError(
-            f"{name} (layer {layer}): the config slides a window of {expected} positions but the "
-            f"attention call gives {sliding_window}; the batch method cannot place its mask"
-        )
+    check_attention_call(module, sliding_window, kwargs, "the batch method")
     scale = float(scaling) if scaling is not None else float(query.shape[-1]) ** -0.5
     out = batched_attention(
         query,
