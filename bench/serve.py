@@ -17,7 +17,8 @@ each, round-robin over the 8 adapters (edgeshare: `model` = the adapter's name; 
 `lora: [{"id": i, "scale": 1}]`), at concurrency 1, 2, 4 and 8, the two servers interleaved, every
 concurrency --repeats times. At concurrency 8 edgeshare also runs once more per repeat with an
 adapter loaded while it runs (POST /v1/load_lora_adapter when a quarter of the requests are sent;
-unloaded after): its p99 inter-token latency against the run without. The table gives medians over
+unloaded after; the repeat's first run in odd repeats, its last in even ones): its p99
+inter-token latency against the run without. The table gives medians over
 the repeats; failures are summed.
 
     ./bazelw run -c opt //bench:serve -- [--model bench|smollm2] [--formats int8,int4] [--threads 2]
@@ -255,11 +256,15 @@ def measure(options: Options, work: str) -> List[Dict[str, Any]]:
             for r in range(options.repeats):
                 for c in options.concurrency:
                     _say(f"[serve] {options.model} {fmt}: repeat {r + 1} of {options.repeats}, concurrency {c}")
-                    samples.setdefault(("edgeshare", c, False), []).append(_timed(es, ours, c))
-                    samples.setdefault(("llama.cpp", c, False), []).append(_timed(lc, theirs, c))
+                    runs = [("edgeshare", es, ours, None), ("llama.cpp", lc, theirs, None)]
                     if options.load and c == max(options.concurrency):
                         live = {"lora_name": f"live{r}", "lora_path": os.path.join(folder, "adapter1.ptd")}
-                        samples.setdefault(("edgeshare", c, True), []).append(_timed(es, ours, c, live, loads))
+                        # Every other repeat the load run goes first: "p99 / no load" compares two
+                        # runs, and with one order only it would carry whatever the order does.
+                        runs.insert(0 if r % 2 else len(runs), ("edgeshare", es, ours, live))
+                    for side, server, requests, loaded in runs:
+                        figures = _timed(server, requests, c, loaded, loads if loaded else None)
+                        samples.setdefault((side, c, loaded is not None), []).append(figures)
             failed_loads = [reply for reply in loads if reply["status"] != 200]
             if failed_loads:
                 raise RuntimeError(f"a mid-run adapter load failed: {failed_loads[0]}")
