@@ -17,7 +17,7 @@ each, round-robin over the 8 adapters (edgeshare: `model` = the adapter's name; 
 `lora: [{"id": i, "scale": 1}]`), at concurrency 1, 2, 4 and 8, the two servers interleaved, every
 concurrency --repeats times. At concurrency 8 edgeshare also runs once more per repeat with an
 adapter loaded while it runs (POST /v1/load_lora_adapter when a quarter of the requests are sent;
-unloaded after; the repeat's first run in odd repeats, its last in even ones): its p99
+unloaded after; the last run of the first repeat, the first of the second, and so on): its p99
 inter-token latency against the run without. The table gives medians over
 the repeats; failures are summed.
 
