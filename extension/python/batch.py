@@ -45,6 +45,11 @@ class BatchStream:
     def __iter__(self) -> Iterator[int]:
         return self
 
+    @property
+    def request_id(self) -> int:
+        """The engine's id of the request."""
+        return self._id
+
     def __next__(self) -> int:
         token = self._engine._native.next(self._id)
         if token is None:

@@ -489,6 +489,21 @@ void DefineClasses(py::module_& m) {
            py::arg("max_new_tokens"), py::arg("stop_ids"), py::arg("temperature"), py::arg("top_k"),
            py::arg("top_p"), py::arg("repetition_penalty"), py::arg("seed"))
       .def("next", &NextBatchToken, py::arg("id"))
+      .def(
+          "wait_changed",
+          [](LoadedBatch& b, int64_t timeout_ms) {
+            py::gil_scoped_release release;
+            return b.wait_changed(timeout_ms);
+          },
+          py::arg("timeout_ms"))
+      .def(
+          "take",
+          [](LoadedBatch& b, uint64_t id) {
+            bool ended = false;
+            std::vector<int64_t> tokens = Unwrap(b.take(id, &ended));
+            return py::make_tuple(tokens, ended);
+          },
+          py::arg("id"))
       .def("finish_reason", &LoadedBatch::finish_reason, py::arg("id"))
       .def(
           "cancel", [](LoadedBatch& b, uint64_t id) { Check(b.cancel(id)); }, py::arg("id"))

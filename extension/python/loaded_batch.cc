@@ -1,5 +1,6 @@
 #include "edgeshare/extension/python/loaded_batch.h"
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -119,6 +120,7 @@ Result<uint64_t> LoadedBatch::submit(std::vector<int64_t> prompt, int64_t adapte
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stream->tokens.push_back(token);
+      mark_changed_locked(*stream);
     }
     progress_.notify_all();
     return true;
@@ -129,6 +131,7 @@ Result<uint64_t> LoadedBatch::submit(std::vector<int64_t> prompt, int64_t adapte
       stream->done = true;
       stream->reason = reason;
       stream->status = status;
+      mark_changed_locked(*stream);
     }
     progress_.notify_all();
   };
@@ -136,9 +139,48 @@ Result<uint64_t> LoadedBatch::submit(std::vector<int64_t> prompt, int64_t adapte
   {
     std::lock_guard<std::mutex> lock(mutex_);
     streams_[id] = stream;
+    stream->id = id;
+    stream->has_id = true;
+    // Tokens the driver made before the id was known.
+    mark_changed_locked(*stream);
   }
   work_.notify_all();
   return id;
+}
+
+void LoadedBatch::mark_changed_locked(Stream& stream) {
+  if (!stream.has_id || stream.changed || (stream.tokens.empty() && !stream.done)) return;
+  stream.changed = true;
+  changed_.push_back(stream.id);
+}
+
+std::vector<uint64_t> LoadedBatch::wait_changed(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  progress_.wait_for(lock, std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms),
+                     [this] { return !changed_.empty() || stop_; });
+  std::vector<uint64_t> ids;
+  ids.swap(changed_);
+  return ids;
+}
+
+Result<std::vector<int64_t>> LoadedBatch::take(uint64_t id, bool* ended) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = streams_.find(id);
+  ES_CHECK_OR_RETURN_ERROR(it != streams_.end(), Error::NotFound, "no request %llu",
+                           static_cast<unsigned long long>(id));
+  Stream& stream = *it->second;
+  stream.changed = false;
+  std::vector<int64_t> tokens(stream.tokens.begin(), stream.tokens.end());
+  stream.tokens.clear();
+  *ended = stream.done;
+  if (stream.done && !stream.status.ok()) {
+    if (tokens.empty()) return stream.status;
+    // The tokens first; the error on the next take.
+    *ended = false;
+    stream.changed = true;
+    changed_.push_back(id);
+  }
+  return tokens;
 }
 
 Result<int64_t> LoadedBatch::next(uint64_t id) {

@@ -69,6 +69,14 @@ class LoadedBatch {
   // The request's next token; -1 once it ended (its finish reason then in finish_reason()).
   // Blocks while the request runs and has no new token.
   runtime::Result<int64_t> next(uint64_t id);
+  // For one consumer that serves every request (a server's event loop, through one thread): the
+  // requests that have new tokens or ended since they were last taken, waiting up to timeout_ms
+  // for one (then empty). Each id comes once until take() empties it.
+  std::vector<uint64_t> wait_changed(int64_t timeout_ms);
+  // Every token the request has made since it was last read (next() or take()), and whether it
+  // ended; a request that a failed step ended returns that step's error once its tokens are
+  // taken. NotFound for an unknown or released id. Never blocks.
+  runtime::Result<std::vector<int64_t>> take(uint64_t id, bool* ended);
   // The reason the request ended ("stop", "length", or "" while it runs or is unknown).
   const char* finish_reason(uint64_t id);
   runtime::Status cancel(uint64_t id);
@@ -81,12 +89,17 @@ class LoadedBatch {
  private:
   struct Stream {
     std::deque<int64_t> tokens;
+    uint64_t id = 0;
+    bool has_id = false;   // set once submit() knows the engine's id
+    bool changed = false;  // listed in changed_ until take()
     bool done = false;
     generation::FinishReason reason = generation::FinishReason::kNone;
     runtime::Status status;
   };
   LoadedBatch() = default;
   void drive();
+  // Under mutex_: lists the stream in changed_ (once) if it has something to take.
+  void mark_changed_locked(Stream& stream);
 
   // Destroyed bottom-up: the driver first (the destructor joins it), then the engine, the method
   // and what it borrows.
@@ -101,10 +114,11 @@ class LoadedBatch {
   std::unique_ptr<runtime::Method> method_;
   std::unique_ptr<generation::BatchEngine> engine_;
 
-  std::mutex mutex_;                  // Guards streams_ and stop_.
+  std::mutex mutex_;                  // Guards streams_, changed_ and stop_.
   std::condition_variable work_;      // The driver waits here for requests.
-  std::condition_variable progress_;  // next() waits here for tokens.
+  std::condition_variable progress_;  // next() and wait_changed() wait here for tokens.
   std::map<uint64_t, std::shared_ptr<Stream>> streams_;
+  std::vector<uint64_t> changed_;  // ids with tokens or an end not taken yet
   bool stop_ = false;
   std::thread driver_;
 };

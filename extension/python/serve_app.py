@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import threading
 import time
 import uuid
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Set
@@ -52,11 +53,6 @@ DEFAULT_MAX_BODY_BYTES = 4 << 20
 
 # The engine's error codes -> the HTTP status of a request it refused.
 _ENGINE_STATUS = {"InvalidArgument": 400, "ResourceExhausted": 429, "NotFound": 404, "InvalidState": 400}
-
-
-def _next_token(stream: BatchStream) -> Optional[int]:
-    """The stream's next token, None at its end (StopIteration cannot cross a thread pool future)."""
-    return next(stream, None)
 
 
 class _Metrics:
@@ -108,6 +104,7 @@ class _Run:
                  submitted: float) -> None:
         self._model = model
         self._stream = stream
+        self._tokens = model.tokens_of(stream)
         self._request = request
         self._submitted = submitted
         self._first: Optional[float] = None
@@ -119,14 +116,15 @@ class _Run:
 
     async def pieces(self) -> AsyncIterator[str]:
         """The new text as it is decoded, cut before a stop string; close() runs at its end."""
-        loop = asyncio.get_running_loop()
         decoder = TextDecoder(self._model.tokenizer)
         stops = _StopStrings(self._request.stop)
         try:
             while True:
-                token = await loop.run_in_executor(self._model.stream_pool, _next_token, self._stream)
+                token = await self._tokens.get()
                 if token is None:
                     break
+                if isinstance(token, BaseException):
+                    raise token
                 if self._first is None:
                     self._first = time.monotonic()
                 self.completion_tokens += 1
@@ -149,6 +147,7 @@ class _Run:
         if self._closed:
             return
         self._closed = True
+        self._model.forget(self._stream)
         if self._stream.finish_reason is None:
             # Cancel waits for the engine's lock: in a pool thread, not on the event loop (at
             # shutdown, once the pools are closed, here).
@@ -193,6 +192,17 @@ class ServedModel:
         self._slot_free: Optional[asyncio.Semaphore] = None
         self._adapter_lock: Optional[asyncio.Lock] = None
         self._runs: Set[_Run] = set()
+        # One thread takes every request's new tokens from the engine and hands them to the event
+        # loop once per batch of them (an engine step), not once per token: a hand-off per token
+        # (an executor round trip each) cost the event loop more CPU than the tokens' text.
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._pump: Optional[threading.Thread] = None
+        self._pumping = True
+        # Request id -> its tokens (then None at its end, or the error that ended it). Touched only
+        # on the event loop; tokens of an id not registered yet wait in _early.
+        self._queues: Dict[int, asyncio.Queue] = {}
+        self._early: Dict[int, List[Any]] = {}
+        self._forgotten: Set[int] = set()
 
     @classmethod
     def open(cls, folder: str, threads: Optional[int] = None, slots: Optional[int] = None, max_queue: int = 64,
@@ -333,6 +343,58 @@ class ServedModel:
         self._runs.add(run)
         return run
 
+    def tokens_of(self, stream: BatchStream) -> asyncio.Queue:
+        """The queue the pump fills with a just-submitted request's tokens (on the event loop)."""
+        if self._pump is None:
+            self._loop = asyncio.get_running_loop()
+            self._pump = threading.Thread(target=self._pump_tokens, name="edgeshare-pump", daemon=True)
+            self._pump.start()
+        queue: asyncio.Queue = asyncio.Queue()
+        for item in self._early.pop(stream.request_id, []):
+            queue.put_nowait(item)
+        self._queues[stream.request_id] = queue
+        return queue
+
+    def forget(self, stream: BatchStream) -> None:
+        """Stops delivering a closed request's tokens (on the event loop)."""
+        if self._queues.pop(stream.request_id, None) is not None:
+            self._forgotten.add(stream.request_id)
+
+    def _pump_tokens(self) -> None:
+        native = self.engine._native
+        while self._pumping:
+            ids = native.wait_changed(100)
+            batch = []
+            for request_id in ids:
+                try:
+                    tokens, ended = native.take(request_id)
+                except EdgeshareError as e:
+                    # NotFound: released already (None: nothing will come for it).
+                    batch.append((request_id, None if e.code == "NotFound" else [e]))
+                    continue
+                batch.append((request_id, tokens + [None] if ended else tokens))
+            if batch and self._loop is not None:
+                try:
+                    self._loop.call_soon_threadsafe(self._deliver, batch)
+                except RuntimeError:  # the loop closed: the server is going down
+                    return
+
+    def _deliver(self, batch: List[Any]) -> None:
+        for request_id, items in batch:
+            if items is None:
+                self._forgotten.discard(request_id)
+                self._early.pop(request_id, None)
+                continue
+            queue = self._queues.get(request_id)
+            if queue is not None:
+                for item in items:
+                    queue.put_nowait(item)
+            elif request_id in self._forgotten:
+                if items and (items[-1] is None or isinstance(items[-1], BaseException)):
+                    self._forgotten.discard(request_id)
+            else:
+                self._early.setdefault(request_id, []).extend(items)
+
     def cancel_all(self) -> None:
         """Cancels every running request (at shutdown)."""
         for run in list(self._runs):
@@ -388,6 +450,10 @@ class ServedModel:
 
     def close(self) -> None:
         self.cancel_all()
+        self._pumping = False
+        if self._pump is not None:
+            # Before the interpreter goes: a thread still in the engine then could not return to it.
+            self._pump.join()
         self.stream_pool.shutdown(wait=False, cancel_futures=True)
         self.work_pool.shutdown(wait=False, cancel_futures=True)
 
