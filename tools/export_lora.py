@@ -547,7 +547,10 @@ _KV_DTYPES = {"fp32": None, "fp16": torch.float16}
 # TensorLayout.scalar_type -> the name the summary gives its bytes: each format row's stored type
 # (uint8 entries are int4 weights packed two to a byte, the only uint8 entries an export writes).
 # int8 entries are qb8w's or qc8w's: the summary names both "int8".
-_FORMAT_NAMES = {f.scalar_type: f.adapter_value for f in FC_FORMATS}
+# An element type's name: the first row storing it (uint8 is int4's; a qb5w entry is named by its key).
+_FORMAT_NAMES = {f.scalar_type: f.adapter_value for f in reversed(FC_FORMATS)}
+# Rows whose values share bytes with another row's element type, named by their key suffix.
+_PACKED_SUFFIXES = {f.key_suffix: f.adapter_value for f in FC_FORMATS if f.packed_bits is not None}
 
 
 def export_options(args: argparse.Namespace) -> ExportOptions:
@@ -568,9 +571,10 @@ def export_options(args: argparse.Namespace) -> ExportOptions:
 def format_bytes(ptd_path: str) -> str:
     """One line: the bytes of a .ptd's entries per element format ("fp32 1024, int8 256")."""
     totals: Dict[str, int] = {}
-    for entry in read_ptd_index(ptd_path).values():
+    for key, entry in read_ptd_index(ptd_path).items():
         layout = entry.tensor_layout
         name = "other" if layout is None else _FORMAT_NAMES.get(layout.scalar_type, f"type {layout.scalar_type}")
+        name = next((n for suffix, n in _PACKED_SUFFIXES.items() if key.endswith(suffix)), name)
         totals[name] = totals.get(name, 0) + entry.size
     parts = [f"{name} {size} bytes ({_human(size)})" for name, size in sorted(totals.items())]
     return f"{os.path.basename(ptd_path)} by format: {', '.join(parts)}"
