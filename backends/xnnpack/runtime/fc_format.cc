@@ -141,7 +141,8 @@ size_t qb5w_tile_bytes(const FcShape& s) { return kernels::qb5_tile_bytes(s.k); 
 void qb5w_pack(const FcShape& s, size_t first, size_t count, const void* weight, const void* bias,
                const void* scales, void* packed) {
   const size_t blocks = s.k / kernels::kActBlock;
-  kernels::qb5w_pack(static_cast<const uint8_t*>(weight) + first * blocks * kernels::kQB5RowBlockBytes,
+  const size_t row_bytes = blocks * kernels::kQB5RowBlockBytes;
+  kernels::qb5w_pack(static_cast<const uint8_t*>(weight) + first * row_bytes,
                      static_cast<const uint16_t*>(scales) + first * blocks,
                      bias != nullptr ? static_cast<const float*>(bias) + first : nullptr, s.k,
                      count, packed);

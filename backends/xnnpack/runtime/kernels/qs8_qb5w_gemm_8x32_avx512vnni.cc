@@ -1,4 +1,5 @@
-// The 5-bit fully connected with block scales over several rows, AVX-512 VNNI: blocks of up to 8 rows by 2 tiles.
+// The 5-bit fully connected with block scales over several rows, AVX-512 VNNI: blocks of up to 8
+// rows by 2 tiles.
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/qs8_x86_blocks.h"

@@ -1,4 +1,5 @@
-// The 5-bit fully connected with block scales over one row, AVX-512 VNNI: four tiles (four weight streams) at a time.
+// The 5-bit fully connected with block scales over one row, AVX-512 VNNI: four tiles (four weight
+// streams) at a time.
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/qs8_x86_blocks.h"

@@ -172,8 +172,9 @@ void qs8_block_avx512vnni(const QS8Args& a) {
       __m512 ws[kTiles];
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        ws[t] = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                                  a.w + t * a.tile_bytes + qs8_scales_at<kScales>(b))));
+        const uint8_t* scales = a.w + t * a.tile_bytes + qs8_scales_at<kScales>(b);
+        ws[t] = _mm512_maskz_cvtph_ps(
+            0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
       }
 #pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) {
@@ -217,9 +218,11 @@ void qs8_block_avx512vnni(const QS8Args& a) {
 template <QS8Scales kScales>
 __attribute__((always_inline)) inline __m256i qs8_group_256(const uint8_t* p, int g, int h) {
   if constexpr (kScales != QS8Scales::kPerBlockInt5) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + g * kQC8Tile * kQC8KBlock + 32 * h));
+    const uint8_t* group = p + g * kQC8Tile * kQC8KBlock + 32 * h;
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group));
   } else {
-    __m256i nibbles = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + g % 4 * 64 + 32 * h));
+    __m256i nibbles =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + g % 4 * 64 + 32 * h));
     if (g >= 4) nibbles = _mm256_srli_epi16(nibbles, 4);
     const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << g));
     const __m256i bits =
