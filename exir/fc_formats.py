@@ -10,8 +10,8 @@
           scales [out, in / group] under "<key>.qc4w.scales"; the output layer, a table tied to it
           and a layer it cannot group are qc8w
     qb5w  signed 5-bit in blocks of 32 inputs under "<key>.qb5w" (uint8 [out, in * 5 / 8]), float16
-          scales [out, in / 32] under "<key>.qb5w.scales" (--quantize int5); the output layer, every
-          token embedding (the runtime has no 5-bit gather) and a layer of another input size are qc8w
+          scales [out, in / 32] under "<key>.qb5w.scales" (--quantize int5); the output layer, a table
+          tied to it and a layer of another input size are qc8w
 
 A mix (FC_MIXES) is a --quantize value that stores no format of its own: it stores most weights in
 one row and the projections it names in another, as llama.cpp's 4-bit mixes keep the sensitive
@@ -109,8 +109,6 @@ class FcFormat:
       output_layer_fallback: whether an output layer (and a table tied to one) takes the fallback
         unless --lm-head asks for this format (int4: llama.cpp's 4-bit mixes keep it at 8 bits);
         such a format also takes --group-size.
-      gathers: whether a token embedding may be stored in it (the runtime gathers its rows); a
-        table it cannot hold takes the fallback.
     """
 
     scheme: str
@@ -127,7 +125,6 @@ class FcFormat:
     weighs_importance: bool = False
     adapter_option: Optional[str] = None
     output_layer_fallback: bool = False
-    gathers: bool = True
 
     @property
     def scalar_type(self) -> int:
@@ -292,7 +289,6 @@ QB5W = FcFormat(
     packed_bits=5,
     weighs_importance=True,
     output_layer_fallback=True,
-    gathers=False,
 )
 
 FC_FORMATS: Tuple[FcFormat, ...] = (F32, F16W, QC8W, QB8W, QC4W, QB5W)
@@ -462,8 +458,6 @@ def foundation_format(
     if gathered and read_otherwise and output_layer is not requested:
         return fallback, "tied to the token embedding"
     why = requested.why_not(in_size, group_size)
-    if gathered and not requested.gathers:
-        return fallback, f"no {requested.option} token embedding"
     if gathered and why is not None:
         return fallback, f"embedding width {in_size} is not a multiple of the group size {group_size}"
     if output_layer is not requested and is_output_layer(key):

@@ -45,8 +45,10 @@ qb5w (--quantize int5, and int5k's other layers): signed 5-bit values in blocks 
 float16 scale per block, the scale searched as qc4w's over the levels [-16, 15] (weighed by
 --calibration's importance when given). Entries: "<key>.qb5w" (uint8 [out, in * 5 / 8], pack_int5)
 and "<key>.qb5w.scales" (float16 [out, in / 32]). The delegate runs it as qb8w (`qb5w_linear`), and
-`int5_reference` swaps a model's foundation linears for it; every token embedding, the output layer
-(unless --lm-head int5) and a layer whose input size is not a multiple of 32 are qc8w.
+`int5_reference` swaps a model's foundation linears for it; the output layer (unless --lm-head
+int5), a table tied to it and a layer whose input size is not a multiple of 32 are qc8w. An untied
+token embedding is the same entries, gathered by the runtime's edgeshare::embedding_qb5w
+(`gather_qb5w`).
 """
 
 from typing import Callable, Optional, Tuple
@@ -107,6 +109,7 @@ __all__ = [
     "dequantize_qb8w",
     "dequantize_qc4w",
     "dequantize_qc8w",
+    "gather_qb5w",
     "gather_qb8w",
     "gather_qc4w",
     "gather_qc8w",
@@ -261,6 +264,23 @@ def dequantize_qc4w(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
 def dequantize_qb5w(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """The float weight a 5-bit block weight and its scales stand for: q * scale per block."""
     return dequantize_qb8w(unpack_int5(packed), scales)
+
+
+def gather_qb5w(packed: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """The 5-bit block embedding gather: the rows of dequantize_qb5w(packed, scales) at indices,
+    computed for those rows only.
+
+    Args:
+      packed: uint8 table [n, d * 5 / 8] (pack_int5).
+      scales: float16 [n, d / ACT_BLOCK].
+      indices: integer indices, any shape.
+
+    Returns:
+      float32 [..., d].
+    """
+    flat = indices.reshape(-1)
+    rows = dequantize_qb5w(packed[flat], scales[flat])
+    return rows.reshape(*indices.shape, rows.shape[-1])
 
 
 def gather_qc4w(packed: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
@@ -500,8 +520,11 @@ class _Int5Linear(_QuantizedLinear):
         super().__init__(linear, lambda w: quantize_qb5w(w, importance=importance), qb5w_linear, dequantize_qb5w)
 
 
-def _no_int5_table(embedding: nn.Embedding, group_size: int) -> nn.Module:
-    raise ValueError("int5_reference: qb5w stores no token embedding (foundation_format keeps tables at qc8w)")
+class _Int5Embedding(_QuantizedEmbedding):
+    """A 5-bit in blocks (qb5w) foundation table."""
+
+    def __init__(self, embedding: nn.Embedding) -> None:
+        super().__init__(embedding, quantize_qb5w, gather_qb5w)
 
 
 class _Int8Embedding(_QuantizedEmbedding):
@@ -609,10 +632,10 @@ def int5_reference(
     mix: Optional[FcMix] = None,
 ) -> nn.Module:
     """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for the computation
-    the int5 export (or, with mix=INT5K, int5k) runs: qb5w linears, except where the export keeps a
-    layer at its fallback (foundation_format): every token embedding, the output layer (unless
-    lm_head is int5) and a layer whose input size is not a multiple of 32, as int8_reference runs
-    them per row; a mix's named projections as its other row's reference (qb8w).
+    the int5 export (or, with mix=INT5K, int5k) runs: qb5w linears and embeddings, except where the
+    export keeps a layer at its fallback (foundation_format): the output layer (unless lm_head is
+    int5) and a table tied to it, and a layer or table whose input size is not a multiple of 32, as
+    int8_reference runs them per row; a mix's named projections as its other row's reference (qb8w).
 
     Args:
       model: the model (a foundation, or a foundation with LoRA adapters).
@@ -655,7 +678,7 @@ _REFERENCES = {
     QC8W.scheme: (lambda m, g: _Int8Linear(m), lambda m, g: _Int8Embedding(m)),
     QB8W.scheme: (lambda m, g: _Int8BlockLinear(m), lambda m, g: _Int8BlockEmbedding(m)),
     QC4W.scheme: (_Int4Linear, _Int4Embedding),
-    QB5W.scheme: (lambda m, g: _Int5Linear(m), _no_int5_table),
+    QB5W.scheme: (lambda m, g: _Int5Linear(m), lambda m, g: _Int5Embedding(m)),
 }
 
 

@@ -4,8 +4,9 @@ blocks (qb8w) in the same program. The in-repo tiny Mistral (untied embedding) w
 adapters, one of which adapts v_proj and one down_proj:
 
 - int5k's foundation.ptd holds every v_proj and down_proj as int8 in blocks of 32 (an int8
-  export's bytes), every other projection as 5-bit bytes equal to quantize_qb5w's, the token
-  embedding and the lm_head as int8 per row (no 5-bit gather); the summary says so;
+  export's bytes), every other projection and the untied token embedding as 5-bit bytes equal to
+  quantize_qb5w's (the table gathered by edgeshare::embedding_qb5w), the lm_head as int8 per row;
+  the summary says so;
 - the Python runtime's logits equal exir/quantize.py's int5_reference (with the INT5K mix for
   int5k) over transformers + PEFT to float rounding, and its greedy tokens equal the reference's,
   for both adapters and the bare foundation.
@@ -88,18 +89,16 @@ def test_int5k_projections_int8_in_blocks_the_rest_5_bit_and_the_summary_says_so
     )
     assert blocks == want
     int5 = sorted(k for k in ptd.named_data if k.endswith(".qb5w"))
-    # q, k, o, gate and up in each layer; no table.
-    assert len(int5) == 5 * LAYERS and all(".layers." in k for k in int5), int5
-    assert sorted(k for k in ptd.named_data if k.endswith(".qc8w")) == [
-        "lm_head.weight.qc8w",
-        "model.embed_tokens.weight.qc8w",
-    ]
+    # q, k, o, gate and up in each layer, and the untied token embedding.
+    assert len(int5) == 5 * LAYERS + 1 and "model.embed_tokens.weight.qb5w" in int5, int5
+    assert [k for k in ptd.named_data if k.endswith(".qc8w")] == ["lm_head.weight.qc8w"]
     summary = summaries["int5k"]
     assert "int5k: v_proj, down_proj int8 (qb8w), the rest int5" in summary, summary
-    assert "model.embed_tokens.weight (no int5 token embedding)" in summary, summary
+    assert "token embedding: model.embed_tokens.weight int5" in summary, summary
     assert "int5 " in summary.split("by format:")[1], summary
     # The 5-bit bytes are the quantizer's, and the 8-bit ones an int8 export's.
-    weights = transformers.AutoModelForCausalLM.from_pretrained(files.model_dir, local_files_only=True).state_dict()
+    model = transformers.AutoModelForCausalLM.from_pretrained(files.model_dir, local_files_only=True)
+    weights = model.state_dict()
     for key in int5:
         q, scales = quantize_qb5w(weights[key[: -len(".qb5w")]].to(torch.float32))
         assert ptd.named_data[key].data == q.numpy().tobytes(), key
@@ -116,7 +115,7 @@ def test_int5k_projections_int8_in_blocks_the_rest_5_bit_and_the_summary_says_so
 def test_int5_stores_every_projection_in_5_bits(exported):
     _, outs, _ = exported
     ptd = _ptd(os.path.join(outs["int5"], "foundation.ptd"))
-    assert len([k for k in ptd.named_data if k.endswith(".qb5w")]) == 7 * LAYERS
+    assert len([k for k in ptd.named_data if k.endswith(".qb5w")]) == 7 * LAYERS + 1
     assert not [k for k in ptd.named_data if k.endswith(".qb8w")]
 
 
