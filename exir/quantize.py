@@ -514,10 +514,10 @@ class _Int4Linear(_QuantizedLinear):
 
 
 class _Int5Linear(_QuantizedLinear):
-    """A 5-bit in blocks (qb5w) foundation linear, with or without calibration's importance."""
+    """A 5-bit in blocks (qb5w) foundation linear."""
 
-    def __init__(self, linear: nn.Linear, importance: Optional[torch.Tensor] = None) -> None:
-        super().__init__(linear, lambda w: quantize_qb5w(w, importance=importance), qb5w_linear, dequantize_qb5w)
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear, quantize_qb5w, qb5w_linear, dequantize_qb5w)
 
 
 class _Int5Embedding(_QuantizedEmbedding):

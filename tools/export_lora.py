@@ -544,12 +544,10 @@ def _export_swappable(
 
 _KV_DTYPES = {"fp32": None, "fp16": torch.float16}
 
-# TensorLayout.scalar_type -> the name the summary gives its bytes: each format row's stored type
-# (uint8 entries are int4 weights packed two to a byte, the only uint8 entries an export writes).
-# int8 entries are qb8w's or qc8w's: the summary names both "int8".
-# An element type's name: the first row storing it (uint8 is int4's; a qb5w entry is named by its key).
+# TensorLayout.scalar_type -> the name the summary gives its bytes: the first format row storing
+# that type (int8 entries are qb8w's or qc8w's: the summary names both "int8").
 _FORMAT_NAMES = {f.scalar_type: f.adapter_value for f in reversed(FC_FORMATS)}
-# Rows whose values share bytes with another row's element type, named by their key suffix.
+# uint8 entries are packed values of two rows (int4, int5): each is named by its key's suffix.
 _PACKED_SUFFIXES = {f.key_suffix: f.adapter_value for f in FC_FORMATS if f.packed_bits is not None}
 
 
