@@ -385,15 +385,15 @@ def _parser() -> argparse.ArgumentParser:
         "--lm-head",
         choices=[f.option for f in quantized_formats()],
         default=None,
-        help="with --quantize int4 or int4k: the output layer's scheme (default int8)",
+        help="with --quantize int4, int5, int4k or int5k: the output layer's scheme (default int8)",
     )
     parser.add_argument(
         "--calibration",
         metavar="TEXT",
         default=None,
-        help="with --hf-model and --quantize int4 or int4k: a UTF-8 text file like the text the model will see; "
-        "the model runs over its first tokens and each layer's scale search weighs its inputs by "
-        "their mean square there (llama.cpp's importance matrix)",
+        help="with --hf-model and --quantize int4, int5, int4k or int5k: a UTF-8 text file like the text the "
+        "model will see; the model runs over its first tokens and each layer's scale search weighs its "
+        "inputs by their mean square there (llama.cpp's importance matrix)",
     )
     parser.add_argument(
         "--foundation-index",
