@@ -169,8 +169,9 @@ FORMATS: Tuple[Format, ...] = (
     # groups of 32 with fp16 scales, its output layer (and tied embedding) int8.
     Format("Q4_0", quantize="q4_0", edgeshare=(("quantize", "int4"), ("group_size", 32))),
     # Q4_K_M: Q4_K (Q5_0/Q5_1 where a width is no multiple of 256) with attn_v and ffn_down at 6
-    # bits; edgeshare's int4k keeps the same two projections in int8 blocks of 32.
-    Format("Q4_K_M", quantize="q4_k_m", edgeshare=(("quantize", "int4k"), ("group_size", 32))),
+    # bits; edgeshare's int5k: 5-bit blocks of 32 (Q5_0's grain) with the same two projections in
+    # int8 blocks of 32.
+    Format("Q4_K_M", quantize="q4_k_m", edgeshare=(("quantize", "int5k"),)),
 )
 
 

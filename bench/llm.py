@@ -45,8 +45,8 @@ adapter trained on a novel, bench/real_model.py, prompted with held-out text of 
 own converters to each of --formats, and greedy generation (--prompt-tokens, --peer-new-tokens) is
 timed in fresh processes at every --n-ctx and --threads, interleaved with tools/generate over
 edgeshare's export at the matching format (F32: fp32; F16: --fc-weight-dtype fp16; Q8_0: --quantize
-int8, int8 per output row; Q4_0: --quantize int4 --group-size 32; Q4_K_M: --quantize int4k
---group-size 32) and bound (--max-seq-len = n_ctx). JSON "llamacpp": one row per (format, n_ctx,
+int8, int8 per output row; Q4_0: --quantize int4 --group-size 32; Q4_K_M: --quantize int5k)
+and bound (--max-seq-len = n_ctx). JSON "llamacpp": one row per (format, n_ctx,
 threads) with weights on disk, each process's peak RSS, prefill ms, decode tokens/s,
 edgeshare/llama.cpp ratios, and whether the greedy tokens agree with transformers' and with each
 other. For each of --swappable-formats (default F32) the same model and adapters are also exported

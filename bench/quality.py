@@ -15,7 +15,9 @@ For each model (original, rotated), edgeshare exports it with the adapter (exir.
 XnnpackPartitioner, max_seq_len 512) at fp32, int8 (--quantize int8: blocks of 32) and int4
 (--quantize int4 --group-size 32, its lm_head int8), int4c (int4 with --calibration on the first
 8192 tokens of the novel's training part), int4k (--quantize int4k --group-size 32: int4 with every
-v_proj and down_proj in int8 blocks of 32) and int4kc (int4k calibrated as int4c); the bare model is
+v_proj and down_proj in int8 blocks of 32), int4kc (int4k calibrated as int4c), int5 (--quantize int5:
+5-bit blocks of 32), int5k (--quantize int5k: int5 with v_proj and down_proj in int8 blocks of 32) and
+int5kc (int5k calibrated as int4c); the bare model is
 foundation.pte and the adapted one adapter.pte. Every cell reports perplexity, its increase over the
 fp32 program of the same model and adapter, the mean KL divergence from that program and the share
 of positions whose top-1 token equals its (the fp32 program's logits are computed once and kept),
@@ -68,8 +70,11 @@ EDGESHARE_FORMATS: Dict[str, Dict[str, Any]] = {
     "int4c": {"quantize": "int4", "group_size": 32},
     "int4k": {"quantize": "int4k", "group_size": 32},
     "int4kc": {"quantize": "int4k", "group_size": 32},
+    "int5": {"quantize": "int5"},
+    "int5k": {"quantize": "int5k"},
+    "int5kc": {"quantize": "int5k"},
 }
-CALIBRATED = ("int4c", "int4kc")
+CALIBRATED = ("int4c", "int4kc", "int5kc")
 CALIBRATION_TOKENS = 8192
 LLAMACPP_FORMATS: Tuple[Format, ...] = (
     Format("F32", gguf="f32"),

@@ -7,13 +7,28 @@ from typing import Optional, Tuple
 
 import torch
 
-__all__ = ["QB8W_BLOCK", "pack_int4", "quantize_qb8w", "quantize_qc4w", "quantize_qc8w", "unpack_int4"]
+__all__ = [
+    "QB5W_BLOCK",
+    "QB8W_BLOCK",
+    "pack_int4",
+    "pack_int5",
+    "quantize_qb5w",
+    "quantize_qb8w",
+    "quantize_qc4w",
+    "quantize_qc8w",
+    "unpack_int4",
+    "unpack_int5",
+]
 
 # The group sizes qc4w takes (its row, exir/fc_formats.py, lists the same).
 QC4W_GROUP_SIZES: Tuple[int, ...] = (32, 64, 128)
 # The inputs per scale of qb8w: the delegate's activation block, so one weight scale meets one
 # activation scale per integer dot.
 QB8W_BLOCK = 32
+# The inputs per scale of qb5w (the same activation block).
+QB5W_BLOCK = 32
+# Bytes of one block of 32 5-bit values in a row: 16 of low nibbles, 4 of fifth bits.
+_QB5W_BLOCK_BYTES = QB5W_BLOCK * 5 // 8
 
 
 def quantize_qc8w(weight: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -135,6 +150,71 @@ def quantize_qc4w(
     q = torch.round(groups / torch.where(zero, torch.ones_like(s32), s32)[..., None]).clamp_(-8, 7)
     q = torch.where(zero[..., None], torch.zeros_like(q), q).to(torch.int8).reshape(out, k)
     return pack_int4(q), scales.contiguous()
+
+
+def pack_int5(q: torch.Tensor) -> torch.Tensor:
+    """Packs int8 values in [-16, 15] of shape [out, in] (in a multiple of QB5W_BLOCK) as the
+    delegate's canonical 5-bit bytes: uint8 [out, in * 5 / 8], per block of 32 values u = q + 16,
+    16 bytes with u[2j] & 15 in the low nibble of byte j and u[2j + 1] & 15 in its high one, then 4
+    bytes whose little-endian bit i is bit 4 of u[i]."""
+    out, k = q.shape
+    u = (q.to(torch.int16) + 16).reshape(out, k // QB5W_BLOCK, QB5W_BLOCK)
+    low = (u & 0xF).to(torch.uint8)
+    nibbles = low[..., 0::2] | (low[..., 1::2] << 4)
+    fifth = ((u >> 4) & 1).reshape(out, k // QB5W_BLOCK, 4, 8)
+    bits = (fifth << torch.arange(8, dtype=torch.int16)).sum(dim=-1).to(torch.uint8)
+    return torch.cat([nibbles, bits], dim=-1).reshape(out, k // QB5W_BLOCK * _QB5W_BLOCK_BYTES).contiguous()
+
+
+def unpack_int5(packed: torch.Tensor) -> torch.Tensor:
+    """pack_int5's inverse: int8 [out, bytes * 8 / 5] in [-16, 15]."""
+    out = packed.shape[0]
+    blocks = packed.shape[1] // _QB5W_BLOCK_BYTES
+    b = packed.reshape(out, blocks, _QB5W_BLOCK_BYTES).to(torch.int16)
+    nibbles, bits = b[..., :16], b[..., 16:]
+    low = torch.stack([nibbles & 0xF, (nibbles >> 4) & 0xF], dim=-1).reshape(out, blocks, QB5W_BLOCK)
+    fifth = ((bits[..., None] >> torch.arange(8, dtype=torch.int16)) & 1).reshape(out, blocks, QB5W_BLOCK)
+    return (low + 16 * fifth - 16).reshape(out, blocks * QB5W_BLOCK).to(torch.int8)
+
+
+def quantize_qb5w(
+    weight: torch.Tensor, group_size: int = QB5W_BLOCK, importance: Optional[torch.Tensor] = None
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Quantizes a float [out, in] weight to signed 5-bit values in blocks of QB5W_BLOCK inputs with
+    a float16 scale per block: the scale searched as quantize_qc4w's over the 32 levels [-16, 15]
+    (Q5_0's rule, the extreme value at -16, is one candidate, so no block fits worse than with it),
+    weighed by the importance when given; q = clamp(round_half_even(w / scale), -16, 15) for the
+    stored scale (0 for a zero scale).
+
+    Args:
+      weight: a finite float32 tensor of rank 2, its input size a multiple of QB5W_BLOCK.
+      group_size: QB5W_BLOCK (the only block the format takes).
+      importance: None, or float32 [in], finite and >= 0 (as quantize_qc4w's).
+
+    Returns:
+      (uint8 [out, in * 5 / 8] packed as pack_int5, float16 scales [out, in / QB5W_BLOCK]), contiguous.
+
+    Raises:
+      ValueError: not a finite float32 matrix, an input size that is not a multiple of the block,
+        another group size, a bad importance, or a block's scale beyond float16's range.
+    """
+    w = _check_weight("quantize_qb5w", weight)
+    if group_size != QB5W_BLOCK:
+        raise ValueError(f"quantize_qb5w: takes blocks of {QB5W_BLOCK}, got {group_size}")
+    if importance is not None:
+        _check_importance("quantize_qb5w", importance, w.shape[1])
+    out, k = w.shape
+    if k % QB5W_BLOCK:
+        raise ValueError(f"quantize_qb5w: input size {k} is not a multiple of the block {QB5W_BLOCK}")
+    groups = w.reshape(out, k // QB5W_BLOCK, QB5W_BLOCK)
+    scales = _searched_scales(w, groups, -16, 15, importance)
+    if bool(torch.isinf(scales).any()):
+        raise ValueError("quantize_qb5w: a block's scale is beyond float16's range")
+    s32 = scales.to(torch.float32)
+    zero = s32 == 0
+    q = torch.round(groups / torch.where(zero, torch.ones_like(s32), s32)[..., None]).clamp_(-16, 15)
+    q = torch.where(zero[..., None], torch.zeros_like(q), q).to(torch.int8).reshape(out, k)
+    return pack_int5(q), scales.contiguous()
 
 
 # The scale candidates _searched_scales tries: the extreme value at level lowest - step / 10.

@@ -16,16 +16,18 @@ and lm_head hold one int8 entry (and its scales) and no float copy. A table whos
 carries QUANT_SCHEME_META (the XNNPACK partitioner records each foundation weight's format under a
 format with a fallback) is gathered in that format instead: "int8" by edgeshare::embedding_qb8w
 (exir/embedding_qb8w.py) over "<key>.qb8w" and "<key>.qb8w.scales", "int4" by
-edgeshare::embedding_qc4w (exir/embedding_qc4w.py) over "<key>.qc4w" and "<key>.qc4w.scales".
+edgeshare::embedding_qc4w (exir/embedding_qc4w.py) over "<key>.qc4w" and "<key>.qc4w.scales", "int5"
+by edgeshare::embedding_qb5w (exir/embedding_qb5w.py) over "<key>.qb5w" and "<key>.qb5w.scales".
 """
 
 from typing import Dict, Optional, Tuple
 
 import torch
+from edgeshare.exir import embedding_qb5w as _embedding_qb5w  # noqa: F401 (defines the 5-bit block operator)
 from edgeshare.exir import embedding_qb8w as _embedding_qb8w  # noqa: F401 (defines the int8 block operator)
 from edgeshare.exir import embedding_qc4w as _embedding_qc4w  # noqa: F401 (defines the int4 operator)
 from edgeshare.exir.data_policy import DATA_KEY_META, DATA_OPEN_META, EXTERNAL_TAG_META
-from edgeshare.exir.fc_formats import QB8W, QC4W, QC8W, format_for_option
+from edgeshare.exir.fc_formats import QB5W, QB8W, QC4W, QC8W, format_for_option
 from edgeshare.exir.graph import lifted_inputs, lifted_tensor
 from edgeshare.exir.quantize import DEFAULT_GROUP_SIZE, QUANT_SCHEME_META, gather_qc8w, quantized
 from torch.export import ExportedProgram
@@ -54,6 +56,7 @@ def _gathers() -> Dict[str, object]:
         QC8W.scheme: ops.embedding_qc8w.default,
         QB8W.scheme: ops.embedding_qb8w.default,
         QC4W.scheme: ops.embedding_qc4w.default,
+        QB5W.scheme: ops.embedding_qb5w.default,
     }
 
 

@@ -15,14 +15,20 @@ from edgeshare.exir.fc_formats import F16W, F32, INT4K, QB8W, QC4W, QC8W
         ({"fc_weight_dtype": "bf16"}, "fc_weight_dtype must be one of ('fp32', 'fp16'), got 'bf16'"),
         (
             {"quantize": "int2"},
-            "quantize must be one of ('none', 'int8-row', 'int8', 'int4', 'int4k'), got 'int2' (--quantize)",
+            "quantize must be one of ('none', 'int8-row', 'int8', 'int4', 'int5', 'int4k', 'int5k'), got 'int2' "
+            "(--quantize)",
         ),
         ({"quantize": "int8", "fc_weight_dtype": "fp16"}, "--quantize cannot be combined with --fc-weight-dtype fp16"),
         ({"quantize": "int8", "group_size": 64}, "--group-size and --lm-head apply to --quantize int4"),
-        ({"lm_head": "int4"}, "--group-size and --lm-head apply to --quantize int4"),
+        ({"lm_head": "int4"}, "--group-size and --lm-head apply to --quantize int4 or int5 or int4k or int5k"),
         ({"quantize": "int4", "group_size": 48}, "group_size must be one of (32, 64, 128), got 48 (--group-size)"),
         ({"quantize": "int4", "lm_head": "fp16"}, "lm_head must be one of ('int8', 'int4'), got 'fp16' (--lm-head)"),
-        ({"quantize": "int8", "lm_head": "int8"}, "--group-size and --lm-head apply to --quantize int4 or int4k"),
+        (
+            {"quantize": "int8", "lm_head": "int8"},
+            "--group-size and --lm-head apply to --quantize int4 or int5 or int4k or int5k",
+        ),
+        ({"quantize": "int5", "group_size": 64}, "group_size must be one of (32,), got 64 (--group-size)"),
+        ({"quantize": "int5k", "lm_head": "int4"}, "lm_head must be one of ('int8', 'int5'), got 'int4' (--lm-head)"),
         ({"quantize": "int4k", "group_size": 16}, "group_size must be one of (32, 64, 128), got 16 (--group-size)"),
     ],
 )

@@ -9,10 +9,14 @@
     qc4w  signed 4-bit in groups along the input dim under "<key>.qc4w" (uint8 [out, in / 2]), float16
           scales [out, in / group] under "<key>.qc4w.scales"; the output layer, a table tied to it
           and a layer it cannot group are qc8w
+    qb5w  signed 5-bit in blocks of 32 inputs under "<key>.qb5w" (uint8 [out, in * 5 / 8]), float16
+          scales [out, in / 32] under "<key>.qb5w.scales" (--quantize int5); the output layer, a table
+          tied to it and a layer of another input size are qc8w
 
 A mix (FC_MIXES) is a --quantize value that stores no format of its own: it stores most weights in
 one row and the projections it names in another, as llama.cpp's 4-bit mixes keep the sensitive
-tensors at more bits (`--quantize int4k`: qc4w, with every v_proj and down_proj in qb8w).
+tensors at more bits (`--quantize int4k`: qc4w, with every v_proj and down_proj in qb8w; `--quantize
+int5k`: qb5w likewise).
 
 A row says everything the exporter needs about its scheme: the option value that asks for it
 (`--fc-weight-dtype fp32|fp16`, `--quantize int8|int8-row|int4`, and the compile spec and placeholder meta
@@ -36,7 +40,15 @@ import dataclasses
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
-from edgeshare.exir._quantizers import QB8W_BLOCK, QC4W_GROUP_SIZES, quantize_qb8w, quantize_qc4w, quantize_qc8w
+from edgeshare.exir._quantizers import (
+    QB5W_BLOCK,
+    QB8W_BLOCK,
+    QC4W_GROUP_SIZES,
+    quantize_qb5w,
+    quantize_qb8w,
+    quantize_qc4w,
+    quantize_qc8w,
+)
 from edgeshare.exir.tensor_layout import scalar_type_of
 
 __all__ = [
@@ -47,7 +59,9 @@ __all__ = [
     "FcFormat",
     "FcMix",
     "INT4K",
+    "INT5K",
     "OUTPUT_LAYER_NAMES",
+    "QB5W",
     "QB8W",
     "QC4W",
     "QC8W",
@@ -89,8 +103,8 @@ class FcFormat:
         input's error counts) -> (stored values, scales); None when unquantized.
       weighs_importance: whether its quantizer uses an importance (calibration) at all.
       fallback: the scheme of the format a weight it cannot hold is stored in (None: it holds all).
-      values_per_byte: how many values one byte of the stored entry holds (2 for int4: the entry is
-        [out, in / 2]).
+      packed_bits: the bits a value takes where several share a stored byte (4 for int4: the entry
+        is uint8 [out, in / 2]; 5 for int5: [out, in * 5 / 8]), None where each is an element.
       adapter_option: the --adapter-dtype value that asks for it, when not its option.
       output_layer_fallback: whether an output layer (and a table tied to one) takes the fallback
         unless --lm-head asks for this format (int4: llama.cpp's 4-bit mixes keep it at 8 bits);
@@ -107,7 +121,7 @@ class FcFormat:
     group_sizes: Tuple[int, ...] = ()
     quantizer: Optional[Quantizer] = None
     fallback: Optional[str] = None
-    values_per_byte: int = 1
+    packed_bits: Optional[int] = None
     weighs_importance: bool = False
     adapter_option: Optional[str] = None
     output_layer_fallback: bool = False
@@ -116,6 +130,13 @@ class FcFormat:
     def scalar_type(self) -> int:
         """The stored weight entry's ScalarType in the files (schema/scalar_type.fbs)."""
         return scalar_type_of(self.dtype, f"fc format {self.scheme}")
+
+    @property
+    def value_bits(self) -> int:
+        """The bits one value takes in the stored entry (the C++ row's value_bits)."""
+        if self.packed_bits is not None:
+            return self.packed_bits
+        return torch.finfo(self.dtype).bits if self.dtype.is_floating_point else torch.iinfo(self.dtype).bits
 
     @property
     def quantized(self) -> bool:
@@ -249,12 +270,28 @@ QC4W = FcFormat(
     group_sizes=QC4W_GROUP_SIZES,
     quantizer=quantize_qc4w,
     fallback="qc8w",
-    values_per_byte=2,
+    packed_bits=4,
+    weighs_importance=True,
+    output_layer_fallback=True,
+)
+# Q5_0's size (5.5 bits a weight with its scales) with qc4w's weighted scale search over 32 levels.
+QB5W = FcFormat(
+    "qb5w",
+    "int5",
+    torch.uint8,
+    "QB5W",
+    ".qb5w",
+    scales_suffix=".qb5w.scales",
+    scales_dtype=torch.float16,
+    group_sizes=(QB5W_BLOCK,),
+    quantizer=quantize_qb5w,
+    fallback="qc8w",
+    packed_bits=5,
     weighs_importance=True,
     output_layer_fallback=True,
 )
 
-FC_FORMATS: Tuple[FcFormat, ...] = (F32, F16W, QC8W, QB8W, QC4W)
+FC_FORMATS: Tuple[FcFormat, ...] = (F32, F16W, QC8W, QB8W, QC4W, QB5W)
 
 _BY_SCHEME: Dict[str, FcFormat] = {f.scheme: f for f in FC_FORMATS}
 _BY_OPTION: Dict[str, FcFormat] = {f.option: f for f in FC_FORMATS}
@@ -268,7 +305,7 @@ def _lookup(rows: Dict[str, FcFormat], value: str, what: str) -> FcFormat:
 
 
 def fc_format(scheme: str) -> FcFormat:
-    """The row of a scheme id ("f32", "f16w", "qc8w", "qb8w", "qc4w").
+    """The row of a scheme id ("f32", "f16w", "qc8w", "qb8w", "qc4w", "qb5w").
 
     Raises:
       UnknownFormatError: no row has that scheme id.
@@ -277,7 +314,7 @@ def fc_format(scheme: str) -> FcFormat:
 
 
 def format_for_option(option: str) -> FcFormat:
-    """The row an option value asks for ("fp32", "fp16", "int8", "int8-row", "int4").
+    """The row an option value asks for ("fp32", "fp16", "int8", "int8-row", "int4", "int5").
 
     Raises:
       UnknownFormatError: no row has that option value.
@@ -357,8 +394,11 @@ class FcMix:
 # projection writes the attention's output straight into the residual stream, and down_proj's
 # inputs (the SwiGLU product) carry the widest outliers. qb8w costs no new kernel.
 INT4K = FcMix("int4k", "qc4w", "qb8w", ("v_proj", "down_proj"))
+# The same two projections at 8 bits over 5-bit blocks: about Q4_K_M's bytes on a model whose width
+# is no multiple of 256 (where Q4_K_M itself is mostly Q5_0 with attn_v and ffn_down at 6-8 bits).
+INT5K = FcMix("int5k", "qb5w", "qb8w", ("v_proj", "down_proj"))
 
-FC_MIXES: Tuple[FcMix, ...] = (INT4K,)
+FC_MIXES: Tuple[FcMix, ...] = (INT4K, INT5K)
 
 
 def mix_for_option(option: str) -> Optional[FcMix]:

@@ -15,6 +15,8 @@ from edgeshare.exir.fc_formats import (
     FC_FORMATS,
     FC_MIXES,
     INT4K,
+    INT5K,
+    QB5W,
     QB8W,
     QC4W,
     QC8W,
@@ -31,7 +33,7 @@ from edgeshare.models import demo_lora
 
 
 def test_rows_are_one_per_scheme_with_distinct_ids_options_and_suffixes():
-    assert [f.scheme for f in FC_FORMATS] == ["f32", "f16w", "qc8w", "qb8w", "qc4w"]
+    assert [f.scheme for f in FC_FORMATS] == ["f32", "f16w", "qc8w", "qb8w", "qc4w", "qb5w"]
     for field in ("scheme", "option", "key_suffix"):
         values = [getattr(f, field) for f in FC_FORMATS]
         assert len(set(values)) == len(values), field
@@ -81,6 +83,7 @@ def test_foundation_format_decides_each_weight_once(key, in_size, gathered, othe
 
 
 _NOT_48 = "input size 48 is not a multiple of the group size 32"
+_TABLE_48 = "embedding width 48 is not a multiple of the group size 32"
 
 
 @pytest.mark.parametrize(
@@ -103,12 +106,45 @@ _NOT_48 = "input size 48 is not a multiple of the group size 32"
 def test_int4k_stores_its_projections_in_qb8w_and_everything_else_as_int4(key, in_size, gathered, other, want):
     fmt, why = foundation_format(QC4W, key, in_size, 32, QC8W, gathered, other, INT4K)
     assert (fmt.scheme, why) == want
-    assert [m.option for m in FC_MIXES] == ["int4k"] and mix_for_option("int4k") is INT4K
+    assert [m.option for m in FC_MIXES] == ["int4k", "int5k"] and mix_for_option("int4k") is INT4K
     assert mix_for_option("int4") is None and mix_for_option("none") is None
     # Every mix's option is free among the rows' and names rows that exist.
     for mix in FC_MIXES:
         assert mix.option not in {f.option for f in FC_FORMATS}
         assert mix.base_format.quantized and mix.sensitive_format.quantized
+
+
+@pytest.mark.parametrize(
+    "key, in_size, gathered, other, want",
+    [
+        ("model.layers.0.self_attn.v_proj.weight", 64, False, True, ("qb8w", "")),
+        ("model.layers.0.mlp.down_proj.base_layer.weight", 96, False, True, ("qb8w", "")),
+        ("model.layers.0.self_attn.q_proj.weight", 64, False, True, ("qb5w", "")),
+        ("model.layers.0.mlp.gate_proj.weight", 48, False, True, ("qc8w", _NOT_48)),
+        ("lm_head.weight", 64, False, True, ("qc8w", "output layer")),
+        # An untied table is 5-bit (gathered by embedding_qb5w); a tied one serves the output layer.
+        ("model.embed_tokens.weight", 64, True, False, ("qb5w", "")),
+        ("model.embed_tokens.weight", 48, True, False, ("qc8w", _TABLE_48)),
+        ("model.embed_tokens.weight", 64, True, True, ("qc8w", "tied to the token embedding")),
+    ],
+)  # fmt: skip
+def test_int5k_stores_its_projections_in_qb8w_and_everything_else_as_int5(
+    key, in_size, gathered, other, want
+):
+    fmt, why = foundation_format(QB5W, key, in_size, 32, QC8W, gathered, other, INT5K)
+    assert (fmt.scheme, why) == want
+    assert mix_for_option("int5k") is INT5K and INT5K.base_format is QB5W and INT5K.sensitive_format is QB8W
+    # Without the mix the projections are 5-bit too; an output layer asked for int5 is, with its table.
+    if "proj" in key and in_size % 32 == 0:
+        assert foundation_format(QB5W, key, in_size, 32, QC8W, gathered, other) == (QB5W, "")
+    assert foundation_format(QB5W, "lm_head.weight", 64, 32, QB5W, False, True) == (QB5W, "")
+    assert foundation_format(QB5W, "embed.weight", 64, 32, QB5W, True, True) == (QB5W, "")
+
+
+def test_the_stored_bits_of_a_value_are_the_cpp_rows():
+    assert [f.value_bits for f in FC_FORMATS] == [32, 16, 8, 8, 4, 5]
+    assert QB5W.holding(96, 32) is QB5W and QB5W.holding(48, 32) is QC8W and QB5W.group(64) == 32
+    assert QB5W.weighs_importance and QB5W.output_layer_fallback
 
 
 def test_the_partitioner_and_preprocess_store_what_the_row_says(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""Weight-only quantization of a foundation (schemes "qb8w", "qc8w", "qc4w") and its eager reference.
+"""Weight-only quantization of a foundation (schemes "qb8w", "qc8w", "qc4w", "qb5w") and its eager reference.
 
 qb8w (--quantize int8): int8 in blocks of 32 inputs (ACT_BLOCK), llama.cpp Q8_0's rule: per block
 scale = float16(max|w| / 127), q = clamp(round_half_even(w / scale), -127, 127). Entries:
@@ -40,15 +40,34 @@ for qc8w). An untied
 token embedding of a width that is a multiple of the group is the same entries, gathered by the
 runtime's edgeshare::embedding_qc4w (`gather_qc4w`: only the looked-up rows, each q * scale per
 group, which is exact in float32).
+
+qb5w (--quantize int5, and int5k's other layers): signed 5-bit values in blocks of 32 inputs with a
+float16 scale per block, the scale searched as qc4w's over the levels [-16, 15] (weighed by
+--calibration's importance when given). Entries: "<key>.qb5w" (uint8 [out, in * 5 / 8], pack_int5)
+and "<key>.qb5w.scales" (float16 [out, in / 32]). The delegate runs it as qb8w (`qb5w_linear`), and
+`int5_reference` swaps a model's foundation linears for it; the output layer (unless --lm-head
+int5), a table tied to it and a layer whose input size is not a multiple of 32 are qc8w. An untied
+token embedding is the same entries, gathered by the runtime's edgeshare::embedding_qb5w
+(`gather_qb5w`).
 """
 
 from typing import Callable, Optional, Tuple
 
 import torch
-from edgeshare.exir._quantizers import pack_int4, quantize_qb8w, quantize_qc4w, quantize_qc8w, unpack_int4
+from edgeshare.exir._quantizers import (
+    pack_int4,
+    pack_int5,
+    quantize_qb5w,
+    quantize_qb8w,
+    quantize_qc4w,
+    quantize_qc8w,
+    unpack_int4,
+    unpack_int5,
+)
 from edgeshare.exir._resident import release
 from edgeshare.exir.fc_formats import (
     OUTPUT_LAYER_NAMES,
+    QB5W,
     QB8W,
     QC4W,
     QC8W,
@@ -86,26 +105,33 @@ __all__ = [
     "QUANTIZE_SCHEMES",
     "IMPORTANCE_META",
     "QUANT_SCHEME_META",
+    "dequantize_qb5w",
     "dequantize_qb8w",
     "dequantize_qc4w",
     "dequantize_qc8w",
+    "gather_qb5w",
     "gather_qb8w",
     "gather_qc4w",
     "gather_qc8w",
     "int4_reference",
+    "int5_reference",
     "int8_reference",
     "is_output_layer",
     "pack_int4",
+    "pack_int5",
+    "qb5w_linear",
     "qb8w_linear",
     "qc4w_linear",
     "qc8w_linear",
     "quantize_activation_blocks",
     "adapter_reference",
+    "quantize_qb5w",
     "quantize_qb8w",
     "quantize_qc4w",
     "quantize_qc8w",
     "quantized",
     "unpack_int4",
+    "unpack_int5",
 ]
 
 # The option values and key suffixes of the quantized formats, as their rows (exir/fc_formats.py)
@@ -233,6 +259,28 @@ def dequantize_qc4w(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     q = unpack_int4(packed).to(torch.float32)
     group = q.shape[1] // scales.shape[1]
     return q * scales.to(torch.float32).repeat_interleave(group, dim=1)
+
+
+def dequantize_qb5w(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The float weight a 5-bit block weight and its scales stand for: q * scale per block."""
+    return dequantize_qb8w(unpack_int5(packed), scales)
+
+
+def gather_qb5w(packed: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """The 5-bit block embedding gather: the rows of dequantize_qb5w(packed, scales) at indices,
+    computed for those rows only.
+
+    Args:
+      packed: uint8 table [n, d * 5 / 8] (pack_int5).
+      scales: float16 [n, d / ACT_BLOCK].
+      indices: integer indices, any shape.
+
+    Returns:
+      float32 [..., d].
+    """
+    flat = indices.reshape(-1)
+    rows = dequantize_qb5w(packed[flat], scales[flat])
+    return rows.reshape(*indices.shape, rows.shape[-1])
 
 
 def gather_qc4w(packed: torch.Tensor, scales: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
@@ -370,6 +418,24 @@ def qc4w_linear(
     return acc if bias is None else acc + bias
 
 
+def qb5w_linear(
+    x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, bias: Optional[torch.Tensor]
+) -> torch.Tensor:
+    """The 5-bit block fully connected as the delegate computes it, in torch: qb8w_linear over the
+    unpacked values (the kernels rebuild qb8w's bytes and run its arithmetic).
+
+    Args:
+      x: float32 [..., in].
+      packed: uint8 [out, in * 5 / 8] (pack_int5).
+      scales: float16 [out, in / ACT_BLOCK].
+      bias: float32 [out] or None.
+
+    Returns:
+      float32 [..., out].
+    """
+    return qb8w_linear(x, unpack_int5(packed), scales, bias)
+
+
 Stored = Tuple[torch.Tensor, torch.Tensor]
 
 
@@ -445,6 +511,20 @@ class _Int4Linear(_QuantizedLinear):
 
     def __init__(self, linear: nn.Linear, group_size: int) -> None:
         super().__init__(linear, lambda w: quantize_qc4w(w, group_size), qc4w_linear, dequantize_qc4w)
+
+
+class _Int5Linear(_QuantizedLinear):
+    """A 5-bit in blocks (qb5w) foundation linear."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear, quantize_qb5w, qb5w_linear, dequantize_qb5w)
+
+
+class _Int5Embedding(_QuantizedEmbedding):
+    """A 5-bit in blocks (qb5w) foundation table."""
+
+    def __init__(self, embedding: nn.Embedding) -> None:
+        super().__init__(embedding, quantize_qb5w, gather_qb5w)
 
 
 class _Int8Embedding(_QuantizedEmbedding):
@@ -545,6 +625,33 @@ def int4_reference(
     return _swap_foundation(model, QC4W, group_size, output_layer, is_foundation, mix)
 
 
+def int5_reference(
+    model: nn.Module,
+    lm_head: str = QC8W.adapter_value,
+    is_foundation: Optional[Callable[[str], bool]] = None,
+    mix: Optional[FcMix] = None,
+) -> nn.Module:
+    """Swaps every foundation nn.Linear and nn.Embedding of `model`, in place, for the computation
+    the int5 export (or, with mix=INT5K, int5k) runs: qb5w linears and embeddings, except where the
+    export keeps a layer at its fallback (foundation_format): the output layer (unless lm_head is
+    int5) and a table tied to it, and a layer or table whose input size is not a multiple of 32, as
+    int8_reference runs them per row; a mix's named projections as its other row's reference (qb8w).
+
+    Args:
+      model: the model (a foundation, or a foundation with LoRA adapters).
+      lm_head: "int8" (per row, the fallback) or QB5W's option, the output layer's format.
+      is_foundation: as int8_reference's.
+      mix: a mix over qb5w (INT5K), or None.
+
+    Returns:
+      The same model.
+    """
+    if mix is not None and mix.base_format is not QB5W:
+        raise ValueError(f"int5_reference: mix {mix.option} is over {mix.base}, not {QB5W.scheme}")
+    output_layer = QB5W if lm_head == QB5W.option else fc_format(QB5W.fallback)
+    return _swap_foundation(model, QB5W, ACT_BLOCK, output_layer, is_foundation, mix)
+
+
 def int8_reference(
     model: nn.Module, is_foundation: Optional[Callable[[str], bool]] = None, blocks: bool = True
 ) -> nn.Module:
@@ -571,6 +678,7 @@ _REFERENCES = {
     QC8W.scheme: (lambda m, g: _Int8Linear(m), lambda m, g: _Int8Embedding(m)),
     QB8W.scheme: (lambda m, g: _Int8BlockLinear(m), lambda m, g: _Int8BlockEmbedding(m)),
     QC4W.scheme: (_Int4Linear, _Int4Embedding),
+    QB5W.scheme: (lambda m, g: _Int5Linear(m), lambda m, g: _Int5Embedding(m)),
 }
 
 

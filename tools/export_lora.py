@@ -385,15 +385,15 @@ def _parser() -> argparse.ArgumentParser:
         "--lm-head",
         choices=[f.option for f in quantized_formats()],
         default=None,
-        help="with --quantize int4 or int4k: the output layer's scheme (default int8)",
+        help="with --quantize int4, int5, int4k or int5k: the output layer's scheme (default int8)",
     )
     parser.add_argument(
         "--calibration",
         metavar="TEXT",
         default=None,
-        help="with --hf-model and --quantize int4 or int4k: a UTF-8 text file like the text the model will see; "
-        "the model runs over its first tokens and each layer's scale search weighs its inputs by "
-        "their mean square there (llama.cpp's importance matrix)",
+        help="with --hf-model and --quantize int4, int5, int4k or int5k: a UTF-8 text file like the text the "
+        "model will see; the model runs over its first tokens and each layer's scale search weighs its "
+        "inputs by their mean square there (llama.cpp's importance matrix)",
     )
     parser.add_argument(
         "--foundation-index",
@@ -544,10 +544,11 @@ def _export_swappable(
 
 _KV_DTYPES = {"fp32": None, "fp16": torch.float16}
 
-# TensorLayout.scalar_type -> the name the summary gives its bytes: each format row's stored type
-# (uint8 entries are int4 weights packed two to a byte, the only uint8 entries an export writes).
-# int8 entries are qb8w's or qc8w's: the summary names both "int8".
-_FORMAT_NAMES = {f.scalar_type: f.adapter_value for f in FC_FORMATS}
+# TensorLayout.scalar_type -> the name the summary gives its bytes: the first format row storing
+# that type (int8 entries are qb8w's or qc8w's: the summary names both "int8").
+_FORMAT_NAMES = {f.scalar_type: f.adapter_value for f in reversed(FC_FORMATS)}
+# uint8 entries are packed values of two rows (int4, int5): each is named by its key's suffix.
+_PACKED_SUFFIXES = {f.key_suffix: f.adapter_value for f in FC_FORMATS if f.packed_bits is not None}
 
 
 def export_options(args: argparse.Namespace) -> ExportOptions:
@@ -568,9 +569,10 @@ def export_options(args: argparse.Namespace) -> ExportOptions:
 def format_bytes(ptd_path: str) -> str:
     """One line: the bytes of a .ptd's entries per element format ("fp32 1024, int8 256")."""
     totals: Dict[str, int] = {}
-    for entry in read_ptd_index(ptd_path).values():
+    for key, entry in read_ptd_index(ptd_path).items():
         layout = entry.tensor_layout
         name = "other" if layout is None else _FORMAT_NAMES.get(layout.scalar_type, f"type {layout.scalar_type}")
+        name = next((n for suffix, n in _PACKED_SUFFIXES.items() if key.endswith(suffix)), name)
         totals[name] = totals.get(name, 0) + entry.size
     parts = [f"{name} {size} bytes ({_human(size)})" for name, size in sorted(totals.items())]
     return f"{os.path.basename(ptd_path)} by format: {', '.join(parts)}"

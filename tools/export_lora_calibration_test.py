@@ -1,6 +1,6 @@
 """export_lora --calibration end to end on a tiny Llama with its own tokenizer: the text's tokens are
-the model tokenizer's, a calibrated int4 foundation differs from an uncalibrated one and is the same
-on every export; bad calibration flags and files are refused in one line before anything is
+the model tokenizer's, a calibrated int4 (or int5k) foundation differs from an uncalibrated one and
+is the same on every export; bad calibration flags and files are refused in one line before anything is
 written."""
 
 import os
@@ -37,17 +37,20 @@ def _export(model_dir: str, out: str, *flags: str) -> int:
     return export_lora.main(["--hf-model", model_dir, "--out", out, "--max-seq-len", "16", *flags])
 
 
-def _int4_entries(out: str) -> List[bytes]:
+def _scales_entries(out: str, suffix: str) -> List[bytes]:
     with open(os.path.join(out, "foundation.ptd"), "rb") as f:
         ptd = deserialize_ptd(f.read(), out)
-    return [ptd.named_data[k].data for k in sorted(ptd.named_data) if k.endswith(".qc4w.scales")]
+    return [ptd.named_data[k].data for k in sorted(ptd.named_data) if k.endswith(suffix)]
 
 
-def test_a_calibrated_int4_export_differs_from_a_plain_one_and_repeats_itself(model_dir, text, tmp_path, capsys):
-    assert _export(model_dir, str(tmp_path / "plain"), "--quantize", "int4") == 0
-    assert _export(model_dir, str(tmp_path / "one"), "--quantize", "int4", "--calibration", text) == 0
-    assert _export(model_dir, str(tmp_path / "two"), "--quantize", "int4", "--calibration", text) == 0
-    plain, one, two = (_int4_entries(str(tmp_path / d)) for d in ("plain", "one", "two"))
+@pytest.mark.parametrize("quantize, suffix", [("int4", ".qc4w.scales"), ("int5k", ".qb5w.scales")])
+def test_a_calibrated_export_differs_from_a_plain_one_and_repeats_itself(
+    model_dir, text, tmp_path, capsys, quantize, suffix
+):
+    assert _export(model_dir, str(tmp_path / "plain"), "--quantize", quantize) == 0
+    assert _export(model_dir, str(tmp_path / "one"), "--quantize", quantize, "--calibration", text) == 0
+    assert _export(model_dir, str(tmp_path / "two"), "--quantize", quantize, "--calibration", text) == 0
+    plain, one, two = (_scales_entries(str(tmp_path / d), suffix) for d in ("plain", "one", "two"))
     assert plain and len(plain) == len(one)
     assert one == two
     assert one != plain
@@ -56,8 +59,8 @@ def test_a_calibrated_int4_export_differs_from_a_plain_one_and_repeats_itself(mo
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--quantize", "int8", "--calibration", "TEXT"], "applies to --quantize int4, not int8"),
-        (["--calibration", "TEXT"], "applies to --quantize int4, not none"),
+        (["--quantize", "int8", "--calibration", "TEXT"], "applies to --quantize int4 or int5, not int8"),
+        (["--calibration", "TEXT"], "applies to --quantize int4 or int5, not none"),
         (["--quantize", "int4", "--calibration", "MISSING"], "no such file"),
     ],
 )

@@ -30,7 +30,7 @@ def test_every_quant_scheme_of_the_graph_schema_has_one_quantized_row_and_none_t
 
 def test_the_python_rows_and_the_cpp_rows_are_one_table():
     # backends/xnnpack/runtime/fc_format.cc's rows, as its fc_formats binary prints them: name,
-    # weight ScalarType, QuantScheme, scales ScalarType (-1: none), grouped scales, values per byte.
+    # weight ScalarType, QuantScheme, scales ScalarType (-1: none), grouped scales, bits per stored value.
     listed = subprocess.run([os.environ["XNNPACK_FC_FORMATS"]], check=True, capture_output=True, text=True).stdout
     cpp = [line.split() for line in listed.splitlines()]
     python = [
@@ -40,7 +40,7 @@ def test_the_python_rows_and_the_cpp_rows_are_one_table():
             str(_quant_schemes()[row.quant_scheme]),
             str(-1 if row.scales_dtype is None else scalar_type_of(row.scales_dtype)),
             str(int(row.grouped)),
-            str(row.values_per_byte),
+            str(row.value_bits),
         ]
         for row in FC_FORMATS
     ]

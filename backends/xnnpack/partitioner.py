@@ -46,9 +46,11 @@ is not a multiple of the group size. An untied token embedding is int4 too, unde
 (exir/embedding_qc4w.py); it stays int8 per row when tied (the int8 entry serves both) or when
 its width is not a multiple of the group size. `quantize="int4k"` is int4 with every v_proj and
 down_proj linear in int8 blocks of 32 (qb8w; exir/fc_formats.py's INT4K mix), which are not
-fallbacks. These choices are exir/fc_formats.py's (`foundation_format`; each format's key
-suffixes, quantizer and fallback are its row's). The
-partitioner records the format of each foundation weight on its placeholder (QUANT_SCHEME_META)
+fallbacks. `quantize="int5"` is as int4 with signed 5-bit blocks of 32 and float16 scales (qb5w)
+under "<key>.qb5w" and "<key>.qb5w.scales" (an untied table gathered by edgeshare::embedding_qb5w),
+and `quantize="int5k"` int5 with int4k's projections in qb8w (INT5K). These choices are
+exir/fc_formats.py's (`foundation_format`; each format's key suffixes, quantizer and fallback are
+its row's). The partitioner records the format of each foundation weight on its placeholder (QUANT_SCHEME_META)
 and returns the int8 ones with their reason (PartitionResult.fallbacks) and the format of each
 gathered table (PartitionResult.gathered_formats).
 
@@ -197,7 +199,7 @@ class XnnpackPartitioner(Partitioner):
         """This partitioner with an importance per foundation weight (see importance in __init__).
 
         Raises:
-          OptionError: its format weighs no importance (only --quantize int4 does).
+          OptionError: its format weighs no importance (--quantize int4 and int5 do, and their mixes).
         """
         fmt = self.options.quantized_format
         if fmt is None or not fmt.weighs_importance:

@@ -17,6 +17,7 @@ constexpr int8_t kSchemeNone = 0;
 constexpr int8_t kSchemeQC8W = 1;
 constexpr int8_t kSchemeQC4W = 2;
 constexpr int8_t kSchemeQB8W = 3;
+constexpr int8_t kSchemeQB5W = 4;
 
 constexpr size_t kScratchPartAlignment = 64;
 
@@ -132,6 +133,37 @@ bool qb8w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const 
       .ok();
 }
 
+// --- qb5w: signed 5-bit in blocks of 32 inputs, float16 scales per block, float bias; activations
+// as qc8w's.
+
+size_t qb5w_tile_bytes(const FcShape& s) { return kernels::qb5_tile_bytes(s.k); }
+
+void qb5w_pack(const FcShape& s, size_t first, size_t count, const void* weight, const void* bias,
+               const void* scales, void* packed) {
+  const size_t blocks = s.k / kernels::kActBlock;
+  const size_t row_bytes = blocks * kernels::kQB5RowBlockBytes;
+  kernels::qb5w_pack(static_cast<const uint8_t*>(weight) + first * row_bytes,
+                     static_cast<const uint16_t*>(scales) + first * blocks,
+                     bias != nullptr ? static_cast<const float*>(bias) + first : nullptr, s.k,
+                     count, packed);
+}
+
+void settle_qb5w() {
+  (void)kernels::qs8_kernel_sets();
+  (void)kernels::qb5_kernel_sets();
+}
+
+Status qb5w_check_slab(const FcShape& s, const FcSlab& slab) {
+  return kernels::check_qb5_kernel_args(s.k, slab.count, slab.packed, slab.packed_bytes);
+}
+
+bool qb5w_run_slab(const FcShape& s, const FcSlab& slab, const FcRows& r, const FcSlab*, bool) {
+  return kernels::qs8_qb5w_run_quantized(kernels::qb5_kernel_sets().best(), slab.packed,
+                                         slab.packed_bytes, s.k, slab.count, r.rows, r.scratch,
+                                         r.y + slab.first, s.n)
+      .ok();
+}
+
 // --- qc4w: int4 in groups along the input dim, float16 scales, float bias; activations as qc8w's.
 
 size_t qc4w_tile_bytes(const FcShape& s) { return kernels::qc4_tile_bytes(s.k, s.group); }
@@ -178,39 +210,48 @@ void qc8w_unpacked(size_t m, size_t n, size_t k, const float* x, const void* w,
 // The rows. The vector kernels read a tile in 64-byte groups, so every own packing starts on a
 // cache line.
 constexpr FcFormat kF32 = {
-    "f32",     1,       "f32",   ScalarType::Float, kSchemeNone, 1,       ScalarType::Float,
+    "f32",     1,       "f32",   ScalarType::Float, kSchemeNone, 32,      ScalarType::Float,
     false,     false,   ScalarType::Float, 0, nullptr,
     0,         0,       4,       nullptr,           nullptr,     &settle_f32,
     nullptr,   &no_scratch,      nullptr,           nullptr,     &f32_unpacked,
 };
 constexpr FcFormat kF16W = {
-    "f16w",           2,           "f16",           ScalarType::Half, kSchemeNone, 1,
+    "f16w",           2,           "f16",           ScalarType::Half, kSchemeNone, 16,
     ScalarType::Half, false,       false,           ScalarType::Half, 0, nullptr,
     kernels::kF16WTile, 64,        2,               &f16w_tile_bytes, &f16w_pack,  &settle_f16w,
     &f16w_check_slab, &no_scratch, nullptr,         &f16w_run_slab,  &f16w_unpacked,
 };
 constexpr FcFormat kQC8W = {
-    "qc8w",            3,             "int8",         ScalarType::Char, kSchemeQC8W, 1,
+    "qc8w",            3,             "int8",         ScalarType::Char, kSchemeQC8W, 8,
     ScalarType::Float, true,          false,          ScalarType::Float, 0, nullptr,
     kernels::kQC8Tile, 64,            1,              &qc8w_tile_bytes, &qc8w_pack,  &settle_qc8w,
     &qc8w_check_slab,  &quantized_layout, &quantize_rows, &qc8w_run_slab, &qc8w_unpacked,
 };
 // Blocks of 32 only: the kernels fuse one weight scale per activation block.
 constexpr FcFormat kQB8W = {
-    "qb8w",            5,             "int8 per block", ScalarType::Char, kSchemeQB8W, 1,
+    "qb8w",            5,             "int8 per block", ScalarType::Char, kSchemeQB8W, 8,
     ScalarType::Float, true,          true,             ScalarType::Half, 0x1, "32",
     kernels::kQC8Tile, 64,            1,                &qb8w_tile_bytes, &qb8w_pack, &settle_qb8w,
     &qb8w_check_slab,  &quantized_layout, &quantize_rows, &qb8w_run_slab, nullptr,
 };
 constexpr FcFormat kQC4W = {
-    "qc4w",            4,             "int4",        ScalarType::Byte, kSchemeQC4W, 2,
+    "qc4w",            4,             "int4",        ScalarType::Byte, kSchemeQC4W, 4,
     ScalarType::Float, true,          true,          ScalarType::Half, 0x7, "32, 64 or 128",
     kernels::kQC4Tile, 64,            1,             &qc4w_tile_bytes, &qc4w_pack,  &settle_qc4w,
     &qc4w_check_slab,  &quantized_layout, &quantize_rows, &qc4w_run_slab, nullptr,
 };
 
-// qc8w before qb8w: fc_format(Char) is the row a weight read as stored runs as.
-constexpr const FcFormat* kFormats[] = {&kF32, &kF16W, &kQC8W, &kQB8W, &kQC4W};
+// Blocks of 32 only, as qb8w.
+constexpr FcFormat kQB5W = {
+    "qb5w",            6,             "int5 per block", ScalarType::Byte, kSchemeQB5W, 5,
+    ScalarType::Float, true,          true,             ScalarType::Half, 0x1, "32",
+    kernels::kQC8Tile, 64,            1,                &qb5w_tile_bytes, &qb5w_pack, &settle_qb5w,
+    &qb5w_check_slab,  &quantized_layout, &quantize_rows, &qb5w_run_slab, nullptr,
+};
+
+// qc8w before qb8w: fc_format(Char) is the row a weight read as stored runs as (qc4w before qb5w
+// likewise for Byte, though no unpacked path takes either).
+constexpr const FcFormat* kFormats[] = {&kF32, &kF16W, &kQC8W, &kQB8W, &kQC4W, &kQB5W};
 
 }  // namespace
 

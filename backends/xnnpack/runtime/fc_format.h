@@ -1,4 +1,4 @@
-// FcFormat: one row per fully connected weight format (f32, f16w, qc8w, qb8w, qc4w), the one
+// FcFormat: one row per fully connected weight format (f32, f16w, qc8w, qb8w, qc4w, qb5w), the one
 // place the delegate says what a format is. Everything that differs between formats is a field or
 // a function of its row, so the graph reader, the compiler, the weights cache and PackedOperator
 // ask the row and never branch on a dtype themselves; adding a format is adding a row
@@ -70,12 +70,14 @@ struct FcRows {
 };
 
 struct FcFormat {
-  const char* name;    // "f32", "f16w", "qc8w", "qb8w", "qc4w": also the Python row's.
+  const char* name;    // "f32", "f16w", "qc8w", "qb8w", "qc4w", "qb5w": also the Python row's.
   uint8_t scheme;      // The weights cache's op kind for its entries; also the Python row's.
   const char* what;    // For messages: "f32", "f16", "int8", "int4".
   runtime::ScalarType weight_dtype;
   int8_t quant_scheme;      // xnnpack_graph.fbs QuantScheme of its weight values.
-  size_t values_per_byte;   // The stored entry is [out, in / values_per_byte].
+  // Bits a value takes in the stored entry, which is [out, in * value_bits / (8 * element_bytes)]
+  // elements: the element's bits, or fewer where values share bytes (int4: 4; int5: 5).
+  size_t value_bits;
   runtime::ScalarType bias_dtype;
   bool has_scales;          // Scales under the value's scales_key:
   bool group_scales;        // [out, in / group] (group_size in the graph), else [out];
@@ -119,7 +121,11 @@ struct FcFormat {
     return false;
   }
   // The stored weight entry's dims for an [out, in] weight, and a request's group size.
-  size_t stored_in(size_t input_channels) const { return input_channels / values_per_byte; }
+  size_t stored_in(size_t input_channels) const {
+    return input_channels * value_bits / (8 * element_bytes);
+  }
+  // Whether several values share a stored byte (the entry is named uint8 bytes).
+  bool packs_values() const { return value_bits < 8 * element_bytes; }
 };
 
 // The row for a weight value of `dtype` with `quant_scheme`, or null when no format has them.

@@ -268,7 +268,7 @@ ConstantRef GraphCompiler::constant_ref(uint32_t id) const {
   ConstantRef ref;
   ref.identity.dtype = value(id).dtype;
   ref.identity.dims.assign(value(id).dims.begin(), value(id).dims.end());
-  // A weight's entry is [out, in / values_per_byte] (int4: two values a byte).
+  // A weight's entry is [out, stored_in(in)] (int4: two values a byte).
   const FcFormat* format = value(id).format;
   if (format != nullptr && ref.identity.dims.size() == 2) {
     ref.identity.dims[1] = static_cast<uint32_t>(format->stored_in(ref.identity.dims[1]));

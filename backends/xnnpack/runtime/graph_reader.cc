@@ -55,7 +55,7 @@ Status read_kind_and_dtype(uint32_t id, const fb::Value& v, ValueInfo* info) {
   ES_CHECK_OR_RETURN_ERROR(
       known && (dtype == ScalarType::Float || named || input), Error::NotSupported,
       "value %u has dtype %d; the XNNPACK delegate runs float32, and HALF, "
-      "CHAR (QC8W, QB8W) or BYTE (QC4W) only for fully connected weights",
+      "CHAR (QC8W, QB8W) or BYTE (QC4W, QB5W) only for fully connected weights",
       id, static_cast<int>(v.dtype()));
   if (input) {
     ES_CHECK_OR_RETURN_ERROR(v.quant_scheme() == fb::QuantScheme_NONE, Error::InvalidProgram,

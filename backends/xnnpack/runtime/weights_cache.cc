@@ -88,14 +88,15 @@ Status check_fully_connected_request(const FullyConnectedRequest& r) {
                            "fully connected weight '%s' has dtype %s; Float, Half, Char or Byte "
                            "only, as its format's",
                            key, runtime::to_string(weight.dtype));
-  if (format->values_per_byte > 1) {
+  if (format->packs_values()) {
     ES_CHECK_OR_RETURN_ERROR(
         !weight.is_inline && weight.dims.size() == 2 && weight.dims[0] == r.output_channels &&
-            weight.dims[1] * format->values_per_byte == r.input_channels,
+            r.input_channels * format->value_bits % 8 == 0 &&
+            weight.dims[1] == format->stored_in(r.input_channels),
         Error::InvalidArgument,
         "fully connected weight '%s' is %s [%zu x %zu]: it needs named uint8 [%zu, %zu] bytes",
         key, format->what, r.output_channels, r.input_channels, r.output_channels,
-        r.input_channels / format->values_per_byte);
+        format->stored_in(r.input_channels));
   }
   if (format->group_scales) {
     const std::vector<uint32_t>& s = r.scales.identity.dims;

@@ -566,6 +566,48 @@ Status embedding_qb8w(Args args) {
   return Status();
 }
 
+// edgeshare::embedding_qb5w(weight uint8 [n, d * 5 / 8], scales half [n, d / 32], indices)
+// -> float [..., d]: the gather of a 5-bit table in blocks of 32 (exir/_quantizers.py's qb5w: per
+// row and block, u = w + 16's low nibbles two to a byte, then its fifth bits as a little-endian
+// 32-bit word), only the looked-up rows, each value q * its block's scale (exact in float).
+Status embedding_qb5w(Args args) {
+  const char* op = "edgeshare::embedding_qb5w";
+  constexpr size_t kBlock = 32, kBlockBytes = kBlock * 5 / 8;
+  ES_ASSIGN_OR_RETURN(const GatherOperands g, gather_operands(args, op));
+  Tensor *weight = g.weight, *scales = g.scales, *indices = g.indices;
+  ES_CHECK_OR_RETURN_ERROR(weight->dim() == 2 && weight->scalar_type() == ScalarType::Byte,
+                           Error::InvalidProgram, "%s: weight must be a 2-d uint8 tensor", op);
+  const size_t rows = weight->size(0), row_bytes = weight->size(1);
+  const size_t blocks = row_bytes / kBlockBytes, width = blocks * kBlock;
+  ES_CHECK_OR_RETURN_ERROR(row_bytes % kBlockBytes == 0 && blocks > 0 && scales->dim() == 2 &&
+                               scales->scalar_type() == ScalarType::Half &&
+                               static_cast<size_t>(scales->size(0)) == rows &&
+                               static_cast<size_t>(scales->size(1)) == blocks,
+                           Error::InvalidProgram,
+                           "%s: rows of %zu bytes need a multiple of %zu and half scales "
+                           "[%zu, %zu]",
+                           op, row_bytes, kBlockBytes, rows, blocks);
+  ES_RETURN_IF_ERROR(resize_gathered(g, width, op));
+  const auto* packed = static_cast<const uint8_t*>(weight->const_data());
+  const auto* scale = static_cast<const uint16_t*>(scales->const_data());
+  auto* dst = static_cast<float*>(g.out->mutable_data());
+  for (size_t i = 0; i < indices->numel(); ++i) {
+    ES_ASSIGN_OR_RETURN(const size_t index, table_row(*indices, i, rows, op));
+    float* y = dst + i * width;
+    for (size_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = packed + index * row_bytes + b * kBlockBytes;
+      const uint8_t* fifth = block + kBlock / 2;
+      const float s = kernels::half_to_float(scale[index * blocks + b]);
+      for (size_t j = 0; j < kBlock; ++j) {
+        const int low = (block[j / 2] >> (4 * (j % 2))) & 0xF;
+        const int u = low | ((fifth[j / 8] >> (j % 8)) & 1) << 4;
+        y[b * kBlock + j] = static_cast<float>(u - 16) * s;
+      }
+    }
+  }
+  return Status();
+}
+
 // edgeshare::embedding_qc4w(weight uint8 [n, d / 2], scales half [n, d / group], indices)
 // -> float [..., d]: the gather of an int4 table (exir/quantize.py's qc4w), only the looked-up rows
 // dequantized, each as q * scale per group. The group is d / the scales' columns.
@@ -617,6 +659,7 @@ const KernelEntry kKernels[] = {
     {"aten::embedding", embedding, 5},
     {"edgeshare::embedding_qc8w", embedding_qc8w, 3},
     {"edgeshare::embedding_qb8w", embedding_qb8w, 3},
+    {"edgeshare::embedding_qb5w", embedding_qb5w, 3},
     {"edgeshare::embedding_qc4w", embedding_qc4w, 3},
     {"aten::cat", cat, 2},
 };

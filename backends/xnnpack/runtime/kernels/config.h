@@ -187,6 +187,36 @@ runtime::Status qs8_qb8w_run_quantized(const QB8Kernels& set, const void* packed
                                        size_t packed_bytes, size_t k, size_t n, size_t rows,
                                        const QS8Scratch& scratch, float* y, size_t y_stride);
 
+// The 5-bit fully connected with block scales (kernels.h's qb5w): GEMV and GEMM over its
+// packing; the activations are quantized with a QS8Kernels set's quantizer. Defined in
+// qb5w_config.cc.
+struct QB5Kernels {
+  QS8QB5WGemvFn gemv = nullptr;
+  QS8QB5WGemmFn gemm = nullptr;
+};
+
+// The qb5w sets, best() giving the scalar reference's bits on a probe.
+const KernelSets<QB5Kernels>& qb5_kernel_sets();
+
+// True when both kinds of `set` give the scalar reference's bits on a probe (an odd number of
+// blocks, rows around the tiles' blocks, n not a multiple of the tiles, every 5-bit value).
+bool qb5_matches_reference(const QB5Kernels& set);
+
+// The preconditions of the qb5w kernels for an [n, k] weight packed at `packed` in `packed_bytes`
+// bytes (qb5w_pack's layout).
+// Errors: InvalidArgument when k or n is 0, k is not a multiple of kActBlock, packed is null or
+// packed_bytes is not qb5_packed_bytes(k, n).
+runtime::Status check_qb5_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes);
+
+// The qb5w fully connected over rows already quantized into `scratch` (qs8_quantize_rows), as
+// qs8_qb8w_run_quantized over qb5w's packing (a slab's tiles from packed + first / kQC8Tile *
+// qb5_tile_bytes(k)).
+// Errors: InvalidArgument when check_qb5_kernel_args fails, rows exceed the scratch, a buffer is
+// null, the output stride is too short or a kind of `set` is missing; y is not written then.
+runtime::Status qs8_qb5w_run_quantized(const QB5Kernels& set, const void* packed,
+                                       size_t packed_bytes, size_t k, size_t n, size_t rows,
+                                       const QS8Scratch& scratch, float* y, size_t y_stride);
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare

@@ -220,6 +220,74 @@ void qs8_qb8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
                                    const int8_t* q, size_t q_stride, const float* x_scales,
                                    const int32_t* x_sums, float* y, size_t y_stride);
 
+// 5-bit weights with one float16 scale per block of kActBlock inputs (qb5w: signed values in
+// [-16, 15], llama.cpp Q5_0's grain and size, 5.5 bits a weight), activations as above. The file's
+// canonical layout is uint8 [n, k * 5 / 8]: per row and block of 32 values u = w + 16 (in [0, 31]),
+// 16 bytes of low nibbles (value 2j in the low nibble of byte j, 2j + 1 in its high one), then 4
+// bytes whose little-endian bit i is bit 4 of value i; and float16 scales [n, k / kActBlock].
+// The arithmetic is qb8w's (same order of float operations, bit for bit the scalar reference's on
+// every path); only the weights' bytes differ.
+//
+// The packed layout (made once, at load, by qb5w_pack): tiles of kQC8Tile output channels, each
+//   [16 x float: 1.0][16 x float: the channel's bias, 0 without one]   (qb8w's header)
+//   per pair of blocks (b, b + 1):
+//     [block b: 4 x 64 nibble bytes, then 64 bytes of fifth bits]
+//     [block b + 1: likewise]
+//     [16 x float16: block b's scales][16 x float16: block b + 1's scales]
+// A block's 8 groups are qb8w's (16 channels x 4 inputs, byte 4c + i for channel c and input i of
+// the group); nibble vector v's byte holds the low 4 bits of u in group v's byte in its low nibble
+// and of group v + 4's in its high one, and byte i of the fifth bits holds bit 4 of u in group
+// g's byte i at bit g. So a vector kernel rebuilds a group's 64 bytes as qb8w's w + 128 from one
+// nibble load and one bit test: w + 128 = (u & 15) | (bit 4 of u ? 0x80 : 0x70).
+constexpr size_t kQB5NibbleBytes = kActBlock * kQC8Tile / 2;
+constexpr size_t kQB5BitsBytes = kActBlock * kQC8Tile / 8;
+constexpr size_t kQB5BlockBytes = kQB5NibbleBytes + kQB5BitsBytes;
+constexpr size_t kQB5PairBytes = 2 * kQB5BlockBytes + 2 * kQB8ScaleBytes;
+// Bytes of one row's block in the canonical layout (32 values at 5 bits).
+constexpr size_t kQB5RowBlockBytes = kActBlock * 5 / 8;
+
+// Where block b's nibbles (its fifth bits follow them) and its 16 scales start within a tile.
+constexpr size_t qb5_block_offset(size_t b) {
+  return kQC8HeaderBytes + b / 2 * kQB5PairBytes + b % 2 * kQB5BlockBytes;
+}
+constexpr size_t qb5_scales_offset(size_t b) {
+  return kQC8HeaderBytes + b / 2 * kQB5PairBytes + 2 * kQB5BlockBytes + b % 2 * kQB8ScaleBytes;
+}
+constexpr size_t qb5_tile_bytes(size_t k) {
+  return kQC8HeaderBytes + (act_blocks(k) + 1) / 2 * kQB5PairBytes;
+}
+// Bytes of the packing of an [n, k] 5-bit weight with block scales.
+constexpr size_t qb5_packed_bytes(size_t k, size_t n) {
+  return (n + kQC8Tile - 1) / kQC8Tile * qb5_tile_bytes(k);
+}
+
+// Packs canonical 5-bit weights ([n, k * 5 / 8] bytes as above; k a multiple of kActBlock) with
+// their float16 scales (uint16 bits, [n, k / kActBlock]) and bias [n] (null: none) into
+// qb5_packed_bytes(k, n) bytes at `packed` (64-byte aligned for the vector kernels' best speed).
+void qb5w_pack(const uint8_t* weight, const uint16_t* scales, const float* bias, size_t k,
+               size_t n, void* packed);
+
+// The qb5w fully connected over quantized rows, with the int8 kinds' signatures (k: a multiple of
+// kActBlock).
+using QS8QB5WGemvFn = QS8QC8WGemvFn;
+using QS8QB5WGemmFn = QS8QC8WGemmFn;
+void qs8_qb5w_gemv_scalar(const void* packed, size_t k, size_t n, const int8_t* q,
+                          const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb5w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                          size_t q_stride, const float* x_scales, const int32_t* x_sums, float* y,
+                          size_t y_stride);
+// As the qb8w kernels of the same names (AVX2 with FMA and F16C).
+void qs8_qb5w_gemv_4x16_avx2(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb5w_gemm_4x16_avx2(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                             float* y, size_t y_stride);
+void qs8_qb5w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, const int8_t* q,
+                                   const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb5w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
+                                   const int8_t* q, size_t q_stride, const float* x_scales,
+                                   const int32_t* x_sums, float* y, size_t y_stride);
+
 // f32 activations times IEEE half weights (f16w), f32 output: the weights are read as halves (half
 // the bytes of f32, what one-row runs are bound by) and widened in registers, with no convert of
 // the activations or the output around the kernel. Each output is its bias, then one FMA per input

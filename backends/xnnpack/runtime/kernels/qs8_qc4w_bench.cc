@@ -1,7 +1,7 @@
 // What the int4 fully connected kernels cost, measured (printed, never asserted), at the shapes of
 // //bench:llm's model ([out x in]: 1024 x 1024, 2816 x 1024, 1024 x 2816, 32000 x 1024), groups of
-// 32 (or the OUTxIN shapes given as arguments), every path the CPU runs, int4 and int8 over the
-// same shape. Per shape:
+// 32 (or the OUTxIN shapes given as arguments), every path the CPU runs, int4, int5 (qb5w) and
+// int8 over the same shape. Per shape:
 //   GEMV hot:      one row over one weight again and again (it stays in L2 or L3): the kernel's
 //                  compute, cycles per weight at the clock measured at the start;
 //   GEMV streamed: one row over copies of the weight taking turns, 96 MiB in all (three times
@@ -135,6 +135,18 @@ void pack_qc8(size_t n, size_t k, uint32_t* state, Copies* out) {
   }
 }
 
+// A random 5-bit weight [n x k] in blocks of 32 (every byte is a valid canonical one), packed into
+// every copy.
+void pack_qb5(size_t n, size_t k, uint32_t* state, Copies* out) {
+  std::vector<uint8_t> bytes(n * k * 5 / 8);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(next(state));
+  std::vector<uint16_t> scales(n * (k / kActBlock));
+  for (uint16_t& s : scales) s = static_cast<uint16_t>(0x1000 + next(state) % 0x0800);
+  for (size_t c = 0; c < out->count; ++c) {
+    qb5w_pack(bytes.data(), scales.data(), nullptr, k, n, out->copy(c));
+  }
+}
+
 QuantizedRows quantize_rows(size_t k, uint32_t* state) {
   std::vector<float> x(kRows * k);
   for (float& v : x) v = static_cast<float>(next(state) % 2001) / 100.0f - 10.0f;
@@ -149,16 +161,21 @@ QuantizedRows quantize_rows(size_t k, uint32_t* state) {
 // What one shape's cases run on: both weights, the rows and the output.
 struct Operands {
   Operands(size_t out, size_t in)
-      : n(out), k(in), qc4(qc4_packed_bytes(in, out, kGroup)), qc8(qc8_packed_bytes(in, out)) {
+      : n(out),
+        k(in),
+        qc4(qc4_packed_bytes(in, out, kGroup)),
+        qc8(qc8_packed_bytes(in, out)),
+        qb5(qb5_packed_bytes(in, out)) {
     uint32_t state = static_cast<uint32_t>(n * 31 + k);
     pack_qc4(n, k, &state, &qc4);
     pack_qc8(n, k, &state, &qc8);
+    pack_qb5(n, k, &state, &qb5);
     x = quantize_rows(k, &state);
     y.resize(kRows * n);
   }
 
   const size_t n, k;
-  Copies qc4, qc8;
+  Copies qc4, qc8, qb5;
   QuantizedRows x;
   std::vector<float> y;
 };
@@ -259,6 +276,32 @@ void add_qc8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
                     {}});
 }
 
+// The int5 cases of one instruction set (AVX-VNNI's is AVX2's: none): GEMV hot; GEMV streamed and
+// GEMM (none for scalar).
+void add_qb5_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
+  if (isa == Isa::kAvxVnni) return;
+  const QB5Kernels set = qb5_kernel_sets().up_to(isa).kernels;
+  const std::string name = to_string(qb5_kernel_sets().up_to(isa).isa);
+  const double weights = static_cast<double>(o->n) * o->k;
+  const double bytes = static_cast<double>(o->qb5.bytes);
+  const QuantizedRows* x = &o->x;
+  auto gemv = [o, set, x](const void* w) {
+    set.gemv(w, o->k, o->n, x->q.data(), x->scales.data(), x->sums.data(), o->y.data());
+  };
+  cases->push_back({"int5 GEMV hot " + name, weights, bytes, [o, gemv] { gemv(o->qb5.copy(0)); },
+                    {}});
+  if (isa == Isa::kScalar) return;
+  const size_t copies = o->qb5.count;
+  cases->push_back({"int5 GEMV streamed " + name, weights * copies, bytes * copies,
+                    over_copies(&o->qb5, gemv), {}});
+  cases->push_back({"int5 GEMM 64 rows " + name, weights * kRows, bytes,
+                    [o, set, x] {
+                      set.gemm(o->qb5.copy(0), o->k, o->n, kRows, x->q.data(), qc8_padded_k(o->k),
+                               x->scales.data(), x->sums.data(), o->y.data(), o->n);
+                    },
+                    {}});
+}
+
 // Runs every case once per round, rounds interleaved, after one warm run each (pages faulted in).
 void time_rounds(std::vector<Case>* cases) {
   for (Case& c : *cases) c.run();
@@ -276,9 +319,11 @@ void time_rounds(std::vector<Case>* cases) {
 
 // The shape's line, then each case's best and median.
 void print_shape(const Operands& o, std::vector<Case>* cases, double ghz) {
-  std::printf("[%zu x %zu] int4 g%zu %.2f MiB packed (%zu copies streamed), int8 %.2f MiB (%zu)\n",
-              o.n, o.k, kGroup, o.qc4.bytes / 1048576.0, o.qc4.count, o.qc8.bytes / 1048576.0,
-              o.qc8.count);
+  std::printf(
+      "[%zu x %zu] int4 g%zu %.2f MiB packed (%zu copies streamed), int5 %.2f MiB (%zu), int8 "
+      "%.2f MiB (%zu)\n",
+      o.n, o.k, kGroup, o.qc4.bytes / 1048576.0, o.qc4.count, o.qb5.bytes / 1048576.0,
+      o.qb5.count, o.qc8.bytes / 1048576.0, o.qc8.count);
   for (Case& c : *cases) {
     std::sort(c.ns.begin(), c.ns.end());
     const double best = c.ns.front(), median = c.ns[c.ns.size() / 2];
@@ -295,6 +340,7 @@ void bench_shape(size_t n, size_t k, double ghz) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
     if (!cpu_runs(isa)) continue;
     add_qc4_cases(isa, &o, &cases);
+    add_qb5_cases(isa, &o, &cases);
     add_qc8_cases(isa, &o, &cases);
   }
   time_rounds(&cases);

@@ -6,7 +6,9 @@
 // Every block follows kernels.h's order: per activation block of kActBlock inputs (8 groups of
 // 4), an exact int32 dot per row and channel, converted to float once and fused into the row's
 // float accumulator with the block's scale (qb8w: times the weights' block scale); at the end
-// fma(acc, w_scale, bias) (qb8w: w_scale is 1).
+// fma(acc, w_scale, bias) (qb8w: w_scale is 1). qb5w runs qb8w's blocks over its own bytes: each
+// group of 5-bit weights is rebuilt in registers as the 64 bytes qb8w stores (w + 128), so the dot
+// products, the order of float operations and the bits are qb8w's.
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_X86_BLOCKS_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_X86_BLOCKS_H_
@@ -44,14 +46,28 @@ using QS8BlockFn = void (*)(const QS8Args& a);
 
 // Where a tile's weight scales are (kernels.h): one per channel in the header (qc8w, whose groups
 // follow the header in order), or one float16 per channel and block after each pair of blocks
-// (qb8w).
-enum class QS8Scales { kPerChannel, kPerBlock };
+// (qb8w; qb5w, whose blocks hold 5-bit weights as nibbles and fifth bits).
+enum class QS8Scales { kPerChannel, kPerBlock, kPerBlockInt5 };
 
-// Where block b's groups start in the tile at w.
+// Where block b's groups (qb5w: its nibbles) start in the tile at w.
 template <QS8Scales kScales>
 inline const uint8_t* qs8_block_at(const uint8_t* w, size_t b) {
+  if (kScales == QS8Scales::kPerBlockInt5) return w + qb5_block_offset(b);
   return kScales == QS8Scales::kPerBlock ? w + qb8_block_offset(b)
                                          : w + kQC8HeaderBytes + b * kActBlock * kQC8Tile;
+}
+
+// Where block b's 16 float16 scales start within a tile (the block-scale layouts).
+template <QS8Scales kScales>
+constexpr size_t qs8_scales_at(size_t b) {
+  return kScales == QS8Scales::kPerBlockInt5 ? qb5_scales_offset(b) : qb8_scales_offset(b);
+}
+
+// The bytes a block's group g advances by, for prefetching one weight stream.
+template <QS8Scales kScales>
+constexpr size_t qs8_group_stride() {
+  return kScales == QS8Scales::kPerBlockInt5 ? kQB5BlockBytes / (kActBlock / kQC8KBlock)
+                                             : kQC8Tile * kQC8KBlock;
 }
 
 // The 4 activation bytes of inputs [i, i + 4) of a row, as one 32-bit lane.
@@ -94,6 +110,25 @@ inline void qs8_run_blocks(const QS8BlockFn (&blocks)[kMaxRows][kMaxTiles], cons
 }
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
+// Group g of the block whose bytes start at p, as qb8w's 64 stored bytes (w + 128). qb5w's: the
+// group's nibbles (the high ones for groups 4-7) or'd with 0x80 where its fifth bit is set, 0x70
+// where not: u & 15 | (u >= 16 ? 0x80 : 0x70) is u - 16 + 128.
+template <QS8Scales kScales>
+__attribute__((always_inline)) inline __m512i qs8_group_512(const uint8_t* p, int g) {
+  if constexpr (kScales != QS8Scales::kPerBlockInt5) {
+    return _mm512_loadu_si512(p + g * kQC8Tile * kQC8KBlock);
+  } else {
+    __m512i nibbles = _mm512_loadu_si512(p + g % 4 * 64);
+    if (g >= 4) nibbles = _mm512_srli_epi16(nibbles, 4);
+    const __mmask64 fifth = _mm512_test_epi8_mask(_mm512_loadu_si512(p + kQB5NibbleBytes),
+                                                  _mm512_set1_epi8(static_cast<char>(1 << g)));
+    const __m512i high = _mm512_mask_blend_epi8(fifth, _mm512_set1_epi8(0x70),
+                                                _mm512_set1_epi8(static_cast<char>(0x80)));
+    // (nibbles & 0x0F) | high.
+    return _mm512_ternarylogic_epi32(nibbles, _mm512_set1_epi8(0x0F), high, 0xEA);
+  }
+}
+
 // The zero-masking forms with every lane set stand for the plain ones (same instruction and
 // result): GCC 12's plain forms pass an undefined vector to their builtins, which -Wuninitialized
 // flags at every inlined use.
@@ -118,12 +153,12 @@ void qs8_block_avx512vnni(const QS8Args& a) {
       for (int t = 0; t < kTiles; ++t) acc[r][t] = start;
     }
 #pragma GCC unroll 8
-    for (int g = 0; g < kQS8GroupsPerBlock; ++g, p += kQC8Tile * kQC8KBlock) {
+    for (int g = 0; g < kQS8GroupsPerBlock; ++g) {
       __m512i wv[kTiles];
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        if (kPrefetch) prefetch_ahead(p + t * a.tile_bytes);
-        wv[t] = _mm512_loadu_si512(p + t * a.tile_bytes);
+        if (kPrefetch) prefetch_ahead(p + t * a.tile_bytes + g * qs8_group_stride<kScales>());
+        wv[t] = qs8_group_512<kScales>(p + t * a.tile_bytes, g);
       }
 #pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) {
@@ -133,12 +168,13 @@ void qs8_block_avx512vnni(const QS8Args& a) {
         for (int t = 0; t < kTiles; ++t) acc[r][t] = _mm512_dpbusd_epi32(acc[r][t], wv[t], xv);
       }
     }
-    if constexpr (kScales == QS8Scales::kPerBlock) {
+    if constexpr (kScales != QS8Scales::kPerChannel) {
       __m512 ws[kTiles];
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        ws[t] = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                                  a.w + t * a.tile_bytes + qb8_scales_offset(b))));
+        const uint8_t* scales = a.w + t * a.tile_bytes + qs8_scales_at<kScales>(b);
+        ws[t] = _mm512_maskz_cvtph_ps(
+            0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
       }
 #pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) {
@@ -177,6 +213,27 @@ void qs8_block_avx512vnni(const QS8Args& a) {
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__)
+// Half h (channels 8h to 8h + 7) of group g of the block whose bytes start at p, as qb8w's 32
+// stored bytes (w + 128); qb5w's rebuilt as qs8_group_512 does.
+template <QS8Scales kScales>
+__attribute__((always_inline)) inline __m256i qs8_group_256(const uint8_t* p, int g, int h) {
+  if constexpr (kScales != QS8Scales::kPerBlockInt5) {
+    const uint8_t* group = p + g * kQC8Tile * kQC8KBlock + 32 * h;
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group));
+  } else {
+    __m256i nibbles =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + g % 4 * 64 + 32 * h));
+    if (g >= 4) nibbles = _mm256_srli_epi16(nibbles, 4);
+    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << g));
+    const __m256i bits =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kQB5NibbleBytes + 32 * h));
+    const __m256i fifth = _mm256_cmpeq_epi8(_mm256_and_si256(bits, bit), bit);
+    const __m256i high = _mm256_blendv_epi8(_mm256_set1_epi8(0x70),
+                                            _mm256_set1_epi8(static_cast<char>(0x80)), fifth);
+    return _mm256_or_si256(_mm256_and_si256(nibbles, _mm256_set1_epi8(0x0F)), high);
+  }
+}
+
 // The blocks on 256-bit vectors: each tile's 16 channels are two halves (channels 0-7 and 8-15 of a
 // group are its first and second 32 bytes), and `Dot` is how 4 activation bytes meet 4 weight
 // bytes per lane: `weights` makes the loaded bytes its operand, `start` a block's first value.
@@ -200,15 +257,14 @@ void qs8_block_256(const QS8Args& a) {
     // Unrolled by two only: fully unrolled, GCC reassociates the block's integer adds (AVX2's
     // VPADDD after VPMADDWD) into a tree whose partial sums spill.
 #pragma GCC unroll 2
-    for (int g = 0; g < kQS8GroupsPerBlock; ++g, p += kQC8Tile * kQC8KBlock) {
+    for (int g = 0; g < kQS8GroupsPerBlock; ++g) {
       __m256i wv[kTiles][2];
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        if (kPrefetch) prefetch_ahead(p + t * a.tile_bytes);
+        if (kPrefetch) prefetch_ahead(p + t * a.tile_bytes + g * qs8_group_stride<kScales>());
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-          wv[t][h] = Dot::weights(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + t * a.tile_bytes + 32 * h)));
+          wv[t][h] = Dot::weights(qs8_group_256<kScales>(p + t * a.tile_bytes, g, h));
         }
       }
 #pragma GCC unroll 8
@@ -222,7 +278,7 @@ void qs8_block_256(const QS8Args& a) {
         }
       }
     }
-    if constexpr (kScales == QS8Scales::kPerBlock) {
+    if constexpr (kScales != QS8Scales::kPerChannel) {
 #if defined(__F16C__)
       __m256 ws[kTiles][2];
 #pragma GCC unroll 8
@@ -230,7 +286,7 @@ void qs8_block_256(const QS8Args& a) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           ws[t][h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
-              a.w + t * a.tile_bytes + qb8_scales_offset(b) + 16 * h)));
+              a.w + t * a.tile_bytes + qs8_scales_at<kScales>(b) + 16 * h)));
         }
       }
 #pragma GCC unroll 8
@@ -246,7 +302,7 @@ void qs8_block_256(const QS8Args& a) {
         }
       }
 #else
-      static_assert(kScales != QS8Scales::kPerBlock, "the qb8w blocks need F16C");
+      static_assert(kScales == QS8Scales::kPerChannel, "the block-scale layouts need F16C");
 #endif
     } else {
 #pragma GCC unroll 8
@@ -282,6 +338,7 @@ void qs8_block_256(const QS8Args& a) {
 // The bytes of one tile of a layout.
 template <QS8Scales kScales>
 constexpr size_t qs8_tile_bytes(size_t k) {
+  if (kScales == QS8Scales::kPerBlockInt5) return qb5_tile_bytes(k);
   return kScales == QS8Scales::kPerBlock ? qb8_tile_bytes(k) : qc8_tile_bytes(k);
 }
 
