@@ -1,15 +1,15 @@
 // What the int4 fully connected kernels cost, measured (printed, never asserted), at the shapes of
 // //bench:llm's model ([out x in]: 1024 x 1024, 2816 x 1024, 1024 x 2816, 32000 x 1024), groups of
 // 32 (or the OUTxIN shapes given as arguments), every path the CPU runs, int4 and int8 (per row,
-// qc8w; in blocks, qb8w, at 8 rows) over the same shape. Per shape:
+// qc8w; in blocks, qb8w, at 8 rows only) over the same shape. Per shape:
 //   GEMV hot:      one row over one weight again and again (it stays in L2 or L3): the kernel's
 //                  compute, cycles per weight at the clock measured at the start;
 //   GEMV streamed: one row over copies of the weight taking turns, 96 MiB in all (three times
 //                  L3), as a decode step reads its weights from memory; whole, and in column
 //                  slabs (one call each) as the delegate runs it;
-//   GEMM 8 rows:   a batch's 8 decode rows over one weight, hot and streamed (as the GEMV); on
-//                  AVX-512 VNNI also the 4-row int4 tile over the same 8 rows (two passes), the
-//                  8-row tile's peer;
+//   GEMM 8 rows:   a batch's 8 decode rows over one weight, hot and streamed (as the GEMV), for
+//                  int4, int8 and int8 in blocks; on AVX-512 VNNI also the 4-row int4 tile over
+//                  the same 8 rows (two passes), the 8-row tile's peer;
 //   GEMM 64 rows:  a prefill's 64 rows over one weight (hot), the epilogue included (as in every
 //                  case); on AVX-512 VNNI also the 4-row int4 tile.
 // Every case runs once per round, rounds interleaved so that other jobs on the shared machine
@@ -205,9 +205,9 @@ void qc8_gemv(const QS8Kernels& set, const QuantizedRows& x, const void* w, size
   set.gemv(w, in, cols, x.q.data(), x.scales.data(), x.sums.data(), out);
 }
 
-void qc8_gemm(const QS8Kernels& set, const QuantizedRows& x, const void* w, size_t in, size_t cols,
-              float* out) {
-  set.gemm(w, in, cols, kRows, x.q.data(), qc8_padded_k(in), x.scales.data(), x.sums.data(), out,
+void qc8_gemm(const QS8Kernels& set, size_t rows, const QuantizedRows& x, const void* w, size_t in,
+              size_t cols, float* out) {
+  set.gemm(w, in, cols, rows, x.q.data(), qc8_padded_k(in), x.scales.data(), x.sums.data(), out,
            cols);
 }
 
@@ -319,7 +319,8 @@ void add_qb8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
                     {}});
 }
 
-// The int8 cases of one instruction set: GEMV hot; GEMV streamed and GEMM (none for scalar).
+// The int8 cases of one instruction set: GEMV hot; GEMV streamed and GEMM at 8 and 64 rows (none
+// for scalar).
 void add_qc8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
   const QS8Kernels set = qs8_kernel_sets().up_to(isa).kernels;
   const std::string name = to_string(qs8_kernel_sets().up_to(isa).isa);
@@ -336,8 +337,22 @@ void add_qc8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
                                   qc8_gemv(set, o->x, w, o->k, o->n, o->y.data());
                                 }),
                     {}});
+  cases->push_back({"int8 GEMM 8 rows hot " + name, weights * kBatchRows, bytes,
+                    [o, set] {
+                      qc8_gemm(set, kBatchRows, o->x, o->qc8.copy(0), o->k, o->n, o->y.data());
+                    },
+                    {}});
+  cases->push_back({"int8 GEMM 8 rows streamed " + name, weights * kBatchRows * copies,
+                    bytes * copies,
+                    over_copies(&o->qc8,
+                                [o, set](const uint8_t* w) {
+                                  qc8_gemm(set, kBatchRows, o->x, w, o->k, o->n, o->y.data());
+                                }),
+                    {}});
   cases->push_back({"int8 GEMM 64 rows " + name, weights * kRows, bytes,
-                    [o, set] { qc8_gemm(set, o->x, o->qc8.copy(0), o->k, o->n, o->y.data()); },
+                    [o, set] {
+                      qc8_gemm(set, kRows, o->x, o->qc8.copy(0), o->k, o->n, o->y.data());
+                    },
                     {}});
 }
 
