@@ -160,7 +160,8 @@ QuantizedRows quantize_rows(size_t k, uint32_t* state) {
   return rows;
 }
 
-// What one shape's cases run on: both weights, the rows and the output.
+// What one shape's cases run on: the weights (int4, int8 per row and in blocks), the rows and the
+// output.
 struct Operands {
   Operands(size_t out, size_t in)
       : n(out),
@@ -296,10 +297,9 @@ void add_qc4_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
   }
 }
 
-// The int8-in-blocks GEMM at kBatchRows rows, hot and streamed (none for scalar, nor for
-// AVX-512 F without VNNI, whose set is AVX2's).
+// The int8-in-blocks GEMM at kBatchRows rows, hot and streamed (none for scalar).
 void add_qb8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
-  if (isa == Isa::kScalar || isa == Isa::kAvx512f) return;
+  if (isa == Isa::kScalar) return;
   const QB8Kernels set = qb8_kernel_sets().up_to(isa).kernels;
   const std::string name = to_string(qb8_kernel_sets().up_to(isa).isa);
   const double weights = static_cast<double>(o->n) * o->k;

@@ -14,8 +14,8 @@ void qs8_qc4w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
                                    size_t y_stride) {
   const size_t eights = rows / 8 * 8;
   if (eights > 0) {
-    // Each pass over the weight now serves eight rows, so it reads the weight at the rate of a
-    // GEMV's and waits on memory as a GEMV does: it asks for each tile's lines ahead as the GEMV
+    // A pass over the weight that serves eight rows reads it about as fast as a one-row GEMV, so
+    // it would wait on memory as a GEMV would: it asks for each tile's lines ahead as the GEMV
     // does.
     qc4w_run<QC4Avx512Vnni, 8, 2>(packed, k, n, group, eights, q, q_stride, x_scales, x_sums, y,
                                   y_stride, /*prefetch=*/true);
