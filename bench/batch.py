@@ -10,8 +10,12 @@ no adapter, and adapter1's program generating alone (edgeshare's one-at-a-time f
 at a time, time to first token, and VmRSS with everything loaded beside the budget (foundation.ptd
 and the 8 adapter files, the slots' KV cache, and 64 MiB).
 
+--runner LABEL=PATH (repeatable) runs every case with each of several batch_runner builds (a kernel
+change's before and after), interleaved within each repeat over the same exported files; each
+build's rows carry its label and their own one-at-a-time figure.
+
     ./bazelw run -c opt //bench:batch -- --formats int8,int4 --threads 2 [--model smollm2]
-        [--adapter-dtype fp16|fp32] [--json F]
+        [--adapter-dtype fp16|fp32] [--runner before=/tmp/batch_runner --runner after=...] [--json F]
 """
 
 import argparse
@@ -22,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench._llm_model import LlmSpec, save_llm
@@ -43,8 +47,8 @@ def _runner() -> str:
     return path
 
 
-def _run(args: Sequence[str]) -> Dict[str, Any]:
-    proc = subprocess.run([_runner(), *args], capture_output=True, text=True)
+def _run(runner: str, args: Sequence[str]) -> Dict[str, Any]:
+    proc = subprocess.run([runner, *args], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"batch_runner {' '.join(args)}: {proc.stderr.strip()}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -63,8 +67,14 @@ def measure(
     prompt_len: int,
     new_tokens: int,
     adapter_dtype: str = "fp16",
+    runners: Optional[Sequence[Tuple[str, str]]] = None,
 ) -> List[Dict[str, Any]]:
-    """Exports one format and runs every case `repeats` times interleaved -> one row per case."""
+    """Exports one format and runs every case `repeats` times interleaved -> one row per case.
+
+    `runners`: (label, batch_runner path) pairs, each running every case (default: the bundled
+    runner, unlabelled) -> one row per runner and case.
+    """
+    runners = list(runners) if runners else [("", _runner())]
     spec = MODELS[model]
     files = save_llm(spec, os.path.join(work, "model"))
     batch, lora = os.path.join(work, f"batch-{quantize}"), os.path.join(work, f"lora-{quantize}")
@@ -96,12 +106,18 @@ def measure(
     for n in SEQUENCES:
         cases[f"{n} adapters"] = ["--sequences", str(n)]
         cases[f"{n} none"] = ["--sequences", str(n), "--no-adapters"]
-    samples: Dict[str, List[Dict[str, Any]]] = {name: [] for name in cases}
+    samples: Dict[Tuple[str, str], List[Dict[str, Any]]] = {
+        (label, name): [] for label, _ in runners for name in cases
+    }
     for r in range(repeats):
         print(f"[batch] {model} {quantize}: repeat {r + 1} of {repeats}", file=sys.stderr, flush=True)
         for name, args in cases.items():
-            samples[name].append(_run(common + args))
-    alone = statistics.median(s["decode_tokens_per_s"] for s in samples["alone"])
+            for label, runner in runners:
+                samples[(label, name)].append(_run(runner, common + args))
+    alone = {
+        label: statistics.median(s["decode_tokens_per_s"] for s in samples[(label, "alone")])
+        for label, _ in runners
+    }
     adapter_files = [os.path.join(batch, f"{n}.ptd") for n in files.adapter_dirs]
     files_mib = _size_mib(os.path.join(batch, "foundation.ptd"), *adapter_files)
     # The slots' KV cache (float32 keys and values of every layer), and the issue's budget: the files
@@ -110,17 +126,18 @@ def measure(
     cache_mib = 8 * spec.max_seq_len * spec.layers * 2 * spec.kv_heads * head_dim * 4 / 2**20
     budget_mib = files_mib + cache_mib + 64
     rows = []
-    for name, runs in samples.items():
+    for (label, name), runs in samples.items():
         tps = statistics.median(s["decode_tokens_per_s"] for s in runs)
         rows.append(
             {
+                "runner": label,
                 "model": model,
                 "format": quantize,
                 "adapter_dtype": adapter_dtype,
                 "case": name,
                 "threads": threads,
                 "decode_tokens_per_s": tps,
-                "vs_alone": tps / alone if alone else 0.0,
+                "vs_alone": tps / alone[label] if alone[label] else 0.0,
                 "ttft_ms": statistics.median(s["ttft_ms"] for s in runs),
                 "rss_mib": statistics.median(s["rss_kib"] for s in runs) / 1024,
                 "files_mib": files_mib,
@@ -131,17 +148,36 @@ def measure(
 
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
+    # A runner column only when some row names its runner (several builds compared).
+    labelled = any(r.get("runner") for r in rows)
     lines = [
-        "| model | format | adapters | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB "
+        ("| runner " if labelled else "")
+        + "| model | format | adapters | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB "
         "| files + KV cache + 64 MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ("| --- " if labelled else "") + "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
-            f"| {r['model']} | {r['format']} | {r['adapter_dtype']} | {r['case']} | {r['decode_tokens_per_s']:.1f} | {r['vs_alone']:.2f} | "
+            (f"| {r['runner']} " if labelled else "")
+            + f"| {r['model']} | {r['format']} | {r['adapter_dtype']} | {r['case']} | {r['decode_tokens_per_s']:.1f} | {r['vs_alone']:.2f} | "
             f"{r['ttft_ms']:.1f} | {r['rss_mib']:.1f} | {r['budget_mib']:.1f} |"
         )
     return "\n".join(lines)
+
+
+def _parse_runners(specs: Sequence[str]) -> List[Tuple[str, str]]:
+    """--runner LABEL=PATH values -> (label, path) pairs; ValueError naming the bad one."""
+    runners: List[Tuple[str, str]] = []
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path:
+            raise ValueError(f"--runner {spec!r} is not LABEL=PATH")
+        if not os.access(path, os.X_OK):
+            raise ValueError(f"--runner {label}: {path} is not an executable file")
+        if label in (known for known, _ in runners):
+            raise ValueError(f"--runner {label} is given twice")
+        runners.append((label, path))
+    return runners
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -154,7 +190,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument(
+        "--runner",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="a batch_runner build to run every case with (repeatable; default: the bundled one)",
+    )
     args = parser.parse_args(argv)
+    try:
+        runners = _parse_runners(args.runner)
+    except ValueError as e:
+        parser.error(str(e))
     formats = [f for f in args.formats.split(",") if f]
     unknown = sorted(set(formats) - {"fp32", "int8", "int4"})
     if unknown:
@@ -172,6 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 args.prompt_len,
                 args.new_tokens,
                 args.adapter_dtype,
+                runners,
             )
     print(markdown(rows))
     if args.json:

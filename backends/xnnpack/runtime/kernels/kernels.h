@@ -427,6 +427,12 @@ void qs8_qc4w_gemm_4x32_avx512vnni(const void* packed, size_t k, size_t n, size_
                                    size_t rows, const int8_t* q, size_t q_stride,
                                    const float* x_scales, const int32_t* x_sums, float* y,
                                    size_t y_stride);
+// Eight rows by two tiles at a time, the rest as the four-row tile: a batch's eight decode rows
+// unpack each weight block once.
+void qs8_qc4w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
+                                   size_t rows, const int8_t* q, size_t q_stride,
+                                   const float* x_scales, const int32_t* x_sums, float* y,
+                                   size_t y_stride);
 
 }  // namespace kernels
 }  // namespace xnnpack

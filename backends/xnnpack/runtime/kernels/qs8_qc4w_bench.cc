@@ -1,14 +1,17 @@
 // What the int4 fully connected kernels cost, measured (printed, never asserted), at the shapes of
 // //bench:llm's model ([out x in]: 1024 x 1024, 2816 x 1024, 1024 x 2816, 32000 x 1024), groups of
 // 32 (or the OUTxIN shapes given as arguments), every path the CPU runs, int4, int5 (qb5w) and
-// int8 over the same shape. Per shape:
+// int8 (per row, qc8w; in blocks, qb8w, at 8 rows only) over the same shape. Per shape:
 //   GEMV hot:      one row over one weight again and again (it stays in L2 or L3): the kernel's
 //                  compute, cycles per weight at the clock measured at the start;
 //   GEMV streamed: one row over copies of the weight taking turns, 96 MiB in all (three times
 //                  L3), as a decode step reads its weights from memory; whole, and in column
 //                  slabs (one call each) as the delegate runs it;
+//   GEMM 8 rows:   a batch's 8 decode rows over one weight, hot and streamed (as the GEMV), for
+//                  int4, int8 and int8 in blocks; on AVX-512 VNNI also the 4-row int4 tile over
+//                  the same 8 rows (two passes), the 8-row tile's peer;
 //   GEMM 64 rows:  a prefill's 64 rows over one weight (hot), the epilogue included (as in every
-//                  case).
+//                  case); on AVX-512 VNNI also the 4-row int4 tile.
 // Every case runs once per round, rounds interleaved so that other jobs on the shared machine
 // slow all alike; the best (minimum) and median over rounds are printed. The kernels run on rows
 // quantized once (the quantizer is not what is measured).
@@ -34,7 +37,7 @@ namespace xnnpack {
 namespace kernels {
 namespace {
 
-constexpr size_t kGroup = 32, kRows = 64, kRounds = 9;
+constexpr size_t kGroup = 32, kRows = 64, kBatchRows = 8, kRounds = 9;
 constexpr size_t kStreamBytes = size_t{96} << 20;
 
 double now_ns() {
@@ -125,6 +128,17 @@ void pack_qc4(size_t n, size_t k, uint32_t* state, Copies* out) {
   }
 }
 
+// A random int8 weight [n x k] in blocks of kActBlock of the same shape, packed into every copy.
+void pack_qb8(size_t n, size_t k, uint32_t* state, Copies* out) {
+  std::vector<int8_t> w(n * k);
+  for (int8_t& b : w) b = static_cast<int8_t>(static_cast<int>(next(state) % 255) - 127);
+  std::vector<uint16_t> scales(n * (k / kActBlock));
+  for (uint16_t& s : scales) s = static_cast<uint16_t>(0x1000 + next(state) % 0x0800);
+  for (size_t c = 0; c < out->count; ++c) {
+    qb8w_pack(w.data(), scales.data(), nullptr, k, n, out->copy(c));
+  }
+}
+
 // A random int8 weight [n x k] of the same shape (the peer), packed into every copy.
 void pack_qc8(size_t n, size_t k, uint32_t* state, Copies* out) {
   std::vector<int8_t> w(n * k);
@@ -158,24 +172,27 @@ QuantizedRows quantize_rows(size_t k, uint32_t* state) {
   return rows;
 }
 
-// What one shape's cases run on: both weights, the rows and the output.
+// What one shape's cases run on: the weights (int4, int8 per row and in blocks), the rows and the
+// output.
 struct Operands {
   Operands(size_t out, size_t in)
       : n(out),
         k(in),
         qc4(qc4_packed_bytes(in, out, kGroup)),
         qc8(qc8_packed_bytes(in, out)),
-        qb5(qb5_packed_bytes(in, out)) {
+        qb5(qb5_packed_bytes(in, out)),
+        qb8(qb8_packed_bytes(in, out)) {
     uint32_t state = static_cast<uint32_t>(n * 31 + k);
     pack_qc4(n, k, &state, &qc4);
     pack_qc8(n, k, &state, &qc8);
     pack_qb5(n, k, &state, &qb5);
+    pack_qb8(n, k, &state, &qb8);
     x = quantize_rows(k, &state);
     y.resize(kRows * n);
   }
 
   const size_t n, k;
-  Copies qc4, qc8, qb5;
+  Copies qc4, qc8, qb5, qb8;
   QuantizedRows x;
   std::vector<float> y;
 };
@@ -186,10 +203,16 @@ void qc4_gemv(const QC4Kernels& set, const QuantizedRows& x, const void* w, size
   set.gemv(w, in, cols, kGroup, x.q.data(), x.scales.data(), x.sums.data(), out);
 }
 
-void qc4_gemm(const QC4Kernels& set, const QuantizedRows& x, const void* w, size_t in, size_t cols,
-              float* out) {
-  set.gemm(w, in, cols, kGroup, kRows, x.q.data(), qc8_padded_k(in), x.scales.data(),
-           x.sums.data(), out, cols);
+void qc4_gemm(QS8QC4WGemmFn gemm, size_t rows, const QuantizedRows& x, const void* w, size_t in,
+              size_t cols, float* out) {
+  gemm(w, in, cols, kGroup, rows, x.q.data(), qc8_padded_k(in), x.scales.data(), x.sums.data(),
+       out, cols);
+}
+
+void qb8_gemm(const QB8Kernels& set, size_t rows, const QuantizedRows& x, const void* w, size_t in,
+              size_t cols, float* out) {
+  set.gemm(w, in, cols, rows, x.q.data(), qc8_padded_k(in), x.scales.data(), x.sums.data(), out,
+           cols);
 }
 
 void qc8_gemv(const QS8Kernels& set, const QuantizedRows& x, const void* w, size_t in, size_t cols,
@@ -197,9 +220,9 @@ void qc8_gemv(const QS8Kernels& set, const QuantizedRows& x, const void* w, size
   set.gemv(w, in, cols, x.q.data(), x.scales.data(), x.sums.data(), out);
 }
 
-void qc8_gemm(const QS8Kernels& set, const QuantizedRows& x, const void* w, size_t in, size_t cols,
-              float* out) {
-  set.gemm(w, in, cols, kRows, x.q.data(), qc8_padded_k(in), x.scales.data(), x.sums.data(), out,
+void qc8_gemm(const QS8Kernels& set, size_t rows, const QuantizedRows& x, const void* w, size_t in,
+              size_t cols, float* out) {
+  set.gemm(w, in, cols, rows, x.q.data(), qc8_padded_k(in), x.scales.data(), x.sums.data(), out,
            cols);
 }
 
@@ -219,8 +242,28 @@ struct Case {
   std::vector<double> ns;
 };
 
+// An int4 GEMM at kBatchRows rows (a batch's decode step): over one weight (hot) and over the
+// copies in turn (streamed).
+void add_batch_cases(const std::string& name, QS8QC4WGemmFn gemm, Operands* o,
+                     std::vector<Case>* cases) {
+  const double weights = static_cast<double>(o->n) * o->k;
+  const double bytes = static_cast<double>(o->qc4.bytes);
+  const size_t copies = o->qc4.count;
+  cases->push_back({name + " hot", weights * kBatchRows, bytes,
+                    [o, gemm] {
+                      qc4_gemm(gemm, kBatchRows, o->x, o->qc4.copy(0), o->k, o->n, o->y.data());
+                    },
+                    {}});
+  cases->push_back({name + " streamed", weights * kBatchRows * copies, bytes * copies,
+                    over_copies(&o->qc4,
+                                [o, gemm](const uint8_t* w) {
+                                  qc4_gemm(gemm, kBatchRows, o->x, w, o->k, o->n, o->y.data());
+                                }),
+                    {}});
+}
+
 // The int4 cases of one instruction set: GEMV hot (none for AVX-VNNI, whose int4 set is AVX2's);
-// GEMV streamed whole and in slabs and GEMM (none for scalar either).
+// GEMV streamed whole and in slabs and GEMM at 8 and 64 rows (none for scalar either).
 void add_qc4_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
   if (isa == Isa::kAvxVnni) return;
   const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
@@ -249,12 +292,49 @@ void add_qc4_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
                                   }
                                 }),
                     {}});
+  add_batch_cases("int4 GEMM 8 rows " + name, set.gemm, o, cases);
+  if (isa == Isa::kAvx512Vnni) {
+    add_batch_cases("int4 GEMM 8 rows 4x32", &qs8_qc4w_gemm_4x32_avx512vnni, o, cases);
+  }
   cases->push_back({"int4 GEMM 64 rows " + name, weights * kRows, bytes,
-                    [o, set] { qc4_gemm(set, o->x, o->qc4.copy(0), o->k, o->n, o->y.data()); },
+                    [o, set] {
+                      qc4_gemm(set.gemm, kRows, o->x, o->qc4.copy(0), o->k, o->n, o->y.data());
+                    },
+                    {}});
+  if (isa == Isa::kAvx512Vnni) {
+    cases->push_back({"int4 GEMM 64 rows 4x32", weights * kRows, bytes,
+                      [o] {
+                        qc4_gemm(&qs8_qc4w_gemm_4x32_avx512vnni, kRows, o->x, o->qc4.copy(0),
+                                 o->k, o->n, o->y.data());
+                      },
+                      {}});
+  }
+}
+
+// The int8-in-blocks GEMM at kBatchRows rows, hot and streamed (none for scalar).
+void add_qb8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
+  if (isa == Isa::kScalar) return;
+  const QB8Kernels set = qb8_kernel_sets().up_to(isa).kernels;
+  const std::string name = to_string(qb8_kernel_sets().up_to(isa).isa);
+  const double weights = static_cast<double>(o->n) * o->k;
+  const double bytes = static_cast<double>(o->qb8.bytes);
+  const size_t copies = o->qb8.count;
+  cases->push_back({"int8 block GEMM 8 rows hot " + name, weights * kBatchRows, bytes,
+                    [o, set] {
+                      qb8_gemm(set, kBatchRows, o->x, o->qb8.copy(0), o->k, o->n, o->y.data());
+                    },
+                    {}});
+  cases->push_back({"int8 block GEMM 8 rows streamed " + name, weights * kBatchRows * copies,
+                    bytes * copies,
+                    over_copies(&o->qb8,
+                                [o, set](const uint8_t* w) {
+                                  qb8_gemm(set, kBatchRows, o->x, w, o->k, o->n, o->y.data());
+                                }),
                     {}});
 }
 
-// The int8 cases of one instruction set: GEMV hot; GEMV streamed and GEMM (none for scalar).
+// The int8 cases of one instruction set: GEMV hot; GEMV streamed and GEMM at 8 and 64 rows (none
+// for scalar).
 void add_qc8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
   const QS8Kernels set = qs8_kernel_sets().up_to(isa).kernels;
   const std::string name = to_string(qs8_kernel_sets().up_to(isa).isa);
@@ -271,8 +351,22 @@ void add_qc8_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
                                   qc8_gemv(set, o->x, w, o->k, o->n, o->y.data());
                                 }),
                     {}});
+  cases->push_back({"int8 GEMM 8 rows hot " + name, weights * kBatchRows, bytes,
+                    [o, set] {
+                      qc8_gemm(set, kBatchRows, o->x, o->qc8.copy(0), o->k, o->n, o->y.data());
+                    },
+                    {}});
+  cases->push_back({"int8 GEMM 8 rows streamed " + name, weights * kBatchRows * copies,
+                    bytes * copies,
+                    over_copies(&o->qc8,
+                                [o, set](const uint8_t* w) {
+                                  qc8_gemm(set, kBatchRows, o->x, w, o->k, o->n, o->y.data());
+                                }),
+                    {}});
   cases->push_back({"int8 GEMM 64 rows " + name, weights * kRows, bytes,
-                    [o, set] { qc8_gemm(set, o->x, o->qc8.copy(0), o->k, o->n, o->y.data()); },
+                    [o, set] {
+                      qc8_gemm(set, kRows, o->x, o->qc8.copy(0), o->k, o->n, o->y.data());
+                    },
                     {}});
 }
 
@@ -321,14 +415,14 @@ void time_rounds(std::vector<Case>* cases) {
 void print_shape(const Operands& o, std::vector<Case>* cases, double ghz) {
   std::printf(
       "[%zu x %zu] int4 g%zu %.2f MiB packed (%zu copies streamed), int5 %.2f MiB (%zu), int8 "
-      "%.2f MiB (%zu)\n",
+      "%.2f MiB (%zu), int8 blocks %.2f MiB (%zu)\n",
       o.n, o.k, kGroup, o.qc4.bytes / 1048576.0, o.qc4.count, o.qb5.bytes / 1048576.0,
-      o.qb5.count, o.qc8.bytes / 1048576.0, o.qc8.count);
+      o.qb5.count, o.qc8.bytes / 1048576.0, o.qc8.count, o.qb8.bytes / 1048576.0, o.qb8.count);
   for (Case& c : *cases) {
     std::sort(c.ns.begin(), c.ns.end());
     const double best = c.ns.front(), median = c.ns[c.ns.size() / 2];
     std::printf(
-        "  %-34s best %10.1f us %6.1f GB/s %6.4f cyc/weight   median %10.1f us %6.1f GB/s\n",
+        "  %-42s best %10.1f us %6.1f GB/s %6.4f cyc/weight   median %10.1f us %6.1f GB/s\n",
         c.name.c_str(), best / 1e3, c.bytes / best, best * ghz / c.weights, median / 1e3,
         c.bytes / median);
   }
@@ -342,6 +436,7 @@ void bench_shape(size_t n, size_t k, double ghz) {
     add_qc4_cases(isa, &o, &cases);
     add_qb5_cases(isa, &o, &cases);
     add_qc8_cases(isa, &o, &cases);
+    add_qb8_cases(isa, &o, &cases);
   }
   time_rounds(&cases);
   print_shape(o, &cases, ghz);

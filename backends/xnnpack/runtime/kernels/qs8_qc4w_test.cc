@@ -167,7 +167,7 @@ TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
       for (bool with_bias : {true, false}) {
         for (size_t k : {size_t{2 * 128}, 3 * group}) {
           const Weight w(k, n, group, with_bias, static_cast<uint32_t>(n * group + k));
-          for (size_t rows : {1, 2, 3, 4, 5, 9}) {
+          for (size_t rows : {1, 2, 3, 4, 5, 8, 9, 13, 16}) {
             const Rows x(w.k, rows, static_cast<uint32_t>(rows));
             std::vector<float> want(rows * n);
             qs8_qc4w_gemm_scalar(w.packed.data(), w.k, n, group, rows, x.q.data(), w.k,
@@ -187,6 +187,15 @@ TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
                   << "gemv " << to_string(isa) << " group " << group << " n " << n << " k "
                   << k;
             }
+            // The four-row tile alone (the eight-row one runs it for the rows past its eights;
+            // the kernel bench runs it as the eight-row tile's peer).
+            if (cpu_runs(Isa::kAvx512Vnni)) {
+              std::vector<float> got(rows * n, -1.0f);
+              qs8_qc4w_gemm_4x32_avx512vnni(w.packed.data(), w.k, n, group, rows, x.q.data(),
+                                            w.k, x.scales.data(), x.sums.data(), got.data(), n);
+              EXPECT_TRUE(bitwise_equal(got, want))
+                  << "gemm 4x32 group " << group << " n " << n << " k " << k << " rows " << rows;
+            }
           }
         }
       }
@@ -198,6 +207,10 @@ TEST(QS8QC4W, LesserPathsAreForcedAndTheProcessSetPassesItsProbe) {
   EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kScalar).kernels.gemv, &qs8_qc4w_gemv_scalar);
   if (cpu_runs(Isa::kAvx2)) {
     EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx512f).kernels.gemv, &qs8_qc4w_gemv_2x16_avx2);
+  }
+  if (cpu_runs(Isa::kAvx512Vnni)) {
+    EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx512Vnni).kernels.gemm,
+              &qs8_qc4w_gemm_8x32_avx512vnni);
   }
   const KernelSets<QC4Kernels>& sets = qc4_kernel_sets();
   EXPECT_EQ(sets.best_isa(), sets.up_to(runtime::kernels::isa_cap()).isa);
