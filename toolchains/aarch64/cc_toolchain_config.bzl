@@ -1,6 +1,7 @@
 """cc_toolchain_config for Debian's aarch64 cross compiler (g++-aarch64-linux-gnu) and the sysroot of
 Debian arm64 libraries that setup.sh unpacks (see BUILD.bazel)."""
 
+load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
 load(
     "@bazel_tools//tools/cpp:cc_toolchain_config_lib.bzl",
     "feature",
@@ -9,7 +10,6 @@ load(
     "tool_path",
     "with_feature_set",
 )
-load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
 
 _COMPILE_ACTIONS = [
     ACTION_NAMES.assemble,
@@ -111,6 +111,8 @@ def _impl(ctx):
         feature(name = "dbg"),
         feature(name = "fastbuild"),
     ]
+
+    # buildifier: disable=native-cc-common
     return cc_common.create_cc_toolchain_config_info(
         ctx = ctx,
         features = features,
