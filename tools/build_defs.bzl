@@ -68,8 +68,27 @@ KERNEL_COPTS = {
     ],
 }
 
+def x86_only(values):
+    """`values` on x86-64, nothing when building for aarch64 (--config=aarch64).
+
+    For the srcs and copts of x86 kernel files: on aarch64 their libraries are empty, and the
+    kernel-set tables, whose x86 rows are under `#if defined(__x86_64__)`, hold the other sets.
+
+    Args:
+      values: a list of labels or flags.
+
+    Returns:
+      A select() of `values` or [].
+    """
+    return select({
+        str(Label("//toolchains/aarch64:aarch64")): [],
+        "//conditions:default": values,
+    })
+
 def edgeshare_kernel_libraries(name, kernels, deps = [], visibility = None, **kwargs):
     """One edgeshare_cc_library per kernel file, each built with its group's KERNEL_COPTS.
+
+    Every group is an x86 one: on aarch64 (--config=aarch64) the files are not compiled.
 
     A file "foo_avx2.cc" becomes ":foo_avx2"; `name` is a cc_library of all of them, for the
     config that picks among them.
@@ -101,8 +120,8 @@ def edgeshare_kernel_libraries(name, kernels, deps = [], visibility = None, **kw
             library = src[:-len(".cc")]
             edgeshare_cc_library(
                 name = library,
-                srcs = [src],
-                copts = KERNEL_COPTS[group],
+                srcs = x86_only([src]),
+                copts = x86_only(KERNEL_COPTS[group]),
                 deps = deps,
                 **kwargs
             )

@@ -12,6 +12,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define ES_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define ES_CPU_RELAX() __asm__ volatile("yield")
 #else
 #define ES_CPU_RELAX() ((void)0)
 #endif

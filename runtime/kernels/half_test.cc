@@ -1,7 +1,9 @@
 #include "edgeshare/runtime/kernels/half.h"
 
 #include <gtest/gtest.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -13,16 +15,37 @@ namespace runtime {
 namespace kernels {
 namespace {
 
-// The CPU's own conversions (F16C), the oracle of half.h.
-__attribute__((target("f16c"))) float f16c_to_float(uint16_t h) { return _cvtsh_ss(h); }
-__attribute__((target("f16c"))) uint16_t f16c_from_float(float f) {
+// The CPU's own conversions, the oracle of half.h: F16C on x86-64, FCVT (GCC's __fp16, which
+// every aarch64 CPU converts in hardware) on aarch64.
+#if defined(__x86_64__)
+__attribute__((target("f16c"))) float cpu_half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) uint16_t cpu_float_to_half(float f) {
   return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 }
+bool cpu_converts() { return __builtin_cpu_supports("f16c"); }
+#elif defined(__aarch64__)
+float cpu_half_to_float(uint16_t h) {
+  __fp16 x;
+  std::memcpy(&x, &h, 2);
+  return static_cast<float>(x);
+}
+uint16_t cpu_float_to_half(float f) {
+  const __fp16 x = static_cast<__fp16>(f);
+  uint16_t h;
+  std::memcpy(&h, &x, 2);
+  return h;
+}
+bool cpu_converts() { return true; }
+#else
+float cpu_half_to_float(uint16_t) { return 0.0f; }
+uint16_t cpu_float_to_half(float) { return 0; }
+bool cpu_converts() { return false; }
+#endif
 
-TEST(HalfTest, conversions_equal_the_cpus_f16c_instructions) {
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C on this CPU to compare with";
+TEST(HalfTest, conversions_equal_the_cpus_instructions) {
+  if (!cpu_converts()) GTEST_SKIP() << "no half conversions on this CPU to compare with";
   for (uint32_t h = 0; h <= 0xffff; ++h) {
-    const float want = f16c_to_float(static_cast<uint16_t>(h));
+    const float want = cpu_half_to_float(static_cast<uint16_t>(h));
     const float got = half_to_float(static_cast<uint16_t>(h));
     // Bit for bit, NaNs too: a signalling NaN comes out quiet, as F16C makes it.
     ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << h;
@@ -35,7 +58,7 @@ TEST(HalfTest, conversions_equal_the_cpus_f16c_instructions) {
     if (i % 2) b = (b & 0x81ffffffu) | ((0x60u + (b >> 25) % 0x30u) << 23);
     float f;
     std::memcpy(&f, &b, 4);
-    const uint16_t want = f16c_from_float(f);
+    const uint16_t want = cpu_float_to_half(f);
     const uint16_t got = float_to_half(f);
     if (std::isnan(f)) {
       ASSERT_EQ(got & 0x7c00u, 0x7c00u);

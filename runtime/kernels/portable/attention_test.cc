@@ -4,7 +4,6 @@
 // and grouped heads, the same bits at one and two threads, and its errors.
 
 #include <gtest/gtest.h>
-#include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>

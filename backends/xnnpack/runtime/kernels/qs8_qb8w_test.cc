@@ -89,9 +89,11 @@ class QB8Test : public ::testing::TestWithParam<Isa> {
     if (cpu_runs(GetParam())) {
       ASSERT_EQ(qb8_kernel_sets().up_to(GetParam()).isa, GetParam());
       set_ = qb8_kernel_sets().up_to(GetParam()).kernels;
+#if defined(__x86_64__)
     } else if (GetParam() == Isa::kAvxVnni && cpu_runs(Isa::kAvx512Vnni)) {
       set_.gemv = &qs8_qb8w_gemv_4x16_vnni256_evex;
       set_.gemm = &qs8_qb8w_gemm_4x16_vnni256_evex;
+#endif
     } else {
       GTEST_SKIP() << to_string(GetParam()) << ": not on this CPU";
     }

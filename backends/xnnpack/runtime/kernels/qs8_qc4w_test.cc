@@ -205,6 +205,7 @@ TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
 
 TEST(QS8QC4W, LesserPathsAreForcedAndTheProcessSetPassesItsProbe) {
   EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kScalar).kernels.gemv, &qs8_qc4w_gemv_scalar);
+#if defined(__x86_64__)
   if (cpu_runs(Isa::kAvx2)) {
     EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx512f).kernels.gemv, &qs8_qc4w_gemv_2x16_avx2);
   }
@@ -212,6 +213,7 @@ TEST(QS8QC4W, LesserPathsAreForcedAndTheProcessSetPassesItsProbe) {
     EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx512Vnni).kernels.gemm,
               &qs8_qc4w_gemm_8x32_avx512vnni);
   }
+#endif
   const KernelSets<QC4Kernels>& sets = qc4_kernel_sets();
   EXPECT_EQ(sets.best_isa(), sets.up_to(runtime::kernels::isa_cap()).isa);
   EXPECT_TRUE(qc4_matches_reference(sets.best()));

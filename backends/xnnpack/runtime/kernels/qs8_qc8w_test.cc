@@ -117,11 +117,13 @@ class QS8Test : public ::testing::TestWithParam<Isa> {
     if (cpu_runs(GetParam())) {
       ASSERT_EQ(qs8_kernel_sets().up_to(GetParam()).isa, GetParam());
       set_ = qs8_kernel_sets().up_to(GetParam()).kernels;
+#if defined(__x86_64__)
     } else if (GetParam() == Isa::kAvxVnni && cpu_runs(Isa::kAvx512Vnni)) {
       set_ = qs8_kernel_sets().up_to(Isa::kAvx2).kernels;
       set_.gemv = &qs8_qc8w_gemv_4x16_vnni256_evex;
       set_.gemm = &qs8_qc8w_gemm_4x16_vnni256_evex;
       evex_twin_ = true;
+#endif
     } else {
       GTEST_SKIP() << to_string(GetParam()) << ": not on this CPU";
     }
