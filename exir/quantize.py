@@ -619,10 +619,7 @@ def int4_reference(
     Returns:
       The same model.
     """
-    if mix is not None and mix.base_format is not QC4W:
-        raise ValueError(f"int4_reference: mix {mix.option} is over {mix.base}, not {QC4W.scheme}")
-    output_layer = QC4W if lm_head == QC4W.option else fc_format(QC4W.fallback)
-    return _swap_foundation(model, QC4W, group_size, output_layer, is_foundation, mix)
+    return _swap_with_fallback(model, QC4W, group_size, lm_head, is_foundation, mix)
 
 
 def int5_reference(
@@ -646,10 +643,23 @@ def int5_reference(
     Returns:
       The same model.
     """
-    if mix is not None and mix.base_format is not QB5W:
-        raise ValueError(f"int5_reference: mix {mix.option} is over {mix.base}, not {QB5W.scheme}")
-    output_layer = QB5W if lm_head == QB5W.option else fc_format(QB5W.fallback)
-    return _swap_foundation(model, QB5W, ACT_BLOCK, output_layer, is_foundation, mix)
+    return _swap_with_fallback(model, QB5W, ACT_BLOCK, lm_head, is_foundation, mix)
+
+
+def _swap_with_fallback(
+    model: nn.Module,
+    fmt: FcFormat,
+    group_size: int,
+    lm_head: str,
+    is_foundation: Optional[Callable[[str], bool]],
+    mix: Optional[FcMix],
+) -> nn.Module:
+    """_swap_foundation for a format whose output layer stays at its fallback unless lm_head names
+    the format itself, over `fmt` or a mix whose base it is."""
+    if mix is not None and mix.base_format is not fmt:
+        raise ValueError(f"{fmt.option} reference: mix {mix.option} is over {mix.base}, not {fmt.scheme}")
+    output_layer = fmt if lm_head == fmt.option else fc_format(fmt.fallback)
+    return _swap_foundation(model, fmt, group_size, output_layer, is_foundation, mix)
 
 
 def int8_reference(

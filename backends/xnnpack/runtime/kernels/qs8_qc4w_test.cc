@@ -189,6 +189,7 @@ TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
             }
             // The four-row tile alone (the eight-row one runs it for the rows past its eights;
             // the kernel bench runs it as the eight-row tile's peer).
+#if defined(__x86_64__)
             if (cpu_runs(Isa::kAvx512Vnni)) {
               std::vector<float> got(rows * n, -1.0f);
               qs8_qc4w_gemm_4x32_avx512vnni(w.packed.data(), w.k, n, group, rows, x.q.data(),
@@ -196,6 +197,7 @@ TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
               EXPECT_TRUE(bitwise_equal(got, want))
                   << "gemm 4x32 group " << group << " n " << n << " k " << k << " rows " << rows;
             }
+#endif
           }
         }
       }
