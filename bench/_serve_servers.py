@@ -136,6 +136,27 @@ class Server:
             time.sleep(0.5)
         raise BenchError(f"{self.name} was not ready in {self._start_s:.0f} s; see {self._log_path}")
 
+    def cpu_seconds(self) -> float:
+        """The process's CPU time so far (user + system, every thread), from /proc."""
+        assert self._proc is not None
+        with open(f"/proc/{self._proc.pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def wait_idle(self, window_s: float = 0.25, busy: float = 0.05, timeout_s: float = 10.0) -> float:
+        """Waits until the process uses less than `busy` of a core over a `window_s` window (its
+        threads done with the last run: llama.cpp's spin a while after a batch), at most
+        timeout_s; returns the seconds waited."""
+        start = time.monotonic()
+        before = self.cpu_seconds()
+        while time.monotonic() - start < timeout_s:
+            time.sleep(window_s)
+            now = self.cpu_seconds()
+            if now - before < busy * window_s:
+                break
+            before = now
+        return time.monotonic() - start
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 30 s; idempotent."""
         if self._proc is not None and self._proc.poll() is None:

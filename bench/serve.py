@@ -263,6 +263,10 @@ def measure(options: Options, work: str) -> List[Dict[str, Any]]:
                         # runs, and with one order only it would carry whatever the order does.
                         runs.insert(0 if r % 2 else len(runs), ("edgeshare", es, ours, live))
                     for side, server, requests, loaded in runs:
+                        # A run starts with both servers idle, so it never shares the cores with
+                        # the other's threads still winding down from the run before.
+                        for idle in (es, lc):
+                            idle.wait_idle()
                         figures = _timed(server, requests, c, loaded, loads if loaded else None)
                         samples.setdefault((side, c, loaded is not None), []).append(figures)
             failed_loads = [reply for reply in loads if reply["status"] != 200]
