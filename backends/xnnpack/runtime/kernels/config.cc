@@ -159,6 +159,12 @@ const KernelSets<QS8Kernels>& qs8_kernel_sets() {
            Isa::kAvx512f},
           {{&qs8_quantize_avx512f, &qs8_qc8w_gemv_4x16_avx512vnni, &qs8_qc8w_gemm_8x32_avx512vnni},
            Isa::kAvx512Vnni},
+#elif defined(__aarch64__)
+          {{&qs8_quantize_neon, &qs8_qc8w_gemv_1x16_neon, &qs8_qc8w_gemm_2x16_neon}, Isa::kNeon},
+          {{&qs8_quantize_neon, &qs8_qc8w_gemv_2x16_neondot, &qs8_qc8w_gemm_4x16_neondot},
+           Isa::kNeonDot},
+          {{&qs8_quantize_neon, &qs8_qc8w_gemv_2x16_neoni8mm, &qs8_qc8w_gemm_4x16_neoni8mm},
+           Isa::kNeonI8mm},
 #endif
       },
       &qs8_matches_reference);

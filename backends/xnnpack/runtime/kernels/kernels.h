@@ -118,6 +118,8 @@ void qs8_quantize_avx2(const float* x, size_t k, size_t rows, size_t x_stride, i
                        size_t q_stride, float* scales, int32_t* sums);
 void qs8_quantize_avx512f(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
                           size_t q_stride, float* scales, int32_t* sums);
+void qs8_quantize_neon(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
+                       size_t q_stride, float* scales, int32_t* sums);
 
 // The int8 fully connected over quantized rows: x_scales and x_sums as the quantizer writes them.
 // GEMV: one row to y[0, n).
@@ -149,6 +151,24 @@ void qs8_qc8w_gemm_4x16_avxvnni(const void* packed, size_t k, size_t n, size_t r
 void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
                                    const int8_t* q, size_t q_stride, const float* x_scales,
                                    const int32_t* x_sums, float* y, size_t y_stride);
+// aarch64 (qs8_neon_blocks.h): NEON's one tile (SMULL, SADALP) and two rows by one tile; the dot
+// product's two tiles (SDOT) and four rows by one tile; i8mm's two tiles with USDOT (the stored
+// bytes as they are) and four rows by one tile with USMMLA (rows in pairs).
+void qs8_qc8w_gemv_1x16_neon(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qc8w_gemm_2x16_neon(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                             float* y, size_t y_stride);
+void qs8_qc8w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, const int8_t* q,
+                                const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qc8w_gemm_4x16_neondot(const void* packed, size_t k, size_t n, size_t rows,
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride);
+void qs8_qc8w_gemv_2x16_neoni8mm(const void* packed, size_t k, size_t n, const int8_t* q,
+                                 const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qc8w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t rows,
+                                 const int8_t* q, size_t q_stride, const float* x_scales,
+                                 const int32_t* x_sums, float* y, size_t y_stride);
 
 // int8 weights with one float16 scale per block of kActBlock inputs (qb8w: symmetric, llama.cpp's
 // Q8_0 grain; the file's canonical layout is int8 [n, k] and float16 scales [n, k / kActBlock], k a
@@ -219,6 +239,22 @@ void qs8_qb8w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, const
 void qs8_qb8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
                                    const int8_t* q, size_t q_stride, const float* x_scales,
                                    const int32_t* x_sums, float* y, size_t y_stride);
+// aarch64: as the qc8w kernels of the same names.
+void qs8_qb8w_gemv_1x16_neon(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_2x16_neon(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                             float* y, size_t y_stride);
+void qs8_qb8w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, const int8_t* q,
+                                const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_4x16_neondot(const void* packed, size_t k, size_t n, size_t rows,
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride);
+void qs8_qb8w_gemv_2x16_neoni8mm(const void* packed, size_t k, size_t n, const int8_t* q,
+                                 const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t rows,
+                                 const int8_t* q, size_t q_stride, const float* x_scales,
+                                 const int32_t* x_sums, float* y, size_t y_stride);
 
 // 5-bit weights with one float16 scale per block of kActBlock inputs (qb5w: signed values in
 // [-16, 15], llama.cpp Q5_0's grain and size, 5.5 bits a weight), activations as above. The file's
@@ -433,6 +469,25 @@ void qs8_qc4w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
                                    size_t rows, const int8_t* q, size_t q_stride,
                                    const float* x_scales, const int32_t* x_sums, float* y,
                                    size_t y_stride);
+// aarch64: as the qc8w kernels of the same names, each block's dot from -8 x its activation sum;
+// the nibbles are small positive bytes, so SDOT's GEMV also serves the i8mm set.
+void qs8_qc4w_gemv_1x16_neon(const void* packed, size_t k, size_t n, size_t group,
+                             const int8_t* q, const float* x_scales, const int32_t* x_sums,
+                             float* y);
+void qs8_qc4w_gemm_2x16_neon(const void* packed, size_t k, size_t n, size_t group, size_t rows,
+                             const int8_t* q, size_t q_stride, const float* x_scales,
+                             const int32_t* x_sums, float* y, size_t y_stride);
+void qs8_qc4w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, size_t group,
+                                const int8_t* q, const float* x_scales, const int32_t* x_sums,
+                                float* y);
+void qs8_qc4w_gemm_4x16_neondot(const void* packed, size_t k, size_t n, size_t group,
+                                size_t rows, const int8_t* q, size_t q_stride,
+                                const float* x_scales, const int32_t* x_sums, float* y,
+                                size_t y_stride);
+void qs8_qc4w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t group,
+                                 size_t rows, const int8_t* q, size_t q_stride,
+                                 const float* x_scales, const int32_t* x_sums, float* y,
+                                 size_t y_stride);
 
 }  // namespace kernels
 }  // namespace xnnpack
