@@ -1,7 +1,7 @@
-// Which int8 and int4 sets a CPU model gets, run under qemu-user's aarch64 models (the targets set
-// QEMU_CPU and name the widest set the model has in EDGESHARE_EXPECT_ISA): the CPU's features as
-// the process reads them, each kind's pick, and that pick's probe on that CPU (a set with an
-// instruction the model lacks would stop the test with SIGILL here).
+// Which int8, int4 and 5-bit sets a CPU model gets, run under qemu-user's aarch64 models (the
+// targets set QEMU_CPU and name the widest set the model has in EDGESHARE_EXPECT_ISA): the CPU's
+// features as the process reads them, each kind's pick, and that pick's probe on that CPU (a set
+// with an instruction the model lacks would stop the test with SIGILL here).
 
 #include <gtest/gtest.h>
 
@@ -39,9 +39,11 @@ TEST(KernelSelection, every_quantized_kind_picks_the_widest_set_and_it_passes_it
   EXPECT_EQ(qs8_kernel_sets().best_isa(), widest);
   EXPECT_EQ(qb8_kernel_sets().best_isa(), widest);
   EXPECT_EQ(qc4_kernel_sets().best_isa(), widest);
+  EXPECT_EQ(qb5_kernel_sets().best_isa(), widest);
   EXPECT_TRUE(qs8_matches_reference(qs8_kernel_sets().best()));
   EXPECT_TRUE(qb8_matches_reference(qb8_kernel_sets().best()));
   EXPECT_TRUE(qc4_matches_reference(qc4_kernel_sets().best()));
+  EXPECT_TRUE(qb5_matches_reference(qb5_kernel_sets().best()));
 }
 
 }  // namespace

@@ -323,6 +323,22 @@ void qs8_qb5w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, const
 void qs8_qb5w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
                                    const int8_t* q, size_t q_stride, const float* x_scales,
                                    const int32_t* x_sums, float* y, size_t y_stride);
+// aarch64: as the qb8w kernels of the same names over each group rebuilt as qb8w's bytes.
+void qs8_qb5w_gemv_1x16_neon(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb5w_gemm_2x16_neon(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                             float* y, size_t y_stride);
+void qs8_qb5w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, const int8_t* q,
+                                const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb5w_gemm_4x16_neondot(const void* packed, size_t k, size_t n, size_t rows,
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride);
+void qs8_qb5w_gemv_2x16_neoni8mm(const void* packed, size_t k, size_t n, const int8_t* q,
+                                 const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb5w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t rows,
+                                 const int8_t* q, size_t q_stride, const float* x_scales,
+                                 const int32_t* x_sums, float* y, size_t y_stride);
 
 // f32 activations times IEEE half weights (f16w), f32 output: the weights are read as halves (half
 // the bytes of f32, what one-row runs are bound by) and widened in registers, with no convert of

@@ -1,20 +1,21 @@
-// The int8 and int4 fully connected's register blocks for aarch64 (kernels.h's qc8w, qb8w and qc4w
-// layouts, unchanged: the packing is the same on every CPU), shared by the GEMV and GEMM files of
-// the NEON, dot-product and i8mm sets, and the loop that runs a table of them over rows and tiles.
-// Internal linkage throughout, as x86_common.h explains for x86: each file is compiled with its own
-// -march, and each block only where its file's flags enable its instructions.
+// The int8, int4 and 5-bit fully connected's register blocks for aarch64 (kernels.h's qc8w, qb8w,
+// qb5w and qc4w layouts, unchanged: the packing is the same on every CPU), shared by the GEMV and
+// GEMM files of the NEON, dot-product and i8mm sets, and the loop that runs a table of them over
+// rows and tiles. Internal linkage throughout, as x86_common.h explains for x86: each file is
+// compiled with its own -march, and each block only where its file's flags enable its instructions.
 //
 // Every block follows kernels.h's order: per activation block of kActBlock inputs, an exact int32
 // dot per row and channel, converted to float once and fused into the row's float accumulator with
 // the block's scale (times the weights' block or group scale where the layout has one); at the end
 // the layout's epilogue (qc8w: fma(acc, w_scale, bias); qb8w: the same over its header's scales of
-// 1; qc4w: acc + bias). The integer dots are exact whatever the instructions, so every block gives
-// the scalar reference's bits.
+// 1, as qb5w's; qc4w: acc + bias). The integer dots are exact whatever the instructions, so every
+// block gives the scalar reference's bits.
 //
 // The layouts' weights, read 16 bytes at a time, are a vector v of 4 channels (4v to 4v + 3) by 4
 // consecutive inputs, byte 4c + i, each weight plus an offset as an unsigned byte (qc8w and qb8w:
-// + 128, one group of 4 inputs per 64 bytes; qc4w: + 8, a nibble, the low nibbles one group and the
-// high nibbles the next). A "step" is 8 inputs: two groups of 4, 8 vectors per tile.
+// + 128, one group of 4 inputs per 64 bytes; qb5w: rebuilt as qb8w's; qc4w: + 8, a nibble, the low
+// nibbles one group and the high nibbles the next). A "step" is 8 inputs: two groups of 4, 8
+// vectors per tile.
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_NEON_BLOCKS_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_NEON_BLOCKS_H_
