@@ -289,6 +289,8 @@ const KernelSets<F16WKernels>& f16w_kernel_sets() {
 #if defined(__x86_64__)
           {{&f32_f16w_gemv_4x16_avx2_f16c, &f32_f16w_gemm_4x16_avx2_f16c}, Isa::kAvx2},
           {{&f32_f16w_gemv_4x16_avx512f, &f32_f16w_gemm_8x32_avx512f}, Isa::kAvx512f},
+#elif defined(__aarch64__)
+          {{&f32_f16w_gemv_2x16_neon, &f32_f16w_gemm_4x16_neon}, Isa::kNeon},
 #endif
       },
       &f16w_matches_reference);

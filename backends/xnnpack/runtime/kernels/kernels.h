@@ -370,6 +370,8 @@ void f32_f16w_gemv_scalar(const void* packed, size_t k, size_t n, const float* x
 // GEMV; the AVX2 one also needs F16C.
 void f32_f16w_gemv_4x16_avx2_f16c(const void* packed, size_t k, size_t n, const float* x, float* y);
 void f32_f16w_gemv_4x16_avx512f(const void* packed, size_t k, size_t n, const float* x, float* y);
+// aarch64 NEON (f32_f16w_neon.h): two tiles at a time, then one.
+void f32_f16w_gemv_2x16_neon(const void* packed, size_t k, size_t n, const float* x, float* y);
 
 // f32 x f16w GEMM: `rows` rows of x (x_stride floats apart) to rows of y (y_stride floats apart),
 // with `prefetch_bytes` at `prefetch` (may be null) asked into L2 while it computes, as the f32
@@ -388,6 +390,10 @@ void f32_f16w_gemm_4x16_avx2_f16c(const void* packed, size_t k, size_t n, size_t
 void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t rows, const float* x,
                                 size_t x_stride, float* y, size_t y_stride, const void* prefetch,
                                 size_t prefetch_bytes);
+// 4 rows by 1 tile at a time, aarch64 NEON (the prefetch hint unused).
+void f32_f16w_gemm_4x16_neon(const void* packed, size_t k, size_t n, size_t rows, const float* x,
+                             size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                             size_t prefetch_bytes);
 
 
 // Dynamically quantized int4 fully connected: activations as above (qs8, blocks of kActBlock),
