@@ -36,7 +36,8 @@ def edgeshare_cc_library(name, copts = [], **kwargs):
 # The compiler flags of each group of kernel files, by what their intrinsics need. A group is a
 # set of flags rather than an Isa: with -mfma on, GCC may contract any x * s + b into an FMA, so a
 # file whose result must equal XNNPACK's bit for bit (the int8 quantizer) builds with "avx2", not
-# "avx2_fma", although the config picks it for the same CPUs.
+# "avx2_fma", although the config picks it for the same CPUs. The x86 groups' files build for
+# x86-64 only, the aarch64 groups' (ARM_KERNEL_GROUPS) for --config=aarch64 only.
 KERNEL_COPTS = {
     "avx2": ["-mavx2"],
     "avx2_fma": [
@@ -66,7 +67,15 @@ KERNEL_COPTS = {
         "-mfma",
         "-mf16c",
     ],
+    # aarch64's baseline (ARMv8.0 with Advanced SIMD): what the cross compiler emits by default.
+    "neon": [],
+    # The dot product is ARMv8.2's optional FEAT_DotProd; i8mm (FEAT_I8MM, optional from ARMv8.2)
+    # comes with it on every core that has it, and the config asks the CPU for both.
+    "neondot": ["-march=armv8.2-a+dotprod"],
+    "neoni8mm": ["-march=armv8.2-a+dotprod+i8mm"],
 }
+
+ARM_KERNEL_GROUPS = ["neon", "neondot", "neoni8mm"]
 
 def x86_only(values):
     """`values` on x86-64, nothing when building for aarch64 (--config=aarch64).
@@ -85,10 +94,27 @@ def x86_only(values):
         "//conditions:default": values,
     })
 
+def arm_only(values):
+    """`values` when building for aarch64 (--config=aarch64), nothing on x86-64.
+
+    For the srcs and copts of aarch64 kernel files, as x86_only() for x86 ones.
+
+    Args:
+      values: a list of labels or flags.
+
+    Returns:
+      A select() of `values` or [].
+    """
+    return select({
+        str(Label("//toolchains/aarch64:aarch64")): values,
+        "//conditions:default": [],
+    })
+
 def edgeshare_kernel_libraries(name, kernels, deps = [], visibility = None, **kwargs):
     """One edgeshare_cc_library per kernel file, each built with its group's KERNEL_COPTS.
 
-    Every group is an x86 one: on aarch64 (--config=aarch64) the files are not compiled.
+    A file of an x86 group is compiled for x86-64 only, one of an aarch64 group
+    (ARM_KERNEL_GROUPS) for aarch64 (--config=aarch64) only; elsewhere its library is empty.
 
     A file "foo_avx2.cc" becomes ":foo_avx2"; `name` is a cc_library of all of them, for the
     config that picks among them.
@@ -118,10 +144,11 @@ def edgeshare_kernel_libraries(name, kernels, deps = [], visibility = None, **kw
             if not src.endswith(".cc"):
                 fail("edgeshare_kernel_libraries(%s): '%s' is not a .cc file" % (name, src))
             library = src[:-len(".cc")]
+            only = arm_only if group in ARM_KERNEL_GROUPS else x86_only
             edgeshare_cc_library(
                 name = library,
-                srcs = x86_only([src]),
-                copts = x86_only(KERNEL_COPTS[group]),
+                srcs = only([src]),
+                copts = only(KERNEL_COPTS[group]),
                 deps = deps,
                 **kwargs
             )

@@ -57,6 +57,11 @@ void attention_row_f32_avx512(size_t count, size_t head_dim, const float* q, con
                               const float* values, float scale, float softcap, float* out);
 void attention_row_f16_avx512(size_t count, size_t head_dim, const float* q, const uint16_t* keys,
                               const uint16_t* values, float scale, float softcap, float* out);
+#elif defined(__aarch64__)
+void attention_row_f32_neon(size_t count, size_t head_dim, const float* q, const float* keys,
+                            const float* values, float scale, float softcap, float* out);
+void attention_row_f16_neon(size_t count, size_t head_dim, const float* q, const uint16_t* keys,
+                            const uint16_t* values, float scale, float softcap, float* out);
 #endif
 
 // Every set this CPU runs, the reference (scalar) first (kernel_sets.h).

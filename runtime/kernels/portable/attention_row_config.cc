@@ -16,6 +16,8 @@ const KernelSets<AttentionRowKernels>& attention_row_sets() {
 #if defined(__x86_64__)
         {{attention_row_f32_avx2, attention_row_f16_avx2}, Isa::kAvx2},
         {{attention_row_f32_avx512, attention_row_f16_avx512}, Isa::kAvx512f},
+#elif defined(__aarch64__)
+        {{attention_row_f32_neon, attention_row_f16_neon}, Isa::kNeon},
 #endif
   });
   return s;

@@ -43,6 +43,9 @@ void dequantize_qc4w_row_avx2(size_t width, size_t group, const uint8_t* packed,
                               const uint16_t* scales, float* out);
 void dequantize_qc4w_row_avx512(size_t width, size_t group, const uint8_t* packed,
                                 const uint16_t* scales, float* out);
+#elif defined(__aarch64__)
+void dequantize_qc4w_row_neon(size_t width, size_t group, const uint8_t* packed,
+                              const uint16_t* scales, float* out);
 #endif
 
 // Every kernel this CPU runs, the reference (scalar) first (kernel_sets.h).

@@ -16,6 +16,8 @@ const KernelSets<DequantizeQc4wRowKernel>& dequantize_qc4w_row_sets() {
 #if defined(__x86_64__)
         {{dequantize_qc4w_row_avx2}, Isa::kAvx2},
         {{dequantize_qc4w_row_avx512}, Isa::kAvx512f},
+#elif defined(__aarch64__)
+        {{dequantize_qc4w_row_neon}, Isa::kNeon},
 #endif
   });
   return s;

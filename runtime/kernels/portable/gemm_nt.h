@@ -49,6 +49,8 @@ ES_GEMM_NT_DECLARE(scalar)
 #if defined(__x86_64__)
 ES_GEMM_NT_DECLARE(avx2)
 ES_GEMM_NT_DECLARE(avx512)
+#elif defined(__aarch64__)
+ES_GEMM_NT_DECLARE(neon)
 #endif
 #undef ES_GEMM_NT_DECLARE
 

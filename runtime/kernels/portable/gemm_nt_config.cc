@@ -16,6 +16,8 @@ const KernelSets<GemmNtKernels>& gemm_nt_sets() {
 #if defined(__x86_64__)
         {{gemm_nt_f32_avx2, gemm_nt_f16_avx2, gemm_nt_q8_avx2}, Isa::kAvx2},
         {{gemm_nt_f32_avx512, gemm_nt_f16_avx512, gemm_nt_q8_avx512}, Isa::kAvx512f},
+#elif defined(__aarch64__)
+        {{gemm_nt_f32_neon, gemm_nt_f16_neon, gemm_nt_q8_neon}, Isa::kNeon},
 #endif
   });
   return s;

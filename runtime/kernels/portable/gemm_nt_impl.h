@@ -1,5 +1,6 @@
-// gemm_nt's loops over an instruction set's vector operations (Ops), shared by gemm_nt_avx2.cc and
-// gemm_nt_avx512.cc, each compiling it with only its own instruction set enabled.
+// gemm_nt's loops over an instruction set's vector operations (Ops), shared by gemm_nt_avx2.cc,
+// gemm_nt_avx512.cc and gemm_nt_neon.cc, each compiling it with only its own instruction set
+// enabled.
 //
 // Up to kGemmNtDotRows rows (a decode step), or a deep k (x . A^T: k the model's width): dot
 // products along k in blocks of 4 rows x 4 outputs, each vector of a and b loaded once for the

@@ -159,6 +159,12 @@ const KernelSets<QS8Kernels>& qs8_kernel_sets() {
            Isa::kAvx512f},
           {{&qs8_quantize_avx512f, &qs8_qc8w_gemv_4x16_avx512vnni, &qs8_qc8w_gemm_8x32_avx512vnni},
            Isa::kAvx512Vnni},
+#elif defined(__aarch64__)
+          {{&qs8_quantize_neon, &qs8_qc8w_gemv_1x16_neon, &qs8_qc8w_gemm_2x16_neon}, Isa::kNeon},
+          {{&qs8_quantize_neon, &qs8_qc8w_gemv_2x16_neondot, &qs8_qc8w_gemm_4x16_neondot},
+           Isa::kNeonDot},
+          {{&qs8_quantize_neon, &qs8_qc8w_gemv_2x16_neoni8mm, &qs8_qc8w_gemm_4x16_neoni8mm},
+           Isa::kNeonI8mm},
 #endif
       },
       &qs8_matches_reference);
@@ -283,6 +289,8 @@ const KernelSets<F16WKernels>& f16w_kernel_sets() {
 #if defined(__x86_64__)
           {{&f32_f16w_gemv_4x16_avx2_f16c, &f32_f16w_gemm_4x16_avx2_f16c}, Isa::kAvx2},
           {{&f32_f16w_gemv_4x16_avx512f, &f32_f16w_gemm_8x32_avx512f}, Isa::kAvx512f},
+#elif defined(__aarch64__)
+          {{&f32_f16w_gemv_2x16_neon, &f32_f16w_gemm_4x16_neon}, Isa::kNeon},
 #endif
       },
       &f16w_matches_reference);

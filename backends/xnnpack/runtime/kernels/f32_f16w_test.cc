@@ -180,7 +180,8 @@ TEST_P(F16WTest, every_half_widens_exactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, F16WTest,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512f),
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512f,
+                                           Isa::kNeon),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            return std::string(to_string(info.param));
                          });

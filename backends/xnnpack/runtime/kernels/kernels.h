@@ -118,6 +118,8 @@ void qs8_quantize_avx2(const float* x, size_t k, size_t rows, size_t x_stride, i
                        size_t q_stride, float* scales, int32_t* sums);
 void qs8_quantize_avx512f(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
                           size_t q_stride, float* scales, int32_t* sums);
+void qs8_quantize_neon(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
+                       size_t q_stride, float* scales, int32_t* sums);
 
 // The int8 fully connected over quantized rows: x_scales and x_sums as the quantizer writes them.
 // GEMV: one row to y[0, n).
@@ -149,6 +151,24 @@ void qs8_qc8w_gemm_4x16_avxvnni(const void* packed, size_t k, size_t n, size_t r
 void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
                                    const int8_t* q, size_t q_stride, const float* x_scales,
                                    const int32_t* x_sums, float* y, size_t y_stride);
+// aarch64 (qs8_neon_blocks.h): NEON's one tile (SMULL, SADALP) and two rows by one tile; the dot
+// product's two tiles (SDOT) and four rows by one tile; i8mm's two tiles with USDOT (the stored
+// bytes as they are) and four rows by one tile with USMMLA (rows in pairs).
+void qs8_qc8w_gemv_1x16_neon(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qc8w_gemm_2x16_neon(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                             float* y, size_t y_stride);
+void qs8_qc8w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, const int8_t* q,
+                                const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qc8w_gemm_4x16_neondot(const void* packed, size_t k, size_t n, size_t rows,
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride);
+void qs8_qc8w_gemv_2x16_neoni8mm(const void* packed, size_t k, size_t n, const int8_t* q,
+                                 const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qc8w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t rows,
+                                 const int8_t* q, size_t q_stride, const float* x_scales,
+                                 const int32_t* x_sums, float* y, size_t y_stride);
 
 // int8 weights with one float16 scale per block of kActBlock inputs (qb8w: symmetric, llama.cpp's
 // Q8_0 grain; the file's canonical layout is int8 [n, k] and float16 scales [n, k / kActBlock], k a
@@ -219,6 +239,22 @@ void qs8_qb8w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, const
 void qs8_qb8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
                                    const int8_t* q, size_t q_stride, const float* x_scales,
                                    const int32_t* x_sums, float* y, size_t y_stride);
+// aarch64: as the qc8w kernels of the same names.
+void qs8_qb8w_gemv_1x16_neon(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_2x16_neon(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                             float* y, size_t y_stride);
+void qs8_qb8w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, const int8_t* q,
+                                const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_4x16_neondot(const void* packed, size_t k, size_t n, size_t rows,
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride);
+void qs8_qb8w_gemv_2x16_neoni8mm(const void* packed, size_t k, size_t n, const int8_t* q,
+                                 const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb8w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t rows,
+                                 const int8_t* q, size_t q_stride, const float* x_scales,
+                                 const int32_t* x_sums, float* y, size_t y_stride);
 
 // 5-bit weights with one float16 scale per block of kActBlock inputs (qb5w: signed values in
 // [-16, 15], llama.cpp Q5_0's grain and size, 5.5 bits a weight), activations as above. The file's
@@ -287,6 +323,22 @@ void qs8_qb5w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, const
 void qs8_qb5w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_t rows,
                                    const int8_t* q, size_t q_stride, const float* x_scales,
                                    const int32_t* x_sums, float* y, size_t y_stride);
+// aarch64: as the qb8w kernels of the same names over each group rebuilt as qb8w's bytes.
+void qs8_qb5w_gemv_1x16_neon(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb5w_gemm_2x16_neon(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                             size_t q_stride, const float* x_scales, const int32_t* x_sums,
+                             float* y, size_t y_stride);
+void qs8_qb5w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, const int8_t* q,
+                                const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb5w_gemm_4x16_neondot(const void* packed, size_t k, size_t n, size_t rows,
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride);
+void qs8_qb5w_gemv_2x16_neoni8mm(const void* packed, size_t k, size_t n, const int8_t* q,
+                                 const float* x_scales, const int32_t* x_sums, float* y);
+void qs8_qb5w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t rows,
+                                 const int8_t* q, size_t q_stride, const float* x_scales,
+                                 const int32_t* x_sums, float* y, size_t y_stride);
 
 // f32 activations times IEEE half weights (f16w), f32 output: the weights are read as halves (half
 // the bytes of f32, what one-row runs are bound by) and widened in registers, with no convert of
@@ -318,6 +370,8 @@ void f32_f16w_gemv_scalar(const void* packed, size_t k, size_t n, const float* x
 // GEMV; the AVX2 one also needs F16C.
 void f32_f16w_gemv_4x16_avx2_f16c(const void* packed, size_t k, size_t n, const float* x, float* y);
 void f32_f16w_gemv_4x16_avx512f(const void* packed, size_t k, size_t n, const float* x, float* y);
+// aarch64 NEON (f32_f16w_neon.h): two tiles at a time, then one.
+void f32_f16w_gemv_2x16_neon(const void* packed, size_t k, size_t n, const float* x, float* y);
 
 // f32 x f16w GEMM: `rows` rows of x (x_stride floats apart) to rows of y (y_stride floats apart),
 // with `prefetch_bytes` at `prefetch` (may be null) asked into L2 while it computes, as the f32
@@ -336,6 +390,10 @@ void f32_f16w_gemm_4x16_avx2_f16c(const void* packed, size_t k, size_t n, size_t
 void f32_f16w_gemm_8x32_avx512f(const void* packed, size_t k, size_t n, size_t rows, const float* x,
                                 size_t x_stride, float* y, size_t y_stride, const void* prefetch,
                                 size_t prefetch_bytes);
+// 4 rows by 1 tile at a time, aarch64 NEON (the prefetch hint unused).
+void f32_f16w_gemm_4x16_neon(const void* packed, size_t k, size_t n, size_t rows, const float* x,
+                             size_t x_stride, float* y, size_t y_stride, const void* prefetch,
+                             size_t prefetch_bytes);
 
 
 // Dynamically quantized int4 fully connected: activations as above (qs8, blocks of kActBlock),
@@ -433,6 +491,25 @@ void qs8_qc4w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
                                    size_t rows, const int8_t* q, size_t q_stride,
                                    const float* x_scales, const int32_t* x_sums, float* y,
                                    size_t y_stride);
+// aarch64: as the qc8w kernels of the same names, each block's dot from -8 x its activation sum;
+// the nibbles are small positive bytes, so SDOT's GEMV also serves the i8mm set.
+void qs8_qc4w_gemv_1x16_neon(const void* packed, size_t k, size_t n, size_t group,
+                             const int8_t* q, const float* x_scales, const int32_t* x_sums,
+                             float* y);
+void qs8_qc4w_gemm_2x16_neon(const void* packed, size_t k, size_t n, size_t group, size_t rows,
+                             const int8_t* q, size_t q_stride, const float* x_scales,
+                             const int32_t* x_sums, float* y, size_t y_stride);
+void qs8_qc4w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, size_t group,
+                                const int8_t* q, const float* x_scales, const int32_t* x_sums,
+                                float* y);
+void qs8_qc4w_gemm_4x16_neondot(const void* packed, size_t k, size_t n, size_t group,
+                                size_t rows, const int8_t* q, size_t q_stride,
+                                const float* x_scales, const int32_t* x_sums, float* y,
+                                size_t y_stride);
+void qs8_qc4w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t group,
+                                 size_t rows, const int8_t* q, size_t q_stride,
+                                 const float* x_scales, const int32_t* x_sums, float* y,
+                                 size_t y_stride);
 
 }  // namespace kernels
 }  // namespace xnnpack

@@ -60,6 +60,10 @@ const KernelSets<QB8Kernels>& qb8_kernel_sets() {
           {{&qs8_qb8w_gemv_4x16_avxvnni, &qs8_qb8w_gemm_4x16_avxvnni}, Isa::kAvxVnni},
           {{&qs8_qb8w_gemv_4x16_avx2, &qs8_qb8w_gemm_4x16_avx2}, Isa::kAvx512f},
           {{&qs8_qb8w_gemv_4x16_avx512vnni, &qs8_qb8w_gemm_8x32_avx512vnni}, Isa::kAvx512Vnni},
+#elif defined(__aarch64__)
+          {{&qs8_qb8w_gemv_1x16_neon, &qs8_qb8w_gemm_2x16_neon}, Isa::kNeon},
+          {{&qs8_qb8w_gemv_2x16_neondot, &qs8_qb8w_gemm_4x16_neondot}, Isa::kNeonDot},
+          {{&qs8_qb8w_gemv_2x16_neoni8mm, &qs8_qb8w_gemm_4x16_neoni8mm}, Isa::kNeonI8mm},
 #endif
       },
       &qb8_matches_reference);

@@ -112,7 +112,8 @@ class QB5Test : public ::testing::TestWithParam<Isa> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Paths, QB5Test,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512Vnni),
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512Vnni,
+                                           Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            return std::string(to_string(info.param));
                          });

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -108,7 +109,8 @@ std::vector<float> naive(const Weight& w, const Rows& x, size_t rows) {
 
 std::vector<Isa> runnable_paths() {
   std::vector<Isa> paths;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512f, Isa::kAvx512Vnni}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512f, Isa::kAvx512Vnni, Isa::kNeon,
+                  Isa::kNeonDot, Isa::kNeonI8mm}) {
     if (cpu_runs(isa)) paths.push_back(isa);
   }
   return paths;
@@ -153,6 +155,46 @@ TEST(QS8QC4W, IntegerBlockSumsAreExact) {
         for (size_t i = 0; i < k; ++i) dot += int64_t{q[r * k + i]} * w.values[j * k + i];
         EXPECT_EQ(y[r * n + j], static_cast<float>(dot))
             << to_string(isa) << " r" << r << " j" << j;
+      }
+    }
+  }
+}
+
+TEST(QS8QC4W, ExtremeValuesAccumulateExactly) {
+  // Every weight at -8 or 7 and every activation at +-127, unit scales: each block's dot is up to
+  // 32 x 8 x 127 in magnitude and the result the exact integer sum (below 2^24).
+  const size_t k = 1024, n = 20, group = 128, rows = 5;
+  Weight w(k, n, group, /*with_bias=*/false, 7);
+  std::fill(w.canonical.begin(), w.canonical.end(), uint8_t{0});
+  for (size_t j = 0; j < n; ++j) {
+    for (size_t i = 0; i < k; ++i) {
+      w.values[j * k + i] = (i + j) % 3 == 0 ? 7 : -8;
+      const uint8_t nibble = static_cast<uint8_t>(w.values[j * k + i]) & 0x0F;
+      w.canonical[j * k / 2 + i / 2] |= static_cast<uint8_t>(i % 2 == 0 ? nibble : nibble << 4);
+    }
+  }
+  w.scales.assign(n * k / group, 0x3C00);  // 1.0
+  qc4w_pack(w.canonical.data(), w.scales.data(), nullptr, k, n, group, w.packed.data());
+  std::vector<int8_t> q(rows * k);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = i % 5 == 0 ? 127 : -127;
+  std::vector<int32_t> sums(rows * k / kActBlock, 0);
+  for (size_t i = 0; i < q.size(); ++i) sums[i / kActBlock] += q[i];
+  const std::vector<float> xs(rows * k / kActBlock, 1.0f);
+  for (Isa isa : runnable_paths()) {
+    const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
+    std::vector<float> y(rows * n);
+    set.gemm(w.packed.data(), k, n, group, rows, q.data(), k, xs.data(), sums.data(), y.data(), n);
+    std::vector<float> one(n);
+    set.gemv(w.packed.data(), k, n, group, q.data(), xs.data(), sums.data(), one.data());
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t j = 0; j < n; ++j) {
+        int64_t dot = 0;
+        for (size_t i = 0; i < k; ++i) dot += int64_t{q[r * k + i]} * w.values[j * k + i];
+        EXPECT_EQ(y[r * n + j], static_cast<float>(dot))
+            << to_string(isa) << " r" << r << " j" << j;
+        if (r == 0) {
+          EXPECT_EQ(one[j], static_cast<float>(dot)) << to_string(isa) << " gemv j" << j;
+        }
       }
     }
   }
@@ -214,6 +256,15 @@ TEST(QS8QC4W, LesserPathsAreForcedAndTheProcessSetPassesItsProbe) {
   if (cpu_runs(Isa::kAvx512Vnni)) {
     EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx512Vnni).kernels.gemm,
               &qs8_qc4w_gemm_8x32_avx512vnni);
+  }
+#elif defined(__aarch64__)
+  EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kNeon).kernels.gemm, &qs8_qc4w_gemm_2x16_neon);
+  if (cpu_runs(Isa::kNeonDot)) {
+    EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kNeonDot).kernels.gemm, &qs8_qc4w_gemm_4x16_neondot);
+  }
+  if (cpu_runs(Isa::kNeonI8mm)) {
+    EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kNeonI8mm).kernels.gemm,
+              &qs8_qc4w_gemm_4x16_neoni8mm);
   }
 #endif
   const KernelSets<QC4Kernels>& sets = qc4_kernel_sets();

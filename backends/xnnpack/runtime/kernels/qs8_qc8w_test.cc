@@ -134,7 +134,8 @@ class QS8Test : public ::testing::TestWithParam<Isa> {
 
 INSTANTIATE_TEST_SUITE_P(Paths, QS8Test,
                          ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni,
-                                           Isa::kAvx512f, Isa::kAvx512Vnni),
+                                           Isa::kAvx512f, Isa::kAvx512Vnni, Isa::kNeon,
+                                           Isa::kNeonDot, Isa::kNeonI8mm),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            return std::string(to_string(info.param));
                          });

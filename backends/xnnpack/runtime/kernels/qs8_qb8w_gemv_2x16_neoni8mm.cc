@@ -1,0 +1,22 @@
+// The int8 fully connected with block scales over one row, i8mm (USDOT): two tiles at a time; the
+// stored unsigned bytes meet the activations as they are, as VNNI's do.
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_neon_blocks.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qb8w_gemv_2x16_neoni8mm(const void* packed, size_t k, size_t n, const int8_t* q,
+                                 const float* x_scales, const int32_t* x_sums, float* y) {
+  using L = Qb8Layout;
+  static const NeonBlockFn kBlocks[1][2] = {
+      {&neon_block<L, UsdotDot, 1, 1, 4>, &neon_block<L, UsdotDot, 1, 2, 4>}};
+  neon_run_blocks(kBlocks, packed, qb8_tile_bytes(k), 0, k, n, /*rows=*/1, q, qc8_padded_k(k),
+                  x_scales, x_sums, y, n);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare

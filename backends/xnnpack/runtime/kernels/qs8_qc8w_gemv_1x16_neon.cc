@@ -1,0 +1,21 @@
+// The int8 fully connected over one row, NEON (ARMv8.0): one tile at a time, SMULL and SADALP.
+
+#include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_neon_blocks.h"
+
+namespace edgeshare {
+namespace xnnpack {
+namespace kernels {
+
+void qs8_qc8w_gemv_1x16_neon(const void* packed, size_t k, size_t n, const int8_t* q,
+                             const float* x_scales, const int32_t* x_sums, float* y) {
+  using L = Qc8Layout;
+  static const NeonBlockFn kBlocks[1][1] = {
+      {&neon_block<L, NeonMullDot, 1, 1, 4>}};
+  neon_run_blocks(kBlocks, packed, qc8_tile_bytes(k), 0, k, n, /*rows=*/1, q, qc8_padded_k(k),
+                  x_scales, x_sums, y, n);
+}
+
+}  // namespace kernels
+}  // namespace xnnpack
+}  // namespace edgeshare
