@@ -29,12 +29,13 @@
 #include <type_traits>
 
 #include "edgeshare/runtime/kernels/half.h"
+#include "edgeshare/runtime/kernels/portable/gemm_nt.h"
 
 namespace edgeshare {
 namespace runtime {
 namespace portable {
 
-constexpr size_t kGemmNtDotRows = 3;
+constexpr size_t kGemmNtDotRows = kGemmNtSplitRows - 1;
 constexpr size_t kGemmNtDotDepth = 64;
 constexpr size_t kGemmNtChunk = 256;
 
