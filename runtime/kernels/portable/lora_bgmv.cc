@@ -9,17 +9,10 @@
 // unpacked-weight kernels of gemm_nt.h: the factors are read where they lie (the adapter tables
 // an engine rewrites between steps), never packed. A run is cut into chunks of rows whose
 // low-rank intermediate fits a fixed stack buffer, so nothing is allocated.
-//
-// Chunks are cut again into pieces of kPieceRows rows (the last one up to twice that), and the
-// pieces are split across the runtime's helper threads (parallel_for), each piece's intermediate
-// on its own thread's stack. A decode step's rows on different adapters are one piece each. A
-// piece is never shorter than gemm_nt's kGemmNtSplitRows unless its chunk is, so every row comes
-// out with the bits of one thread's run over whole chunks.
 
 #include <cstdint>
 #include <cstring>
 
-#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/gemm_nt.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
@@ -32,50 +25,6 @@ namespace {
 // Floats of the low-rank intermediate on the stack: 16 rows at rank 256.
 constexpr size_t kLowFloats = 4096;
 constexpr size_t kMaxRank = 256;
-// Rows per piece: enough rows that a prefill chunk's B product (a weight panel copied per call)
-// still reuses each panel over many rows.
-constexpr size_t kPieceRows = 16;
-static_assert(kPieceRows >= kGemmNtSplitRows, "a piece must keep its chunk's bits");
-// Pieces gathered on the stack before one parallel_for runs them.
-constexpr size_t kMaxPieces = 64;
-
-// Rows [first, first + rows) of the flattened [..., N] rows, all on adapter slot `slot` (>= 0).
-struct Piece {
-  size_t first;
-  size_t rows;
-  size_t slot;
-};
-
-struct Job {
-  const GemmNtKernels* gemm;
-  bool half;
-  const void* a;
-  const void* b;
-  size_t in, out_channels, rank;
-  const float* x;
-  float* y;
-  const Piece* pieces;
-};
-
-void run_piece(void* context, size_t index) {
-  const Job& job = *static_cast<const Job*>(context);
-  const Piece& piece = job.pieces[index];
-  const size_t a_slot = job.rank * job.in, b_slot = job.out_channels * job.rank;
-  const float* x = job.x + piece.first * job.in;
-  float* y = job.y + piece.first * job.out_channels;
-  float low[kLowFloats];
-  if (job.half) {
-    const auto* as = static_cast<const uint16_t*>(job.a) + piece.slot * a_slot;
-    const auto* bs = static_cast<const uint16_t*>(job.b) + piece.slot * b_slot;
-    job.gemm->f16(piece.rows, job.rank, job.in, x, as, low);
-    job.gemm->f16(piece.rows, job.out_channels, job.rank, low, bs, y);
-  } else {
-    const float* as = static_cast<const float*>(job.a) + piece.slot * a_slot;
-    const float* bs = static_cast<const float*>(job.b) + piece.slot * b_slot;
-    job.gemm->f32(piece.rows, job.rank, job.in, x, as, low);
-    job.gemm->f32(piece.rows, job.out_channels, job.rank, low, bs, y);
-  }
-}
 
 Status lora_bgmv(Args args) {
   const char* op = "edgeshare::lora_bgmv";
@@ -119,48 +68,39 @@ Status lora_bgmv(Args args) {
   shape.sizes[shape.rank - 1] = static_cast<int32_t>(out_channels);
   ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
 
+  const GemmNtKernels& gemm = gemm_nt_kernels();
   size_t leading = 1;
   for (size_t d = 0; d + 2 < x->dim(); ++d) leading *= static_cast<size_t>(x->size(d));
   const size_t chunk_rows = kLowFloats / rank;
-  Job job;
-  job.gemm = &gemm_nt_kernels();
-  job.half = type == ScalarType::Half;
-  job.a = a->const_data();
-  job.b = b->const_data();
-  job.in = in;
-  job.out_channels = out_channels;
-  job.rank = rank;
-  job.x = x->data<float>();
-  job.y = out->data<float>();
-  Piece pieces[kMaxPieces];
-  job.pieces = pieces;
-  size_t count = 0;
+  float low[kLowFloats];
+  const size_t a_slot = rank * in, b_slot = out_channels * rank;
   for (size_t p = 0; p < leading; ++p) {
-    const size_t base = p * rows;
+    const float* xs = x->data<float>() + p * rows * in;
+    float* ys = out->data<float>() + p * rows * out_channels;
     size_t i = 0;
     while (i < rows) {
       size_t end = i + 1;
       while (end < rows && slot[end] == slot[i] && end - i < chunk_rows) ++end;
+      const size_t m = end - i;
+      float* y = ys + i * out_channels;
       if (slot[i] < 0) {
-        std::memset(job.y + (base + i) * out_channels, 0, (end - i) * out_channels * sizeof(float));
-        i = end;
-        continue;
-      }
-      // The chunk [i, end) in pieces of kPieceRows, the last one taking what is left.
-      for (size_t first = i; first < end;) {
-        const size_t left = end - first;
-        const size_t take = left < 2 * kPieceRows ? left : kPieceRows;
-        pieces[count++] = Piece{base + first, take, static_cast<size_t>(slot[i])};
-        if (count == kMaxPieces) {
-          parallel_for(count, &run_piece, &job);
-          count = 0;
-        }
-        first += take;
+        std::memset(y, 0, m * out_channels * sizeof(float));
+      } else if (type == ScalarType::Float) {
+        const float* as = a->data<float>() + static_cast<size_t>(slot[i]) * a_slot;
+        const float* bs = b->data<float>() + static_cast<size_t>(slot[i]) * b_slot;
+        gemm.f32(m, rank, in, xs + i * in, as, low);
+        gemm.f32(m, out_channels, rank, low, bs, y);
+      } else {
+        const auto* as =
+            static_cast<const uint16_t*>(a->const_data()) + static_cast<size_t>(slot[i]) * a_slot;
+        const auto* bs =
+            static_cast<const uint16_t*>(b->const_data()) + static_cast<size_t>(slot[i]) * b_slot;
+        gemm.f16(m, rank, in, xs + i * in, as, low);
+        gemm.f16(m, out_channels, rank, low, bs, y);
       }
       i = end;
     }
   }
-  if (count > 0) parallel_for(count, &run_piece, &job);
   return Status();
 }
 

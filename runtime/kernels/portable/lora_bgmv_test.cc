@@ -1,7 +1,7 @@
-// edgeshare::lora_bgmv split across threads: two threads give the bits of one, and both give the
-// bits of one gemm_nt product per chunk of rows on one adapter (the operator's arithmetic before
-// its pieces ran on threads), against a double reference too; float and half factors, decode
-// steps (one row per adapter), prefill chunks past a piece, rows on no adapter, leading dims.
+// edgeshare::lora_bgmv: the bits of one gemm_nt product pair per chunk of rows on one adapter,
+// the same bits with a two-thread Threads current, and a double reference; float and half
+// factors, decode steps (one row per adapter), chunks of many rows (past the stack chunk at rank
+// 150), rows on no adapter, leading dims.
 
 #include <gtest/gtest.h>
 
