@@ -16,7 +16,7 @@
 // Rows are independent: row i of c depends on row i of a, on b, n and k, and on which loop runs
 // (kGemmNtSplitRows), never on the other rows. So m rows cut into pieces of at least
 // kGemmNtSplitRows rows each (or, for m < kGemmNtSplitRows, not cut) give the same bits as one
-// call: how a caller splits rows across threads.
+// call: a caller may split rows (across threads, say) without changing a result.
 
 #ifndef EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_H_
 #define EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_H_

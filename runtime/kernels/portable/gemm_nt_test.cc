@@ -111,8 +111,8 @@ TEST(GemmNt, every_set_matches_the_reference_on_lora_shapes) {
   }
 }
 
-// What lora_bgmv relies on to split a product's rows across threads: pieces of at least
-// kGemmNtSplitRows rows give the bits of one call over all of them, in every set.
+// The row-splitting contract of gemm_nt.h: pieces of at least kGemmNtSplitRows rows give the bits
+// of one call over all of them, in every set.
 TEST(GemmNt, rows_cut_into_pieces_of_the_split_size_give_the_same_bits) {
   size_t count = 0;
   const auto* sets = gemm_nt_sets().all(&count);
