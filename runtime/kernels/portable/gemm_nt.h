@@ -12,6 +12,11 @@
 //
 // Preconditions: c does not overlap a or b (memory planning never aliases an output with an
 // input). m, n or k may be 0 (k == 0 writes zeros). No allocation; reentrant.
+//
+// Rows are independent: row i of c depends on row i of a, on b, n and k, and on which loop runs
+// (kGemmNtSplitRows), never on the other rows. So m rows cut into pieces of at least
+// kGemmNtSplitRows rows each (or, for m < kGemmNtSplitRows, not cut) give the same bits as one
+// call: a caller may split rows (across threads, say) without changing a result.
 
 #ifndef EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_H_
 #define EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_H_
@@ -24,6 +29,10 @@
 namespace edgeshare {
 namespace runtime {
 namespace portable {
+
+// Up to kGemmNtSplitRows - 1 rows run dot products with a horizontal sum per output, more rows may
+// run another loop with another order of the sums (gemm_nt_impl.h).
+constexpr size_t kGemmNtSplitRows = 4;
 
 using GemmNtF32 = void (*)(size_t m, size_t n, size_t k, const float* a, const float* b, float* c);
 // b as IEEE half bits.

@@ -45,6 +45,23 @@ struct Avx512Ops {
     x = _mm_add_ss(x, _mm_movehdup_ps(x));
     return _mm_cvtss_f32(x);
   }
+  // reduce's additions for four vectors at once. reduce adds lanes i and i + 8, then i and i + 4,
+  // then i and i + 2, then 0 and 1: here the 128-bit blocks of two vectors are paired by one
+  // shuffle each (blocks 0+2 and 1+3 of each), then blocks 0+1 of all four, then the lanes within
+  // each block, so every sum is the same additions of the same values as reduce's.
+  static void reduce4(const V* v, float* out) {
+    const V ab = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x44),   // a0 a1 b0 b1
+                               _mm512_shuffle_f32x4(v[0], v[1], 0xEE));  // a2 a3 b2 b3
+    const V cd = _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], 0x44),
+                               _mm512_shuffle_f32x4(v[2], v[3], 0xEE));
+    // Blocks: a, b, c, d, each the four-lane partial sum reduce reaches after its second step.
+    V x = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88),   // ab0 ab2 cd0 cd2
+                        _mm512_shuffle_f32x4(ab, cd, 0xDD));  // ab1 ab3 cd1 cd3
+    x = _mm512_add_ps(x, _mm512_permute_ps(x, 0xEE));         // lanes 0, 1: x0 + x2, x1 + x3
+    x = _mm512_add_ps(x, _mm512_permute_ps(x, 0x55));         // lane 0: (x0 + x2) + (x1 + x3)
+    const __m512i firsts = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(firsts, x)));
+  }
 };
 
 }  // namespace

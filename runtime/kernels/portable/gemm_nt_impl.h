@@ -18,7 +18,10 @@
 //
 // Ops: V, kWidth, zero(), load(p), load_tail(p, count), store_tail(p, v, count), add(x, y),
 // fma(x, y, acc) = x * y + acc, set1(x), reduce(v) (the sum of its lanes), and loadb(p) for the
-// half and int8 weights (kWidth elements widened).
+// half and int8 weights (kWidth elements widened). Optionally reduce4(v[4], out): the four sums
+// stored at once, each with the bits of reduce (the same additions, four vectors' lanes shuffled
+// together), for an instruction set where that is cheaper: a dot product over a short k (a decode
+// row's h . B^T, k the rank) is mostly its horizontal sum.
 
 #ifndef EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
 #define EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
@@ -30,12 +33,13 @@
 #include <type_traits>
 
 #include "edgeshare/runtime/kernels/half.h"
+#include "edgeshare/runtime/kernels/portable/gemm_nt.h"
 
 namespace edgeshare {
 namespace runtime {
 namespace portable {
 
-constexpr size_t kGemmNtDotRows = 3;
+constexpr size_t kGemmNtDotRows = kGemmNtSplitRows - 1;
 constexpr size_t kGemmNtDotDepth = 64;
 constexpr size_t kGemmNtChunk = 256;
 
@@ -45,6 +49,11 @@ inline float widen(float v) { return v; }
 inline float widen(uint16_t v) { return kernels::half_to_float(v); }
 inline float widen(int8_t v) { return static_cast<float>(v); }
 }  // namespace
+
+template <typename Ops, typename = void>
+struct HasReduce4 : std::false_type {};
+template <typename Ops>
+struct HasReduce4<Ops, std::void_t<decltype(&Ops::reduce4)>> : std::true_type {};
 
 // kWidth weights from p, widened (Ops::load for float weights).
 template <typename Ops, typename BT>
@@ -103,10 +112,15 @@ void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, c
       for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::fma(av, bv[q], acc[r][q]);
     }
   }
+  if constexpr (C == 4 && HasReduce4<Ops>::value) {
 #pragma GCC unroll 8
-  for (size_t r = 0; r < R; ++r) {
+    for (size_t r = 0; r < R; ++r) Ops::reduce4(acc[r], c + (i + r) * n + j);
+  } else {
 #pragma GCC unroll 8
-    for (size_t q = 0; q < C; ++q) c[(i + r) * n + j + q] = Ops::reduce(acc[r][q]);
+    for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (size_t q = 0; q < C; ++q) c[(i + r) * n + j + q] = Ops::reduce(acc[r][q]);
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include <cmath>
 #include <random>
@@ -106,6 +107,77 @@ TEST(GemmNt, every_set_matches_the_reference_on_lora_shapes) {
     for (const Shape& s : shapes) {
       ExpectMatchesReference(sets[i].kernels, to_string(sets[i].isa), s);
       ExpectWeightTypesMatchReference(sets[i].kernels, to_string(sets[i].isa), s);
+    }
+  }
+}
+
+// The row-splitting contract of gemm_nt.h: pieces of at least kGemmNtSplitRows rows give the bits
+// of one call over all of them, in every set.
+TEST(GemmNt, rows_cut_into_pieces_of_the_split_size_give_the_same_bits) {
+  size_t count = 0;
+  const auto* sets = gemm_nt_sets().all(&count);
+  const Shape shapes[] = {{40, 576, 16}, {40, 16, 576}, {13, 37, 13}, {9, 64, 32}, {3, 576, 16}};
+  for (size_t i = 0; i < count; ++i) {
+    const GemmNtKernels& set = sets[i].kernels;
+    for (const Shape& s : shapes) {
+      std::mt19937 rng(static_cast<unsigned>(s.m + s.n + s.k));
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> a(s.m * s.k), b(s.n * s.k);
+      std::vector<uint16_t> h(s.n * s.k);
+      for (float& v : a) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      for (uint16_t& v : h) v = kernels::float_to_half(dist(rng));
+      std::vector<float> whole(s.m * s.n), cut(s.m * s.n), whole16(s.m * s.n), cut16(s.m * s.n);
+      set.f32(s.m, s.n, s.k, a.data(), b.data(), whole.data());
+      set.f16(s.m, s.n, s.k, a.data(), h.data(), whole16.data());
+      // Pieces of the split size, the last one longer: never one below it unless m is.
+      size_t begin = 0;
+      while (begin < s.m) {
+        const size_t left = s.m - begin;
+        const size_t rows = left < 2 * kGemmNtSplitRows ? left : kGemmNtSplitRows;
+        set.f32(rows, s.n, s.k, a.data() + begin * s.k, b.data(), cut.data() + begin * s.n);
+        set.f16(rows, s.n, s.k, a.data() + begin * s.k, h.data(), cut16.data() + begin * s.n);
+        begin += rows;
+      }
+      EXPECT_EQ(std::memcmp(whole.data(), cut.data(), whole.size() * sizeof(float)), 0)
+          << to_string(sets[i].isa) << " f32 m" << s.m << " n" << s.n << " k" << s.k;
+      EXPECT_EQ(std::memcmp(whole16.data(), cut16.data(), whole16.size() * sizeof(float)), 0)
+          << to_string(sets[i].isa) << " f16 m" << s.m << " n" << s.n << " k" << s.k;
+    }
+  }
+}
+
+// Outputs are independent too: n at once (blocks of four sharing their horizontal sums) give the
+// bits of one output at a time, in every set.
+TEST(GemmNt, outputs_at_once_give_the_bits_of_one_at_a_time) {
+  size_t count = 0;
+  const auto* sets = gemm_nt_sets().all(&count);
+  const Shape shapes[] = {{1, 576, 16}, {2, 192, 16}, {3, 37, 13}, {1, 16, 576}, {5, 9, 100}};
+  for (size_t i = 0; i < count; ++i) {
+    const GemmNtKernels& set = sets[i].kernels;
+    for (const Shape& s : shapes) {
+      std::mt19937 rng(static_cast<unsigned>(3 * s.m + s.n + s.k));
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> a(s.m * s.k), b(s.n * s.k);
+      std::vector<uint16_t> h(s.n * s.k);
+      for (float& v : a) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      for (uint16_t& v : h) v = kernels::float_to_half(dist(rng));
+      std::vector<float> all(s.m * s.n), all16(s.m * s.n), one(s.m), one16(s.m);
+      set.f32(s.m, s.n, s.k, a.data(), b.data(), all.data());
+      set.f16(s.m, s.n, s.k, a.data(), h.data(), all16.data());
+      for (size_t j = 0; j < s.n; ++j) {
+        set.f32(s.m, 1, s.k, a.data(), b.data() + j * s.k, one.data());
+        set.f16(s.m, 1, s.k, a.data(), h.data() + j * s.k, one16.data());
+        for (size_t r = 0; r < s.m; ++r) {
+          ASSERT_EQ(std::memcmp(&all[r * s.n + j], &one[r], sizeof(float)), 0)
+              << to_string(sets[i].isa) << " f32 m" << s.m << " n" << s.n << " k" << s.k << " at "
+              << r << "," << j;
+          ASSERT_EQ(std::memcmp(&all16[r * s.n + j], &one16[r], sizeof(float)), 0)
+              << to_string(sets[i].isa) << " f16 m" << s.m << " n" << s.n << " k" << s.k << " at "
+              << r << "," << j;
+        }
+      }
     }
   }
 }

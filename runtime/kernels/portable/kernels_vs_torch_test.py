@@ -131,6 +131,30 @@ def _index_calls(gen: Gen) -> List[Call]:
     return calls
 
 
+def _index_put_calls(gen: Gen) -> List[Call]:
+    """aten::index_put with one index tensor (a cache write): values of the indexed region's shape
+    (one copy per row) or broadcast to it; negative indices; accumulate on floats."""
+    calls = []
+    while len(calls) < CASES_PER_FAMILY:
+        shape = gen.shape(1, 4, 5)
+        dim = gen.r.randrange(len(shape))
+        dtype = gen.r.choice(DTYPES)
+        accumulate = dtype == torch.float32 and gen.r.random() < 0.25
+        count = gen.r.randint(0, shape[dim])
+        if accumulate:  # repeats add up
+            index = torch.randint(-shape[dim], shape[dim], (count,), generator=gen.g)
+        else:  # distinct rows: torch leaves which repeat wins unspecified
+            index = torch.randperm(shape[dim], generator=gen.g)[:count] - gen.r.choice([0, shape[dim]])
+        region = list(shape)
+        region[dim] = count
+        values = gen.tensor(region if gen.r.random() < 0.6 else gen.broadcastable(region), dtype)
+        entries: List[Optional[torch.Tensor]] = [None] * dim + [index]
+        x = gen.tensor(shape, dtype)
+        want = torch.ops.aten.index_put(x, entries, values, accumulate)
+        calls.append(Call("aten::index_put", (t(x), tl(entries), t(values), i(accumulate), out(want)), (want,)))
+    return calls
+
+
 def _cat_calls(gen: Gen) -> List[Call]:
     calls = []
     for _ in range(CASES_PER_FAMILY):
@@ -438,6 +462,7 @@ FAMILIES: Dict[str, Callable[[Gen], List[Call]]] = {
     "batched_attention": _batched_attention_calls,
     "lora_bgmv": _lora_bgmv_calls,
     "index": _index_calls,
+    "index_put": _index_put_calls,
     "cat": _cat_calls,
     "binary": _binary_calls,
     "unary_where": _unary_calls,

@@ -92,6 +92,21 @@ Status index_put(Args args) {
   auto* dst = static_cast<uint8_t*>(out->mutable_data());
   const auto* src = static_cast<const uint8_t*>(values->const_data());
   const size_t per_index = static_cast<size_t>(n) * inner;
+  if (!accumulate && values->numel() == region.numel()) {
+    // Values of the region's own shape (leading 1s aside: equal sizes are the only broadcast
+    // that keeps the count): one copy per indexed row, as a cache write is.
+    const size_t row_bytes = inner * elem;
+    const size_t outer_count = per_index > 0 ? region.numel() / per_index : 0;
+    for (size_t outer = 0; outer < outer_count; ++outer) {
+      for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+        int64_t at = index[i];
+        if (at < 0) at += static_cast<int64_t>(extent);
+        std::memcpy(dst + (outer * extent + static_cast<size_t>(at)) * row_bytes,
+                    src + (outer * per_index + i * inner) * elem, row_bytes);
+      }
+    }
+    return Status();
+  }
   walk.for_each([&](size_t r, const size_t* offsets) {
     // r walks the region [outer, n, inner]; map it to self's [outer, extent, inner].
     const size_t outer = r / per_index;
