@@ -101,5 +101,32 @@ def test_a_cancelled_request_ends_early_and_the_others_do_not(fixture):
         assert list(other) == expected["tokens"]["a"]
 
 
+def test_wait_changed_and_take_deliver_every_token_once_in_order(fixture):
+    # The server's pump reads streams this way: ids with something new, then all of it at once.
+    folder, prompt, expected = fixture
+    engine = BatchEngine.open(folder, threads=2)
+    native = engine._native
+    streams = {"a": engine.submit(prompt, max_new_tokens=expected["new_tokens"], adapter="a"),
+               "b": engine.submit(prompt, max_new_tokens=expected["new_tokens"], adapter="b")}
+    ids = {stream.request_id: name for name, stream in streams.items()}
+    got = {name: [] for name in streams}
+    ended = set()
+    for _ in range(10_000):  # bounded: each round waits at most 100 ms
+        if len(ended) == len(ids):
+            break
+        for request_id in native.wait_changed(100):
+            tokens, done = native.take(request_id)
+            got[ids[request_id]] += tokens
+            if done:
+                ended.add(request_id)
+    assert got["a"] == expected["tokens"]["a"]
+    assert got["b"] == expected["tokens"]["b"]
+    # Nothing is listed twice: once taken to the end, an id stays quiet.
+    assert native.wait_changed(0) == []
+    with pytest.raises(EdgeshareError) as unknown:
+        native.take(max(ids) + 1000)
+    assert unknown.value.code == "NotFound"
+
+
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-q"]))
