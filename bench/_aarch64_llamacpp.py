@@ -12,12 +12,12 @@ leaves none and names its log.
 
 import os
 import subprocess
-import tarfile
 from typing import IO, Dict, Sequence
 
-from edgeshare.bench._llm_peer_llamacpp import SDIST, VENV, VERSION
+from edgeshare.bench._llm_peer_llamacpp import VERSION
 from edgeshare.bench._peer import cache_root
 from edgeshare.bench._runner import BenchError
+from edgeshare.bench._serve_servers import vendored_llamacpp
 
 __all__ = ["VARIANTS", "llama_bench_aarch64"]
 
@@ -74,16 +74,7 @@ def llama_bench_aarch64(variant: str, jobs: int = 2, say=lambda line: None) -> s
         return binary
     if subprocess.run(["which", "aarch64-linux-gnu-g++"], capture_output=True, check=False).returncode:
         raise BenchError("aarch64-linux-gnu-g++ is missing: run ./bazelw build --config=aarch64 once (it installs it)")
-    sdist = os.path.join(cache_root(), VENV.folder, "sdist", SDIST)
-    if not os.path.exists(sdist):
-        raise BenchError(f"{sdist} is missing: make the llama.cpp peer venv first (bench/llm --peer llamacpp)")
-    os.makedirs(root, exist_ok=True)
-    source = os.path.join(root, f"llama_cpp_python-{VERSION}", "vendor", "llama.cpp")
-    if not os.path.isdir(source):
-        with tarfile.open(sdist) as archive:
-            prefix = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/"
-            members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
-            archive.extractall(root, members=members, filter="data")
+    source = vendored_llamacpp(root)
     log_path = os.path.join(root, f"build-{variant}.log")
     say(f"[aarch64] building llama-bench {VERSION} for aarch64 {variant} with cmake (nice, -j {jobs}; log {log_path})")
     flags = [*_CMAKE_FLAGS, f"-DGGML_CPU_ARM_ARCH={VARIANTS[variant]}"]

@@ -27,7 +27,7 @@ from edgeshare.bench._llm_peer_llamacpp import LLAMACPP_BUILDS, SDIST, VENV, VER
 from edgeshare.bench._peer import cache_root
 from edgeshare.bench._runner import BenchError
 
-__all__ = ["Server", "free_port", "llama_server_binary"]
+__all__ = ["Server", "free_port", "llama_server_binary", "vendored_llamacpp"]
 
 # cmake's configuration: the peer venv's native build, the HTTP server, nothing fetched at build time.
 _CMAKE_FLAGS = (
@@ -60,6 +60,26 @@ def _step(args: Sequence[str], log: IO[str], what: str, log_path: str) -> None:
         raise BenchError(f"llama-server {what} failed (status {proc.returncode}); see {log_path}")
 
 
+def vendored_llamacpp(root: str) -> str:
+    """The llama.cpp source that the peer's llama-cpp-python sdist vendors, unpacked under `root`
+    (once); its path.
+
+    Raises:
+      BenchError: the sdist is missing (run `bench/llm --peer llamacpp` once to make the peer venv).
+    """
+    sdist = os.path.join(cache_root(), VENV.folder, "sdist", SDIST)
+    if not os.path.exists(sdist):
+        raise BenchError(f"{sdist} is missing: make the llama.cpp peer venv first (bench/llm --peer llamacpp)")
+    os.makedirs(root, exist_ok=True)
+    source = os.path.join(root, f"llama_cpp_python-{VERSION}", "vendor", "llama.cpp")
+    if not os.path.isdir(source):
+        with tarfile.open(sdist) as archive:
+            prefix = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/"
+            members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
+            archive.extractall(root, members=members, filter="data")
+    return source
+
+
 def llama_server_binary(jobs: int = 1, say=lambda line: None) -> str:
     """The llama-server of the peer's llama.cpp, built on first use (see the module doc).
 
@@ -71,16 +91,7 @@ def llama_server_binary(jobs: int = 1, say=lambda line: None) -> str:
     binary = os.path.join(root, "build", "bin", "llama-server")
     if os.path.exists(binary):
         return binary
-    sdist = os.path.join(cache_root(), VENV.folder, "sdist", SDIST)
-    if not os.path.exists(sdist):
-        raise BenchError(f"{sdist} is missing: make the llama.cpp peer venv first (bench/llm --peer llamacpp)")
-    os.makedirs(root, exist_ok=True)
-    source = os.path.join(root, f"llama_cpp_python-{VERSION}", "vendor", "llama.cpp")
-    if not os.path.isdir(source):
-        with tarfile.open(sdist) as archive:
-            prefix = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/"
-            members = [m for m in archive.getmembers() if m.name.startswith(prefix)]
-            archive.extractall(root, members=members, filter="data")
+    source = vendored_llamacpp(root)
     log_path = os.path.join(root, "build.log")
     say(f"[serve] building llama-server {VERSION} with cmake (nice, -j {jobs}; log {log_path})")
     build = os.path.join(root, "build")
