@@ -9,10 +9,17 @@
 // unpacked-weight kernels of gemm_nt.h: the factors are read where they lie (the adapter tables
 // an engine rewrites between steps), never packed. A run is cut into chunks of rows whose
 // low-rank intermediate fits a fixed stack buffer, so nothing is allocated.
+//
+// The chunks are split across the current Threads (a long chunk into pieces of at least
+// kGemmNtSplitRows rows, which gemm_nt.h promises give the same bits): in a decode step of a batch
+// on many adapters this operator reads every adapter's factors, and on the calling thread alone it
+// left the other threads idle for a quarter of the step.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
 #include "edgeshare/runtime/kernels/portable/gemm_nt.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
@@ -25,6 +32,52 @@ namespace {
 // Floats of the low-rank intermediate on the stack: 16 rows at rank 256.
 constexpr size_t kLowFloats = 4096;
 constexpr size_t kMaxRank = 256;
+// Pieces handed to the threads at once (a step of 64 decode rows on as many adapters is one
+// hand-off), and the most a chunk is cut into.
+constexpr size_t kMaxPieces = 64;
+constexpr size_t kMaxPiecesPerChunk = 8;
+
+// Rows of one adapter slot (-1: none) whose products one thread computes.
+struct Piece {
+  const float* x;
+  float* y;
+  size_t rows;
+  int64_t slot;
+};
+
+struct Job {
+  const GemmNtKernels* gemm;
+  bool half;
+  const void* a;
+  const void* b;
+  size_t rank, in, out_channels;
+  Piece pieces[kMaxPieces];
+  size_t count = 0;
+};
+
+void run_piece(void* context, size_t index) {
+  const Job& job = *static_cast<const Job*>(context);
+  const Piece& piece = job.pieces[index];
+  const size_t m = piece.rows;
+  if (piece.slot < 0) {
+    std::memset(piece.y, 0, m * job.out_channels * sizeof(float));
+    return;
+  }
+  float low[kLowFloats];
+  const size_t s = static_cast<size_t>(piece.slot);
+  const size_t a_slot = job.rank * job.in, b_slot = job.out_channels * job.rank;
+  if (!job.half) {
+    const float* as = static_cast<const float*>(job.a) + s * a_slot;
+    const float* bs = static_cast<const float*>(job.b) + s * b_slot;
+    job.gemm->f32(m, job.rank, job.in, piece.x, as, low);
+    job.gemm->f32(m, job.out_channels, job.rank, low, bs, piece.y);
+  } else {
+    const auto* as = static_cast<const uint16_t*>(job.a) + s * a_slot;
+    const auto* bs = static_cast<const uint16_t*>(job.b) + s * b_slot;
+    job.gemm->f16(m, job.rank, job.in, piece.x, as, low);
+    job.gemm->f16(m, job.out_channels, job.rank, low, bs, piece.y);
+  }
+}
 
 Status lora_bgmv(Args args) {
   const char* op = "edgeshare::lora_bgmv";
@@ -68,12 +121,21 @@ Status lora_bgmv(Args args) {
   shape.sizes[shape.rank - 1] = static_cast<int32_t>(out_channels);
   ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
 
-  const GemmNtKernels& gemm = gemm_nt_kernels();
+  Job job;
+  job.gemm = &gemm_nt_kernels();
+  job.half = type == ScalarType::Half;
+  job.a = a->const_data();
+  job.b = b->const_data();
+  job.rank = rank;
+  job.in = in;
+  job.out_channels = out_channels;
   size_t leading = 1;
   for (size_t d = 0; d + 2 < x->dim(); ++d) leading *= static_cast<size_t>(x->size(d));
   const size_t chunk_rows = kLowFloats / rank;
-  float low[kLowFloats];
-  const size_t a_slot = rank * in, b_slot = out_channels * rank;
+  auto flush = [&job]() {
+    parallel_for(job.count, run_piece, &job);
+    job.count = 0;
+  };
   for (size_t p = 0; p < leading; ++p) {
     const float* xs = x->data<float>() + p * rows * in;
     float* ys = out->data<float>() + p * rows * out_channels;
@@ -82,25 +144,24 @@ Status lora_bgmv(Args args) {
       size_t end = i + 1;
       while (end < rows && slot[end] == slot[i] && end - i < chunk_rows) ++end;
       const size_t m = end - i;
-      float* y = ys + i * out_channels;
-      if (slot[i] < 0) {
-        std::memset(y, 0, m * out_channels * sizeof(float));
-      } else if (type == ScalarType::Float) {
-        const float* as = a->data<float>() + static_cast<size_t>(slot[i]) * a_slot;
-        const float* bs = b->data<float>() + static_cast<size_t>(slot[i]) * b_slot;
-        gemm.f32(m, rank, in, xs + i * in, as, low);
-        gemm.f32(m, out_channels, rank, low, bs, y);
-      } else {
-        const auto* as =
-            static_cast<const uint16_t*>(a->const_data()) + static_cast<size_t>(slot[i]) * a_slot;
-        const auto* bs =
-            static_cast<const uint16_t*>(b->const_data()) + static_cast<size_t>(slot[i]) * b_slot;
-        gemm.f16(m, rank, in, xs + i * in, as, low);
-        gemm.f16(m, out_channels, rank, low, bs, y);
+      // A long chunk in pieces of at least kGemmNtSplitRows rows (the same bits as one product).
+      const size_t pieces =
+          m >= 2 * kGemmNtSplitRows ? std::min(m / kGemmNtSplitRows, kMaxPiecesPerChunk) : 1;
+      size_t first = i;
+      for (size_t k = 0; k < pieces; ++k) {
+        const size_t count = m / pieces + (k < m % pieces ? 1 : 0);
+        if (job.count == kMaxPieces) flush();
+        Piece& piece = job.pieces[job.count++];
+        piece.x = xs + first * in;
+        piece.y = ys + first * out_channels;
+        piece.rows = count;
+        piece.slot = slot[i];
+        first += count;
       }
       i = end;
     }
   }
+  flush();
   return Status();
 }
 
