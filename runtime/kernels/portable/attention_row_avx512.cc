@@ -3,6 +3,9 @@
 
 #include <immintrin.h>
 
+#include <cmath>
+#include <limits>
+
 #include "edgeshare/runtime/kernels/portable/attention_row.h"
 #include "edgeshare/runtime/kernels/portable/attention_row_impl.h"
 
@@ -83,16 +86,117 @@ struct Avx512Ops {
   }
 };
 
+// The transposed form of hsum over sixteen vectors: lane j of the result is hsum(v[j]), the same
+// additions in the same pairs (lanes i and i^8, then i^4, i^2, i^1), so the same bits.
+inline __m512 hsum16(const __m512* v) {
+  __m512 c[8], e[4], g[2];
+  for (int m = 0; m < 8; ++m) {
+    const __m512 a = v[2 * m], b = v[2 * m + 1];
+    c[m] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(0xffff, a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_maskz_shuffle_f32x4(0xffff, a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (int n = 0; n < 4; ++n) {
+    const __m512 a = c[2 * n], b = c[2 * n + 1];
+    e[n] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(0xffff, a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_maskz_shuffle_f32x4(0xffff, a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int p = 0; p < 2; ++p) {
+    const __m512 a = e[2 * p], b = e[2 * p + 1];
+    g[p] = _mm512_add_ps(_mm512_maskz_shuffle_ps(0xffff, a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_maskz_shuffle_ps(0xffff, a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m512 r =
+      _mm512_add_ps(_mm512_maskz_shuffle_ps(0xffff, g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm512_maskz_shuffle_ps(0xffff, g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // Lane 4b + t holds key b + 4t.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_maskz_permutexvar_ps(0xffff, order, r);
+}
+
+// Avx512Ops' row for heads of 32 * kPairs elements and no softcap: the query and the accumulated
+// values stay in registers, and sixteen keys' dot products share one reduction. Every score and
+// every accumulated value is computed with the same operations in the same order as
+// internal::attention_row<Avx512Ops>, so it gives that row's bits, faster.
+template <size_t kPairs, typename KV>
+void attention_row_registers(size_t count, const float* q, const KV* keys, const KV* values,
+                             float scale, float* out) {
+  constexpr size_t kDim = 32 * kPairs;
+  constexpr size_t kBlock = internal::kAttentionKeyBlock;
+  static_assert(kBlock % 16 == 0, "key blocks are whole groups of sixteen");
+  __m512 qv[2 * kPairs], acc[2 * kPairs];
+  for (size_t c = 0; c < 2 * kPairs; ++c) {
+    qv[c] = _mm512_loadu_ps(q + 16 * c);
+    acc[c] = _mm512_setzero_ps();
+  }
+  alignas(64) float scores[kBlock];
+  float running_max = -std::numeric_limits<float>::infinity();
+  float running_sum = 0.0f;
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t n = count - base < kBlock ? count - base : kBlock;
+    for (size_t group = 0; group < n; group += 16) {
+      const size_t keys_here = n - group < 16 ? n - group : 16;
+      __m512 sums[16];
+      for (size_t j = 0; j < 16; ++j) {
+        if (j >= keys_here) {
+          sums[j] = _mm512_setzero_ps();
+          continue;
+        }
+        const KV* k = keys + (base + group + j) * kDim;
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        for (size_t c = 0; c < kPairs; ++c) {
+          a0 = _mm512_fmadd_ps(qv[2 * c], load16(k + 32 * c), a0);
+          a1 = _mm512_fmadd_ps(qv[2 * c + 1], load16(k + 32 * c + 16), a1);
+        }
+        sums[j] = _mm512_add_ps(a0, a1);
+      }
+      _mm512_store_ps(scores + group, _mm512_mul_ps(hsum16(sums), _mm512_set1_ps(scale)));
+    }
+    float block_max = -std::numeric_limits<float>::infinity();
+    for (size_t j = 0; j < n; ++j) block_max = scores[j] > block_max ? scores[j] : block_max;
+    if (block_max > running_max) {
+      const float correction = std::exp(running_max - block_max);
+      running_sum *= correction;
+      const __m512 vc = _mm512_set1_ps(correction);
+      for (size_t c = 0; c < 2 * kPairs; ++c) acc[c] = _mm512_mul_ps(vc, acc[c]);
+      running_max = block_max;
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const float p = std::exp(scores[j] - running_max);
+      running_sum += p;
+      const __m512 vp = _mm512_set1_ps(p);
+      const KV* v = values + (base + j) * kDim;
+      for (size_t c = 0; c < 2 * kPairs; ++c)
+        acc[c] = _mm512_fmadd_ps(vp, load16(v + 16 * c), acc[c]);
+    }
+  }
+  const float inv = 1.0f / running_sum;
+  alignas(64) float row[kDim];
+  for (size_t c = 0; c < 2 * kPairs; ++c) _mm512_store_ps(row + 16 * c, acc[c]);
+  for (size_t d = 0; d < kDim; ++d) out[d] = row[d] * inv;
+}
+
+template <typename KV>
+void attention_row_avx512(size_t count, size_t head_dim, const float* q, const KV* keys,
+                          const KV* values, float scale, float softcap, float* out) {
+  if (softcap == 0.0f && head_dim == 64) {
+    attention_row_registers<2>(count, q, keys, values, scale, out);
+  } else if (softcap == 0.0f && head_dim == 128) {
+    attention_row_registers<4>(count, q, keys, values, scale, out);
+  } else {
+    internal::attention_row<Avx512Ops>(count, head_dim, q, keys, values, scale, softcap, out);
+  }
+}
+
 }  // namespace
 
 void attention_row_f32_avx512(size_t count, size_t head_dim, const float* q, const float* keys,
                               const float* values, float scale, float softcap, float* out) {
-  internal::attention_row<Avx512Ops>(count, head_dim, q, keys, values, scale, softcap, out);
+  attention_row_avx512(count, head_dim, q, keys, values, scale, softcap, out);
 }
 
 void attention_row_f16_avx512(size_t count, size_t head_dim, const float* q, const uint16_t* keys,
                               const uint16_t* values, float scale, float softcap, float* out) {
-  internal::attention_row<Avx512Ops>(count, head_dim, q, keys, values, scale, softcap, out);
+  attention_row_avx512(count, head_dim, q, keys, values, scale, softcap, out);
 }
 
 }  // namespace portable
