@@ -79,19 +79,22 @@ def measure(
     files = save_llm(spec, os.path.join(work, "model"))
     batch, lora = os.path.join(work, f"batch-{quantize}"), os.path.join(work, f"lora-{quantize}")
     part = XnnpackPartitioner(quantize=None if quantize == "fp32" else quantize)
-    print(f"[batch] exporting {model} {quantize}", file=sys.stderr, flush=True)
-    export_hf_batch(
-        files.model_dir,
-        files.adapter_dirs,
-        batch,
-        slots=8,
-        max_seq_len=spec.max_seq_len,
-        max_rows=64,
-        partitioner=part,
-        table_dtype=TABLE_DTYPES[adapter_dtype],
-    )
     first = next(iter(files.adapter_dirs))
-    export_hf_lora(files.model_dir, {first: files.adapter_dirs[first]}, lora, spec.max_seq_len, part)
+    # A --work folder keeps its exports: a folder with its manifest (the last file written) is reused.
+    if not os.path.exists(os.path.join(batch, "batch.json")):
+        print(f"[batch] exporting {model} {quantize}", file=sys.stderr, flush=True)
+        export_hf_batch(
+            files.model_dir,
+            files.adapter_dirs,
+            batch,
+            slots=8,
+            max_seq_len=spec.max_seq_len,
+            max_rows=64,
+            partitioner=part,
+            table_dtype=TABLE_DTYPES[adapter_dtype],
+        )
+    if not os.path.exists(os.path.join(lora, f"{first}.pte")):
+        export_hf_lora(files.model_dir, {first: files.adapter_dirs[first]}, lora, spec.max_seq_len, part)
     common = [
         "--dir",
         batch,
@@ -190,6 +193,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--work", help="keep the model and exports here and reuse them (default: a temporary folder)")
     parser.add_argument(
         "--runner",
         action="append",
@@ -208,8 +212,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--formats: unknown {', '.join(unknown)} (fp32, int8, int4)")
     warnings.filterwarnings("ignore")
     rows: List[Dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as scratch:
         for quantize in formats:
+            work = os.path.join(args.work, f"{args.model}-{args.adapter_dtype}") if args.work else scratch
+            os.makedirs(work, exist_ok=True)
             rows += measure(
                 work,
                 args.model,
