@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 
@@ -69,8 +70,27 @@ inline int8x16_t four_bytes_everywhere(const int8_t* q) {
   return vreinterpretq_s8_s32(vdupq_n_s32(b));
 }
 
+// V consecutive 16-byte vectors from p into u[0, V).
+template <int V>
+inline void load_vectors(const uint8_t* p, uint8x16_t* u) {
+#pragma GCC unroll 4
+  for (int i = 0; i < V; ++i) u[i] = vld1q_u8(p + 16 * i);
+}
+
+// Two consecutive 16-byte vectors at p + kOffset with one LDP. GCC 12 pairs few of the one-row
+// kernel's vld1q_u8 loads once it has scheduled them, so most vectors cost a load of their own
+// (docs/kernels.md has the counts). The statement names no memory operand: the packed weights are
+// never written while a kernel runs, and a memory operand makes GCC form every address in a
+// register of its own.
+template <int kOffset>
+inline void load_pair(const uint8_t* p, uint8x16_t& a, uint8x16_t& b) {
+  asm("ldp %q0, %q1, [%2, %3]" : "=w"(a), "=w"(b) : "r"(p), "i"(kOffset));
+}
+
 // kernels.h's qc8w: per-channel scales in the header, blocks in order after it.
 struct Qc8Layout {
+  // A step's 8 vectors are 128 consecutive bytes (the one-row kernel loads them in pairs).
+  static constexpr bool kPairLoads = true;
   static constexpr int32_t kOffset = 128;
   static constexpr bool kBlockScales = false;
   static constexpr bool kHeaderScale = true;
@@ -81,11 +101,8 @@ struct Qc8Layout {
   // Vectors v0 to v0 + V - 1 of step s: u[i] of the step's first group, u[V + i] of its second.
   template <int V>
   static void load(const uint8_t* block, int s, int v0, uint8x16_t (&u)[2 * V]) {
-#pragma GCC unroll 4
-    for (int i = 0; i < V; ++i) {
-      u[i] = vld1q_u8(block + s * 128 + 16 * (v0 + i));
-      u[V + i] = vld1q_u8(block + s * 128 + 64 + 16 * (v0 + i));
-    }
+    load_vectors<V>(block + s * 128 + 16 * v0, u);
+    load_vectors<V>(block + s * 128 + 64 + 16 * v0, u + V);
   }
 };
 
@@ -105,6 +122,7 @@ struct Qb8Layout : Qc8Layout {
 // group's vector is rebuilt as the bytes qb8w stores, w + 128 = (u & 15) | (bit 4 of u ? 0x80 :
 // 0x70), from one nibble load (shifted for groups 4 to 7) and one bit test.
 struct Qb5Layout : Qc8Layout {
+  static constexpr bool kPairLoads = false;
   static constexpr bool kBlockScales = true;
   static const uint8_t* block(const uint8_t* tile, size_t b, size_t) {
     return tile + qb5_block_offset(b);
@@ -133,6 +151,7 @@ struct Qb5Layout : Qc8Layout {
 // kernels.h's qc4w: 64-byte blocks of 8 inputs (a step), float16 scales per group of
 // `group` inputs (one or more activation blocks), the bias alone in the header.
 struct Qc4Layout {
+  static constexpr bool kPairLoads = false;
   static constexpr int32_t kOffset = 8;
   static constexpr bool kBlockScales = true;
   static constexpr bool kHeaderScale = false;
@@ -147,11 +166,12 @@ struct Qc4Layout {
   template <int V>
   static void load(const uint8_t* block, int s, int v0, uint8x16_t (&u)[2 * V]) {
     const uint8x16_t mask = vdupq_n_u8(0x0F);
+    uint8x16_t both[V];
+    load_vectors<V>(block + s * kQC4BlockBytes + 16 * v0, both);
 #pragma GCC unroll 4
     for (int i = 0; i < V; ++i) {
-      const uint8x16_t both = vld1q_u8(block + s * kQC4BlockBytes + 16 * (v0 + i));
-      u[i] = vandq_u8(both, mask);
-      u[V + i] = vshrq_n_u8(both, 4);
+      u[i] = vandq_u8(both[i], mask);
+      u[V + i] = vshrq_n_u8(both[i], 4);
     }
   }
 };
@@ -218,6 +238,11 @@ struct SdotDot {
     return signed_start<L>(sum);
   }
   static Acc accumulate(Acc acc, Weights w, int8x16_t x) { return vdotq_s32(acc, w, x); }
+  // The by-element form: lane kLane of x (4 activation bytes) against every lane of w.
+  template <int kLane>
+  static Acc accumulate_lane(Acc acc, Weights w, int8x16_t x) {
+    return vdotq_laneq_s32(acc, w, x, kLane);
+  }
   static int32x4_t finish(Acc acc) { return acc; }
 };
 #endif
@@ -238,6 +263,10 @@ struct UsdotDot {
     return -L::kOffset * sum;
   }
   static Acc accumulate(Acc acc, Weights w, int8x16_t x) { return vusdotq_s32(acc, w, x); }
+  template <int kLane>
+  static Acc accumulate_lane(Acc acc, Weights w, int8x16_t x) {
+    return vusdotq_laneq_s32(acc, w, x, kLane);
+  }
   static int32x4_t finish(Acc acc) { return acc; }
 };
 #endif
@@ -365,6 +394,116 @@ void neon_block(const NeonArgs& a) {
     }
   }
 }
+
+#if defined(__ARM_FEATURE_DOTPROD)
+// Step S (groups 2S and 2S + 1, inputs [8S, 8S + 8)) of one row's block against T whole tiles.
+// The by-element dot takes a group's 4 activation bytes from lane 2S % 4 (and the next) of the
+// block's half x, so the 8 groups need no broadcast of their own.
+template <class L, class D, int T, int S>
+inline void gemv_step(const uint8_t* const (&blocks)[T], const int8x16_t x,
+                      typename D::Acc (&acc)[T][4]) {
+  constexpr int kLane = 2 * S % 4;
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    uint8x16_t u[8];
+    if constexpr (L::kPairLoads) {
+      load_pair<S * 128>(blocks[t], u[0], u[1]);
+      load_pair<S * 128 + 32>(blocks[t], u[2], u[3]);
+      load_pair<S * 128 + 64>(blocks[t], u[4], u[5]);
+      load_pair<S * 128 + 96>(blocks[t], u[6], u[7]);
+    } else {
+      L::template load<4>(blocks[t], S, 0, u);
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      acc[t][v] = D::template accumulate_lane<kLane>(acc[t][v], D::template weights<L>(u[v]), x);
+      acc[t][v] =
+          D::template accumulate_lane<kLane + 1>(acc[t][v], D::template weights<L>(u[4 + v]), x);
+    }
+  }
+}
+
+template <class L, class D, int T, int... S>
+inline void gemv_steps(const uint8_t* const (&blocks)[T], const int8x16x2_t& x,
+                       typename D::Acc (&acc)[T][4], std::integer_sequence<int, S...>) {
+  (gemv_step<L, D, T, S>(blocks, x.val[S / 2], acc), ...);
+}
+
+// One row by T whole tiles (16 channels each) with a by-element dot (SDOT, USDOT): per activation
+// block one load of its 32 bytes serves every group and tile, and one load of each tile's 16
+// scales; the weights come in LDP pairs (load_pair). neon_block's order of operations, so the
+// same bits.
+template <class L, class D, int T>
+void neon_gemv_lanes(const NeonArgs& a) {
+  float32x4_t f[T][4];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) f[t][v] = vdupq_n_f32(0.0f);
+  }
+  for (size_t b = 0; b < a.blocks; ++b) {
+    const int8x16x2_t x = vld1q_s8_x2(a.q + b * kActBlock);
+    const typename D::Acc start = D::init(D::template start<L>(a.x_sums[b]));
+    typename D::Acc acc[T][4];
+    const uint8_t* blocks[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      blocks[t] = L::block(a.tile0 + t * a.tile_bytes, b, a.group);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) acc[t][v] = start;
+    }
+    gemv_steps<L, D, T>(blocks, x, acc, std::make_integer_sequence<int, kNeonSteps>{});
+    const float xs = a.x_scales[b];
+    if constexpr (L::kBlockScales) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const uint8x16x2_t halves = vld1q_u8_x2(L::scales(a.tile0 + t * a.tile_bytes, b, a.group));
+        const float16x8_t lo = vreinterpretq_f16_u8(halves.val[0]);
+        const float16x8_t hi = vreinterpretq_f16_u8(halves.val[1]);
+        const float32x4_t ws[4] = {vcvt_f32_f16(vget_low_f16(lo)), vcvt_high_f32_f16(lo),
+                                   vcvt_f32_f16(vget_low_f16(hi)), vcvt_high_f32_f16(hi)};
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          const float32x4_t d = vcvtq_f32_s32(D::finish(acc[t][v]));
+          f[t][v] = vfmaq_f32(f[t][v], d, vmulq_n_f32(ws[v], xs));
+        }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          f[t][v] = vfmaq_n_f32(f[t][v], vcvtq_f32_s32(D::finish(acc[t][v])), xs);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const uint8_t* header = a.tile0 + t * a.tile_bytes;
+    float32x4_t out[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      if constexpr (L::kHeaderScale) {
+        out[v] = vfmaq_f32(load_floats(header + 4 * (kQC8Tile + 4 * v)), f[t][v],
+                           load_floats(header + 16 * v));
+      } else {
+        out[v] = vaddq_f32(f[t][v], load_floats(header + 16 * v));
+      }
+    }
+    float* y = a.y + t * kQC8Tile;
+    if (t + 1 < T || a.last_count == kQC8Tile) {
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) vst1q_f32(y + 4 * v, out[v]);
+    } else {
+      float lanes[kQC8Tile];
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) vst1q_f32(lanes + 4 * v, out[v]);
+      store_channels<4>(y, lanes, 0, a.last_count);
+    }
+  }
+}
+#endif
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
 // R rows (in pairs) by one tile with USMMLA (i8mm), V of the tile's 4 vectors at a time. USMMLA
