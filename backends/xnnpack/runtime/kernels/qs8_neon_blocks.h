@@ -1,5 +1,5 @@
 // The int8, int4 and 5-bit fully connected's register blocks for aarch64 (kernels.h's qc8w, qb8w,
-// qb5w and qc4w layouts, unchanged: the packing is the same on every CPU), shared by the GEMV and
+// qb5w and qc4w layouts, with aarch64's kQC8WeightOffset of 0), shared by the GEMV and
 // GEMM files of the NEON, dot-product and i8mm sets, and the loop that runs a table of them over
 // rows and tiles. Internal linkage throughout, as x86_common.h explains for x86: each file is
 // compiled with its own -march, and each block only where its file's flags enable its instructions.
@@ -12,10 +12,10 @@
 // block gives the scalar reference's bits.
 //
 // The layouts' weights, read 16 bytes at a time, are a vector v of 4 channels (4v to 4v + 3) by 4
-// consecutive inputs, byte 4c + i, each weight plus an offset as an unsigned byte (qc8w and qb8w:
-// + 128, one group of 4 inputs per 64 bytes; qb5w: rebuilt as qb8w's; qc4w: + 8, a nibble, the low
-// nibbles one group and the high nibbles the next). A "step" is 8 inputs: two groups of 4, 8
-// vectors per tile.
+// consecutive inputs, byte 4c + i (qc8w and qb8w: each weight as a signed byte, one group of 4
+// inputs per 64 bytes; qb5w: rebuilt as qb8w's; qc4w: + 8 as an unsigned nibble, the low nibbles
+// one group and the high nibbles the next). A "step" is 8 inputs: two groups of 4, 8 vectors per
+// tile.
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_NEON_BLOCKS_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_NEON_BLOCKS_H_
@@ -91,7 +91,7 @@ inline void load_pair(const uint8_t* p, uint8x16_t& a, uint8x16_t& b) {
 struct Qc8Layout {
   // A step's 8 vectors are 128 consecutive bytes (the one-row kernel loads them in pairs).
   static constexpr bool kPairLoads = true;
-  static constexpr int32_t kOffset = 128;
+  static constexpr int32_t kOffset = kQC8WeightOffset;
   static constexpr bool kBlockScales = false;
   static constexpr bool kHeaderScale = true;
   static const uint8_t* block(const uint8_t* tile, size_t b, size_t) {
@@ -119,8 +119,8 @@ struct Qb8Layout : Qc8Layout {
 };
 
 // kernels.h's qb5w: qb8w's tiles and arithmetic with each block as nibbles and fifth bits; a
-// group's vector is rebuilt as the bytes qb8w stores, w + 128 = (u & 15) | (bit 4 of u ? 0x80 :
-// 0x70), from one nibble load (shifted for groups 4 to 7) and one bit test.
+// group's vector is rebuilt as the bytes qb8w stores, w + offset = (u & 15) | (bit 4 of u ?
+// offset : 0xF0 + offset), from one nibble load (shifted for groups 4 to 7) and one bit test.
 struct Qb5Layout : Qc8Layout {
   static constexpr bool kPairLoads = false;
   static constexpr bool kBlockScales = true;
@@ -142,7 +142,9 @@ struct Qb5Layout : Qc8Layout {
             g >= 4 ? vshrq_n_u8(nibbles, 4) : vandq_u8(nibbles, vdupq_n_u8(0x0F));
         const uint8x16_t bits = vld1q_u8(block + kQB5NibbleBytes + 16 * (v0 + i));
         const uint8x16_t fifth = vtstq_u8(bits, vdupq_n_u8(static_cast<uint8_t>(1u << g)));
-        u[h * V + i] = vorrq_u8(low, vbslq_u8(fifth, vdupq_n_u8(0x80), vdupq_n_u8(0x70)));
+        const uint8x16_t high = vbslq_u8(fifth, vdupq_n_u8(static_cast<uint8_t>(kOffset)),
+                                         vdupq_n_u8(static_cast<uint8_t>(0xF0 + kOffset)));
+        u[h * V + i] = vorrq_u8(low, high);
       }
     }
   }
@@ -182,18 +184,19 @@ struct Qc4Layout {
 //   weights<L>(u)       the stored bytes as the operand the instructions take
 //   start<L>(sum)       what a block's dot starts from, given the block's activation sum
 //   accumulate(acc, w, x)
+//   accumulate_lane<l>(acc, w, x)  (dot products) the same against lane l of x in every lane
 //   finish(acc)         the 4 channels' int32 dots
-// A signed dot takes qc8w's weights back to w (the sign bit flipped) and starts from 0; qc4w's
-// nibbles are small positive bytes as they are, so it starts from -8 x the activation sum, as an
-// unsigned-by-signed dot does for either layout.
+// A signed dot takes the stored bytes as they are: qc8w's and qb8w's are the weights themselves
+// (kQC8WeightOffset is 0 here), so a block starts from 0; qc4w's nibbles are small positive bytes,
+// so it starts from -8 x the activation sum, as an unsigned-by-signed dot does.
 template <class L>
 inline int8x16_t signed_weights(uint8x16_t u) {
-  if (L::kOffset == 128) return vreinterpretq_s8_u8(veorq_u8(u, vdupq_n_u8(0x80)));
+  static_assert(L::kOffset == 0 || L::kOffset == 8, "bytes a signed dot takes as they are");
   return vreinterpretq_s8_u8(u);
 }
 template <class L>
 inline int32_t signed_start(int32_t sum) {
-  return L::kOffset == 128 ? 0 : -L::kOffset * sum;
+  return -L::kOffset * sum;
 }
 
 // ARMv8.0: SMULL's 16-bit products (at most 128 x 128, exact), added pairwise into 32 bits by
@@ -248,14 +251,16 @@ struct SdotDot {
 #endif
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
-// USDOT (i8mm): unsigned weights by signed activations, as VNNI's VPDPBUSD: the stored bytes go
-// in as they are and each block starts from -offset x its activation sum.
+// USDOT (i8mm): unsigned weights by signed activations, as VNNI's VPDPBUSD, for a layout stored
+// with an offset (qc4w's nibbles): the stored bytes go in as they are and each block starts from
+// -offset x its activation sum.
 struct UsdotDot {
   using Acc = int32x4_t;
   using Weights = uint8x16_t;
   static Acc init(int32_t start) { return vdupq_n_s32(start); }
   template <class L>
   static Weights weights(uint8x16_t u) {
+    static_assert(L::kOffset > 0, "USDOT reads the weights as unsigned bytes");
     return u;
   }
   template <class L>
@@ -506,14 +511,16 @@ void neon_gemv_lanes(const NeonArgs& a) {
 #endif
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
-// R rows (in pairs) by one tile with USMMLA (i8mm), V of the tile's 4 vectors at a time. USMMLA
-// multiplies a 2 x 8 matrix of unsigned bytes by the transpose of a 2 x 8 of signed ones into a
-// 2 x 2 of int32: two channels' 8 consecutive inputs (one 32-bit zip of a step's two groups)
-// against two rows' 8 activations. So each accumulator holds (channel a, row 0), (a, row 1),
-// (b, row 0), (b, row 1), and its float stays in that order through the epilogue; each zipped
-// weight vector serves R / 2 row pairs.
+// R rows (in pairs) by one tile with the int8 matrix multiply (i8mm), V of the tile's 4 vectors at
+// a time: SMMLA where the stored bytes are the signed weights (qc8w, qb8w, qb5w), USMMLA where they
+// carry an offset (qc4w's nibbles, each block from -8 x its activation sum). Either multiplies a
+// 2 x 8 matrix of weight bytes by the transpose of a 2 x 8 of signed ones into a 2 x 2 of int32:
+// two channels' 8 consecutive inputs (one 32-bit zip of a step's two groups) against two rows' 8
+// activations. So each accumulator holds (channel a, row 0), (a, row 1), (b, row 0), (b, row 1),
+// and its float stays in that order through the epilogue; each zipped weight vector serves R / 2
+// row pairs.
 template <class L, int R, int V>
-void neon_block_usmmla(const NeonArgs& a) {
+void neon_block_mmla(const NeonArgs& a) {
   static_assert(R % 2 == 0 && 4 % V == 0, "rows in pairs; V divides a tile's 4 vectors");
   constexpr int P = R / 2, M = 2 * V;  // Row pairs; channel pairs per pass.
   const uint8_t* tile = a.tile0;
@@ -552,7 +559,13 @@ void neon_block_usmmla(const NeonArgs& a) {
           const int8_t* x0 = a.q + 2 * p * a.q_stride + b * kActBlock + 8 * s;
           const int8x16_t x = vcombine_s8(vld1_s8(x0), vld1_s8(x0 + a.q_stride));
 #pragma GCC unroll 8
-          for (int m = 0; m < M; ++m) acc[p][m] = vusmmlaq_s32(acc[p][m], z[m], x);
+          for (int m = 0; m < M; ++m) {
+            if constexpr (L::kOffset == 0) {
+              acc[p][m] = vmmlaq_s32(acc[p][m], vreinterpretq_s8_u8(z[m]), x);
+            } else {
+              acc[p][m] = vusmmlaq_s32(acc[p][m], z[m], x);
+            }
+          }
         }
       }
       // Channel pair m = 2v + e is channels 4(v0 + v) + 2e and + 1: its scales duplicated.
