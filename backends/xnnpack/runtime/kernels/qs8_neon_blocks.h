@@ -89,8 +89,6 @@ inline void load_pair(const uint8_t* p, uint8x16_t& a, uint8x16_t& b) {
 
 // kernels.h's qc8w: per-channel scales in the header, blocks in order after it.
 struct Qc8Layout {
-  // A step's 8 vectors are 128 consecutive bytes (the one-row kernel loads them in pairs).
-  static constexpr bool kPairLoads = true;
   static constexpr int32_t kOffset = kQC8WeightOffset;
   static constexpr bool kBlockScales = false;
   static constexpr bool kHeaderScale = true;
@@ -103,6 +101,14 @@ struct Qc8Layout {
   static void load(const uint8_t* block, int s, int v0, uint8x16_t (&u)[2 * V]) {
     load_vectors<V>(block + s * 128 + 16 * v0, u);
     load_vectors<V>(block + s * 128 + 64 + 16 * v0, u + V);
+  }
+  // load<4>(block, S, 0, u) for the one-row kernel: the step's 128 bytes in four pairs.
+  template <int S>
+  static void load_step(const uint8_t* block, uint8x16_t (&u)[8]) {
+    load_pair<S * 128>(block, u[0], u[1]);
+    load_pair<S * 128 + 32>(block, u[2], u[3]);
+    load_pair<S * 128 + 64>(block, u[4], u[5]);
+    load_pair<S * 128 + 96>(block, u[6], u[7]);
   }
 };
 
@@ -122,7 +128,6 @@ struct Qb8Layout : Qc8Layout {
 // group's vector is rebuilt as the bytes qb8w stores, w + offset = (u & 15) | (bit 4 of u ?
 // offset : 0xF0 + offset), from one nibble load (shifted for groups 4 to 7) and one bit test.
 struct Qb5Layout : Qc8Layout {
-  static constexpr bool kPairLoads = false;
   static constexpr bool kBlockScales = true;
   static const uint8_t* block(const uint8_t* tile, size_t b, size_t) {
     return tile + qb5_block_offset(b);
@@ -148,12 +153,15 @@ struct Qb5Layout : Qc8Layout {
       }
     }
   }
+  template <int S>
+  static void load_step(const uint8_t* block, uint8x16_t (&u)[8]) {
+    load<4>(block, S, 0, u);
+  }
 };
 
 // kernels.h's qc4w: 64-byte blocks of 8 inputs (a step), float16 scales per group of
 // `group` inputs (one or more activation blocks), the bias alone in the header.
 struct Qc4Layout {
-  static constexpr bool kPairLoads = false;
   static constexpr int32_t kOffset = 8;
   static constexpr bool kBlockScales = true;
   static constexpr bool kHeaderScale = false;
@@ -174,6 +182,19 @@ struct Qc4Layout {
     for (int i = 0; i < V; ++i) {
       u[i] = vandq_u8(both[i], mask);
       u[V + i] = vshrq_n_u8(both[i], 4);
+    }
+  }
+  // load<4>(block, S, 0, u) for the one-row kernel: the step's 64 bytes in two pairs.
+  template <int S>
+  static void load_step(const uint8_t* block, uint8x16_t (&u)[8]) {
+    uint8x16_t both[4];
+    load_pair<S * kQC4BlockBytes>(block, both[0], both[1]);
+    load_pair<S * kQC4BlockBytes + 32>(block, both[2], both[3]);
+    const uint8x16_t mask = vdupq_n_u8(0x0F);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      u[i] = vandq_u8(both[i], mask);
+      u[4 + i] = vshrq_n_u8(both[i], 4);
     }
   }
 };
@@ -411,14 +432,7 @@ inline void gemv_step(const uint8_t* const (&blocks)[T], const int8x16_t x,
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     uint8x16_t u[8];
-    if constexpr (L::kPairLoads) {
-      load_pair<S * 128>(blocks[t], u[0], u[1]);
-      load_pair<S * 128 + 32>(blocks[t], u[2], u[3]);
-      load_pair<S * 128 + 64>(blocks[t], u[4], u[5]);
-      load_pair<S * 128 + 96>(blocks[t], u[6], u[7]);
-    } else {
-      L::template load<4>(blocks[t], S, 0, u);
-    }
+    L::template load_step<S>(blocks[t], u);
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       acc[t][v] = D::template accumulate_lane<kLane>(acc[t][v], D::template weights<L>(u[v]), x);
