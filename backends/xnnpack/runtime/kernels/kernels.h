@@ -79,14 +79,32 @@ void f32_gemm_8x32_avx512f(const float* packed, size_t k, size_t n, size_t rows,
 // channels, each
 //   [16 x float: the channel's scale]
 //   [16 x float: the channel's bias, 0 without one]
-//   [kp / 4 groups of 16 channels x 4 consecutive inputs, each weight + 128 as uint8]
+//   [kp / 4 groups of 16 channels x 4 consecutive inputs, each weight + kQC8WeightOffset as a byte]
 // with kp = k rounded up to kActBlock and weights past n or k zero. A group is what one 512-bit
 // VNNI instruction (or two 256-bit multiply-adds) consumes against 4 broadcast activation bytes,
-// so the one-row kernels stream the weight once, in order, 64 bytes at a time per tile. The
-// weights go in as unsigned bytes because VNNI multiplies unsigned by signed bytes: against the
-// signed activations each block's dot then carries 128 * the block's activation sum, which the
-// kernels take off (the sums come with the quantized rows), and the stream stays one byte a weight.
+// so the one-row kernels stream the weight once, in order, 64 bytes at a time per tile. On x86 the
+// weights go in as unsigned bytes (w + 128) because VNNI multiplies unsigned by signed bytes:
+// against the signed activations each block's dot then carries 128 * the block's activation sum,
+// which the kernels take off (the sums come with the quantized rows), and the stream stays one byte
+// a weight. On aarch64 they go in as they are (offset 0): the dot products there (SDOT, SMMLA) and
+// NEON's SMULL multiply signed by signed bytes, so an unsigned store would cost a sign flip per
+// weight vector in every one-row kernel. The packing is made at load on the CPU that runs it,
+// never stored, so the two architectures need not agree on it.
 // Quantized rows are kp bytes long, zero past k.
+#if defined(__aarch64__)
+constexpr int32_t kQC8WeightOffset = 0;
+#else
+constexpr int32_t kQC8WeightOffset = 128;
+#endif
+// A stored qc8w or qb8w byte as the value the kernels multiply: w + kQC8WeightOffset.
+constexpr int32_t qc8_stored_value(uint8_t stored) {
+  return kQC8WeightOffset == 0 ? static_cast<int32_t>(static_cast<int8_t>(stored))
+                               : static_cast<int32_t>(stored);
+}
+// The byte qc8w_pack and qb8w_pack store for weight w.
+constexpr uint8_t qc8_stored_byte(int8_t w) {
+  return static_cast<uint8_t>(static_cast<int32_t>(w) + kQC8WeightOffset);
+}
 constexpr size_t kActBlock = 32;
 constexpr size_t kQC8Tile = 16;
 constexpr size_t kQC8KBlock = 4;
@@ -152,8 +170,8 @@ void qs8_qc8w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
                                    const int8_t* q, size_t q_stride, const float* x_scales,
                                    const int32_t* x_sums, float* y, size_t y_stride);
 // aarch64 (qs8_neon_blocks.h): NEON's one tile (SMULL, SADALP) and two rows by one tile; the dot
-// product's two tiles (SDOT) and four rows by one tile; i8mm's two tiles with USDOT (the stored
-// bytes as they are) and four rows by one tile with USMMLA (rows in pairs).
+// product's two tiles (SDOT by element) and four rows by one tile; i8mm's two tiles (the dot
+// product's) and four rows by one tile with SMMLA (rows in pairs).
 void qs8_qc8w_gemv_1x16_neon(const void* packed, size_t k, size_t n, const int8_t* q,
                              const float* x_scales, const int32_t* x_sums, float* y);
 void qs8_qc8w_gemm_2x16_neon(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
@@ -183,7 +201,7 @@ void qs8_qc8w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t 
 // The packed layout (made once, at load, by qb8w_pack): tiles of kQC8Tile output channels, each
 //   [16 x float: 1.0][16 x float: the channel's bias, 0 without one]   (qc8w's header)
 //   per pair of blocks (b, b + 1):
-//     [block b: kActBlock / 4 groups of 16 channels x 4 inputs, weight + 128 as uint8, as qc8w's]
+//     [block b: kActBlock / 4 groups of 16 channels x 4 inputs, each weight as qc8w stores it]
 //     [block b + 1: likewise]
 //     [16 x float16: block b's scales][16 x float16: block b + 1's scales]
 // (an odd last block has zero weights and scales in place of its pair's second), so every group
@@ -273,8 +291,9 @@ void qs8_qb8w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t 
 // A block's 8 groups are qb8w's (16 channels x 4 inputs, byte 4c + i for channel c and input i of
 // the group); nibble vector v's byte holds the low 4 bits of u in group v's byte in its low nibble
 // and of group v + 4's in its high one, and byte i of the fifth bits holds bit 4 of u in group
-// g's byte i at bit g. So a vector kernel rebuilds a group's 64 bytes as qb8w's w + 128 from one
-// nibble load and one bit test: w + 128 = (u & 15) | (bit 4 of u ? 0x80 : 0x70).
+// g's byte i at bit g. So a vector kernel rebuilds a group's 64 bytes as the bytes qb8w stores
+// from one nibble load and one bit test: w + 128 = (u & 15) | (bit 4 of u ? 0x80 : 0x70) on x86,
+// w = (u & 15) | (bit 4 of u ? 0 : 0xF0) on aarch64.
 constexpr size_t kQB5NibbleBytes = kActBlock * kQC8Tile / 2;
 constexpr size_t kQB5BitsBytes = kActBlock * kQC8Tile / 8;
 constexpr size_t kQB5BlockBytes = kQB5NibbleBytes + kQB5BitsBytes;

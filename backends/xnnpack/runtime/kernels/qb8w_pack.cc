@@ -16,10 +16,10 @@ void qb8w_pack(const int8_t* weight, const uint16_t* scales, const float* bias, 
   uint8_t* out = static_cast<uint8_t*>(packed);
   for (size_t t = 0; t < tiles; ++t) {
     uint8_t* tile = out + t * tile_bytes;
-    // Weight 0 (stored as 128) and scale 0 wherever no channel or block is.
+    // Weight 0 and scale 0 wherever no channel or block is.
     std::memset(tile + kQC8HeaderBytes, 0, tile_bytes - kQC8HeaderBytes);
     for (size_t b = 0; b < (blocks + 1) / 2 * 2; ++b) {
-      std::memset(tile + qb8_block_offset(b), 0x80, kQB8BlockBytes);
+      std::memset(tile + qb8_block_offset(b), qc8_stored_byte(0), kQB8BlockBytes);
     }
     float ones[kQC8Tile], tile_bias[kQC8Tile] = {};
     for (float& one : ones) one = 1.0f;
@@ -29,9 +29,8 @@ void qb8w_pack(const int8_t* weight, const uint16_t* scales, const float* bias, 
       for (size_t b = 0; b < blocks; ++b) {
         uint8_t* groups = tile + qb8_block_offset(b);
         for (size_t i = 0; i < kActBlock; ++i) {
-          // w + 128 as uint8: the sign bit flipped.
           groups[i / kQC8KBlock * kQC8Tile * kQC8KBlock + c * kQC8KBlock + i % kQC8KBlock] =
-              static_cast<uint8_t>(row[b * kActBlock + i]) ^ 0x80u;
+              qc8_stored_byte(row[b * kActBlock + i]);
         }
         std::memcpy(tile + qb8_scales_offset(b) + c * 2, scales + j * blocks + b, 2);
       }

@@ -18,15 +18,14 @@ void qc8w_pack(const int8_t* weight, const float* scales, const float* bias, siz
     float tile_scales[kQC8Tile] = {};
     float tile_bias[kQC8Tile] = {};
     uint8_t* groups = tile + kQC8HeaderBytes;
-    // Weight 0 (stored as 128) past n and k.
-    std::memset(groups, 0x80, kp * kQC8Tile);
+    // Weight 0 past n and k.
+    std::memset(groups, qc8_stored_byte(0), kp * kQC8Tile);
     for (size_t c = 0; c < kQC8Tile && t * kQC8Tile + c < n; ++c) {
       const size_t j = t * kQC8Tile + c;
       const int8_t* row = weight + j * k;
       for (size_t i = 0; i < k; ++i) {
-        // w + 128 as uint8: the sign bit flipped.
         groups[(i / kQC8KBlock) * kQC8Tile * kQC8KBlock + c * kQC8KBlock + i % kQC8KBlock] =
-            static_cast<uint8_t>(row[i]) ^ 0x80u;
+            qc8_stored_byte(row[i]);
       }
       tile_scales[c] = scales[j];
       tile_bias[c] = bias != nullptr ? bias[j] : 0.0f;

@@ -1,5 +1,5 @@
 // The int8, int4 and 5-bit fully connected's register blocks for aarch64 (kernels.h's qc8w, qb8w,
-// qb5w and qc4w layouts, unchanged: the packing is the same on every CPU), shared by the GEMV and
+// qb5w and qc4w layouts, with aarch64's kQC8WeightOffset of 0), shared by the GEMV and
 // GEMM files of the NEON, dot-product and i8mm sets, and the loop that runs a table of them over
 // rows and tiles. Internal linkage throughout, as x86_common.h explains for x86: each file is
 // compiled with its own -march, and each block only where its file's flags enable its instructions.
@@ -12,10 +12,10 @@
 // block gives the scalar reference's bits.
 //
 // The layouts' weights, read 16 bytes at a time, are a vector v of 4 channels (4v to 4v + 3) by 4
-// consecutive inputs, byte 4c + i, each weight plus an offset as an unsigned byte (qc8w and qb8w:
-// + 128, one group of 4 inputs per 64 bytes; qb5w: rebuilt as qb8w's; qc4w: + 8, a nibble, the low
-// nibbles one group and the high nibbles the next). A "step" is 8 inputs: two groups of 4, 8
-// vectors per tile.
+// consecutive inputs, byte 4c + i (qc8w and qb8w: each weight as a signed byte, one group of 4
+// inputs per 64 bytes; qb5w: rebuilt as qb8w's; qc4w: + 8 as an unsigned nibble, the low nibbles
+// one group and the high nibbles the next). A "step" is 8 inputs: two groups of 4, 8 vectors per
+// tile.
 
 #ifndef EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_NEON_BLOCKS_H_
 #define EDGESHARE_BACKENDS_XNNPACK_RUNTIME_KERNELS_QS8_NEON_BLOCKS_H_
@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 
@@ -69,9 +70,26 @@ inline int8x16_t four_bytes_everywhere(const int8_t* q) {
   return vreinterpretq_s8_s32(vdupq_n_s32(b));
 }
 
+// V consecutive 16-byte vectors from p into u[0, V).
+template <int V>
+inline void load_vectors(const uint8_t* p, uint8x16_t* u) {
+#pragma GCC unroll 4
+  for (int i = 0; i < V; ++i) u[i] = vld1q_u8(p + 16 * i);
+}
+
+// Two consecutive 16-byte vectors at p + kOffset with one LDP. GCC 12 pairs few of the one-row
+// kernel's vld1q_u8 loads once it has scheduled them, so most vectors cost a load of their own
+// (docs/kernels.md has the counts). The statement names no memory operand: the packed weights are
+// never written while a kernel runs, and a memory operand makes GCC form every address in a
+// register of its own.
+template <int kOffset>
+inline void load_pair(const uint8_t* p, uint8x16_t& a, uint8x16_t& b) {
+  asm("ldp %q0, %q1, [%2, %3]" : "=w"(a), "=w"(b) : "r"(p), "i"(kOffset));
+}
+
 // kernels.h's qc8w: per-channel scales in the header, blocks in order after it.
 struct Qc8Layout {
-  static constexpr int32_t kOffset = 128;
+  static constexpr int32_t kOffset = kQC8WeightOffset;
   static constexpr bool kBlockScales = false;
   static constexpr bool kHeaderScale = true;
   static const uint8_t* block(const uint8_t* tile, size_t b, size_t) {
@@ -81,11 +99,16 @@ struct Qc8Layout {
   // Vectors v0 to v0 + V - 1 of step s: u[i] of the step's first group, u[V + i] of its second.
   template <int V>
   static void load(const uint8_t* block, int s, int v0, uint8x16_t (&u)[2 * V]) {
-#pragma GCC unroll 4
-    for (int i = 0; i < V; ++i) {
-      u[i] = vld1q_u8(block + s * 128 + 16 * (v0 + i));
-      u[V + i] = vld1q_u8(block + s * 128 + 64 + 16 * (v0 + i));
-    }
+    load_vectors<V>(block + s * 128 + 16 * v0, u);
+    load_vectors<V>(block + s * 128 + 64 + 16 * v0, u + V);
+  }
+  // load<4>(block, S, 0, u) for the one-row kernel: the step's 128 bytes in four pairs.
+  template <int S>
+  static void load_step(const uint8_t* block, uint8x16_t (&u)[8]) {
+    load_pair<S * 128>(block, u[0], u[1]);
+    load_pair<S * 128 + 32>(block, u[2], u[3]);
+    load_pair<S * 128 + 64>(block, u[4], u[5]);
+    load_pair<S * 128 + 96>(block, u[6], u[7]);
   }
 };
 
@@ -102,8 +125,8 @@ struct Qb8Layout : Qc8Layout {
 };
 
 // kernels.h's qb5w: qb8w's tiles and arithmetic with each block as nibbles and fifth bits; a
-// group's vector is rebuilt as the bytes qb8w stores, w + 128 = (u & 15) | (bit 4 of u ? 0x80 :
-// 0x70), from one nibble load (shifted for groups 4 to 7) and one bit test.
+// group's vector is rebuilt as the bytes qb8w stores, w + offset = (u & 15) | (bit 4 of u ?
+// offset : 0xF0 + offset), from one nibble load (shifted for groups 4 to 7) and one bit test.
 struct Qb5Layout : Qc8Layout {
   static constexpr bool kBlockScales = true;
   static const uint8_t* block(const uint8_t* tile, size_t b, size_t) {
@@ -124,9 +147,15 @@ struct Qb5Layout : Qc8Layout {
             g >= 4 ? vshrq_n_u8(nibbles, 4) : vandq_u8(nibbles, vdupq_n_u8(0x0F));
         const uint8x16_t bits = vld1q_u8(block + kQB5NibbleBytes + 16 * (v0 + i));
         const uint8x16_t fifth = vtstq_u8(bits, vdupq_n_u8(static_cast<uint8_t>(1u << g)));
-        u[h * V + i] = vorrq_u8(low, vbslq_u8(fifth, vdupq_n_u8(0x80), vdupq_n_u8(0x70)));
+        const uint8x16_t high = vbslq_u8(fifth, vdupq_n_u8(static_cast<uint8_t>(kOffset)),
+                                         vdupq_n_u8(static_cast<uint8_t>(0xF0 + kOffset)));
+        u[h * V + i] = vorrq_u8(low, high);
       }
     }
+  }
+  template <int S>
+  static void load_step(const uint8_t* block, uint8x16_t (&u)[8]) {
+    load<4>(block, S, 0, u);
   }
 };
 
@@ -147,11 +176,25 @@ struct Qc4Layout {
   template <int V>
   static void load(const uint8_t* block, int s, int v0, uint8x16_t (&u)[2 * V]) {
     const uint8x16_t mask = vdupq_n_u8(0x0F);
+    uint8x16_t both[V];
+    load_vectors<V>(block + s * kQC4BlockBytes + 16 * v0, both);
 #pragma GCC unroll 4
     for (int i = 0; i < V; ++i) {
-      const uint8x16_t both = vld1q_u8(block + s * kQC4BlockBytes + 16 * (v0 + i));
-      u[i] = vandq_u8(both, mask);
-      u[V + i] = vshrq_n_u8(both, 4);
+      u[i] = vandq_u8(both[i], mask);
+      u[V + i] = vshrq_n_u8(both[i], 4);
+    }
+  }
+  // load<4>(block, S, 0, u) for the one-row kernel: the step's 64 bytes in two pairs.
+  template <int S>
+  static void load_step(const uint8_t* block, uint8x16_t (&u)[8]) {
+    uint8x16_t both[4];
+    load_pair<S * kQC4BlockBytes>(block, both[0], both[1]);
+    load_pair<S * kQC4BlockBytes + 32>(block, both[2], both[3]);
+    const uint8x16_t mask = vdupq_n_u8(0x0F);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      u[i] = vandq_u8(both[i], mask);
+      u[4 + i] = vshrq_n_u8(both[i], 4);
     }
   }
 };
@@ -162,18 +205,19 @@ struct Qc4Layout {
 //   weights<L>(u)       the stored bytes as the operand the instructions take
 //   start<L>(sum)       what a block's dot starts from, given the block's activation sum
 //   accumulate(acc, w, x)
+//   accumulate_lane<l>(acc, w, x)  (dot products) the same against lane l of x in every lane
 //   finish(acc)         the 4 channels' int32 dots
-// A signed dot takes qc8w's weights back to w (the sign bit flipped) and starts from 0; qc4w's
-// nibbles are small positive bytes as they are, so it starts from -8 x the activation sum, as an
-// unsigned-by-signed dot does for either layout.
+// A signed dot takes the stored bytes as they are: qc8w's and qb8w's are the weights themselves
+// (kQC8WeightOffset is 0 here), so a block starts from 0; qc4w's nibbles are small positive bytes,
+// so it starts from -8 x the activation sum, as an unsigned-by-signed dot does.
 template <class L>
 inline int8x16_t signed_weights(uint8x16_t u) {
-  if (L::kOffset == 128) return vreinterpretq_s8_u8(veorq_u8(u, vdupq_n_u8(0x80)));
+  static_assert(L::kOffset == 0 || L::kOffset == 8, "bytes a signed dot takes as they are");
   return vreinterpretq_s8_u8(u);
 }
 template <class L>
 inline int32_t signed_start(int32_t sum) {
-  return L::kOffset == 128 ? 0 : -L::kOffset * sum;
+  return -L::kOffset * sum;
 }
 
 // ARMv8.0: SMULL's 16-bit products (at most 128 x 128, exact), added pairwise into 32 bits by
@@ -218,19 +262,26 @@ struct SdotDot {
     return signed_start<L>(sum);
   }
   static Acc accumulate(Acc acc, Weights w, int8x16_t x) { return vdotq_s32(acc, w, x); }
+  // The by-element form: lane kLane of x (4 activation bytes) against every lane of w.
+  template <int kLane>
+  static Acc accumulate_lane(Acc acc, Weights w, int8x16_t x) {
+    return vdotq_laneq_s32(acc, w, x, kLane);
+  }
   static int32x4_t finish(Acc acc) { return acc; }
 };
 #endif
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
-// USDOT (i8mm): unsigned weights by signed activations, as VNNI's VPDPBUSD: the stored bytes go
-// in as they are and each block starts from -offset x its activation sum.
+// USDOT (i8mm): unsigned weights by signed activations, as VNNI's VPDPBUSD, for a layout stored
+// with an offset (qc4w's nibbles): the stored bytes go in as they are and each block starts from
+// -offset x its activation sum.
 struct UsdotDot {
   using Acc = int32x4_t;
   using Weights = uint8x16_t;
   static Acc init(int32_t start) { return vdupq_n_s32(start); }
   template <class L>
   static Weights weights(uint8x16_t u) {
+    static_assert(L::kOffset > 0, "USDOT reads the weights as unsigned bytes");
     return u;
   }
   template <class L>
@@ -238,6 +289,10 @@ struct UsdotDot {
     return -L::kOffset * sum;
   }
   static Acc accumulate(Acc acc, Weights w, int8x16_t x) { return vusdotq_s32(acc, w, x); }
+  template <int kLane>
+  static Acc accumulate_lane(Acc acc, Weights w, int8x16_t x) {
+    return vusdotq_laneq_s32(acc, w, x, kLane);
+  }
   static int32x4_t finish(Acc acc) { return acc; }
 };
 #endif
@@ -366,15 +421,120 @@ void neon_block(const NeonArgs& a) {
   }
 }
 
+#if defined(__ARM_FEATURE_DOTPROD)
+// Step S (groups 2S and 2S + 1, inputs [8S, 8S + 8)) of one row's block against T whole tiles.
+// The by-element dot takes a group's 4 activation bytes from lane 2S % 4 (and the next) of the
+// block's half x, so the 8 groups need no broadcast of their own.
+template <class L, class D, int T, int S>
+inline void gemv_step(const uint8_t* const (&blocks)[T], const int8x16_t x,
+                      typename D::Acc (&acc)[T][4]) {
+  constexpr int kLane = 2 * S % 4;
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    uint8x16_t u[8];
+    L::template load_step<S>(blocks[t], u);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      acc[t][v] = D::template accumulate_lane<kLane>(acc[t][v], D::template weights<L>(u[v]), x);
+      acc[t][v] =
+          D::template accumulate_lane<kLane + 1>(acc[t][v], D::template weights<L>(u[4 + v]), x);
+    }
+  }
+}
+
+template <class L, class D, int T, int... S>
+inline void gemv_steps(const uint8_t* const (&blocks)[T], const int8x16x2_t& x,
+                       typename D::Acc (&acc)[T][4], std::integer_sequence<int, S...>) {
+  (gemv_step<L, D, T, S>(blocks, x.val[S / 2], acc), ...);
+}
+
+// One row by T whole tiles (16 channels each) with a by-element dot (SDOT, USDOT): per activation
+// block one load of its 32 bytes serves every group and tile, and one load of each tile's 16
+// scales; the weights come in LDP pairs (load_pair). neon_block's order of operations, so the
+// same bits.
+template <class L, class D, int T>
+void neon_gemv_lanes(const NeonArgs& a) {
+  float32x4_t f[T][4];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) f[t][v] = vdupq_n_f32(0.0f);
+  }
+  for (size_t b = 0; b < a.blocks; ++b) {
+    const int8x16x2_t x = vld1q_s8_x2(a.q + b * kActBlock);
+    const typename D::Acc start = D::init(D::template start<L>(a.x_sums[b]));
+    typename D::Acc acc[T][4];
+    const uint8_t* blocks[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      blocks[t] = L::block(a.tile0 + t * a.tile_bytes, b, a.group);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) acc[t][v] = start;
+    }
+    gemv_steps<L, D, T>(blocks, x, acc, std::make_integer_sequence<int, kNeonSteps>{});
+    const float xs = a.x_scales[b];
+    if constexpr (L::kBlockScales) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const uint8x16x2_t halves = vld1q_u8_x2(L::scales(a.tile0 + t * a.tile_bytes, b, a.group));
+        const float16x8_t lo = vreinterpretq_f16_u8(halves.val[0]);
+        const float16x8_t hi = vreinterpretq_f16_u8(halves.val[1]);
+        const float32x4_t ws[4] = {vcvt_f32_f16(vget_low_f16(lo)), vcvt_high_f32_f16(lo),
+                                   vcvt_f32_f16(vget_low_f16(hi)), vcvt_high_f32_f16(hi)};
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          const float32x4_t d = vcvtq_f32_s32(D::finish(acc[t][v]));
+          f[t][v] = vfmaq_f32(f[t][v], d, vmulq_n_f32(ws[v], xs));
+        }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          f[t][v] = vfmaq_n_f32(f[t][v], vcvtq_f32_s32(D::finish(acc[t][v])), xs);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const uint8_t* header = a.tile0 + t * a.tile_bytes;
+    float32x4_t out[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      if constexpr (L::kHeaderScale) {
+        out[v] = vfmaq_f32(load_floats(header + 4 * (kQC8Tile + 4 * v)), f[t][v],
+                           load_floats(header + 16 * v));
+      } else {
+        out[v] = vaddq_f32(f[t][v], load_floats(header + 16 * v));
+      }
+    }
+    float* y = a.y + t * kQC8Tile;
+    if (t + 1 < T || a.last_count == kQC8Tile) {
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) vst1q_f32(y + 4 * v, out[v]);
+    } else {
+      float lanes[kQC8Tile];
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) vst1q_f32(lanes + 4 * v, out[v]);
+      store_channels<4>(y, lanes, 0, a.last_count);
+    }
+  }
+}
+#endif
+
 #if defined(__ARM_FEATURE_MATMUL_INT8)
-// R rows (in pairs) by one tile with USMMLA (i8mm), V of the tile's 4 vectors at a time. USMMLA
-// multiplies a 2 x 8 matrix of unsigned bytes by the transpose of a 2 x 8 of signed ones into a
-// 2 x 2 of int32: two channels' 8 consecutive inputs (one 32-bit zip of a step's two groups)
-// against two rows' 8 activations. So each accumulator holds (channel a, row 0), (a, row 1),
-// (b, row 0), (b, row 1), and its float stays in that order through the epilogue; each zipped
-// weight vector serves R / 2 row pairs.
+// R rows (in pairs) by one tile with the int8 matrix multiply (i8mm), V of the tile's 4 vectors at
+// a time: SMMLA where the stored bytes are the signed weights (qc8w, qb8w, qb5w), USMMLA where they
+// carry an offset (qc4w's nibbles, each block from -8 x its activation sum). Either multiplies a
+// 2 x 8 matrix of weight bytes by the transpose of a 2 x 8 of signed ones into a 2 x 2 of int32:
+// two channels' 8 consecutive inputs (one 32-bit zip of a step's two groups) against two rows' 8
+// activations. So each accumulator holds (channel a, row 0), (a, row 1), (b, row 0), (b, row 1),
+// and its float stays in that order through the epilogue; each zipped weight vector serves R / 2
+// row pairs.
 template <class L, int R, int V>
-void neon_block_usmmla(const NeonArgs& a) {
+void neon_block_mmla(const NeonArgs& a) {
   static_assert(R % 2 == 0 && 4 % V == 0, "rows in pairs; V divides a tile's 4 vectors");
   constexpr int P = R / 2, M = 2 * V;  // Row pairs; channel pairs per pass.
   const uint8_t* tile = a.tile0;
@@ -413,7 +573,13 @@ void neon_block_usmmla(const NeonArgs& a) {
           const int8_t* x0 = a.q + 2 * p * a.q_stride + b * kActBlock + 8 * s;
           const int8x16_t x = vcombine_s8(vld1_s8(x0), vld1_s8(x0 + a.q_stride));
 #pragma GCC unroll 8
-          for (int m = 0; m < M; ++m) acc[p][m] = vusmmlaq_s32(acc[p][m], z[m], x);
+          for (int m = 0; m < M; ++m) {
+            if constexpr (L::kOffset == 0) {
+              acc[p][m] = vmmlaq_s32(acc[p][m], vreinterpretq_s8_u8(z[m]), x);
+            } else {
+              acc[p][m] = vusmmlaq_s32(acc[p][m], z[m], x);
+            }
+          }
         }
       }
       // Channel pair m = 2v + e is channels 4(v0 + v) + 2e and + 1: its scales duplicated.

@@ -1,6 +1,6 @@
-// The 5-bit fully connected with block scales over several rows, i8mm (USMMLA): rows in pairs, four
+// The 5-bit fully connected with block scales over several rows, i8mm (SMMLA): rows in pairs, four
 // rows by one tile, half a tile per pass, each zipped weight vector serving both pairs (an odd row:
-// USDOT).
+// SDOT).
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/qs8_neon_blocks.h"
@@ -14,10 +14,10 @@ void qs8_qb5w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t 
                                  const int32_t* x_sums, float* y, size_t y_stride) {
   using L = Qb5Layout;
   static const NeonBlockFn kBlocks[4][1] = {
-      {&neon_block<L, UsdotDot, 1, 1, 4>},
-      {&neon_block_usmmla<L, 2, 4>},
-      {&neon_block<L, UsdotDot, 3, 1, 2>},
-      {&neon_block_usmmla<L, 4, 2>}};
+      {&neon_block<L, SdotDot, 1, 1, 4>},
+      {&neon_block_mmla<L, 2, 4>},
+      {&neon_block<L, SdotDot, 3, 1, 2>},
+      {&neon_block_mmla<L, 4, 2>}};
   neon_run_blocks(kBlocks, packed, qb5_tile_bytes(k), 0, k, n, rows, q, q_stride, x_scales, x_sums,
                   y, y_stride);
 }

@@ -24,11 +24,11 @@ void qs8_qb8w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, c
       float acc = 0.0f;
       for (size_t b = 0; b < blocks; ++b) {
         const uint8_t* groups = tile + qb8_block_offset(b);
-        // The stored w + 128 against q, less 128 * the block's sum: the exact dot.
-        int32_t dot = -128 * x_sums[r * blocks + b];
+        // The stored w + offset against q, less offset * the block's sum: the exact dot.
+        int32_t dot = -kQC8WeightOffset * x_sums[r * blocks + b];
         for (size_t i = 0; i < kActBlock; ++i) {
-          const uint8_t w =
-              groups[i / kQC8KBlock * kQC8Tile * kQC8KBlock + c * kQC8KBlock + i % kQC8KBlock];
+          const int32_t w = qc8_stored_value(
+              groups[i / kQC8KBlock * kQC8Tile * kQC8KBlock + c * kQC8KBlock + i % kQC8KBlock]);
           dot += static_cast<int32_t>(qr[b * kActBlock + i]) * w;
         }
         uint16_t scale_bits;

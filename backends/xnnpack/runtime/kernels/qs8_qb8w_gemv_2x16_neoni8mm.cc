@@ -1,5 +1,6 @@
-// The int8 fully connected with block scales over one row, i8mm (USDOT): two tiles at a time; the
-// stored unsigned bytes meet the activations as they are, as VNNI's do.
+// The int8 fully connected with block scales over one row, i8mm set: the dot product's GEMV (SDOT
+// by element, two tiles at a time), since aarch64 stores the weights signed and one row leaves
+// nothing for a matrix multiply to share.
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/qs8_neon_blocks.h"
@@ -12,7 +13,7 @@ void qs8_qb8w_gemv_2x16_neoni8mm(const void* packed, size_t k, size_t n, const i
                                  const float* x_scales, const int32_t* x_sums, float* y) {
   using L = Qb8Layout;
   static const NeonBlockFn kBlocks[1][2] = {
-      {&neon_block<L, UsdotDot, 1, 1, 4>, &neon_block<L, UsdotDot, 1, 2, 4>}};
+      {&neon_gemv_lanes<L, SdotDot, 1>, &neon_gemv_lanes<L, SdotDot, 2>}};
   neon_run_blocks(kBlocks, packed, qb8_tile_bytes(k), 0, k, n, /*rows=*/1, q, qc8_padded_k(k),
                   x_scales, x_sums, y, n);
 }

@@ -14,9 +14,9 @@ void qs8_qc4w_gemm_4x16_neoni8mm(const void* packed, size_t k, size_t n, size_t 
   using L = Qc4Layout;
   static const NeonBlockFn kBlocks[4][1] = {
       {&neon_block<L, UsdotDot, 1, 1, 4>},
-      {&neon_block_usmmla<L, 2, 4>},
+      {&neon_block_mmla<L, 2, 4>},
       {&neon_block<L, UsdotDot, 3, 1, 2>},
-      {&neon_block_usmmla<L, 4, 2>}};
+      {&neon_block_mmla<L, 4, 2>}};
   neon_run_blocks(kBlocks, packed, qc4_tile_bytes(k, group), group, k, n, rows, q, q_stride,
                   x_scales, x_sums, y, y_stride);
 }

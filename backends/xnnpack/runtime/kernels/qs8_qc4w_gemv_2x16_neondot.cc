@@ -13,7 +13,7 @@ void qs8_qc4w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, size_t g
                                 float* y) {
   using L = Qc4Layout;
   static const NeonBlockFn kBlocks[1][2] = {
-      {&neon_block<L, SdotDot, 1, 1, 4>, &neon_block<L, SdotDot, 1, 2, 4>}};
+      {&neon_gemv_lanes<L, SdotDot, 1>, &neon_gemv_lanes<L, SdotDot, 2>}};
   neon_run_blocks(kBlocks, packed, qc4_tile_bytes(k, group), group, k, n, /*rows=*/1, q,
                   qc8_padded_k(k), x_scales, x_sums, y, n);
 }

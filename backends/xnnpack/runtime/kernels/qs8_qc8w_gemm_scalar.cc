@@ -23,11 +23,12 @@ void qs8_qc8w_gemm_scalar(const void* packed, size_t k, size_t n, size_t rows, c
       const size_t c = j % kQC8Tile;
       float acc = 0.0f;
       for (size_t b = 0; b < blocks; ++b) {
-        // The stored w + 128 against q, less 128 * the block's sum: the exact dot, as VNNI forms it.
-        int32_t dot = -128 * x_sums[r * blocks + b];
+        // The stored w + offset against q, less offset * the block's sum: the exact dot, as VNNI
+        // forms it.
+        int32_t dot = -kQC8WeightOffset * x_sums[r * blocks + b];
         for (size_t i = b * kActBlock; i < (b + 1) * kActBlock; ++i) {
-          const uint8_t w =
-              groups[(i / kQC8KBlock) * kQC8Tile * kQC8KBlock + c * kQC8KBlock + i % kQC8KBlock];
+          const int32_t w = qc8_stored_value(
+              groups[(i / kQC8KBlock) * kQC8Tile * kQC8KBlock + c * kQC8KBlock + i % kQC8KBlock]);
           dot += static_cast<int32_t>(qr[i]) * w;
         }
         acc = std::fma(static_cast<float>(dot), x_scales[r * blocks + b], acc);

@@ -12,7 +12,7 @@ void qs8_qc8w_gemv_2x16_neondot(const void* packed, size_t k, size_t n, const in
                                 const float* x_scales, const int32_t* x_sums, float* y) {
   using L = Qc8Layout;
   static const NeonBlockFn kBlocks[1][2] = {
-      {&neon_block<L, SdotDot, 1, 1, 4>, &neon_block<L, SdotDot, 1, 2, 4>}};
+      {&neon_gemv_lanes<L, SdotDot, 1>, &neon_gemv_lanes<L, SdotDot, 2>}};
   neon_run_blocks(kBlocks, packed, qc8_tile_bytes(k), 0, k, n, /*rows=*/1, q, qc8_padded_k(k),
                   x_scales, x_sums, y, n);
 }

@@ -27,6 +27,9 @@ namespace xnnpack {
 namespace kernels {
 namespace {
 
+// Every block here takes the stored weights as w + 128 (VNNI's unsigned operand).
+static_assert(kQC8WeightOffset == 128, "x86 packs qc8w and qb8w weights as w + 128");
+
 // What a block reads and writes: tiles from `w` (`tile_bytes` apart), rows of q from `q` and of
 // scales and sums from `x_scales` and `x_sums` (`blocks` apart), outputs at y (channel 0 of the
 // first tile) of which the last tile's first `last_count`.
