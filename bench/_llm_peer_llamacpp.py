@@ -24,6 +24,7 @@ PEFT in fp32 (bench/_llm_peer_quality.py).
 """
 
 import dataclasses
+import json
 import os
 import tarfile
 import time
@@ -51,6 +52,7 @@ __all__ = [
     "Format",
     "LlamacppOptions",
     "TARGETS_ALL",
+    "convert_once",
     "convert_with_llamacpp",
     "format_llamacpp_table",
     "llamacpp_logits",
@@ -267,6 +269,27 @@ def convert_with_llamacpp(
       BenchError: a conversion failed.
     """
     return _convert(python, files, formats or [f for f in FORMATS if f.name == "F32"], out)
+
+
+def convert_once(files: LlmFiles, out: str, formats: Sequence[Format], say: Callable[[str], None]) -> Dict[str, Any]:
+    """convert_with_llamacpp's report on `formats` (the peer venv made on first use), kept in
+    out/convert.json and read back from there while it holds every one of them.
+
+    Raises:
+      BenchError: the peer venv or a conversion failed.
+    """
+    report_path = os.path.join(out, "convert.json")
+    keys = {(fmt.gguf or fmt.quantize or "").lower() for fmt in formats}
+    if os.path.exists(report_path):
+        with open(report_path, encoding="utf-8") as f:
+            converted: Dict[str, Any] = json.load(f)
+        if keys <= set(converted["models"]):
+            return converted
+    say(f"[llamacpp] converting {', '.join(fmt.name for fmt in formats)} with llama.cpp's converters")
+    converted = convert_with_llamacpp(peer_python(VENV, say), files, out, formats)
+    with open(report_path, "w", encoding="utf-8") as f:
+        json.dump(converted, f)
+    return converted
 
 
 def llamacpp_logits(
