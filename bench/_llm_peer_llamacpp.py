@@ -273,20 +273,24 @@ def convert_with_llamacpp(
 
 def convert_once(files: LlmFiles, out: str, formats: Sequence[Format], say: Callable[[str], None]) -> Dict[str, Any]:
     """convert_with_llamacpp's report on `formats` (the peer venv made on first use), kept in
-    out/convert.json and read back from there while it holds every one of them.
+    out/convert.json: the formats an earlier call converted there are read back, the others
+    converted (each GGUF file is named for its type, so they sit side by side) and added to it.
 
     Raises:
       BenchError: the peer venv or a conversion failed.
     """
     report_path = os.path.join(out, "convert.json")
-    keys = {(fmt.gguf or fmt.quantize or "").lower() for fmt in formats}
+    converted: Dict[str, Any] = {"models": {}, "adapters": {}}
     if os.path.exists(report_path):
         with open(report_path, encoding="utf-8") as f:
-            converted: Dict[str, Any] = json.load(f)
-        if keys <= set(converted["models"]):
-            return converted
-    say(f"[llamacpp] converting {', '.join(fmt.name for fmt in formats)} with llama.cpp's converters")
-    converted = convert_with_llamacpp(peer_python(VENV, say), files, out, formats)
+            converted = json.load(f)
+    missing = [fmt for fmt in formats if (fmt.gguf or fmt.quantize or "").lower() not in converted["models"]]
+    if not missing:
+        return converted
+    say(f"[llamacpp] converting {', '.join(fmt.name for fmt in missing)} with llama.cpp's converters")
+    fresh = convert_with_llamacpp(peer_python(VENV, say), files, out, missing)
+    converted["models"].update(fresh["models"])
+    converted["adapters"] = fresh["adapters"]
     with open(report_path, "w", encoding="utf-8") as f:
         json.dump(converted, f)
     return converted
