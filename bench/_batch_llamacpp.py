@@ -128,9 +128,13 @@ def decode_rates(rows: Sequence[BatchedBenchRow], sequences: Sequence[int]) -> D
     rates: Dict[int, float] = {}
     for n in sequences:
         found = [row for row in rows if row.sequences == n]
-        if len(found) != 1:
+        if not found:
             raise BatchedBenchOutputError(
-                f"llama-batched-bench gave {len(found)} rows for B = {n} (one expected; is -c at least B * (PP + TG)?)"
+                f"llama-batched-bench gave no row for B = {n} (it leaves out a B whose B * (PP + TG) exceeds its -c)"
+            )
+        if len(found) > 1:
+            raise BatchedBenchOutputError(
+                f"llama-batched-bench gave {len(found)} rows for B = {n} (one -npp and one -ntg expected)"
             )
         rates[n] = found[0].decode_tokens_per_s
     return rates
