@@ -33,6 +33,7 @@ __all__ = [
     "BatchedBenchRow",
     "LlamacppBatch",
     "batched_bench_command",
+    "cpu_has_amx",
     "decode_rates",
     "parse_batched_bench",
     "prepare_llamacpp",
@@ -140,11 +141,28 @@ def decode_rates(rows: Sequence[BatchedBenchRow], sequences: Sequence[int]) -> D
     return rates
 
 
+def cpu_has_amx(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has AMX's int8 tiles (the flag amx_int8 in /proc/cpuinfo)."""
+    try:
+        with open(cpuinfo, encoding="utf-8") as f:
+            return any(line.startswith("flags") and "amx_int8" in line.split() for line in f)
+    except OSError:
+        return False
+
+
 def batched_bench_command(
-    binary: str, gguf: str, context: int, prompt_len: int, new_tokens: int, sequences: Sequence[int], threads: int
+    binary: str,
+    gguf: str,
+    context: int,
+    prompt_len: int,
+    new_tokens: int,
+    sequences: Sequence[int],
+    threads: int,
+    no_repack: bool = False,
 ) -> List[str]:
     """llama-batched-bench's command line: separate prompts (no -pps), decoding and prefill on
-    `threads` threads, llama.cpp's defaults otherwise (flash attention auto, an F16 KV cache)."""
+    `threads` threads, llama.cpp's defaults otherwise (flash attention auto, an F16 KV cache).
+    `no_repack` adds -nr: no extra weight buffers (AMX, repacked CPU layouts)."""
     return [
         binary,
         "-m",
@@ -161,6 +179,7 @@ def batched_bench_command(
         str(threads),
         "-tb",
         str(threads),
+        *(["-nr"] if no_repack else []),
     ]
 
 
@@ -221,5 +240,11 @@ def prepare_llamacpp(
     gguf = converted["models"][(fmt.gguf or fmt.quantize or "").lower()]["path"]
     binary = llamacpp_binary("llama-batched-bench", say=say)
     context = max(sequences) * max_seq_len
-    command = batched_bench_command(binary, gguf, context, prompt_len, new_tokens, sequences, threads)
+    # This llama.cpp's AMX matrix multiply (an extra weight buffer, used where the CPU has AMX) dies
+    # with SIGSEGV on the bench's Q4_0 model (Intel Xeon, amx_int8); -nr turns off every extra
+    # buffer, AMX and the repacked CPU layouts alike, so on such a CPU the figure is without both.
+    no_repack = cpu_has_amx()
+    if no_repack:
+        say("[llamacpp] this CPU has AMX: llama-batched-bench runs with -nr (no AMX, no repacked weights)")
+    command = batched_bench_command(binary, gguf, context, prompt_len, new_tokens, sequences, threads, no_repack)
     return LlamacppBatch(command, tuple(sequences), os.path.join(work, f"llama-batched-bench-{fmt.name}"))
