@@ -241,8 +241,8 @@ def prepare_llamacpp(
     binary = llamacpp_binary("llama-batched-bench", say=say)
     context = max(sequences) * max_seq_len
     # This llama.cpp's AMX matrix multiply (an extra weight buffer, used where the CPU has AMX) dies
-    # with SIGSEGV on the bench's Q4_0 model (Intel Xeon, amx_int8); -nr turns off every extra
-    # buffer, AMX and the repacked CPU layouts alike, so on such a CPU the figure is without both.
+    # with SIGSEGV on the bench's Q4_0 and Q8_0 models (Intel Xeon, amx_int8); -nr turns off every
+    # extra buffer, AMX and the repacked CPU layouts alike, so on such a CPU the figure is without both.
     no_repack = cpu_has_amx()
     if no_repack:
         say("[llamacpp] this CPU has AMX: llama-batched-bench runs with -nr (no AMX, no repacked weights)")
