@@ -24,6 +24,7 @@ PEFT in fp32 (bench/_llm_peer_quality.py).
 """
 
 import dataclasses
+import json
 import os
 import tarfile
 import time
@@ -51,6 +52,7 @@ __all__ = [
     "Format",
     "LlamacppOptions",
     "TARGETS_ALL",
+    "convert_once",
     "convert_with_llamacpp",
     "format_llamacpp_table",
     "llamacpp_logits",
@@ -267,6 +269,31 @@ def convert_with_llamacpp(
       BenchError: a conversion failed.
     """
     return _convert(python, files, formats or [f for f in FORMATS if f.name == "F32"], out)
+
+
+def convert_once(files: LlmFiles, out: str, formats: Sequence[Format], say: Callable[[str], None]) -> Dict[str, Any]:
+    """convert_with_llamacpp's report on `formats` (the peer venv made on first use), kept in
+    out/convert.json: the formats an earlier call converted there are read back, the others
+    converted (each GGUF file is named for its type, so they sit side by side) and added to it.
+
+    Raises:
+      BenchError: the peer venv or a conversion failed.
+    """
+    report_path = os.path.join(out, "convert.json")
+    converted: Dict[str, Any] = {"models": {}, "adapters": {}}
+    if os.path.exists(report_path):
+        with open(report_path, encoding="utf-8") as f:
+            converted = json.load(f)
+    missing = [fmt for fmt in formats if (fmt.gguf or fmt.quantize or "").lower() not in converted["models"]]
+    if not missing:
+        return converted
+    say(f"[llamacpp] converting {', '.join(fmt.name for fmt in missing)} with llama.cpp's converters")
+    fresh = convert_with_llamacpp(peer_python(VENV, say), files, out, missing)
+    converted["models"].update(fresh["models"])
+    converted["adapters"] = fresh["adapters"]
+    with open(report_path, "w", encoding="utf-8") as f:
+        json.dump(converted, f)
+    return converted
 
 
 def llamacpp_logits(

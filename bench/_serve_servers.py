@@ -2,12 +2,13 @@
 llama.cpp's own llama-server built from the llama.cpp source that the bench's llama-cpp-python
 comes from.
 
-llama-server is built once, on first use, with cmake from the llama-cpp-python sdist that the
-llama.cpp peer venv downloaded (bench/_llm_peer_llamacpp.py): its vendor/llama.cpp unpacked under
+llama-server (and bench/batch's llama-batched-bench, any llama.cpp tool target) is built once, on
+first use, with cmake from the llama-cpp-python sdist that the llama.cpp peer venv downloaded
+(bench/_llm_peer_llamacpp.py): its vendor/llama.cpp unpacked under
 ~/.cache/edgeshare-bench/llama-server-VERSION/, configured Release for this CPU (GGML_NATIVE, as
 the peer venv's build) with the server and nothing else that downloads (no web UI, no curl, no
-OpenSSL), built at the lowest CPU priority. The binary is reused while it exists; a failed build
-leaves no binary, and its log is named in the error.
+OpenSSL), built at the lowest CPU priority; every target shares that one build folder. A binary is
+reused while it exists; a failed build leaves no binary, and its log is named in the error.
 
 Server owns one running process: started on a free loopback port, ready when GET /health answers
 200, stopped (SIGTERM, then SIGKILL) when the `with` block ends, whatever happened in it.
@@ -21,13 +22,13 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
-from typing import IO, List, Optional, Sequence
+from typing import IO, Callable, List, Optional, Sequence
 
 from edgeshare.bench._llm_peer_llamacpp import LLAMACPP_BUILDS, SDIST, VENV, VERSION
 from edgeshare.bench._peer import cache_root
 from edgeshare.bench._runner import BenchError
 
-__all__ = ["Server", "free_port", "llama_server_binary", "vendored_llamacpp"]
+__all__ = ["Server", "free_port", "llamacpp_binary", "llama_server_binary", "vendored_llamacpp"]
 
 # cmake's configuration: the peer venv's native build, the HTTP server, nothing fetched at build time.
 _CMAKE_FLAGS = (
@@ -53,11 +54,13 @@ def free_port() -> int:
 
 
 def _step(args: Sequence[str], log: IO[str], what: str, log_path: str) -> None:
+    """One build command at the lowest CPU priority, its output appended to `log`; BenchError
+    naming `what` (the target and the step) and the log when it fails."""
     log.write("$ " + " ".join(args) + "\n")
     log.flush()
     proc = subprocess.run(["nice", "-n", "19", *args], stdout=log, stderr=subprocess.STDOUT, check=False)
     if proc.returncode != 0:
-        raise BenchError(f"llama-server {what} failed (status {proc.returncode}); see {log_path}")
+        raise BenchError(f"{what} failed (status {proc.returncode}); see {log_path}")
 
 
 def vendored_llamacpp(root: str) -> str:
@@ -80,30 +83,44 @@ def vendored_llamacpp(root: str) -> str:
     return source
 
 
-def llama_server_binary(jobs: int = 1, say=lambda line: None) -> str:
-    """The llama-server of the peer's llama.cpp, built on first use (see the module doc).
+def llamacpp_binary(target: str, jobs: int = 1, say: Callable[[str], None] = lambda line: None) -> str:
+    """The peer's llama.cpp tool `target` (a cmake target that writes build/bin/<target>, e.g.
+    "llama-server", "llama-batched-bench"), built on first use (see the module doc).
+
+    Args:
+      target: the cmake target, also the binary's name.
+      jobs: cmake --build's -j.
+      say: where the one line announcing a build goes.
+
+    Returns:
+      The binary's path.
 
     Raises:
       BenchError: the sdist is missing (run `bench/llm --peer llamacpp` once to make the peer
         venv) or the build failed.
     """
     root = os.path.join(cache_root(), f"llama-server-{VERSION}")
-    binary = os.path.join(root, "build", "bin", "llama-server")
+    build = os.path.join(root, "build")
+    binary = os.path.join(build, "bin", target)
     if os.path.exists(binary):
         return binary
     source = vendored_llamacpp(root)
     log_path = os.path.join(root, "build.log")
-    say(f"[serve] building llama-server {VERSION} with cmake (nice, -j {jobs}; log {log_path})")
-    build = os.path.join(root, "build")
+    say(f"[llama.cpp] building {target} {VERSION} with cmake (nice, -j {jobs}; log {log_path})")
     with open(log_path, "a", encoding="utf-8") as log:
         flags: List[str] = []
         for flag in _CMAKE_FLAGS:
             flags += flag.split()
-        _step(["cmake", "-S", source, "-B", build, *flags], log, "configure", log_path)
-        _step(["cmake", "--build", build, "--target", "llama-server", "-j", str(jobs)], log, "build", log_path)
+        _step(["cmake", "-S", source, "-B", build, *flags], log, f"{target}: cmake configure", log_path)
+        _step(["cmake", "--build", build, "--target", target, "-j", str(jobs)], log, f"{target}: build", log_path)
     if not os.path.exists(binary):
-        raise BenchError(f"the llama-server build wrote no {binary}; see {log_path}")
+        raise BenchError(f"the {target} build wrote no {binary}; see {log_path}")
     return binary
+
+
+def llama_server_binary(jobs: int = 1, say: Callable[[str], None] = lambda line: None) -> str:
+    """llamacpp_binary("llama-server", jobs, say)."""
+    return llamacpp_binary("llama-server", jobs, say)
 
 
 class Server:

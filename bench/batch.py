@@ -10,12 +10,19 @@ no adapter, and adapter1's program generating alone (edgeshare's one-at-a-time f
 at a time, time to first token, and VmRSS with everything loaded beside the budget (foundation.ptd
 and the 8 adapter files, the slots' KV cache, and 64 MiB).
 
+--llamacpp adds llama.cpp's batched decode of 1, 2, 4 and 8 sequences (llama-batched-bench, built
+from the peer's vendored llama.cpp; the model converted to Q8_0, Q4_0 or F32 with its converters),
+run once per repeat after the cases: rows "llama.cpp N one adapter", their ratio to llama.cpp's own
+one sequence. It loads no adapter, so the figure is the model with one adapter merged, the best
+llama.cpp does on one adapter (bench/_batch_llamacpp.py).
+
 --runner LABEL=PATH (repeatable) runs every case with each of several batch_runner builds (a kernel
 change's before and after), interleaved within each repeat over the same exported files; each
 build's rows carry its label and their own one-at-a-time figure.
 
     ./bazelw run -c opt //bench:batch -- --formats int8,int4 --threads 2 [--model smollm2]
-        [--adapter-dtype fp16|fp32] [--runner before=/tmp/batch_runner --runner after=...] [--json F]
+        [--adapter-dtype fp16|fp32] [--runner before=/tmp/batch_runner --runner after=...] [--llamacpp]
+        [--work DIR] [--json F]
 """
 
 import argparse
@@ -29,6 +36,7 @@ import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.bench._batch_llamacpp import GGUF_FORMATS, prepare_llamacpp
 from edgeshare.bench._llm_model import LlmSpec, save_llm
 from edgeshare.exir import export_hf_batch, export_hf_lora
 from edgeshare.exir.hf_batch import TABLE_DTYPES
@@ -54,6 +62,10 @@ def _run(runner: str, args: Sequence[str]) -> Dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def _size_mib(*paths: str) -> float:
     return sum(os.path.getsize(p) for p in paths) / 2**20
 
@@ -68,11 +80,14 @@ def measure(
     new_tokens: int,
     adapter_dtype: str = "fp16",
     runners: Optional[Sequence[Tuple[str, str]]] = None,
+    llamacpp: bool = False,
 ) -> List[Dict[str, Any]]:
     """Exports one format and runs every case `repeats` times interleaved -> one row per case.
 
     `runners`: (label, batch_runner path) pairs, each running every case (default: the bundled
-    runner, unlabelled) -> one row per runner and case.
+    runner, unlabelled) -> one row per runner and case. `llamacpp`: llama-batched-bench on the
+    format's GGUF twin runs once per repeat too, after the cases -> a "llama.cpp N one adapter"
+    row per batch size (bench/_batch_llamacpp.py).
     """
     runners = list(runners) if runners else [("", _runner())]
     spec = MODELS[model]
@@ -109,6 +124,12 @@ def measure(
     for n in SEQUENCES:
         cases[f"{n} adapters"] = ["--sequences", str(n)]
         cases[f"{n} none"] = ["--sequences", str(n), "--no-adapters"]
+    peer = (
+        prepare_llamacpp(files, work, quantize, spec.max_seq_len, prompt_len, new_tokens, SEQUENCES, threads, _say)
+        if llamacpp
+        else None
+    )
+    peer_runs: List[Dict[int, float]] = []
     samples: Dict[Tuple[str, str], List[Dict[str, Any]]] = {
         (label, name): [] for label, _ in runners for name in cases
     }
@@ -117,6 +138,8 @@ def measure(
         for name, args in cases.items():
             for label, runner in runners:
                 samples[(label, name)].append(_run(runner, common + args))
+        if peer is not None:
+            peer_runs.append(peer.run(r))
     alone = {
         label: statistics.median(s["decode_tokens_per_s"] for s in samples[(label, "alone")])
         for label, _ in runners
@@ -147,7 +170,42 @@ def measure(
                 "budget_mib": budget_mib,
             }
         )
+    if peer_runs:
+        rows += llamacpp_rows(model, quantize, threads, peer_runs)
     return rows
+
+
+def llamacpp_rows(model: str, quantize: str, threads: int, runs: Sequence[Dict[int, float]]) -> List[Dict[str, Any]]:
+    """llama-batched-bench's repeats (S_TG per batch size) -> a row per batch size: the median
+    decode tokens/s and its ratio to llama.cpp's own one-sequence median (not edgeshare's alone)."""
+    one = statistics.median(run[1] for run in runs)
+    rows = []
+    for n in SEQUENCES:
+        tps = statistics.median(run[n] for run in runs)
+        rows.append(
+            {
+                "runner": "",
+                "model": model,
+                "format": GGUF_FORMATS[quantize],
+                "adapter_dtype": None,
+                "case": f"llama.cpp {n} one adapter",
+                "threads": threads,
+                "decode_tokens_per_s": tps,
+                "vs_alone": tps / one if one else 0.0,
+                "ttft_ms": None,
+                "rss_mib": None,
+                "files_mib": None,
+                "budget_mib": None,
+            }
+        )
+    return rows
+
+
+def _cell(value: Any, digits: int = 1) -> str:
+    """A table cell: a float to `digits` decimals, None (not measured) empty."""
+    if value is None:
+        return ""
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
@@ -162,8 +220,9 @@ def markdown(rows: List[Dict[str, Any]]) -> str:
     for r in rows:
         lines.append(
             (f"| {r['runner']} " if labelled else "")
-            + f"| {r['model']} | {r['format']} | {r['adapter_dtype']} | {r['case']} | {r['decode_tokens_per_s']:.1f} | {r['vs_alone']:.2f} | "
-            f"{r['ttft_ms']:.1f} | {r['rss_mib']:.1f} | {r['budget_mib']:.1f} |"
+            + f"| {r['model']} | {r['format']} | {_cell(r['adapter_dtype'])} | {r['case']} "
+            f"| {_cell(r['decode_tokens_per_s'])} | {_cell(r['vs_alone'], 2)} | {_cell(r['ttft_ms'])} "
+            f"| {_cell(r['rss_mib'])} | {_cell(r['budget_mib'])} |"
         )
     return "\n".join(lines)
 
@@ -193,6 +252,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument(
+        "--llamacpp",
+        action="store_true",
+        help="also llama.cpp's llama-batched-bench on the format's GGUF (Q8_0, Q4_0, F32): 1, 2, 4, 8 sequences",
+    )
     parser.add_argument("--work", help="keep the model and exports here and reuse them (default: a temporary folder)")
     parser.add_argument(
         "--runner",
@@ -226,6 +290,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 args.new_tokens,
                 args.adapter_dtype,
                 runners,
+                args.llamacpp,
             )
     print(markdown(rows))
     if args.json:

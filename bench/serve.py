@@ -141,8 +141,7 @@ def _prepare(options: Options, work: str) -> Dict[str, Any]:
     from edgeshare.backends.xnnpack import XnnpackPartitioner  # noqa: PLC0415
     from edgeshare.bench._llm_model import LlmFiles, save_llm  # noqa: PLC0415
     from edgeshare.bench._llm_peer_llamacpp import FORMATS as GGUF_FORMATS  # noqa: PLC0415
-    from edgeshare.bench._llm_peer_llamacpp import VENV, convert_with_llamacpp  # noqa: PLC0415
-    from edgeshare.bench._peer import peer_python  # noqa: PLC0415
+    from edgeshare.bench._llm_peer_llamacpp import convert_once  # noqa: PLC0415
     from edgeshare.exir import export_hf_batch  # noqa: PLC0415
     from edgeshare.exir.hf_batch import TABLE_DTYPES  # noqa: PLC0415
 
@@ -155,17 +154,8 @@ def _prepare(options: Options, work: str) -> Dict[str, Any]:
         _say(f"[serve] writing {options.model} and {ADAPTERS} adapters")
         files = save_llm(spec, model_root)
     gguf_dir = os.path.join(work, "gguf")
-    report_path = os.path.join(gguf_dir, "convert.json")
-    if os.path.exists(report_path):
-        with open(report_path, encoding="utf-8") as f:
-            converted = json.load(f)
-    else:
-        _say("[serve] converting to GGUF with llama.cpp's converters")
-        python = peer_python(VENV, _say)
-        wanted = [f for f in GGUF_FORMATS if f.name in {FORMATS[x] for x in FORMATS}]
-        converted = convert_with_llamacpp(python, files, gguf_dir, wanted)
-        with open(report_path, "w", encoding="utf-8") as f:
-            json.dump(converted, f)
+    wanted = [f for f in GGUF_FORMATS if f.name in {FORMATS[x] for x in FORMATS}]
+    converted = convert_once(files, gguf_dir, wanted, _say)
     tokenizer = os.path.join(gguf_dir, "hf", "tokenizer.model")
     exports: Dict[str, str] = {}
     for fmt in options.formats:

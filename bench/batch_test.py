@@ -1,0 +1,107 @@
+"""bench/batch's llama.cpp rows without llama.cpp: llama-batched-bench's output parsed from a
+captured real run (testdata/llama_batched_bench.txt), its refusals, its command line, the rows'
+ratios and the table. Fast: no model, no export, no llama.cpp build."""
+
+import os
+
+import pytest
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.bench import batch
+from edgeshare.bench._batch_llamacpp import (
+    BatchedBenchOutputError,
+    BatchedBenchRow,
+    batched_bench_command,
+    cpu_has_amx,
+    decode_rates,
+    parse_batched_bench,
+)
+
+# One real run, kept as bench/batch keeps it (its command, stdout, stderr): `llama-batched-bench -m
+# model-q4_0.gguf -c 1024 -npp 32 -ntg 16 -npl 1,2,4,8 -t 2 -tb 2 -nr` on bench/batch's "bench" model
+# (2-core Intel Xeon with AMX, a busy machine; the figures are not a measurement).
+SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata", "llama_batched_bench.txt")
+PREFILL_S_1 = 0.045
+S_TG = (55.96, 78.34, 140.28, 195.33)
+HEADER = "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |"
+SEPARATOR = "|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|"
+
+
+def _sample() -> str:
+    with open(SAMPLE, encoding="utf-8") as f:
+        return f.read()
+
+
+def test_real_output_gives_one_row_per_batch_size_with_its_s_tg() -> None:
+    rows = parse_batched_bench(_sample())
+    assert [row.sequences for row in rows] == [1, 2, 4, 8]
+    assert all(row.prompt_tokens == 32 and row.new_tokens == 16 for row in rows)
+    assert rows[0] == BatchedBenchRow(32, 16, 1, PREFILL_S_1, S_TG[0])
+    assert decode_rates(rows, batch.SEQUENCES) == dict(zip(batch.SEQUENCES, S_TG))
+
+
+def test_columns_are_found_by_their_header_names() -> None:
+    swapped = "| B | S_TG t/s | PP | TG | T_PP s |\n|---|---|---|---|---|\n| 4 | 99.50 | 32 | 16 | 0.125 |\n"
+    assert parse_batched_bench(swapped) == [BatchedBenchRow(32, 16, 4, 0.125, 99.5)]
+
+
+def test_a_batch_size_the_tool_left_out_is_refused_naming_the_context() -> None:
+    rows = parse_batched_bench(_sample())
+    with pytest.raises(BatchedBenchOutputError, match=r"no row for B = 16 .*-c"):
+        decode_rates(rows, [1, 16])
+
+
+def test_output_without_the_table_is_refused() -> None:
+    with pytest.raises(BatchedBenchOutputError, match="no table with an S_TG"):
+        parse_batched_bench("main: error: unable to load model\n")
+
+
+def test_a_row_that_does_not_parse_is_refused_with_its_line() -> None:
+    short = f"{HEADER}\n{SEPARATOR}\n|    32 |     16 |    1 |     48 |\n"
+    with pytest.raises(BatchedBenchOutputError, match="line 3 has 4 cells"):
+        parse_batched_bench(short)
+    garbled = f"{HEADER}\n{SEPARATOR}\n|    32 |     16 |    x |     48 | 1 | 2 | 3 | 4 | 5 | 6 |\n"
+    with pytest.raises(BatchedBenchOutputError, match="line 3 does not parse"):
+        parse_batched_bench(garbled)
+
+
+def test_command_asks_for_every_batch_size_on_separate_prompts_at_the_threads_given() -> None:
+    command = batched_bench_command("/bin/llama-batched-bench", "m.gguf", 1024, 32, 64, (1, 2, 4, 8), 2)
+    assert command == [
+        "/bin/llama-batched-bench", "-m", "m.gguf", "-c", "1024", "-npp", "32", "-ntg", "64",
+        "-npl", "1,2,4,8", "-t", "2", "-tb", "2",
+    ]  # fmt: skip
+    assert "-pps" not in command and "-nr" not in command
+    assert batched_bench_command("b", "m.gguf", 1024, 32, 64, (1,), 2, no_repack=True)[-1] == "-nr"
+
+
+def test_amx_is_read_from_the_cpu_flags(tmp_path) -> None:  # noqa: ANN001 (pytest's fixture)
+    with_amx, without = tmp_path / "amx", tmp_path / "plain"
+    with_amx.write_text("processor\t: 0\nflags\t\t: fpu avx512_vnni amx_bf16 amx_tile amx_int8\n")
+    without.write_text("processor\t: 0\nflags\t\t: fpu avx512_vnni\n")
+    assert cpu_has_amx(str(with_amx))
+    assert not cpu_has_amx(str(without))
+    assert not cpu_has_amx(str(tmp_path / "missing"))
+
+
+def test_llamacpp_rows_are_medians_against_llamacpps_own_one_sequence() -> None:
+    runs = [{1: 100.0, 2: 150.0, 4: 260.0, 8: 400.0}, {1: 90.0, 2: 170.0, 4: 240.0, 8: 420.0},
+            {1: 110.0, 2: 160.0, 4: 250.0, 8: 380.0}]  # fmt: skip
+    rows = batch.llamacpp_rows("bench", "int4", 2, runs)
+    assert [r["case"] for r in rows] == [f"llama.cpp {n} one adapter" for n in (1, 2, 4, 8)]
+    assert [r["decode_tokens_per_s"] for r in rows] == [100.0, 160.0, 250.0, 400.0]
+    assert [r["vs_alone"] for r in rows] == [1.0, 1.6, 2.5, 4.0]
+    assert {r["format"] for r in rows} == {"Q4_0"}
+
+
+def test_table_leaves_what_llamacpp_does_not_measure_empty() -> None:
+    rows = batch.llamacpp_rows("bench", "int8", 2, [{1: 100.0, 2: 150.0, 4: 260.0, 8: 400.0}])
+    line = batch.markdown(rows).splitlines()[2]
+    assert line == "| bench | Q8_0 |  | llama.cpp 1 one adapter | 100.0 | 1.00 |  |  |  |"
+
+
+def test_int4_export_is_in_groups_of_32_as_q4_0() -> None:
+    assert XnnpackPartitioner(quantize="int4").options.group == 32
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-v"]))
