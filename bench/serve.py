@@ -227,6 +227,7 @@ def _timed(server: Any, requests: List[LoadRequest], concurrency: int, live: Opt
 
 def measure(options: Options, work: str) -> List[Dict[str, Any]]:
     """Every format's servers, runs and rows (see the module doc)."""
+    from edgeshare.bench._batch_llamacpp import cpu_has_amx  # noqa: PLC0415
     from edgeshare.bench._runner import tool_path  # noqa: PLC0415
     from edgeshare.bench._serve_servers import Server, free_port, llama_server_binary  # noqa: PLC0415
 
@@ -245,6 +246,12 @@ def measure(options: Options, work: str) -> List[Dict[str, Any]]:
                   "-np", str(ADAPTERS), "-t", str(options.threads), "-tb", str(options.threads),
                   "-c", str(ADAPTERS * spec.max_seq_len), "--lora-init-without-apply",
                   "--lora", ",".join(prepared["adapters"])]
+        if cpu_has_amx():
+            # This llama.cpp's AMX path dies at start on this bench's Q8_0 and Q4_0 models (Illegal
+            # instruction, Intel Xeon with amx_int8); -nr turns off its extra weight buffers, AMX's
+            # and the repacked layouts with it (as bench/batch does for llama-batched-bench).
+            lc_cmd.append("-nr")
+            _say("[serve] this CPU has AMX: llama-server runs with -nr (no AMX, no repacked weights)")
         with Server("edgeshare-serve", es_cmd, es_port, os.path.join(work, f"edgeshare-{fmt}.log")) as es, \
                 Server("llama-server", lc_cmd, lc_port, os.path.join(work, f"llama-server-{fmt}.log")) as lc:
             _say(f"[serve] {options.model} {fmt}: edgeshare on {es.port}, llama-server on {lc.port}; warming up")
