@@ -55,6 +55,14 @@ struct Job {
   size_t count = 0;
 };
 
+// Asks for every cache line of one adapter's factor into L2 before the products read it. A decode
+// row reads each adapter's factors once per step, from far caches or memory, in a few short streams
+// the hardware prefetchers pick up late; asked for all at once, the lines arrive in parallel.
+void prefetch(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  for (size_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(p + offset, 0, 2);
+}
+
 void run_piece(void* context, size_t index) {
   const Job& job = *static_cast<const Job*>(context);
   const Piece& piece = job.pieces[index];
@@ -69,11 +77,15 @@ void run_piece(void* context, size_t index) {
   if (!job.half) {
     const float* as = static_cast<const float*>(job.a) + s * a_slot;
     const float* bs = static_cast<const float*>(job.b) + s * b_slot;
+    prefetch(as, a_slot * sizeof(float));
+    prefetch(bs, b_slot * sizeof(float));
     job.gemm->f32(m, job.rank, job.in, piece.x, as, low);
     job.gemm->f32(m, job.out_channels, job.rank, low, bs, piece.y);
   } else {
     const auto* as = static_cast<const uint16_t*>(job.a) + s * a_slot;
     const auto* bs = static_cast<const uint16_t*>(job.b) + s * b_slot;
+    prefetch(as, a_slot * sizeof(uint16_t));
+    prefetch(bs, b_slot * sizeof(uint16_t));
     job.gemm->f16(m, job.rank, job.in, piece.x, as, low);
     job.gemm->f16(m, job.out_channels, job.rank, low, bs, piece.y);
   }
