@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "edgeshare/backends/xnnpack/runtime/kernels/probe.h"
 #include "edgeshare/backends/xnnpack/runtime/packed_memory.h"
 
 namespace edgeshare {
@@ -19,7 +20,8 @@ using runtime::Status;
 
 namespace {
 
-// The f32 probe: a set XNNPACK's packing reads the same as XNNPACK (the GEMM only where it has one).
+// The f32 probe: a set XNNPACK's packing reads the same as XNNPACK (the GEMM only where it has
+// one).
 bool f32_matches_xnnpack(const F32Kernels& set) {
   return f32_gemv_matches_xnnpack(set.gemv) &&
          (set.gemm == nullptr || f32_gemm_matches_xnnpack(set.gemm));
@@ -112,17 +114,12 @@ bool qs8_matches_reference(const QS8Kernels& set) {
   if (set.quantize == nullptr || set.gemv == nullptr || set.gemm == nullptr) return false;
   constexpr size_t k = 133, n = 85, rows = 11;
   const size_t kp = qc8_padded_k(k), blocks = act_blocks(k);
-  uint32_t state = 777;
-  auto next = [&state] {
-    state = state * 1664525u + 1013904223u;
-    return state >> 8;
-  };
-  std::vector<float> x(rows * k), w_scales(n), bias(n);
-  std::vector<int8_t> w(n * k);
-  for (float& v : x) v = static_cast<float>(next() % 20001) / 1000.0f - 10.0f;
-  for (int8_t& v : w) v = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
-  for (float& v : w_scales) v = static_cast<float>(next() % 1000 + 1) / 65536.0f;
-  for (float& v : bias) v = static_cast<float>(next() % 2001) / 1000.0f - 1.0f;
+  ProbeRandom random(777);
+  std::vector<float> x(rows * k), w_scales(n);
+  for (float& v : x) v = static_cast<float>(random.next() % 20001) / 1000.0f - 10.0f;
+  const std::vector<int8_t> w = random.int8s(n * k);
+  for (float& v : w_scales) v = static_cast<float>(random.next() % 1000 + 1) / 65536.0f;
+  const std::vector<float> bias = random.biases(n);
   std::vector<uint8_t> packed(qc8_packed_bytes(k, n));
   qc8w_pack(w.data(), w_scales.data(), bias.data(), k, n, packed.data());
   std::vector<int8_t> want_q(rows * kp), got_q(rows * kp, 1);
@@ -135,15 +132,8 @@ bool qs8_matches_reference(const QS8Kernels& set) {
       std::memcmp(want_scales.data(), got_scales.data(), rows * blocks * 4) != 0) {
     return false;
   }
-  std::vector<float> want(rows * n), got(rows * n, 1.0f);
-  qs8_qc8w_gemm_scalar(packed.data(), k, n, rows, want_q.data(), kp, want_scales.data(),
-                       want_sums.data(), want.data(), n);
-  set.gemm(packed.data(), k, n, rows, want_q.data(), kp, want_scales.data(), want_sums.data(),
-           got.data(), n);
-  if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) return false;
-  std::fill(got.begin(), got.end(), 1.0f);
-  set.gemv(packed.data(), k, n, want_q.data(), want_scales.data(), want_sums.data(), got.data());
-  return std::memcmp(want.data(), got.data(), n * sizeof(float)) == 0;
+  return same_bits_qs8(&qs8_qc8w_gemm_scalar, set.gemm, set.gemv, packed.data(), k, n, rows,
+                       want_q.data(), kp, want_scales.data(), want_sums.data());
 }
 
 const KernelSets<QS8Kernels>& qs8_kernel_sets() {
@@ -190,11 +180,10 @@ Status qs8_quantize_rows(const QS8Kernels& set, size_t k, size_t rows, const flo
   ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
                            "int8 fully connected: %zu rows, the scratch holds %zu", rows,
                            scratch.max_rows);
-  ES_CHECK_OR_RETURN_ERROR(
-      rows == 0 ||
-          (x != nullptr && scratch.q != nullptr && scratch.scales != nullptr &&
-           scratch.sums != nullptr),
-      Error::InvalidArgument, "int8 fully connected: a null input or scratch buffer");
+  ES_CHECK_OR_RETURN_ERROR(rows == 0 || (x != nullptr && scratch.q != nullptr &&
+                                         scratch.scales != nullptr && scratch.sums != nullptr),
+                           Error::InvalidArgument,
+                           "int8 fully connected: a null input or scratch buffer");
   ES_CHECK_OR_RETURN_ERROR(x_stride >= k, Error::InvalidArgument,
                            "int8 fully connected: input stride %zu is shorter than rows of %zu "
                            "inputs",
@@ -211,11 +200,9 @@ Status check_quantized_run(const char* what, bool has_kernels, size_t n, size_t 
                            "%s: the kernel set lacks a GEMV or a GEMM", what);
   ES_CHECK_OR_RETURN_ERROR(rows <= scratch.max_rows, Error::InvalidArgument,
                            "%s: %zu rows, the scratch holds %zu", what, rows, scratch.max_rows);
-  ES_CHECK_OR_RETURN_ERROR(
-      rows == 0 ||
-          (y != nullptr && scratch.q != nullptr && scratch.scales != nullptr &&
-           scratch.sums != nullptr),
-      Error::InvalidArgument, "%s: a null output or scratch buffer", what);
+  ES_CHECK_OR_RETURN_ERROR(rows == 0 || (y != nullptr && scratch.q != nullptr &&
+                                         scratch.scales != nullptr && scratch.sums != nullptr),
+                           Error::InvalidArgument, "%s: a null output or scratch buffer", what);
   ES_CHECK_OR_RETURN_ERROR(y_stride >= n, Error::InvalidArgument,
                            "%s: output stride %zu is shorter than rows of %zu outputs", what,
                            y_stride, n);

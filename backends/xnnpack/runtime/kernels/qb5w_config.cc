@@ -1,12 +1,11 @@
 // The 5-bit-with-block-scales fully connected's part of config.h: which kernels a process runs,
 // and the run.
 
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/probe.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -17,39 +16,18 @@ using runtime::Status;
 
 bool qb5_matches_reference(const QB5Kernels& set) {
   if (set.gemv == nullptr || set.gemm == nullptr) return false;
-  uint32_t state = 5050;
-  auto next = [&state] {
-    state = state * 1664525u + 1013904223u;
-    return state >> 8;
-  };
+  ProbeRandom random(5050);
   // 5 blocks: two pairs and one block alone; 85 channels: a partial last tile.
-  constexpr size_t k = 5 * kActBlock, n = 85, rows = 11, blocks = k / kActBlock;
+  constexpr size_t k = 5 * kActBlock, n = 85, rows = 11;
   // Every byte is a valid canonical 5-bit weight.
-  std::vector<uint8_t> w(n * k * 5 / 8);
-  std::vector<int8_t> q(rows * k);
-  std::vector<uint16_t> scales(n * blocks);
-  std::vector<float> bias(n), x_scales(rows * blocks);
-  std::vector<int32_t> x_sums(rows * blocks);
-  for (uint8_t& v : w) v = static_cast<uint8_t>(next());
-  // Finite positive float16 values between 2^-14 and 2.
-  for (uint16_t& v : scales) v = static_cast<uint16_t>(0x0400 + next() % 0x3C00);
-  for (float& v : bias) v = static_cast<float>(next() % 2001) / 1000.0f - 1.0f;
-  for (float& v : x_scales) v = static_cast<float>(next() % 1000 + 1) / 4096.0f;
-  for (int8_t& v : q) v = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
-  for (size_t b = 0; b < x_sums.size(); ++b) {
-    x_sums[b] = 0;
-    for (size_t i = 0; i < kActBlock; ++i) x_sums[b] += q[b * kActBlock + i];
-  }
+  const std::vector<uint8_t> w = random.bytes(n * k * 5 / 8);
+  const std::vector<uint16_t> scales = random.half_scales(n * (k / kActBlock));
+  const std::vector<float> bias = random.biases(n);
+  const ProbeActivations x(rows, k, random);
   std::vector<uint8_t> packed(qb5_packed_bytes(k, n));
   qb5w_pack(w.data(), scales.data(), bias.data(), k, n, packed.data());
-  std::vector<float> want(rows * n), got(rows * n, 1.0f);
-  qs8_qb5w_gemm_scalar(packed.data(), k, n, rows, q.data(), k, x_scales.data(), x_sums.data(),
-                       want.data(), n);
-  set.gemm(packed.data(), k, n, rows, q.data(), k, x_scales.data(), x_sums.data(), got.data(), n);
-  if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) return false;
-  std::fill(got.begin(), got.end(), 1.0f);
-  set.gemv(packed.data(), k, n, q.data(), x_scales.data(), x_sums.data(), got.data());
-  return std::memcmp(want.data(), got.data(), n * sizeof(float)) == 0;
+  return same_bits_qs8(&qs8_qb5w_gemm_scalar, set.gemm, set.gemv, packed.data(), k, n, rows,
+                       x.q.data(), k, x.scales.data(), x.sums.data());
 }
 
 const KernelSets<QB5Kernels>& qb5_kernel_sets() {

@@ -1,10 +1,10 @@
 // The int4 fully connected's part of config.h: which kernels a process runs, and the run.
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/probe.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -15,39 +15,28 @@ using runtime::Status;
 
 bool qc4_matches_reference(const QC4Kernels& set) {
   if (set.gemv == nullptr || set.gemm == nullptr) return false;
-  uint32_t state = 4242;
-  auto next = [&state] {
-    state = state * 1664525u + 1013904223u;
-    return state >> 8;
-  };
+  ProbeRandom random(4242);
   for (size_t group : {size_t{32}, size_t{64}, size_t{128}}) {
     // 384 inputs: 12, 6 and 3 groups, so the probe also meets a pair of groups with one.
-    const size_t k = 3 * 128, n = 85, rows = 11, groups = k / group;
-    std::vector<uint8_t> w(n * k / 2);
-    std::vector<uint16_t> scales(n * groups);
-    std::vector<float> bias(n), x_scales(rows * k / kActBlock);
-    std::vector<int32_t> x_sums(rows * k / kActBlock);
-    std::vector<int8_t> q(rows * k);
-    for (uint8_t& v : w) v = static_cast<uint8_t>(next());
-    // Finite positive float16 values between 2^-14 and 2.
-    for (uint16_t& v : scales) v = static_cast<uint16_t>(0x0400 + next() % 0x3C00);
-    for (float& v : bias) v = static_cast<float>(next() % 2001) / 1000.0f - 1.0f;
-    for (float& v : x_scales) v = static_cast<float>(next() % 1000 + 1) / 4096.0f;
-    for (int8_t& v : q) v = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
+    const size_t k = 3 * 128, n = 85, rows = 11;
+    const std::vector<uint8_t> w = random.bytes(n * k / 2);
+    const std::vector<uint16_t> scales = random.half_scales(n * (k / group));
+    const std::vector<float> bias = random.biases(n);
+    const ProbeActivations x(rows, k, random);
     std::vector<uint8_t> packed(qc4_packed_bytes(k, n, group));
     qc4w_pack(w.data(), scales.data(), bias.data(), k, n, group, packed.data());
-    for (size_t b = 0; b < x_sums.size(); ++b) {
-      x_sums[b] = 0;
-      for (size_t i = 0; i < kActBlock; ++i) x_sums[b] += q[b * kActBlock + i];
-    }
-    std::vector<float> want(rows * n), got(rows * n, 1.0f);
-    qs8_qc4w_gemm_scalar(packed.data(), k, n, group, rows, q.data(), k, x_scales.data(),
-                         x_sums.data(), want.data(), n);
-    set.gemm(packed.data(), k, n, group, rows, q.data(), k, x_scales.data(), x_sums.data(),
-             got.data(), n);
-    if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) return false;
-    set.gemv(packed.data(), k, n, group, q.data(), x_scales.data(), x_sums.data(), got.data());
-    if (std::memcmp(want.data(), got.data(), n * sizeof(float)) != 0) return false;
+    const uint8_t* p = packed.data();
+    const bool same = same_bits(
+        rows, n,
+        [&](float* y) {
+          qs8_qc4w_gemm_scalar(p, k, n, group, rows, x.q.data(), k, x.scales.data(), x.sums.data(),
+                               y, n);
+        },
+        [&](float* y) {
+          set.gemm(p, k, n, group, rows, x.q.data(), k, x.scales.data(), x.sums.data(), y, n);
+        },
+        [&](float* y) { set.gemv(p, k, n, group, x.q.data(), x.scales.data(), x.sums.data(), y); });
+    if (!same) return false;
   }
   return true;
 }
@@ -99,8 +88,8 @@ Status qs8_qc4w_run_quantized(const QC4Kernels& set, const void* packed, size_t 
   if (rows == 1) {
     set.gemv(packed, k, n, group, scratch.q, scratch.scales, scratch.sums, y);
   } else {
-    set.gemm(packed, k, n, group, rows, scratch.q, qc8_padded_k(k), scratch.scales, scratch.sums,
-             y, y_stride);
+    set.gemm(packed, k, n, group, rows, scratch.q, qc8_padded_k(k), scratch.scales, scratch.sums, y,
+             y_stride);
   }
   return Status();
 }

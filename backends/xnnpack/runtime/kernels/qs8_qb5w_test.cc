@@ -50,8 +50,7 @@ struct Weight {
   void pack(bool with_bias) {
     packed.assign(qb5_packed_bytes(k, n), 0xAB);
     const std::vector<uint8_t> bytes = canonical(values, k, n);
-    qb5w_pack(bytes.data(), scales.data(), with_bias ? bias.data() : nullptr, k, n,
-              packed.data());
+    qb5w_pack(bytes.data(), scales.data(), with_bias ? bias.data() : nullptr, k, n, packed.data());
   }
   size_t k, n;
   std::vector<int8_t> values;
@@ -112,8 +111,8 @@ class QB5Test : public ::testing::TestWithParam<Isa> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Paths, QB5Test,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512Vnni,
-                                           Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm),
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512Vnni, Isa::kNeon,
+                                           Isa::kNeonDot, Isa::kNeonI8mm),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            return std::string(to_string(info.param));
                          });
@@ -154,6 +153,15 @@ TEST(QB5W, the_canonical_bytes_put_value_i_where_kernels_h_says) {
 }
 
 TEST_P(QB5Test, the_forced_set_passes_the_probe) { EXPECT_TRUE(qb5_matches_reference(set_)); }
+
+TEST(QB5W, the_probe_refuses_a_set_that_differs_from_the_reference) {
+  const QB5Kernels reference{&qs8_qb5w_gemv_scalar, &qs8_qb5w_gemm_scalar};
+  ASSERT_TRUE(qb5_matches_reference(reference));
+  QB5Kernels other = reference;  // the int8 block format's GEMV over 5-bit weights
+  other.gemv = &qs8_qb8w_gemv_scalar;
+  EXPECT_FALSE(qb5_matches_reference(other));
+  EXPECT_FALSE(qb5_matches_reference(QB5Kernels{}));
+}
 
 TEST_P(QB5Test, outputs_equal_the_scalar_reference_bit_for_bit) {
   // Partial last tiles, an even and an odd number of blocks, with and without bias, row counts

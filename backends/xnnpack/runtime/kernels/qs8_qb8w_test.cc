@@ -32,8 +32,7 @@ struct Weight {
       for (float& b : bias) b = static_cast<float>(step(&seed) % 2001) / 1000.0f - 1.0f;
     }
     packed.resize(qb8_packed_bytes(k, n));
-    qb8w_pack(values.data(), scales.data(), with_bias ? bias.data() : nullptr, k, n,
-              packed.data());
+    qb8w_pack(values.data(), scales.data(), with_bias ? bias.data() : nullptr, k, n, packed.data());
   }
   size_t k, n;
   std::vector<int8_t> values;
@@ -102,9 +101,9 @@ class QB8Test : public ::testing::TestWithParam<Isa> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Paths, QB8Test,
-                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni,
-                                           Isa::kAvx512f, Isa::kAvx512Vnni, Isa::kNeon,
-                                           Isa::kNeonDot, Isa::kNeonI8mm),
+                         ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512f,
+                                           Isa::kAvx512Vnni, Isa::kNeon, Isa::kNeonDot,
+                                           Isa::kNeonI8mm),
                          [](const ::testing::TestParamInfo<Isa>& info) {
                            return std::string(to_string(info.param));
                          });
@@ -124,6 +123,19 @@ TEST(QB8W, scalar_reference_is_the_naive_computation_over_the_canonical_layout) 
 }
 
 TEST_P(QB8Test, the_forced_set_passes_the_probe) { EXPECT_TRUE(qb8_matches_reference(set_)); }
+
+TEST(QB8W, the_probe_refuses_a_set_that_differs_from_the_reference) {
+  const QB8Kernels reference{&qs8_qb8w_gemv_scalar, &qs8_qb8w_gemm_scalar};
+  ASSERT_TRUE(qb8_matches_reference(reference));
+  QB8Kernels silent = reference;  // a GEMV that writes nothing
+  silent.gemv = [](const void*, size_t, size_t, const int8_t*, const float*, const int32_t*,
+                   float*) {};
+  EXPECT_FALSE(qb8_matches_reference(silent));
+  QB8Kernels other = reference;  // the per-channel format's GEMM over block-scaled weights
+  other.gemm = &qs8_qc8w_gemm_scalar;
+  EXPECT_FALSE(qb8_matches_reference(other));
+  EXPECT_FALSE(qb8_matches_reference(QB8Kernels{}));
+}
 
 TEST_P(QB8Test, outputs_equal_the_scalar_reference_bit_for_bit) {
   // Partial last tiles, an even and an odd number of blocks, with and without bias, row counts
