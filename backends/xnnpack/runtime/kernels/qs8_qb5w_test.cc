@@ -157,9 +157,13 @@ TEST_P(QB5Test, the_forced_set_passes_the_probe) { EXPECT_TRUE(qb5_matches_refer
 TEST(QB5W, the_probe_refuses_a_set_that_differs_from_the_reference) {
   const QB5Kernels reference{&qs8_qb5w_gemv_scalar, &qs8_qb5w_gemm_scalar};
   ASSERT_TRUE(qb5_matches_reference(reference));
-  QB5Kernels other = reference;  // the int8 block format's GEMV over 5-bit weights
-  other.gemv = &qs8_qb8w_gemv_scalar;
-  EXPECT_FALSE(qb5_matches_reference(other));
+  QB5Kernels ulp = reference;  // a GEMV whose last output is one ulp off
+  ulp.gemv = [](const void* packed, size_t k, size_t n, const int8_t* q, const float* x_scales,
+                const int32_t* x_sums, float* y) {
+    qs8_qb5w_gemv_scalar(packed, k, n, q, x_scales, x_sums, y);
+    y[n - 1] = std::nextafter(y[n - 1], INFINITY);
+  };
+  EXPECT_FALSE(qb5_matches_reference(ulp));
   EXPECT_FALSE(qb5_matches_reference(QB5Kernels{}));
 }
 

@@ -131,9 +131,15 @@ TEST(QB8W, the_probe_refuses_a_set_that_differs_from_the_reference) {
   silent.gemv = [](const void*, size_t, size_t, const int8_t*, const float*, const int32_t*,
                    float*) {};
   EXPECT_FALSE(qb8_matches_reference(silent));
-  QB8Kernels other = reference;  // the per-channel format's GEMM over block-scaled weights
-  other.gemm = &qs8_qc8w_gemm_scalar;
-  EXPECT_FALSE(qb8_matches_reference(other));
+  QB8Kernels ulp = reference;  // a GEMM whose last output is one ulp off
+  ulp.gemm = [](const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
+                size_t q_stride, const float* x_scales, const int32_t* x_sums, float* y,
+                size_t y_stride) {
+    qs8_qb8w_gemm_scalar(packed, k, n, rows, q, q_stride, x_scales, x_sums, y, y_stride);
+    float& last = y[(rows - 1) * y_stride + n - 1];
+    last = std::nextafter(last, INFINITY);
+  };
+  EXPECT_FALSE(qb8_matches_reference(ulp));
   EXPECT_FALSE(qb8_matches_reference(QB8Kernels{}));
 }
 
