@@ -32,7 +32,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "edgeshare/runtime/kernels/half.h"
 #include "edgeshare/runtime/kernels/portable/gemm_nt.h"
 
 namespace edgeshare {
@@ -42,13 +41,6 @@ namespace portable {
 constexpr size_t kGemmNtDotRows = kGemmNtSplitRows - 1;
 constexpr size_t kGemmNtDotDepth = 64;
 constexpr size_t kGemmNtChunk = 256;
-
-// Internal linkage: each file that includes this is built for its own instruction set.
-namespace {
-inline float widen(float v) { return v; }
-inline float widen(uint16_t v) { return kernels::half_to_float(v); }
-inline float widen(int8_t v) { return static_cast<float>(v); }
-}  // namespace
 
 template <typename Ops, typename = void>
 struct HasReduce4 : std::false_type {};
@@ -166,8 +158,18 @@ void gemm_nt_panel(size_t m, size_t n, size_t k, const float* a, const BT* b, fl
     for (size_t p0 = 0; p0 < k; p0 += kGemmNtChunk) {
       const size_t kb = std::min(kGemmNtChunk, k - p0);
       for (size_t jj = 0; jj < nb; ++jj) {
+        // The row's weights widened a vector at a time (the values the dot loop reads), then laid
+        // down the panel's column jj: a half or int8 weight converted one element at a time cost
+        // more than the products over it.
         const BT* row = b + (j0 + jj) * k + p0;
-        for (size_t p = 0; p < kb; ++p) panel[p * W + jj] = widen(row[p]);
+        alignas(64) float wide[W];
+        for (size_t p = 0; p < kb; p += W) {
+          const size_t count = std::min(W, kb - p);
+          Ops::store_tail(
+              wide,
+              count == W ? load_weights<Ops>(row + p) : load_weights_tail<Ops>(row + p, count), W);
+          for (size_t q = 0; q < count; ++q) panel[(p + q) * W + jj] = wide[q];
+        }
       }
       for (size_t jj = nb; jj < W; ++jj) {
         for (size_t p = 0; p < kb; ++p) panel[p * W + jj] = 0.0f;
@@ -192,8 +194,8 @@ void gemm_nt(size_t m, size_t n, size_t k, const float* a, const BT* b, float* c
 
 // An int8 weight: the products over the widened values, then each output times its row's scale.
 template <typename Ops>
-void gemm_nt_q8(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
-                const float* scales, float* c) {
+void gemm_nt_q8(size_t m, size_t n, size_t k, const float* a, const int8_t* b, const float* scales,
+                float* c) {
   gemm_nt<Ops>(m, n, k, a, b, c);
   for (size_t i = 0; i < m; ++i) {
     for (size_t j = 0; j < n; ++j) c[i * n + j] *= scales[j];
