@@ -27,6 +27,14 @@ adapter, out[i] = b[adapters[i]] @ (a[adapters[i]] @ x[i]), zeros for a row whos
     adapters:  int64 [N], an adapter slot or -1
     returns    [..., N, out]
 
+`torch.ops.edgeshare.lora_bgmv_q8(x, a, a_scales, b, b_scales, adapters)` is the same over int8
+factors with one float32 scale per factor row (quantize_qc8w's rule), each product scaled as a
+whole, low[r] = a_scales[s, r] * (a[s, r] . x) and out[o] = b_scales[s, o] * (b[s, o] . low), as the
+runtime's int8 adapters are (gemm_nt's q8 products):
+
+    a:         int8 [adapter_slots, rank, in];   a_scales: float32 [adapter_slots, rank]
+    b:         int8 [adapter_slots, out, rank];  b_scales: float32 [adapter_slots, out]
+
 `torch.ops.edgeshare.batch_rows(slots, positions, adapters, num_slots, max_seq_len, adapter_slots)`
 checks every row's slot, position and adapter slot and returns its cache row (slot * max_seq_len +
 position); a step calls it first, so a bad row fails the step before any cache is written.
@@ -39,10 +47,20 @@ are the reference they are tested against.
 
 import torch
 
-__all__ = ["ATTENTION_OPERATOR", "BGMV_OPERATOR", "ROWS_OPERATOR", "batch_rows", "batched_attention", "lora_bgmv"]
+__all__ = [
+    "ATTENTION_OPERATOR",
+    "BGMV_OPERATOR",
+    "BGMV_Q8_OPERATOR",
+    "ROWS_OPERATOR",
+    "batch_rows",
+    "batched_attention",
+    "lora_bgmv",
+    "lora_bgmv_q8",
+]
 
 ATTENTION_OPERATOR = "edgeshare::batched_attention"
 BGMV_OPERATOR = "edgeshare::lora_bgmv"
+BGMV_Q8_OPERATOR = "edgeshare::lora_bgmv_q8"
 ROWS_OPERATOR = "edgeshare::batch_rows"
 
 
@@ -129,4 +147,32 @@ def lora_bgmv(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, adapters: torch
 
 @lora_bgmv.register_fake
 def _(x, a, b, adapters):  # noqa: ANN001, ANN202
+    return x.new_empty((*x.shape[:-1], b.shape[1]))
+
+
+@torch.library.custom_op(BGMV_Q8_OPERATOR, mutates_args=())
+def lora_bgmv_q8(
+    x: torch.Tensor,
+    a: torch.Tensor,
+    a_scales: torch.Tensor,
+    b: torch.Tensor,
+    b_scales: torch.Tensor,
+    adapters: torch.Tensor,
+) -> torch.Tensor:
+    """The eager reference: out[i] = b_scales[s] * (b[s] @ (a_scales[s] * (a[s] @ x[i]))) with
+    s = adapters[i], zeros where s < 0."""
+    rows = x.shape[-2]
+    flat = x.reshape(-1, rows, x.shape[-1])
+    out = x.new_zeros((flat.shape[0], rows, b.shape[1]))
+    for i in range(rows):
+        slot = int(adapters[i])
+        if slot < 0:
+            continue
+        low = (flat[:, i] @ a[slot].to(x.dtype).t()) * a_scales[slot].to(x.dtype)
+        out[:, i] = (low @ b[slot].to(x.dtype).t()) * b_scales[slot].to(x.dtype)
+    return out.reshape(*x.shape[:-1], b.shape[1])
+
+
+@lora_bgmv_q8.register_fake
+def _(x, a, a_scales, b, b_scales, adapters):  # noqa: ANN001, ANN202
     return x.new_empty((*x.shape[:-1], b.shape[1]))

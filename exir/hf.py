@@ -22,10 +22,11 @@ a PEFT type other than LoRA is an UnsupportedAdapterError; an adapter that does 
 import dataclasses
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import torch
 from edgeshare.exir._pipeline import Lowerer, OutputFiles, SharedData, check_out_dir, export_method
+from edgeshare.exir._quantizers import quantize_qc8w
 from edgeshare.exir._serialize import with_foundation_digest, write_ptd
 from edgeshare.exir.calibration import CALIBRATION_CTX, calibration_ids, check_calibration_file, importance_from_ids
 from edgeshare.exir.data_policy import (
@@ -41,12 +42,12 @@ from edgeshare.exir.export_options import OptionError
 from edgeshare.exir.foundation_index import FoundationIndex
 from edgeshare.exir.hf_batch import (
     BATCH_METHOD,
-    BatchShape,
+    TABLE_DTYPES,
     BatchedCausalLM,
+    BatchShape,
+    LoraWeights,
     batch_dynamic_shapes,
     batch_example_inputs,
-    LoraWeights,
-    TABLE_DTYPES,
     lora_targets,
     lora_weights,
 )
@@ -494,8 +495,9 @@ def export_hf_batch(
       rank: the largest LoRA rank a slot takes (None: the largest of the adapters given).
       max_rows: the most tokens one step runs.
       partitioner, config, progress, kv_dtype: as export_hf_lora's.
-      table_dtype: the adapter tables' and adapter files' element type: None for float32, or
-        torch.float16 (half the bytes; the products accumulate in float32).
+      table_dtype: the adapter tables' and adapter files' element type: None for float32,
+        torch.float16 (half the bytes) or torch.int8 (each factor row quantized with its own float32
+        scale); the products accumulate in float32.
 
     Returns:
       What was written.
@@ -606,14 +608,22 @@ def _adapter_table_entries(
     weights: LoraWeights, tables: Mapping[str, DataFileEntry], alignment: int, dtype: torch.dtype
 ) -> Dict[str, DataFileEntry]:
     """One adapter's file for the batch program: under each table's key, its own factor ([r, in]
-    for a lora_a table, [out, r] for a lora_b one), which the engine writes into a slot."""
+    for a lora_a table, [out, r] for a lora_b one), which the engine writes into a slot; int8
+    tables' factors quantized per row as BatchedLoraLinear.put quantizes them, with their scales
+    ([r] under lora_a_scales, [out] under lora_b_scales)."""
     store = NamedDataStore()
     for target, (a, b) in weights.layers.items():
-        for part, tensor in (("lora_a", a), ("lora_b", b)):
+        parts: List[Tuple[str, torch.Tensor]] = []
+        for part, factor in (("lora_a", a), ("lora_b", b)):
+            if dtype == torch.int8:
+                q, scales = quantize_qc8w(factor.detach().float().contiguous())
+                parts += [(part, q), (f"{part}_scales", scales)]
+            else:
+                parts.append((part, factor.detach().to(dtype).contiguous()))
+        for part, tensor in parts:
             key = f"{BATCH_TABLES}/{canonical_name(f'model.{target}.{part}')}"
             if key not in tables:
                 raise ExportError(f"the batch program has no table '{key}' for adapted layer {target}")
-            tensor = tensor.detach().to(dtype).contiguous()
             layout = TensorLayout.of(tensor, key)
             store.add_named_data(key, tensor_view(tensor), alignment, BATCH_TABLES, layout, tensor_digest(tensor))
     output = store.get_named_data_store_output()

@@ -16,7 +16,9 @@ sequence that samples this step).
 
 The adapter tables are parameters of the wrapper: per adapted Linear `lora_a` [adapter_slots, rank,
 in] and `lora_b` [adapter_slots, out, rank], zeros until an adapter is put in a slot. An adapter of
-a smaller rank fills the first rows of its slot; its LoRA scale is folded into lora_b. In an exported
+a smaller rank fills the first rows of its slot; its LoRA scale is folded into lora_b. int8 tables
+(table_dtype torch.int8) hold each factor row quantized on its own (quantize_qc8w) with its scale in
+`lora_a_scales` [adapter_slots, rank] and `lora_b_scales` [adapter_slots, out] (edgeshare::lora_bgmv_q8). In an exported
 program they are open data bound at run time (the engine owns them), never part of the foundation.
 
     batched = BatchedCausalLM(base_model, BatchShape(slots=4, max_seq_len=128, adapter_slots=8,
@@ -31,8 +33,9 @@ import threading
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 import torch
+from edgeshare.exir._quantizers import quantize_qc8w
 from edgeshare.exir.attention import check_attention_call
-from edgeshare.exir.batched_ops import batch_rows, batched_attention, lora_bgmv
+from edgeshare.exir.batched_ops import batch_rows, batched_attention, lora_bgmv, lora_bgmv_q8
 from edgeshare.exir.errors import UnsupportedModelError
 from edgeshare.exir.hf_cache import buffer_layer_class, cache_classes, kv_cache_shape
 from edgeshare.exir.lora import shared_copy
@@ -53,7 +56,7 @@ __all__ = [
 BATCH_METHOD = "forward_batch"
 ATTENTION_IMPLEMENTATION = "edgeshare_batched"
 # The adapter tables' element types by the name batch.json and --adapter-dtype give them.
-TABLE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+TABLE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "int8": torch.int8}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +70,9 @@ class BatchShape:
       rank: the largest LoRA rank an adapter slot takes.
       targets: the full names of the Linear layers adapters may adapt ("model.layers.0.self_attn.q_proj").
       max_rows: the most rows (tokens) one step runs (prefill chunks plus decode rows).
-      table_dtype: the adapter tables' element type, torch.float32 or torch.float16 (half the bytes;
-        each row's product still accumulates in float32).
+      table_dtype: the adapter tables' element type, torch.float32, torch.float16 (half the bytes)
+        or torch.int8 (a quarter, plus a float32 scale per factor row); each row's product still
+        accumulates in float32.
     """
 
     slots: int
@@ -87,7 +91,7 @@ class BatchShape:
         if not self.targets:
             raise ValueError("BatchShape.targets is empty: no Linear layer would take an adapter")
         if self.table_dtype not in TABLE_DTYPES.values():
-            raise ValueError(f"adapter tables of {self.table_dtype} are not supported (float32 or float16)")
+            raise ValueError(f"adapter tables of {self.table_dtype} are not supported (float32, float16 or int8)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,12 +161,42 @@ class BatchedLoraLinear(nn.Module):
         b = torch.zeros(adapter_slots, base.out_features, rank, dtype=dtype)
         self.lora_a = nn.Parameter(a, requires_grad=False)
         self.lora_b = nn.Parameter(b, requires_grad=False)
+        self.quantized = dtype == torch.int8
+        if self.quantized:
+            self.lora_a_scales = nn.Parameter(torch.zeros(adapter_slots, rank), requires_grad=False)
+            self.lora_b_scales = nn.Parameter(torch.zeros(adapter_slots, base.out_features), requires_grad=False)
+
+    def put(self, slot: int, a: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> None:
+        """Writes one adapter's factors (A [r, in], B [out, r], float) into `slot`, zeros past rank r
+        (None: zeros); int8 tables quantize each factor row on its own."""
+        with torch.no_grad():
+            self.lora_a[slot].zero_()
+            self.lora_b[slot].zero_()
+            if self.quantized:
+                self.lora_a_scales[slot].zero_()
+                self.lora_b_scales[slot].zero_()
+            if a is None or b is None:
+                return
+            if self.quantized:
+                qa, sa = quantize_qc8w(a.float().contiguous())
+                qb, sb = quantize_qc8w(b.float().contiguous())
+                self.lora_a[slot, : a.shape[0]] = qa
+                self.lora_a_scales[slot, : a.shape[0]] = sa
+                self.lora_b[slot, :, : b.shape[1]] = qb
+                self.lora_b_scales[slot] = sb
+            else:
+                self.lora_a[slot, : a.shape[0]] = a
+                self.lora_b[slot, :, : b.shape[1]] = b
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         adapters = _STEP.adapters
         if adapters is None:
             raise UnsupportedModelError("BatchedLoraLinear runs only inside BatchedCausalLM's forward")
-        return self.base(x) + lora_bgmv(x, self.lora_a, self.lora_b, adapters)
+        if self.quantized:
+            low_rank = lora_bgmv_q8(x, self.lora_a, self.lora_a_scales, self.lora_b, self.lora_b_scales, adapters)
+        else:
+            low_rank = lora_bgmv(x, self.lora_a, self.lora_b, adapters)
+        return self.base(x) + low_rank
 
 
 def _attention(
@@ -293,14 +327,8 @@ class BatchedCausalLM(nn.Module):
             module = layers[name]
             if a.shape[1] != module.lora_a.shape[2] or b.shape[0] != module.lora_b.shape[1]:
                 raise ValueError(f"{name}: the adapter's factors {tuple(a.shape)}, {tuple(b.shape)} do not fit")
-        with torch.no_grad():
-            for name, module in layers.items():
-                module.lora_a[slot].zero_()
-                module.lora_b[slot].zero_()
-                if name in weights.layers:
-                    a, b = weights.layers[name]
-                    module.lora_a[slot, : a.shape[0]] = a
-                    module.lora_b[slot, :, : b.shape[1]] = b
+        for name, module in layers.items():
+            module.put(slot, *weights.layers.get(name, (None, None)))
 
     def reset(self) -> None:
         """Zeroes the cache."""

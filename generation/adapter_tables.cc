@@ -27,7 +27,21 @@ bool ends_with(const std::string& s, const char* suffix) {
 }
 
 const char* dtype_name(ScalarType type) {
-  return type == ScalarType::Half ? "float16" : type == ScalarType::Float ? "float32" : "other";
+  switch (type) {
+    case ScalarType::Half:
+      return "float16";
+    case ScalarType::Float:
+      return "float32";
+    case ScalarType::Char:
+      return "int8";
+    default:
+      return "other";
+  }
+}
+
+// The key of the factor whose row scales `key` holds ("x.lora_a" of "x.lora_a_scales").
+std::string factor_of(const std::string& key) {
+  return key.substr(0, key.size() - std::strlen("_scales"));
 }
 
 }  // namespace
@@ -40,35 +54,56 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
   ES_CHECK_OR_RETURN_ERROR(keys > 0, Error::InvalidProgram, "%s holds no adapter tables",
                            initial.name());
   tables->tables_.reserve(keys);
+  bool have_factor = false;
   for (size_t i = 0; i < keys; ++i) {
     ES_ASSIGN_OR_RETURN(const char* key, initial.get_key(i));
     ES_ASSIGN_OR_RETURN(TensorLayout layout, initial.get_tensor_layout(key));
     Table table;
     table.key = key;
+    table.scales = ends_with(table.key, ".lora_a_scales") || ends_with(table.key, ".lora_b_scales");
     ES_CHECK_OR_RETURN_ERROR(
-        ends_with(table.key, ".lora_a") || ends_with(table.key, ".lora_b"), Error::InvalidProgram,
-        "%s: '%s' is not an adapter table (.lora_a or .lora_b)", initial.name(), key);
-    table.is_a = ends_with(table.key, ".lora_a");
-    const bool typed =
-        layout.scalar_type == ScalarType::Float || layout.scalar_type == ScalarType::Half;
-    ES_CHECK_OR_RETURN_ERROR(typed && layout.sizes.size() == 3, Error::InvalidProgram,
-                             "%s: table '%s' is not a float32 or float16 [slots, rows, cols] table",
-                             initial.name(), key);
-    ES_CHECK_OR_RETURN_ERROR(i == 0 || layout.scalar_type == tables->dtype_, Error::InvalidProgram,
-                             "%s: table '%s' is %s, the others %s", initial.name(), key,
-                             dtype_name(layout.scalar_type), dtype_name(tables->dtype_));
-    tables->dtype_ = layout.scalar_type;
-    tables->element_size_ = layout.scalar_type == ScalarType::Half ? 2 : sizeof(float);
-    for (size_t d = 0; d < 3; ++d) table.sizes[d] = layout.sizes[d];
+        table.scales || ends_with(table.key, ".lora_a") || ends_with(table.key, ".lora_b"),
+        Error::InvalidProgram,
+        "%s: '%s' is not an adapter table (.lora_a, .lora_b or their _scales)", initial.name(),
+        key);
+    table.is_a = ends_with(table.key, table.scales ? ".lora_a_scales" : ".lora_a");
+    table.type = layout.scalar_type;
+    table.element_size = runtime::element_size(layout.scalar_type);
+    table.dims = table.scales ? 2 : 3;
+    if (table.scales) {
+      ES_CHECK_OR_RETURN_ERROR(layout.scalar_type == ScalarType::Float && layout.sizes.size() == 2,
+                               Error::InvalidProgram,
+                               "%s: table '%s' is not a float32 [slots, rows] scales table",
+                               initial.name(), key);
+    } else {
+      const bool typed = layout.scalar_type == ScalarType::Float ||
+                         layout.scalar_type == ScalarType::Half ||
+                         layout.scalar_type == ScalarType::Char;
+      ES_CHECK_OR_RETURN_ERROR(
+          typed && layout.sizes.size() == 3, Error::InvalidProgram,
+          "%s: table '%s' is not a float32, float16 or int8 [slots, rows, cols] table",
+          initial.name(), key);
+      ES_CHECK_OR_RETURN_ERROR(!have_factor || layout.scalar_type == tables->dtype_,
+                               Error::InvalidProgram, "%s: table '%s' is %s, the others %s",
+                               initial.name(), key, dtype_name(layout.scalar_type),
+                               dtype_name(tables->dtype_));
+      tables->dtype_ = layout.scalar_type;
+    }
+    for (size_t d = 0; d < table.dims; ++d) table.sizes[d] = layout.sizes[d];
     const size_t slots = static_cast<size_t>(table.sizes[0]);
-    const size_t rank = static_cast<size_t>(table.is_a ? table.sizes[1] : table.sizes[2]);
-    ES_CHECK_OR_RETURN_ERROR(i == 0 || (slots == tables->slots_ && rank == tables->rank_),
-                             Error::InvalidProgram,
-                             "%s: table '%s' has %zu slots of rank %zu, the others %zu of rank %zu",
-                             initial.name(), key, slots, rank, tables->slots_, tables->rank_);
+    ES_CHECK_OR_RETURN_ERROR(i == 0 || slots == tables->slots_, Error::InvalidProgram,
+                             "%s: table '%s' has %zu slots, the others %zu", initial.name(), key,
+                             slots, tables->slots_);
     tables->slots_ = slots;
-    tables->rank_ = rank;
-    const size_t bytes = table.numel() * tables->element_size_;
+    if (!table.scales) {
+      const size_t rank = static_cast<size_t>(table.is_a ? table.sizes[1] : table.sizes[2]);
+      ES_CHECK_OR_RETURN_ERROR(!have_factor || rank == tables->rank_, Error::InvalidProgram,
+                               "%s: table '%s' has rank %zu, the others %zu", initial.name(), key,
+                               rank, tables->rank_);
+      tables->rank_ = rank;
+      have_factor = true;
+    }
+    const size_t bytes = table.numel() * table.element_size;
     const size_t nbytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     table.data = std::unique_ptr<uint8_t, void (*)(void*)>(
         static_cast<uint8_t*>(std::aligned_alloc(kAlignment, nbytes > 0 ? nbytes : kAlignment)),
@@ -78,6 +113,27 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
     ES_RETURN_IF_ERROR(initial.load_data_into(key, table.data.get(), bytes));
     ES_ASSIGN_OR_RETURN(table.digest, initial.get_digest(key));
     tables->tables_.push_back(std::move(table));
+  }
+  ES_CHECK_OR_RETURN_ERROR(have_factor, Error::InvalidProgram, "%s holds no adapter factors",
+                           initial.name());
+  // int8 factors come with their rows' scales ([slots, rank] for a, [slots, out] for b), and
+  // scales only with int8 factors.
+  const bool quantized = tables->dtype_ == ScalarType::Char;
+  for (const Table& table : tables->tables_) {
+    const std::string partner = table.scales ? factor_of(table.key) : table.key + "_scales";
+    const Table* other = tables->find(partner.c_str());
+    ES_CHECK_OR_RETURN_ERROR(
+        quantized == (other != nullptr), Error::InvalidProgram,
+        quantized ? "%s: int8 table '%s' has no '%s'" : "%s: '%s' has '%s' but is not int8",
+        initial.name(), (table.scales ? partner : table.key).c_str(),
+        (table.scales ? table.key : partner).c_str());
+    if (table.scales) {
+      // a's rows are its rank, b's its outputs: either way the factor's dim 1.
+      const int32_t rows = other->sizes[1];
+      ES_CHECK_OR_RETURN_ERROR(table.sizes[1] == rows, Error::InvalidProgram,
+                               "%s: scales '%s' have %d rows, its factor %d", initial.name(),
+                               table.key.c_str(), table.sizes[1], rows);
+    }
   }
   return tables;
 }
@@ -109,15 +165,7 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
     ES_CHECK_OR_RETURN_ERROR(table != nullptr, Error::InvalidArgument,
                              "%s: '%s' is not a layer of this batch program's adapters",
                              adapter.path(), key);
-    ES_ASSIGN_OR_RETURN(TensorLayout layout, map.get_tensor_layout(key));
-    const bool fits = layout.scalar_type == dtype_ && layout.sizes.size() == 2 &&
-                      (table->is_a ? layout.sizes[0] <= static_cast<int32_t>(rank_) &&
-                                         layout.sizes[1] == table->sizes[2]
-                                   : layout.sizes[0] == table->sizes[1] &&
-                                         layout.sizes[1] <= static_cast<int32_t>(rank_));
-    ES_CHECK_OR_RETURN_ERROR(
-        fits, Error::InvalidArgument, "%s: '%s' is not a %s %s of at most rank %zu", adapter.path(),
-        key, dtype_name(dtype_), table->is_a ? "[rank, in] factor" : "[out, rank] factor", rank_);
+    ES_RETURN_IF_ERROR(check_entry(adapter, key, *table));
   }
   ES_RETURN_IF_ERROR(clear(slot));
   for (size_t i = 0; i < keys; ++i) {
@@ -126,15 +174,49 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
     ES_ASSIGN_OR_RETURN(TensorLayout layout, map.get_tensor_layout(key));
     ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, map.get_data(key));
     const auto* from = static_cast<const uint8_t*>(bytes.data());
-    const size_t rows = static_cast<size_t>(table.sizes[1]),
-                 cols = static_cast<size_t>(table.sizes[2]), e = element_size_;
-    uint8_t* to = table.data.get() + slot * rows * cols * e;
-    if (table.is_a) {
+    const size_t e = table.element_size;
+    uint8_t* to = table.data.get() + slot * table.slot_bytes();
+    if (table.is_a || table.scales) {
+      // [r, in] or [r] / [out]: the slot's first rows.
       std::memcpy(to, from, layout.numel() * e);
     } else {
+      const size_t rows = static_cast<size_t>(table.sizes[1]),
+                   cols = static_cast<size_t>(table.sizes[2]);
       const size_t r = static_cast<size_t>(layout.sizes[1]);
       for (size_t o = 0; o < rows; ++o) std::memcpy(to + o * cols * e, from + o * r * e, r * e);
     }
+  }
+  return Status();
+}
+
+Status AdapterTables::check_entry(const runtime::DataFile& adapter, const char* key,
+                                  const Table& table) const {
+  const NamedDataMap& map = adapter.map();
+  ES_ASSIGN_OR_RETURN(TensorLayout layout, map.get_tensor_layout(key));
+  const int32_t rank = static_cast<int32_t>(rank_);
+  if (table.scales) {
+    // Its factor's rows: a's r (that factor's own rank), b's outputs.
+    const std::string factor = factor_of(table.key);
+    Result<TensorLayout> of = map.get_tensor_layout(factor.c_str());
+    const bool fits = layout.scalar_type == ScalarType::Float && layout.sizes.size() == 1 &&
+                      of.ok() && of->sizes.size() == 2 &&
+                      layout.sizes[0] == (table.is_a ? of->sizes[0] : table.sizes[1]);
+    ES_CHECK_OR_RETURN_ERROR(fits, Error::InvalidArgument,
+                             "%s: '%s' is not the float32 [%s] scales of its '%s'", adapter.path(),
+                             key, table.is_a ? "rank" : "out", factor.c_str());
+    return Status();
+  }
+  const bool fits = layout.scalar_type == dtype_ && layout.sizes.size() == 2 &&
+                    (table.is_a ? layout.sizes[0] <= rank && layout.sizes[1] == table.sizes[2]
+                                : layout.sizes[0] == table.sizes[1] && layout.sizes[1] <= rank);
+  ES_CHECK_OR_RETURN_ERROR(
+      fits, Error::InvalidArgument, "%s: '%s' is not a %s factor in %s of at most rank %zu",
+      adapter.path(), key, table.is_a ? "[rank, in]" : "[out, rank]", dtype_name(dtype_), rank_);
+  if (dtype_ == ScalarType::Char) {
+    const std::string scales = table.key + "_scales";
+    ES_CHECK_OR_RETURN_ERROR(map.get_tensor_layout(scales.c_str()).ok(), Error::InvalidArgument,
+                             "%s: int8 factor '%s' comes without its '%s'", adapter.path(), key,
+                             scales.c_str());
   }
   return Status();
 }
@@ -143,8 +225,7 @@ Status AdapterTables::clear(size_t slot) {
   ES_CHECK_OR_RETURN_ERROR(slot < slots_, Error::OutOfRange, "adapter slot %zu is outside 0..%zu",
                            slot, slots_ - 1);
   for (Table& table : tables_) {
-    const size_t per_slot = static_cast<size_t>(table.sizes[1]) * table.sizes[2];
-    std::memset(table.data.get() + slot * per_slot * element_size_, 0, per_slot * element_size_);
+    std::memset(table.data.get() + slot * table.slot_bytes(), 0, table.slot_bytes());
   }
   return Status();
 }
@@ -153,22 +234,22 @@ Result<TensorLayout> AdapterTables::get_tensor_layout(const char* key) const {
   const Table* table = find(key);
   ES_CHECK_OR_RETURN_ERROR(table != nullptr, Error::NotFound, "no adapter table '%s'", key);
   TensorLayout layout;
-  layout.scalar_type = dtype_;
-  layout.sizes = Span<const int32_t>(table->sizes, 3);
-  layout.dim_order = Span<const uint8_t>(table->dim_order, 3);
+  layout.scalar_type = table->type;
+  layout.sizes = Span<const int32_t>(table->sizes, table->dims);
+  layout.dim_order = Span<const uint8_t>(table->dim_order, table->dims);
   return layout;
 }
 
 Result<FreeableBuffer> AdapterTables::get_data(const char* key) const {
   const Table* table = find(key);
   ES_CHECK_OR_RETURN_ERROR(table != nullptr, Error::NotFound, "no adapter table '%s'", key);
-  return FreeableBuffer(table->data.get(), table->numel() * element_size_, nullptr);
+  return FreeableBuffer(table->data.get(), table->numel() * table->element_size, nullptr);
 }
 
 Status AdapterTables::load_data_into(const char* key, void* dst, size_t size) const {
   const Table* table = find(key);
   ES_CHECK_OR_RETURN_ERROR(table != nullptr, Error::NotFound, "no adapter table '%s'", key);
-  const size_t nbytes = table->numel() * element_size_;
+  const size_t nbytes = table->numel() * table->element_size;
   ES_CHECK_OR_RETURN_ERROR(size >= nbytes, Error::InvalidArgument,
                            "adapter table '%s' has %zu bytes, the buffer %zu", key, nbytes, size);
   std::memcpy(dst, table->data.get(), nbytes);

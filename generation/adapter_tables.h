@@ -3,10 +3,12 @@
 //
 // A batch program (exir's export_hf_batch) reads, per adapted Linear layer, two open constants:
 // `<key>.lora_a` [adapter_slots, rank, in] and `<key>.lora_b` [adapter_slots, out, rank] (float32,
-// or float16 for half the bytes; the LoRA scale folded into b). export_hf_batch writes them with
-// its adapters in the first slots (batch_tables.ptd), and each adapter alone as a file of the same
-// keys, shaped [r, in] and [out, r] for its own rank r <= rank (<adapter>.ptd, recording the
-// foundation it was exported for). AdapterTables copies the tables once and is the NamedDataMap a
+// float16 for half the bytes, or int8 with a float32 scale per factor row in `<key>.lora_a_scales`
+// [adapter_slots, rank] and `<key>.lora_b_scales` [adapter_slots, out]; the LoRA scale folded into
+// b). export_hf_batch writes them with its adapters in the first slots (batch_tables.ptd), and
+// each adapter alone as a file of the same keys, shaped [r, in] and [out, r] for its own rank
+// r <= rank, int8's scales [r] and [out] (<adapter>.ptd, recording the foundation it was exported
+// for). AdapterTables copies the tables once and is the NamedDataMap a
 // batch method is loaded over (merged with the foundation's file): the method then reads this
 // memory in place, and load() / clear() rewrite one slot's rows of every table. Nothing of the
 // foundation is touched.
@@ -17,12 +19,13 @@
 //   ... program.load_method("forward_batch", &data) ...
 //   ES_RETURN_IF_ERROR(tables->load(/*slot=*/3, *DataFile::open("chat.ptd")));
 //
-// Errors: create: InvalidProgram for an entry that is not a float32 or float16 [slots, rows, cols]
-// table, a key that ends neither in ".lora_a" nor ".lora_b", tables of both element types or of
-// different slot counts. load:
-// OutOfRange for a slot past the tables; InvalidArgument for an adapter file of another foundation
-// (naming both), a key the tables lack, a factor of another dtype or shape (naming the key), or a
-// rank above the tables'; nothing is written unless every check passes.
+// Errors: create: InvalidProgram for an entry that is not a float32, float16 or int8 [slots, rows,
+// cols] table or a float32 [slots, rows] scales table, a key that ends in none of ".lora_a",
+// ".lora_b", ".lora_a_scales", ".lora_b_scales", factors of two element types or of different slot
+// counts, int8 factors without their scales or scales without int8 factors. load: OutOfRange for a
+// slot past the tables; InvalidArgument for an adapter file of another foundation (naming both), a
+// key the tables lack, a factor or scales of another dtype or shape (naming the key), a rank above
+// the tables', or an int8 factor without its scales; nothing is written unless every check passes.
 // Thread-safety: the map's methods from any thread. load() and clear() must not overlap a run that
 // reads the same slot (the batch engine only rewrites slots no request uses); runs reading other
 // slots may go on, as the bytes written are theirs alone.
@@ -55,7 +58,8 @@ class AdapterTables final : public runtime::NamedDataMap {
 
   size_t slots() const { return slots_; }
   size_t rank() const { return rank_; }
-  // Float or Half: every table's element type, and the adapter files' it loads.
+  // Float, Half or Char (int8): every factor table's element type, and the adapter files' it loads
+  // (the scales of int8 factors are Float).
   runtime::ScalarType dtype() const { return dtype_; }
   // Writes the adapter file's factors into `slot` (layers it does not adapt become zeros).
   runtime::Status load(size_t slot, const runtime::DataFile& adapter);
@@ -77,21 +81,31 @@ class AdapterTables final : public runtime::NamedDataMap {
  private:
   struct Table {
     std::string key;
-    bool is_a = false;  // [slots, rank, in]; else b: [slots, out, rank]
+    bool is_a = false;    // a: [slots, rank, in] (scales [slots, rank]); else b: [slots, out, rank]
+    bool scales = false;  // [slots, rows] float32: the rows' scales of an int8 factor
+    runtime::ScalarType type = runtime::ScalarType::Float;
+    size_t element_size = sizeof(float);
+    size_t dims = 3;
     int32_t sizes[3] = {};
     uint8_t dim_order[3] = {0, 1, 2};
     runtime::Digest digest;
     std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
-    size_t numel() const { return static_cast<size_t>(sizes[0]) * sizes[1] * sizes[2]; }
+    size_t slot_numel() const {
+      return static_cast<size_t>(sizes[1]) * (dims == 3 ? static_cast<size_t>(sizes[2]) : 1);
+    }
+    size_t numel() const { return static_cast<size_t>(sizes[0]) * slot_numel(); }
+    size_t slot_bytes() const { return slot_numel() * element_size; }
   };
   AdapterTables() = default;
   const Table* find(const char* key) const;
+  // Checks one entry of an adapter file against its table (shape, dtype, rank).
+  runtime::Status check_entry(const runtime::DataFile& adapter, const char* key,
+                              const Table& table) const;
 
   std::vector<Table> tables_;
   size_t slots_ = 0;
   size_t rank_ = 0;
   runtime::ScalarType dtype_ = runtime::ScalarType::Float;
-  size_t element_size_ = sizeof(float);
   std::optional<runtime::Digest> foundation_;
 };
 

@@ -658,10 +658,6 @@ def _check_swappable_flags(args: argparse.Namespace) -> None:
             raise ExportError(f"--batch-slots cannot be combined with {flag}")
     if not args.adapter:
         raise ExportError("--batch-slots needs at least one --adapter NAME=DIR")
-    if args.adapter_dtype not in TABLE_DTYPES:
-        raise ExportError(
-            f"--batch-slots takes --adapter-dtype {' or '.join(TABLE_DTYPES)} (its adapter tables), got '{args.adapter_dtype}'"
-        )
 
 
 def _export(

@@ -50,8 +50,6 @@ def test_parse_adapters_resolves_relative_directories_against_the_users(tmp_path
         (["--hf-model", "m", "--adapter", "a=x", "--batch-rank", "4"], "--batch-rank applies to --batch-slots"),
         (["--hf-model", "m", "--adapter", "a=x", "--batch-slots", "0"], "--batch-slots must be at least 1"),
         (["--batch-slots", "2"], "--batch-slots applies to --hf-model exports"),
-        (["--hf-model", "m", "--adapter", "a=x", "--batch-slots", "2", "--adapter-dtype", "int8"],
-         "--batch-slots takes --adapter-dtype fp32 or fp16"),
         (["--hf-model", "m", "--adapter", "a=x", "--batch-slots", "2", "--foundation-index", "i"],
          "--foundation-index cannot be combined with --batch-slots"),
     ],

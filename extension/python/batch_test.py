@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.exir import export_hf_batch, export_hf_lora, read_ptd_index
+from edgeshare.exir import deserialize_ptd, export_hf_batch, export_hf_lora, read_ptd_index
+from edgeshare.exir._serialize import write_ptd
 from edgeshare.exir.hf import load_hf_model, load_peft_adapter
 from edgeshare.exir.hf_batch import BatchedCausalLM, BatchShape, lora_targets, lora_weights
 from edgeshare.extension.python import BatchEngine, EdgeshareError, Program
@@ -244,9 +245,80 @@ def test_fp16_tables_equal_the_eager_batch_and_hold_half_the_bytes(files, refere
 
     engine = BatchEngine.open(out, threads=1)
     engine.load_adapter(2, os.path.join(out, "a.ptd"), name="a2")
-    with pytest.raises(EdgeshareError, match="is not a float16"):
+    with pytest.raises(EdgeshareError, match="factor in float16"):
         engine.load_adapter(2, os.path.join(fp32, "b.ptd"), name="b32")
     assert "a2" in engine.adapters and "b32" not in engine.adapters
+
+
+def test_int8_tables_equal_the_eager_batch_in_a_quarter_of_the_bytes(files, reference, capsys):
+    """--adapter-dtype int8 stores each factor row as int8 with its float32 scale; every row's logits
+    equal the eager batch over the same int8 tables and stay near the fp32 sequences'; an engine of
+    int8 tables loads int8 adapter files and refuses another dtype's in one line."""
+    tiny, root = files
+    out = os.path.join(root, "int8-tables")
+    argv = ["--hf-model", tiny.model_dir, "--out", out, "--max-seq-len", str(MAX_SEQ_LEN), "--batch-slots", str(SLOTS)]
+    argv += ["--batch-rows", "16", "--adapter-dtype", "int8"]
+    for name, path in tiny.adapter_dirs.items():
+        argv += ["--adapter", f"{name}={path}"]
+    assert export_lora.main(argv) == 0
+    assert "(torch.int8)" in capsys.readouterr().out
+    manifest = json.load(open(os.path.join(out, "batch.json"), encoding="utf-8"))
+    assert manifest["table_dtype"] == "int8"
+    fp32 = os.path.join(root, "fp32-tables-for-int8")
+    export_hf_batch(
+        tiny.model_dir,
+        dict(tiny.adapter_dirs),
+        fp32,
+        slots=SLOTS,
+        max_seq_len=MAX_SEQ_LEN,
+        max_rows=16,
+        partitioner=XnnpackPartitioner(),
+    )
+    for name in ("batch_tables.ptd", "a.ptd", "b.ptd"):
+        q, full = read_ptd_index(os.path.join(out, name)), read_ptd_index(os.path.join(fp32, name))
+        assert {k for k in q if not k.endswith("_scales")} == full.keys() and full
+        for key, entry in full.items():
+            assert 4 * q[key].size == entry.size, (name, key, q[key].size, entry.size)
+            # One float32 scale per factor row (lora_a's rank rows, lora_b's out rows).
+            rows = int(np.prod(entry.tensor_layout.sizes[:-1]))
+            assert q[f"{key}_scales"].size == 4 * rows, (name, key)
+
+    base = load_hf_model(tiny.model_dir)
+    weights = [lora_weights(load_peft_adapter(base, n, tiny.adapter_dirs[n])) for n in ("a", "b")]
+    shape = BatchShape(SLOTS, MAX_SEQ_LEN, SLOTS, max(w.rank for w in weights), lora_targets(weights), 16, torch.int8)
+    eager = BatchedCausalLM(load_hf_model(tiny.model_dir), shape)
+    for slot, w in enumerate(weights):
+        eager.put_adapter(slot, w)
+    tokens, want = reference
+    method = Program.load(
+        os.path.join(out, "batch.pte"), [os.path.join(out, "foundation.ptd"), os.path.join(out, "batch_tables.ptd")]
+    ).method("forward_batch")
+    worst_eager = worst_fp32 = 0.0
+    for rows in STEPS:
+        inputs, where = _step(rows, tokens)
+        (logits,) = method.execute(*inputs)
+        with torch.no_grad():
+            expect = eager(*(torch.from_numpy(x) for x in inputs)).numpy()
+        worst_eager = max(worst_eager, float(np.abs(logits - expect).max()))
+        for j, (slot, p) in enumerate(where):
+            worst_fp32 = max(worst_fp32, float(np.abs(logits[0, j] - want[slot][p]).max()))
+    assert worst_eager < TOLERANCE, worst_eager
+    assert worst_fp32 < 5e-2, worst_fp32
+
+    engine = BatchEngine.open(out, threads=1)
+    engine.load_adapter(2, os.path.join(out, "a.ptd"), name="a2")
+    with pytest.raises(EdgeshareError, match="factor in int8"):
+        engine.load_adapter(2, os.path.join(fp32, "b.ptd"), name="b32")
+    # An int8 file whose factors lost their scales would run them as zeros: refused.
+    with open(os.path.join(out, "a.ptd"), "rb") as f:
+        whole = deserialize_ptd(f.read())
+    kept = {k: (e.data, 64, e.tensor_layout) for k, e in whole.named_data.items() if not k.endswith("_scales")}
+    unscaled = os.path.join(root, "a-unscaled.ptd")
+    with open(unscaled, "wb") as f:
+        write_ptd(f, kept, 64, bytes(whole.flat_tensor.foundationDigest))
+    with pytest.raises(EdgeshareError, match="comes without its"):
+        engine.load_adapter(2, unscaled, name="a_unscaled")
+    assert "a2" in engine.adapters and "b32" not in engine.adapters and "a_unscaled" not in engine.adapters
 
 
 if __name__ == "__main__":

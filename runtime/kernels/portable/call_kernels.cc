@@ -71,6 +71,8 @@ bool read_tensor(CallValues& call, bool input, EValue* value) {
       static_cast<uint16_t*>(data)[i] = kernels::float_to_half(static_cast<float>(v));
     } else if (type == ScalarType::Long) {
       static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
+    } else if (type == ScalarType::Char) {
+      static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v);
     } else if (type == ScalarType::Bool) {
       static_cast<bool*>(data)[i] = v != 0;
     } else {

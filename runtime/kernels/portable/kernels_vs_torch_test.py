@@ -23,7 +23,7 @@ import transformers
 from edgeshare.exir.export import edge_decompositions
 
 DTYPES = (torch.float32, torch.int64, torch.bool)
-_CODES = {torch.float32: 6, torch.float16: 5, torch.int64: 4, torch.bool: 11}
+_CODES = {torch.float32: 6, torch.float16: 5, torch.int64: 4, torch.int8: 1, torch.bool: 11}
 CASES_PER_FAMILY = 150
 
 Expected = Union[torch.Tensor, int]
@@ -456,11 +456,41 @@ def _lora_bgmv_calls(gen: Gen) -> List[Call]:
     return calls
 
 
+def _lora_bgmv_q8_calls(gen: Gen) -> List[Call]:
+    """edgeshare::lora_bgmv_q8 against exir's eager definition: int8 factors with a float32 scale
+    per factor row, over the same mixes of runs, ranks and shapes as lora_bgmv's."""
+    from edgeshare.exir.batched_ops import lora_bgmv_q8  # noqa: PLC0415 (defines the operator)
+
+    calls = []
+    for _ in range(CASES_PER_FAMILY // 3):
+        slots = gen.r.randint(1, 4)
+        rank = gen.r.choice([1, 4, 16, 300 // 2])
+        rows = gen.r.randint(1, 40)
+        in_channels = gen.r.choice([1, 5, 16, 33])
+        out_channels = gen.r.choice([1, 7, 16, 40])
+        leading = gen.r.choice([[], [1], [2]])
+        x = gen.tensor([*leading, rows, in_channels], torch.float32)
+        a = torch.tensor([gen.r.randint(-127, 127) for _ in range(slots * rank * in_channels)], dtype=torch.int8)
+        b = torch.tensor([gen.r.randint(-127, 127) for _ in range(slots * out_channels * rank)], dtype=torch.int8)
+        a, b = a.view(slots, rank, in_channels), b.view(slots, out_channels, rank)
+        a_scales = gen.tensor([slots, rank], torch.float32).abs() / 100
+        b_scales = gen.tensor([slots, out_channels], torch.float32).abs() / 100
+        runs: List[int] = []
+        while len(runs) < rows:
+            runs += [gen.r.randrange(-1, slots)] * gen.r.choice([1, 1, 3, 30])
+        adapters = torch.tensor(runs[:rows], dtype=torch.int64)
+        want = lora_bgmv_q8(x, a, a_scales, b, b_scales, adapters)
+        args = (t(x), t(a), t(a_scales), t(b), t(b_scales), t(adapters), out(want))
+        calls.append(Call("edgeshare::lora_bgmv_q8", args, (want,)))
+    return calls
+
+
 FAMILIES: Dict[str, Callable[[Gen], List[Call]]] = {
     "attention": _attention_calls,
     "batch_rows": _batch_rows_calls,
     "batched_attention": _batched_attention_calls,
     "lora_bgmv": _lora_bgmv_calls,
+    "lora_bgmv_q8": _lora_bgmv_q8_calls,
     "index": _index_calls,
     "index_put": _index_put_calls,
     "cat": _cat_calls,

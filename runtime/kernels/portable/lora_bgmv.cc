@@ -3,6 +3,10 @@
 //
 // lora_bgmv(x [..., N, in] float, a [slots, rank, in] float|half, b [slots, out, rank] (as a),
 //           adapters int64 [N]) -> out [..., N, out] float
+// lora_bgmv_q8(x, a [slots, rank, in] int8, a_scales [slots, rank] float,
+//              b [slots, out, rank] int8, b_scales [slots, out] float, adapters) -> out
+//   the same over int8 factors with a scale per factor row, each product scaled as a whole
+//   (gemm_nt's q8 products, as the delegate runs an int8 adapter's).
 //
 // Rows on one adapter that follow each other (a sequence's prefill chunk, or decode rows the
 // engine sorted by adapter) are one run, computed as two products over the run's rows with the
@@ -47,9 +51,12 @@ struct Piece {
 
 struct Job {
   const GemmNtKernels* gemm;
-  bool half;
+  ScalarType type;
   const void* a;
   const void* b;
+  // int8 factors only: [slots, rank] and [slots, out].
+  const float* a_scales = nullptr;
+  const float* b_scales = nullptr;
   size_t rank, in, out_channels;
   Piece pieces[kMaxPieces];
   size_t count = 0;
@@ -74,13 +81,21 @@ void run_piece(void* context, size_t index) {
   float low[kLowFloats];
   const size_t s = static_cast<size_t>(piece.slot);
   const size_t a_slot = job.rank * job.in, b_slot = job.out_channels * job.rank;
-  if (!job.half) {
+  if (job.type == ScalarType::Float) {
     const float* as = static_cast<const float*>(job.a) + s * a_slot;
     const float* bs = static_cast<const float*>(job.b) + s * b_slot;
     prefetch(as, a_slot * sizeof(float));
     prefetch(bs, b_slot * sizeof(float));
     job.gemm->f32(m, job.rank, job.in, piece.x, as, low);
     job.gemm->f32(m, job.out_channels, job.rank, low, bs, piece.y);
+  } else if (job.type == ScalarType::Char) {
+    const auto* as = static_cast<const int8_t*>(job.a) + s * a_slot;
+    const auto* bs = static_cast<const int8_t*>(job.b) + s * b_slot;
+    prefetch(as, a_slot);
+    prefetch(bs, b_slot);
+    job.gemm->q8(m, job.rank, job.in, piece.x, as, job.a_scales + s * job.rank, low);
+    job.gemm->q8(m, job.out_channels, job.rank, low, bs, job.b_scales + s * job.out_channels,
+                 piece.y);
   } else {
     const auto* as = static_cast<const uint16_t*>(job.a) + s * a_slot;
     const auto* bs = static_cast<const uint16_t*>(job.b) + s * b_slot;
@@ -91,20 +106,29 @@ void run_piece(void* context, size_t index) {
   }
 }
 
-Status lora_bgmv(Args args) {
-  const char* op = "edgeshare::lora_bgmv";
-  ES_RETURN_IF_ERROR(expect_args(args, 5, op));
+// Both operators: x, a, [a_scales,] b, [b_scales,] adapters, out.
+Status run_lora(Args args, bool quantized) {
+  const char* op = quantized ? "edgeshare::lora_bgmv_q8" : "edgeshare::lora_bgmv";
+  ES_RETURN_IF_ERROR(expect_args(args, quantized ? 7 : 5, op));
+  const size_t b_arg = quantized ? 3 : 2, adapters_arg = quantized ? 5 : 3;
   ES_ASSIGN_OR_RETURN(Tensor * x, float_arg(args, 0, op));
   ES_ASSIGN_OR_RETURN(Tensor * a, tensor_arg(args, 1, op));
-  ES_ASSIGN_OR_RETURN(Tensor * b, tensor_arg(args, 2, op));
-  ES_ASSIGN_OR_RETURN(Tensor * adapters, tensor_arg(args, 3, op));
-  ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, 4, op));
+  ES_ASSIGN_OR_RETURN(Tensor * b, tensor_arg(args, b_arg, op));
+  ES_ASSIGN_OR_RETURN(Tensor * adapters, tensor_arg(args, adapters_arg, op));
+  ES_ASSIGN_OR_RETURN(Tensor * out, float_arg(args, adapters_arg + 1, op));
 
   const ScalarType type = a->scalar_type();
-  ES_CHECK_OR_RETURN_ERROR(
-      (type == ScalarType::Float || type == ScalarType::Half) && b->scalar_type() == type,
-      Error::NotSupported, "%s: the factors are %s and %s; both Float or both Half is supported",
-      op, to_string(type), to_string(b->scalar_type()));
+  if (quantized) {
+    ES_CHECK_OR_RETURN_ERROR(type == ScalarType::Char && b->scalar_type() == type,
+                             Error::NotSupported,
+                             "%s: the factors are %s and %s; int8 is supported", op,
+                             to_string(type), to_string(b->scalar_type()));
+  } else {
+    ES_CHECK_OR_RETURN_ERROR(
+        (type == ScalarType::Float || type == ScalarType::Half) && b->scalar_type() == type,
+        Error::NotSupported, "%s: the factors are %s and %s; both Float or both Half is supported",
+        op, to_string(type), to_string(b->scalar_type()));
+  }
   ES_CHECK_OR_RETURN_ERROR(x->dim() >= 2 && a->dim() == 3 && b->dim() == 3, Error::InvalidProgram,
                            "%s: x must be [..., rows, in], a [slots, rank, in], b [slots, out, "
                            "rank]",
@@ -129,13 +153,30 @@ Status lora_bgmv(Args args) {
                              "%s: row %zu's adapter slot %lld is outside -1..%zu", op, i,
                              static_cast<long long>(slot[i]), slots - 1);
   }
+  const float* a_scales = nullptr;
+  const float* b_scales = nullptr;
+  if (quantized) {
+    ES_ASSIGN_OR_RETURN(Tensor * as, float_arg(args, 2, op));
+    ES_ASSIGN_OR_RETURN(Tensor * bs, float_arg(args, 4, op));
+    ES_CHECK_OR_RETURN_ERROR(as->dim() == 2 && static_cast<size_t>(as->size(0)) == slots &&
+                                 static_cast<size_t>(as->size(1)) == rank && bs->dim() == 2 &&
+                                 static_cast<size_t>(bs->size(0)) == slots &&
+                                 static_cast<size_t>(bs->size(1)) == out_channels,
+                             Error::InvalidProgram,
+                             "%s: the scales must be [%zu, %zu] (a's) and [%zu, %zu] (b's)", op,
+                             slots, rank, slots, out_channels);
+    a_scales = as->data<float>();
+    b_scales = bs->data<float>();
+  }
   Shape shape = shape_of(*x);
   shape.sizes[shape.rank - 1] = static_cast<int32_t>(out_channels);
   ES_RETURN_IF_ERROR(resize_output(*out, shape, op));
 
   Job job;
   job.gemm = &gemm_nt_kernels();
-  job.half = type == ScalarType::Half;
+  job.type = type;
+  job.a_scales = a_scales;
+  job.b_scales = b_scales;
   job.a = a->const_data();
   job.b = b->const_data();
   job.rank = rank;
@@ -177,7 +218,11 @@ Status lora_bgmv(Args args) {
   return Status();
 }
 
-const bool registered = register_kernel("edgeshare::lora_bgmv", lora_bgmv, 4).ok();
+Status lora_bgmv(Args args) { return run_lora(args, /*quantized=*/false); }
+Status lora_bgmv_q8(Args args) { return run_lora(args, /*quantized=*/true); }
+
+const bool registered = register_kernel("edgeshare::lora_bgmv", lora_bgmv, 4).ok() &&
+                        register_kernel("edgeshare::lora_bgmv_q8", lora_bgmv_q8, 6).ok();
 
 }  // namespace
 }  // namespace portable
