@@ -1,5 +1,7 @@
 #include "edgeshare/generation/adapter_tables.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -20,6 +22,7 @@ using runtime::TensorLayout;
 namespace {
 
 constexpr size_t kAlignment = 64;
+constexpr size_t kHugePage = size_t{2} << 20;
 
 bool ends_with(const std::string& s, const char* suffix) {
   const size_t n = std::strlen(suffix);
@@ -55,6 +58,7 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
                            initial.name());
   tables->tables_.reserve(keys);
   bool have_factor = false;
+  size_t total = 0;
   for (size_t i = 0; i < keys; ++i) {
     ES_ASSIGN_OR_RETURN(const char* key, initial.get_key(i));
     ES_ASSIGN_OR_RETURN(TensorLayout layout, initial.get_tensor_layout(key));
@@ -103,14 +107,8 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
       tables->rank_ = rank;
       have_factor = true;
     }
-    const size_t bytes = table.numel() * table.element_size;
-    const size_t nbytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    table.data = std::unique_ptr<uint8_t, void (*)(void*)>(
-        static_cast<uint8_t*>(std::aligned_alloc(kAlignment, nbytes > 0 ? nbytes : kAlignment)),
-        std::free);
-    ES_CHECK_OR_RETURN_ERROR(table.data != nullptr, Error::MemoryAllocationFailed,
-                             "no memory for adapter table '%s' (%zu bytes)", key, nbytes);
-    ES_RETURN_IF_ERROR(initial.load_data_into(key, table.data.get(), bytes));
+    table.offset = total;
+    total += (table.numel() * table.element_size + kAlignment - 1) / kAlignment * kAlignment;
     ES_ASSIGN_OR_RETURN(table.digest, initial.get_digest(key));
     tables->tables_.push_back(std::move(table));
   }
@@ -134,6 +132,19 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
                                "%s: scales '%s' have %d rows, its factor %d", initial.name(),
                                table.key.c_str(), table.sizes[1], rows);
     }
+  }
+  // One region for every table, in huge pages where the kernel gives them: a decode step reads
+  // every live adapter's rows of every table, a few kilobytes here and there over tens of
+  // megabytes, which in 4 KiB pages is a TLB miss per page.
+  const size_t region = (total + kHugePage - 1) / kHugePage * kHugePage;
+  tables->region_.reset(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, region)));
+  ES_CHECK_OR_RETURN_ERROR(tables->region_ != nullptr, Error::MemoryAllocationFailed,
+                           "no memory for the adapter tables (%zu bytes)", region);
+  ::madvise(tables->region_.get(), region, MADV_HUGEPAGE);  // Advice: 4 KiB pages work too.
+  for (Table& table : tables->tables_) {
+    table.data = tables->region_.get() + table.offset;
+    ES_RETURN_IF_ERROR(
+        initial.load_data_into(table.key.c_str(), table.data, table.numel() * table.element_size));
   }
   return tables;
 }
@@ -175,7 +186,7 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
     ES_ASSIGN_OR_RETURN(FreeableBuffer bytes, map.get_data(key));
     const auto* from = static_cast<const uint8_t*>(bytes.data());
     const size_t e = table.element_size;
-    uint8_t* to = table.data.get() + slot * table.slot_bytes();
+    uint8_t* to = table.data + slot * table.slot_bytes();
     if (table.is_a || table.scales) {
       // [r, in] or [r] / [out]: the slot's first rows.
       std::memcpy(to, from, layout.numel() * e);
@@ -225,7 +236,7 @@ Status AdapterTables::clear(size_t slot) {
   ES_CHECK_OR_RETURN_ERROR(slot < slots_, Error::OutOfRange, "adapter slot %zu is outside 0..%zu",
                            slot, slots_ - 1);
   for (Table& table : tables_) {
-    std::memset(table.data.get() + slot * table.slot_bytes(), 0, table.slot_bytes());
+    std::memset(table.data + slot * table.slot_bytes(), 0, table.slot_bytes());
   }
   return Status();
 }
@@ -243,7 +254,7 @@ Result<TensorLayout> AdapterTables::get_tensor_layout(const char* key) const {
 Result<FreeableBuffer> AdapterTables::get_data(const char* key) const {
   const Table* table = find(key);
   ES_CHECK_OR_RETURN_ERROR(table != nullptr, Error::NotFound, "no adapter table '%s'", key);
-  return FreeableBuffer(table->data.get(), table->numel() * table->element_size, nullptr);
+  return FreeableBuffer(table->data, table->numel() * table->element_size, nullptr);
 }
 
 Status AdapterTables::load_data_into(const char* key, void* dst, size_t size) const {
@@ -252,7 +263,7 @@ Status AdapterTables::load_data_into(const char* key, void* dst, size_t size) co
   const size_t nbytes = table->numel() * table->element_size;
   ES_CHECK_OR_RETURN_ERROR(size >= nbytes, Error::InvalidArgument,
                            "adapter table '%s' has %zu bytes, the buffer %zu", key, nbytes, size);
-  std::memcpy(dst, table->data.get(), nbytes);
+  std::memcpy(dst, table->data, nbytes);
   return Status();
 }
 

@@ -29,8 +29,8 @@
 // Thread-safety: the map's methods from any thread. load() and clear() must not overlap a run that
 // reads the same slot (the batch engine only rewrites slots no request uses); runs reading other
 // slots may go on, as the bytes written are theirs alone.
-// Ownership: owns its tables (64-byte aligned); borrows nothing after create(). Views from
-// get_data() stay valid while the object lives.
+// Ownership: owns its tables (64-byte aligned, in one region); borrows nothing after create().
+// Views from get_data() stay valid while the object lives.
 
 #ifndef EDGESHARE_GENERATION_ADAPTER_TABLES_H_
 #define EDGESHARE_GENERATION_ADAPTER_TABLES_H_
@@ -89,7 +89,8 @@ class AdapterTables final : public runtime::NamedDataMap {
     int32_t sizes[3] = {};
     uint8_t dim_order[3] = {0, 1, 2};
     runtime::Digest digest;
-    std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
+    size_t offset = 0;        // In region_.
+    uint8_t* data = nullptr;  // region_ + offset.
     size_t slot_numel() const {
       return static_cast<size_t>(sizes[1]) * (dims == 3 ? static_cast<size_t>(sizes[2]) : 1);
     }
@@ -103,6 +104,7 @@ class AdapterTables final : public runtime::NamedDataMap {
                               const Table& table) const;
 
   std::vector<Table> tables_;
+  std::unique_ptr<uint8_t, void (*)(void*)> region_{nullptr, std::free};
   size_t slots_ = 0;
   size_t rank_ = 0;
   runtime::ScalarType dtype_ = runtime::ScalarType::Float;
