@@ -45,6 +45,8 @@ one product (SGMV); single rows are matrix-vector products (BGMV). The runtime's
 are the reference they are tested against.
 """
 
+from typing import Callable
+
 import torch
 
 __all__ = [
@@ -133,16 +135,24 @@ def _(q, k_cache, v_cache, slots, positions, max_seq_len, scale, softcap, window
 @torch.library.custom_op(BGMV_OPERATOR, mutates_args=())
 def lora_bgmv(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, adapters: torch.Tensor) -> torch.Tensor:
     """The eager reference: out[i] = b[adapters[i]] @ a[adapters[i]] @ x[i], zeros where adapters[i] < 0."""
+    return _per_row(x, adapters, b.shape[1], lambda xi, s: (xi @ a[s].to(x.dtype).t()) @ b[s].to(x.dtype).t())
+
+
+def _per_row(
+    x: torch.Tensor,
+    adapters: torch.Tensor,
+    out_features: int,
+    product: Callable[[torch.Tensor, int], torch.Tensor],
+) -> torch.Tensor:
+    """x's rows [..., i, :] each through product(rows, adapters[i]), zeros where adapters[i] < 0."""
     rows = x.shape[-2]
     flat = x.reshape(-1, rows, x.shape[-1])
-    out = x.new_zeros((flat.shape[0], rows, b.shape[1]))
+    out = x.new_zeros((flat.shape[0], rows, out_features))
     for i in range(rows):
         slot = int(adapters[i])
-        if slot < 0:
-            continue
-        low = flat[:, i] @ a[slot].to(x.dtype).t()
-        out[:, i] = low @ b[slot].to(x.dtype).t()
-    return out.reshape(*x.shape[:-1], b.shape[1])
+        if slot >= 0:
+            out[:, i] = product(flat[:, i], slot)
+    return out.reshape(*x.shape[:-1], out_features)
 
 
 @lora_bgmv.register_fake
@@ -161,16 +171,12 @@ def lora_bgmv_q8(
 ) -> torch.Tensor:
     """The eager reference: out[i] = b_scales[s] * (b[s] @ (a_scales[s] * (a[s] @ x[i]))) with
     s = adapters[i], zeros where s < 0."""
-    rows = x.shape[-2]
-    flat = x.reshape(-1, rows, x.shape[-1])
-    out = x.new_zeros((flat.shape[0], rows, b.shape[1]))
-    for i in range(rows):
-        slot = int(adapters[i])
-        if slot < 0:
-            continue
-        low = (flat[:, i] @ a[slot].to(x.dtype).t()) * a_scales[slot].to(x.dtype)
-        out[:, i] = (low @ b[slot].to(x.dtype).t()) * b_scales[slot].to(x.dtype)
-    return out.reshape(*x.shape[:-1], b.shape[1])
+
+    def product(xi: torch.Tensor, s: int) -> torch.Tensor:
+        low = (xi @ a[s].to(x.dtype).t()) * a_scales[s].to(x.dtype)
+        return (low @ b[s].to(x.dtype).t()) * b_scales[s].to(x.dtype)
+
+    return _per_row(x, adapters, b.shape[1], product)
 
 
 @lora_bgmv_q8.register_fake

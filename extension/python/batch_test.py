@@ -19,7 +19,7 @@ from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.exir import deserialize_ptd, export_hf_batch, export_hf_lora, read_ptd_index
 from edgeshare.exir._serialize import write_ptd
 from edgeshare.exir.hf import load_hf_model, load_peft_adapter
-from edgeshare.exir.hf_batch import BatchedCausalLM, BatchShape, lora_targets, lora_weights
+from edgeshare.exir.hf_batch import TABLE_DTYPES, BatchedCausalLM, BatchShape, lora_targets, lora_weights
 from edgeshare.extension.python import BatchEngine, EdgeshareError, Program
 from edgeshare.models import hf_tiny
 from edgeshare.tools import export_lora
@@ -85,22 +85,11 @@ def _step(rows: Tuple[Tuple[int, int, int], ...], tokens: dict) -> Tuple[List[np
 
 
 def test_every_row_equals_its_own_sequence_run(files, reference):
-    tiny, root = files
-    out = os.path.join(root, "fp32")
-    result = export_hf_batch(
-        tiny.model_dir,
-        dict(tiny.adapter_dirs),
-        out,
-        slots=SLOTS,
-        max_seq_len=MAX_SEQ_LEN,
-        max_rows=16,
-        partitioner=XnnpackPartitioner(),
-    )
-    manifest = json.load(open(result.manifest_path, encoding="utf-8"))
+    out = _fp32_tables(files)
+    manifest = json.load(open(os.path.join(out, "batch.json"), encoding="utf-8"))
     assert manifest["adapters"] == ["a", "b"] and manifest["slots"] == SLOTS
     tokens, want = reference
-    program = Program.load(result.batch_program, [result.foundation_path, result.tables_path])
-    method = program.method("forward_batch")
+    method = _batch_method(out)
     worst = 0.0
     for rows in STEPS:
         inputs, where = _step(rows, tokens)
@@ -171,10 +160,7 @@ def test_a_bad_row_is_refused_and_changes_nothing(files, reference):
     tiny, root = files
     out = os.path.join(root, "fp32")
     tokens, want = reference
-    program = Program.load(
-        os.path.join(out, "batch.pte"), [os.path.join(out, "foundation.ptd"), os.path.join(out, "batch_tables.ptd")]
-    )
-    method = program.method("forward_batch")
+    method = _batch_method(out)
     inputs, where = _step(STEPS[0], tokens)
     method.execute(*inputs)
     for index, value, words in ((2, SLOTS, "slot"), (1, MAX_SEQ_LEN, "position"), (3, 7, "adapter slot")):
@@ -189,48 +175,58 @@ def test_a_bad_row_is_refused_and_changes_nothing(files, reference):
     assert worst < TOLERANCE, worst
 
 
-def test_fp16_tables_equal_the_eager_batch_and_hold_half_the_bytes(files, reference, capsys):
-    """--adapter-dtype fp16 stores the adapter tables and files in half the bytes; every row's
-    logits equal the eager batch over the same fp16 tables (products accumulate in float32) and stay
-    near the fp32 sequences'."""
+def _export_tables(files, capsys, dtype: str) -> str:
+    """export_lora --batch-slots with --adapter-dtype dtype into its own folder; checks its summary
+    and batch.json name the tables' type."""
     tiny, root = files
-    out = os.path.join(root, "fp16-tables")
+    out = os.path.join(root, f"{dtype}-tables")
     argv = ["--hf-model", tiny.model_dir, "--out", out, "--max-seq-len", str(MAX_SEQ_LEN), "--batch-slots", str(SLOTS)]
-    argv += ["--batch-rows", "16", "--adapter-dtype", "fp16"]
+    argv += ["--batch-rows", "16", "--adapter-dtype", dtype]
     for name, path in tiny.adapter_dirs.items():
         argv += ["--adapter", f"{name}={path}"]
     assert export_lora.main(argv) == 0
-    assert "(torch.float16)" in capsys.readouterr().out
+    assert f"({TABLE_DTYPES[dtype]})" in capsys.readouterr().out
     manifest = json.load(open(os.path.join(out, "batch.json"), encoding="utf-8"))
-    assert manifest["table_dtype"] == "fp16"
-    fp32 = os.path.join(root, "fp32-tables")
-    export_hf_batch(
-        tiny.model_dir,
-        dict(tiny.adapter_dirs),
-        fp32,
-        slots=SLOTS,
-        max_seq_len=MAX_SEQ_LEN,
-        max_rows=16,
-        partitioner=XnnpackPartitioner(),
-    )
-    for name in ("batch_tables.ptd", "a.ptd", "b.ptd"):
-        half, full = read_ptd_index(os.path.join(out, name)), read_ptd_index(os.path.join(fp32, name))
-        assert half.keys() == full.keys() and half
-        for key, entry in half.items():
-            assert 2 * entry.size == full[key].size, (name, key, entry.size, full[key].size)
+    assert manifest["table_dtype"] == dtype
+    return out
 
+
+def _batch_method(out: str):  # noqa: ANN202 (the extension's Method)
+    """forward_batch of the batch export in out, over its foundation and its tables."""
+    files = [os.path.join(out, "foundation.ptd"), os.path.join(out, "batch_tables.ptd")]
+    return Program.load(os.path.join(out, "batch.pte"), files).method("forward_batch")
+
+
+def _fp32_tables(files) -> str:
+    """The batch with float32 tables (export_hf_batch's default), exported once for every test."""
+    tiny, root = files
+    out = os.path.join(root, "fp32")
+    if not os.path.exists(os.path.join(out, "batch.json")):
+        export_hf_batch(
+            tiny.model_dir,
+            dict(tiny.adapter_dirs),
+            out,
+            slots=SLOTS,
+            max_seq_len=MAX_SEQ_LEN,
+            max_rows=16,
+            partitioner=XnnpackPartitioner(),
+        )
+    return out
+
+
+def _worst_against_eager_and_fp32(files, reference, out: str, dtype: str) -> Tuple[float, float]:
+    """The largest difference of forward_batch's logits over out's tables from the eager batch over
+    tables of the same type, and from each sequence's fp32 run, over STEPS."""
+    tiny, _ = files
     base = load_hf_model(tiny.model_dir)
     weights = [lora_weights(load_peft_adapter(base, n, tiny.adapter_dirs[n])) for n in ("a", "b")]
-    shape = BatchShape(
-        SLOTS, MAX_SEQ_LEN, SLOTS, max(w.rank for w in weights), lora_targets(weights), 16, torch.float16
-    )
+    rank = max(w.rank for w in weights)
+    shape = BatchShape(SLOTS, MAX_SEQ_LEN, SLOTS, rank, lora_targets(weights), 16, TABLE_DTYPES[dtype])
     eager = BatchedCausalLM(load_hf_model(tiny.model_dir), shape)
     for slot, w in enumerate(weights):
         eager.put_adapter(slot, w)
     tokens, want = reference
-    method = Program.load(
-        os.path.join(out, "batch.pte"), [os.path.join(out, "foundation.ptd"), os.path.join(out, "batch_tables.ptd")]
-    ).method("forward_batch")
+    method = _batch_method(out)
     worst_eager = worst_fp32 = 0.0
     for rows in STEPS:
         inputs, where = _step(rows, tokens)
@@ -240,40 +236,44 @@ def test_fp16_tables_equal_the_eager_batch_and_hold_half_the_bytes(files, refere
         worst_eager = max(worst_eager, float(np.abs(logits - expect).max()))
         for j, (slot, p) in enumerate(where):
             worst_fp32 = max(worst_fp32, float(np.abs(logits[0, j] - want[slot][p]).max()))
-    assert worst_eager < TOLERANCE, worst_eager
-    assert worst_fp32 < 1e-2, worst_fp32
+    return worst_eager, worst_fp32
 
+
+def _check_rows_and_engine(files, reference, out: str, dtype: str, fp32_tolerance: float) -> BatchEngine:
+    """Every row's logits over out's tables equal the eager batch's and stay within fp32_tolerance of
+    the fp32 sequences'; an engine over them loads its own adapter file and refuses an fp32 one in
+    one line, leaving its adapters as they were. Returns the engine."""
+    worst_eager, worst_fp32 = _worst_against_eager_and_fp32(files, reference, out, dtype)
+    assert worst_eager < TOLERANCE, worst_eager
+    assert worst_fp32 < fp32_tolerance, worst_fp32
     engine = BatchEngine.open(out, threads=1)
     engine.load_adapter(2, os.path.join(out, "a.ptd"), name="a2")
-    with pytest.raises(EdgeshareError, match="factor in float16"):
-        engine.load_adapter(2, os.path.join(fp32, "b.ptd"), name="b32")
+    type_name = {"fp16": "float16", "int8": "int8"}[dtype]
+    with pytest.raises(EdgeshareError, match=f"factor in {type_name}"):
+        engine.load_adapter(2, os.path.join(_fp32_tables(files), "b.ptd"), name="b32")
     assert "a2" in engine.adapters and "b32" not in engine.adapters
+    return engine
+
+
+def test_fp16_tables_equal_the_eager_batch_and_hold_half_the_bytes(files, reference, capsys):
+    """--adapter-dtype fp16 stores the adapter tables and files in half the bytes; every row's
+    logits equal the eager batch over the same fp16 tables (products accumulate in float32) and stay
+    near the fp32 sequences'."""
+    out, fp32 = _export_tables(files, capsys, "fp16"), _fp32_tables(files)
+    for name in ("batch_tables.ptd", "a.ptd", "b.ptd"):
+        half, full = read_ptd_index(os.path.join(out, name)), read_ptd_index(os.path.join(fp32, name))
+        assert half.keys() == full.keys() and half
+        for key, entry in half.items():
+            assert 2 * entry.size == full[key].size, (name, key, entry.size, full[key].size)
+    _check_rows_and_engine(files, reference, out, "fp16", fp32_tolerance=1e-2)
 
 
 def test_int8_tables_equal_the_eager_batch_in_a_quarter_of_the_bytes(files, reference, capsys):
     """--adapter-dtype int8 stores each factor row as int8 with its float32 scale; every row's logits
     equal the eager batch over the same int8 tables and stay near the fp32 sequences'; an engine of
-    int8 tables loads int8 adapter files and refuses another dtype's in one line."""
-    tiny, root = files
-    out = os.path.join(root, "int8-tables")
-    argv = ["--hf-model", tiny.model_dir, "--out", out, "--max-seq-len", str(MAX_SEQ_LEN), "--batch-slots", str(SLOTS)]
-    argv += ["--batch-rows", "16", "--adapter-dtype", "int8"]
-    for name, path in tiny.adapter_dirs.items():
-        argv += ["--adapter", f"{name}={path}"]
-    assert export_lora.main(argv) == 0
-    assert "(torch.int8)" in capsys.readouterr().out
-    manifest = json.load(open(os.path.join(out, "batch.json"), encoding="utf-8"))
-    assert manifest["table_dtype"] == "int8"
-    fp32 = os.path.join(root, "fp32-tables-for-int8")
-    export_hf_batch(
-        tiny.model_dir,
-        dict(tiny.adapter_dirs),
-        fp32,
-        slots=SLOTS,
-        max_seq_len=MAX_SEQ_LEN,
-        max_rows=16,
-        partitioner=XnnpackPartitioner(),
-    )
+    int8 tables loads int8 adapter files and refuses another dtype's, or an int8 factor without its
+    scales, in one line."""
+    out, fp32 = _export_tables(files, capsys, "int8"), _fp32_tables(files)
     for name in ("batch_tables.ptd", "a.ptd", "b.ptd"):
         q, full = read_ptd_index(os.path.join(out, name)), read_ptd_index(os.path.join(fp32, name))
         assert {k for k in q if not k.endswith("_scales")} == full.keys() and full
@@ -282,43 +282,17 @@ def test_int8_tables_equal_the_eager_batch_in_a_quarter_of_the_bytes(files, refe
             # One float32 scale per factor row (lora_a's rank rows, lora_b's out rows).
             rows = int(np.prod(entry.tensor_layout.sizes[:-1]))
             assert q[f"{key}_scales"].size == 4 * rows, (name, key)
-
-    base = load_hf_model(tiny.model_dir)
-    weights = [lora_weights(load_peft_adapter(base, n, tiny.adapter_dirs[n])) for n in ("a", "b")]
-    shape = BatchShape(SLOTS, MAX_SEQ_LEN, SLOTS, max(w.rank for w in weights), lora_targets(weights), 16, torch.int8)
-    eager = BatchedCausalLM(load_hf_model(tiny.model_dir), shape)
-    for slot, w in enumerate(weights):
-        eager.put_adapter(slot, w)
-    tokens, want = reference
-    method = Program.load(
-        os.path.join(out, "batch.pte"), [os.path.join(out, "foundation.ptd"), os.path.join(out, "batch_tables.ptd")]
-    ).method("forward_batch")
-    worst_eager = worst_fp32 = 0.0
-    for rows in STEPS:
-        inputs, where = _step(rows, tokens)
-        (logits,) = method.execute(*inputs)
-        with torch.no_grad():
-            expect = eager(*(torch.from_numpy(x) for x in inputs)).numpy()
-        worst_eager = max(worst_eager, float(np.abs(logits - expect).max()))
-        for j, (slot, p) in enumerate(where):
-            worst_fp32 = max(worst_fp32, float(np.abs(logits[0, j] - want[slot][p]).max()))
-    assert worst_eager < TOLERANCE, worst_eager
-    assert worst_fp32 < 5e-2, worst_fp32
-
-    engine = BatchEngine.open(out, threads=1)
-    engine.load_adapter(2, os.path.join(out, "a.ptd"), name="a2")
-    with pytest.raises(EdgeshareError, match="factor in int8"):
-        engine.load_adapter(2, os.path.join(fp32, "b.ptd"), name="b32")
+    engine = _check_rows_and_engine(files, reference, out, "int8", fp32_tolerance=5e-2)
     # An int8 file whose factors lost their scales would run them as zeros: refused.
     with open(os.path.join(out, "a.ptd"), "rb") as f:
         whole = deserialize_ptd(f.read())
     kept = {k: (e.data, 64, e.tensor_layout) for k, e in whole.named_data.items() if not k.endswith("_scales")}
-    unscaled = os.path.join(root, "a-unscaled.ptd")
+    unscaled = os.path.join(os.path.dirname(out), "a-unscaled.ptd")
     with open(unscaled, "wb") as f:
         write_ptd(f, kept, 64, bytes(whole.flat_tensor.foundationDigest))
     with pytest.raises(EdgeshareError, match="comes without its"):
         engine.load_adapter(2, unscaled, name="a_unscaled")
-    assert "a2" in engine.adapters and "b32" not in engine.adapters and "a_unscaled" not in engine.adapters
+    assert "a_unscaled" not in engine.adapters
 
 
 if __name__ == "__main__":

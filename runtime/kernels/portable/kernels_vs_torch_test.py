@@ -429,6 +429,33 @@ def _batch_rows_calls(gen: Gen) -> List[Call]:
     return calls
 
 
+@dataclasses.dataclass(frozen=True)
+class _LoraCase:
+    """One low-rank call's shape and rows: x [*leading, rows, in] and each row's adapter slot (-1:
+    none) in runs of one adapter (one product) and single rows."""
+
+    slots: int
+    rank: int
+    in_channels: int
+    out_channels: int
+    x: torch.Tensor
+    adapters: torch.Tensor
+
+
+def _lora_case(gen: Gen) -> _LoraCase:
+    slots = gen.r.randint(1, 4)
+    rank = gen.r.choice([1, 4, 16, 300 // 2])
+    rows = gen.r.randint(1, 40)
+    in_channels = gen.r.choice([1, 5, 16, 33])
+    out_channels = gen.r.choice([1, 7, 16, 40])
+    leading = gen.r.choice([[], [1], [2]])
+    x = gen.tensor([*leading, rows, in_channels], torch.float32)
+    runs: List[int] = []
+    while len(runs) < rows:
+        runs += [gen.r.randrange(-1, slots)] * gen.r.choice([1, 1, 3, 30])
+    return _LoraCase(slots, rank, in_channels, out_channels, x, torch.tensor(runs[:rows], dtype=torch.int64))
+
+
 def _lora_bgmv_calls(gen: Gen) -> List[Call]:
     """edgeshare::lora_bgmv against exir's eager definition: runs of rows on one adapter (one
     product), single rows, rows on no adapter, leading dims, ranks past the stack chunk's rows,
@@ -437,22 +464,12 @@ def _lora_bgmv_calls(gen: Gen) -> List[Call]:
 
     calls = []
     for _ in range(CASES_PER_FAMILY // 3):
-        slots = gen.r.randint(1, 4)
-        rank = gen.r.choice([1, 4, 16, 300 // 2])
-        rows = gen.r.randint(1, 40)
-        in_channels = gen.r.choice([1, 5, 16, 33])
-        out_channels = gen.r.choice([1, 7, 16, 40])
-        leading = gen.r.choice([[], [1], [2]])
-        x = gen.tensor([*leading, rows, in_channels], torch.float32)
+        c = _lora_case(gen)
         factors = gen.r.choice([torch.float32, torch.float16])
-        a = gen.tensor([slots, rank, in_channels], torch.float32).to(factors)
-        b = gen.tensor([slots, out_channels, rank], torch.float32).to(factors)
-        runs: List[int] = []
-        while len(runs) < rows:
-            runs += [gen.r.randrange(-1, slots)] * gen.r.choice([1, 1, 3, 30])
-        adapters = torch.tensor(runs[:rows], dtype=torch.int64)
-        want = lora_bgmv(x, a, b, adapters)
-        calls.append(Call("edgeshare::lora_bgmv", (t(x), t(a), t(b), t(adapters), out(want)), (want,)))
+        a = gen.tensor([c.slots, c.rank, c.in_channels], torch.float32).to(factors)
+        b = gen.tensor([c.slots, c.out_channels, c.rank], torch.float32).to(factors)
+        want = lora_bgmv(c.x, a, b, c.adapters)
+        calls.append(Call("edgeshare::lora_bgmv", (t(c.x), t(a), t(b), t(c.adapters), out(want)), (want,)))
     return calls
 
 
@@ -461,26 +478,18 @@ def _lora_bgmv_q8_calls(gen: Gen) -> List[Call]:
     per factor row, over the same mixes of runs, ranks and shapes as lora_bgmv's."""
     from edgeshare.exir.batched_ops import lora_bgmv_q8  # noqa: PLC0415 (defines the operator)
 
+    def int8s(shape: List[int]) -> torch.Tensor:
+        count = int(torch.Size(shape).numel())
+        return torch.tensor([gen.r.randint(-127, 127) for _ in range(count)], dtype=torch.int8).view(shape)
+
     calls = []
     for _ in range(CASES_PER_FAMILY // 3):
-        slots = gen.r.randint(1, 4)
-        rank = gen.r.choice([1, 4, 16, 300 // 2])
-        rows = gen.r.randint(1, 40)
-        in_channels = gen.r.choice([1, 5, 16, 33])
-        out_channels = gen.r.choice([1, 7, 16, 40])
-        leading = gen.r.choice([[], [1], [2]])
-        x = gen.tensor([*leading, rows, in_channels], torch.float32)
-        a = torch.tensor([gen.r.randint(-127, 127) for _ in range(slots * rank * in_channels)], dtype=torch.int8)
-        b = torch.tensor([gen.r.randint(-127, 127) for _ in range(slots * out_channels * rank)], dtype=torch.int8)
-        a, b = a.view(slots, rank, in_channels), b.view(slots, out_channels, rank)
-        a_scales = gen.tensor([slots, rank], torch.float32).abs() / 100
-        b_scales = gen.tensor([slots, out_channels], torch.float32).abs() / 100
-        runs: List[int] = []
-        while len(runs) < rows:
-            runs += [gen.r.randrange(-1, slots)] * gen.r.choice([1, 1, 3, 30])
-        adapters = torch.tensor(runs[:rows], dtype=torch.int64)
-        want = lora_bgmv_q8(x, a, a_scales, b, b_scales, adapters)
-        args = (t(x), t(a), t(a_scales), t(b), t(b_scales), t(adapters), out(want))
+        c = _lora_case(gen)
+        a, b = int8s([c.slots, c.rank, c.in_channels]), int8s([c.slots, c.out_channels, c.rank])
+        a_scales = gen.tensor([c.slots, c.rank], torch.float32).abs() / 100
+        b_scales = gen.tensor([c.slots, c.out_channels], torch.float32).abs() / 100
+        want = lora_bgmv_q8(c.x, a, a_scales, b, b_scales, c.adapters)
+        args = (t(c.x), t(a), t(a_scales), t(b), t(b_scales), t(c.adapters), out(want))
         calls.append(Call("edgeshare::lora_bgmv_q8", args, (want,)))
     return calls
 
