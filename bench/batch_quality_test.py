@@ -1,0 +1,46 @@
+"""batch_quality's window runner on a tiny Llama (the real model is the bench's own run): a window
+longer than a step's rows, run through forward_batch 64 rows at a time, gives the adapter's own
+program's logits; the table and a bad --tables."""
+
+import os
+
+import numpy as np
+import pytest
+from edgeshare.backends.xnnpack import XnnpackPartitioner
+from edgeshare.bench.batch_quality import ROWS, Row, batch_logits, format_markdown, main
+from edgeshare.exir.hf import export_hf_batch, export_hf_lora
+from edgeshare.extension.python import DataFile, Program
+from edgeshare.models import hf_tiny
+
+WINDOW = ROWS + 37
+
+
+def test_a_window_past_one_step_equals_the_adapter_s_program(tmp_path):
+    tiny = hf_tiny.save_tiny_lora("llama", str(tmp_path / "in"))
+    adapters = {"a": tiny.adapter_dirs["a"]}
+    batch, lora = str(tmp_path / "batch"), str(tmp_path / "lora")
+    export_hf_batch(
+        tiny.model_dir, adapters, batch, slots=1, max_seq_len=WINDOW, max_rows=ROWS, partitioner=XnnpackPartitioner()
+    )
+    export_hf_lora(tiny.model_dir, adapters, lora, WINDOW, XnnpackPartitioner())
+    window = np.random.default_rng(3).integers(0, hf_tiny.VOCAB, size=(1, WINDOW), dtype=np.int64)
+    got = batch_logits(batch)(window)
+    program = Program.load(
+        os.path.join(lora, "a.pte"), [DataFile.open(os.path.join(lora, "foundation.ptd"))], methods=["forward"]
+    )
+    want = program.method("forward").execute(window)[0]
+    assert got.shape == want.shape == (1, WINDOW, hf_tiny.VOCAB)
+    assert float(np.abs(got - want).max()) < 1e-4
+
+
+def test_the_table_has_a_row_per_table_type():
+    rows = [Row("fp32", 21.2, 0.0, None, None, 100, 4088), Row("int8", 21.3, 0.5, 1e-7, 0.999, 30, 4088)]
+    text = format_markdown(rows, 21.2)
+    assert "| fp32 | 21.200 | +0.0000% |  |  | 100 |" in text
+    assert "| int8 | 21.300 | +0.5000% | 1.00e-07 | 99.90% | 30 |" in text
+
+
+@pytest.mark.parametrize("tables", ["fp16,int8", "fp32,int4", ""])
+def test_tables_without_the_fp32_reference_or_of_an_unknown_type_are_one_line(tables, capsys):
+    with pytest.raises(SystemExit, match="--tables takes fp32"):
+        main(["--tables", tables])
