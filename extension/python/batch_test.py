@@ -10,6 +10,7 @@ is the one export_hf_lora writes; bad rows are refused in one line and leave the
 
 import json
 import os
+import shutil
 from typing import List, Tuple
 
 import numpy as np
@@ -284,15 +285,26 @@ def test_int8_tables_equal_the_eager_batch_in_a_quarter_of_the_bytes(files, refe
             assert q[f"{key}_scales"].size == 4 * rows, (name, key)
     engine = _check_rows_and_engine(files, reference, out, "int8", fp32_tolerance=5e-2)
     # An int8 file whose factors lost their scales would run them as zeros: refused.
-    with open(os.path.join(out, "a.ptd"), "rb") as f:
-        whole = deserialize_ptd(f.read())
-    kept = {k: (e.data, 64, e.tensor_layout) for k, e in whole.named_data.items() if not k.endswith("_scales")}
     unscaled = os.path.join(os.path.dirname(out), "a-unscaled.ptd")
-    with open(unscaled, "wb") as f:
-        write_ptd(f, kept, 64, bytes(whole.flat_tensor.foundationDigest))
+    _without_scales(os.path.join(out, "a.ptd"), unscaled)
     with pytest.raises(EdgeshareError, match="comes without its"):
         engine.load_adapter(2, unscaled, name="a_unscaled")
     assert "a_unscaled" not in engine.adapters
+    # So would tables that lost theirs: the engine does not open.
+    broken = os.path.join(os.path.dirname(out), "int8-tables-unscaled")
+    shutil.copytree(out, broken)
+    _without_scales(os.path.join(out, "batch_tables.ptd"), os.path.join(broken, "batch_tables.ptd"))
+    with pytest.raises(EdgeshareError, match="int8 table '.*' has no '.*_scales'"):
+        BatchEngine.open(broken, threads=1)
+
+
+def _without_scales(path: str, to: str) -> None:
+    """Writes path's .ptd to `to` without its scales entries, recording the same foundation."""
+    with open(path, "rb") as f:
+        whole = deserialize_ptd(f.read())
+    kept = {k: (e.data, 64, e.tensor_layout) for k, e in whole.named_data.items() if not k.endswith("_scales")}
+    with open(to, "wb") as f:
+        write_ptd(f, kept, 64, bytes(whole.flat_tensor.foundationDigest))
 
 
 if __name__ == "__main__":
