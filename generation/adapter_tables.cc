@@ -118,19 +118,24 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
   // scales only with int8 factors.
   const bool quantized = tables->dtype_ == ScalarType::Char;
   for (const Table& table : tables->tables_) {
-    const std::string partner = table.scales ? factor_of(table.key) : table.key + "_scales";
-    const Table* other = tables->find(partner.c_str());
-    ES_CHECK_OR_RETURN_ERROR(
-        quantized == (other != nullptr), Error::InvalidProgram,
-        quantized ? "%s: int8 table '%s' has no '%s'" : "%s: '%s' has '%s' but is not int8",
-        initial.name(), (table.scales ? partner : table.key).c_str(),
-        (table.scales ? table.key : partner).c_str());
     if (table.scales) {
+      ES_CHECK_OR_RETURN_ERROR(quantized, Error::InvalidProgram,
+                               "%s: '%s' holds scales, but the factors are not int8",
+                               initial.name(), table.key.c_str());
+      const std::string factor = factor_of(table.key);
+      const Table* of = tables->find(factor.c_str());
+      ES_CHECK_OR_RETURN_ERROR(of != nullptr, Error::InvalidProgram,
+                               "%s: scales '%s' have no factor '%s'", initial.name(),
+                               table.key.c_str(), factor.c_str());
       // a's rows are its rank, b's its outputs: either way the factor's dim 1.
-      const int32_t rows = other->sizes[1];
-      ES_CHECK_OR_RETURN_ERROR(table.sizes[1] == rows, Error::InvalidProgram,
-                               "%s: scales '%s' have %d rows, its factor %d", initial.name(),
-                               table.key.c_str(), table.sizes[1], rows);
+      ES_CHECK_OR_RETURN_ERROR(table.sizes[1] == of->sizes[1], Error::InvalidProgram,
+                               "%s: scales '%s' have %d rows, their factor %d", initial.name(),
+                               table.key.c_str(), table.sizes[1], of->sizes[1]);
+    } else if (quantized) {
+      const std::string scales = table.key + "_scales";
+      ES_CHECK_OR_RETURN_ERROR(tables->find(scales.c_str()) != nullptr, Error::InvalidProgram,
+                               "%s: int8 table '%s' has no '%s'", initial.name(), table.key.c_str(),
+                               scales.c_str());
     }
   }
   // One region for every table, in huge pages where the kernel gives them: a decode step reads

@@ -296,6 +296,19 @@ def test_int8_tables_equal_the_eager_batch_in_a_quarter_of_the_bytes(files, refe
     _without_scales(os.path.join(out, "batch_tables.ptd"), os.path.join(broken, "batch_tables.ptd"))
     with pytest.raises(EdgeshareError, match="int8 table '.*' has no '.*_scales'"):
         BatchEngine.open(broken, threads=1)
+    # And float tables that carry int8 scales are not a table set either.
+    fp32 = _fp32_tables(files)
+    mixed = os.path.join(os.path.dirname(out), "fp32-tables-with-scales")
+    shutil.copytree(fp32, mixed)
+    entries = {}
+    for path, keep in ((fp32, lambda k: True), (out, lambda k: k.endswith("_scales"))):
+        with open(os.path.join(path, "batch_tables.ptd"), "rb") as f:
+            whole = deserialize_ptd(f.read())
+        entries.update({k: (e.data, 64, e.tensor_layout) for k, e in whole.named_data.items() if keep(k)})
+    with open(os.path.join(mixed, "batch_tables.ptd"), "wb") as f:
+        write_ptd(f, dict(sorted(entries.items())), 64, bytes(whole.flat_tensor.foundationDigest))
+    with pytest.raises(EdgeshareError, match="holds scales, but the factors are not int8"):
+        BatchEngine.open(mixed, threads=1)
 
 
 def _without_scales(path: str, to: str) -> None:
