@@ -44,3 +44,7 @@ def test_the_table_has_a_row_per_table_type():
 def test_tables_without_the_fp32_reference_or_of_an_unknown_type_are_one_line(tables, capsys):
     with pytest.raises(SystemExit, match="--tables takes fp32"):
         main(["--tables", tables])
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))
