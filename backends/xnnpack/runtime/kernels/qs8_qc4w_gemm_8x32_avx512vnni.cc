@@ -1,5 +1,6 @@
 // The int4 fully connected: eight rows by two tiles at a time, AVX-512 VNNI; the rows past the
-// last eight as qs8_qc4w_gemm_4x32_avx512vnni runs them.
+// last eight as qs8_qc4w_gemm_4x32_avx512vnni runs them, prefetching when they are all there is (a
+// decode step of two to seven sequences, whose one pass over the weight streams it as a GEMV does).
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/qc4w_x86_blocks.h"
@@ -21,10 +22,11 @@ void qs8_qc4w_gemm_8x32_avx512vnni(const void* packed, size_t k, size_t n, size_
                                   y_stride, /*prefetch=*/true);
   }
   if (rows > eights) {
+    // After an eight-row pass the weight's slab is in L2; without one it comes from memory.
     const size_t blocks = k / kActBlock;
     qc4w_run<QC4Avx512Vnni, 4, 2>(packed, k, n, group, rows - eights, q + eights * q_stride,
                                   q_stride, x_scales + eights * blocks, x_sums + eights * blocks,
-                                  y + eights * y_stride, y_stride, /*prefetch=*/false);
+                                  y + eights * y_stride, y_stride, /*prefetch=*/eights == 0);
   }
 }
 
