@@ -356,14 +356,16 @@ inline void qs8_gemv_256(const void* packed, size_t k, size_t n, const int8_t* q
                  qc8_padded_k(k), x_scales, x_sums, y, n);
 }
 
+// Up to four rows by one tile, prefetching as the GEMV: the first pass over a slab streams it from
+// memory (a decode step of up to four rows makes no other), the later ones find it in L2.
 template <typename Dot, QS8Scales kScales = QS8Scales::kPerChannel>
 inline void qs8_gemm_256(const void* packed, size_t k, size_t n, size_t rows, const int8_t* q,
                          size_t q_stride, const float* x_scales, const int32_t* x_sums, float* y,
                          size_t y_stride) {
-  static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_256<Dot, 1, 1, false, kScales>},
-                                           {&qs8_block_256<Dot, 2, 1, false, kScales>},
-                                           {&qs8_block_256<Dot, 3, 1, false, kScales>},
-                                           {&qs8_block_256<Dot, 4, 1, false, kScales>}};
+  static const QS8BlockFn kBlocks[4][1] = {{&qs8_block_256<Dot, 1, 1, true, kScales>},
+                                           {&qs8_block_256<Dot, 2, 1, true, kScales>},
+                                           {&qs8_block_256<Dot, 3, 1, true, kScales>},
+                                           {&qs8_block_256<Dot, 4, 1, true, kScales>}};
   qs8_run_blocks(kBlocks, packed, qs8_tile_bytes<kScales>(k), k, n, rows, q, q_stride, x_scales,
                  x_sums, y, y_stride);
 }
