@@ -1,8 +1,10 @@
 // edgeshare::batched_attention: the query rows of a batched step, each attending to the keys of its
 // own sequence's cache slot, positions 0..its position (the causal and sliding-window mask implied
 // by the position). Rows of different sequences share the call but never each other's keys; a
-// row's cost follows its own position. Work is split by (row, head) across the runtime's helper
-// threads.
+// row's cost follows its own position. Work is split by (row, key/value head) across the runtime's
+// helper threads, an item running the query heads that share its key/value head one after another:
+// a decode row's keys and values come from memory once (the cache of many sequences is far larger
+// than L2), and its other query heads read them from this core's caches.
 //
 // batched_attention(q [1, H, N, D] float, k_cache [KVH, slots * L, D] float|half, v_cache (as
 //                   k_cache), slots int64 [N], positions int64 [N], max_seq_len L int,
@@ -38,17 +40,20 @@ struct Job {
 
 void attend(void* context, size_t item) {
   const Job& job = *static_cast<const Job*>(context);
-  const size_t i = item / job.heads;
-  const size_t h = item % job.heads;
+  const size_t kv_heads = job.heads / job.group;
+  const size_t i = item / kv_heads;
+  const size_t kv_head = item % kv_heads;
   const size_t position = static_cast<size_t>(job.positions[i]);
   const size_t begin = job.window > 0 && position + 1 > job.window ? position + 1 - job.window : 0;
   const size_t count = position + 1 - begin;
   const size_t first_row = static_cast<size_t>(job.slots[i]) * job.max_seq_len + begin;
-  const size_t offset = ((h / job.group) * job.cache_rows + first_row) * job.head_dim;
-  const float* q = job.q + (h * job.rows + i) * job.head_dim;
-  float* out = job.out + (i * job.heads + h) * job.head_dim;
-  attend_row(*job.kernels, job.half, count, job.head_dim, q, job.k, job.v, offset, job.scale,
-             job.softcap, out);
+  const size_t offset = (kv_head * job.cache_rows + first_row) * job.head_dim;
+  for (size_t h = kv_head * job.group; h < (kv_head + 1) * job.group; ++h) {
+    const float* q = job.q + (h * job.rows + i) * job.head_dim;
+    float* out = job.out + (i * job.heads + h) * job.head_dim;
+    attend_row(*job.kernels, job.half, count, job.head_dim, q, job.k, job.v, offset, job.scale,
+               job.softcap, out);
+  }
 }
 
 Status batched_attention(Args args) {
@@ -118,7 +123,7 @@ Status batched_attention(Args args) {
   job.window = static_cast<size_t>(window);
   job.scale = static_cast<float>(scale);
   job.softcap = static_cast<float>(softcap);
-  parallel_for(rows * heads, attend, &job);
+  parallel_for(rows * kv_heads, attend, &job);
   return Status();
 }
 
