@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -22,13 +23,23 @@ namespace edgeshare {
 namespace runtime {
 namespace {
 
-// A helper spins this many rounds (a pause each, 40-49 ns measured on this project's Xeon) for the
-// next job before it sleeps: about 100 us, longer than the gaps between the slab runs of one
-// forward (small ops in between), far shorter than the gaps between forwards of an idle program.
-constexpr int kHelperSpins = 2500;
-// The caller, waiting for items a helper has taken, yields its core after this many rounds (about
-// 40 us): on a busy machine that is what lets the helper finish.
-constexpr int kCallerSpinsBeforeYield = 1000;
+// How long a helper spins for the next job before it sleeps: longer than the gaps between the
+// parallel runs of one forward (small ops in between), far shorter than the gaps between forwards
+// of an idle program. Measured on a clock, not in rounds: a pause takes 40-49 ns on one Xeon and
+// 9 ns on another, and counted rounds slept four times as early there.
+constexpr std::chrono::microseconds kHelperSpin{100};
+// How long the caller, waiting for items a helper has taken, spins before it yields its core after
+// each round: on a busy machine that is what lets the helper finish.
+constexpr std::chrono::microseconds kCallerSpinBeforeYield{40};
+// Pauses between readings of the clock while spinning.
+constexpr unsigned kSpinsPerClockRead = 16;
+
+// True once `budget` has passed since `start`, read every kSpinsPerClockRead calls (`spins`
+// counts them).
+bool spun_out(std::chrono::steady_clock::time_point start, std::chrono::microseconds budget,
+              unsigned spins) {
+  return spins % kSpinsPerClockRead == 0 && std::chrono::steady_clock::now() - start >= budget;
+}
 
 }  // namespace
 
@@ -78,11 +89,14 @@ class Threads::Crew {
     size_t mine = 0;
     for (size_t i; (i = claim(generation)) != kNone; ++mine) task(context, i);
     completed_.fetch_add(mine, std::memory_order_acq_rel);
-    for (int spins = 0; completed_.load(std::memory_order_acquire) < count; ++spins) {
-      if (spins < kCallerSpinsBeforeYield) {
-        ES_CPU_RELAX();
-      } else {
+    const auto start = std::chrono::steady_clock::now();
+    bool yielding = false;
+    for (unsigned spins = 1; completed_.load(std::memory_order_acquire) < count; ++spins) {
+      yielding = yielding || spun_out(start, kCallerSpinBeforeYield, spins);
+      if (yielding) {
         sched_yield();
+      } else {
+        ES_CPU_RELAX();
       }
     }
   }
@@ -125,8 +139,10 @@ class Threads::Crew {
   void helper_loop() {
     uint64_t seen = generation_.load(std::memory_order_acquire);
     for (;;) {
-      int spins = 0;
-      while (idle(seen) && spins++ < kHelperSpins) ES_CPU_RELAX();
+      const auto start = std::chrono::steady_clock::now();
+      for (unsigned spins = 1; idle(seen) && !spun_out(start, kHelperSpin, spins); ++spins) {
+        ES_CPU_RELAX();
+      }
       if (idle(seen)) {
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         std::unique_lock<std::mutex> lock(sleep_mutex_);
