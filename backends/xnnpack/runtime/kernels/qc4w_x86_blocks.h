@@ -272,13 +272,14 @@ struct QC4Avx2 {
         }
       }
       {
-        // Each dot starts from -8 * the block's activation sum, which the + 8 of the nibbles adds.
+        // A block's pair sums add up in 16 bits: each is at most 2 * 15 * 128 in magnitude, so the
+        // eight a 32-input block gives each lane (30720) fit, and the one widening VPMADDWD a block
+        // gives the same exact int32 as one per 8-input step.
         __m256i acc[R][T][2];
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          const __m256i start = _mm256_set1_epi32(-8 * a.x_sums[r * a.blocks + b]);
 #pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = start;
+          for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_si256();
         }
 #pragma GCC unroll 4
         for (size_t i = 0; i < kActBlock; i += kQC4KBlock) {
@@ -305,10 +306,9 @@ struct QC4Avx2 {
             for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 16
               for (int h = 0; h < 2; ++h) {
-                // Each 16-bit pair sum is at most 2 * 15 * 128: no saturation, and two fit.
-                const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo[t][h], xl),
-                                                       _mm256_maddubs_epi16(hi[t][h], xh));
-                acc[r][t][h] = _mm256_add_epi32(acc[r][t][h], _mm256_madd_epi16(pairs, ones));
+                acc[r][t][h] = _mm256_add_epi16(
+                    acc[r][t][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[t][h], xl),
+                                                   _mm256_maddubs_epi16(hi[t][h], xh)));
               }
             }
           }
@@ -316,11 +316,15 @@ struct QC4Avx2 {
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const __m256 xs = _mm256_set1_ps(a.x_scales[r * a.blocks + b]);
+          // Each dot starts from -8 * the block's activation sum, which the + 8 of the nibbles
+          // adds.
+          const __m256i start = _mm256_set1_epi32(-8 * a.x_sums[r * a.blocks + b]);
 #pragma GCC unroll 16
           for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 16
             for (int h = 0; h < 2; ++h) {
-              facc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]),
+              const __m256i dot = _mm256_add_epi32(start, _mm256_madd_epi16(acc[r][t][h], ones));
+              facc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
                                               _mm256_mul_ps(xs, scale[t][h]), facc[r][t][h]);
             }
           }
