@@ -257,6 +257,16 @@ void qs8_block_256(const QS8Args& a) {
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) acc[r][t][0] = acc[r][t][1] = start;
     }
+    // The block's activation magnitudes, once per row rather than once per group and row.
+    alignas(32) int8_t magnitudes[kRows][kActBlock];
+    if constexpr (Dot::kMagnitudes) {
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const __m256i q = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(a.q + r * a.q_stride + b * kActBlock));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(magnitudes[r]), _mm256_abs_epi8(q));
+      }
+    }
     // Unrolled by two only: fully unrolled, GCC reassociates the block's integer adds (AVX2's
     // VPADDD after VPMADDWD) into a tree whose partial sums spill.
 #pragma GCC unroll 2
@@ -273,7 +283,8 @@ void qs8_block_256(const QS8Args& a) {
 #pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) {
         const typename Dot::Activations x =
-            Dot::activations(four_bytes(a.q + r * a.q_stride + b * kActBlock + g * kQC8KBlock));
+            Dot::activations(four_bytes(a.q + r * a.q_stride + b * kActBlock + g * kQC8KBlock),
+                             Dot::kMagnitudes ? four_bytes(magnitudes[r] + g * kQC8KBlock) : 0);
 #pragma GCC unroll 8
         for (int t = 0; t < kTiles; ++t) {
 #pragma GCC unroll 2
@@ -382,10 +393,10 @@ struct Avx2Dot {
   static __m256i weights(__m256i stored) {
     return _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
   }
+  static constexpr bool kMagnitudes = true;  // activations() takes |q| as well
   static __m256i start(int32_t) { return _mm256_setzero_si256(); }
-  static Activations activations(int32_t four) {
-    const __m256i q = _mm256_set1_epi32(four);
-    return {q, _mm256_abs_epi8(q)};
+  static Activations activations(int32_t four, int32_t magnitudes) {
+    return {_mm256_set1_epi32(four), _mm256_set1_epi32(magnitudes)};
   }
   static __m256i accumulate(__m256i acc, const Activations& x, __m256i w) {
     const __m256i pairs = _mm256_maddubs_epi16(x.abs_q, _mm256_sign_epi8(w, x.q));
@@ -403,8 +414,9 @@ struct Avx2Dot {
 struct Vnni256Dot {
   using Activations = __m256i;
   static __m256i weights(__m256i stored) { return stored; }
+  static constexpr bool kMagnitudes = false;
   static __m256i start(int32_t sum) { return _mm256_set1_epi32(-128 * sum); }
-  static Activations activations(int32_t four) { return _mm256_set1_epi32(four); }
+  static Activations activations(int32_t four, int32_t) { return _mm256_set1_epi32(four); }
   static __m256i accumulate(__m256i acc, Activations x, __m256i w) {
 #if defined(__AVXVNNI__)
     return _mm256_dpbusd_avx_epi32(acc, w, x);
