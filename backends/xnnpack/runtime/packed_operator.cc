@@ -28,6 +28,11 @@ constexpr size_t kL2BytesPerSlabByte = 8;
 // (nr: 8, 16 or 32) of XNNPACK's x86 f32 kernels and of the delegate's own (16): only the last
 // slab can end in a partial tile.
 constexpr size_t kSlabChannelMultiple = 32;
+// A run of this many rows or more over slabs that do not divide evenly among the threads (a
+// weight of one slab, say: a key or value projection) is cut into parts that do.
+constexpr size_t kSplitMinRows = 2;
+// The most parts a run is cut into: the parts live on the stack of the run.
+constexpr size_t kMaxRunParts = 64;
 
 // [first, count) output channel ranges of about `slab_bytes` packed bytes each, of equal width.
 std::vector<std::pair<size_t, size_t>> slab_ranges(size_t input_channels, size_t output_channels,
@@ -209,6 +214,10 @@ struct PackedOperator::SlabRun {
   std::atomic<int> finished{0};
   std::atomic<int> failed_status{0};
 
+  // An own packing's run cut into parts (split_own) instead of its slabs: `part_count` of them.
+  const FcSlab* parts = nullptr;
+  size_t part_count = 0;
+
   static void task(void* context, size_t index) {
     SlabRun* run = static_cast<SlabRun*>(context);
     (void)run->started.load(std::memory_order_acquire);
@@ -218,7 +227,14 @@ struct PackedOperator::SlabRun {
     const Slab* after = next < slabs.size() ? &slabs[next] : nullptr;
     const bool first = index < run->threads;
     int status = 0;
-    if (run->rows != nullptr) {
+    if (run->parts != nullptr) {
+      const PackedOperator& e = *run->entry;
+      const FcSlab* part_after = next < run->part_count ? &run->parts[next] : nullptr;
+      if (!e.shape_.format->run_slab(e.fc_shape(), run->parts[index], *run->rows, part_after,
+                                     first)) {
+        status = -1;
+      }
+    } else if (run->rows != nullptr) {
       const PackedOperator& e = *run->entry;
       if (!e.shape_.format->run_slab(e.fc_shape(), slabs[index].own, *run->rows,
                                      after != nullptr ? &after->own : nullptr, first)) {
@@ -241,6 +257,28 @@ FcSlab PackedOperator::whole_own() const {
   whole.packed_bytes = static_cast<const uint8_t*>(last.packed) + last.packed_bytes -
                        static_cast<const uint8_t*>(whole.packed);
   return whole;
+}
+
+size_t PackedOperator::split_own(size_t threads, FcSlab* parts) const {
+  const FcFormat& format = *shape_.format;
+  const size_t tile = format.tile, n = shape_.output_channels;
+  const FcSlab whole = whole_own();
+  if (whole.packed == nullptr || kSlabChannelMultiple % tile != 0) return 0;
+  const size_t tile_bytes = format.tile_bytes(fc_shape());
+  const size_t widest = (n + kSlabChannelMultiple - 1) / kSlabChannelMultiple;
+  const size_t count =
+      std::min({(slabs_.size() + threads - 1) / threads * threads, widest, kMaxRunParts});
+  size_t width = (n + count - 1) / count;
+  width = (width + kSlabChannelMultiple - 1) / kSlabChannelMultiple * kSlabChannelMultiple;
+  size_t made = 0;
+  for (size_t first = 0; first < n; first += width) {
+    FcSlab& part = parts[made++];
+    part.first = first;
+    part.count = std::min(width, n - first);
+    part.packed = static_cast<const uint8_t*>(whole.packed) + first / tile * tile_bytes;
+    part.packed_bytes = (part.count + tile - 1) / tile * tile_bytes;
+  }
+  return made;
 }
 
 xnn_status PackedOperator::run_f32_slab(const Slab& slab, const Slab* next, bool first, bool own,
@@ -303,7 +341,23 @@ Status PackedOperator::run_own(size_t rows, const float* x, float* y,
   }
   if (rows == 0) return Status();
   bool ok = true;
-  if (slabs_.size() > 1 && pool != nullptr) {
+  const size_t threads = pool != nullptr ? pthreadpool_get_threads_count(pool) : 1;
+  FcSlab parts[kMaxRunParts];
+  const size_t part_count = threads > 1 && rows >= kSplitMinRows && slabs_.size() % threads != 0
+                                ? split_own(threads, parts)
+                                : 0;
+  if (part_count > 1) {
+    SlabRun job;
+    job.entry = this;
+    job.threads = threads;
+    job.rows = &prepared;
+    job.parts = parts;
+    job.part_count = part_count;
+    job.started.store(true, std::memory_order_release);
+    parallel_for(part_count, &SlabRun::task, &job);
+    (void)job.finished.load(std::memory_order_acquire);
+    ok = job.failed_status.load(std::memory_order_relaxed) == 0;
+  } else if (slabs_.size() > 1 && pool != nullptr) {
     SlabRun job;
     job.entry = this;
     job.threads = pthreadpool_get_threads_count(pool);

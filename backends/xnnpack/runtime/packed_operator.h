@@ -121,6 +121,12 @@ class PackedOperator {
   // Whether runs of one row (of several rows) go through the delegate's kernels.
   bool one_row_gemv() const { return gemv_ != nullptr || own_packing(); }
   bool rows_gemm() const { return gemm_ != nullptr || own_packing(); }
+  // The parts a run of several rows on `threads` threads cuts an own packing into when its slabs
+  // do not divide among the threads (one slab, say, which would leave a thread idle): the whole
+  // packing in parts of equal width (whole multiples of 32 output channels), as many as the slabs
+  // rounded up to a multiple of `threads` where the channels allow. Writes at most 64 parts;
+  // returns their count, 0 when the packing cannot be cut.
+  size_t split_own(size_t threads, FcSlab* parts) const;
 
  private:
   struct Slab {
