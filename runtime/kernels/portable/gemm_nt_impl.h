@@ -70,9 +70,12 @@ typename Ops::V load_weights_tail(const BT* p, size_t count) {
 }
 
 // c[i..i+R, j..j+C) as R x C dot products along k, each row of a and b loaded once per step.
+// Inlined into its loop over the outputs: over a short k (a decode row's h . B^T, k the rank) a
+// call per block cost more than the block's own products.
 template <typename Ops, size_t R, size_t C, typename BT>
-void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k, const float* a, const BT* b,
-                       float* c) {
+__attribute__((always_inline)) inline void gemm_nt_dot_block(size_t i, size_t j, size_t n, size_t k,
+                                                             const float* a, const BT* b,
+                                                             float* c) {
   using V = typename Ops::V;
   constexpr size_t W = Ops::kWidth;
   V acc[R][C];
