@@ -70,6 +70,8 @@ struct CompiledGraph {
   std::vector<std::pair<uint32_t, size_t>> arena_slots;
   float* arena_base = nullptr;  // The base the slots' pointers are at now.
   std::vector<void*> pointers;  // Per value id: constants fixed, arena slots per base, io per run.
+  // Fully connected steps that read rows an earlier step quantized (GraphCompiler).
+  size_t shared_quantized_inputs = 0;
   std::vector<SymbolInfo> symbols;    // Empty for a static graph.
   std::vector<int32_t> symbol_sizes;  // Per symbol: its size in this run (sized at init).
 };

@@ -2,8 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "edgeshare/backends/xnnpack/runtime/operator_tester.h"
 #include "edgeshare/backends/xnnpack/runtime/threadpool.h"
+#include "edgeshare/backends/xnnpack/runtime/xnn_executor.h"
 #include "edgeshare/runtime/core/scoped_threads.h"
 
 namespace edgeshare {
@@ -263,6 +269,95 @@ TEST(FullyConnectedF16, f32_and_f16_entries_never_mix) {
   run_two_handles(g.build(), map, {"w", "w.fp16"}, /*packs_per_handle=*/2,
                   /*retained_per_handle=*/0, /*share=*/true, {HostTensor{{2, 16}, input}}, {2, 8},
                   std::vector<float>(16, 0.0f), 1e-6f);
+}
+
+// Random int8 values carried in floats (InMemoryDataMap holds float entries).
+std::vector<float> random_bytes(size_t count, uint32_t seed) {
+  std::vector<float> out((count + 3) / 4, 0.0f);
+  std::vector<int8_t> bytes(count);
+  const std::vector<float> values = random_floats(count, -127, 127, seed);
+  for (size_t i = 0; i < count; ++i) bytes[i] = static_cast<int8_t>(std::lrint(values[i]));
+  std::memcpy(out.data(), bytes.data(), count);
+  return out;
+}
+
+// An [out, kSharedIn] weight in `g`: int8 per row (qc8w) or int4 in groups of 32 (qc4w), random.
+constexpr uint32_t kSharedIn = 64, kSharedRows = 5;
+
+uint32_t quantized_weight(GraphBuilder* g, InMemoryDataMap* map, const std::string& key,
+                          uint32_t out, bool int4, uint32_t seed) {
+  const std::string wkey = key + (int4 ? ".qc4w" : ".qc8w");
+  const uint32_t w = g->named(wkey, {out, kSharedIn},
+                              map->add(wkey, random_bytes(out * kSharedIn / (int4 ? 2 : 1), seed)));
+  const std::string skey = wkey + ".scales";
+  if (int4) {
+    g->set_qc4w(
+        w, skey,
+        map->add(skey, pack_halves(random_floats(out * kSharedIn / 32, 0.01f, 0.02f, seed + 1))),
+        32);
+  } else {
+    g->set_qc8w(w, skey, map->add(skey, random_floats(out, 0.001f, 0.002f, seed + 1)));
+  }
+  return w;
+}
+
+// One fully connected node over the weight `key` alone, run on `input`.
+std::vector<float> run_alone(const std::string& key, uint32_t out, bool int4, uint32_t seed,
+                             const std::vector<float>& input) {
+  InMemoryDataMap map("alone.ptd");
+  GraphBuilder g;
+  const uint32_t x = g.input({kSharedRows, kSharedIn});
+  const uint32_t w = quantized_weight(&g, &map, key, out, int4, seed);
+  g.node(schema::OpKind_FULLY_CONNECTED, {x, w}, {g.output({kSharedRows, out})});
+  auto d = TestDelegate::init(g.build(), &map);
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  HostTensor xt{{kSharedRows, kSharedIn}, input};
+  HostTensor yt{{kSharedRows, static_cast<int32_t>(out)}, std::vector<float>(kSharedRows * out)};
+  EXPECT_TRUE(d->run({&xt}, {&yt}).ok());
+  return yt.data;
+}
+
+// Three fully connected nodes over one input (int8, int8, int4: one quantizer) quantize it once:
+// the later two read the first one's scratch, which outlives a value written between them that
+// would otherwise take its bytes. Every output has the bits of its node run alone.
+TEST(FullyConnectedShared, nodes_over_one_input_quantize_it_once) {
+  for (size_t threads : {1u, 2u}) {
+    const runtime::ScopedThreads scoped(threads);
+    InMemoryDataMap map("foundation.ptd");
+    GraphBuilder g;
+    const uint32_t x = g.input({kSharedRows, kSharedIn});
+    const uint32_t w1 = quantized_weight(&g, &map, "q", 48, false, 10);
+    const uint32_t w2 = quantized_weight(&g, &map, "k", 40, false, 20);
+    const uint32_t w3 = quantized_weight(&g, &map, "up", 96, true, 30);
+    const uint32_t h = g.intermediate({kSharedRows, 48});
+    const uint32_t z = g.intermediate({kSharedRows, 48});
+    const uint32_t y2 = g.output({kSharedRows, 40});
+    const uint32_t y3 = g.output({kSharedRows, 96});
+    const uint32_t ya = g.output({kSharedRows, 48});
+    g.node(schema::OpKind_FULLY_CONNECTED, {x, w1}, {h});
+    g.node(schema::OpKind_MULTIPLY, {h, h}, {z});
+    g.node(schema::OpKind_FULLY_CONNECTED, {x, w2}, {y2});
+    g.node(schema::OpKind_FULLY_CONNECTED, {x, w3}, {y3});
+    g.node(schema::OpKind_ABS, {z}, {ya});
+    const std::vector<uint8_t> blob = g.build();
+    auto executor = XnnExecutor::create(blob.data(), blob.size(), &map, /*share_weights=*/true);
+    ASSERT_TRUE(executor.ok()) << executor.status().message();
+    EXPECT_EQ((*executor)->shared_quantized_inputs(), 2u);
+
+    const std::vector<float> input = random_floats(kSharedRows * kSharedIn, -1, 1, 3);
+    auto d = TestDelegate::init(blob, &map);
+    ASSERT_TRUE(d.ok()) << d.status().message();
+    HostTensor xt{{kSharedRows, kSharedIn}, input};
+    HostTensor t2{{kSharedRows, 40}, std::vector<float>(kSharedRows * 40)};
+    HostTensor t3{{kSharedRows, 96}, std::vector<float>(kSharedRows * 96)};
+    HostTensor ta{{kSharedRows, 48}, std::vector<float>(kSharedRows * 48)};
+    ASSERT_TRUE(d->run({&xt}, {&t2, &t3, &ta}).ok());
+    std::vector<float> want_a = run_alone("q", 48, false, 10, input);
+    for (float& v : want_a) v = std::fabs(v * v);
+    EXPECT_EQ(t2.data, run_alone("k", 40, false, 20, input)) << threads << " threads";
+    EXPECT_EQ(t3.data, run_alone("up", 96, true, 30, input)) << threads << " threads";
+    EXPECT_EQ(ta.data, want_a) << threads << " threads";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(SharingOnAndOff, FullyConnected, ::testing::Bool(),

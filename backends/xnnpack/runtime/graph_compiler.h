@@ -105,6 +105,10 @@ class GraphCompiler {
   runtime::Status place_arena();
   // Gets the requested entries (request_packed) and hands them to the fully connected steps.
   runtime::Status pack_requested();
+  // Fully connected steps over one input that quantize it alike (a layer's query and key
+  // projections, its gate and up projections) share the first one's scratch: the later ones read
+  // the rows it quantized, and its slot lives until the last of them.
+  void share_quantized_inputs();
   uint32_t add_value(const ValueInfo& info);
   // Gives value `id` an arena slot of `floats`, live from the node being compiled to its last
   // reader; its offset is chosen in place_arena.

@@ -307,20 +307,20 @@ xnn_status PackedOperator::run_f32_slab(const Slab& slab, const Slab* next, bool
 }
 
 Status PackedOperator::run(size_t rows, const float* x, float* y,
-                           const QuantizedScratchLayout& layout, void* scratch,
-                           pthreadpool_t pool) {
+                           const QuantizedScratchLayout& layout, void* scratch, pthreadpool_t pool,
+                           bool quantized) {
   const char* key = or_inline(shape_.weight_key);
   ES_CHECK_OR_RETURN_ERROR(sealed_, Error::InvalidState,
                            "fully connected entry over '%s' was run before it was packed", key);
   ES_CHECK_OR_RETURN_ERROR(rows == 0 || (x != nullptr && y != nullptr), Error::InvalidArgument,
                            "fully connected run over '%s' was given a null input or output", key);
-  if (own_packing()) return run_own(rows, x, y, layout, scratch, pool);
+  if (own_packing()) return run_own(rows, x, y, layout, scratch, pool, quantized);
   return run_f32(rows, x, y, pool);
 }
 
 Status PackedOperator::run_own(size_t rows, const float* x, float* y,
                                const QuantizedScratchLayout& layout, void* scratch,
-                               pthreadpool_t pool) {
+                               pthreadpool_t pool, bool quantized) {
   const FcFormat& format = *shape_.format;
   const char* key = or_inline(shape_.weight_key);
   FcRows prepared;
@@ -336,8 +336,12 @@ Status PackedOperator::run_own(size_t rows, const float* x, float* y,
                              format.what, key, rows, layout.max_rows);
     prepared.scratch = layout.scratch(scratch);
     if (rows == 0) return Status();
-    const Status ready = format.prepare(fc_shape(), &prepared);
-    if (!ready.ok()) return ready.WithContext("%s fully connected run over '%s'", format.what, key);
+    if (!quantized) {
+      const Status ready = format.prepare(fc_shape(), &prepared);
+      if (!ready.ok()) {
+        return ready.WithContext("%s fully connected run over '%s'", format.what, key);
+      }
+    }
   }
   if (rows == 0) return Status();
   bool ok = true;

@@ -103,9 +103,11 @@ class PackedOperator {
   // y = rows x of this weight: every slab over every row, the slabs spread over the threads of
   // `pool` (the pool the calling step was handed; null: the calling thread alone). A format that
   // needs scratch (format().scratch) quantizes into `scratch`, a block laid out by `layout` for at
-  // least `rows` rows of this entry's shape. Never allocates.
+  // least `rows` rows of this entry's shape; with `quantized`, `scratch` already holds x's rows as
+  // this format quantizes them (an earlier run over the same rows wrote them) and the run reads
+  // them as they are. Never allocates.
   runtime::Status run(size_t rows, const float* x, float* y, const QuantizedScratchLayout& layout,
-                      void* scratch, pthreadpool_t pool);
+                      void* scratch, pthreadpool_t pool, bool quantized = false);
   // run() of a format that needs no scratch (f32, f16w).
   runtime::Status run_fully_connected(size_t rows, const float* x, float* y, pthreadpool_t pool) {
     return run(rows, x, y, QuantizedScratchLayout(), nullptr, pool);
@@ -145,7 +147,8 @@ class PackedOperator {
   runtime::Status seal_own();
   runtime::Status seal_f32();
   runtime::Status run_own(size_t rows, const float* x, float* y,
-                          const QuantizedScratchLayout& layout, void* scratch, pthreadpool_t pool);
+                          const QuantizedScratchLayout& layout, void* scratch, pthreadpool_t pool,
+                          bool quantized);
   runtime::Status run_f32(size_t rows, const float* x, float* y, pthreadpool_t pool);
   // One f32 slab over every row: the delegate's kernel when `own` (the GEMM prefetching `next`
   // and, as the `first` slab a thread runs, touching its own slab first) or setup and run of its

@@ -69,8 +69,8 @@ struct Runner {
   Status operator()(const FullyConnectedStep& s) const {
     // The shared operator locks itself for setup + run where it needs to.
     void* scratch = s.scratch_layout.bytes > 0 ? p[s.scratch] : nullptr;
-    return s.packed->run(s.batch, in(p, s.in), out(p, s.out), s.scratch_layout, scratch,
-                         pool);
+    return s.packed->run(s.batch, in(p, s.in), out(p, s.out), s.scratch_layout, scratch, pool,
+                         s.input_quantized);
   }
   Status operator()(const UnpackedFullyConnectedStep& s) const {
     // Low-rank products (rank 8-64 on one side): too little work to be worth a pool call.

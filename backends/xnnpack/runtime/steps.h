@@ -87,6 +87,9 @@ struct FullyConnectedStep {
   uint32_t in = 0, out = 0;
   uint32_t scratch = 0;
   QuantizedScratchLayout scratch_layout;
+  // The scratch already holds the input's rows quantized when this step runs: an earlier step over
+  // the same input quantized them there (GraphCompiler shares the scratch), so the run skips it.
+  bool input_quantized = false;
 };
 
 // A linear over a weight that is a delegate input, read as stored ([out_ch, in_ch] row-major in its

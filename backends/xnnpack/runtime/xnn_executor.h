@@ -63,6 +63,8 @@ class XnnExecutor {
   size_t num_outputs() const { return graph_.outputs.size(); }
   // Bytes of the arena of intermediates and scratch (values never live together share bytes).
   size_t arena_bytes() const { return graph_.arena_floats * sizeof(float); }
+  // Fully connected steps that read their input as an earlier step over it quantized it.
+  size_t shared_quantized_inputs() const { return graph_.shared_quantized_inputs; }
   // The cache this executor's packed operators come from (shared or its own).
   const WeightsCache& weights_cache() const { return *cache_; }
 
