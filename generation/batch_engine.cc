@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "edgeshare/runtime/core/threads.h"
+
 namespace edgeshare {
 namespace generation {
 
@@ -12,6 +14,8 @@ using runtime::ScalarType;
 using runtime::Span;
 using runtime::Status;
 using runtime::Tensor;
+using runtime::Threads;
+using runtime::ThreadsScope;
 
 struct BatchEngine::Sequence {
   RequestId id = 0;
@@ -29,6 +33,21 @@ struct BatchEngine::Row {
   Sequence* sequence = nullptr;
   size_t count = 0;  // rows of this sequence in the step, this one the first
   bool sample = false;
+};
+
+// Each sampling sequence's token from its row of logits. A sampler belongs to its sequence alone,
+// so the rows draw at once on the method's threads: a draw scans the whole vocabulary (49152
+// scores for SmolLM2), which on the calling thread alone left the other threads idle.
+struct BatchEngine::Draws {
+  Sequence* const* sequences;
+  const float* logits;
+  size_t vocab_size;
+  int64_t* tokens;
+
+  static void draw(void* context, size_t i) {
+    const Draws& d = *static_cast<const Draws*>(context);
+    d.tokens[i] = d.sequences[i]->sampler->sample(d.logits + i * d.vocab_size);
+  }
 };
 
 namespace {
@@ -72,6 +91,8 @@ BatchEngine::BatchEngine(runtime::Method* method, AdapterTables* tables, const B
   bounds_.max_length = limits.max_seq_len;
   bounds_.vocab_size = vocab_size;
   rows_.reserve(max_rows);
+  sampling_.reserve(max_rows);
+  tokens_.reserve(max_rows);
   ended_.reserve(limits.slots + options.max_queue);
   decoding_.reserve(limits.slots);
   prefilling_.reserve(limits.slots);
@@ -336,13 +357,23 @@ Result<size_t> BatchEngine::step() {
         logits.dim() == 3 && static_cast<size_t>(logits.size(1)) == logit_rows_.size() &&
             static_cast<size_t>(logits.size(2)) == vocab_size_,
         Error::InvalidProgram, "method '%s' returned logits of another shape", method_->name());
+    sampling_.clear();
+    for (const Row& row : rows_) {
+      if (row.sample) sampling_.push_back(row.sequence);
+    }
+    tokens_.resize(sampling_.size());
+    Draws draws{sampling_.data(), logits.data<float>(), vocab_size_, tokens_.data()};
+    {
+      const Threads* threads = method_->threads();
+      const ThreadsScope scope(threads != nullptr ? threads : runtime::current_threads());
+      runtime::parallel_for(sampling_.size(), &Draws::draw, &draws);
+    }
     size_t kept = 0;
     for (const Row& row : rows_) {
       Sequence& s = *row.sequence;
       s.cached += row.count;
       if (!row.sample) continue;
-      const float* scores = logits.data<float>() + kept++ * vocab_size_;
-      const int64_t token = s.sampler->sample(scores);
+      const int64_t token = tokens_[kept++];
       s.sampler->accept(token);
       s.tokens.push_back(token);
       ++s.generated;

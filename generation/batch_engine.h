@@ -130,6 +130,7 @@ class BatchEngine {
  private:
   struct Sequence;
   struct Row;
+  struct Draws;
   BatchEngine(runtime::Method* method, AdapterTables* tables, const BatchLimits& limits,
               const Options& options, size_t max_rows, size_t vocab_size);
   // Under the lock: ends cancelled sequences (into `ended`), admits queued requests into free
@@ -164,6 +165,9 @@ class BatchEngine {
   std::vector<std::unique_ptr<Sequence>> ended_;
   std::vector<Sequence*> decoding_, prefilling_;
   std::vector<int64_t> ids_, positions_, row_slots_, adapters_, logit_rows_;
+  // The sequences that sample this step, in row order, and their tokens.
+  std::vector<Sequence*> sampling_;
+  std::vector<int64_t> tokens_;
 };
 
 }  // namespace generation

@@ -16,6 +16,7 @@
 
 #include "edgeshare/generation/generator.h"
 #include "edgeshare/generation/test_fixture.h"
+#include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/named_data/data_file.h"
 #include "edgeshare/runtime/named_data/merged_data_map.h"
 
@@ -133,6 +134,48 @@ TEST_F(BatchEngineTest, EachSequenceOfAMixedBatchEqualsTransformers) {
     EXPECT_TRUE(f->done && f->ok);
     EXPECT_EQ(f->reason, FinishReason::kMaxNewTokens);
   }
+}
+
+// On a method with two threads the sampled rows draw at once, each sequence its own sampler:
+// greedy sequences still give transformers' tokens, and a seeded sampled one the tokens it draws
+// on one thread.
+TEST_F(BatchEngineTest, RowsDrawnOnTwoThreadsGiveTheTokensOfOne) {
+  auto threads = runtime::Threads::create(2);
+  ASSERT_TRUE(threads.ok()) << threads.status().message();
+  const auto two = std::make_unique<runtime::Threads>(std::move(threads).get());
+  std::unique_ptr<LoadedMethod> batch_on_two =
+      LoadMethod(FixturePath("batch/batch.pte"), *data_, "forward_batch", two.get());
+  ASSERT_NE(batch_on_two, nullptr);
+  const std::vector<int64_t>& prompt = expected_.at("prompt");
+  const size_t n = expected_.at("a").size();
+  std::vector<int64_t> sampled[2];
+  for (int t = 0; t < 2; ++t) {
+    auto engine = BatchEngine::create(t == 0 ? &*batch_->method : &*batch_on_two->method, limits_,
+                                      BatchEngine::Options());
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    Finished a, b, bare, drawn;
+    Submit(**engine, prompt, 0, n, &a);
+    Submit(**engine, prompt, 1, n, &b);
+    Submit(**engine, prompt, -1, n, &bare);
+    BatchRequest request;
+    request.prompt = prompt;
+    request.adapter = 0;
+    request.options.max_new_tokens = n;
+    request.options.sampling.temperature = 0.8f;
+    request.options.sampling.seed = 7;
+    request.on_token = [&drawn](int64_t token) {
+      drawn.tokens.push_back(token);
+      return true;
+    };
+    ASSERT_TRUE((*engine)->submit(std::move(request)).ok());
+    RunUntilIdle(**engine);
+    EXPECT_EQ(a.tokens, expected_.at("a")) << t + 1 << " threads";
+    EXPECT_EQ(b.tokens, expected_.at("b")) << t + 1 << " threads";
+    EXPECT_EQ(bare.tokens, expected_.at("foundation")) << t + 1 << " threads";
+    EXPECT_EQ(drawn.tokens.size(), n);
+    sampled[t] = drawn.tokens;
+  }
+  EXPECT_EQ(sampled[0], sampled[1]);
 }
 
 TEST_F(BatchEngineTest, JoiningMidDecodeInChunksAndEndingEarlyChangeNoTokens) {

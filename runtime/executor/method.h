@@ -82,6 +82,8 @@ class Method {
   ~Method();
 
   const char* name() const { return name_.c_str(); }
+  // The Threads its executes run on (null: the caller's current Threads at each execute).
+  const Threads* threads() const { return threads_; }
   size_t num_inputs() const { return inputs_.size(); }
   size_t num_outputs() const { return outputs_.size(); }
 
