@@ -1,7 +1,8 @@
 #include "edgeshare/backends/xnnpack/runtime/steps.h"
 
 #include <algorithm>
-
+#include <cstdint>
+#include <initializer_list>
 
 namespace edgeshare {
 namespace xnnpack {
@@ -11,10 +12,20 @@ using runtime::Status;
 
 namespace {
 
-Status run_operator(uint32_t node, xnn_operator_t op, xnn_status setup, pthreadpool_t pool) {
-  ES_CHECK_OR_RETURN_ERROR(setup == xnn_status_success, Error::DelegateExecutionFailed,
-                           "XNNPACK setup of node %u failed (status %d)", node,
-                           static_cast<int>(setup));
+// Sets the operator up with `setup()` unless its memo holds `key` (the last setup's arguments),
+// then runs it.
+template <typename Setup>
+Status run_operator(uint32_t node, xnn_operator_t op, SetupMemo* memo,
+                    std::initializer_list<uintptr_t> key, Setup setup, pthreadpool_t pool) {
+  if (memo->size != key.size() || !std::equal(key.begin(), key.end(), memo->key.begin())) {
+    memo->size = 0;
+    const xnn_status set_up = setup();
+    ES_CHECK_OR_RETURN_ERROR(set_up == xnn_status_success, Error::DelegateExecutionFailed,
+                             "XNNPACK setup of node %u failed (status %d)", node,
+                             static_cast<int>(set_up));
+    std::copy(key.begin(), key.end(), memo->key.begin());
+    memo->size = key.size();
+  }
   const xnn_status status = xnn_run_operator(op, pool);
   ES_CHECK_OR_RETURN_ERROR(status == xnn_status_success, Error::DelegateExecutionFailed,
                            "XNNPACK run of node %u failed (status %d)", node,
@@ -43,6 +54,8 @@ const float* in(void* const* pointers, uint32_t id) {
 }
 float* out(void* const* pointers, uint32_t id) { return static_cast<float*>(pointers[id]); }
 
+uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
 // One overload per step type, picked by std::visit.
 struct Runner {
   uint32_t node;
@@ -51,20 +64,35 @@ struct Runner {
 
   Status operator()(const UnaryStep& s) const {
     pthreadpool_t t = pool_for(s.batch * s.channels, pool);
-    return run_operator(node, s.op.get(),
-                        s.setup(s.op.get(), s.batch, in(p, s.in), out(p, s.out), t), t);
+    const float* x = in(p, s.in);
+    float* y = out(p, s.out);
+    return run_operator(
+        node, s.op.get(), &s.memo, {address(x), address(y), s.batch, address(t)},
+        [&] { return s.setup(s.op.get(), s.batch, x, y, t); }, t);
   }
   Status operator()(const BinaryStep& s) const {
     pthreadpool_t t =
         pool_for(std::max(numel(s.a_rank, s.a_shape), numel(s.b_rank, s.b_shape)), pool);
-    const xnn_status setup = s.setup(s.op.get(), s.a_rank, s.a_shape.data(), s.b_rank,
-                                     s.b_shape.data(), in(p, s.a), in(p, s.b), out(p, s.out), t);
-    return run_operator(node, s.op.get(), setup, t);
+    const float* a = in(p, s.a);
+    const float* b = in(p, s.b);
+    float* y = out(p, s.out);
+    static_assert(XNN_MAX_TENSOR_DIMS == 6, "the key lists six dims of each shape");
+    const auto& as = s.a_shape;
+    const auto& bs = s.b_shape;
+    return run_operator(
+        node, s.op.get(), &s.memo,
+        {address(a), address(b), address(y), address(t), s.a_rank, as[0], as[1], as[2], as[3],
+         as[4], as[5], s.b_rank, bs[0], bs[1], bs[2], bs[3], bs[4], bs[5]},
+        [&] { return s.setup(s.op.get(), s.a_rank, as.data(), s.b_rank, bs.data(), a, b, y, t); },
+        t);
   }
   Status operator()(const PoolingStep& s) const {
     pthreadpool_t t = pool_for(s.batch * s.width, pool);
-    const xnn_status setup = s.setup(s.op.get(), s.batch, s.width, in(p, s.in), out(p, s.out), t);
-    return run_operator(node, s.op.get(), setup, t);
+    const float* x = in(p, s.in);
+    float* y = out(p, s.out);
+    return run_operator(
+        node, s.op.get(), &s.memo, {address(x), address(y), s.batch, s.width, address(t)},
+        [&] { return s.setup(s.op.get(), s.batch, s.width, x, y, t); }, t);
   }
   Status operator()(const FullyConnectedStep& s) const {
     // The shared operator locks itself for setup + run where it needs to.

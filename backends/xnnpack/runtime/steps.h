@@ -53,12 +53,23 @@ using BinarySetup = xnn_status (*)(xnn_operator_t, size_t, const size_t*, size_t
 using PoolingSetup = xnn_status (*)(xnn_operator_t, size_t, size_t, const float*, float*,
                                     pthreadpool_t);
 
+// The arguments a private operator was last set up with. XNNPACK's setup recomputes the shapes'
+// strides and the tiling and binds the pointers on every call, and an operator once set up runs
+// again as it stands: a run whose pointers, shapes and pool equal the last setup's skips it.
+// Mutable in the steps: run_step runs one step from one thread at a time.
+struct SetupMemo {
+  static constexpr size_t kMaxKey = 4 + 2 * (XNN_MAX_TENSOR_DIMS + 1);
+  std::array<uintptr_t, kMaxKey> key{};
+  size_t size = 0;  // 0: not set up, or the last setup failed.
+};
+
 // in [batch, channels] -> out, channels fixed at create (batch set per run in a dynamic graph).
 struct UnaryStep {
   Operator op;
   UnarySetup setup = nullptr;
   size_t batch = 1, channels = 1;
   uint32_t in = 0, out = 0;
+  mutable SetupMemo memo;
 };
 
 // out = op(a, b), numpy broadcasting over the two shapes.
@@ -68,6 +79,7 @@ struct BinaryStep {
   uint32_t a = 0, b = 0, out = 0;
   size_t a_rank = 0, b_rank = 0;
   std::array<size_t, XNN_MAX_TENSOR_DIMS> a_shape{}, b_shape{};
+  mutable SetupMemo memo;
 };
 
 // in [batch, width, channels] -> out [batch, channels].
@@ -76,6 +88,7 @@ struct PoolingStep {
   PoolingSetup setup = nullptr;
   size_t batch = 1, width = 1;
   uint32_t in = 0, out = 0;
+  mutable SetupMemo memo;
 };
 
 // The cache's fully connected operator (any format, fc_format.h; f32 activations): in

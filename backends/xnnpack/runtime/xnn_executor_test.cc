@@ -124,6 +124,34 @@ TEST_F(XnnExecutorTest, intermediates_share_the_arena_by_lifetime) {
   for (size_t i = 0; i < x.data.size(); ++i) EXPECT_EQ(y.data[i], -std::fabs(x.data[i]));
 }
 
+// An elementwise operator is set up again only when a pointer or shape moves: runs from other
+// inputs into other outputs each get their own results (a step left set up for the last buffers
+// would read and write those), and the first buffers' result repeats.
+TEST_F(XnnExecutorTest, steps_follow_their_buffers_from_run_to_run) {
+  InMemoryDataMap map("m");
+  GraphBuilder g;
+  const uint32_t x = g.input({2, 8});
+  const uint32_t h = g.intermediate({2, 8});
+  const uint32_t k = g.intermediate({2, 8});
+  const uint32_t y = g.output({2, 8});
+  g.node(schema::OpKind_ABS, {x}, {h});     // unary, reads the input
+  g.node(schema::OpKind_ADD, {h, x}, {k});  // binary, reads the input
+  g.node(schema::OpKind_NEGATE, {k}, {y});  // unary, writes the output
+  const std::vector<uint8_t> blob = g.build();
+  auto d = TestDelegate::init(blob, &map);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  std::vector<HostTensor> ins = {HostTensor{{2, 8}, random_floats(16, -1, 1, 7)},
+                                 HostTensor{{2, 8}, random_floats(16, -1, 1, 8)}};
+  std::vector<HostTensor> outs(4, HostTensor{{2, 8}, std::vector<float>(16, -9.0f)});
+  for (size_t run = 0; run < outs.size(); ++run) {
+    HostTensor& in = ins[run % 2];
+    ASSERT_TRUE(d->run({&in}, {&outs[run]}).ok());
+    for (size_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(outs[run].data[i], -(std::fabs(in.data[i]) + in.data[i])) << "run " << run;
+    }
+  }
+}
+
 TEST_F(XnnExecutorTest, unsupported_version) {
   InMemoryDataMap map("m");
   GraphBuilder g;
