@@ -21,8 +21,8 @@ change's before and after), interleaved within each repeat over the same exporte
 build's rows carry its label and their own one-at-a-time figure.
 
     ./bazelw run -c opt //bench:batch -- --formats int8,int4 --threads 2 [--model smollm2]
-        [--adapter-dtype fp16|fp32] [--runner before=/tmp/batch_runner --runner after=...] [--llamacpp]
-        [--work DIR] [--json F]
+        [--adapter-dtype fp16|fp32|int8] [--kv-dtype fp32|fp16]
+        [--runner before=/tmp/batch_runner --runner after=...] [--llamacpp] [--work DIR] [--json F]
 """
 
 import argparse
@@ -35,6 +35,7 @@ import tempfile
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench._batch_llamacpp import GGUF_FORMATS, prepare_llamacpp
 from edgeshare.bench._llm_model import LlmSpec, save_llm
@@ -42,6 +43,7 @@ from edgeshare.exir import export_hf_batch, export_hf_lora
 from edgeshare.exir.hf_batch import TABLE_DTYPES
 
 SEQUENCES = (1, 2, 4, 8)
+KV_DTYPES = {"fp32": None, "fp16": torch.float16}
 MODELS = {
     "bench": LlmSpec(),
     "smollm2": LlmSpec(layers=30, hidden=576, intermediate=1536, heads=9, kv_heads=3, vocab=49152, tied=True),
@@ -81,13 +83,15 @@ def measure(
     adapter_dtype: str = "fp16",
     runners: Optional[Sequence[Tuple[str, str]]] = None,
     llamacpp: bool = False,
+    kv_dtype: str = "fp32",
 ) -> List[Dict[str, Any]]:
     """Exports one format and runs every case `repeats` times interleaved -> one row per case.
 
     `runners`: (label, batch_runner path) pairs, each running every case (default: the bundled
     runner, unlabelled) -> one row per runner and case. `llamacpp`: llama-batched-bench on the
     format's GGUF twin runs once per repeat too, after the cases -> a "llama.cpp N one adapter"
-    row per batch size (bench/_batch_llamacpp.py).
+    row per batch size (bench/_batch_llamacpp.py). `kv_dtype`: the KV cache's element type in both
+    the batch program and the one-at-a-time program (fp32 or fp16).
     """
     runners = list(runners) if runners else [("", _runner())]
     spec = MODELS[model]
@@ -107,9 +111,17 @@ def measure(
             max_rows=64,
             partitioner=part,
             table_dtype=TABLE_DTYPES[adapter_dtype],
+            kv_dtype=KV_DTYPES[kv_dtype],
         )
     if not os.path.exists(os.path.join(lora, f"{first}.pte")):
-        export_hf_lora(files.model_dir, {first: files.adapter_dirs[first]}, lora, spec.max_seq_len, part)
+        export_hf_lora(
+            files.model_dir,
+            {first: files.adapter_dirs[first]},
+            lora,
+            spec.max_seq_len,
+            part,
+            kv_dtype=KV_DTYPES[kv_dtype],
+        )
     common = [
         "--dir",
         batch,
@@ -146,10 +158,11 @@ def measure(
     }
     adapter_files = [os.path.join(batch, f"{n}.ptd") for n in files.adapter_dirs]
     files_mib = _size_mib(os.path.join(batch, "foundation.ptd"), *adapter_files)
-    # The slots' KV cache (float32 keys and values of every layer), and the issue's budget: the files
-    # plus the cache plus 64 MiB.
+    # The slots' KV cache (keys and values of every layer at the cache's element size), and the
+    # issue's budget: the files plus the cache plus 64 MiB.
     head_dim = spec.hidden // spec.heads
-    cache_mib = 8 * spec.max_seq_len * spec.layers * 2 * spec.kv_heads * head_dim * 4 / 2**20
+    element = 2 if kv_dtype == "fp16" else 4
+    cache_mib = 8 * spec.max_seq_len * spec.layers * 2 * spec.kv_heads * head_dim * element / 2**20
     budget_mib = files_mib + cache_mib + 64
     rows = []
     for (label, name), runs in samples.items():
@@ -160,6 +173,7 @@ def measure(
                 "model": model,
                 "format": quantize,
                 "adapter_dtype": adapter_dtype,
+                "kv_dtype": kv_dtype,
                 "case": name,
                 "threads": threads,
                 "decode_tokens_per_s": tps,
@@ -188,6 +202,8 @@ def llamacpp_rows(model: str, quantize: str, threads: int, runs: Sequence[Dict[i
                 "model": model,
                 "format": GGUF_FORMATS[quantize],
                 "adapter_dtype": None,
+                # llama-batched-bench's own default cache type (-ctk/-ctv f16).
+                "kv_dtype": "fp16",
                 "case": f"llama.cpp {n} one adapter",
                 "threads": threads,
                 "decode_tokens_per_s": tps,
@@ -213,14 +229,15 @@ def markdown(rows: List[Dict[str, Any]]) -> str:
     labelled = any(r.get("runner") for r in rows)
     lines = [
         ("| runner " if labelled else "")
-        + "| model | format | adapters | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB "
+        + "| model | format | adapters | KV | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB "
         "| files + KV cache + 64 MiB |",
-        ("| --- " if labelled else "") + "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ("| --- " if labelled else "") + "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
             (f"| {r['runner']} " if labelled else "")
-            + f"| {r['model']} | {r['format']} | {_cell(r['adapter_dtype'])} | {r['case']} "
+            + f"| {r['model']} | {r['format']} | {_cell(r['adapter_dtype'])} | {_cell(r.get('kv_dtype'))} "
+            f"| {r['case']} "
             f"| {_cell(r['decode_tokens_per_s'])} | {_cell(r['vs_alone'], 2)} | {_cell(r['ttft_ms'])} "
             f"| {_cell(r['rss_mib'])} | {_cell(r['budget_mib'])} |"
         )
@@ -248,6 +265,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--model", choices=sorted(MODELS), default="bench")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--adapter-dtype", choices=sorted(TABLE_DTYPES), default="fp16", help="the adapter tables'")
+    parser.add_argument(
+        "--kv-dtype", choices=sorted(KV_DTYPES), default="fp32", help="the KV cache's, in every program"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -278,7 +298,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rows: List[Dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         for quantize in formats:
-            work = os.path.join(args.work, f"{args.model}-{args.adapter_dtype}") if args.work else scratch
+            kv = "" if args.kv_dtype == "fp32" else f"-kv{args.kv_dtype}"
+            work = os.path.join(args.work, f"{args.model}-{args.adapter_dtype}{kv}") if args.work else scratch
             os.makedirs(work, exist_ok=True)
             rows += measure(
                 work,
@@ -291,6 +312,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 args.adapter_dtype,
                 runners,
                 args.llamacpp,
+                args.kv_dtype,
             )
     print(markdown(rows))
     if args.json:

@@ -96,7 +96,7 @@ def test_llamacpp_rows_are_medians_against_llamacpps_own_one_sequence() -> None:
 def test_table_leaves_what_llamacpp_does_not_measure_empty() -> None:
     rows = batch.llamacpp_rows("bench", "int8", 2, [{1: 100.0, 2: 150.0, 4: 260.0, 8: 400.0}])
     line = batch.markdown(rows).splitlines()[2]
-    assert line == "| bench | Q8_0 |  | llama.cpp 1 one adapter | 100.0 | 1.00 |  |  |  |"
+    assert line == "| bench | Q8_0 |  | fp16 | llama.cpp 1 one adapter | 100.0 | 1.00 |  |  |  |"
 
 
 def test_int4_export_is_in_groups_of_32_as_q4_0() -> None:
