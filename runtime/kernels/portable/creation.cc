@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "edgeshare/runtime/kernels/kernel_registry.h"
-#include "edgeshare/runtime/kernels/half.h"
+#include "edgeshare/runtime/kernels/portable/convert_half.h"
 #include "edgeshare/runtime/kernels/portable/kernel_util.h"
 
 namespace edgeshare {
@@ -151,13 +151,9 @@ Status half_copy(const Tensor& self, Tensor& out, const char* op) {
   if (from == to) {
     std::memcpy(out.mutable_data(), self.const_data(), n * 2);
   } else if (to == ScalarType::Half) {
-    const float* x = self.data<float>();
-    uint16_t* y = out.data<uint16_t>();
-    for (size_t i = 0; i < n; ++i) y[i] = kernels::float_to_half(x[i]);
+    convert_half_kernels().to_half(n, self.data<float>(), out.data<uint16_t>());
   } else {
-    const uint16_t* x = self.data<uint16_t>();
-    float* y = out.data<float>();
-    for (size_t i = 0; i < n; ++i) y[i] = kernels::half_to_float(x[i]);
+    convert_half_kernels().to_float(n, self.data<uint16_t>(), out.data<float>());
   }
   return Status();
 }
