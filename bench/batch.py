@@ -161,7 +161,7 @@ def measure(
     # The slots' KV cache (keys and values of every layer at the cache's element size), and the
     # issue's budget: the files plus the cache plus 64 MiB.
     head_dim = spec.hidden // spec.heads
-    element = 2 if kv_dtype == "fp16" else 4
+    element = (KV_DTYPES[kv_dtype] or torch.float32).itemsize
     cache_mib = 8 * spec.max_seq_len * spec.layers * 2 * spec.kv_heads * head_dim * element / 2**20
     budget_mib = files_mib + cache_mib + 64
     rows = []

@@ -1,7 +1,7 @@
 """batch_quality: what the batch program's adapter tables cost in quality, on the real model and text.
 
     ./bazelw run -c opt //bench:batch_quality -- [--tables fp32,fp16,int8] [--quantize none]
-        [--windows 8] [--threads 2] [--cache DIR] [--work DIR] [--markdown FILE]
+        [--kv-dtype fp32|fp16] [--windows 8] [--threads 2] [--cache DIR] [--work DIR] [--markdown FILE]
 
 The model, its trained adapter and the text are bench/real_model.py's (SmolLM2-135M-Instruct, LoRA r16
 on q/k/v/o fine-tuned on "The Adventures of Sherlock Holmes", its held-out end), as bench/quality
@@ -10,8 +10,10 @@ slot of 512 positions, the adapter in adapter slot 0, --quantize's foundation), 
 512 held-out tokens runs through forward_batch as one sequence on that adapter, 64 rows a step.
 Each row reports the perplexity, its increase over the fp32 tables', the mean KL divergence from
 the fp32 tables' logits and the share of positions whose top-1 token is theirs, and the adapter
-file's bytes. The fp32 tables' perplexity is also checked against the adapter's own program
-(exir.export_hf_lora, the same foundation): the batch method and the program agree.
+file's bytes. --kv-dtype fp16 adds a row per table type whose batch program keeps its KV cache in
+half precision, against the same reference (fp32 tables, float cache). The fp32 tables'
+perplexity is also checked against the adapter's own program (exir.export_hf_lora, the same
+foundation): the batch method and the program agree.
 """
 
 import argparse
@@ -23,6 +25,7 @@ import tempfile
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
+import torch
 from edgeshare.backends.xnnpack import XnnpackPartitioner
 from edgeshare.bench.real_model import FetchError, prepare
 from edgeshare.exir.hf import export_hf_batch, export_hf_lora
@@ -118,6 +121,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="batch_quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", default="fp32,fp16,int8", help="table types, fp32 included (the reference)")
     parser.add_argument("--quantize", default="none", choices=("none", "int8", "int4"), help="the foundation's")
+    parser.add_argument("--kv-dtype", default="fp32", choices=("fp32", "fp16"), help="also rows on a half cache")
     parser.add_argument("--windows", type=int, default=8, help="disjoint windows of 512 held-out tokens")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cache", help="bench/real_model's cache folder")
@@ -139,10 +143,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rows: List[Row] = []
     reference: Optional[Logits] = None
     base = float("nan")
-    for name in tables:
-        out = os.path.join(work, f"{args.quantize}-{name}")
+    # The reference (fp32 tables, float cache) first; a half cache's rows after every float one.
+    configs = [(name, False) for name in tables] + [(name, True) for name in tables if args.kv_dtype == "fp16"]
+    for name, half_cache in configs:
+        label = f"{name}, fp16 cache" if half_cache else name
+        out = os.path.join(work, f"{args.quantize}-{name}{'-kv16' if half_cache else ''}")
         if not os.path.exists(os.path.join(out, "batch.json")):
-            print(f"[batch_quality] exporting {name} tables", file=sys.stderr)
+            print(f"[batch_quality] exporting {label} tables", file=sys.stderr)
             export_hf_batch(
                 files.model_dir,
                 {ADAPTER: files.adapter_dir},
@@ -152,6 +159,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 max_rows=ROWS,
                 partitioner=XnnpackPartitioner(quantize=args.quantize),
                 table_dtype=TABLE_DTYPES[name],
+                kv_dtype=torch.float16 if half_cache else None,
             )
         logits = batch_logits(out)
         first = reference is None
@@ -162,7 +170,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             base = result.perplexity
         rows.append(
             Row(
-                name,
+                label,
                 result.perplexity,
                 100.0 * (result.perplexity / base - 1.0),
                 result.kl_divergence,
