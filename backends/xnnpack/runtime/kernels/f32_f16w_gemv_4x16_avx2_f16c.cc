@@ -3,8 +3,6 @@
 
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "edgeshare/backends/xnnpack/runtime/kernels/f32_f16w_x86.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/x86_common.h"
@@ -53,10 +51,7 @@ void run_tiles(const uint8_t* w, size_t tile_bytes, size_t k, const float* x, fl
     }
   }
   for (int j = 0; j < kTiles; ++j) {
-    float out[kF16WTile];
-    _mm256_storeu_ps(out, acc[j][0]);
-    _mm256_storeu_ps(out + 8, acc[j][1]);
-    std::memcpy(y + j * kF16WTile, out, (j + 1 < kTiles ? kF16WTile : last_count) * sizeof(float));
+    store_tile16(y + j * kF16WTile, acc[j][0], acc[j][1], j + 1 < kTiles ? kF16WTile : last_count);
   }
 }
 

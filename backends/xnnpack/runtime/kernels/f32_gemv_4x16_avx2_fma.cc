@@ -3,7 +3,6 @@
 
 #include <immintrin.h>
 
-#include <cstring>
 #include <limits>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
@@ -33,10 +32,9 @@ void run_tiles(const float* w, size_t tile, size_t k, const float* x, float* y, 
     }
   }
   for (int j = 0; j < kTiles; ++j) {
-    float out[kF32Tile];
-    _mm256_storeu_ps(out, _mm256_min_ps(_mm256_max_ps(acc[j][0], lo), hi));
-    _mm256_storeu_ps(out + 8, _mm256_min_ps(_mm256_max_ps(acc[j][1], lo), hi));
-    std::memcpy(y + j * kF32Tile, out, (j + 1 < kTiles ? kF32Tile : last_count) * sizeof(float));
+    store_tile16(y + j * kF32Tile, _mm256_min_ps(_mm256_max_ps(acc[j][0], lo), hi),
+                 _mm256_min_ps(_mm256_max_ps(acc[j][1], lo), hi),
+                 j + 1 < kTiles ? kF32Tile : last_count);
   }
 }
 

@@ -341,12 +341,9 @@ struct QC4Avx2 {
       const size_t count = t + 1 == T ? a.last_count : kQC4Tile;
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        alignas(32) float out[kQC4Tile];
-#pragma GCC unroll 16
-        for (int h = 0; h < 2; ++h) {
-          _mm256_store_ps(out + 8 * h, _mm256_add_ps(facc[r][t][h], _mm256_loadu_ps(bias + 8 * h)));
-        }
-        std::memcpy(a.y + r * a.y_stride + t * kQC4Tile, out, count * sizeof(float));
+        store_tile16(a.y + r * a.y_stride + t * kQC4Tile,
+                     _mm256_add_ps(facc[r][t][0], _mm256_loadu_ps(bias)),
+                     _mm256_add_ps(facc[r][t][1], _mm256_loadu_ps(bias + 8)), count);
       }
     }
   }

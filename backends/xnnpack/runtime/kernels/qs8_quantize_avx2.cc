@@ -35,9 +35,9 @@ void qs8_quantize_avx2(const float* x, size_t k, size_t rows, size_t x_stride, i
         const __m256 v1 = _mm256_loadu_ps(xb + 8);
         const __m256 v2 = _mm256_loadu_ps(xb + 16);
         const __m256 v3 = _mm256_loadu_ps(xb + 24);
-        const __m256 m = _mm256_max_ps(
-            _mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
-            _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        const __m256 m =
+            _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                          _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));

@@ -338,13 +338,12 @@ void qs8_block_256(const QS8Args& a) {
     const size_t count = t + 1 == kTiles ? a.last_count : kQC8Tile;
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      alignas(32) float out[kQC8Tile];
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        _mm256_store_ps(out + 8 * h, _mm256_fmadd_ps(f[r][t][h], _mm256_loadu_ps(header + 8 * h),
-                                                     _mm256_loadu_ps(header + kQC8Tile + 8 * h)));
-      }
-      std::memcpy(a.y + r * a.y_stride + t * kQC8Tile, out, count * sizeof(float));
+      store_tile16(a.y + r * a.y_stride + t * kQC8Tile,
+                   _mm256_fmadd_ps(f[r][t][0], _mm256_loadu_ps(header),
+                                   _mm256_loadu_ps(header + kQC8Tile)),
+                   _mm256_fmadd_ps(f[r][t][1], _mm256_loadu_ps(header + 8),
+                                   _mm256_loadu_ps(header + kQC8Tile + 8)),
+                   count);
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
 
@@ -52,6 +53,23 @@ inline void f32_gemv_tiles(const float* packed, size_t k, size_t n, const float*
   }
   if (t < tiles) kOne(packed + t * tile, tile, k, x, y + t * kF32Tile, last_count);
 }
+
+#ifdef __AVX__
+// Writes a 16-output tile held in two vectors to y, or its first `count` (< 16) outputs only. A
+// whole tile, nearly every one, is two stores: a memcpy of a run-time count is a call into libc per
+// tile and row.
+inline void store_tile16(float* y, __m256 lo, __m256 hi, size_t count) {
+  if (count == 16) {
+    _mm256_storeu_ps(y, lo);
+    _mm256_storeu_ps(y + 8, hi);
+    return;
+  }
+  alignas(32) float out[16];
+  _mm256_store_ps(out, lo);
+  _mm256_store_ps(out + 8, hi);
+  std::memcpy(y, out, count * sizeof(float));
+}
+#endif
 
 #ifdef __AVX512F__
 // XNNPACK's clamp, min(max(v, lo), hi), as the zero-masking forms with every lane set: the same
