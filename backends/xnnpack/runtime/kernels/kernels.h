@@ -495,8 +495,8 @@ using QS8QC4WGemmFn = void (*)(const void* packed, size_t k, size_t n, size_t gr
 void qs8_qc4w_gemm_scalar(const void* packed, size_t k, size_t n, size_t group, size_t rows,
                           const int8_t* q, size_t q_stride, const float* x_scales,
                           const int32_t* x_sums, float* y, size_t y_stride);
-// Two rows by one tile at a time.
-void qs8_qc4w_gemm_2x16_avx2(const void* packed, size_t k, size_t n, size_t group, size_t rows,
+// Eight rows by one tile at a time (the rows left over four, two, then one at a time).
+void qs8_qc4w_gemm_8x16_avx2(const void* packed, size_t k, size_t n, size_t group, size_t rows,
                              const int8_t* q, size_t q_stride, const float* x_scales,
                              const int32_t* x_sums, float* y, size_t y_stride);
 // Four rows by two tiles at a time.
