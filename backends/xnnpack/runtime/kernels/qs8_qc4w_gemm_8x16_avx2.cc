@@ -17,8 +17,8 @@ void qs8_qc4w_gemm_8x16_avx2(const void* packed, size_t k, size_t n, size_t grou
                              const int32_t* x_sums, float* y, size_t y_stride) {
   const size_t eights = rows / 8 * 8;
   if (eights > 0) {
-    qc4w_run<QC4Avx2, 8, 1>(packed, k, n, group, eights, q, q_stride, x_scales, x_sums, y,
-                            y_stride, /*prefetch=*/true);
+    qc4w_run<QC4Avx2, 8, 1>(packed, k, n, group, eights, q, q_stride, x_scales, x_sums, y, y_stride,
+                            /*prefetch=*/true);
   }
   if (rows > eights) {
     const size_t blocks = k / kActBlock;
