@@ -13,7 +13,7 @@ the fp32 tables' logits and the share of positions whose top-1 token is theirs, 
 file's bytes. --kv-dtype fp16 adds a row per table type whose batch program keeps its KV cache in
 half precision, against the same reference (fp32 tables, float cache). The fp32 tables'
 perplexity is also checked against the adapter's own program (exir.export_hf_lora, the same
-foundation): the batch method and the program agree.
+foundation): the batch method and the program agree (agreement()).
 """
 
 import argparse
@@ -33,10 +33,20 @@ from edgeshare.exir.hf_batch import TABLE_DTYPES
 from edgeshare.extension.python import DataFile, Program, set_num_threads
 from edgeshare.extension.python.perplexity import score
 
-__all__ = ["CTX", "ROWS", "Row", "batch_logits", "format_markdown", "main"]
+__all__ = ["AGREE_KL", "CTX", "ROWS", "Row", "agreement", "batch_logits", "format_markdown", "main"]
 
 CTX = 512
 ROWS = 64
+# Mean KL divergence (nats) from the fp32 tables' logits within which the adapter's own program
+# agrees with the batch method over a quantized foundation. The two run other kernels for the
+# low-rank products and attention, whose float sums round otherwise; a quantized foundation
+# quantizes every activation row, and one rounding step's difference re-draws that quantization's
+# noise in the layers after it. On the real model that puts the same computation 2.8-3.4e-3 apart
+# (int8 and int4, any kernel set), while the batch method on no adapter is 0.17-0.19 from the
+# adapter's program: the bound sits between the two.
+AGREE_KL = 1e-2
+# Over the fp32 foundation nothing re-draws: the perplexities agree to float rounding.
+AGREE_PPL_FP32 = 1e-3
 ADAPTER = "sherlock"
 
 Logits = Callable[[np.ndarray], np.ndarray]
@@ -93,7 +103,20 @@ def _remembered(fn: Logits) -> Logits:
     return run
 
 
-def format_markdown(rows: Sequence[Row], program_perplexity: float) -> str:
+def agreement(quantize: str, tables_ppl: float, program_ppl: float, program_kl: float) -> Optional[str]:
+    """None when the adapter's own program (perplexity program_ppl, mean KL program_kl from the fp32
+    tables' logits) agrees with the batch method's fp32 tables (tables_ppl) over a `quantize`
+    foundation, else the line that says how they differ."""
+    if not math.isfinite(program_kl) or program_kl > AGREE_KL:
+        return (
+            f"the adapter's own program is {program_kl:.3e} (mean KL) from the fp32 tables' logits, past {AGREE_KL:.0e}"
+        )
+    if quantize == "none" and not math.isclose(program_ppl, tables_ppl, rel_tol=AGREE_PPL_FP32):
+        return f"the fp32 tables' perplexity {tables_ppl:.4f} is not the program's {program_ppl:.4f}"
+    return None
+
+
+def format_markdown(rows: Sequence[Row], program_perplexity: float, program_kl: Optional[float] = None) -> str:
     lines = [
         "| tables | perplexity | vs fp32 tables | KL vs fp32 tables | top-1 agreement | adapter file bytes |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -105,7 +128,8 @@ def format_markdown(rows: Sequence[Row], program_perplexity: float) -> str:
             f"| {r.tables} | {r.perplexity:.3f} | {r.increase_pct:+.4f}% | {kl} | {top1} | {r.adapter_bytes:,} |"
         )
     lines.append("")
-    lines.append(f"The adapter's own program over the same foundation: perplexity {program_perplexity:.3f}.")
+    kl = "" if program_kl is None else f", KL {program_kl:.2e} from the fp32 tables"
+    lines.append(f"The adapter's own program over the same foundation: perplexity {program_perplexity:.3f}{kl}.")
     return "\n".join(lines) + "\n"
 
 
@@ -188,14 +212,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.path.join(lora, f"{ADAPTER}.pte"), [DataFile.open(os.path.join(lora, "foundation.ptd"))], methods=["forward"]
     )
     forward = program.method("forward")
-    program_ppl = score(ids, CTX, lambda window: forward.execute(window)[0]).perplexity
-    if not math.isclose(program_ppl, base, rel_tol=1e-3):
-        print(
-            f"batch_quality: the fp32 tables' perplexity {base:.4f} is not the program's {program_ppl:.4f}",
-            file=sys.stderr,
-        )
+    own = score(ids, CTX, lambda window: forward.execute(window)[0], reference=reference)
+    program_kl = float("nan") if own.kl_divergence is None else own.kl_divergence
+    differs = agreement(args.quantize, base, own.perplexity, program_kl)
+    if differs is not None:
+        print(f"batch_quality: {differs}", file=sys.stderr)
         return 1
-    text = format_markdown(rows, program_ppl)
+    text = format_markdown(rows, own.perplexity, program_kl)
     print(text, end="")
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 from edgeshare.backends.xnnpack import XnnpackPartitioner
-from edgeshare.bench.batch_quality import ROWS, Row, batch_logits, format_markdown, main
+from edgeshare.bench.batch_quality import AGREE_KL, ROWS, Row, agreement, batch_logits, format_markdown, main
 from edgeshare.exir.hf import export_hf_batch, export_hf_lora
 from edgeshare.extension.python import DataFile, Program
 from edgeshare.models import hf_tiny
@@ -38,6 +38,31 @@ def test_the_table_has_a_row_per_table_type():
     text = format_markdown(rows, 21.2)
     assert "| fp32 | 21.200 | +0.0000% |  |  | 100 |" in text
     assert "| int8 | 21.300 | +0.5000% | 1.00e-07 | 99.90% | 30 |" in text
+
+
+def test_the_program_s_kl_is_in_the_table():
+    text = format_markdown([Row("fp32", 21.2, 0.0, None, None, 100, 4088)], 21.25, 3.1e-3)
+    assert "perplexity 21.250, KL 3.10e-03 from the fp32 tables." in text
+
+
+def test_a_quantized_foundation_agrees_within_the_kl_bound_whatever_the_perplexity_wobble():
+    # Rounding that re-draws the activations' quantization moves one window's perplexity by ~1%.
+    assert agreement("int4", 26.66, 26.47, 3.3e-3) is None
+    assert agreement("int8", 21.38, 21.46, 2.8e-3) is None
+
+
+def test_a_program_on_another_adapter_or_none_is_refused_in_one_line():
+    # The batch method on no adapter is ~0.17 from the adapter's program on the real model.
+    line = agreement("int4", 26.66, 29.2, 0.17)
+    assert line is not None and "past 1e-02" in line and "\n" not in line
+    assert agreement("int8", 21.4, 21.4, float("nan")) is not None
+    assert agreement("int8", 21.4, 21.4, AGREE_KL * 1.01) is not None
+
+
+def test_the_fp32_foundation_also_agrees_in_perplexity():
+    assert agreement("none", 21.3329, 21.3328, 1e-11) is None
+    line = agreement("none", 21.33, 21.5, 1e-4)
+    assert line == "the fp32 tables' perplexity 21.3300 is not the program's 21.5000"
 
 
 @pytest.mark.parametrize("tables", ["fp16,int8", "fp32,int4", ""])
