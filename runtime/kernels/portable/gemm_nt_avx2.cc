@@ -24,6 +24,8 @@ struct Avx2Ops {
   static V load_tail(const float* p, size_t count) { return _mm256_maskload_ps(p, mask(count)); }
   static void store_tail(float* p, V v, size_t count) { _mm256_maskstore_ps(p, mask(count), v); }
   static V add(V x, V y) { return _mm256_add_ps(x, y); }
+  static V mul(V x, V y) { return _mm256_mul_ps(x, y); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V fma(V x, V y, V acc) { return _mm256_fmadd_ps(x, y, acc); }
   static V loadb(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

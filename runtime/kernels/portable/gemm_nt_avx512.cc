@@ -24,6 +24,8 @@ struct Avx512Ops {
     _mm512_mask_storeu_ps(p, mask(count), v);
   }
   static V add(V x, V y) { return _mm512_add_ps(x, y); }
+  static V mul(V x, V y) { return _mm512_mul_ps(x, y); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V fma(V x, V y, V acc) { return _mm512_fmadd_ps(x, y, acc); }
   static V loadb(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

@@ -16,12 +16,12 @@
 // dot path a vector at a time, in the panel path while the panel is copied); an int8 weight's
 // per-row scales multiply its outputs at the end (gemm_nt_q8).
 //
-// Ops: V, kWidth, zero(), load(p), load_tail(p, count), store_tail(p, v, count), add(x, y),
-// fma(x, y, acc) = x * y + acc, set1(x), reduce(v) (the sum of its lanes), and loadb(p) for the
-// half and int8 weights (kWidth elements widened). Optionally reduce4(v[4], out): the four sums
-// stored at once, each with the bits of reduce (the same additions, four vectors' lanes shuffled
-// together), for an instruction set where that is cheaper: a dot product over a short k (a decode
-// row's h . B^T, k the rank) is mostly its horizontal sum.
+// Ops: V, kWidth, zero(), load(p), load_tail(p, count), store(p, v), store_tail(p, v, count),
+// add(x, y), mul(x, y), fma(x, y, acc) = x * y + acc, set1(x), reduce(v) (the sum of its lanes),
+// and loadb(p) for the half and int8 weights (kWidth elements widened). Optionally reduce4(v[4],
+// out): the four sums stored at once, each with the bits of reduce (the same additions, four
+// vectors' lanes shuffled together), for an instruction set where that is cheaper: a dot product
+// over a short k (a decode row's h . B^T, k the rank) is mostly its horizontal sum.
 
 #ifndef EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
 #define EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
@@ -195,13 +195,26 @@ void gemm_nt(size_t m, size_t n, size_t k, const float* a, const BT* b, float* c
   }
 }
 
-// An int8 weight: the products over the widened values, then each output times its row's scale.
+// An int8 weight: the products over the widened values, then each output times its row's scale,
+// a vector at a time (the same single multiplication per output as the reference's). A decode
+// row's h . B^T has the model's width of outputs over a rank of inputs, so this loop runs over as
+// many outputs as the products do, and a float at a time it was a good part of their cost.
 template <typename Ops>
 void gemm_nt_q8(size_t m, size_t n, size_t k, const float* a, const int8_t* b, const float* scales,
                 float* c) {
+  constexpr size_t W = Ops::kWidth;
   gemm_nt<Ops>(m, n, k, a, b, c);
   for (size_t i = 0; i < m; ++i) {
-    for (size_t j = 0; j < n; ++j) c[i * n + j] *= scales[j];
+    float* row = c + i * n;
+    size_t j = 0;
+    for (; j + W <= n; j += W) {
+      Ops::store(row + j, Ops::mul(Ops::load(row + j), Ops::load(scales + j)));
+    }
+    if (j < n) {
+      Ops::store_tail(row + j,
+                      Ops::mul(Ops::load_tail(row + j, n - j), Ops::load_tail(scales + j, n - j)),
+                      n - j);
+    }
   }
 }
 

@@ -30,6 +30,8 @@ struct NeonOps {
     std::memcpy(p, lanes, count * sizeof(float));
   }
   static V add(V x, V y) { return vaddq_f32(x, y); }
+  static V mul(V x, V y) { return vmulq_f32(x, y); }
+  static void store(float* p, V v) { vst1q_f32(p, v); }
   static V fma(V x, V y, V acc) { return vfmaq_f32(acc, x, y); }
   static V loadb(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
   static V loadb(const int8_t* p) {
