@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -33,6 +34,10 @@ constexpr std::chrono::microseconds kHelperSpin{100};
 constexpr std::chrono::microseconds kCallerSpinBeforeYield{40};
 // Pauses between readings of the clock while spinning.
 constexpr unsigned kSpinsPerClockRead = 16;
+// Cache lines a helper warms between looks for a job: a few hundred nanoseconds of prefetches, so
+// that a job waits no longer for it than for a helper coming out of a pause.
+constexpr size_t kWarmLinesPerLook = 8;
+constexpr size_t kLineBytes = 64;
 
 // True once `budget` has passed since `start`, read every kSpinsPerClockRead calls (`spins`
 // counts them).
@@ -52,13 +57,31 @@ class Threads::Crew {
   // Starts `helpers` threads. False when one cannot start (those that did are stopped by the
   // destructor).
   bool start(size_t helpers) {
+    helpers_ = helpers;
     for (size_t i = 0; i < helpers; ++i) {
+      starts_[i] = HelperStart{this, i};
       pthread_t thread;
-      if (pthread_create(&thread, nullptr, &Crew::helper_main, this) != 0) return false;
+      if (pthread_create(&thread, nullptr, &Crew::helper_main, &starts_[i]) != 0) return false;
       threads_[started_++] = thread;
     }
     return true;
   }
+
+  // Replaces the ranges the helpers warm while idle, waking those asleep.
+  void warm(const WarmRange* ranges, size_t count) {
+    {
+      std::lock_guard<std::mutex> lock(warm_mutex_);
+      warm_count_ = std::min(count, kMaxWarmRanges);
+      std::copy(ranges, ranges + warm_count_, warm_ranges_);
+      warm_serial_.fetch_add(1, std::memory_order_seq_cst);
+    }
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard<std::mutex> lock(sleep_mutex_);
+      wake_.notify_all();
+    }
+  }
+
+  size_t warmed_bytes() const { return warmed_bytes_.load(std::memory_order_relaxed); }
 
   // Wakes every helper to stop and joins it. No job may be running.
   ~Crew() {
@@ -125,9 +148,56 @@ class Threads::Crew {
     }
   }
 
-  static void* helper_main(void* crew) {
-    static_cast<Crew*>(crew)->helper_loop();
+  struct HelperStart {
+    Crew* crew;
+    size_t index;
+  };
+
+  // One helper's share of the current warm request and how far it has read it.
+  struct WarmCursor {
+    WarmRange ranges[kMaxWarmRanges];
+    size_t count = 0, range = 0, offset = 0;
+    uint64_t serial = 0;
+  };
+
+  static void* helper_main(void* start) {
+    const HelperStart& s = *static_cast<const HelperStart*>(start);
+    s.crew->helper_loop(s.index);
     return nullptr;
+  }
+
+  // Warms helper `index`'s share of the current request from where it stopped, until the share is
+  // read or a job, a stop or a new request comes. False when there was nothing to read.
+  bool warm_some(WarmCursor& cursor, size_t index, uint64_t seen) {
+    if (warm_serial_.load(std::memory_order_acquire) != cursor.serial) {
+      std::lock_guard<std::mutex> lock(warm_mutex_);
+      cursor.count = 0;
+      for (size_t r = index; r < warm_count_; r += helpers_) {
+        cursor.ranges[cursor.count++] = warm_ranges_[r];
+      }
+      cursor.serial = warm_serial_.load(std::memory_order_relaxed);
+      cursor.range = 0;
+      cursor.offset = 0;
+    }
+    if (cursor.range >= cursor.count) return false;
+    size_t lines = 0;
+    while (cursor.range < cursor.count) {
+      const WarmRange& r = cursor.ranges[cursor.range];
+      const char* data = static_cast<const char*>(r.data);
+      while (cursor.offset < r.bytes) {
+        __builtin_prefetch(data + cursor.offset, 0, 2);
+        cursor.offset += kLineBytes;
+        if (++lines % kWarmLinesPerLook == 0 &&
+            (!idle(seen) || warm_serial_.load(std::memory_order_relaxed) != cursor.serial)) {
+          warmed_bytes_.fetch_add(lines * kLineBytes, std::memory_order_relaxed);
+          return true;
+        }
+      }
+      ++cursor.range;
+      cursor.offset = 0;
+    }
+    warmed_bytes_.fetch_add(lines * kLineBytes, std::memory_order_relaxed);
+    return true;
   }
 
   // True while there is neither a job after `seen` nor a stop to act on.
@@ -136,17 +206,26 @@ class Threads::Crew {
            !stopping_.load(std::memory_order_seq_cst);
   }
 
-  void helper_loop() {
+  void helper_loop(size_t index) {
     uint64_t seen = generation_.load(std::memory_order_acquire);
+    WarmCursor cursor;
     for (;;) {
-      const auto start = std::chrono::steady_clock::now();
-      for (unsigned spins = 1; idle(seen) && !spun_out(start, kHelperSpin, spins); ++spins) {
+      // The spin's budget runs from the last job or warm read.
+      auto start = std::chrono::steady_clock::now();
+      for (unsigned spins = 1; idle(seen); ++spins) {
+        if (warm_some(cursor, index, seen)) {
+          start = std::chrono::steady_clock::now();
+          continue;
+        }
+        if (spun_out(start, kHelperSpin, spins)) break;
         ES_CPU_RELAX();
       }
       if (idle(seen)) {
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         std::unique_lock<std::mutex> lock(sleep_mutex_);
-        wake_.wait(lock, [&] { return !idle(seen); });
+        wake_.wait(lock, [&] {
+          return !idle(seen) || warm_serial_.load(std::memory_order_seq_cst) != cursor.serial;
+        });
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
       }
       // A helper may first run after the stop (the caller ran every item itself): stopping_ is
@@ -170,6 +249,15 @@ class Threads::Crew {
   std::condition_variable wake_;
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stopping_{false};
+  // The warm request: written by warm() and copied by each helper under warm_mutex_; a new one
+  // bumps warm_serial_.
+  std::mutex warm_mutex_;
+  WarmRange warm_ranges_[kMaxWarmRanges];
+  size_t warm_count_ = 0;
+  std::atomic<uint64_t> warm_serial_{0};
+  std::atomic<size_t> warmed_bytes_{0};
+  size_t helpers_ = 0;
+  HelperStart starts_[Threads::kMaxThreads] = {};
   pthread_t threads_[Threads::kMaxThreads] = {};
   size_t started_ = 0;
 };
@@ -264,6 +352,14 @@ ThreadsScope::ThreadsScope(const Threads* threads) : previous_(t_current) { t_cu
 ThreadsScope::~ThreadsScope() { t_current = previous_; }
 
 const Threads* current_threads() { return t_current; }
+
+size_t Threads::warmed_bytes() const { return crew_ != nullptr ? crew_->warmed_bytes() : 0; }
+
+void warm_while_idle(const WarmRange* ranges, size_t count) {
+  const Threads* threads = t_current;
+  if (threads == nullptr || threads->crew_ == nullptr) return;
+  threads->crew_->warm(ranges, count);
+}
 
 void parallel_for(size_t count, ParallelTask task, void* context) {
   const Threads* threads = t_current;

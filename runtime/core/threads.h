@@ -21,6 +21,10 @@
 // scheduled yet (a busy machine) costs parallelism, not a wait for the next scheduler tick.
 // Helpers spin briefly for the next job, then sleep: an idle Threads costs no CPU.
 //
+// While it spins between jobs a helper can read into its caches what the caller is about to need
+// (warm_while_idle): the caller's serial work between two parallel operators then hides the fetch
+// of the next operator's data instead of leaving the helper's core and its memory traffic idle.
+//
 // A backend that needs its own pool per Threads (the XNNPACK delegate's pthreadpool) registers a
 // ThreadsResource once, from a static initializer; every Threads of 2+ threads made after makes
 // one of each and destroys it with itself, so an execute never creates threads.
@@ -47,6 +51,12 @@ namespace runtime {
 
 using ParallelTask = void (*)(void* context, size_t index);
 
+// Bytes for the helpers to read into their caches while idle (warm_while_idle).
+struct WarmRange {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
 // What a backend keeps per Threads of 2+ threads, made and destroyed with it.
 struct ThreadsResource {
   // Makes the resource for `threads` threads (the caller's included); null when it cannot.
@@ -69,12 +79,16 @@ class Threads {
   ~Threads();
 
   size_t count() const { return count_; }
+  // Bytes the helpers have read for warm_while_idle since this Threads was made (0 with no
+  // helpers): what a caller can check that its requests are served.
+  size_t warmed_bytes() const;
   // The resource registered at `slot` (register_threads_resource), or null for a 1-thread Threads
   // or one made before the registration.
   void* resource(size_t slot) const { return slot < kMaxResources ? resources_[slot] : nullptr; }
 
  private:
   friend void parallel_for(size_t count, ParallelTask task, void* context);
+  friend void warm_while_idle(const WarmRange* ranges, size_t count);
   class Crew;
   Threads() = default;
   void release();
@@ -108,6 +122,17 @@ const Threads* current_threads();
 // Runs task(context, i) for every i in [0, count), each once, on the calling thread and the
 // current Threads' helpers; returns when all are done.
 void parallel_for(size_t count, ParallelTask task, void* context);
+
+// The most ranges one warm_while_idle request holds.
+constexpr size_t kMaxWarmRanges = 64;
+
+// Asks the current Threads' helpers to read `ranges` (the first kMaxWarmRanges) into their caches
+// while they have no job, replacing the request before: each helper takes every helpers-th range
+// and reads it a cache line at a time, pausing for each parallel_for job and going on after it
+// from where it stopped. Returns at once; the ranges are copied, and their memory need not stay
+// valid (the reads are prefetches, which never fault). A request wakes helpers that sleep (no job
+// for a while). Without helpers it does nothing. Never allocates.
+void warm_while_idle(const WarmRange* ranges, size_t count);
 
 }  // namespace runtime
 }  // namespace edgeshare

@@ -1,14 +1,17 @@
 // Threads and parallel_for: every item runs exactly once at any thread count, from two callers
 // sharing one Threads, and from two threads each under its own Threads of another count (CI runs
-// this under TSan); a Threads stops its helpers when destroyed.
+// this under TSan); a Threads stops its helpers when destroyed; helpers warm each requested line
+// once between jobs, asleep or not.
 
 #include "edgeshare/runtime/core/threads.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace edgeshare {
 namespace runtime {
@@ -119,6 +122,69 @@ TEST(ThreadsTest, a_moved_threads_keeps_its_helpers) {
   Threads threads = std::move(*made);
   EXPECT_EQ(threads.count(), 3u);
   const ThreadsScope scope(&threads);
+  EXPECT_TRUE(EveryItemOnce(97));
+}
+
+// Polls (for at most ten seconds) until `threads` has warmed at least `bytes`; returns what it had.
+size_t WaitForWarmed(const Threads& threads, size_t bytes) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  size_t warmed = threads.warmed_bytes();
+  while (warmed < bytes && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    warmed = threads.warmed_bytes();
+  }
+  return warmed;
+}
+
+TEST(ThreadsTest, helpers_warm_each_requested_line_once_while_idle) {
+  std::vector<char> data(1 << 20);
+  for (size_t count : {2u, 3u}) {
+    Result<Threads> threads = Threads::create(count);
+    ASSERT_TRUE(threads.ok()) << threads.status().message();
+    const ThreadsScope scope(&*threads);
+    // Eight ranges, one of a part line: each is read by one helper, a line at a time.
+    WarmRange ranges[8];
+    size_t want = 0;
+    for (size_t i = 0; i < 8; ++i) {
+      ranges[i] = {data.data() + i * (64 << 10), (64 << 10) - (i == 3 ? 10 : 0)};
+      want += 64 << 10;
+    }
+    warm_while_idle(ranges, 8);
+    EXPECT_EQ(WaitForWarmed(*threads, want), want);
+    // Past kMaxWarmRanges a request is cut; a job in the middle of one runs every item.
+    std::vector<WarmRange> many(kMaxWarmRanges + 30, WarmRange{data.data(), 64});
+    warm_while_idle(many.data(), many.size());
+    EXPECT_TRUE(EveryItemOnce(97));
+    want += kMaxWarmRanges * 64;
+    EXPECT_EQ(WaitForWarmed(*threads, want), want);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(threads->warmed_bytes(), want);
+  }
+}
+
+TEST(ThreadsTest, helpers_asleep_wake_for_a_warm_request_and_jobs_preempt_one) {
+  std::vector<char> data(8 << 20);
+  Result<Threads> threads = Threads::create(2);
+  ASSERT_TRUE(threads.ok());
+  const ThreadsScope scope(&*threads);
+  ASSERT_TRUE(EveryItemOnce(97));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the helpers' spin
+  const WarmRange all{data.data(), data.size()};
+  warm_while_idle(&all, 1);
+  // Jobs while the helper reads 8 MiB: each takes the helper off it and gives it back.
+  for (int round = 0; round < 200; ++round) ASSERT_TRUE(EveryItemOnce(round % 97));
+  EXPECT_EQ(WaitForWarmed(*threads, data.size()), data.size());
+}
+
+TEST(ThreadsTest, warming_without_helpers_does_nothing) {
+  std::vector<char> data(4096);
+  const WarmRange range{data.data(), data.size()};
+  warm_while_idle(&range, 1);  // no current Threads
+  Result<Threads> one = Threads::create(1);
+  ASSERT_TRUE(one.ok());
+  const ThreadsScope scope(&*one);
+  warm_while_idle(&range, 1);
+  EXPECT_EQ(one->warmed_bytes(), 0u);
   EXPECT_TRUE(EveryItemOnce(97));
 }
 
