@@ -18,10 +18,18 @@
 // kGemmNtSplitRows rows, which gemm_nt.h promises give the same bits): in a decode step of a batch
 // on many adapters this operator reads every adapter's factors, and on the calling thread alone it
 // left the other threads idle for a quarter of the step.
+//
+// Reading those factors from far caches is most of this operator's time in a decode step, and the
+// helper threads sit idle through the serial steps between two of its calls. So each call, as it
+// ends, asks the helpers to warm the factors the next calls will read for this call's slots
+// (warm_while_idle): a batch program makes the same calls in the same order every step, so a log
+// of the calls, kept per Threads, says which come next.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
@@ -104,6 +112,89 @@ void run_piece(void* context, size_t index) {
     job.gemm->f16(m, job.rank, job.in, piece.x, as, low);
     job.gemm->f16(m, job.out_channels, job.rank, low, bs, piece.y);
   }
+}
+
+// Calls whose factors the helpers warm ahead of the caller, the nearest first, as far as
+// kMaxWarmRanges ranges (two per slot and call) go.
+constexpr size_t kWarmCallsAhead = 4;
+constexpr size_t kMaxLoggedCalls = 1024;
+
+// One call's factor tables: slot s's factors are the a_slot_bytes at a + s * a_slot_bytes and the
+// b_slot_bytes at b + s * b_slot_bytes.
+struct CallFactors {
+  const void* a;
+  const void* b;
+  size_t a_slot_bytes, b_slot_bytes;
+  bool operator==(const CallFactors& o) const {
+    return a == o.a && b == o.b && a_slot_bytes == o.a_slot_bytes &&
+           b_slot_bytes == o.b_slot_bytes;
+  }
+};
+
+// The calls one Threads has run, in the order they first came (a resource of each Threads of 2+
+// threads). Entries of a program that is gone stay until the log fills and starts over: warming
+// them costs helper time, never a fault. `busy` keeps a second caller under the same Threads out
+// (it warms nothing).
+struct CallLog {
+  std::atomic_flag busy = ATOMIC_FLAG_INIT;
+  CallFactors calls[kMaxLoggedCalls];
+  size_t count = 0;
+  size_t last = 0;
+};
+
+void* make_call_log(size_t /*threads*/) { return new (std::nothrow) CallLog(); }
+void destroy_call_log(void* log) { delete static_cast<CallLog*>(log); }
+
+const size_t kNoLogSlot = Threads::kMaxResources;
+const size_t g_log_slot = [] {
+  ThreadsResource log;
+  log.create = &make_call_log;
+  log.destroy = &destroy_call_log;
+  Result<size_t> slot = register_threads_resource(log);
+  return slot.ok() ? *slot : kNoLogSlot;
+}();
+
+// This call's place in the log (added at the end when new; the log starts over when full).
+size_t log_call(CallLog& log, const CallFactors& call) {
+  const size_t guess = log.last + 1 < log.count ? log.last + 1 : 0;
+  if (guess < log.count && log.calls[guess] == call) return log.last = guess;
+  for (size_t i = 0; i < log.count; ++i) {
+    if (log.calls[i] == call) return log.last = i;
+  }
+  if (log.count == kMaxLoggedCalls) log.count = 0;
+  log.calls[log.count] = call;
+  return log.last = log.count++;
+}
+
+// Asks the helpers to warm, for the slots of `slot`'s rows, the factors of the calls that came
+// after this one the last time.
+void warm_next_calls(const CallFactors& call, const int64_t* slot, size_t rows) {
+  const Threads* threads = current_threads();
+  if (threads == nullptr || g_log_slot == kNoLogSlot) return;
+  auto* log = static_cast<CallLog*>(threads->resource(g_log_slot));
+  if (log == nullptr || log->busy.test_and_set(std::memory_order_acquire)) return;
+  const size_t at = log_call(*log, call);
+  int64_t slots[kMaxWarmRanges / 2];
+  size_t distinct = 0;
+  for (size_t i = 0; i < rows && distinct < kMaxWarmRanges / 2; ++i) {
+    if (slot[i] >= 0 && std::find(slots, slots + distinct, slot[i]) == slots + distinct) {
+      slots[distinct++] = slot[i];
+    }
+  }
+  WarmRange ranges[kMaxWarmRanges];
+  size_t count = 0;
+  for (size_t k = 1; k <= kWarmCallsAhead && k < log->count; ++k) {
+    const CallFactors& next = log->calls[(at + k) % log->count];
+    for (size_t j = 0; j < distinct && count + 2 <= kMaxWarmRanges; ++j) {
+      const size_t s = static_cast<size_t>(slots[j]);
+      ranges[count++] = {static_cast<const char*>(next.a) + s * next.a_slot_bytes,
+                         next.a_slot_bytes};
+      ranges[count++] = {static_cast<const char*>(next.b) + s * next.b_slot_bytes,
+                         next.b_slot_bytes};
+    }
+  }
+  log->busy.clear(std::memory_order_release);
+  if (count > 0) warm_while_idle(ranges, count);
 }
 
 // Both operators: x, a, [a_scales,] b, [b_scales,] adapters, out.
@@ -215,6 +306,11 @@ Status run_lora(Args args, bool quantized) {
     }
   }
   flush();
+  const size_t element = type == ScalarType::Float  ? sizeof(float)
+                         : type == ScalarType::Char ? sizeof(int8_t)
+                                                    : sizeof(uint16_t);
+  warm_next_calls(
+      CallFactors{job.a, job.b, rank * in * element, out_channels * rank * element}, slot, rows);
   return Status();
 }
 

@@ -1,14 +1,16 @@
 // edgeshare::lora_bgmv: the bits of one gemm_nt product pair per chunk of rows on one adapter,
 // the same bits with a two-thread Threads current, and a double reference; float and half
 // factors, decode steps (one row per adapter), chunks of many rows (past the stack chunk at rank
-// 150), rows on no adapter, leading dims.
+// 150), rows on no adapter, leading dims; each call has the helpers warm the next call's factors.
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "edgeshare/runtime/core/threads.h"
@@ -167,6 +169,45 @@ TEST(LoraBgmvTest, two_threads_give_the_bits_of_one_and_of_one_product_per_chunk
     EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
     EXPECT_EQ(std::memcmp(one.data(), chunks.data(), one.size() * sizeof(float)), 0);
     expect_near_reference(c, o, two);
+  }
+}
+
+// Polls (for at most ten seconds) until `threads` has warmed at least `bytes`; returns what it had.
+size_t wait_for_warmed(const Threads& threads, size_t bytes) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  size_t warmed = threads.warmed_bytes();
+  while (warmed < bytes && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    warmed = threads.warmed_bytes();
+  }
+  return warmed;
+}
+
+// Two calls a step, as a batch program's layers make them: from the second call on, each call
+// has the helpers warm the other call's factors of its rows' slots (whole lines of each), and the
+// results keep their bits.
+TEST(LoraBgmvTest, each_call_warms_the_next_calls_factors_for_its_slots) {
+  Result<Threads> threads = Threads::create(2);
+  ASSERT_TRUE(threads.ok()) << threads.status().message();
+  const Case first{1, 8, 16, 576, 576, {0, 1, 2, 5, 5, -1, 7, 7}, true};
+  const Case second{1, 8, 16, 576, 192, {0, 1, 2, 5, 5, -1, 7, 7}, true};
+  Operands o1 = make_operands(first), o2 = make_operands(second);
+  const std::vector<float> want1 = run_operator(first, o1), want2 = run_operator(second, o2);
+  // Slots 0, 1, 2, 5 and 7: their a and b factors, in half lines rounded up to whole lines.
+  auto lines = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  const size_t first_bytes = 5 * (lines(16 * 576 * 2) + lines(576 * 16 * 2));
+  const size_t second_bytes = 5 * (lines(16 * 576 * 2) + lines(192 * 16 * 2));
+  const ThreadsScope scope(&*threads);
+  size_t want = 0;
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> got1 = run_operator(first, o1);
+    if (step > 0) want += second_bytes;
+    EXPECT_EQ(wait_for_warmed(*threads, want), want) << "step " << step;
+    const std::vector<float> got2 = run_operator(second, o2);
+    want += first_bytes;
+    EXPECT_EQ(wait_for_warmed(*threads, want), want) << "step " << step;
+    EXPECT_EQ(std::memcmp(got1.data(), want1.data(), got1.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(got2.data(), want2.data(), got2.size() * sizeof(float)), 0);
   }
 }
 
