@@ -34,9 +34,10 @@ constexpr std::chrono::microseconds kHelperSpin{100};
 constexpr std::chrono::microseconds kCallerSpinBeforeYield{40};
 // Pauses between readings of the clock while spinning.
 constexpr unsigned kSpinsPerClockRead = 16;
-// Cache lines a helper warms between looks for a job: a few hundred nanoseconds of prefetches, so
-// that a job waits no longer for it than for a helper coming out of a pause.
-constexpr size_t kWarmLinesPerLook = 8;
+// Cache lines a helper warms between looks for a job. A prefetch waits for a free fill buffer when
+// many are in flight, so a look every few lines keeps a job from waiting on the helper's reads; a
+// look is a few loads of lines this core already holds.
+constexpr size_t kWarmLinesPerLook = 2;
 constexpr size_t kLineBytes = 64;
 
 // True once `budget` has passed since `start`, read every kSpinsPerClockRead calls (`spins`
