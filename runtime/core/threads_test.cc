@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "edgeshare/runtime/core/scoped_threads.h"
+
 namespace edgeshare {
 namespace runtime {
 namespace {
@@ -125,17 +127,6 @@ TEST(ThreadsTest, a_moved_threads_keeps_its_helpers) {
   EXPECT_TRUE(EveryItemOnce(97));
 }
 
-// Polls (for at most ten seconds) until `threads` has warmed at least `bytes`; returns what it had.
-size_t WaitForWarmed(const Threads& threads, size_t bytes) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  size_t warmed = threads.warmed_bytes();
-  while (warmed < bytes && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    warmed = threads.warmed_bytes();
-  }
-  return warmed;
-}
-
 TEST(ThreadsTest, helpers_warm_each_requested_line_once_while_idle) {
   std::vector<char> data(1 << 20);
   for (size_t count : {2u, 3u}) {
@@ -150,13 +141,13 @@ TEST(ThreadsTest, helpers_warm_each_requested_line_once_while_idle) {
       want += 64 << 10;
     }
     warm_while_idle(ranges, 8);
-    EXPECT_EQ(WaitForWarmed(*threads, want), want);
+    EXPECT_EQ(wait_for_warmed(*threads, want), want);
     // Past kMaxWarmRanges a request is cut; a job in the middle of one runs every item.
     std::vector<WarmRange> many(kMaxWarmRanges + 30, WarmRange{data.data(), 64});
     warm_while_idle(many.data(), many.size());
     EXPECT_TRUE(EveryItemOnce(97));
     want += kMaxWarmRanges * 64;
-    EXPECT_EQ(WaitForWarmed(*threads, want), want);
+    EXPECT_EQ(wait_for_warmed(*threads, want), want);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_EQ(threads->warmed_bytes(), want);
   }
@@ -173,7 +164,7 @@ TEST(ThreadsTest, helpers_asleep_wake_for_a_warm_request_and_jobs_preempt_one) {
   warm_while_idle(&all, 1);
   // Jobs while the helper reads 8 MiB: each takes the helper off it and gives it back.
   for (int round = 0; round < 200; ++round) ASSERT_TRUE(EveryItemOnce(round % 97));
-  EXPECT_EQ(WaitForWarmed(*threads, data.size()), data.size());
+  EXPECT_EQ(wait_for_warmed(*threads, data.size()), data.size());
 }
 
 TEST(ThreadsTest, warming_without_helpers_does_nothing) {

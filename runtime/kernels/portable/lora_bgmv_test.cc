@@ -5,14 +5,13 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "edgeshare/runtime/core/scoped_threads.h"
 #include "edgeshare/runtime/core/threads.h"
 #include "edgeshare/runtime/kernels/half.h"
 #include "edgeshare/runtime/kernels/kernel_registry.h"
@@ -170,17 +169,6 @@ TEST(LoraBgmvTest, two_threads_give_the_bits_of_one_and_of_one_product_per_chunk
     EXPECT_EQ(std::memcmp(one.data(), chunks.data(), one.size() * sizeof(float)), 0);
     expect_near_reference(c, o, two);
   }
-}
-
-// Polls (for at most ten seconds) until `threads` has warmed at least `bytes`; returns what it had.
-size_t wait_for_warmed(const Threads& threads, size_t bytes) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  size_t warmed = threads.warmed_bytes();
-  while (warmed < bytes && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    warmed = threads.warmed_bytes();
-  }
-  return warmed;
 }
 
 // Two calls a step, as a batch program's layers make them: from the second call on, each call
