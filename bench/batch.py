@@ -91,13 +91,19 @@ def measure(
     runner, unlabelled) -> one row per runner and case. `llamacpp`: llama-batched-bench on the
     format's GGUF twin runs once per repeat too, after the cases -> a "llama.cpp N one adapter"
     row per batch size (bench/_batch_llamacpp.py). `kv_dtype`: the KV cache's element type in both
-    the batch program and the one-at-a-time program (fp32 or fp16).
+    the batch program and the one-at-a-time program (fp32 or fp16). `adapter_dtype`: how both
+    store the adapters: the batch program's tables, and the one-at-a-time program's adapter
+    weights (XnnpackPartitioner(adapter_dtype=...)), so that "x one at a time" compares like with
+    like.
     """
     runners = list(runners) if runners else [("", _runner())]
     spec = MODELS[model]
     files = save_llm(spec, os.path.join(work, "model"))
-    batch, lora = os.path.join(work, f"batch-{quantize}"), os.path.join(work, f"lora-{quantize}")
-    part = XnnpackPartitioner(quantize=None if quantize == "fp32" else quantize)
+    batch = os.path.join(work, f"batch-{quantize}")
+    # The adapter type in the name: a --work folder of an older bench kept fp32 adapter weights here.
+    lora = os.path.join(work, f"lora-{quantize}-{adapter_dtype}")
+    foundation_quantize = None if quantize == "fp32" else quantize
+    part = XnnpackPartitioner(quantize=foundation_quantize)
     first = next(iter(files.adapter_dirs))
     # A --work folder keeps its exports: a folder with its manifest (the last file written) is reused.
     if not os.path.exists(os.path.join(batch, "batch.json")):
@@ -119,7 +125,7 @@ def measure(
             {first: files.adapter_dirs[first]},
             lora,
             spec.max_seq_len,
-            part,
+            XnnpackPartitioner(quantize=foundation_quantize, adapter_dtype=adapter_dtype),
             kv_dtype=KV_DTYPES[kv_dtype],
         )
     common = [
