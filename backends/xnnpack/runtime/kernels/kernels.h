@@ -483,6 +483,10 @@ void qs8_qc4w_gemv_scalar(const void* packed, size_t k, size_t n, size_t group, 
 void qs8_qc4w_gemv_2x16_avx2(const void* packed, size_t k, size_t n, size_t group,
                              const int8_t* q, const float* x_scales, const int32_t* x_sums,
                              float* y);
+// Two tiles at a time, AVX-VNNI's dot.
+void qs8_qc4w_gemv_2x16_avxvnni(const void* packed, size_t k, size_t n, size_t group,
+                                const int8_t* q, const float* x_scales, const int32_t* x_sums,
+                                float* y);
 // Four tiles at a time (four weight streams).
 void qs8_qc4w_gemv_4x16_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
                                    const int8_t* q, const float* x_scales, const int32_t* x_sums,
@@ -499,6 +503,11 @@ void qs8_qc4w_gemm_scalar(const void* packed, size_t k, size_t n, size_t group, 
 void qs8_qc4w_gemm_8x16_avx2(const void* packed, size_t k, size_t n, size_t group, size_t rows,
                              const int8_t* q, size_t q_stride, const float* x_scales,
                              const int32_t* x_sums, float* y, size_t y_stride);
+// Eight rows by one tile at a time, AVX-VNNI's dot (the rows left over four, two, then one at a
+// time).
+void qs8_qc4w_gemm_8x16_avxvnni(const void* packed, size_t k, size_t n, size_t group, size_t rows,
+                                const int8_t* q, size_t q_stride, const float* x_scales,
+                                const int32_t* x_sums, float* y, size_t y_stride);
 // Four rows by two tiles at a time.
 void qs8_qc4w_gemm_4x32_avx512vnni(const void* packed, size_t k, size_t n, size_t group,
                                    size_t rows, const int8_t* q, size_t q_stride,

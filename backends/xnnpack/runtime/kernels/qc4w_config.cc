@@ -47,6 +47,7 @@ const KernelSets<QC4Kernels>& qc4_kernel_sets() {
           {{&qs8_qc4w_gemv_scalar, &qs8_qc4w_gemm_scalar}, Isa::kScalar},
 #if defined(__x86_64__)
           {{&qs8_qc4w_gemv_2x16_avx2, &qs8_qc4w_gemm_8x16_avx2}, Isa::kAvx2},
+          {{&qs8_qc4w_gemv_2x16_avxvnni, &qs8_qc4w_gemm_8x16_avxvnni}, Isa::kAvxVnni},
           {{&qs8_qc4w_gemv_4x16_avx512vnni, &qs8_qc4w_gemm_8x32_avx512vnni}, Isa::kAvx512Vnni},
 #elif defined(__aarch64__)
           {{&qs8_qc4w_gemv_1x16_neon, &qs8_qc4w_gemm_2x16_neon}, Isa::kNeon},

@@ -350,6 +350,112 @@ struct QC4Avx2 {
 };
 #endif
 
+#if defined(__AVXVNNI__) && defined(__FMA__) && defined(__F16C__)
+// AVX2's block with AVX-VNNI's dot: each 8-input step's low and high nibbles go straight into
+// int32 accumulators (VPDPBUSD: nibbles unsigned, activations signed), no 16-bit sums between.
+struct QC4AvxVnni {
+  template <int R, int T>
+  static void block(const QC4Args& a) {
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    // [t][h]: tile t's channels 8h..8h+7.
+    __m256 facc[R][T][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) facc[r][t][0] = facc[r][t][1] = _mm256_setzero_ps();
+    }
+    // One loop over the activation blocks (a group is one or more), so that the four 8-input
+    // steps of a block unroll whole.
+    const size_t per_group = a.group / kActBlock;
+    size_t g = 0, in_group = 0;
+    for (size_t b = 0; b < a.blocks; ++b) {
+      const size_t at = qc4_blocks_offset(g, a.group) +
+                        in_group * (kActBlock / kQC4KBlock) * kQC4BlockBytes;
+      const size_t scales_at = qc4_scales_offset(g, a.group);
+      if (in_group == 0) prefetch_scales<T>(a, g, scales_at);
+      {
+        // Each dot starts from -8 * the block's activation sum, which the + 8 of the nibbles adds.
+        __m256i acc[R][T][2];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m256i start = _mm256_set1_epi32(-8 * a.x_sums[r * a.blocks + b]);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = start;
+        }
+#pragma GCC unroll 4
+        for (size_t i = 0; i < kActBlock; i += kQC4KBlock) {
+          __m256i lo[T][2], hi[T][2];
+          const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
+          const size_t wrap = wrap_at(a, offset);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
+            if (a.prefetch) prefetch_wrapped(p, wrap);
+#pragma GCC unroll 16
+            for (int h = 0; h < 2; ++h) {
+              const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
+              lo[t][h] = _mm256_and_si256(v, mask);
+              hi[t][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+            }
+          }
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            const int8_t* x = a.q + r * a.q_stride + b * kActBlock + i;
+            const __m256i xl = _mm256_set1_epi32(load4(x));
+            const __m256i xh = _mm256_set1_epi32(load4(x + 4));
+#pragma GCC unroll 16
+            for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
+              for (int h = 0; h < 2; ++h) {
+                acc[r][t][h] = _mm256_dpbusd_avx_epi32(acc[r][t][h], lo[t][h], xl);
+                acc[r][t][h] = _mm256_dpbusd_avx_epi32(acc[r][t][h], hi[t][h], xh);
+              }
+            }
+          }
+        }
+        __m256 scale[T][2];
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const uint8_t* s = a.tile0 + t * a.tile_bytes + scales_at;
+#pragma GCC unroll 16
+          for (int h = 0; h < 2; ++h) {
+            scale[t][h] =
+                _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
+          }
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m256 xs = _mm256_set1_ps(a.x_scales[r * a.blocks + b]);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
+            for (int h = 0; h < 2; ++h) {
+              facc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]),
+                                              _mm256_mul_ps(xs, scale[t][h]), facc[r][t][h]);
+            }
+          }
+        }
+      }
+      if (++in_group == per_group) {
+        in_group = 0;
+        ++g;
+      }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const float* bias = reinterpret_cast<const float*>(a.tile0 + t * a.tile_bytes);
+      const size_t count = t + 1 == T ? a.last_count : kQC4Tile;
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        store_tile16(a.y + r * a.y_stride + t * kQC4Tile,
+                     _mm256_add_ps(facc[r][t][0], _mm256_loadu_ps(bias)),
+                     _mm256_add_ps(facc[r][t][1], _mm256_loadu_ps(bias + 8)), count);
+      }
+    }
+  }
+};
+#endif
+
 }  // namespace
 }  // namespace kernels
 }  // namespace xnnpack

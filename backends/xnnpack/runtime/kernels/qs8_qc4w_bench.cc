@@ -265,10 +265,9 @@ void add_batch_cases(const std::string& name, QS8QC4WGemmFn gemm, Operands* o,
                     {}});
 }
 
-// The int4 cases of one instruction set: GEMV hot (none for AVX-VNNI, whose int4 set is AVX2's);
-// GEMV streamed whole and in slabs and GEMM at 8 and 64 rows (none for scalar either).
+// The int4 cases of one instruction set: GEMV hot; GEMV streamed whole and in slabs and GEMM at 8
+// and 64 rows (none for scalar).
 void add_qc4_cases(Isa isa, Operands* o, std::vector<Case>* cases) {
-  if (isa == Isa::kAvxVnni) return;
   const QC4Kernels set = qc4_kernel_sets().up_to(isa).kernels;
   const std::string name = to_string(qc4_kernel_sets().up_to(isa).isa);
   const double weights = static_cast<double>(o->n) * o->k;

@@ -109,8 +109,8 @@ std::vector<float> naive(const Weight& w, const Rows& x, size_t rows) {
 
 std::vector<Isa> runnable_paths() {
   std::vector<Isa> paths;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512f, Isa::kAvx512Vnni, Isa::kNeon,
-                  Isa::kNeonDot, Isa::kNeonI8mm}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512f, Isa::kAvx512Vnni,
+                  Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm}) {
     if (cpu_runs(isa)) paths.push_back(isa);
   }
   return paths;
@@ -251,7 +251,13 @@ TEST(QS8QC4W, LesserPathsAreForcedAndTheProcessSetPassesItsProbe) {
   EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kScalar).kernels.gemv, &qs8_qc4w_gemv_scalar);
 #if defined(__x86_64__)
   if (cpu_runs(Isa::kAvx2)) {
-    EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx512f).kernels.gemv, &qs8_qc4w_gemv_2x16_avx2);
+    EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx2).kernels.gemv, &qs8_qc4w_gemv_2x16_avx2);
+    // AVX-512 F without VNNI has no int4 set of its own: the best lesser one runs.
+    EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx512f).kernels.gemv,
+              cpu_runs(Isa::kAvxVnni) ? &qs8_qc4w_gemv_2x16_avxvnni : &qs8_qc4w_gemv_2x16_avx2);
+  }
+  if (cpu_runs(Isa::kAvxVnni)) {
+    EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvxVnni).kernels.gemm, &qs8_qc4w_gemm_8x16_avxvnni);
   }
   if (cpu_runs(Isa::kAvx512Vnni)) {
     EXPECT_EQ(qc4_kernel_sets().up_to(Isa::kAvx512Vnni).kernels.gemm,
