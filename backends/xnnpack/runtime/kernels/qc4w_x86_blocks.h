@@ -130,6 +130,29 @@ inline void qc4w_run(const void* packed, size_t k, size_t n, size_t group, size_
   for (; r < rows; ++r) run_rows(std::integral_constant<int, 1>());
 }
 
+// The 256-bit GEMMs: eight rows by one tile, the rows left over four, two, then one at a time. A
+// pass unpacks each 8-input step's nibbles once for all of its rows, so more rows a pass means
+// fewer unpacks and fewer passes over the slab; at eight rows the block spills its float sums to
+// the stack and is still the fastest (docs/kernels.md). Every pass prefetches: the first streams
+// the slab from memory as a GEMV does, and the later ones find it in L2, where a prefetch costs
+// little.
+template <class K>
+inline void qc4w_gemm_8x16(const void* packed, size_t k, size_t n, size_t group, size_t rows,
+                           const int8_t* q, size_t q_stride, const float* x_scales,
+                           const int32_t* x_sums, float* y, size_t y_stride) {
+  const size_t eights = rows / 8 * 8;
+  if (eights > 0) {
+    qc4w_run<K, 8, 1>(packed, k, n, group, eights, q, q_stride, x_scales, x_sums, y, y_stride,
+                      /*prefetch=*/true);
+  }
+  if (rows > eights) {
+    const size_t blocks = k / kActBlock;
+    qc4w_run<K, 4, 1>(packed, k, n, group, rows - eights, q + eights * q_stride, q_stride,
+                      x_scales + eights * blocks, x_sums + eights * blocks, y + eights * y_stride,
+                      y_stride, /*prefetch=*/true);
+  }
+}
+
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 struct QC4Avx512Vnni {
   template <int R, int T>
@@ -240,11 +263,16 @@ struct QC4Avx512Vnni {
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-struct QC4Avx2 {
+// The 256-bit blocks: Dot says how an 8-input step's nibbles meet the activations and how a
+// block's dot comes out as the exact int32 sum(q * w):
+//   begin(sum) -> the block's accumulator; step(acc, lo, hi, xl, xh) -> acc with the step's
+//   low nibbles against xl and high nibbles against xh; end(acc, sum) -> the block's int32 dots.
+// Each dot comes out from -8 * the block's activation sum, which the + 8 of the nibbles adds.
+template <class Dot>
+struct QC4Block256 {
   template <int R, int T>
   static void block(const QC4Args& a) {
     const __m256i mask = _mm256_set1_epi8(0x0F);
-    const __m256i ones = _mm256_set1_epi16(1);
     // [t][h]: tile t's channels 8h..8h+7.
     __m256 facc[R][T][2];
 #pragma GCC unroll 16
@@ -272,14 +300,12 @@ struct QC4Avx2 {
         }
       }
       {
-        // A block's pair sums add up in 16 bits: each is at most 2 * 15 * 128 in magnitude, so the
-        // eight a 32-input block gives each lane (30720) fit, and the one widening VPMADDWD a block
-        // gives the same exact int32 as one per 8-input step.
         __m256i acc[R][T][2];
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
+          const __m256i begin = Dot::begin(a.x_sums[r * a.blocks + b]);
 #pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_si256();
+          for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = begin;
         }
 #pragma GCC unroll 4
         for (size_t i = 0; i < kActBlock; i += kQC4KBlock) {
@@ -306,24 +332,20 @@ struct QC4Avx2 {
             for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 16
               for (int h = 0; h < 2; ++h) {
-                acc[r][t][h] = _mm256_add_epi16(
-                    acc[r][t][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[t][h], xl),
-                                                   _mm256_maddubs_epi16(hi[t][h], xh)));
+                acc[r][t][h] = Dot::step(acc[r][t][h], lo[t][h], hi[t][h], xl, xh);
               }
             }
           }
         }
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
+          const int32_t sum = a.x_sums[r * a.blocks + b];
           const __m256 xs = _mm256_set1_ps(a.x_scales[r * a.blocks + b]);
-          // Each dot starts from -8 * the block's activation sum, which the + 8 of the nibbles
-          // adds.
-          const __m256i start = _mm256_set1_epi32(-8 * a.x_sums[r * a.blocks + b]);
 #pragma GCC unroll 16
           for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 16
             for (int h = 0; h < 2; ++h) {
-              const __m256i dot = _mm256_add_epi32(start, _mm256_madd_epi16(acc[r][t][h], ones));
+              const __m256i dot = Dot::end(acc[r][t][h], sum);
               facc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
                                               _mm256_mul_ps(xs, scale[t][h]), facc[r][t][h]);
             }
@@ -348,112 +370,35 @@ struct QC4Avx2 {
     }
   }
 };
-#endif
 
-#if defined(__AVXVNNI__) && defined(__FMA__) && defined(__F16C__)
-// AVX2's block with AVX-VNNI's dot: each 8-input step's low and high nibbles go straight into
-// int32 accumulators (VPDPBUSD: nibbles unsigned, activations signed), no 16-bit sums between.
-struct QC4AvxVnni {
-  template <int R, int T>
-  static void block(const QC4Args& a) {
-    const __m256i mask = _mm256_set1_epi8(0x0F);
-    // [t][h]: tile t's channels 8h..8h+7.
-    __m256 facc[R][T][2];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) facc[r][t][0] = facc[r][t][1] = _mm256_setzero_ps();
-    }
-    // One loop over the activation blocks (a group is one or more), so that the four 8-input
-    // steps of a block unroll whole.
-    const size_t per_group = a.group / kActBlock;
-    size_t g = 0, in_group = 0;
-    for (size_t b = 0; b < a.blocks; ++b) {
-      const size_t at = qc4_blocks_offset(g, a.group) +
-                        in_group * (kActBlock / kQC4KBlock) * kQC4BlockBytes;
-      const size_t scales_at = qc4_scales_offset(g, a.group);
-      if (in_group == 0) prefetch_scales<T>(a, g, scales_at);
-      {
-        // Each dot starts from -8 * the block's activation sum, which the + 8 of the nibbles adds.
-        __m256i acc[R][T][2];
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const __m256i start = _mm256_set1_epi32(-8 * a.x_sums[r * a.blocks + b]);
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = start;
-        }
-#pragma GCC unroll 4
-        for (size_t i = 0; i < kActBlock; i += kQC4KBlock) {
-          __m256i lo[T][2], hi[T][2];
-          const size_t offset = at + i / kQC4KBlock * kQC4BlockBytes;
-          const size_t wrap = wrap_at(a, offset);
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) {
-            const uint8_t* p = a.tile0 + t * a.tile_bytes + offset;
-            if (a.prefetch) prefetch_wrapped(p, wrap);
-#pragma GCC unroll 16
-            for (int h = 0; h < 2; ++h) {
-              const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
-              lo[t][h] = _mm256_and_si256(v, mask);
-              hi[t][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-            }
-          }
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            const int8_t* x = a.q + r * a.q_stride + b * kActBlock + i;
-            const __m256i xl = _mm256_set1_epi32(load4(x));
-            const __m256i xh = _mm256_set1_epi32(load4(x + 4));
-#pragma GCC unroll 16
-            for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 16
-              for (int h = 0; h < 2; ++h) {
-                acc[r][t][h] = _mm256_dpbusd_avx_epi32(acc[r][t][h], lo[t][h], xl);
-                acc[r][t][h] = _mm256_dpbusd_avx_epi32(acc[r][t][h], hi[t][h], xh);
-              }
-            }
-          }
-        }
-        __m256 scale[T][2];
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const uint8_t* s = a.tile0 + t * a.tile_bytes + scales_at;
-#pragma GCC unroll 16
-          for (int h = 0; h < 2; ++h) {
-            scale[t][h] =
-                _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * h)));
-          }
-        }
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const __m256 xs = _mm256_set1_ps(a.x_scales[r * a.blocks + b]);
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 16
-            for (int h = 0; h < 2; ++h) {
-              facc[r][t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t][h]),
-                                              _mm256_mul_ps(xs, scale[t][h]), facc[r][t][h]);
-            }
-          }
-        }
-      }
-      if (++in_group == per_group) {
-        in_group = 0;
-        ++g;
-      }
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const float* bias = reinterpret_cast<const float*>(a.tile0 + t * a.tile_bytes);
-      const size_t count = t + 1 == T ? a.last_count : kQC4Tile;
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        store_tile16(a.y + r * a.y_stride + t * kQC4Tile,
-                     _mm256_add_ps(facc[r][t][0], _mm256_loadu_ps(bias)),
-                     _mm256_add_ps(facc[r][t][1], _mm256_loadu_ps(bias + 8)), count);
-      }
-    }
+// AVX2: VPMADDUBSW's pair sums add up in 16 bits through the block (each is at most
+// 2 * 15 * 128 in magnitude, so the eight a 32-input block gives each lane, 30720, fit), and one
+// widening VPMADDWD a block gives the same exact int32 as one per 8-input step.
+struct QC4Avx2Dot {
+  static __m256i begin(int32_t) { return _mm256_setzero_si256(); }
+  static __m256i step(__m256i acc, __m256i lo, __m256i hi, __m256i xl, __m256i xh) {
+    return _mm256_add_epi16(
+        acc, _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)));
+  }
+  static __m256i end(__m256i acc, int32_t sum) {
+    return _mm256_add_epi32(_mm256_set1_epi32(-8 * sum),
+                            _mm256_madd_epi16(acc, _mm256_set1_epi16(1)));
   }
 };
+using QC4Avx2 = QC4Block256<QC4Avx2Dot>;
+
+#if defined(__AVXVNNI__)
+// AVX-VNNI: VPDPBUSD (nibbles unsigned, activations signed) takes each step straight into the
+// int32 sums, which start from -8 * the block's activation sum.
+struct QC4AvxVnniDot {
+  static __m256i begin(int32_t sum) { return _mm256_set1_epi32(-8 * sum); }
+  static __m256i step(__m256i acc, __m256i lo, __m256i hi, __m256i xl, __m256i xh) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, lo, xl), hi, xh);
+  }
+  static __m256i end(__m256i acc, int32_t) { return acc; }
+};
+using QC4AvxVnni = QC4Block256<QC4AvxVnniDot>;
+#endif
 #endif
 
 }  // namespace
