@@ -136,9 +136,10 @@ TEST(ThreadsTest, helpers_warm_each_requested_line_once_while_idle) {
     // Eight ranges, one of a part line: each is read by one helper, a line at a time.
     WarmRange ranges[8];
     size_t want = 0;
+    constexpr size_t kRangeBytes = size_t{64} << 10;
     for (size_t i = 0; i < 8; ++i) {
-      ranges[i] = {data.data() + i * (64 << 10), (64 << 10) - (i == 3 ? 10 : 0)};
-      want += 64 << 10;
+      ranges[i] = {data.data() + i * kRangeBytes, kRangeBytes - (i == 3 ? 10 : 0)};
+      want += kRangeBytes;
     }
     warm_while_idle(ranges, 8);
     EXPECT_EQ(wait_for_warmed(*threads, want), want);
