@@ -10,6 +10,7 @@
 #include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/qs8_fully_connected.h"
 #include "edgeshare/backends/xnnpack/runtime/kernels/kernels.h"
+#include "edgeshare/backends/xnnpack/runtime/kernels/qs8_qc8w_vnni256_evex.h"
 
 namespace edgeshare {
 namespace xnnpack {
@@ -238,6 +239,19 @@ TEST(QS8QC4W, EveryPathTheCpuRunsGivesTheReferenceBits) {
                                             w.k, x.scales.data(), x.sums.data(), got.data(), n);
               EXPECT_TRUE(bitwise_equal(got, want))
                   << "gemm 4x32 group " << group << " n " << n << " k " << k << " rows " << rows;
+              // The AVX-VNNI block in AVX-512 VL's encoding: the AVX-VNNI set's arithmetic, also
+              // where AVX-VNNI itself is missing.
+              std::vector<float> evex(rows * n, -1.0f);
+              qs8_qc4w_gemm_8x16_vnni256_evex(w.packed.data(), w.k, n, group, rows, x.q.data(),
+                                              w.k, x.scales.data(), x.sums.data(), evex.data(), n);
+              EXPECT_TRUE(bitwise_equal(evex, want))
+                  << "gemm vnni256 evex group " << group << " n " << n << " k " << k << " rows "
+                  << rows;
+              std::vector<float> one(n, -1.0f);
+              qs8_qc4w_gemv_2x16_vnni256_evex(w.packed.data(), w.k, n, group, x.q.data(),
+                                              x.scales.data(), x.sums.data(), one.data());
+              EXPECT_TRUE(bitwise_equal(one, std::vector<float>(want.begin(), want.begin() + n)))
+                  << "gemv vnni256 evex group " << group << " n " << n << " k " << k;
             }
 #endif
           }
