@@ -389,20 +389,12 @@ using QC4Avx2 = QC4Block256<QC4Avx2Dot>;
 
 #if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
 // AVX-VNNI: VPDPBUSD (nibbles unsigned, activations signed) takes each step straight into the
-// int32 sums, which start from -8 * the block's activation sum. The instruction is AVX-VNNI's VEX
-// form where the file enables AVX-VNNI, else AVX-512 VL's EVEX form with the same result, so
-// tests also run this block on AVX-512 VNNI CPUs without AVX-VNNI (qs8_qc8w_vnni256_evex.h).
+// int32 sums, which start from -8 * the block's activation sum (dpbusd_256: also in AVX-512 VL's
+// encoding, for the tests' twin, qs8_qc8w_vnni256_evex.h).
 struct QC4AvxVnniDot {
-  static __m256i dot(__m256i acc, __m256i w, __m256i x) {
-#if defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(acc, w, x);
-#else
-    return _mm256_dpbusd_epi32(acc, w, x);
-#endif
-  }
   static __m256i begin(int32_t sum) { return _mm256_set1_epi32(-8 * sum); }
   static __m256i step(__m256i acc, __m256i lo, __m256i hi, __m256i xl, __m256i xh) {
-    return dot(dot(acc, lo, xl), hi, xh);
+    return dpbusd_256(dpbusd_256(acc, lo, xl), hi, xh);
   }
   static __m256i end(__m256i acc, int32_t) { return acc; }
 };

@@ -407,22 +407,15 @@ struct Avx2Dot {
 #if defined(__AVX2__) && defined(__FMA__) && \
     (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
 // VNNI on 256-bit vectors, as the AVX-512 VNNI block: the stored w + 128 against q, each block
-// from -128 x its activation sum. VPDPBUSD is AVX-VNNI's VEX form where the file enables
-// AVX-VNNI, else AVX-512 VL's EVEX form of the same instruction, with the same result, so these
-// blocks also run (and are tested) on AVX-512 VNNI CPUs without AVX-VNNI.
+// from -128 x its activation sum (dpbusd_256: AVX-VNNI's form, or AVX-512 VL's where the file
+// has no AVX-VNNI, so these blocks also run, and are tested, on AVX-512 VNNI CPUs without it).
 struct Vnni256Dot {
   using Activations = __m256i;
   static __m256i weights(__m256i stored) { return stored; }
   static constexpr bool kMagnitudes = false;
   static __m256i start(int32_t sum) { return _mm256_set1_epi32(-128 * sum); }
   static Activations activations(int32_t four, int32_t) { return _mm256_set1_epi32(four); }
-  static __m256i accumulate(__m256i acc, Activations x, __m256i w) {
-#if defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(acc, w, x);
-#else
-    return _mm256_dpbusd_epi32(acc, w, x);
-#endif
-  }
+  static __m256i accumulate(__m256i acc, Activations x, __m256i w) { return dpbusd_256(acc, w, x); }
 };
 #endif
 

@@ -71,6 +71,20 @@ inline void store_tile16(float* y, __m256 lo, __m256 hi, size_t count) {
 }
 #endif
 
+#if defined(__AVX2__) && \
+    (defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
+// VPDPBUSD on 256-bit vectors (acc + the 4-byte dots of unsigned w and signed x): AVX-VNNI's VEX
+// form where the file enables AVX-VNNI, else AVX-512 VL's EVEX form, whose result is the same, so
+// the AVX-VNNI blocks also run (and are tested) on AVX-512 VNNI CPUs without AVX-VNNI.
+__attribute__((always_inline)) inline __m256i dpbusd_256(__m256i acc, __m256i w, __m256i x) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, w, x);
+#else
+  return _mm256_dpbusd_epi32(acc, w, x);
+#endif
+}
+#endif
+
 #ifdef __AVX512F__
 // XNNPACK's clamp, min(max(v, lo), hi), as the zero-masking forms with every lane set: the same
 // instructions and results, but GCC 12's plain _mm512_min_ps / _mm512_max_ps pass
