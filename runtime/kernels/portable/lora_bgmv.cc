@@ -306,9 +306,7 @@ Status run_lora(Args args, bool quantized) {
     }
   }
   flush();
-  const size_t element = type == ScalarType::Float  ? sizeof(float)
-                         : type == ScalarType::Char ? sizeof(int8_t)
-                                                    : sizeof(uint16_t);
+  const size_t element = element_size(type);
   warm_next_calls(
       CallFactors{job.a, job.b, rank * in * element, out_channels * rank * element}, slot, rows);
   return Status();
