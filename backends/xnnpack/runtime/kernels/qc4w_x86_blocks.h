@@ -41,12 +41,6 @@ struct QC4Args {
   size_t prefetch_wrap;
 };
 
-// prefetch_ahead of `p` moved on by `wrap` bytes (QC4Args::prefetch_wrap), the address formed as
-// an integer as prefetch_ahead's own.
-__attribute__((always_inline)) inline void prefetch_wrapped(const uint8_t* p, size_t wrap) {
-  prefetch_ahead(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + wrap));
-}
-
 // The QC4Args::prefetch_wrap a prefetch of the line at `offset` within a tile takes.
 inline size_t wrap_at(const QC4Args& a, size_t offset) {
   return offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;

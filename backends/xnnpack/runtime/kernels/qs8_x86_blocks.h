@@ -42,7 +42,16 @@ struct QS8Args {
   const int32_t* x_sums;
   float* y;
   size_t y_stride, last_count;
+  // Added to a prefetch address that runs past the end of its tile, so that it lands in the tile
+  // this one's stream reads next (kTiles tiles on; x86_common.h's prefetch_wrapped): 0 when no
+  // chunk of as many tiles follows.
+  size_t prefetch_wrap;
 };
+
+// The QS8Args::prefetch_wrap that a prefetch ahead of the line `offset` bytes into a tile takes.
+inline size_t qs8_wrap_at(const QS8Args& a, size_t offset) {
+  return offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
+}
 
 // kRows rows by kTiles tiles.
 using QS8BlockFn = void (*)(const QS8Args& a);
@@ -106,7 +115,8 @@ inline void qs8_run_blocks(const QS8BlockFn (&blocks)[kMaxRows][kMaxTiles], cons
                          x_sums + r * nb,
                          y + r * y_stride + t * kQC8Tile,
                          y_stride,
-                         t + block_tiles == tiles ? last_count : kQC8Tile};
+                         t + block_tiles == tiles ? last_count : kQC8Tile,
+                         t + 2 * kMaxTiles <= tiles ? (kMaxTiles - 1) * tile_bytes : 0};
       blocks[block_rows - 1][block_tiles - 1](args);
     }
   }
@@ -158,9 +168,11 @@ void qs8_block_avx512vnni(const QS8Args& a) {
 #pragma GCC unroll 8
     for (int g = 0; g < kQS8GroupsPerBlock; ++g) {
       __m512i wv[kTiles];
+      const size_t offset = static_cast<size_t>(p - a.w) + g * qs8_group_stride<kScales>();
+      const size_t wrap = kPrefetch ? qs8_wrap_at(a, offset) : 0;
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        if (kPrefetch) prefetch_ahead(p + t * a.tile_bytes + g * qs8_group_stride<kScales>());
+        if (kPrefetch) prefetch_wrapped(a.w + t * a.tile_bytes + offset, wrap);
         wv[t] = qs8_group_512<kScales>(p + t * a.tile_bytes, g);
       }
 #pragma GCC unroll 8
@@ -272,9 +284,11 @@ void qs8_block_256(const QS8Args& a) {
 #pragma GCC unroll 2
     for (int g = 0; g < kQS8GroupsPerBlock; ++g) {
       __m256i wv[kTiles][2];
+      const size_t offset = static_cast<size_t>(p - a.w) + g * qs8_group_stride<kScales>();
+      const size_t wrap = kPrefetch ? qs8_wrap_at(a, offset) : 0;
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        if (kPrefetch) prefetch_ahead(p + t * a.tile_bytes + g * qs8_group_stride<kScales>());
+        if (kPrefetch) prefetch_wrapped(a.w + t * a.tile_bytes + offset, wrap);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           wv[t][h] = Dot::weights(qs8_group_256<kScales>(p + t * a.tile_bytes, g, h));

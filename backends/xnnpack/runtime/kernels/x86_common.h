@@ -30,6 +30,14 @@ __attribute__((always_inline)) inline void prefetch_ahead(const void* p) {
   _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
 }
 
+// prefetch_ahead of `p` moved on by `wrap` bytes. Kernels that read several tiles side by side (a
+// stream each) pass a tile's stream, near its end, the distance to the tile that stream reads next:
+// kGemvPrefetchBytes past a tile's last lines is otherwise the start of its neighbour, which the
+// neighbour's own stream is already reading.
+__attribute__((always_inline)) inline void prefetch_wrapped(const void* p, size_t wrap) {
+  prefetch_ahead(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + wrap));
+}
+
 // kTiles tiles side by side (`tile` floats apart) over inputs [0, k), writing kTiles * kF32Tile
 // outputs of which the last tile's first `last_count` only.
 using F32TilesFn = void (*)(const float* w, size_t tile, size_t k, const float* x, float* y,
