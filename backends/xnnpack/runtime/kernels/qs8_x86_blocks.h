@@ -48,9 +48,19 @@ struct QS8Args {
   size_t prefetch_wrap;
 };
 
-// The QS8Args::prefetch_wrap that a prefetch ahead of the line `offset` bytes into a tile takes.
-inline size_t qs8_wrap_at(const QS8Args& a, size_t offset) {
-  return offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
+// Asks for the line kGemvPrefetchBytes ahead of `line` (`offset` bytes into its tile) for a block
+// of kTiles tiles, moved on by QS8Args::prefetch_wrap when that runs past the tile's end. A block
+// of one tile never has a wrap (qs8_run_blocks gives one only to a chunk of two or more tiles
+// followed by another as wide) and takes the plain prefetch: the offset's arithmetic per group made
+// the register-starved 256-bit one-tile blocks (the AVX2 and AVX-VNNI GEMMs) spill.
+template <int kTiles>
+__attribute__((always_inline)) inline void qs8_prefetch(const QS8Args& a, const uint8_t* line,
+                                                        size_t offset) {
+  if constexpr (kTiles == 1) {
+    prefetch_ahead(line);
+  } else {
+    prefetch_wrapped(line, offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0);
+  }
 }
 
 // kRows rows by kTiles tiles.
@@ -168,11 +178,12 @@ void qs8_block_avx512vnni(const QS8Args& a) {
 #pragma GCC unroll 8
     for (int g = 0; g < kQS8GroupsPerBlock; ++g) {
       __m512i wv[kTiles];
-      const size_t offset = static_cast<size_t>(p - a.w) + g * qs8_group_stride<kScales>();
-      const size_t wrap = kPrefetch ? qs8_wrap_at(a, offset) : 0;
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        if (kPrefetch) prefetch_wrapped(a.w + t * a.tile_bytes + offset, wrap);
+        if (kPrefetch) {
+          const size_t offset = static_cast<size_t>(p - a.w) + g * qs8_group_stride<kScales>();
+          qs8_prefetch<kTiles>(a, a.w + t * a.tile_bytes + offset, offset);
+        }
         wv[t] = qs8_group_512<kScales>(p + t * a.tile_bytes, g);
       }
 #pragma GCC unroll 8
@@ -284,11 +295,12 @@ void qs8_block_256(const QS8Args& a) {
 #pragma GCC unroll 2
     for (int g = 0; g < kQS8GroupsPerBlock; ++g) {
       __m256i wv[kTiles][2];
-      const size_t offset = static_cast<size_t>(p - a.w) + g * qs8_group_stride<kScales>();
-      const size_t wrap = kPrefetch ? qs8_wrap_at(a, offset) : 0;
 #pragma GCC unroll 8
       for (int t = 0; t < kTiles; ++t) {
-        if (kPrefetch) prefetch_wrapped(a.w + t * a.tile_bytes + offset, wrap);
+        if (kPrefetch) {
+          const size_t offset = static_cast<size_t>(p - a.w) + g * qs8_group_stride<kScales>();
+          qs8_prefetch<kTiles>(a, a.w + t * a.tile_bytes + offset, offset);
+        }
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           wv[t][h] = Dot::weights(qs8_group_256<kScales>(p + t * a.tile_bytes, g, h));
