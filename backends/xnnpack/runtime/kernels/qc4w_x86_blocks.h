@@ -43,7 +43,7 @@ struct QC4Args {
 
 // The QC4Args::prefetch_wrap a prefetch of the line at `offset` within a tile takes.
 inline size_t wrap_at(const QC4Args& a, size_t offset) {
-  return offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0;
+  return wrap_past_tile(offset, a.tile_bytes, a.prefetch_wrap);
 }
 
 // At the first group of a pair, asks for the pair's line of scales in each of T tiles.

@@ -59,7 +59,7 @@ __attribute__((always_inline)) inline void qs8_prefetch(const QS8Args& a, const 
   if constexpr (kTiles == 1) {
     prefetch_ahead(line);
   } else {
-    prefetch_wrapped(line, offset + kGemvPrefetchBytes >= a.tile_bytes ? a.prefetch_wrap : 0);
+    prefetch_wrapped(line, wrap_past_tile(offset, a.tile_bytes, a.prefetch_wrap));
   }
 }
 

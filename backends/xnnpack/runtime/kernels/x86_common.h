@@ -38,6 +38,13 @@ __attribute__((always_inline)) inline void prefetch_wrapped(const void* p, size_
   prefetch_ahead(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + wrap));
 }
 
+// The wrap prefetch_wrapped takes for the line `offset` bytes into a tile of `tile_bytes`: `wrap`
+// once kGemvPrefetchBytes ahead runs past the tile's end, 0 before.
+__attribute__((always_inline)) inline size_t wrap_past_tile(size_t offset, size_t tile_bytes,
+                                                            size_t wrap) {
+  return offset + kGemvPrefetchBytes >= tile_bytes ? wrap : 0;
+}
+
 // kTiles tiles side by side (`tile` floats apart) over inputs [0, k), writing kTiles * kF32Tile
 // outputs of which the last tile's first `last_count` only.
 using F32TilesFn = void (*)(const float* w, size_t tile, size_t k, const float* x, float* y,
