@@ -47,6 +47,7 @@ struct Reshaper {
   void operator()(UnpackedFullyConnectedStep& s) const {
     s.batch = current_numel(g, s.in) / s.in_channels;
   }
+  void operator()(RmsNormStep& s) const { s.rows = current_numel(g, s.in) / s.channels; }
 };
 
 Status check_rank(const ValueInfo& v, const Tensor& t, const char* what, size_t index) {

@@ -42,6 +42,7 @@ Status GraphCompiler::compile(GraphValues values) {
   place_inline_constants();
   mark_read_directly();
   mark_last_reads();
+  find_rms_norms();
   Status compiled;
   for (uint32_t n = 0; n < graph_.nodes()->size() && compiled.ok(); ++n) {
     current_node_ = n;
@@ -103,6 +104,110 @@ void GraphCompiler::mark_last_reads() {
   }
 }
 
+// The six nodes, in this order and next to each other, of x * rsqrt(mean(x^2, -1) + eps) * w as
+// torch exports an RMS norm (each product's operands in either order): one step over the rows
+// instead of six operators, which at a few rows of a decode step cost more in their calls and
+// their passes over the intermediates than in their arithmetic. Only where nothing else reads the
+// five intermediates, no node clamps, eps is an inline scalar and w a float vector as long as x's
+// last dim; anything else compiles node by node.
+void GraphCompiler::find_rms_norms() {
+  const auto& nodes = *graph_.nodes();
+  norm_role_.assign(nodes.size(), NormRole::kNone);
+  norm_index_.assign(nodes.size(), 0);
+  const size_t num_values = out_->values.size();
+  std::vector<uint32_t> readers(num_values, 0);
+  for (const fb::Node* node : nodes) {
+    if (node->inputs() == nullptr) continue;
+    for (uint32_t id : *node->inputs()) {
+      if (id < num_values) ++readers[id];
+    }
+  }
+  std::vector<bool> is_output(num_values, false);
+  for (uint32_t id : out_->outputs) {
+    if (id < num_values) is_output[id] = true;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  // The node's inputs when it is `op` with `count` in-range inputs, one in-range output and no
+  // clamp; else null.
+  auto node_of = [&](uint32_t n, fb::OpKind op, uint32_t count) -> const fb::Node* {
+    const fb::Node* node = nodes.Get(n);
+    if (node->op() != op || node->inputs() == nullptr || node->inputs()->size() != count ||
+        node->outputs() == nullptr || node->outputs()->size() != 1 ||
+        node->outputs()->Get(0) >= num_values || node->output_min() != -inf ||
+        node->output_max() != inf) {
+      return nullptr;
+    }
+    for (uint32_t id : *node->inputs()) {
+      if (id >= num_values) return nullptr;
+    }
+    return node;
+  };
+  auto out_of = [](const fb::Node* node) { return node->outputs()->Get(0); };
+  // The operand of a two-input node other than `known`, or num_values when neither is `known`.
+  auto other = [&](const fb::Node* node, uint32_t known) -> uint32_t {
+    const uint32_t a = node->inputs()->Get(0), b = node->inputs()->Get(1);
+    return a == known ? b : b == known ? a : static_cast<uint32_t>(num_values);
+  };
+  auto private_intermediate = [&](uint32_t id) {
+    return readers[id] == 1 && !is_output[id] && value(id).kind == fb::ValueKind_INTERMEDIATE;
+  };
+  for (uint32_t n = 0; n + 6 <= nodes.size(); ++n) {
+    const fb::Node* square = node_of(n, fb::OpKind_SQUARE, 1);
+    const fb::Node* mean = node_of(n + 1, fb::OpKind_MEAN_LAST_DIM, 1);
+    const fb::Node* add = node_of(n + 2, fb::OpKind_ADD, 2);
+    const fb::Node* rsqrt = node_of(n + 3, fb::OpKind_RSQRT, 1);
+    const fb::Node* scale = node_of(n + 4, fb::OpKind_MULTIPLY, 2);
+    const fb::Node* times_w = node_of(n + 5, fb::OpKind_MULTIPLY, 2);
+    if (!square || !mean || !add || !rsqrt || !scale || !times_w) continue;
+    const uint32_t x = square->inputs()->Get(0);
+    if (mean->inputs()->Get(0) != out_of(square)) continue;
+    const uint32_t eps = other(add, out_of(mean));
+    if (eps == num_values || rsqrt->inputs()->Get(0) != out_of(add)) continue;
+    if (other(scale, x) != out_of(rsqrt)) continue;
+    const uint32_t w = other(times_w, out_of(scale));
+    if (w == num_values) continue;
+    const ValueInfo& xv = value(x);
+    const ValueInfo& ev = value(eps);
+    const ValueInfo& wv = value(w);
+    const bool shapes = xv.dtype == ScalarType::Float && !xv.dims.empty() && xv.shape.back() > 0 &&
+                        wv.dtype == ScalarType::Float && wv.dims.size() == 1 &&
+                        wv.dims[0] == xv.dims.back() && ev.kind == fb::ValueKind_CONSTANT &&
+                        ev.dtype == ScalarType::Float && ev.numel == 1 &&
+                        out_->pointers[eps] != nullptr;
+    bool private_steps = true;
+    for (const fb::Node* node : {square, mean, add, rsqrt, scale}) {
+      private_steps = private_steps && private_intermediate(out_of(node));
+    }
+    if (!shapes || !private_steps || w == x) continue;
+    FusedNorm norm;
+    norm.in = x;
+    norm.weight = w;
+    norm.epsilon = *static_cast<const float*>(out_->pointers[eps]);
+    for (uint32_t k = n; k < n + 6; ++k) {
+      norm_role_[k] = k + 1 < n + 6 ? NormRole::kInside : NormRole::kLast;
+      norm_index_[k] = norms_.size();
+    }
+    norms_.push_back(norm);
+    n += 5;
+  }
+}
+
+Status GraphCompiler::build_rms_norm(const NodeContext& c) {
+  const FusedNorm& norm = norms_[norm_index_[c.node]];
+  ES_RETURN_IF_ERROR(ensure_pointer(norm.weight));
+  RmsNormStep step;
+  step.channels = static_cast<size_t>(value(norm.in).dims.back());
+  step.rows = value(norm.in).numel / step.channels;
+  step.epsilon = norm.epsilon;
+  step.in = norm.in;
+  step.weight = norm.weight;
+  step.out = c.out;
+  // The step reads its input at the last node, past the input's last reader in the graph.
+  last_use_[norm.in] = std::max(last_use_[norm.in], c.node);
+  add_step(c.node, std::move(step));
+  return Status();
+}
+
 Status GraphCompiler::compile_node(uint32_t n) {
   const fb::Node& node = *graph_.nodes()->Get(n);
   const uint8_t raw_op = static_cast<uint8_t>(node.op());
@@ -120,6 +225,11 @@ Status GraphCompiler::compile_node(uint32_t n) {
   c.x = value(c.in[0]);
   c.y = value(c.out);
   ES_RETURN_IF_ERROR(row->check_shapes(c));
+  if (norm_role_[n] == NormRole::kInside) {
+    slot_floats_[c.out] = 0;  // Never written: the fused step keeps it in registers.
+    return Status();
+  }
+  if (norm_role_[n] == NormRole::kLast) return build_rms_norm(c);
   ES_RETURN_IF_ERROR(row->build(c));
   const float inf = std::numeric_limits<float>::infinity();
   const bool clamped = c.output_min != -inf || c.output_max != inf;

@@ -97,6 +97,10 @@ class GraphCompiler {
  private:
   void place_inline_constants();
   void mark_read_directly();
+  // Finds the runs of six nodes that spell a root-mean-square norm (RmsNormStep) and notes them in
+  // norm_role_ and norms_: their nodes are checked as usual and the last builds the fused step.
+  void find_rms_norms();
+  runtime::Status build_rms_norm(const NodeContext& c);
   runtime::Status compile_node(uint32_t n);
   runtime::Status read_inputs(const schema::Node& node, NodeContext* c) const;
   runtime::Status claim_output(const schema::Node& node, NodeContext* c);
@@ -129,6 +133,15 @@ class GraphCompiler {
   size_t arena_floats_ = 0;
   std::vector<FullyConnectedRequest> requests_;  // In the order the nodes asked.
   std::vector<uint32_t> request_nodes_;          // Per request: the node asking (for messages).
+  // A fused norm: its input, weight and epsilon (its output is its last node's).
+  struct FusedNorm {
+    uint32_t in = 0, weight = 0;
+    float epsilon = 0.0f;
+  };
+  enum class NormRole : uint8_t { kNone, kInside, kLast };
+  std::vector<NormRole> norm_role_;  // Per node.
+  std::vector<size_t> norm_index_;   // Per node of a fused norm: its entry in norms_.
+  std::vector<FusedNorm> norms_;
 };
 
 }  // namespace xnnpack

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "edgeshare/backends/xnnpack/runtime/kernels/config.h"
+
 namespace edgeshare {
 namespace xnnpack {
 
@@ -105,6 +107,13 @@ struct Runner {
     const float* scales = s.format->has_scales ? in(p, s.scales) : nullptr;
     s.format->run_unpacked(s.batch, s.out_channels, s.in_channels, in(p, s.in), p[s.weight], scales,
                            out(p, s.out));
+    return Status();
+  }
+  Status operator()(const RmsNormStep& s) const {
+    // A norm's rows are a few thousand floats: on the calling thread, as the small elementwise
+    // steps run.
+    kernels::rmsnorm_kernel_sets().best().rows(s.rows, s.channels, in(p, s.in), in(p, s.weight),
+                                               s.epsilon, out(p, s.out));
     return Status();
   }
 };

@@ -116,9 +116,19 @@ struct UnpackedFullyConnectedStep {
   uint32_t scales = 0;  // Formats with scales: the value of the weight's scales.
 };
 
+// A root-mean-square norm over the last dimension, fused from the six nodes that spell it (square,
+// mean, + epsilon, rsqrt, times the input, times the weight; GraphCompiler):
+// out[r, c] = weight[c] * (in[r, c] * (1 / sqrt(mean_c(in[r, c]^2) + epsilon))).
+struct RmsNormStep {
+  size_t rows = 1, channels = 1;
+  float epsilon = 0.0f;
+  uint32_t in = 0, weight = 0, out = 0;
+};
+
 struct Step {
   uint32_t node = 0;  // For messages.
-  std::variant<UnaryStep, BinaryStep, PoolingStep, FullyConnectedStep, UnpackedFullyConnectedStep>
+  std::variant<UnaryStep, BinaryStep, PoolingStep, FullyConnectedStep, UnpackedFullyConnectedStep,
+               RmsNormStep>
       op;
 };
 

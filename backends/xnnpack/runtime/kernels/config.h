@@ -123,6 +123,18 @@ bool f16w_matches_reference(const F16WKernels& set);
 // f16w_packed_bytes(k, n).
 runtime::Status check_f16w_kernel_args(size_t k, size_t n, const void* packed, size_t packed_bytes);
 
+// The root-mean-square norm (kernels.h). Defined in rmsnorm_config.cc.
+struct RmsNormKernels {
+  F32RmsNormFn rows = nullptr;
+};
+
+// The norm's sets, best() giving the scalar reference's bits on a probe.
+const KernelSets<RmsNormKernels>& rmsnorm_kernel_sets();
+
+// True when `set` equals the scalar reference bit for bit on a probe (rows of 1 to 40 channels,
+// whole and partial blocks of 16, and a row of 577).
+bool rmsnorm_matches_reference(const RmsNormKernels& set);
+
 // The int4 fully connected's kinds (kernels.h): GEMV and GEMM over the qc4w packing, each with
 // its fused float epilogue; the activations are quantized with a QS8Kernels set's quantizer.
 // Defined in qc4w_config.cc.

@@ -139,6 +139,22 @@ void qs8_quantize_avx512f(const float* x, size_t k, size_t rows, size_t x_stride
 void qs8_quantize_neon(const float* x, size_t k, size_t rows, size_t x_stride, int8_t* q,
                        size_t q_stride, float* scales, int32_t* sums);
 
+// The root-mean-square norm of `rows` rows of `channels` floats each (channels >= 1; y may not
+// overlap x or w): y[r, c] = w[c] * (x[r, c] * (1 / sqrt(sum / channels + eps))), sum the row's
+// squares. So that every set gives the scalar reference's bits, the sum has one order: 16 lanes,
+// lane j adding the squares of channels j, j + 16, j + 32, ... in turn with one fused multiply-add
+// each, then folded in halves (lanes j and j + 8, then j and j + 4, j and j + 2, 0 and 1).
+using F32RmsNormFn = void (*)(size_t rows, size_t channels, const float* x, const float* w,
+                              float eps, float* y);
+void f32_rmsnorm_scalar(size_t rows, size_t channels, const float* x, const float* w, float eps,
+                        float* y);
+void f32_rmsnorm_avx2(size_t rows, size_t channels, const float* x, const float* w, float eps,
+                      float* y);
+void f32_rmsnorm_avx512f(size_t rows, size_t channels, const float* x, const float* w, float eps,
+                         float* y);
+void f32_rmsnorm_neon(size_t rows, size_t channels, const float* x, const float* w, float eps,
+                      float* y);
+
 // The int8 fully connected over quantized rows: x_scales and x_sums as the quantizer writes them.
 // GEMV: one row to y[0, n).
 using QS8QC8WGemvFn = void (*)(const void* packed, size_t k, size_t n, const int8_t* q,
