@@ -29,15 +29,6 @@ constexpr uint32_t kChannels = 40;  // Two whole blocks of 16 and a partial one.
 constexpr uint32_t kMaxRows = 8;
 constexpr float kEps = 1e-5f;
 
-std::vector<float> values(size_t count, uint32_t seed, float scale) {
-  std::vector<float> v(count);
-  for (float& f : v) {
-    seed = seed * 1664525u + 1013904223u;
-    f = (static_cast<float>(seed >> 8) / 16777216.0f * 2.0f - 1.0f) * scale;
-  }
-  return v;
-}
-
 // w * (x * rsqrt(mean(x^2) + eps)) per row, in double.
 std::vector<float> rms_norm(const std::vector<float>& x, const std::vector<float>& w,
                             float lo = -std::numeric_limits<float>::infinity(),
@@ -119,7 +110,8 @@ void expect_norm(const Variant& v, const std::vector<float>& weight) {
   ASSERT_TRUE(delegate.ok()) << delegate.status().message();
   for (uint32_t rows : {1u, 3u, kMaxRows}) {
     SCOPED_TRACE(rows);
-    HostTensor x{{1, static_cast<int32_t>(rows), kChannels}, values(rows * kChannels, rows, 4.0f)};
+    HostTensor x{{1, static_cast<int32_t>(rows), kChannels},
+                 random_floats(rows * kChannels, -4.0f, 4.0f, rows)};
     HostTensor y{to_int_dims({1, kMaxRows, kChannels}),
                  std::vector<float>(kMaxRows * kChannels, NAN)};
     HostTensor r{to_int_dims({1, kMaxRows, 1}), std::vector<float>(kMaxRows, NAN)};
@@ -134,7 +126,7 @@ void expect_norm(const Variant& v, const std::vector<float>& weight) {
 }
 
 TEST(RmsNorm, the_six_nodes_are_one_step_equal_to_the_formula) {
-  const std::vector<float> weight = values(kChannels, 99, 2.0f);
+  const std::vector<float> weight = random_floats(kChannels, -2.0f, 2.0f, 99);
   for (bool weight_first : {true, false}) {
     SCOPED_TRACE(weight_first);
     Variant v;
@@ -151,7 +143,7 @@ TEST(RmsNorm, the_six_nodes_are_one_step_equal_to_the_formula) {
 }
 
 TEST(RmsNorm, a_chain_that_is_not_private_runs_node_by_node) {
-  const std::vector<float> weight = values(kChannels, 98, 2.0f);
+  const std::vector<float> weight = random_floats(kChannels, -2.0f, 2.0f, 98);
   Variant shared;
   shared.rsqrt_is_output = true;
   Variant clamped;
