@@ -194,6 +194,7 @@ void GraphCompiler::find_rms_norms() {
 
 Status GraphCompiler::build_rms_norm(const NodeContext& c) {
   const FusedNorm& norm = norms_[norm_index_[c.node]];
+  ES_RETURN_IF_ERROR(ensure_pointer(norm.in));
   ES_RETURN_IF_ERROR(ensure_pointer(norm.weight));
   RmsNormStep step;
   step.channels = static_cast<size_t>(value(norm.in).dims.back());
@@ -226,7 +227,7 @@ Status GraphCompiler::compile_node(uint32_t n) {
   c.y = value(c.out);
   ES_RETURN_IF_ERROR(row->check_shapes(c));
   if (norm_role_[n] == NormRole::kInside) {
-    slot_floats_[c.out] = 0;  // Never written: the fused step keeps it in registers.
+    slot_floats_[c.out] = 0;  // Never written: the fused step does not materialise it.
     return Status();
   }
   if (norm_role_[n] == NormRole::kLast) return build_rms_norm(c);

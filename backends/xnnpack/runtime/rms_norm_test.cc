@@ -160,6 +160,44 @@ TEST(RmsNorm, a_chain_that_is_not_private_runs_node_by_node) {
   }
 }
 
+TEST(RmsNorm, a_constant_input_is_fetched_for_the_fused_step) {
+  const std::vector<float> weight = random_floats(kChannels, -2.0f, 2.0f, 97);
+  const std::vector<float> input = random_floats(3 * kChannels, -4.0f, 4.0f, 96);
+  Graph graph;
+  GraphBuilder g;
+  const uint32_t x = g.named("x", {3, kChannels}, graph.map.add("x", input));
+  const uint32_t w = g.named("w", {kChannels}, graph.map.add("w", weight));
+  const uint32_t eps = g.inline_constant({1}, {kEps});
+  const uint32_t u = g.input({4});
+  const uint32_t y = g.output({3, kChannels});
+  const uint32_t v = g.output({4});
+  const uint32_t square = g.intermediate({3, kChannels});
+  const uint32_t mean = g.intermediate({3, 1});
+  const uint32_t shifted = g.intermediate({3, 1});
+  const uint32_t rsqrt = g.intermediate({3, 1});
+  const uint32_t scaled = g.intermediate({3, kChannels});
+  g.node(schema::OpKind_SQUARE, {x}, {square});
+  g.node(schema::OpKind_MEAN_LAST_DIM, {square}, {mean});
+  g.node(schema::OpKind_ADD, {eps, mean}, {shifted});
+  g.node(schema::OpKind_RSQRT, {shifted}, {rsqrt});
+  g.node(schema::OpKind_MULTIPLY, {rsqrt, x}, {scaled});
+  g.node(schema::OpKind_MULTIPLY, {scaled, w}, {y});
+  g.node(schema::OpKind_ABS, {u}, {v});
+  graph.blob = g.build();
+  WeightsCache cache;
+  CompiledGraph compiled;
+  compile(graph, &cache, &compiled);
+  EXPECT_EQ(fused_steps(compiled), 1u);
+  runtime::Result<TestDelegate> delegate = TestDelegate::init(graph.blob, &graph.map);
+  ASSERT_TRUE(delegate.ok()) << delegate.status().message();
+  HostTensor ut{{4}, {-1.0f, 2.0f, -3.0f, 4.0f}};
+  HostTensor yt{{3, kChannels}, std::vector<float>(3 * kChannels, NAN)};
+  HostTensor vt{{4}, std::vector<float>(4, NAN)};
+  ASSERT_TRUE(delegate->run({&ut}, {&yt, &vt}).ok());
+  expect_near_relative(yt.data, rms_norm(input, weight), "norm", 1e-5f);
+  EXPECT_EQ(vt.data, (std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f}));
+}
+
 }  // namespace
 }  // namespace xnnpack
 }  // namespace edgeshare
