@@ -1,7 +1,8 @@
 // GraphCompiler: turns a verified XNNPACK graph (graph_reader.h) into a CompiledGraph, the steps
 // (steps.h) and memory an XnnExecutor runs. It checks what every node shares (arity, value ids,
 // dtypes, single writes, output range), then hands the node to its op row (op_rows.h), which checks
-// shapes and builds the steps through the small API below. Intermediates and scratch values get
+// shapes and builds the steps through the small API below; the six nodes of an RMS norm are
+// checked one by one and build one step (find_rms_norms). Intermediates and scratch values get
 // slots in one arena sized at the end; named constants that an operator reads at run time are
 // retained from the WeightsCache, inline ones copied; the fully connected entries of all nodes are
 // asked of the WeightsCache in one batch after the last node, so that a first load packs them all

@@ -1,6 +1,7 @@
 // Steps: what a compiled XNNPACK graph runs, one small type per family of operator (private
 // elementwise unary, binary with broadcasting, last-dimension pooling, the cache's shared fully
-// connected operator, a product over an unpacked weight input), and the code that runs one step.
+// connected operator, a product over an unpacked weight input, an RMS norm fused from its nodes),
+// and the code that runs one step.
 //
 // Each step owns what it uses through RAII handles: a private operator is deleted with its step, a
 // shared packed operator or a retained constant is released to its WeightsCache (which must outlive
