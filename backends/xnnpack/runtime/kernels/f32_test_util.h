@@ -75,6 +75,16 @@ struct XnnpackF32 {
   size_t size = 0;
 };
 
+// Whether XNNPACK packs f32 weights on this CPU in kernels.h's layout: the probe's size over an
+// odd k (131, no multiple of an unroll). Where it chose another tile (on AMD's Zen cores its
+// 4x16s4, inputs padded to fours and shuffled within them) the probe refuses every vector set,
+// f32_kernel_sets() stays scalar and the delegate leaves f32 to XNNPACK.
+inline bool xnnpack_packs_kernels_f32_layout() {
+  constexpr size_t k = 131, n = 53;
+  XnnpackF32 probe(values(n * k, 1), nullptr, k, n, n);
+  return probe.block != nullptr && probe.size == f32_packed_bytes(k, n);
+}
+
 }  // namespace kernels
 }  // namespace xnnpack
 }  // namespace edgeshare
