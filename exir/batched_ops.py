@@ -19,21 +19,24 @@ only the last `window` of them with a window):
     returns      [1, N, heads, head_dim], the layout transformers' attention functions return
 
 `torch.ops.edgeshare.lora_bgmv(x, a, b, adapters)` is each row's low-rank product with its own
-adapter, out[i] = b[adapters[i]] @ (a[adapters[i]] @ x[i]), zeros for a row whose adapter is -1:
+adapter, out[i] = (x[i] @ a[adapters[i]].T) @ b[adapters[i]], zeros for a row whose adapter is -1:
 
     x:         [..., N, in]                 float
     a:         [adapter_slots, rank, in]    float or half (an adapter of a smaller rank has zero rows)
-    b:         [adapter_slots, out, rank]   float or half (the LoRA scale alpha / r folded in)
+    b:         [adapter_slots, rank, out]   float or half: LoRA's B transposed, the LoRA scale
+               alpha / r folded in (a decode row's second product is then rank whole-row
+               multiply-adds, not an output's horizontal sum each)
     adapters:  int64 [N], an adapter slot or -1
     returns    [..., N, out]
 
 `torch.ops.edgeshare.lora_bgmv_q8(x, a, a_scales, b, b_scales, adapters)` is the same over int8
 factors with one float32 scale per factor row (quantize_qc8w's rule), each product scaled as a
-whole, low[r] = a_scales[s, r] * (a[s, r] . x) and out[o] = b_scales[s, o] * (b[s, o] . low), as the
-runtime's int8 adapters are (gemm_nt's q8 products):
+whole, low[r] = a_scales[s, r] * (a[s, r] . x) and out[o] = b_scales[s, o] * (low . b[s, :, o]), as
+the runtime's int8 adapters are (gemm_nt's q8 products):
 
     a:         int8 [adapter_slots, rank, in];   a_scales: float32 [adapter_slots, rank]
-    b:         int8 [adapter_slots, out, rank];  b_scales: float32 [adapter_slots, out]
+    b:         int8 [adapter_slots, rank, out];  b_scales: float32 [adapter_slots, out], one per
+               output (B's row before the transpose)
 
 `torch.ops.edgeshare.batch_rows(slots, positions, adapters, num_slots, max_seq_len, adapter_slots)`
 checks every row's slot, position and adapter slot and returns its cache row (slot * max_seq_len +
@@ -134,8 +137,8 @@ def _(q, k_cache, v_cache, slots, positions, max_seq_len, scale, softcap, window
 
 @torch.library.custom_op(BGMV_OPERATOR, mutates_args=())
 def lora_bgmv(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, adapters: torch.Tensor) -> torch.Tensor:
-    """The eager reference: out[i] = b[adapters[i]] @ a[adapters[i]] @ x[i], zeros where adapters[i] < 0."""
-    return _per_row(x, adapters, b.shape[1], lambda xi, s: (xi @ a[s].to(x.dtype).t()) @ b[s].to(x.dtype).t())
+    """The eager reference: out[i] = (x[i] @ a[s].T) @ b[s] with s = adapters[i], zeros where s < 0."""
+    return _per_row(x, adapters, b.shape[2], lambda xi, s: (xi @ a[s].to(x.dtype).t()) @ b[s].to(x.dtype))
 
 
 def _per_row(
@@ -157,7 +160,7 @@ def _per_row(
 
 @lora_bgmv.register_fake
 def _(x, a, b, adapters):  # noqa: ANN001, ANN202
-    return x.new_empty((*x.shape[:-1], b.shape[1]))
+    return x.new_empty((*x.shape[:-1], b.shape[2]))
 
 
 @torch.library.custom_op(BGMV_Q8_OPERATOR, mutates_args=())
@@ -169,16 +172,16 @@ def lora_bgmv_q8(
     b_scales: torch.Tensor,
     adapters: torch.Tensor,
 ) -> torch.Tensor:
-    """The eager reference: out[i] = b_scales[s] * (b[s] @ (a_scales[s] * (a[s] @ x[i]))) with
+    """The eager reference: out[i] = b_scales[s] * ((a_scales[s] * (x[i] @ a[s].T)) @ b[s]) with
     s = adapters[i], zeros where s < 0."""
 
     def product(xi: torch.Tensor, s: int) -> torch.Tensor:
         low = (xi @ a[s].to(x.dtype).t()) * a_scales[s].to(x.dtype)
-        return (low @ b[s].to(x.dtype).t()) * b_scales[s].to(x.dtype)
+        return (low @ b[s].to(x.dtype)) * b_scales[s].to(x.dtype)
 
-    return _per_row(x, adapters, b.shape[1], product)
+    return _per_row(x, adapters, b.shape[2], product)
 
 
 @lora_bgmv_q8.register_fake
 def _(x, a, a_scales, b, b_scales, adapters):  # noqa: ANN001, ANN202
-    return x.new_empty((*x.shape[:-1], b.shape[1]))
+    return x.new_empty((*x.shape[:-1], b.shape[2]))

@@ -15,8 +15,9 @@ product with its own adapter (edgeshare::lora_bgmv); attention reads each row's 
 sequence that samples this step).
 
 The adapter tables are parameters of the wrapper: per adapted Linear `lora_a` [adapter_slots, rank,
-in] and `lora_b` [adapter_slots, out, rank], zeros until an adapter is put in a slot. An adapter of
-a smaller rank fills the first rows of its slot; its LoRA scale is folded into lora_b. int8 tables
+in] and `lora_b` [adapter_slots, rank, out] (LoRA's B transposed, edgeshare::lora_bgmv's layout),
+zeros until an adapter is put in a slot. An adapter of a smaller rank fills the first rows of its
+slot; its LoRA scale is folded into lora_b. int8 tables
 (table_dtype torch.int8) hold each factor row quantized on its own (quantize_qc8w) with its scale in
 `lora_a_scales` [adapter_slots, rank] and `lora_b_scales` [adapter_slots, out] (edgeshare::lora_bgmv_q8). In an exported
 program they are open data bound at run time (the engine owns them), never part of the foundation.
@@ -158,7 +159,7 @@ class BatchedLoraLinear(nn.Module):
         super().__init__()
         self.base = base
         a = torch.zeros(adapter_slots, rank, base.in_features, dtype=dtype)
-        b = torch.zeros(adapter_slots, base.out_features, rank, dtype=dtype)
+        b = torch.zeros(adapter_slots, rank, base.out_features, dtype=dtype)
         self.lora_a = nn.Parameter(a, requires_grad=False)
         self.lora_b = nn.Parameter(b, requires_grad=False)
         self.quantized = dtype == torch.int8
@@ -167,8 +168,8 @@ class BatchedLoraLinear(nn.Module):
             self.lora_b_scales = nn.Parameter(torch.zeros(adapter_slots, base.out_features), requires_grad=False)
 
     def put(self, slot: int, a: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> None:
-        """Writes one adapter's factors (A [r, in], B [out, r], float) into `slot`, zeros past rank r
-        (None: zeros); int8 tables quantize each factor row on its own."""
+        """Writes one adapter's factors (A [r, in], B [out, r], float) into `slot`, B transposed, zeros
+        past rank r (None: zeros); int8 tables quantize each row of A and of B on its own."""
         with torch.no_grad():
             self.lora_a[slot].zero_()
             self.lora_b[slot].zero_()
@@ -182,11 +183,11 @@ class BatchedLoraLinear(nn.Module):
                 qb, sb = quantize_qc8w(b.float().contiguous())
                 self.lora_a[slot, : a.shape[0]] = qa
                 self.lora_a_scales[slot, : a.shape[0]] = sa
-                self.lora_b[slot, :, : b.shape[1]] = qb
+                self.lora_b[slot, : b.shape[1]] = qb.t()
                 self.lora_b_scales[slot] = sb
             else:
                 self.lora_a[slot, : a.shape[0]] = a
-                self.lora_b[slot, :, : b.shape[1]] = b
+                self.lora_b[slot, : b.shape[1]] = b.t()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         adapters = _STEP.adapters
@@ -325,7 +326,7 @@ class BatchedCausalLM(nn.Module):
             raise ValueError(f"the adapter adapts {unknown[0]}, which is not a target of the batch")
         for name, (a, b) in weights.layers.items():
             module = layers[name]
-            if a.shape[1] != module.lora_a.shape[2] or b.shape[0] != module.lora_b.shape[1]:
+            if a.shape[1] != module.lora_a.shape[2] or b.shape[0] != module.lora_b.shape[2]:
                 raise ValueError(f"{name}: the adapter's factors {tuple(a.shape)}, {tuple(b.shape)} do not fit")
         for name, module in layers.items():
             module.put(slot, *weights.layers.get(name, (None, None)))

@@ -100,7 +100,8 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
                              slots, tables->slots_);
     tables->slots_ = slots;
     if (!table.scales) {
-      const size_t rank = static_cast<size_t>(table.is_a ? table.sizes[1] : table.sizes[2]);
+      // a [slots, rank, in], b [slots, rank, out]: rank is dim 1 of both.
+      const size_t rank = static_cast<size_t>(table.sizes[1]);
       ES_CHECK_OR_RETURN_ERROR(!have_factor || rank == tables->rank_, Error::InvalidProgram,
                                "%s: table '%s' has rank %zu, the others %zu", initial.name(), key,
                                rank, tables->rank_);
@@ -127,10 +128,11 @@ Result<std::unique_ptr<AdapterTables>> AdapterTables::create(const NamedDataMap&
       ES_CHECK_OR_RETURN_ERROR(of != nullptr, Error::InvalidProgram,
                                "%s: scales '%s' have no factor '%s'", initial.name(),
                                table.key.c_str(), factor.c_str());
-      // a's rows are its rank, b's its outputs: either way the factor's dim 1.
-      ES_CHECK_OR_RETURN_ERROR(table.sizes[1] == of->sizes[1], Error::InvalidProgram,
+      // a's scales are one per rank row (its dim 1), b's one per output (its dim 2).
+      const int32_t rows = of->sizes[table.is_a ? 1 : 2];
+      ES_CHECK_OR_RETURN_ERROR(table.sizes[1] == rows, Error::InvalidProgram,
                                "%s: scales '%s' have %d rows, their factor %d", initial.name(),
-                               table.key.c_str(), table.sizes[1], of->sizes[1]);
+                               table.key.c_str(), table.sizes[1], rows);
     } else if (quantized) {
       const std::string scales = table.key + "_scales";
       ES_CHECK_OR_RETURN_ERROR(tables->find(scales.c_str()) != nullptr, Error::InvalidProgram,
@@ -196,10 +198,14 @@ Status AdapterTables::load(size_t slot, const runtime::DataFile& adapter) {
       // [r, in] or [r] / [out]: the slot's first rows.
       std::memcpy(to, from, layout.numel() * e);
     } else {
-      const size_t rows = static_cast<size_t>(table.sizes[1]),
-                   cols = static_cast<size_t>(table.sizes[2]);
+      // The file's B [out, r] goes in transposed: the slot's first r rows of [rank, out].
+      const size_t out = static_cast<size_t>(table.sizes[2]);
       const size_t r = static_cast<size_t>(layout.sizes[1]);
-      for (size_t o = 0; o < rows; ++o) std::memcpy(to + o * cols * e, from + o * r * e, r * e);
+      for (size_t o = 0; o < out; ++o) {
+        for (size_t p = 0; p < r; ++p) {
+          std::memcpy(to + (p * out + o) * e, from + (o * r + p) * e, e);
+        }
+      }
     }
   }
   return Status();
@@ -224,7 +230,7 @@ Status AdapterTables::check_entry(const runtime::DataFile& adapter, const char* 
   }
   const bool fits = layout.scalar_type == dtype_ && layout.sizes.size() == 2 &&
                     (table.is_a ? layout.sizes[0] <= rank && layout.sizes[1] == table.sizes[2]
-                                : layout.sizes[0] == table.sizes[1] && layout.sizes[1] <= rank);
+                                : layout.sizes[0] == table.sizes[2] && layout.sizes[1] <= rank);
   ES_CHECK_OR_RETURN_ERROR(
       fits, Error::InvalidArgument, "%s: '%s' is not a %s factor in %s of at most rank %zu",
       adapter.path(), key, table.is_a ? "[rank, in]" : "[out, rank]", dtype_name(dtype_), rank_);

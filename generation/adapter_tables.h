@@ -2,13 +2,14 @@
 // adapters are put into and taken out of slots while the program runs.
 //
 // A batch program (exir's export_hf_batch) reads, per adapted Linear layer, two open constants:
-// `<key>.lora_a` [adapter_slots, rank, in] and `<key>.lora_b` [adapter_slots, out, rank] (float32,
-// float16 for half the bytes, or int8 with a float32 scale per factor row in `<key>.lora_a_scales`
-// [adapter_slots, rank] and `<key>.lora_b_scales` [adapter_slots, out]; the LoRA scale folded into
-// b). export_hf_batch writes them with its adapters in the first slots (batch_tables.ptd), and
-// each adapter alone as a file of the same keys, shaped [r, in] and [out, r] for its own rank
-// r <= rank, int8's scales [r] and [out] (<adapter>.ptd, recording the foundation it was exported
-// for). AdapterTables copies the tables once and is the NamedDataMap a
+// `<key>.lora_a` [adapter_slots, rank, in] and `<key>.lora_b` [adapter_slots, rank, out], LoRA's B
+// transposed (float32, float16 for half the bytes, or int8 with a float32 scale per row of A and
+// per output of B in `<key>.lora_a_scales` [adapter_slots, rank] and `<key>.lora_b_scales`
+// [adapter_slots, out]; the LoRA scale folded into b). export_hf_batch writes them with its
+// adapters in the first slots (batch_tables.ptd), and each adapter alone as a file of the same
+// keys, shaped as LoRA's factors are, [r, in] and [out, r] for its own rank r <= rank, int8's
+// scales [r] and [out] (<adapter>.ptd, recording the foundation it was exported for); load() writes
+// B transposed. AdapterTables copies the tables once and is the NamedDataMap a
 // batch method is loaded over (merged with the foundation's file): the method then reads this
 // memory in place, and load() / clear() rewrite one slot's rows of every table. Nothing of the
 // foundation is touched.
@@ -81,7 +82,7 @@ class AdapterTables final : public runtime::NamedDataMap {
  private:
   struct Table {
     std::string key;
-    bool is_a = false;    // a: [slots, rank, in] (scales [slots, rank]); else b: [slots, out, rank]
+    bool is_a = false;    // a: [slots, rank, in] (scales [slots, rank]); else b: [slots, rank, out]
     bool scales = false;  // [slots, rows] float32: the rows' scales of an int8 factor
     runtime::ScalarType type = runtime::ScalarType::Float;
     size_t element_size = sizeof(float);

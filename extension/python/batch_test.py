@@ -280,8 +280,13 @@ def test_int8_tables_equal_the_eager_batch_in_a_quarter_of_the_bytes(files, refe
         assert {k for k in q if not k.endswith("_scales")} == full.keys() and full
         for key, entry in full.items():
             assert 4 * q[key].size == entry.size, (name, key, q[key].size, entry.size)
-            # One float32 scale per factor row (lora_a's rank rows, lora_b's out rows).
-            rows = int(np.prod(entry.tensor_layout.sizes[:-1]))
+            # One float32 scale per row of A and per output of B: the tables hold B transposed,
+            # [slots, rank, out], the adapter files as LoRA has it, [out, r].
+            sizes = entry.tensor_layout.sizes
+            if name == "batch_tables.ptd" and key.endswith("lora_b"):
+                rows = int(np.prod(sizes[:-2])) * sizes[-1]
+            else:
+                rows = int(np.prod(sizes[:-1]))
             assert q[f"{key}_scales"].size == 4 * rows, (name, key)
     engine = _check_rows_and_engine(files, reference, out, "int8", fp32_tolerance=5e-2)
     # An int8 file whose factors lost their scales would run them as zeros: refused.

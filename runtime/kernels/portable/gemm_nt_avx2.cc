@@ -14,6 +14,7 @@ namespace {
 struct Avx2Ops {
   using V = __m256;
   static constexpr size_t kWidth = 8;
+  static constexpr size_t kRegisters = 16;
   // Lane l is set when l < count (count <= 8).
   static __m256i mask(size_t count) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)),
@@ -56,6 +57,19 @@ void gemm_nt_f16_avx2(size_t m, size_t n, size_t k, const float* a, const uint16
 void gemm_nt_q8_avx2(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
                       const float* scales, float* c) {
   gemm_nt_q8<Avx2Ops>(m, n, k, a, b, scales, c);
+}
+
+void gemm_nn_f32_avx2(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+  gemm_nn<Avx2Ops>(m, n, k, a, b, c);
+}
+
+void gemm_nn_f16_avx2(size_t m, size_t n, size_t k, const float* a, const uint16_t* b, float* c) {
+  gemm_nn<Avx2Ops>(m, n, k, a, b, c);
+}
+
+void gemm_nn_q8_avx2(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
+                     const float* scales, float* c) {
+  gemm_nn_q8<Avx2Ops>(m, n, k, a, b, scales, c);
 }
 
 }  // namespace portable

@@ -14,6 +14,7 @@ namespace {
 struct Avx512Ops {
   using V = __m512;
   static constexpr size_t kWidth = 16;
+  static constexpr size_t kRegisters = 32;
   static __mmask16 mask(size_t count) { return static_cast<__mmask16>((1u << count) - 1u); }
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
@@ -79,6 +80,19 @@ void gemm_nt_f16_avx512(size_t m, size_t n, size_t k, const float* a, const uint
 void gemm_nt_q8_avx512(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
                       const float* scales, float* c) {
   gemm_nt_q8<Avx512Ops>(m, n, k, a, b, scales, c);
+}
+
+void gemm_nn_f32_avx512(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+  gemm_nn<Avx512Ops>(m, n, k, a, b, c);
+}
+
+void gemm_nn_f16_avx512(size_t m, size_t n, size_t k, const float* a, const uint16_t* b, float* c) {
+  gemm_nn<Avx512Ops>(m, n, k, a, b, c);
+}
+
+void gemm_nn_q8_avx512(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
+                       const float* scales, float* c) {
+  gemm_nn_q8<Avx512Ops>(m, n, k, a, b, scales, c);
 }
 
 }  // namespace portable

@@ -16,12 +16,13 @@
 // dot path a vector at a time, in the panel path while the panel is copied); an int8 weight's
 // per-row scales multiply its outputs at the end (gemm_nt_q8).
 //
-// Ops: V, kWidth, zero(), load(p), load_tail(p, count), store(p, v), store_tail(p, v, count),
-// add(x, y), mul(x, y), fma(x, y, acc) = x * y + acc, set1(x), reduce(v) (the sum of its lanes),
-// and loadb(p) for the half and int8 weights (kWidth elements widened). Optionally reduce4(v[4],
-// out): the four sums stored at once, each with the bits of reduce (the same additions, four
-// vectors' lanes shuffled together), for an instruction set where that is cheaper: a dot product
-// over a short k (a decode row's h . B^T, k the rank) is mostly its horizontal sum.
+// Ops: V, kWidth, kRegisters (vector registers the set has), zero(), load(p), load_tail(p, count),
+// store(p, v), store_tail(p, v, count), add(x, y), mul(x, y), fma(x, y, acc) = x * y + acc,
+// set1(x), reduce(v) (the sum of its lanes), and loadb(p) for the half and int8 weights (kWidth
+// elements widened). Optionally reduce4(v[4], out): the four sums stored at once, each with the
+// bits of reduce (the same additions, four vectors' lanes shuffled together), for an instruction
+// set where that is cheaper: a dot product over a short k (a decode row's h . B^T, k the rank) is
+// mostly its horizontal sum.
 
 #ifndef EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
 #define EDGESHARE_RUNTIME_KERNELS_PORTABLE_GEMM_NT_IMPL_H_
@@ -195,15 +196,86 @@ void gemm_nt(size_t m, size_t n, size_t k, const float* a, const BT* b, float* c
   }
 }
 
-// An int8 weight: the products over the widened values, then each output times its row's scale,
-// a vector at a time (the same single multiplication per output as the reference's). A decode
-// row's h . B^T has the model's width of outputs over a rank of inputs, so this loop runs over as
-// many outputs as the products do, and a float at a time it was a good part of their cost.
-template <typename Ops>
-void gemm_nt_q8(size_t m, size_t n, size_t k, const float* a, const int8_t* b, const float* scales,
-                float* c) {
+// gemm_nn: c[i..i+R, j..j+C*W) over b [k, n], each output's products summed in order over k by
+// one FMA each (acc = a[i, p] * b[p, j] + acc from zero), whatever the block: the bits of an output
+// depend on its row of a and its column of b alone.
+template <typename Ops, size_t R, size_t C, typename BT>
+__attribute__((always_inline)) inline void gemm_nn_block(size_t i, size_t j, size_t n, size_t k,
+                                                         const float* a, const BT* b, float* c) {
+  using V = typename Ops::V;
   constexpr size_t W = Ops::kWidth;
-  gemm_nt<Ops>(m, n, k, a, b, c);
+  V acc[R][C];
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::zero();
+  }
+  for (size_t p = 0; p < k; ++p) {
+    V bv[C];
+#pragma GCC unroll 8
+    for (size_t q = 0; q < C; ++q) bv[q] = load_weights<Ops>(b + p * n + j + q * W);
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) {
+      const V av = Ops::set1(a[(i + r) * k + p]);
+#pragma GCC unroll 8
+      for (size_t q = 0; q < C; ++q) acc[r][q] = Ops::fma(av, bv[q], acc[r][q]);
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (size_t q = 0; q < C; ++q) Ops::store(c + (i + r) * n + j + q * W, acc[r][q]);
+  }
+}
+
+// The last n % W outputs of R rows: the same sums over zero-padded vectors, stored masked.
+template <typename Ops, size_t R, typename BT>
+void gemm_nn_tail(size_t i, size_t j, size_t n, size_t k, const float* a, const BT* b, float* c) {
+  using V = typename Ops::V;
+  const size_t count = n - j;
+  V acc[R];
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r) acc[r] = Ops::zero();
+  for (size_t p = 0; p < k; ++p) {
+    const V bv = load_weights_tail<Ops>(b + p * n + j, count);
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) acc[r] = Ops::fma(Ops::set1(a[(i + r) * k + p]), bv, acc[r]);
+  }
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r) Ops::store_tail(c + (i + r) * n + j, acc[r], count);
+}
+
+// R rows: blocks of C vectors of outputs, then single vectors, then the tail. Enough accumulators
+// in flight to cover the FMA's latency over a short k, as many as the registers hold (a 16-register
+// set takes half of a 32-register one's).
+template <typename Ops, size_t R, typename BT>
+void gemm_nn_rows(size_t i, size_t n, size_t k, const float* a, const BT* b, float* c) {
+  constexpr size_t W = Ops::kWidth;
+  constexpr size_t C = (R == 1 ? 8 : 4) / (Ops::kRegisters >= 32 ? 1 : 2);
+  size_t j = 0;
+  for (; j + C * W <= n; j += C * W) gemm_nn_block<Ops, R, C>(i, j, n, k, a, b, c);
+  for (; j + W <= n; j += W) gemm_nn_block<Ops, R, 1>(i, j, n, k, a, b, c);
+  if (j < n) gemm_nn_tail<Ops, R>(i, j, n, k, a, b, c);
+}
+
+template <typename Ops, typename BT>
+void gemm_nn(size_t m, size_t n, size_t k, const float* a, const BT* b, float* c) {
+  if (k == 0) {
+    std::memset(c, 0, m * n * sizeof(float));
+    return;
+  }
+  size_t i = 0;
+  for (; i + 4 <= m; i += 4) gemm_nn_rows<Ops, 4>(i, n, k, a, b, c);
+  for (; i < m; ++i) gemm_nn_rows<Ops, 1>(i, n, k, a, b, c);
+}
+
+// Each output of c's m rows times its column's scale, a vector at a time (the same single
+// multiplication per output as the reference's). A decode row's h . B^T has the model's width of
+// outputs over a rank of inputs, so this loop runs over as many outputs as the products do, and a
+// float at a time it was a good part of their cost.
+template <typename Ops>
+void scale_outputs(size_t m, size_t n, const float* scales, float* c) {
+  constexpr size_t W = Ops::kWidth;
   for (size_t i = 0; i < m; ++i) {
     float* row = c + i * n;
     size_t j = 0;
@@ -216,6 +288,22 @@ void gemm_nt_q8(size_t m, size_t n, size_t k, const float* a, const int8_t* b, c
                       n - j);
     }
   }
+}
+
+// An int8 weight: the products over the widened values, then each output times its row's scale.
+template <typename Ops>
+void gemm_nt_q8(size_t m, size_t n, size_t k, const float* a, const int8_t* b, const float* scales,
+                float* c) {
+  gemm_nt<Ops>(m, n, k, a, b, c);
+  scale_outputs<Ops>(m, n, scales, c);
+}
+
+// The same over b [k, n], whose scales are one per column.
+template <typename Ops>
+void gemm_nn_q8(size_t m, size_t n, size_t k, const float* a, const int8_t* b, const float* scales,
+                float* c) {
+  gemm_nn<Ops>(m, n, k, a, b, c);
+  scale_outputs<Ops>(m, n, scales, c);
 }
 
 }  // namespace portable

@@ -17,6 +17,7 @@ namespace {
 struct NeonOps {
   using V = float32x4_t;
   static constexpr size_t kWidth = 4;
+  static constexpr size_t kRegisters = 32;
   static V zero() { return vdupq_n_f32(0.0f); }
   static V load(const float* p) { return vld1q_f32(p); }
   static V load_tail(const float* p, size_t count) {
@@ -57,6 +58,19 @@ void gemm_nt_f16_neon(size_t m, size_t n, size_t k, const float* a, const uint16
 void gemm_nt_q8_neon(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
                      const float* scales, float* c) {
   gemm_nt_q8<NeonOps>(m, n, k, a, b, scales, c);
+}
+
+void gemm_nn_f32_neon(size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+  gemm_nn<NeonOps>(m, n, k, a, b, c);
+}
+
+void gemm_nn_f16_neon(size_t m, size_t n, size_t k, const float* a, const uint16_t* b, float* c) {
+  gemm_nn<NeonOps>(m, n, k, a, b, c);
+}
+
+void gemm_nn_q8_neon(size_t m, size_t n, size_t k, const float* a, const int8_t* b,
+                     const float* scales, float* c) {
+  gemm_nn_q8<NeonOps>(m, n, k, a, b, scales, c);
 }
 
 }  // namespace portable

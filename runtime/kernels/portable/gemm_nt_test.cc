@@ -1,6 +1,6 @@
-// gemm_nt: every instruction set this CPU runs (the lesser ones forced too) against the scalar
-// reference, over LoRA's skinny shapes (rank 8-64 on either side), decode (1-3 rows) and prefill
-// rows, and odd sizes that leave every tail partial; no write lands outside c.
+// gemm_nt and gemm_nn: every instruction set this CPU runs (the lesser ones forced too) against the
+// scalar reference, over LoRA's skinny shapes (rank 8-64 on either side), decode (1-3 rows) and
+// prefill rows, and odd sizes that leave every tail partial; no write lands outside c.
 
 #include "edgeshare/runtime/kernels/portable/gemm_nt.h"
 
@@ -188,6 +188,120 @@ TEST(GemmNt, k_zero_writes_zeros) {
   for (size_t i = 0; i < count; ++i) {
     std::vector<float> c(6, kGuard);
     sets[i].kernels.f32(2, 3, 0, nullptr, nullptr, c.data());
+    for (float v : c) EXPECT_EQ(v, 0.0f) << to_string(sets[i].isa);
+  }
+}
+
+// gemm_nn, b [k, n]: every weight type against its reference, every set; then the contract that
+// lets lora_bgmv cut rows anywhere: each output's bits are those of a call for its row and column
+// alone.
+TEST(GemmNn, every_set_matches_the_reference_over_a_transposed_weight) {
+  size_t count = 0;
+  const auto* sets = gemm_nt_sets().all(&count);
+  const Shape shapes[] = {
+      // h . B over B [rank, out]: decode and prefill rows, the SmolLM2 and bench widths.
+      {1, 576, 16},
+      {1, 192, 16},
+      {2, 1536, 16},
+      {3, 576, 8},
+      {4, 1024, 64},
+      {8, 576, 16},
+      {64, 2816, 16},
+      {33, 576, 32},
+      // Odd sizes: partial vectors and blocks everywhere.
+      {5, 37, 13},
+      {1, 1, 1},
+      {9, 3, 70},
+      {6, 17, 5},
+      {1, 130, 3},
+      {2, 5, 0},
+      {0, 4, 4},
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const GemmNtKernels& set = sets[i].kernels;
+    const char* what = to_string(sets[i].isa);
+    for (const Shape& s : shapes) {
+      std::mt19937 rng(static_cast<unsigned>(s.m * 29 + s.n * 5 + s.k));
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::uniform_int_distribution<int> q(-127, 127);
+      std::vector<float> a(s.m * s.k), b(s.k * s.n), scales(s.n);
+      std::vector<uint16_t> h(s.k * s.n);
+      std::vector<int8_t> b8(s.k * s.n);
+      for (float& v : a) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      for (uint16_t& v : h) v = kernels::float_to_half(dist(rng));
+      for (int8_t& v : b8) v = static_cast<int8_t>(q(rng));
+      for (float& v : scales) v = 0.01f * (1.0f + dist(rng));
+      for (int kind = 0; kind < 3; ++kind) {
+        std::vector<float> want(s.m * s.n), got(s.m * s.n + 16, kGuard);
+        if (kind == 0) {
+          gemm_nn_f32_scalar(s.m, s.n, s.k, a.data(), b.data(), want.data());
+          set.nn_f32(s.m, s.n, s.k, a.data(), b.data(), got.data());
+        } else if (kind == 1) {
+          gemm_nn_f16_scalar(s.m, s.n, s.k, a.data(), h.data(), want.data());
+          set.nn_f16(s.m, s.n, s.k, a.data(), h.data(), got.data());
+        } else {
+          gemm_nn_q8_scalar(s.m, s.n, s.k, a.data(), b8.data(), scales.data(), want.data());
+          set.nn_q8(s.m, s.n, s.k, a.data(), b8.data(), scales.data(), got.data());
+        }
+        for (size_t r = 0; r < s.m; ++r) {
+          for (size_t j = 0; j < s.n; ++j) {
+            float bound = 0.0f;  // Another rounding (FMA): an error relative to sum |a| |b|.
+            for (size_t p = 0; p < s.k; ++p) {
+              const float w = kind == 0   ? b[p * s.n + j]
+                              : kind == 1 ? kernels::half_to_float(h[p * s.n + j])
+                                          : static_cast<float>(b8[p * s.n + j]) * scales[j];
+              bound += std::fabs(a[r * s.k + p] * w);
+            }
+            ASSERT_NEAR(got[r * s.n + j], want[r * s.n + j], 1e-6f + 4e-7f * bound)
+                << what << " kind " << kind << " m" << s.m << " n" << s.n << " k" << s.k << " at "
+                << r << "," << j;
+          }
+        }
+        for (size_t t = s.m * s.n; t < got.size(); ++t) {
+          ASSERT_EQ(got[t], kGuard) << what << " wrote past c (m" << s.m << " n" << s.n << ")";
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmNn, each_output_has_the_bits_of_its_row_and_column_alone) {
+  size_t count = 0;
+  const auto* sets = gemm_nt_sets().all(&count);
+  const Shape shapes[] = {{9, 576, 16}, {5, 150, 7}, {1, 1536, 16}};
+  for (size_t i = 0; i < count; ++i) {
+    const GemmNtKernels& set = sets[i].kernels;
+    for (const Shape& s : shapes) {
+      std::mt19937 rng(static_cast<unsigned>(7 * s.m + s.n + s.k));
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> a(s.m * s.k);
+      std::vector<uint16_t> h(s.k * s.n);
+      for (float& v : a) v = dist(rng);
+      for (uint16_t& v : h) v = kernels::float_to_half(dist(rng));
+      std::vector<float> all(s.m * s.n);
+      set.nn_f16(s.m, s.n, s.k, a.data(), h.data(), all.data());
+      std::vector<uint16_t> column(s.k);
+      for (size_t j = 0; j < s.n; ++j) {
+        for (size_t p = 0; p < s.k; ++p) column[p] = h[p * s.n + j];
+        for (size_t r = 0; r < s.m; ++r) {
+          float one = 0.0f;
+          set.nn_f16(1, 1, s.k, a.data() + r * s.k, column.data(), &one);
+          ASSERT_EQ(std::memcmp(&all[r * s.n + j], &one, sizeof(float)), 0)
+              << to_string(sets[i].isa) << " m" << s.m << " n" << s.n << " k" << s.k << " at " << r
+              << "," << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmNn, k_zero_writes_zeros) {
+  size_t count = 0;
+  const auto* sets = gemm_nt_sets().all(&count);
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<float> c(6, kGuard);
+    sets[i].kernels.nn_f32(2, 3, 0, nullptr, nullptr, c.data());
     for (float v : c) EXPECT_EQ(v, 0.0f) << to_string(sets[i].isa);
   }
 }

@@ -467,7 +467,7 @@ def _lora_bgmv_calls(gen: Gen) -> List[Call]:
         c = _lora_case(gen)
         factors = gen.r.choice([torch.float32, torch.float16])
         a = gen.tensor([c.slots, c.rank, c.in_channels], torch.float32).to(factors)
-        b = gen.tensor([c.slots, c.out_channels, c.rank], torch.float32).to(factors)
+        b = gen.tensor([c.slots, c.rank, c.out_channels], torch.float32).to(factors)
         want = lora_bgmv(c.x, a, b, c.adapters)
         calls.append(Call("edgeshare::lora_bgmv", (t(c.x), t(a), t(b), t(c.adapters), out(want)), (want,)))
     return calls
@@ -475,7 +475,7 @@ def _lora_bgmv_calls(gen: Gen) -> List[Call]:
 
 def _lora_bgmv_q8_calls(gen: Gen) -> List[Call]:
     """edgeshare::lora_bgmv_q8 against exir's eager definition: int8 factors with a float32 scale
-    per factor row, over the same mixes of runs, ranks and shapes as lora_bgmv's."""
+    per row of a and per output of b, over the same mixes of runs, ranks and shapes as lora_bgmv's."""
     from edgeshare.exir.batched_ops import lora_bgmv_q8  # noqa: PLC0415 (defines the operator)
 
     def int8s(shape: List[int]) -> torch.Tensor:
@@ -485,7 +485,7 @@ def _lora_bgmv_q8_calls(gen: Gen) -> List[Call]:
     calls = []
     for _ in range(CASES_PER_FAMILY // 3):
         c = _lora_case(gen)
-        a, b = int8s([c.slots, c.rank, c.in_channels]), int8s([c.slots, c.out_channels, c.rank])
+        a, b = int8s([c.slots, c.rank, c.in_channels]), int8s([c.slots, c.rank, c.out_channels])
         a_scales = gen.tensor([c.slots, c.rank], torch.float32).abs() / 100
         b_scales = gen.tensor([c.slots, c.out_channels], torch.float32).abs() / 100
         want = lora_bgmv_q8(c.x, a, a_scales, b, b_scales, c.adapters)

@@ -1,18 +1,22 @@
 // edgeshare::lora_bgmv: each row's low-rank LoRA product with its own adapter slot's factors,
-// out[i] = b[s] . (a[s] . x[i]) with s = adapters[i], zeros for a row on no adapter (s = -1).
+// out[i] = (a[s] . x[i]) . b[s] with s = adapters[i], zeros for a row on no adapter (s = -1).
 //
-// lora_bgmv(x [..., N, in] float, a [slots, rank, in] float|half, b [slots, out, rank] (as a),
+// lora_bgmv(x [..., N, in] float, a [slots, rank, in] float|half, b [slots, rank, out] (as a),
 //           adapters int64 [N]) -> out [..., N, out] float
 // lora_bgmv_q8(x, a [slots, rank, in] int8, a_scales [slots, rank] float,
-//              b [slots, out, rank] int8, b_scales [slots, out] float, adapters) -> out
-//   the same over int8 factors with a scale per factor row, each product scaled as a whole
-//   (gemm_nt's q8 products, as the delegate runs an int8 adapter's).
+//              b [slots, rank, out] int8, b_scales [slots, out] float, adapters) -> out
+//   the same over int8 factors with a scale per row of a and per output of b, each product scaled
+//   as a whole (gemm_nt's q8 products, as the delegate runs an int8 adapter's).
+//
+// b is LoRA's B stored transposed, [rank, out]: a decode row's second product is then rank
+// broadcasts times whole rows of b (gemm_nn), where over [out, rank] each output was a dot product
+// of rank terms ending in a horizontal sum, more than half of this operator's arithmetic.
 //
 // Rows on one adapter that follow each other (a sequence's prefill chunk, or decode rows the
 // engine sorted by adapter) are one run, computed as two products over the run's rows with the
-// unpacked-weight kernels of gemm_nt.h: the factors are read where they lie (the adapter tables
-// an engine rewrites between steps), never packed. A run is cut into chunks of rows whose
-// low-rank intermediate fits a fixed stack buffer, so nothing is allocated.
+// unpacked-weight kernels of gemm_nt.h (gemm_nt, then gemm_nn): the factors are read where they lie
+// (the adapter tables an engine rewrites between steps), never packed. A run is cut into chunks of
+// rows whose low-rank intermediate fits a fixed stack buffer, so nothing is allocated.
 //
 // The chunks are split across the current Threads (a long chunk into pieces of at least
 // kGemmNtSplitRows rows, which gemm_nt.h promises give the same bits): in a decode step of a batch
@@ -95,22 +99,22 @@ void run_piece(void* context, size_t index) {
     prefetch(as, a_slot * sizeof(float));
     prefetch(bs, b_slot * sizeof(float));
     job.gemm->f32(m, job.rank, job.in, piece.x, as, low);
-    job.gemm->f32(m, job.out_channels, job.rank, low, bs, piece.y);
+    job.gemm->nn_f32(m, job.out_channels, job.rank, low, bs, piece.y);
   } else if (job.type == ScalarType::Char) {
     const auto* as = static_cast<const int8_t*>(job.a) + s * a_slot;
     const auto* bs = static_cast<const int8_t*>(job.b) + s * b_slot;
     prefetch(as, a_slot);
     prefetch(bs, b_slot);
     job.gemm->q8(m, job.rank, job.in, piece.x, as, job.a_scales + s * job.rank, low);
-    job.gemm->q8(m, job.out_channels, job.rank, low, bs, job.b_scales + s * job.out_channels,
-                 piece.y);
+    job.gemm->nn_q8(m, job.out_channels, job.rank, low, bs, job.b_scales + s * job.out_channels,
+                    piece.y);
   } else {
     const auto* as = static_cast<const uint16_t*>(job.a) + s * a_slot;
     const auto* bs = static_cast<const uint16_t*>(job.b) + s * b_slot;
     prefetch(as, a_slot * sizeof(uint16_t));
     prefetch(bs, b_slot * sizeof(uint16_t));
     job.gemm->f16(m, job.rank, job.in, piece.x, as, low);
-    job.gemm->f16(m, job.out_channels, job.rank, low, bs, piece.y);
+    job.gemm->nn_f16(m, job.out_channels, job.rank, low, bs, piece.y);
   }
 }
 
@@ -221,16 +225,16 @@ Status run_lora(Args args, bool quantized) {
         op, to_string(type), to_string(b->scalar_type()));
   }
   ES_CHECK_OR_RETURN_ERROR(x->dim() >= 2 && a->dim() == 3 && b->dim() == 3, Error::InvalidProgram,
-                           "%s: x must be [..., rows, in], a [slots, rank, in], b [slots, out, "
-                           "rank]",
+                           "%s: x must be [..., rows, in], a [slots, rank, in], b [slots, rank, "
+                           "out]",
                            op);
   const size_t rows = x->size(x->dim() - 1 - 1), in = x->size(x->dim() - 1);
-  const size_t slots = a->size(0), rank = a->size(1), out_channels = b->size(1);
+  const size_t slots = a->size(0), rank = a->size(1), out_channels = b->size(2);
   ES_CHECK_OR_RETURN_ERROR(
       static_cast<size_t>(a->size(2)) == in && static_cast<size_t>(b->size(0)) == slots &&
-          static_cast<size_t>(b->size(2)) == rank,
-      Error::InvalidProgram, "%s: a [%zu, %zu, %d] and b [%d, %zu, %d] do not fit x's %zu inputs",
-      op, slots, rank, a->size(2), b->size(0), out_channels, b->size(2), in);
+          static_cast<size_t>(b->size(1)) == rank,
+      Error::InvalidProgram, "%s: a [%zu, %zu, %d] and b [%d, %d, %zu] do not fit x's %zu inputs",
+      op, slots, rank, a->size(2), b->size(0), b->size(1), out_channels, in);
   ES_CHECK_OR_RETURN_ERROR(rank >= 1 && rank <= kMaxRank, Error::NotSupported,
                            "%s: rank %zu is outside 1..%zu", op, rank, kMaxRank);
   ES_CHECK_OR_RETURN_ERROR(adapters->scalar_type() == ScalarType::Long && adapters->dim() == 1 &&

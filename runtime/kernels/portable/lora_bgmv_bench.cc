@@ -34,7 +34,7 @@ constexpr int kRounds = 15;
 
 enum class Dtype { kF32, kF16, kInt8 };
 
-// One target's tables: a [slots, rank, in] and b [slots, out, rank] in `dtype`, and the int8
+// One target's tables: a [slots, rank, in] and b [slots, rank, out] in `dtype`, and the int8
 // tables' scales.
 struct Tables {
   std::vector<uint8_t> a, b;
@@ -77,7 +77,7 @@ bool call(const Kernel& kernel, Dtype dtype, Tables& t, std::vector<float>& x,
                                                  : ScalarType::Char;
   Tensor tx(ScalarType::Float, {kRows, kIn}, x.data());
   Tensor ta(type, {kSlots, kRank, kIn}, t.a.data());
-  Tensor tb(type, {kSlots, t.out, kRank}, t.b.data());
+  Tensor tb(type, {kSlots, kRank, t.out}, t.b.data());
   Tensor tas(ScalarType::Float, {kSlots, kRank}, t.a_scales.data());
   Tensor tbs(ScalarType::Float, {kSlots, t.out}, t.b_scales.data());
   Tensor tadapters(ScalarType::Long, {kRows}, adapters.data());

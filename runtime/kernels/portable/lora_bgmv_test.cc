@@ -1,4 +1,5 @@
-// edgeshare::lora_bgmv: the bits of one gemm_nt product pair per chunk of rows on one adapter,
+// edgeshare::lora_bgmv: the bits of one product pair per chunk of rows on one adapter (gemm_nt
+// over a, gemm_nn over b stored [rank, out]),
 // the same bits with a two-thread Threads current, and a double reference; float and half
 // factors, decode steps (one row per adapter), chunks of many rows (past the stack chunk at rank
 // 150), rows on no adapter, leading dims; each call has the helpers warm the next call's factors.
@@ -32,7 +33,7 @@ struct Case {
 };
 
 struct Operands {
-  std::vector<float> x, a, b;  // a, b as floats (the half case: the halves' values).
+  std::vector<float> x, a, b;  // a, b as floats (the half case: the halves' values); b [rank, out].
   std::vector<uint16_t> ah, bh;
 };
 
@@ -69,7 +70,7 @@ std::vector<float> run_operator(const Case& c, Operands& o) {
   std::vector<float> out(c.leading * c.adapters.size() * c.out, NAN);
   Tensor tx(ScalarType::Float, {int32_t(c.leading), rows, int32_t(c.in)}, o.x.data());
   Tensor ta(type, {int32_t(c.slots), int32_t(c.rank), int32_t(c.in)}, a);
-  Tensor tb(type, {int32_t(c.slots), int32_t(c.out), int32_t(c.rank)}, b);
+  Tensor tb(type, {int32_t(c.slots), int32_t(c.rank), int32_t(c.out)}, b);
   Tensor tadapters(ScalarType::Long, {rows}, adapters.data());
   Tensor tout(ScalarType::Float, {int32_t(c.leading), rows, int32_t(c.out)}, out.data());
   EValue values[] = {EValue(tx), EValue(ta), EValue(tb), EValue(tadapters), EValue(tout)};
@@ -82,8 +83,8 @@ std::vector<float> run_operator(const Case& c, Operands& o) {
   return out;
 }
 
-// One gemm_nt product pair per chunk: a run of rows on one adapter, cut every kLowFloats / rank
-// rows; zeros on no adapter.
+// One product pair per chunk: a run of rows on one adapter, cut every kLowFloats / rank rows;
+// zeros on no adapter.
 std::vector<float> by_chunks(const Case& c, const Operands& o) {
   const GemmNtKernels& gemm = gemm_nt_kernels();
   const size_t rows = c.adapters.size(), chunk_rows = kLowFloats / c.rank;
@@ -99,10 +100,10 @@ std::vector<float> by_chunks(const Case& c, const Operands& o) {
         std::fill(y, y + m * c.out, 0.0f);
       } else if (c.half) {
         gemm.f16(m, c.rank, c.in, x, o.ah.data() + s * c.rank * c.in, low.data());
-        gemm.f16(m, c.out, c.rank, low.data(), o.bh.data() + s * c.out * c.rank, y);
+        gemm.nn_f16(m, c.out, c.rank, low.data(), o.bh.data() + s * c.out * c.rank, y);
       } else {
         gemm.f32(m, c.rank, c.in, x, o.a.data() + s * c.rank * c.in, low.data());
-        gemm.f32(m, c.out, c.rank, low.data(), o.b.data() + s * c.out * c.rank, y);
+        gemm.nn_f32(m, c.out, c.rank, low.data(), o.b.data() + s * c.out * c.rank, y);
       }
       i = end;
     }
@@ -123,7 +124,9 @@ void expect_near_reference(const Case& c, const Operands& o, const std::vector<f
       }
       for (size_t j = 0; j < c.out; ++j) {
         double want = 0.0;
-        for (size_t r = 0; s >= 0 && r < c.rank; ++r) want += low[r] * o.b[(s * c.out + j) * c.rank + r];
+        for (size_t r = 0; s >= 0 && r < c.rank; ++r) {
+          want += low[r] * o.b[(s * c.rank + r) * c.out + j];
+        }
         ASSERT_NEAR(got[(p * rows + i) * c.out + j], want, 1e-4 + 1e-4 * std::fabs(want))
             << "row " << i << " output " << j;
       }
