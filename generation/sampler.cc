@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "edgeshare/runtime/kernels/portable/argmax.h"
+
 namespace edgeshare {
 namespace generation {
 
@@ -65,11 +67,7 @@ int64_t Sampler::sample(const float* logits) {
     scores = scores_.data();
   }
   if (greedy()) {
-    size_t best = 0;
-    for (size_t v = 1; v < vocab_size_; ++v) {
-      if (scores[v] > scores[best]) best = v;
-    }
-    return static_cast<int64_t>(best);
+    return static_cast<int64_t>(runtime::portable::argmax_kernels().f32(vocab_size_, scores));
   }
   // Candidates: all tokens, or the top_k largest (ties by lower id), most probable first.
   size_t n = vocab_size_;
