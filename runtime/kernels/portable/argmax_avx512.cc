@@ -5,15 +5,15 @@
 #include <immintrin.h>
 
 #include "edgeshare/runtime/kernels/portable/argmax.h"
+#include "edgeshare/runtime/kernels/portable/argmax_impl.h"
 
 namespace edgeshare {
 namespace runtime {
 namespace portable {
 
 size_t argmax_f32_avx512(size_t n, const float* x) {
-  // A NaN first score is the reference's answer; any other NaN is never its answer. MAXPS returns
-  // its second operand when either is a NaN, so max(score, running) passes over NaN scores.
-  if (x[0] != x[0]) return 0;
+  if (argmax_impl::first_is_nan(x)) return 0;
+  // MAXPS returns its second operand when either is a NaN: max(score, running) keeps running.
   __m512 m0 = _mm512_set1_ps(x[0]), m1 = m0;
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -35,10 +35,7 @@ size_t argmax_f32_avx512(size_t n, const float* x) {
     const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), target, _CMP_EQ_OQ);
     if (hit != 0) return i + static_cast<size_t>(__builtin_ctz(hit));
   }
-  for (; i < n; ++i) {
-    if (x[i] == largest) return i;
-  }
-  return 0;
+  return argmax_impl::first_equal_from(i, n, x, largest);
 }
 
 }  // namespace portable
