@@ -8,7 +8,9 @@ bench/batch_runner process: 1, 2, 4 and 8 sequences at once, on as many differen
 no adapter, and adapter1's program generating alone (edgeshare's one-at-a-time figure), repeated
 --repeats times interleaved; the table gives medians: aggregate decode tokens/s, its ratio to one
 at a time, time to first token, and VmRSS with everything loaded beside the budget (foundation.ptd
-and the 8 adapter files, the slots' KV cache, and 64 MiB).
+and the 8 adapter files, the slots' KV cache, and 64 MiB). A second table gives the 8-sequence
+lines: 8 on 8 adapters against one at a time (>= 4x) and against 8 on no adapter (within 15%), and
+the largest RSS against the budget, each with whether it holds.
 
 --llamacpp adds llama.cpp's batched decode of 1, 2, 4 and 8 sequences (llama-batched-bench, built
 from the peer's vendored llama.cpp; the model converted to Q8_0, Q4_0 or F32 with its converters),
@@ -250,6 +252,75 @@ def markdown(rows: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# The issue's lines for 8 sequences on 8 adapters: aggregate decode at least 4x one at a time, and
+# (with fp16 tables) within 15% of the same 8 sequences on no adapter; RSS within the budget.
+LINE_X_ONE_AT_A_TIME = 4.0
+LINE_X_NO_ADAPTER = 0.85
+
+
+def lines(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The rows' 8-sequence lines, one per (runner, model, format, tables, cache) measured.
+
+    Each gives "8 on 8 adapters" over "alone" (x_one_at_a_time), over "8 none" (x_no_adapter), and
+    the largest RSS of any case against the budget. Cases it lacks (llama.cpp's rows, or a run
+    without the 8-sequence cases) leave it out.
+    """
+    groups: Dict[Tuple[Any, ...], Dict[str, Dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["runner"], r["model"], r["format"], r["adapter_dtype"], r.get("kv_dtype"))
+        groups.setdefault(key, {})[r["case"]] = r
+    out = []
+    for (runner, model, fmt, tables, kv), cases in groups.items():
+        alone, on8, none8 = cases.get("alone"), cases.get("8 adapters"), cases.get("8 none")
+        if alone is None or on8 is None or none8 is None or not alone["decode_tokens_per_s"]:
+            continue
+        measured = [c for c in cases.values() if c["rss_mib"] is not None]
+        rss = max(c["rss_mib"] for c in measured)
+        x_one = on8["decode_tokens_per_s"] / alone["decode_tokens_per_s"]
+        x_none = on8["decode_tokens_per_s"] / none8["decode_tokens_per_s"] if none8["decode_tokens_per_s"] else 0.0
+        out.append(
+            {
+                "runner": runner,
+                "model": model,
+                "format": fmt,
+                "adapter_dtype": tables,
+                "kv_dtype": kv,
+                "x_one_at_a_time": x_one,
+                "x_no_adapter": x_none,
+                "rss_mib": rss,
+                "budget_mib": on8["budget_mib"],
+                "holds_x_one_at_a_time": x_one >= LINE_X_ONE_AT_A_TIME,
+                "holds_x_no_adapter": x_none >= LINE_X_NO_ADAPTER,
+                "holds_rss": rss <= on8["budget_mib"],
+            }
+        )
+    return out
+
+
+def lines_markdown(summary: List[Dict[str, Any]]) -> str:
+    """lines() as a table: each ratio with whether it holds its line."""
+
+    def held(ok: bool) -> str:
+        return "holds" if ok else "short"
+
+    labelled = any(s["runner"] for s in summary)
+    out = [
+        ("| runner " if labelled else "")
+        + f"| model | format | adapters | KV | 8 on 8: x one at a time (>= {LINE_X_ONE_AT_A_TIME:g}) "
+        f"| x no adapter (>= {LINE_X_NO_ADAPTER:g}) | largest RSS MiB (budget) |",
+        ("| --- " if labelled else "") + "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in summary:
+        out.append(
+            (f"| {s['runner']} " if labelled else "")
+            + f"| {s['model']} | {s['format']} | {s['adapter_dtype']} | {_cell(s['kv_dtype'])} "
+            f"| {s['x_one_at_a_time']:.2f} {held(s['holds_x_one_at_a_time'])} "
+            f"| {s['x_no_adapter']:.3f} {held(s['holds_x_no_adapter'])} "
+            f"| {s['rss_mib']:.0f} ({s['budget_mib']:.0f}) {held(s['holds_rss'])} |"
+        )
+    return "\n".join(out)
+
+
 def _parse_runners(specs: Sequence[str]) -> List[Tuple[str, str]]:
     """--runner LABEL=PATH values -> (label, path) pairs; ValueError naming the bad one."""
     runners: List[Tuple[str, str]] = []
@@ -321,6 +392,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 args.kv_dtype,
             )
     print(markdown(rows))
+    summary = lines(rows)
+    if summary:
+        print()
+        print(lines_markdown(summary))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=2)

@@ -105,3 +105,47 @@ def test_int4_export_is_in_groups_of_32_as_q4_0() -> None:
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-v"]))
+
+
+def _row(case: str, tps: float, rss: float = 100.0, fmt: str = "int4", runner: str = "") -> dict:
+    return {
+        "runner": runner,
+        "model": "smollm2",
+        "format": fmt,
+        "adapter_dtype": "fp16",
+        "kv_dtype": "fp32",
+        "case": case,
+        "decode_tokens_per_s": tps,
+        "rss_mib": rss,
+        "budget_mib": 226.0,
+    }
+
+
+def test_lines_give_each_format_its_ratios_and_largest_rss_against_the_lines() -> None:
+    rows = [
+        _row("alone", 300.0, rss=140.0),
+        _row("8 adapters", 1200.0, rss=210.0),
+        _row("8 none", 1400.0, rss=209.0),
+        _row("alone", 200.0, fmt="int8"),
+        _row("8 adapters", 780.0, rss=230.0, fmt="int8"),
+        _row("8 none", 900.0, fmt="int8"),
+    ]
+    (int4, int8) = batch.lines(rows)
+    assert int4["x_one_at_a_time"] == pytest.approx(4.0) and int4["holds_x_one_at_a_time"]
+    assert int4["x_no_adapter"] == pytest.approx(1200 / 1400) and int4["holds_x_no_adapter"]
+    assert int4["rss_mib"] == 210.0 and int4["holds_rss"]
+    assert int8["x_one_at_a_time"] == pytest.approx(3.9) and not int8["holds_x_one_at_a_time"]
+    assert int8["x_no_adapter"] == pytest.approx(780 / 900) and int8["holds_x_no_adapter"]
+    assert int8["rss_mib"] == 230.0 and not int8["holds_rss"]
+    table = batch.lines_markdown([int4, int8]).splitlines()
+    assert table[2] == "| smollm2 | int4 | fp16 | fp32 | 4.00 holds | 0.857 holds | 210 (226) holds |"
+    assert table[3] == "| smollm2 | int8 | fp16 | fp32 | 3.90 short | 0.867 holds | 230 (226) short |"
+
+
+def test_lines_leave_out_a_group_without_its_eight_sequence_cases() -> None:
+    rows = [_row("alone", 300.0), _row("8 adapters", 1200.0), _row("8 none", 1300.0, runner="after")]
+    assert batch.lines(rows) == []
+    rows += [_row("alone", 310.0, runner="after"), _row("8 adapters", 1250.0, runner="after")]
+    (after,) = batch.lines(rows)
+    assert after["runner"] == "after" and after["x_one_at_a_time"] == pytest.approx(1250 / 310)
+    assert batch.lines_markdown([after]).splitlines()[0].startswith("| runner | model |")
