@@ -232,24 +232,36 @@ def _cell(value: Any, digits: int = 1) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def markdown(rows: List[Dict[str, Any]]) -> str:
-    # A runner column only when some row names its runner (several builds compared).
-    labelled = any(r.get("runner") for r in rows)
-    lines = [
-        ("| runner " if labelled else "")
-        + "| model | format | adapters | KV | case | decode tokens/s | x one at a time | TTFT ms | RSS MiB "
-        "| files + KV cache + 64 MiB |",
-        ("| --- " if labelled else "") + "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in rows:
-        lines.append(
-            (f"| {r['runner']} " if labelled else "")
-            + f"| {r['model']} | {r['format']} | {_cell(r['adapter_dtype'])} | {_cell(r.get('kv_dtype'))} "
-            f"| {r['case']} "
-            f"| {_cell(r['decode_tokens_per_s'])} | {_cell(r['vs_alone'], 2)} | {_cell(r['ttft_ms'])} "
-            f"| {_cell(r['rss_mib'])} | {_cell(r['budget_mib'])} |"
-        )
+def _table(columns: Sequence[str], body: Sequence[Sequence[str]], runners: Sequence[str]) -> str:
+    """A markdown table of `columns` over `body`'s cells, with a leading runner column (`runners`,
+    one per body row) when any row names its runner (several builds compared)."""
+    labelled = any(runners)
+    head = (["runner"] if labelled else []) + list(columns)
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    for runner, cells in zip(runners, body):
+        lines.append("| " + " | ".join(([runner] if labelled else []) + list(cells)) + " |")
     return "\n".join(lines)
+
+
+def markdown(rows: List[Dict[str, Any]]) -> str:
+    columns = ["model", "format", "adapters", "KV", "case", "decode tokens/s", "x one at a time", "TTFT ms"]
+    columns += ["RSS MiB", "files + KV cache + 64 MiB"]
+    body = [
+        [
+            r["model"],
+            r["format"],
+            _cell(r["adapter_dtype"]),
+            _cell(r.get("kv_dtype")),
+            r["case"],
+            _cell(r["decode_tokens_per_s"]),
+            _cell(r["vs_alone"], 2),
+            _cell(r["ttft_ms"]),
+            _cell(r["rss_mib"]),
+            _cell(r["budget_mib"]),
+        ]
+        for r in rows
+    ]
+    return _table(columns, body, [r.get("runner") or "" for r in rows])
 
 
 # The issue's lines for 8 sequences on 8 adapters: aggregate decode at least 4x one at a time, and
@@ -303,22 +315,28 @@ def lines_markdown(summary: List[Dict[str, Any]]) -> str:
     def held(ok: bool) -> str:
         return "holds" if ok else "short"
 
-    labelled = any(s["runner"] for s in summary)
-    out = [
-        ("| runner " if labelled else "")
-        + f"| model | format | adapters | KV | 8 on 8: x one at a time (>= {LINE_X_ONE_AT_A_TIME:g}) "
-        f"| x no adapter (>= {LINE_X_NO_ADAPTER:g}) | largest RSS MiB (budget) |",
-        ("| --- " if labelled else "") + "| --- | --- | --- | --- | --- | --- | --- |",
+    columns = [
+        "model",
+        "format",
+        "adapters",
+        "KV",
+        f"8 on 8: x one at a time (>= {LINE_X_ONE_AT_A_TIME:g})",
+        f"x no adapter (>= {LINE_X_NO_ADAPTER:g})",
+        "largest RSS MiB (budget)",
     ]
-    for s in summary:
-        out.append(
-            (f"| {s['runner']} " if labelled else "")
-            + f"| {s['model']} | {s['format']} | {s['adapter_dtype']} | {_cell(s['kv_dtype'])} "
-            f"| {s['x_one_at_a_time']:.2f} {held(s['holds_x_one_at_a_time'])} "
-            f"| {s['x_no_adapter']:.3f} {held(s['holds_x_no_adapter'])} "
-            f"| {s['rss_mib']:.0f} ({s['budget_mib']:.0f}) {held(s['holds_rss'])} |"
-        )
-    return "\n".join(out)
+    body = [
+        [
+            s["model"],
+            s["format"],
+            s["adapter_dtype"],
+            _cell(s["kv_dtype"]),
+            f"{s['x_one_at_a_time']:.2f} {held(s['holds_x_one_at_a_time'])}",
+            f"{s['x_no_adapter']:.3f} {held(s['holds_x_no_adapter'])}",
+            f"{s['rss_mib']:.0f} ({s['budget_mib']:.0f}) {held(s['holds_rss'])}",
+        ]
+        for s in summary
+    ]
+    return _table(columns, body, [s["runner"] for s in summary])
 
 
 def _parse_runners(specs: Sequence[str]) -> List[Tuple[str, str]]:
