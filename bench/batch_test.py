@@ -107,12 +107,12 @@ if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-v"]))
 
 
-def _row(case: str, tps: float, rss: float = 100.0, fmt: str = "int4", runner: str = "") -> dict:
+def _row(case: str, tps: float, rss: float = 100.0, fmt: str = "int4", runner: str = "", tables: str = "fp16") -> dict:
     return {
         "runner": runner,
         "model": "smollm2",
         "format": fmt,
-        "adapter_dtype": "fp16",
+        "adapter_dtype": tables,
         "kv_dtype": "fp32",
         "case": case,
         "decode_tokens_per_s": tps,
@@ -140,6 +140,15 @@ def test_lines_give_each_format_its_ratios_and_largest_rss_against_the_lines() -
     table = batch.lines_markdown([int4, int8]).splitlines()
     assert table[2] == "| smollm2 | int4 | fp16 | fp32 | 4.00 holds | 0.857 holds | 210 (226) holds |"
     assert table[3] == "| smollm2 | int8 | fp16 | fp32 | 3.90 short | 0.867 holds | 230 (226) short |"
+
+
+def test_the_no_adapter_line_is_marked_for_fp16_tables_only() -> None:
+    rows = [_row(c, t, tables="int8") for c, t in (("alone", 300.0), ("8 adapters", 1200.0), ("8 none", 1500.0))]
+    (int8_tables,) = batch.lines(rows)
+    assert int8_tables["x_no_adapter"] == pytest.approx(0.8) and int8_tables["holds_x_no_adapter"] is None
+    assert batch.lines_markdown([int8_tables]).splitlines()[2] == (
+        "| smollm2 | int4 | int8 | fp32 | 4.00 holds | 0.800 | 100 (226) holds |"
+    )
 
 
 def test_lines_leave_out_a_group_without_its_eight_sequence_cases() -> None:
